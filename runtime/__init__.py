@@ -1,0 +1,43 @@
+"""The Frontmind actor kernel: actors, references, supervision, scatter-gather.
+
+It knows nothing of trinkets, storage or the process edges (those live in `actors`,
+`storage` and `runtime.edges`).
+"""
+
+from ._actor import Actor, ActorState, ActorStats, RestartPolicy
+from ._exceptions import (
+    ActorCrashed,
+    ActorStopped,
+    CodecError,
+    DeadlineExceeded,
+    KernelError,
+    MailboxFull,
+    RestartLimitReached,
+)
+from ._gather import scatter_gather
+from ._outcomes import Failed, GatherResult, Replied, TimedOut
+from ._ref import ActorRef
+from ._replies import ReplyStream
+from ._system import ActorSystem
+
+__all__ = [
+    "Actor",
+    "ActorCrashed",
+    "ActorRef",
+    "ActorState",
+    "ActorStats",
+    "ActorStopped",
+    "ActorSystem",
+    "CodecError",
+    "DeadlineExceeded",
+    "Failed",
+    "GatherResult",
+    "KernelError",
+    "MailboxFull",
+    "Replied",
+    "ReplyStream",
+    "RestartLimitReached",
+    "RestartPolicy",
+    "TimedOut",
+    "scatter_gather",
+]

@@ -1,0 +1,41 @@
+"""Every error the actor kernel raises, named by cause under one root."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorCrashed",
+    "ActorStopped",
+    "CodecError",
+    "DeadlineExceeded",
+    "KernelError",
+    "MailboxFull",
+    "RestartLimitReached",
+]
+
+
+class KernelError(Exception):
+    """Root of every error raised by the actor kernel."""
+
+
+class ActorStopped(KernelError):
+    """The actor is stopped (or stopping) and takes no more messages."""
+
+
+class MailboxFull(KernelError):
+    """A non-blocking send found the actor's bounded mailbox full."""
+
+
+class DeadlineExceeded(KernelError):
+    """A reply did not arrive before the deadline the caller set."""
+
+
+class RestartLimitReached(KernelError):
+    """The supervisor gave up on the actor after too many restarts in its window."""
+
+
+class ActorCrashed(KernelError):
+    """The actor's handler raised while handling this message (the cause is chained)."""
+
+
+class CodecError(KernelError):
+    """A message could not be encoded or decoded for an encoded-mode mailbox."""

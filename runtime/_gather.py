@@ -1,0 +1,43 @@
+"""Scatter-gather: one message to many actors, replies collected until a deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+import anyio
+
+from ._exceptions import KernelError
+from ._outcomes import GatherResult
+from ._ref import ActorRef
+from ._replies import GatherSlots
+
+__all__ = ["scatter_gather"]
+
+M = TypeVar("M")
+R = TypeVar("R")
+
+
+async def scatter_gather(
+    refs: Sequence[ActorRef[M, R]], message: M, *, deadline: float
+) -> GatherResult[R]:
+    """Send `message` to every actor at once and gather replies for at most `deadline` s.
+
+    Never waits on a full mailbox: that actor's slot fails at once. An actor that is
+    stopped, given up on, or crashes on this message settles its slot as failed the moment
+    that happens. Replies after the deadline are dropped. One deadline scope covers the
+    whole gather, not one per actor.
+    """
+    slots = GatherSlots([ref.name for ref in refs])
+    try:
+        for index, ref in enumerate(refs):
+            cell = ref._cell
+            try:
+                cell.put_nowait(cell.envelope(message, slots, index))
+            except KernelError as exc:
+                slots.fail(index, exc)
+        with anyio.move_on_after(deadline):
+            await slots.wait()
+    finally:
+        result = slots.close()
+    return result

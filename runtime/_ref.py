@@ -1,0 +1,68 @@
+"""References: the only way to talk to an actor."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Generic, TypeVar
+
+from ._actor import ActorStats
+from ._cell import Cell
+from ._replies import AskSlot, ReplyStream, StreamSlot
+
+__all__ = ["ActorRef"]
+
+M = TypeVar("M")
+R = TypeVar("R")
+
+
+class ActorRef(Generic[M, R]):
+    """An address of an actor. Cheap to copy and to pass around.
+
+    Timeouts belong to the caller: wrap `ask` in `anyio.fail_after` (or use
+    `scatter_gather`, whose deadline is its purpose). An abandoned ask's reply is dropped.
+    """
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: Cell) -> None:
+        self._cell = cell
+
+    @property
+    def name(self) -> str:
+        return self._cell.name
+
+    def tell(self, message: M) -> None:
+        """Fire and forget; raises `MailboxFull` instead of waiting for room."""
+        cell = self._cell
+        cell.put_nowait(cell.envelope(message, None))
+
+    async def send(self, message: M) -> None:
+        """Fire and forget, waiting for room in the mailbox (backpressure)."""
+        cell = self._cell
+        await cell.put(cell.envelope(message, None))
+
+    async def ask(self, message: M) -> R:
+        """Send and wait for the reply (request/response)."""
+        cell = self._cell
+        slot = AskSlot()
+        await cell.put(cell.envelope(message, slot))
+        reply: R = await slot.wait()
+        return reply
+
+    @asynccontextmanager
+    async def stream(self, message: M, *, buffer: int = 64) -> AsyncIterator[ReplyStream[Any]]:
+        """Send and read many replies. Leaving the block early cancels the handler."""
+        cell = self._cell
+        slot = StreamSlot(buffer)
+        await cell.put(cell.envelope(message, slot))
+        try:
+            yield ReplyStream(slot)
+        finally:
+            slot.abandon()
+
+    def stats(self) -> ActorStats:
+        return self._cell.stats()
+
+    def __repr__(self) -> str:
+        return f"<ActorRef {self._cell.name!r} {self._cell.state.value}>"

@@ -1,0 +1,164 @@
+"""Where replies go: one ask, one gather (many slots), or one reply stream.
+
+A reply target settles each slot at most once; anything arriving after that (a late
+reply past a gather's deadline, a second failure) is dropped right here, so it can never
+leak into another request. Every gather owns its own slots, which is what keeps late
+replies out of later gathers without any bookkeeping by turn id.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Generic, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._exceptions import ActorCrashed, KernelError
+from ._outcomes import Failed, GatherResult, Replied, TimedOut
+
+__all__ = ["AskSlot", "GatherSlots", "ReplyStream", "StreamSlot"]
+
+T = TypeVar("T")
+
+
+def as_kernel_error(error: BaseException) -> BaseException:
+    """What an asker should see: kernel errors as they are, anything else as a crash."""
+    if isinstance(error, KernelError):
+        return error
+    crashed = ActorCrashed(f"the actor raised {type(error).__name__}: {error}")
+    crashed.__cause__ = error
+    return crashed
+
+
+class AskSlot:
+    """The single reply to one `ask`."""
+
+    __slots__ = ("_done", "_error", "_event", "_value")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def reply(self, index: int, value: Any) -> None:
+        if not self._done:
+            self._done = True
+            self._value = value
+            self._event.set()
+
+    def fail(self, index: int, error: BaseException) -> None:
+        if not self._done:
+            self._done = True
+            self._error = error
+            self._event.set()
+
+    async def wait(self) -> Any:
+        await self._event.wait()
+        if self._error is not None:
+            raise as_kernel_error(self._error)
+        return self._value
+
+
+class GatherSlots:
+    """One slot per actor of a scatter-gather; closed at the deadline."""
+
+    __slots__ = ("_event", "_names", "_outcomes", "_pending", "_start", "closed")
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+        self._outcomes: list[Replied[Any] | TimedOut | Failed | None] = [None] * len(names)
+        self._pending = len(names)
+        self._event = anyio.Event()
+        self._start = time.perf_counter()
+        self.closed = False
+        if not names:
+            self._event.set()
+
+    def _settle(self, index: int, outcome: Replied[Any] | Failed) -> None:
+        if self.closed or self._outcomes[index] is not None:
+            return
+        self._outcomes[index] = outcome
+        self._pending -= 1
+        if not self._pending:
+            self._event.set()
+
+    def reply(self, index: int, value: Any) -> None:
+        self._settle(index, Replied(self._names[index], value, time.perf_counter() - self._start))
+
+    def fail(self, index: int, error: BaseException) -> None:
+        self._settle(index, Failed(self._names[index], error, time.perf_counter() - self._start))
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+    def close(self) -> GatherResult[Any]:
+        """Stop accepting replies; whatever has not answered has timed out."""
+        self.closed = True
+        now = time.perf_counter() - self._start
+        outcomes = tuple(
+            TimedOut(self._names[i], now) if o is None else o for i, o in enumerate(self._outcomes)
+        )
+        return GatherResult(outcomes, now)
+
+
+class StreamSlot:
+    """A bounded stream of replies to one `stream` request.
+
+    The handler's items flow through a bounded memory stream, so a slow reader slows the
+    actor (backpressure) instead of piling items up. When the reader goes away the
+    handler's cancel scope is cancelled: abandoned work stops at once instead of running
+    to its end for nobody.
+    """
+
+    __slots__ = ("abandoned", "error", "receive", "scope", "send")
+
+    def __init__(self, capacity: int) -> None:
+        self.send: MemoryObjectSendStream[Any]
+        self.receive: MemoryObjectReceiveStream[Any]
+        self.send, self.receive = anyio.create_memory_object_stream[Any](capacity)
+        self.scope: anyio.CancelScope | None = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+
+    def reply(self, index: int, value: Any) -> None:  # pragma: no cover - streams emit
+        raise AssertionError("stream slots receive items, not a single reply")
+
+    def fail(self, index: int, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.send.close()
+
+    def finish(self) -> None:
+        self.send.close()
+
+    def abandon(self) -> None:
+        self.abandoned = True
+        if self.scope is not None:
+            self.scope.cancel()
+        self.receive.close()
+
+
+class ReplyStream(Generic[T]):
+    """The reader's side of a `stream` request: an async iterator of replies."""
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, slot: StreamSlot) -> None:
+        self._slot = slot
+
+    def __aiter__(self) -> ReplyStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            item: T = await self._slot.receive.receive()
+        except anyio.EndOfStream:
+            if self._slot.error is not None:
+                raise as_kernel_error(self._slot.error) from None
+            raise StopAsyncIteration from None
+        return item
+
+    async def aclose(self) -> None:
+        self._slot.abandon()

@@ -1,0 +1,102 @@
+"""The actor system: owner of every actor task, and their supervisor."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._actor import Actor, ActorStats, RestartPolicy
+from ._cell import Cell
+from ._exceptions import ActorStopped
+from ._ref import ActorRef
+
+__all__ = ["ActorSystem"]
+
+log = logging.getLogger("frontmind.runtime")
+
+M = TypeVar("M")
+R = TypeVar("R")
+
+
+class ActorSystem:
+    """Spawns actors into one task group and stops them in reverse order of start.
+
+    `encoded=True` runs every mailbox in encoded mode: messages and replies travel as
+    msgpack bytes, as they would between processes.
+    """
+
+    def __init__(self, *, encoded: bool = False, stop_grace: float = 5.0) -> None:
+        self.encoded = encoded
+        self.stop_grace = stop_grace
+        self._cells: list[Cell] = []
+        self._tg: TaskGroup | None = None
+        self._closing = False
+
+    async def __aenter__(self) -> ActorSystem:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._closing = True
+        try:
+            # Shielded so that stopping is orderly even when we leave by cancellation;
+            # each actor still gets at most `stop_grace` to finish the message in hand.
+            with anyio.CancelScope(shield=True):
+                for cell in reversed(list(self._cells)):
+                    await self._stop_cell(cell, self.stop_grace)
+        finally:
+            result = await self._tg.__aexit__(exc_type, exc, tb)
+        return result
+
+    def spawn(
+        self,
+        factory: Callable[[], Actor[M, R]],
+        *,
+        name: str,
+        mailbox: int = 64,
+        policy: RestartPolicy | None = None,
+        encoded: bool | None = None,
+    ) -> ActorRef[M, R]:
+        """Start an actor under this system's supervision and return its reference."""
+        if self._tg is None or self._closing:
+            raise ActorStopped(f"cannot spawn {name!r}: the actor system is not running")
+        cell = Cell(
+            name,
+            factory,
+            capacity=mailbox,
+            policy=policy or RestartPolicy(),
+            encoded=self.encoded if encoded is None else encoded,
+        )
+        self._cells.append(cell)
+        self._tg.start_soon(cell.run, name=f"actor:{name}")
+        return ActorRef(cell)
+
+    async def stop(self, ref: ActorRef[Any, Any], *, grace: float | None = None) -> None:
+        """Stop one actor: it finishes the message in hand, queued messages are refused."""
+        await self._stop_cell(ref._cell, self.stop_grace if grace is None else grace)
+
+    async def _stop_cell(self, cell: Cell, grace: float) -> None:
+        cell.stop()
+        with anyio.move_on_after(grace):
+            await cell.wait_stopped()
+        if not cell._done.is_set():
+            log.warning("actor %r did not stop within %.1fs; cancelling it", cell.name, grace)
+            cell.kill()
+            await cell.wait_stopped()
+        if cell in self._cells:
+            self._cells.remove(cell)
+
+    def statistics(self) -> list[ActorStats]:
+        return [cell.stats() for cell in self._cells]

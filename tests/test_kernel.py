@@ -1,0 +1,369 @@
+"""The actor kernel: ordering, backpressure, gather deadlines, supervision, shutdown.
+
+Every test runs twice: with direct mailboxes and with encoded (msgpack) mailboxes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from runtime import (
+    Actor,
+    ActorCrashed,
+    ActorRef,
+    ActorStopped,
+    ActorSystem,
+    CodecError,
+    DeadlineExceeded,
+    Failed,
+    MailboxFull,
+    Replied,
+    RestartLimitReached,
+    RestartPolicy,
+    TimedOut,
+    scatter_gather,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class Add(msgspec.Struct, frozen=True, tag=True):
+    n: int
+
+
+class Get(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class Echo(msgspec.Struct, frozen=True, tag=True):
+    n: int
+
+
+class Crash(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class Block(msgspec.Struct, frozen=True, tag=True):
+    pass
+
+
+class Count(msgspec.Struct, frozen=True, tag=True):
+    upto: int
+
+
+Msg = Add | Get | Echo | Crash | Block | Count
+
+
+class Gate:
+    """An event the test opens; lets an actor hold a message without sleeping."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.open = anyio.Event()
+
+
+class Recorder(Actor[Msg, Any]):
+    protocol = Msg
+    replies = list[int] | int | None
+
+    def __init__(
+        self, gate: Gate | None = None, log: list[str] | None = None, name: str = ""
+    ) -> None:
+        self.seen: list[int] = []
+        self.gate = gate
+        self.log = log
+        self.name = name
+
+    async def stopped(self) -> None:
+        if self.log is not None:
+            self.log.append(self.name)
+
+    async def handle(self, message: Msg) -> Any:
+        match message:
+            case Add(n):
+                self.seen.append(n)
+                return None
+            case Get():
+                return list(self.seen)
+            case Echo(n):
+                return n
+            case Crash():
+                raise ValueError("boom")
+            case Block():
+                assert self.gate is not None
+                self.gate.entered.set()
+                await self.gate.open.wait()
+                return -1
+            case Count():
+                return None
+        raise AssertionError(message)
+
+
+class Counter(Actor[Msg, Any]):
+    """Streams 0..upto-1; records whether its handler was cancelled."""
+
+    protocol = Msg
+    replies = int
+
+    def __init__(self, closed: list[bool], gate: Gate) -> None:
+        self.closed = closed
+        self.gate = gate
+
+    async def handle(self, message: Msg) -> Any:
+        assert isinstance(message, Count)
+        return self._count(message.upto)
+
+    async def _count(self, upto: int) -> AsyncIterator[int]:
+        try:
+            for i in range(upto):
+                yield i
+            await self.gate.open.wait()
+        finally:
+            self.closed.append(True)
+
+
+@pytest.fixture(params=["direct", "encoded"])
+def encoded(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param == "encoded")
+
+
+async def test_tell_then_ask_keeps_order_per_sender(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Recorder, name="rec", mailbox=256)
+        for i in range(100):
+            ref.tell(Add(i))
+        assert await ref.ask(Get()) == list(range(100))
+
+
+async def test_full_mailbox_refuses_tell_and_backpressures_send(encoded: bool) -> None:
+    gate = Gate()
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(lambda: Recorder(gate), name="slow", mailbox=2)
+        ref.tell(Block())
+        await gate.entered.wait()  # the actor holds Block; the mailbox is empty again
+        ref.tell(Add(1))
+        ref.tell(Add(2))
+        with pytest.raises(MailboxFull, match="mailbox full"):
+            ref.tell(Add(3))
+        sent = anyio.Event()
+
+        async def sender() -> None:
+            await ref.send(Add(3))
+            sent.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sender)
+            await anyio.wait_all_tasks_blocked()
+            assert not sent.is_set(), "send must wait for room in a full mailbox"
+            gate.open.set()
+        assert await ref.ask(Get()) == [1, 2, 3]
+
+
+async def test_ask_to_stopped_actor_fails_at_once(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Recorder, name="gone")
+        await system.stop(ref)
+        with anyio.fail_after(1), pytest.raises(ActorStopped, match="gone"):
+            await ref.ask(Get())
+        with pytest.raises(ActorStopped):
+            ref.tell(Add(1))
+
+
+async def test_gather_mixes_replied_timed_out_and_failed(encoded: bool) -> None:
+    gate = Gate()  # never opened: the slow actor never answers
+    async with ActorSystem(encoded=encoded) as system:
+        fast = system.spawn(Recorder, name="fast")
+        slow = system.spawn(lambda: Recorder(gate), name="slow")
+        crashing = system.spawn(Recorder, name="crashing")
+        slow.tell(Block())
+        await gate.entered.wait()
+
+        deadline = 0.2
+        started = time.perf_counter()
+        # Each actor gets its own message type through one gather via a shared Echo;
+        # the crashing actor crashes because we make it handle Crash instead.
+        result = await scatter_gather([fast, slow], Echo(7), deadline=deadline)
+        elapsed = time.perf_counter() - started
+        crash_result = await scatter_gather([crashing], Crash(), deadline=5)
+
+        assert isinstance(result.outcomes[0], Replied)
+        assert result.outcomes[0].value == 7
+        assert isinstance(result.outcomes[1], TimedOut)
+        assert result.outcomes[1].name == "slow"
+        # The deadline holds to scheduling noise, however long the slow actor takes.
+        assert deadline <= elapsed < deadline + 0.1
+        # The crash settles at once (after one retry), far before the 5 s deadline.
+        crashed = crash_result.outcomes[0]
+        assert isinstance(crashed, Failed)
+        assert isinstance(crashed.error, ValueError)
+        assert crash_result.elapsed < 1.0
+        with pytest.raises(DeadlineExceeded, match="slow"):
+            result.unwrap()
+        assert result.replies() == [7]
+        gate.open.set()
+
+
+async def test_late_reply_never_reaches_a_later_gather(encoded: bool) -> None:
+    gate = Gate()
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(lambda: Recorder(gate), name="late")
+        first = await scatter_gather([ref], Block(), deadline=0.05)
+        assert isinstance(first.outcomes[0], TimedOut)
+        await gate.entered.wait()
+        gate.open.set()  # the late reply (-1) now goes to the closed first gather
+        second = await scatter_gather([ref], Echo(42), deadline=5)
+        assert second.unwrap() == [42]
+
+
+async def test_restart_gives_fresh_state_and_poison_message_fails_sender(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Recorder, name="r", policy=RestartPolicy(max_restarts=5))
+        ref.tell(Add(1))
+        ref.tell(Add(2))
+        assert await ref.ask(Get()) == [1, 2]
+        with anyio.fail_after(2), pytest.raises(ActorCrashed, match="ValueError") as info:
+            await ref.ask(Crash())
+        assert isinstance(info.value.__cause__, ValueError)
+        assert await ref.ask(Get()) == []  # state came fresh from the factory
+        stats = ref.stats()
+        assert stats.restarts == 2  # crashed, retried once, crashed again
+        assert stats.failed_messages == 1
+        assert stats.state == "running"
+
+
+async def test_restart_limit_gives_up_and_fails_fast(encoded: bool) -> None:
+    gate = Gate()
+    async with ActorSystem(encoded=encoded) as system:
+        ref: ActorRef[Msg, Any] = system.spawn(
+            lambda: Recorder(gate),
+            name="fragile",
+            policy=RestartPolicy(max_restarts=2, within=60),
+        )
+        ref.tell(Block())
+        await gate.entered.wait()
+        waiting: list[BaseException] = []
+
+        async def asker() -> None:
+            try:
+                await ref.ask(Get())
+            except RestartLimitReached as exc:
+                waiting.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            ref.tell(Crash())
+            ref.tell(Crash())
+            tg.start_soon(asker)  # queued behind the crashes
+            await anyio.wait_all_tasks_blocked()
+            gate.open.set()
+        assert len(waiting) == 1, "a queued ask learns at once that the actor was given up"
+        assert ref.stats().state == "failed"
+        with anyio.fail_after(1), pytest.raises(RestartLimitReached, match="fragile"):
+            await ref.ask(Get())
+        with pytest.raises(RestartLimitReached):
+            ref.tell(Add(1))
+
+
+async def test_crash_never_touches_siblings(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        sick = system.spawn(Recorder, name="sick", policy=RestartPolicy(max_restarts=0))
+        healthy = system.spawn(Recorder, name="healthy")
+        healthy.tell(Add(5))
+        with pytest.raises(RestartLimitReached):
+            await sick.ask(Crash())
+        assert sick.stats().state == "failed"
+        assert await healthy.ask(Get()) == [5]
+
+
+async def test_shutdown_finishes_message_in_hand_and_refuses_the_rest(encoded: bool) -> None:
+    gate = Gate()
+    order: list[str] = []
+    results: dict[str, object] = {}
+
+    async def ask(ref: ActorRef[Msg, Any], key: str, message: Msg) -> None:
+        try:
+            results[key] = await ref.ask(message)
+        except ActorStopped as exc:
+            results[key] = exc
+
+    async with anyio.create_task_group() as tg, ActorSystem(encoded=encoded) as system:
+        first = system.spawn(lambda: Recorder(log=order, name="first"), name="first")
+        second = system.spawn(lambda: Recorder(gate, order, "second"), name="second")
+        tg.start_soon(ask, second, "in_hand", Block())
+        await gate.entered.wait()
+        tg.start_soon(ask, second, "queued", Echo(1))
+        await anyio.wait_all_tasks_blocked()
+        assert second.stats().mailbox_depth == 1
+        assert first.stats().state == "running"
+        # Leaving the block stops 'second' first (reverse order of start); it may
+        # finish the message in hand, which the gate now lets it do.
+        gate.open.set()
+    assert results["in_hand"] == -1
+    assert isinstance(results["queued"], ActorStopped)
+    assert order == ["second", "first"]
+
+
+async def test_cancelled_ask_leaves_the_actor_healthy(encoded: bool) -> None:
+    gate = Gate()
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(lambda: Recorder(gate), name="a")
+        with anyio.move_on_after(0.05) as scope:
+            await ref.ask(Block())
+        assert scope.cancelled_caught
+        gate.open.set()
+        assert await ref.ask(Echo(3)) == 3
+
+
+async def test_stream_delivers_in_order_and_abandoning_cancels_handler(encoded: bool) -> None:
+    gate = Gate()
+    closed: list[bool] = []
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(lambda: Counter(closed, gate), name="counter")
+        async with ref.stream(Count(5)) as items:
+            got = [item async for item in _take(items, 5)]
+        assert got == [0, 1, 2, 3, 4]
+        # The handler was waiting on a gate that never opens: leaving cancelled it.
+        with anyio.fail_after(1):
+            while not closed:
+                await anyio.wait_all_tasks_blocked()
+        assert closed == [True]
+        gate.open.set()
+        async with ref.stream(Count(3)) as items:
+            assert [item async for item in items] == [0, 1, 2]
+
+
+async def _take(items: AsyncIterator[int], n: int) -> AsyncIterator[int]:
+    for _ in range(n):
+        yield await items.__anext__()
+
+
+async def test_statistics_report_every_actor(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        a = system.spawn(Recorder, name="a", mailbox=8)
+        system.spawn(Recorder, name="b")
+        a.tell(Add(1))
+        assert await a.ask(Get()) == [1]
+        stats = {s.name: s for s in system.statistics()}
+        assert set(stats) == {"a", "b"}
+        assert stats["a"].processed == 2
+        assert stats["a"].mailbox_capacity == 8
+
+
+async def test_encoded_mode_refuses_what_cannot_travel() -> None:
+    async with ActorSystem(encoded=True) as system:
+        ref = system.spawn(Recorder, name="enc")
+        with pytest.raises(CodecError, match="cannot encode"):
+            ref.tell(object())  # type: ignore[arg-type]
+        assert await ref.ask(Echo(1)) == 1
+
+
+async def test_spawn_after_close_is_refused() -> None:
+    async with ActorSystem() as system:
+        pass
+    with pytest.raises(ActorStopped, match="not running"):
+        system.spawn(Recorder, name="late")
