@@ -1,0 +1,116 @@
+"""Serving an ASGI app with uvicorn inside our own task group.
+
+The socket is bound (and listening) before uvicorn starts, so port 0 works and the URL
+is known at once. Signals are left to the owner: uvicorn's own handlers would re-raise
+SIGTERM after shutdown and make a graceful exit look like a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import uvicorn
+
+__all__ = ["ServedApp", "bind_socket", "format_url", "is_loopback", "serve_app"]
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+
+@dataclass
+class ServedApp:
+    url: str
+    host: str
+    port: int
+    _server: _Server
+
+    def request_shutdown(self, *, force: bool = False) -> None:
+        self._server.should_exit = True
+        if force:
+            self._server.force_exit = True
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def format_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_app(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    graceful_seconds: int | None = None,
+    force_exit_on_close: bool = True,
+    log_level: str = "warning",
+) -> AsyncIterator[ServedApp]:
+    """Serve `app` until the block ends (or `request_shutdown` is called)."""
+    sock = bind_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_level=log_level,
+        access_log=False,
+        ws="none",
+        timeout_graceful_shutdown=graceful_seconds,
+    )
+    server = _Server(config)
+    served = ServedApp(format_url(host, bound_port), host, bound_port, server)
+
+    async def run() -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            server.ready.set()
+            sock.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await server.ready.wait()
+        if not server.started:
+            raise OSError(f"the HTTP server on {served.url} failed to start")
+        try:
+            yield served
+        finally:
+            served.request_shutdown(force=force_exit_on_close)

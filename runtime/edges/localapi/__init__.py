@@ -1,0 +1,47 @@
+"""A local Anthropic Messages API server with a faithful prompt-cache simulator.
+
+Part of the product: the tests, the offline demo, `frontmind serve --offline` and the
+benchmarks all talk to it through the real `anthropic` SDK, and users run it
+(`frontmind local-api`) to try Frontmind and test their own trinkets offline.
+"""
+
+from ._app import RecordedRequest
+from ._cache import LOOKBACK, min_cacheable_tokens
+from ._clock import Clock, ManualClock, MonotonicClock
+from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
+from ._responder import (
+    DefaultResponder,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    Responder,
+    ScriptedResponder,
+)
+from ._schema import MessagesRequest
+from ._server import LocalMessagesAPI
+from ._tokens import BLOCK_FRAMING_TOKENS, estimate_text_tokens
+
+__all__ = [
+    "BLOCK_FRAMING_TOKENS",
+    "LOOKBACK",
+    "Clock",
+    "DefaultResponder",
+    "DropConnection",
+    "Fault",
+    "Latency",
+    "LocalMessagesAPI",
+    "ManualClock",
+    "MessagesRequest",
+    "MidStreamError",
+    "MonotonicClock",
+    "RecordedRequest",
+    "Reply",
+    "ReplyText",
+    "ReplyToolUse",
+    "Responder",
+    "ScriptedResponder",
+    "Stall",
+    "StatusFault",
+    "estimate_text_tokens",
+    "min_cacheable_tokens",
+]

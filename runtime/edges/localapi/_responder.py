@@ -1,0 +1,160 @@
+"""What the local "model" says: a deterministic default, and a scripted one for tests.
+
+The default responder answers briefly from what it was given: the notification center
+sections it saw and the user's words. When the user plainly asks for one of Frontmind's
+built-in tools, and that tool is offered in the request, it answers with `tool_use`:
+
+| the user message contains                       | tool                | input          |
+|-------------------------------------------------|---------------------|----------------|
+| "remind me to X in N minutes/hours/days"        | add_reminder        | text, due_in_minutes |
+| "remind me to X tomorrow" / "remind me to X"    | add_reminder        | text (+1440 min)|
+| "list my reminders" / "what are my reminders"   | list_reminders      | {}             |
+| "complete reminder N" / "reminder N is done"    | complete_reminder   | id             |
+| "remember that X" / "remember: X"               | remember            | text           |
+| "search for X" / "what did we say about X"      | search_context      | query          |
+
+After tool results it replies with one line per result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._schema import MessagesRequest, TextBlock, ToolResultBlock, ToolUseBlock
+
+__all__ = [
+    "DefaultResponder",
+    "Reply",
+    "ReplyText",
+    "ReplyToolUse",
+    "Responder",
+    "ScriptedResponder",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyText:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyToolUse:
+    name: str
+    input: dict[str, Any]
+    id: str | None = None  # generated when absent
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    blocks: tuple[ReplyText | ReplyToolUse, ...]
+    stop_reason: str | None = None  # derived from the blocks when None
+
+
+class Responder(Protocol):
+    def respond(self, request: MessagesRequest) -> Reply: ...
+
+
+def _last_user_blocks(request: MessagesRequest) -> list[TextBlock | ToolUseBlock | ToolResultBlock]:
+    content = request.messages[-1].content
+    return [TextBlock(text=content)] if isinstance(content, str) else list(content)
+
+
+def _notification_sections(request: MessagesRequest) -> list[str]:
+    for message in request.messages:
+        if message.role != "assistant":
+            continue
+        content = message.content
+        text = content if isinstance(content, str) else "".join(
+            b.text for b in content if isinstance(b, TextBlock)
+        )
+        if text.startswith("NOTIFICATION CENTER"):
+            return re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
+    return []
+
+
+_UNITS = {"minute": 1, "minutes": 1, "hour": 60, "hours": 60, "day": 1440, "days": 1440}
+
+
+def _plain_tool_request(text: str, offered: set[str]) -> ReplyToolUse | None:
+    lowered = text.lower()
+    rules: list[tuple[str, ReplyToolUse | None]] = []
+    m = re.search(r"remind me to (.+?) in (\d+) (minutes?|hours?|days?)\b", text, re.I)
+    if m:
+        due = int(m.group(2)) * _UNITS[m.group(3).lower()]
+        rules.append(("add_reminder", ReplyToolUse("add_reminder", {
+            "text": m.group(1).strip(), "due_in_minutes": due})))
+    m = re.search(r"remind me to (.+?)(?: tomorrow)?[.!]?$", text, re.I)
+    if m:
+        payload: dict[str, Any] = {"text": m.group(1).strip()}
+        if "tomorrow" in lowered:
+            payload["due_in_minutes"] = 1440
+        rules.append(("add_reminder", ReplyToolUse("add_reminder", payload)))
+    if re.search(r"list my reminders|what are my reminders", lowered):
+        rules.append(("list_reminders", ReplyToolUse("list_reminders", {})))
+    m = re.search(r"complete reminder #?(\d+)|reminder #?(\d+) is done", lowered)
+    if m:
+        number = int(m.group(1) or m.group(2))
+        rules.append(("complete_reminder", ReplyToolUse("complete_reminder", {"id": number})))
+    m = re.search(r"remember(?: that|:)\s*(.+?)[.!]?$", text, re.I)
+    if m:
+        rules.append(("remember", ReplyToolUse("remember", {"text": m.group(1).strip()})))
+    m = re.search(r"(?:search (?:my notes )?for|what did we say about)\s+(.+?)[.?!]?$", text, re.I)
+    if m:
+        rules.append(("search_context", ReplyToolUse("search_context", {
+            "query": m.group(1).strip()})))
+    for name, use in rules:
+        if name in offered:
+            return use
+    return None
+
+
+class DefaultResponder:
+    """Deterministic, brief, and visibly shaped by the request it was given."""
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        blocks = _last_user_blocks(request)
+        results = [b for b in blocks if isinstance(b, ToolResultBlock)]
+        if results:
+            lines = []
+            for result in results:
+                content = result.content
+                text = content if isinstance(content, str) else "\n".join(
+                    part.text for part in content or ()
+                )
+                status = "failed" if result.is_error else "done"
+                lines.append(f"Tool {status}: {text.strip()[:160]}")
+            return Reply((ReplyText("\n".join(lines)),))
+        said = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+        offered = {tool.name for tool in request.tools or ()}
+        use = _plain_tool_request(said, offered)
+        if use is not None:
+            return Reply((ReplyText("On it."), use))
+        sections = _notification_sections(request)
+        seen = ", ".join(sections) if sections else "no notification center"
+        quoted = said if len(said) <= 120 else said[:117] + "..."
+        return Reply((ReplyText(f"You said: \u201c{quoted}\u201d. I can see: {seen}."),))
+
+
+@dataclass
+class ScriptedResponder:
+    """Replies from a queue, in order; an exhausted script is a clear 500."""
+
+    replies: deque[Reply] = field(default_factory=deque)
+    requests: list[MessagesRequest] = field(default_factory=list)
+
+    def push(self, *replies: Reply | str) -> None:
+        for reply in replies:
+            self.replies.append(Reply((ReplyText(reply),)) if isinstance(reply, str) else reply)
+
+    def extend(self, replies: Iterable[Reply]) -> None:
+        self.replies.extend(replies)
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        self.requests.append(request)
+        if not self.replies:
+            raise LookupError("the scripted responder has no reply left")
+        return self.replies.popleft()

@@ -1,0 +1,83 @@
+"""`LocalMessagesAPI`: the local Messages API server as an async context manager."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from .._asgi import ServedApp, serve_app
+from ._app import LocalAPIState, RecordedRequest, build_app
+from ._clock import Clock, MonotonicClock
+from ._faults import Fault, Latency
+from ._responder import DefaultResponder, Responder
+
+__all__ = ["LocalMessagesAPI"]
+
+
+class LocalMessagesAPI:
+    """A real HTTP server on loopback that the unmodified `anthropic` SDK can talk to.
+
+        async with LocalMessagesAPI() as api:
+            client = AsyncAnthropic(api_key="test", base_url=api.base_url)
+    """
+
+    def __init__(
+        self,
+        *,
+        responder: Responder | None = None,
+        clock: Clock | None = None,
+        latency: Latency | None = None,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.state = LocalAPIState(
+            responder=responder or DefaultResponder(),
+            clock=clock or MonotonicClock(),
+            latency=latency or Latency(),
+            api_key=api_key,
+        )
+        self._host = host
+        self._port = port
+        self._served: ServedApp | None = None
+        self._context: AbstractAsyncContextManager[ServedApp] | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._served is None:
+            raise RuntimeError("the local Messages API is not running")
+        return self._served.url
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Requests received so far (the most recent 1000), oldest first."""
+        return list(self.state.requests)
+
+    def message_bodies(self) -> list[Any]:
+        """Decoded bodies of the `/v1/messages` requests received so far."""
+        return [r.json() for r in self.state.requests if r.path == "/v1/messages"]
+
+    def schedule(self, *faults: Fault) -> None:
+        """Apply these faults to the next requests, one each, in order."""
+        self.state.faults.extend(faults)
+
+    def set_latency(self, latency: Latency) -> None:
+        self.state.latency = latency
+
+    async def __aenter__(self) -> LocalMessagesAPI:
+        self._context = self._serve()
+        self._served = await self._context.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._context is not None
+        try:
+            await self._context.__aexit__(*exc_info)
+        finally:
+            self._served = None
+
+    @asynccontextmanager
+    async def _serve(self) -> AsyncIterator[ServedApp]:
+        async with serve_app(build_app(self.state), self._host, self._port) as served:
+            yield served

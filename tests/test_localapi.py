@@ -1,0 +1,500 @@
+"""The local Messages API server, driven through the real `anthropic` SDK (and raw HTTP
+for malformed input). Cache numbers are computed by hand from the documented estimator:
+a text block of N ASCII bytes is ceil(N / 4) + 3 tokens."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+
+from runtime.edges.localapi import (
+    DropConnection,
+    LocalMessagesAPI,
+    ManualClock,
+    MidStreamError,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+    Stall,
+    StatusFault,
+)
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "claude-sonnet-4-6"  # minimum cacheable prefix: 1024 estimated tokens
+SYSTEM = "S" * 4400  # 1100 + 3 = 1103 tokens
+USER = "u" * 40  # 13 tokens
+ASSISTANT = "a" * 80  # 23 tokens
+
+
+def tok(text: str) -> int:
+    return -(-len(text.encode()) // 4) + 3
+
+
+def sys_blocks(text: str = SYSTEM, ttl: str = "5m") -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral", "ttl": ttl}}]
+
+
+def text(content: str, cached: bool = False, ttl: str = "5m") -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": content}
+    if cached:
+        block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+    return block
+
+
+def conversation(turn: int) -> list[dict[str, Any]]:
+    """Turn n (from 1): n-1 full exchanges, breakpoint on the last assistant, then a user."""
+    messages: list[dict[str, Any]] = []
+    for i in range(turn - 1):
+        messages.append({"role": "user", "content": [text(USER)]})
+        messages.append({"role": "assistant", "content": [text(ASSISTANT, i == turn - 2)]})
+    messages.append({"role": "user", "content": [text(USER)]})
+    return messages
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1000.0)
+
+
+@pytest.fixture
+async def api(clock: ManualClock) -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI(clock=clock) as server:
+        yield server
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
+    """Makes SDK clients and closes them before the event loop goes away."""
+    made: list[anthropic.AsyncAnthropic] = []
+
+    def make(base_url: str, **options: Any) -> anthropic.AsyncAnthropic:
+        options.setdefault("max_retries", 0)
+        made.append(anthropic.AsyncAnthropic(api_key="test-key", base_url=base_url, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.close()
+
+
+@pytest.fixture
+def client(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> anthropic.AsyncAnthropic:
+    return clients(api.base_url)
+
+
+async def create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
+    kwargs.setdefault("model", MODEL)
+    kwargs.setdefault("max_tokens", 64)
+    return await client.messages.create(**kwargs)
+
+
+def first_text(message: Any) -> str:
+    block = message.content[0]
+    assert block.type == "text"
+    return str(block.text)
+
+
+def usage_of(message: Any) -> tuple[int, int, int]:
+    u = message.usage
+    return u.input_tokens, u.cache_creation_input_tokens, u.cache_read_input_tokens
+
+
+# -- cache accounting ----------------------------------------------------------------
+
+
+async def test_first_request_writes_system_and_second_reads_it(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    first = await create(client, system=sys_blocks(), messages=conversation(1))
+    assert usage_of(first) == (13, 1103, 0)
+    assert first.usage.cache_creation.ephemeral_5m_input_tokens == 1103
+    assert first.id.startswith("msg_")
+    second = await create(client, system=sys_blocks(), messages=conversation(1))
+    assert usage_of(second) == (13, 0, 1103)
+
+
+async def test_growing_conversation_reads_all_but_the_newest_exchange(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    exchange = tok(USER) + tok(ASSISTANT)  # 36
+    assert exchange == 36
+    previous_read = previous_write = None
+    for turn in range(1, 8):
+        m = await create(client, system=sys_blocks(), messages=conversation(turn))
+        uncached, written, read = usage_of(m)
+        assert uncached == 13  # only the new user message
+        if turn == 1:
+            assert (written, read) == (1103, 0)
+        else:
+            assert written == exchange
+            assert read == 1103 + exchange * (turn - 2)
+            assert previous_read is not None
+            assert previous_write is not None
+            assert read == previous_read + previous_write
+        previous_read, previous_write = read, written
+
+
+async def test_system_change_invalidates_history_and_says_so(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    first = await create(client, system=sys_blocks(), messages=conversation(3))
+    changed = await create(
+        client,
+        system=sys_blocks("T" + SYSTEM[1:]),
+        messages=conversation(3),
+        diagnostics={"previous_message_id": first.id},
+    )
+    assert usage_of(changed) == (13, 1103 + 72, 0)
+    reason = changed.diagnostics.cache_miss_reason
+    assert reason.type == "system_changed"
+    assert reason.cache_missed_input_tokens == 1103 + 72
+
+
+async def test_history_change_reports_messages_changed(client: anthropic.AsyncAnthropic) -> None:
+    first = await create(client, system=sys_blocks(), messages=conversation(3))
+    edited = conversation(3)
+    edited[1] = {"role": "assistant", "content": [text("b" * 80)]}
+    second = await create(
+        client, system=sys_blocks(), messages=edited,
+        diagnostics={"previous_message_id": first.id},
+    )
+    assert usage_of(second) == (13, 72, 1103)
+    reason = second.diagnostics.cache_miss_reason
+    assert reason.type == "messages_changed"
+    assert reason.cache_missed_input_tokens == 72
+
+
+async def test_appended_turn_reports_no_miss_and_unknown_id_is_not_found(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    first = await create(client, system=sys_blocks(), messages=conversation(2))
+    second = await create(
+        client, system=sys_blocks(), messages=conversation(3),
+        diagnostics={"previous_message_id": first.id},
+    )
+    assert second.diagnostics.cache_miss_reason is None
+    third = await create(
+        client, system=sys_blocks(), messages=conversation(3),
+        diagnostics={"previous_message_id": "msg_unknown"},
+    )
+    assert third.diagnostics.cache_miss_reason.type == "previous_message_not_found"
+    model = await create(
+        client, model="claude-opus-4-8", system=sys_blocks(), messages=conversation(3),
+        diagnostics={"previous_message_id": third.id},
+    )
+    assert model.diagnostics.cache_miss_reason.type == "model_changed"
+
+
+def _many_blocks(extra: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [text(USER)]},
+        {"role": "assistant", "content": [text(ASSISTANT)]},
+        {"role": "user", "content": [text(f"block {i:03d} " + "x" * 20) for i in range(extra)]},
+        {"role": "assistant", "content": [text(ASSISTANT, cached=True)]},
+        {"role": "user", "content": [text(USER)]},
+    ]
+
+
+async def test_more_than_twenty_blocks_between_breakpoints_miss(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    head = [
+        {"role": "user", "content": [text(USER)]},
+        {"role": "assistant", "content": [text(ASSISTANT, cached=True)]},
+        {"role": "user", "content": [text(USER)]},
+    ]
+    await create(client, system=sys_blocks(), messages=head)
+    # 18 new blocks + the assistant = 19 back to the entry: found.
+    near = await create(client, system=sys_blocks(), messages=_many_blocks(18))
+    assert near.usage.cache_read_input_tokens == 1103 + 36
+    # 21 new blocks + the assistant: the entry is 22 blocks back, past the lookback.
+    far = await create(client, system=sys_blocks(), messages=_many_blocks(21))
+    assert far.usage.cache_read_input_tokens == 1103
+
+
+async def test_ttl_expires_from_last_use_and_hits_refresh(
+    client: anthropic.AsyncAnthropic, clock: ManualClock
+) -> None:
+    await create(client, system=sys_blocks(), messages=conversation(1))
+    clock.advance(299)
+    assert usage_of(await create(client, system=sys_blocks(), messages=conversation(1)))[2] == 1103
+    clock.advance(299)  # 598 s after the write, 299 s after the last hit
+    assert usage_of(await create(client, system=sys_blocks(), messages=conversation(1)))[2] == 1103
+    clock.advance(301)
+    expired = await create(client, system=sys_blocks(), messages=conversation(1))
+    assert usage_of(expired) == (13, 1103, 0)
+    await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    clock.advance(3000)
+    long_lived = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    assert usage_of(long_lived) == (13, 0, 1103)
+
+
+async def test_per_model_minimum_cacheable_prefix(client: anthropic.AsyncAnthropic) -> None:
+    short = "S" * 4000  # 1003 tokens: under sonnet's 1024
+    below = await create(client, system=sys_blocks(short), messages=conversation(1))
+    assert usage_of(below) == (1003 + 13, 0, 0)
+    haiku = await create(
+        client, model="claude-haiku-4-5", system=sys_blocks(), messages=conversation(1)
+    )
+    assert usage_of(haiku) == (1103 + 13, 0, 0)  # haiku 4.5 needs 4096
+    sonnet = await create(client, system=sys_blocks(), messages=conversation(1))
+    assert usage_of(sonnet) == (13, 1103, 0)
+
+
+async def test_both_ttls_in_the_usage_split(client: anthropic.AsyncAnthropic) -> None:
+    messages = conversation(2)
+    m = await create(client, system=sys_blocks(ttl="1h"), messages=messages)
+    assert m.usage.cache_creation.ephemeral_1h_input_tokens == 1103
+    assert m.usage.cache_creation.ephemeral_5m_input_tokens == 36
+    assert usage_of(m) == (13, 1139, 0)
+
+
+# -- streaming ----------------------------------------------------------------------
+
+
+async def test_stream_through_sdk_matches_non_streaming(client: anthropic.AsyncAnthropic) -> None:
+    request: Any = {"system": sys_blocks(), "messages": conversation(1)}
+    async with client.messages.stream(model=MODEL, max_tokens=64, **request) as stream:
+        deltas = [t async for t in stream.text_stream]
+        final = await stream.get_final_message()
+    assert "".join(deltas) == first_text(final)
+    assert first_text(final).startswith("You said:")
+    assert usage_of(final) == (13, 1103, 0)
+    assert final.stop_reason == "end_turn"
+
+
+async def test_raw_stream_has_named_events_in_order(api: LocalMessagesAPI) -> None:
+    body = {
+        "model": MODEL, "max_tokens": 64, "stream": True,
+        "messages": [{"role": "user", "content": "remember that tea is green"}],
+        "tools": [{"name": "remember", "input_schema": {"type": "object"}}],
+    }
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(
+            f"{api.base_url}/v1/messages", json=body,
+            headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+        )
+    assert response.headers["request-id"].startswith("req_")
+    events = [
+        chunk for chunk in response.text.split("\n\n") if chunk.strip()
+    ]
+    names = [e.split("\n")[0].removeprefix("event: ") for e in events]
+    import json
+
+    for e in events:
+        name, data = e.split("\n")
+        assert json.loads(data.removeprefix("data: "))["type"] == name.removeprefix("event: ")
+    assert names[0] == "message_start"
+    assert names[1] == "ping"
+    assert names[-2:] == ["message_delta", "message_stop"]
+    assert names.count("content_block_start") == names.count("content_block_stop") == 2
+    assert "input_json_delta" in response.text
+    assert '"stop_reason":"tool_use"' in response.text
+
+
+async def test_tool_use_from_scripted_responder_and_max_tokens(
+    clients: Callable[..., anthropic.AsyncAnthropic],
+) -> None:
+    script = ScriptedResponder()
+    script.push(
+        Reply((ReplyText("Let me check."), ReplyToolUse("lookup", {"q": "x" * 30}, "toolu_1"))),
+        Reply((ReplyText("word " * 200),)),
+    )
+    async with LocalMessagesAPI(responder=script) as api:
+        client = clients(api.base_url, max_retries=0)
+        tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+        async with client.messages.stream(
+            model=MODEL, max_tokens=64, tools=tools,
+            messages=[{"role": "user", "content": "go"}],
+        ) as stream:
+            first = await stream.get_final_message()
+        assert first.stop_reason == "tool_use"
+        tool_use: Any = first.content[1]
+        assert tool_use.input == {"q": "x" * 30}
+        second = await create(client, messages=[{"role": "user", "content": "long"}],
+                              max_tokens=10)
+        assert second.stop_reason == "max_tokens"
+        assert second.usage.output_tokens <= 10
+        with pytest.raises(anthropic.InternalServerError, match="no reply left"):
+            await create(client, messages=[{"role": "user", "content": "more"}])
+        assert len(script.requests) == 3
+
+
+async def test_count_tokens_matches_the_estimator(client: anthropic.AsyncAnthropic) -> None:
+    counted = await client.messages.count_tokens(
+        model=MODEL, system=sys_blocks(), messages=conversation(1)  # type: ignore[arg-type]
+    )
+    assert counted.input_tokens == 1103 + 13
+
+
+# -- validation -----------------------------------------------------------------------
+
+
+async def raw(api: LocalMessagesAPI, body: Any, **headers: str) -> httpx2.Response:
+    base = {"x-api-key": "k", "anthropic-version": "2026-10-21", "content-type": "application/json"}
+    base.update(headers)
+    content = body if isinstance(body, bytes) else None
+    async with httpx2.AsyncClient() as http:
+        return await http.post(
+            f"{api.base_url}/v1/messages", headers=base, content=content,
+            json=None if content is not None else body,
+        )
+
+
+GOOD: dict[str, Any] = {
+    "model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]
+}
+
+
+@pytest.mark.parametrize(
+    ("patch", "fragment"),
+    [
+        ({"messages": [{"role": "user", "content": [text("a", True)] * 5}]}, "Found 5"),
+        (
+            {"system": sys_blocks(ttl="5m"), "messages": [
+                {"role": "user", "content": [text("a", True, "1h")]}]},
+            "must not come after",
+        ),
+        ({"messages": [{"role": "user", "content": ""}]}, "must be non-empty"),
+        ({"messages": [{"role": "user", "content": [text("  \n ")]}]}, "non-whitespace"),
+        ({"messages": [{"role": "user", "content": []}]}, "non-empty content"),
+        ({"messages": []}, "at least one message"),
+        (
+            {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]},
+            "must end with a user message",
+        ),
+        (
+            {"messages": [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_9", "name": "t", "input": {}}]},
+                {"role": "user", "content": "no result"},
+            ]},
+            "toolu_9",
+        ),
+        ({"temperature": 0.5}, "temperature"),
+        ({"top_k": 5}, "top_k"),
+        ({"model": None}, "model"),
+        ({"max_tokens": None}, "max_tokens"),
+    ],
+)
+async def test_bad_requests_get_the_api_error_shape(
+    api: LocalMessagesAPI, patch: dict[str, Any], fragment: str
+) -> None:
+    body = {**GOOD, **patch}
+    body = {k: v for k, v in body.items() if v is not None}
+    response = await raw(api, body)
+    assert response.status_code == 400
+    payload = response.json()
+    assert payload["type"] == "error"
+    assert payload["error"]["type"] == "invalid_request_error"
+    assert fragment in payload["error"]["message"]
+    assert response.headers["request-id"] == payload["request_id"]
+
+
+async def test_malformed_json_auth_and_version(api: LocalMessagesAPI) -> None:
+    bad = await raw(api, b"{not json")
+    assert bad.status_code == 400
+    assert "Malformed JSON" in bad.json()["error"]["message"]
+    no_key = await raw(api, GOOD, **{"x-api-key": ""})
+    assert no_key.status_code == 401
+    assert no_key.json()["error"]["type"] == "authentication_error"
+    bearer = await raw(api, GOOD, **{"x-api-key": "", "authorization": "Bearer sk-test"})
+    assert bearer.status_code == 200
+    old = await raw(api, {**GOOD, "temperature": 0.2}, **{"anthropic-version": "2023-06-01"})
+    assert old.status_code == 200, "sampling parameters are fine under the old version"
+    wrong = await raw(api, GOOD, **{"anthropic-version": "1999-01-01"})
+    assert wrong.status_code == 400
+    async with httpx2.AsyncClient() as http:
+        missing = await http.get(f"{api.base_url}/v1/nothing")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["type"] == "not_found_error"
+    # None of it hurt the server.
+    assert (await raw(api, GOOD)).status_code == 200
+
+
+async def test_consecutive_same_role_messages_are_merged(client: anthropic.AsyncAnthropic) -> None:
+    merged = await create(client, messages=[
+        {"role": "user", "content": "a" * 40},
+        {"role": "user", "content": "b" * 40},
+    ])
+    assert merged.usage.input_tokens == 26
+    # merged first, so "ends with a user message" holds for user+user after assistant+assistant
+    ok = await create(client, messages=[
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "y"},
+        {"role": "assistant", "content": "z"},
+        {"role": "user", "content": "w"},
+    ])
+    assert ok.stop_reason == "end_turn"
+
+
+# -- faults and the SDK's retries -------------------------------------------------------
+
+
+async def drain(client: anthropic.AsyncAnthropic) -> None:
+    async with client.messages.stream(
+        model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        async for _ in stream:
+            pass
+
+
+async def test_overload_then_success_is_retried_by_the_sdk(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    api.schedule(StatusFault(529, retry_after_ms=1), StatusFault(429, retry_after_ms=1))
+    client = clients(api.base_url, max_retries=2)
+    message = await create(client, messages=[{"role": "user", "content": "hi"}])
+    assert first_text(message).startswith("You said")
+    counts = [r.headers.get("x-stainless-retry-count") for r in api.requests]
+    assert counts == ["0", "1", "2"]
+
+
+async def test_retries_exhausted_surface_the_status(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    api.schedule(*[StatusFault(529, retry_after_ms=1)] * 3)
+    client = clients(api.base_url, max_retries=2)
+    with pytest.raises(anthropic.APIStatusError) as info:
+        await create(client, messages=[{"role": "user", "content": "hi"}])
+    assert info.value.status_code == 529
+    assert len(api.requests) == 3
+
+
+async def test_mid_stream_error_surfaces_and_is_not_retried(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    api.schedule(MidStreamError(after_events=3))
+    client = clients(api.base_url, max_retries=2)
+    with pytest.raises(anthropic.APIError, match="Overloaded"):
+        await drain(client)
+    assert len(api.requests) == 1
+
+
+async def test_dropped_connection_and_stall_are_errors_not_hangs(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    client = clients(api.base_url, max_retries=0, timeout=0.5
+    )
+    api.schedule(DropConnection(after_events=3))
+    with pytest.raises((anthropic.APIError, httpx2.HTTPError)):
+        await drain(client)
+    api.schedule(Stall(30))
+    with pytest.raises(anthropic.APITimeoutError):
+        await create(client, messages=[{"role": "user", "content": "hi"}])
+    assert (await create(client, messages=[{"role": "user", "content": "ok"}])).id
+
+
+async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
+    response = await raw(api, GOOD, **{"x-localapi-fault": '{"type":"status","status":500}'})
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "api_error"
