@@ -163,7 +163,9 @@ async def test_history_change_reports_messages_changed(client: anthropic.AsyncAn
     edited = conversation(3)
     edited[1] = {"role": "assistant", "content": [text("b" * 80)]}
     second = await create(
-        client, system=sys_blocks(), messages=edited,
+        client,
+        system=sys_blocks(),
+        messages=edited,
         diagnostics={"previous_message_id": first.id},
     )
     assert usage_of(second) == (13, 72, 1103)
@@ -177,17 +179,24 @@ async def test_appended_turn_reports_no_miss_and_unknown_id_is_not_found(
 ) -> None:
     first = await create(client, system=sys_blocks(), messages=conversation(2))
     second = await create(
-        client, system=sys_blocks(), messages=conversation(3),
+        client,
+        system=sys_blocks(),
+        messages=conversation(3),
         diagnostics={"previous_message_id": first.id},
     )
     assert second.diagnostics.cache_miss_reason is None
     third = await create(
-        client, system=sys_blocks(), messages=conversation(3),
+        client,
+        system=sys_blocks(),
+        messages=conversation(3),
         diagnostics={"previous_message_id": "msg_unknown"},
     )
     assert third.diagnostics.cache_miss_reason.type == "previous_message_not_found"
     model = await create(
-        client, model="claude-opus-4-8", system=sys_blocks(), messages=conversation(3),
+        client,
+        model="claude-opus-4-8",
+        system=sys_blocks(),
+        messages=conversation(3),
         diagnostics={"previous_message_id": third.id},
     )
     assert model.diagnostics.cache_miss_reason.type == "model_changed"
@@ -273,19 +282,20 @@ async def test_stream_through_sdk_matches_non_streaming(client: anthropic.AsyncA
 
 async def test_raw_stream_has_named_events_in_order(api: LocalMessagesAPI) -> None:
     body = {
-        "model": MODEL, "max_tokens": 64, "stream": True,
+        "model": MODEL,
+        "max_tokens": 64,
+        "stream": True,
         "messages": [{"role": "user", "content": "remember that tea is green"}],
         "tools": [{"name": "remember", "input_schema": {"type": "object"}}],
     }
     async with httpx2.AsyncClient() as http:
         response = await http.post(
-            f"{api.base_url}/v1/messages", json=body,
+            f"{api.base_url}/v1/messages",
+            json=body,
             headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
         )
     assert response.headers["request-id"].startswith("req_")
-    events = [
-        chunk for chunk in response.text.split("\n\n") if chunk.strip()
-    ]
+    events = [chunk for chunk in response.text.split("\n\n") if chunk.strip()]
     names = [e.split("\n")[0].removeprefix("event: ") for e in events]
     import json
 
@@ -312,15 +322,16 @@ async def test_tool_use_from_scripted_responder_and_max_tokens(
         client = clients(api.base_url, max_retries=0)
         tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
         async with client.messages.stream(
-            model=MODEL, max_tokens=64, tools=tools,
+            model=MODEL,
+            max_tokens=64,
+            tools=tools,
             messages=[{"role": "user", "content": "go"}],
         ) as stream:
             first = await stream.get_final_message()
         assert first.stop_reason == "tool_use"
         tool_use: Any = first.content[1]
         assert tool_use.input == {"q": "x" * 30}
-        second = await create(client, messages=[{"role": "user", "content": "long"}],
-                              max_tokens=10)
+        second = await create(client, messages=[{"role": "user", "content": "long"}], max_tokens=10)
         assert second.stop_reason == "max_tokens"
         assert second.usage.output_tokens <= 10
         with pytest.raises(anthropic.InternalServerError, match="no reply left"):
@@ -329,9 +340,8 @@ async def test_tool_use_from_scripted_responder_and_max_tokens(
 
 
 async def test_count_tokens_matches_the_estimator(client: anthropic.AsyncAnthropic) -> None:
-    counted = await client.messages.count_tokens(
-        model=MODEL, system=sys_blocks(), messages=conversation(1)  # type: ignore[arg-type]
-    )
+    request: Any = {"system": sys_blocks(), "messages": conversation(1)}
+    counted = await client.messages.count_tokens(model=MODEL, **request)
     assert counted.input_tokens == 1103 + 13
 
 
@@ -344,13 +354,17 @@ async def raw(api: LocalMessagesAPI, body: Any, **headers: str) -> httpx2.Respon
     content = body if isinstance(body, bytes) else None
     async with httpx2.AsyncClient() as http:
         return await http.post(
-            f"{api.base_url}/v1/messages", headers=base, content=content,
+            f"{api.base_url}/v1/messages",
+            headers=base,
+            content=content,
             json=None if content is not None else body,
         )
 
 
 GOOD: dict[str, Any] = {
-    "model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]
+    "model": MODEL,
+    "max_tokens": 16,
+    "messages": [{"role": "user", "content": "hi"}],
 }
 
 
@@ -359,8 +373,10 @@ GOOD: dict[str, Any] = {
     [
         ({"messages": [{"role": "user", "content": [text("a", True)] * 5}]}, "Found 5"),
         (
-            {"system": sys_blocks(ttl="5m"), "messages": [
-                {"role": "user", "content": [text("a", True, "1h")]}]},
+            {
+                "system": sys_blocks(ttl="5m"),
+                "messages": [{"role": "user", "content": [text("a", True, "1h")]}],
+            },
             "must not come after",
         ),
         ({"messages": [{"role": "user", "content": ""}]}, "must be non-empty"),
@@ -372,12 +388,18 @@ GOOD: dict[str, Any] = {
             "must end with a user message",
         ),
         (
-            {"messages": [
-                {"role": "user", "content": "a"},
-                {"role": "assistant", "content": [
-                    {"type": "tool_use", "id": "toolu_9", "name": "t", "input": {}}]},
-                {"role": "user", "content": "no result"},
-            ]},
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "tool_use", "id": "toolu_9", "name": "t", "input": {}}
+                        ],
+                    },
+                    {"role": "user", "content": "no result"},
+                ]
+            },
             "toolu_9",
         ),
         ({"temperature": 0.5}, "temperature"),
@@ -422,18 +444,24 @@ async def test_malformed_json_auth_and_version(api: LocalMessagesAPI) -> None:
 
 
 async def test_consecutive_same_role_messages_are_merged(client: anthropic.AsyncAnthropic) -> None:
-    merged = await create(client, messages=[
-        {"role": "user", "content": "a" * 40},
-        {"role": "user", "content": "b" * 40},
-    ])
+    merged = await create(
+        client,
+        messages=[
+            {"role": "user", "content": "a" * 40},
+            {"role": "user", "content": "b" * 40},
+        ],
+    )
     assert merged.usage.input_tokens == 26
     # merged first, so "ends with a user message" holds for user+user after assistant+assistant
-    ok = await create(client, messages=[
-        {"role": "user", "content": "x"},
-        {"role": "assistant", "content": "y"},
-        {"role": "assistant", "content": "z"},
-        {"role": "user", "content": "w"},
-    ])
+    ok = await create(
+        client,
+        messages=[
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "y"},
+            {"role": "assistant", "content": "z"},
+            {"role": "user", "content": "w"},
+        ],
+    )
     assert ok.stop_reason == "end_turn"
 
 
@@ -483,8 +511,7 @@ async def test_mid_stream_error_surfaces_and_is_not_retried(
 async def test_dropped_connection_and_stall_are_errors_not_hangs(
     api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
 ) -> None:
-    client = clients(api.base_url, max_retries=0, timeout=0.5
-    )
+    client = clients(api.base_url, max_retries=0, timeout=0.5)
     api.schedule(DropConnection(after_events=3))
     with pytest.raises((anthropic.APIError, httpx2.HTTPError)):
         await drain(client)

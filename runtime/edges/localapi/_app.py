@@ -158,12 +158,14 @@ def _plan(reply: Reply, max_tokens: int) -> _Planned:
             if used + tokens > budget:
                 truncated = True
                 break
-            blocks.append({
-                "type": "tool_use",
-                "id": block.id or _new_id("toolu"),
-                "name": block.name,
-                "input": block.input,
-            })
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id or _new_id("toolu"),
+                    "name": block.name,
+                    "input": block.input,
+                }
+            )
             used += tokens
         if truncated:
             break
@@ -206,8 +208,13 @@ class _Exchange:
         state.diagnostics.record(self.message_id, request.model, usage)
         return usage, diagnostics
 
-    def message(self, content: list[dict[str, Any]], usage: dict[str, Any],
-                stop: str | None, diagnostics: dict[str, Any] | None) -> dict[str, Any]:
+    def message(
+        self,
+        content: list[dict[str, Any]],
+        usage: dict[str, Any],
+        stop: str | None,
+        diagnostics: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
@@ -250,38 +257,82 @@ class _Exchange:
             return _sse("error", {"type": "error", "error": error})
 
         start_usage = _usage_json(usage, 1)
-        yield emit("message_start", {
-            "type": "message_start",
-            "message": self.message([], start_usage, None, diagnostics),
-        })
+        yield emit(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": self.message([], start_usage, None, diagnostics),
+            },
+        )
         stream: list[tuple[str, dict[str, Any], int]] = [("ping", {"type": "ping"}, 0)]
         for index, block in enumerate(planned.blocks):
             if block["type"] == "text":
-                stream.append(("content_block_start", {
-                    "type": "content_block_start", "index": index,
-                    "content_block": {"type": "text", "text": ""}}, 0))
+                stream.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                        0,
+                    )
+                )
                 for piece in _chunks(block["text"], 24):
-                    stream.append(("content_block_delta", {
-                        "type": "content_block_delta", "index": index,
-                        "delta": {"type": "text_delta", "text": piece}},
-                        estimate_text_tokens(piece)))
+                    stream.append(
+                        (
+                            "content_block_delta",
+                            {
+                                "type": "content_block_delta",
+                                "index": index,
+                                "delta": {"type": "text_delta", "text": piece},
+                            },
+                            estimate_text_tokens(piece),
+                        )
+                    )
             else:
-                stream.append(("content_block_start", {
-                    "type": "content_block_start", "index": index,
-                    "content_block": {"type": "tool_use", "id": block["id"],
-                                      "name": block["name"], "input": {}}}, 0))
+                stream.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": {
+                                "type": "tool_use",
+                                "id": block["id"],
+                                "name": block["name"],
+                                "input": {},
+                            },
+                        },
+                        0,
+                    )
+                )
                 for piece in _chunks(canonical_json(block["input"]), 32):
-                    stream.append(("content_block_delta", {
-                        "type": "content_block_delta", "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece}},
-                        estimate_text_tokens(piece)))
+                    stream.append(
+                        (
+                            "content_block_delta",
+                            {
+                                "type": "content_block_delta",
+                                "index": index,
+                                "delta": {"type": "input_json_delta", "partial_json": piece},
+                            },
+                            estimate_text_tokens(piece),
+                        )
+                    )
             stream.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
         final_usage = _usage_json(usage, planned.output_tokens)
         del final_usage["cache_creation"], final_usage["service_tier"]
-        stream.append(("message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": planned.stop_reason, "stop_sequence": None},
-            "usage": final_usage}, 0))
+        stream.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": planned.stop_reason, "stop_sequence": None},
+                    "usage": final_usage,
+                },
+                0,
+            )
+        )
         stream.append(("message_stop", {"type": "message_stop"}, 0))
         for event, data, tokens in stream:
             if sent == cut_after:
@@ -324,7 +375,9 @@ def build_app(state: LocalAPIState) -> Starlette:
         usage, diagnostics = exchange.start()
         planned = exchange.planned
         body_json = exchange.message(
-            planned.blocks, _usage_json(usage, planned.output_tokens), planned.stop_reason,
+            planned.blocks,
+            _usage_json(usage, planned.output_tokens),
+            planned.stop_reason,
             diagnostics,
         )
         return JSONResponse(body_json, headers=headers)
@@ -336,8 +389,11 @@ def build_app(state: LocalAPIState) -> Starlette:
             _check_headers(request, state)
             parsed = decode_request(body, CountTokensRequest)
             as_messages = MessagesRequest(
-                model=parsed.model, max_tokens=1, messages=parsed.messages,
-                system=parsed.system, tools=parsed.tools,
+                model=parsed.model,
+                max_tokens=1,
+                messages=parsed.messages,
+                system=parsed.system,
+                tools=parsed.tools,
             )
             total = sum(block.tokens for block in prefix_blocks(as_messages))
         except ApiError as error:

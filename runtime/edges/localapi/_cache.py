@@ -121,9 +121,7 @@ def flatten(request: MessagesRequest) -> Iterator[tuple[str, bytes, int, str | N
         system = [TextBlock(text=system)] if system else []
     for system_block in system or ():
         tokens = estimate_text_tokens(system_block.text) + BLOCK_FRAMING_TOKENS
-        yield "system", _strip_cache_control(system_block), tokens, _ttl(
-            system_block.cache_control
-        )
+        yield "system", _strip_cache_control(system_block), tokens, _ttl(system_block.cache_control)
     for index, message in enumerate(request.messages):
         content = message.content
         blocks = [TextBlock(text=content)] if isinstance(content, str) else content
@@ -131,8 +129,11 @@ def flatten(request: MessagesRequest) -> Iterator[tuple[str, bytes, int, str | N
             # Role and message boundary belong to the prefix as much as the text does.
             marker = f"{index}:{message.role}:{position}".encode()
             tokens = estimate_text_tokens(_block_text(block)) + BLOCK_FRAMING_TOKENS
-            yield "messages", marker + _strip_cache_control(block), tokens, _ttl(
-                block.cache_control
+            yield (
+                "messages",
+                marker + _strip_cache_control(block),
+                tokens,
+                _ttl(block.cache_control),
             )
 
 

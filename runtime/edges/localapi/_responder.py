@@ -68,8 +68,10 @@ def _notification_sections(request: MessagesRequest) -> list[str]:
         if message.role != "assistant":
             continue
         content = message.content
-        text = content if isinstance(content, str) else "".join(
-            b.text for b in content if isinstance(b, TextBlock)
+        text = (
+            content
+            if isinstance(content, str)
+            else "".join(b.text for b in content if isinstance(b, TextBlock))
         )
         if text.startswith("NOTIFICATION CENTER"):
             return re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
@@ -85,8 +87,12 @@ def _plain_tool_request(text: str, offered: set[str]) -> ReplyToolUse | None:
     m = re.search(r"remind me to (.+?) in (\d+) (minutes?|hours?|days?)\b", text, re.I)
     if m:
         due = int(m.group(2)) * _UNITS[m.group(3).lower()]
-        rules.append(("add_reminder", ReplyToolUse("add_reminder", {
-            "text": m.group(1).strip(), "due_in_minutes": due})))
+        rules.append(
+            (
+                "add_reminder",
+                ReplyToolUse("add_reminder", {"text": m.group(1).strip(), "due_in_minutes": due}),
+            )
+        )
     m = re.search(r"remind me to (.+?)(?: tomorrow)?[.!]?$", text, re.I)
     if m:
         payload: dict[str, Any] = {"text": m.group(1).strip()}
@@ -104,8 +110,9 @@ def _plain_tool_request(text: str, offered: set[str]) -> ReplyToolUse | None:
         rules.append(("remember", ReplyToolUse("remember", {"text": m.group(1).strip()})))
     m = re.search(r"(?:search (?:my notes )?for|what did we say about)\s+(.+?)[.?!]?$", text, re.I)
     if m:
-        rules.append(("search_context", ReplyToolUse("search_context", {
-            "query": m.group(1).strip()})))
+        rules.append(
+            ("search_context", ReplyToolUse("search_context", {"query": m.group(1).strip()}))
+        )
     for name, use in rules:
         if name in offered:
             return use
@@ -122,8 +129,10 @@ class DefaultResponder:
             lines = []
             for result in results:
                 content = result.content
-                text = content if isinstance(content, str) else "\n".join(
-                    part.text for part in content or ()
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "\n".join(part.text for part in content or ())
                 )
                 status = "failed" if result.is_error else "done"
                 lines.append(f"Tool {status}: {text.strip()[:160]}")

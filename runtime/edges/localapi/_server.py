@@ -18,8 +18,8 @@ __all__ = ["LocalMessagesAPI"]
 class LocalMessagesAPI:
     """A real HTTP server on loopback that the unmodified `anthropic` SDK can talk to.
 
-        async with LocalMessagesAPI() as api:
-            client = AsyncAnthropic(api_key="test", base_url=api.base_url)
+    async with LocalMessagesAPI() as api:
+        client = AsyncAnthropic(api_key="test", base_url=api.base_url)
     """
 
     def __init__(

@@ -1,0 +1,36 @@
+"""Every error the storage layer raises, under one root."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidInput",
+    "NotFound",
+    "SchemaTooNew",
+    "StorageError",
+    "StorageUnavailable",
+    "UnknownContinuum",
+]
+
+
+class StorageError(Exception):
+    """Root of every storage error."""
+
+
+class InvalidInput(StorageError, ValueError):
+    """The call was refused before anything was written: the message says what was wrong."""
+
+
+class UnknownContinuum(StorageError, LookupError):
+    """A read-only query named a continuum that has never had a turn."""
+
+
+class NotFound(StorageError, LookupError):
+    """The record the call names does not exist."""
+
+
+class SchemaTooNew(StorageError):
+    """The database was written by a newer Frontmind; opening it could corrupt it."""
+
+
+class StorageUnavailable(StorageError):
+    """The database could not be opened, read or written (the cause is chained)."""

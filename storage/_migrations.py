@@ -1,0 +1,93 @@
+"""The schema, as ordered migrations applied at open.
+
+The version lives in `schema_version`. A database whose version is newer than the
+newest migration here was written by newer code and is refused, never touched.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+_V1 = """
+CREATE TABLE continuums (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    history_start INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    last_turn_at REAL,
+    last_message_id TEXT
+);
+CREATE TABLE turns (
+    id TEXT PRIMARY KEY,
+    continuum_id TEXT NOT NULL REFERENCES continuums(id),
+    status TEXT NOT NULL CHECK (status IN ('completed', 'failed', 'cancelled')),
+    started_at REAL NOT NULL,
+    record BLOB NOT NULL
+);
+CREATE INDEX turns_by_continuum ON turns(continuum_id, started_at);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    continuum_id TEXT NOT NULL REFERENCES continuums(id),
+    seq INTEGER NOT NULL,
+    turn_id TEXT NOT NULL REFERENCES turns(id),
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    content BLOB NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (continuum_id, seq)
+);
+CREATE TABLE segments (
+    id INTEGER PRIMARY KEY,
+    continuum_id TEXT NOT NULL REFERENCES continuums(id),
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    turn_count INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    first_seq INTEGER NOT NULL
+);
+CREATE INDEX segments_by_continuum ON segments(continuum_id, ended_at);
+CREATE TABLE reminders (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL,
+    due_at REAL,
+    created_at REAL NOT NULL,
+    completed_at REAL,
+    origin TEXT NOT NULL CHECK (origin IN ('user', 'agent'))
+);
+CREATE INDEX reminders_active ON reminders(due_at) WHERE completed_at IS NULL;
+CREATE TABLE memories (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL,
+    importance REAL NOT NULL
+);
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, content='memories', content_rowid='id');
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TABLE documents (
+    label TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+# v2: full-text search over message text, for context search. Existing messages are
+# indexed by the rebuild, so an upgraded database finds its old conversations too.
+_V2 = """
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, content='messages', content_rowid='id');
+CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+SCHEMA_VERSION = MIGRATIONS[-1][0]

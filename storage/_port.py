@@ -1,0 +1,105 @@
+"""The persistence port: everything Frontmind remembers goes through this interface.
+
+Adapters keep their SQL dialect to themselves; SQLite (aiosqlite) is the embedded
+default, and the shape leaves room for a PostgreSQL adapter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Protocol
+
+from ._records import (
+    Continuum,
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    MessageHit,
+    Reminder,
+    Segment,
+    TurnRecord,
+    TurnWrite,
+)
+
+__all__ = ["Storage"]
+
+
+class Storage(Protocol):
+    async def close(self) -> None: ...
+
+    # -- continuums and turns ------------------------------------------------------
+    async def continuum(self, continuum_id: str) -> Continuum:
+        """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
+        ...
+
+    async def continuums(self) -> list[Continuum]: ...
+
+    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+        """The messages inside the continuum's history window, oldest first."""
+        ...
+
+    async def all_messages(self, continuum_id: str) -> list[Message]: ...
+
+    async def commit_turn(self, write: TurnWrite) -> bool:
+        """Store a completed turn atomically; False if that turn id was already stored."""
+        ...
+
+    async def record_turn(self, record: TurnRecord) -> None:
+        """Store the record of a failed or cancelled turn (no history)."""
+        ...
+
+    async def turns(
+        self, continuum_id: str | None = None, *, limit: int = 100
+    ) -> list[TurnRecord]: ...
+
+    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
+
+    # -- reminders -------------------------------------------------------------------
+    async def add_reminder(
+        self,
+        text: str,
+        *,
+        due_at: datetime | None,
+        origin: Literal["user", "agent"],
+        now: float | None = None,
+    ) -> Reminder: ...
+
+    async def complete_reminder(
+        self, reminder_id: int, *, now: float | None = None
+    ) -> Reminder: ...
+
+    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]: ...
+
+    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]: ...
+
+    async def reminders(
+        self, *, include_completed: bool = False, limit: int = 200
+    ) -> list[Reminder]: ...
+
+    # -- memories ----------------------------------------------------------------------
+    async def add_memory(
+        self,
+        text: str,
+        *,
+        importance: float = 0.5,
+        expires_at: datetime | None = None,
+        now: float | None = None,
+    ) -> Memory: ...
+
+    async def memories(self, *, limit: int = 100) -> list[Memory]: ...
+
+    async def search_memories(
+        self, query: str, *, limit: int = 5, now: float | None = None
+    ) -> list[MemoryHit]: ...
+
+    async def search_messages(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[MessageHit]: ...
+
+    # -- documents ---------------------------------------------------------------------
+    async def put_document(
+        self, label: str, content: str, *, now: float | None = None
+    ) -> Document: ...
+
+    async def documents(self) -> list[Document]: ...

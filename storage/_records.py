@@ -1,0 +1,189 @@
+"""What is stored: conversation content blocks and the records around them.
+
+Content blocks are encoded once, when a turn is committed, and replayed as the same
+bytes forever after: tool inputs stay `msgspec.Raw` (the JSON exactly as received), so
+key order, whitespace and float formatting can never drift between turns. A history that
+re-renders differently would break the prompt cache for every later turn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "ContentBlock",
+    "Continuum",
+    "Document",
+    "Memory",
+    "MemoryHit",
+    "Message",
+    "MessageHit",
+    "Reminder",
+    "SectionStatus",
+    "Segment",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "TurnRecord",
+    "TurnStatus",
+    "TurnUsage",
+    "TurnWrite",
+]
+
+
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+    text: str
+
+
+class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
+    id: str
+    name: str
+    input: msgspec.Raw
+
+
+class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+Role = Literal["user", "assistant"]
+
+
+class Message(msgspec.Struct, frozen=True):
+    """One stored message. `seq` orders a continuum's messages from 0."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+    seq: int = -1
+    turn_id: str = ""
+    created_at: float = 0.0
+
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+class TurnUsage(msgspec.Struct, frozen=True):
+    input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_5m: int = 0
+    cache_creation_1h: int = 0
+
+    def __add__(self, other: TurnUsage) -> TurnUsage:
+        return TurnUsage(
+            *(
+                a + b
+                for a, b in zip(
+                    msgspec.structs.astuple(self), msgspec.structs.astuple(other), strict=True
+                )
+            )
+        )
+
+    @property
+    def total_input(self) -> int:
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+SectionState = Literal["fresh", "stale", "timeout", "failed", "empty"]
+TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+class SectionStatus(msgspec.Struct, frozen=True):
+    name: str
+    placement: str
+    status: SectionState
+    elapsed_ms: float
+    age_s: float | None = None  # for stale content: how old it is
+    tokens: int = 0
+
+
+class TurnRecord(msgspec.Struct, frozen=True):
+    """Everything `stats` and the benchmarks need to know about one turn."""
+
+    turn_id: str
+    continuum_id: str
+    status: TurnStatus
+    started_at: float
+    finished_at: float
+    model: str
+    user_text: str
+    reply_text: str = ""
+    usage: TurnUsage = TurnUsage()
+    cache_miss_reason: str | None = None
+    compose_ms: float = 0.0
+    first_token_ms: float | None = None
+    total_ms: float = 0.0
+    model_calls: int = 0
+    sections: tuple[SectionStatus, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    message_id: str | None = None
+
+
+class TurnWrite(msgspec.Struct, frozen=True):
+    """One completed turn, committed atomically: its messages and its record."""
+
+    record: TurnRecord
+    messages: tuple[Message, ...]
+    history_start: int | None = None  # move the continuum's history window, if set
+
+
+class Continuum(msgspec.Struct, frozen=True):
+    id: str
+    created_at: float
+    history_start: int
+    message_count: int
+    last_turn_at: float | None
+    last_message_id: str | None
+
+
+class Segment(msgspec.Struct, frozen=True):
+    id: int
+    continuum_id: str
+    started_at: float
+    ended_at: float
+    turn_count: int
+    title: str
+    first_seq: int
+
+
+class Reminder(msgspec.Struct, frozen=True):
+    id: int
+    text: str
+    due_at: float | None
+    created_at: float
+    completed_at: float | None
+    origin: Literal["user", "agent"]
+
+
+class Memory(msgspec.Struct, frozen=True):
+    id: int
+    text: str
+    created_at: float
+    expires_at: float | None
+    importance: float
+
+
+class MemoryHit(msgspec.Struct, frozen=True):
+    memory: Memory
+    score: float
+
+
+class MessageHit(msgspec.Struct, frozen=True):
+    continuum_id: str
+    seq: int
+    role: Role
+    text: str
+    created_at: float
+    score: float
+
+
+class Document(msgspec.Struct, frozen=True):
+    label: str
+    content: str
+    updated_at: float

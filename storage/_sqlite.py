@@ -1,0 +1,591 @@
+"""The SQLite adapter (aiosqlite): one file, WAL, one writer, a separate reader.
+
+- One writer connection behind a lock: every write is one `BEGIN IMMEDIATE` transaction,
+  shielded from cancellation from BEGIN to COMMIT, so a cancelled caller never leaves half
+  a turn behind and a committed turn is always whole.
+- A second connection serves reads; under WAL they never wait for the writer.
+- `synchronous=NORMAL` with WAL: a process killed at any moment (even `kill -9` during a
+  commit) loses no committed transaction and leaves a database that opens.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, ParamSpec, TypeVar
+
+import aiosqlite
+import anyio
+import msgspec
+
+from ._exceptions import (
+    InvalidInput,
+    NotFound,
+    SchemaTooNew,
+    StorageUnavailable,
+    UnknownContinuum,
+)
+from ._fts import fts_query, memory_score
+from ._migrations import MIGRATIONS, SCHEMA_VERSION
+from ._records import (
+    ContentBlock,
+    Continuum,
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    MessageHit,
+    Reminder,
+    Segment,
+    TextBlock,
+    ToolResultBlock,
+    TurnRecord,
+    TurnWrite,
+)
+from ._validation import (
+    MAX_DOCUMENT_CHARS,
+    MAX_MEMORY_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_REMINDER_CHARS,
+    check_continuum_id,
+    check_label,
+    check_text,
+    to_epoch,
+)
+
+__all__ = ["SQLiteStorage"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_content_encoder = msgspec.json.Encoder()
+_content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
+_record_decoder = msgspec.json.Decoder(TurnRecord)
+_SEGMENT_TITLE_CHARS = 60
+
+
+def _translated(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """sqlite3 errors leave the adapter as `StorageUnavailable`, with the cause chained."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StorageUnavailable(f"{fn.__name__} failed: {exc}") from exc
+
+    return wrapper
+
+
+def _searchable_text(content: tuple[ContentBlock, ...]) -> str:
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ToolResultBlock):
+            parts.append(block.content)
+    return "\n".join(parts)
+
+
+async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        if not reader:
+            await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute("PRAGMA busy_timeout=5000")
+        if reader:
+            await conn.execute("PRAGMA query_only=ON")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = None) -> int:
+    """Apply pending migrations in order; returns the schema version afterwards."""
+    await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    rows = list(await conn.execute_fetchall("SELECT version FROM schema_version"))
+    current = int(rows[0][0]) if rows else 0
+    has_row = bool(rows)
+    if current > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{path} has schema version {current}, but this Frontmind understands only up to "
+            f"{SCHEMA_VERSION}: upgrade Frontmind or use another data directory"
+        )
+    for version, script in MIGRATIONS:
+        if version <= current or (upto is not None and version > upto):
+            continue
+        bump = (
+            f"UPDATE schema_version SET version = {version};"
+            if has_row
+            else f"INSERT INTO schema_version (version) VALUES ({version});"
+        )
+        try:
+            await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}\nCOMMIT;")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                await conn.execute("ROLLBACK")
+            raise
+        current, has_row = version, True
+    return current
+
+
+class SQLiteStorage:
+    """The embedded default storage. Open with `await SQLiteStorage.open(path)`."""
+
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        segment_gap: float,
+    ) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._segment_gap = segment_gap
+        self._write_lock = anyio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str | Path, *, segment_gap: float = 1800.0, schema_upto: int | None = None
+    ) -> SQLiteStorage:
+        """Open (creating and migrating as needed) the database at `path`.
+
+        `schema_upto` stops migrations early; it exists for upgrade tests.
+        """
+        db_path = Path(path)
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+            writer = await _connect(db_path, reader=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageUnavailable(f"cannot open the database at {db_path}: {exc}") from exc
+        try:
+            await migrate(writer, db_path, upto=schema_upto)
+            reader = await _connect(db_path, reader=True)
+        except BaseException as exc:
+            await writer.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageUnavailable(f"cannot open the database at {db_path}: {exc}") from exc
+            raise
+        return cls(db_path, writer, reader, segment_gap)
+
+    async def __aenter__(self) -> SQLiteStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            async with self._write_lock:
+                await self._reader.close()
+                await self._writer.close()
+
+    async def schema_version(self) -> int:
+        rows = list(await self._reader.execute_fetchall("SELECT version FROM schema_version"))
+        return int(rows[0][0])
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction, shielded from cancellation from BEGIN to COMMIT."""
+        if self._closed:
+            raise StorageUnavailable("the storage is closed")
+        async with self._write_lock:
+            with anyio.CancelScope(shield=True):
+                await self._writer.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._writer
+                except BaseException:
+                    await self._writer.execute("ROLLBACK")
+                    raise
+                await self._writer.execute("COMMIT")
+
+    # -- continuums and turns -----------------------------------------------------------
+
+    @_translated
+    async def continuum(self, continuum_id: str) -> Continuum:
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
+                " FROM continuums WHERE id = ?",
+                (continuum_id,),
+            )
+        )
+        if not rows:
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return Continuum(*rows[0])
+
+    @_translated
+    async def continuums(self) -> list[Continuum]:
+        rows = await self._reader.execute_fetchall(
+            "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
+            " FROM continuums ORDER BY last_turn_at DESC"
+        )
+        return [Continuum(*row) for row in rows]
+
+    async def _messages(self, continuum_id: str, start: int) -> list[Message]:
+        rows = await self._reader.execute_fetchall(
+            "SELECT role, content, seq, turn_id, created_at FROM messages"
+            " WHERE continuum_id = ? AND seq >= ? ORDER BY seq",
+            (continuum_id, start),
+        )
+        decode = _content_decoder.decode
+        return [
+            Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
+        ]
+
+    @_translated
+    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT history_start FROM continuums WHERE id = ?", (continuum_id,)
+            )
+        )
+        if not rows:
+            if missing_ok:
+                return []
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return await self._messages(continuum_id, int(rows[0][0]))
+
+    @_translated
+    async def all_messages(self, continuum_id: str) -> list[Message]:
+        await self.continuum(continuum_id)
+        return await self._messages(continuum_id, 0)
+
+    def _check_turn(self, record: TurnRecord) -> None:
+        check_continuum_id(record.continuum_id)
+        if not record.turn_id or len(record.turn_id) > 64:
+            raise InvalidInput(f"turn id {record.turn_id!r} must be 1 to 64 characters")
+        if len(record.user_text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput(
+                f"the user message is {len(record.user_text)} characters; "
+                f"the limit is {MAX_MESSAGE_CHARS}"
+            )
+
+    @_translated
+    async def commit_turn(self, write: TurnWrite) -> bool:
+        record = write.record
+        self._check_turn(record)
+        if record.status != "completed":
+            raise InvalidInput(f"commit_turn takes completed turns, not {record.status!r} ones")
+        if not write.messages or write.messages[0].role != "user":
+            raise InvalidInput("a turn starts with the user's message")
+        rows = []
+        for message in write.messages:
+            if not message.content:
+                raise InvalidInput("a stored message needs at least one content block")
+            rows.append(
+                (
+                    message.role,
+                    _content_encoder.encode(message.content),
+                    _searchable_text(message.content),
+                    message.created_at or record.finished_at,
+                )
+            )
+        cid = record.continuum_id
+        async with self._transaction() as db:
+            seen = list(
+                await db.execute_fetchall("SELECT 1 FROM turns WHERE id = ?", (record.turn_id,))
+            )
+            if seen:
+                return False  # a retried commit of a turn already stored
+            await db.execute(
+                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
+                (cid, record.started_at),
+            )
+            ((base,),) = await db.execute_fetchall(
+                "SELECT message_count FROM continuums WHERE id = ?", (cid,)
+            )
+            await db.execute(
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.turn_id,
+                    cid,
+                    record.status,
+                    record.started_at,
+                    msgspec.json.encode(record),
+                ),
+            )
+            await db.executemany(
+                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (cid, base + i, record.turn_id, role, content, text, at)
+                    for i, (role, content, text, at) in enumerate(rows)
+                ],
+            )
+            await self._extend_segment(db, cid, record, base)
+            await db.execute(
+                "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
+                " history_start = COALESCE(?, history_start) WHERE id = ?",
+                (base + len(rows), record.finished_at, record.message_id, write.history_start, cid),
+            )
+        return True
+
+    async def _extend_segment(
+        self, db: aiosqlite.Connection, cid: str, record: TurnRecord, first_seq: int
+    ) -> None:
+        last = list(
+            await db.execute_fetchall(
+                "SELECT id, ended_at FROM segments WHERE continuum_id = ?"
+                " ORDER BY ended_at DESC LIMIT 1",
+                (cid,),
+            )
+        )
+        if last and record.started_at - last[0][1] <= self._segment_gap:
+            await db.execute(
+                "UPDATE segments SET ended_at = ?, turn_count = turn_count + 1 WHERE id = ?",
+                (record.finished_at, last[0][0]),
+            )
+            return
+        title = " ".join(record.user_text.split())
+        if len(title) > _SEGMENT_TITLE_CHARS:
+            title = title[: _SEGMENT_TITLE_CHARS - 1] + "…"
+        await db.execute(
+            "INSERT INTO segments"
+            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES (?, ?, ?, 1, ?, ?)",
+            (cid, record.started_at, record.finished_at, title, first_seq),
+        )
+
+    @_translated
+    async def record_turn(self, record: TurnRecord) -> None:
+        self._check_turn(record)
+        if record.status == "completed":
+            raise InvalidInput("completed turns are stored with commit_turn, with their messages")
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
+                (record.continuum_id, record.started_at),
+            )
+            await db.execute(
+                "INSERT OR IGNORE INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.turn_id,
+                    record.continuum_id,
+                    record.status,
+                    record.started_at,
+                    msgspec.json.encode(record),
+                ),
+            )
+
+    @_translated
+    async def turns(self, continuum_id: str | None = None, *, limit: int = 100) -> list[TurnRecord]:
+        if continuum_id is None:
+            rows = await self._reader.execute_fetchall(
+                "SELECT record FROM turns ORDER BY started_at DESC LIMIT ?", (limit,)
+            )
+        else:
+            await self.continuum(continuum_id)
+            rows = await self._reader.execute_fetchall(
+                "SELECT record FROM turns WHERE continuum_id = ? ORDER BY started_at DESC LIMIT ?",
+                (continuum_id, limit),
+            )
+        return [_record_decoder.decode(row[0]) for row in reversed(list(rows))]
+
+    @_translated
+    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
+        check_continuum_id(continuum_id)
+        rows = await self._reader.execute_fetchall(
+            "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
+            " FROM segments WHERE continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
+            (continuum_id, limit),
+        )
+        return [Segment(*row) for row in reversed(list(rows))]
+
+    # -- reminders ------------------------------------------------------------------------
+
+    _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
+
+    @_translated
+    async def add_reminder(
+        self,
+        text: str,
+        *,
+        due_at: datetime | None,
+        origin: Literal["user", "agent"],
+        now: float | None = None,
+    ) -> Reminder:
+        check_text(text, "reminder text", MAX_REMINDER_CHARS)
+        if origin not in ("user", "agent"):
+            raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
+        due = None if due_at is None else to_epoch(due_at, "the reminder's due time")
+        created = time.time() if now is None else now
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO reminders (text, due_at, created_at, origin) VALUES (?, ?, ?, ?)",
+                (text, due, created, origin),
+            )
+            reminder_id = cursor.lastrowid
+        assert reminder_id is not None
+        return Reminder(reminder_id, text, due, created, None, origin)
+
+    @_translated
+    async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
+        if not isinstance(reminder_id, int) or reminder_id < 1:
+            raise InvalidInput(f"reminder id must be a positive integer, not {reminder_id!r}")
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE reminders SET completed_at = ? WHERE id = ? AND completed_at IS NULL",
+                (at, reminder_id),
+            )
+            rows = list(await db.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,)))
+        if not rows:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*rows[0])
+
+    @_translated
+    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]:
+        rows = await self._reader.execute_fetchall(
+            f"{self._REMINDER} WHERE completed_at IS NULL"
+            " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
+            (limit,),
+        )
+        return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]:
+        lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
+        if hi < lo:
+            raise InvalidInput("the end of the range comes before its start")
+        rows = await self._reader.execute_fetchall(
+            f"{self._REMINDER} WHERE completed_at IS NULL AND due_at >= ? AND due_at < ?"
+            " ORDER BY due_at",
+            (lo, hi),
+        )
+        return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def reminders(
+        self, *, include_completed: bool = False, limit: int = 200
+    ) -> list[Reminder]:
+        where = "" if include_completed else " WHERE completed_at IS NULL"
+        rows = await self._reader.execute_fetchall(
+            f"{self._REMINDER}{where} ORDER BY id LIMIT ?", (limit,)
+        )
+        return [Reminder(*row) for row in rows]
+
+    # -- memories ---------------------------------------------------------------------------
+
+    _MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+
+    @_translated
+    async def add_memory(
+        self,
+        text: str,
+        *,
+        importance: float = 0.5,
+        expires_at: datetime | None = None,
+        now: float | None = None,
+    ) -> Memory:
+        check_text(text, "memory text", MAX_MEMORY_CHARS)
+        if not 0.0 <= importance <= 1.0:
+            raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
+        expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
+        created = time.time() if now is None else now
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO memories (text, created_at, expires_at, importance)"
+                " VALUES (?, ?, ?, ?)",
+                (text, created, expires, importance),
+            )
+            memory_id = cursor.lastrowid
+        assert memory_id is not None
+        return Memory(memory_id, text, created, expires, importance)
+
+    @_translated
+    async def memories(self, *, limit: int = 100) -> list[Memory]:
+        rows = await self._reader.execute_fetchall(
+            f"{self._MEMORY} FROM memories m ORDER BY m.id DESC LIMIT ?", (limit,)
+        )
+        return [Memory(*row) for row in rows]
+
+    @_translated
+    async def search_memories(
+        self, query: str, *, limit: int = 5, now: float | None = None
+    ) -> list[MemoryHit]:
+        match = fts_query(query)
+        if match is None or limit < 1:
+            return []
+        at = time.time() if now is None else now
+        rows = await self._reader.execute_fetchall(
+            f"{self._MEMORY}, bm25(memories_fts) FROM memories_fts"
+            " JOIN memories m ON m.id = memories_fts.rowid"
+            " WHERE memories_fts MATCH ? AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            " ORDER BY bm25(memories_fts) LIMIT ?",
+            (match, at, limit * 4),
+        )
+        hits = [
+            MemoryHit(Memory(*row[:5]), memory_score(row[5], row[4], at - row[2])) for row in rows
+        ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit]
+
+    @_translated
+    async def search_messages(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[MessageHit]:
+        match = fts_query(query)
+        if match is None or limit < 1:
+            return []
+        scope, args = "", [match]
+        if continuum_id is not None:
+            check_continuum_id(continuum_id)
+            scope = " AND m.continuum_id = ?"
+            args.append(continuum_id)
+        rows = await self._reader.execute_fetchall(
+            "SELECT m.continuum_id, m.seq, m.role,"
+            " snippet(messages_fts, 0, '', '', '…', 40), m.created_at, bm25(messages_fts)"
+            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH ?{scope} ORDER BY bm25(messages_fts) LIMIT ?",
+            (*args, limit),
+        )
+        return [
+            MessageHit(cid, seq, role, text, at, -score) for cid, seq, role, text, at, score in rows
+        ]
+
+    # -- documents ---------------------------------------------------------------------------
+
+    @_translated
+    async def put_document(self, label: str, content: str, *, now: float | None = None) -> Document:
+        check_label(label)
+        check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO documents (label, content, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (label) DO UPDATE SET content = excluded.content,"
+                " updated_at = excluded.updated_at",
+                (label, content, at),
+            )
+        return Document(label, content, at)
+
+    @_translated
+    async def documents(self) -> list[Document]:
+        rows = await self._reader.execute_fetchall(
+            "SELECT label, content, updated_at FROM documents ORDER BY label"
+        )
+        return [Document(*row) for row in rows]
