@@ -51,11 +51,20 @@ class ActorRef(Generic[M, R]):
         return reply
 
     @asynccontextmanager
-    async def stream(self, message: M, *, buffer: int = 64) -> AsyncIterator[ReplyStream[Any]]:
-        """Send and read many replies. Leaving the block early cancels the handler."""
+    async def stream(
+        self, message: M, *, buffer: int = 64, wait: bool = True
+    ) -> AsyncIterator[ReplyStream[Any]]:
+        """Send and read many replies. Leaving the block early cancels the handler.
+
+        With `wait=False` a full mailbox raises `MailboxFull` instead of waiting.
+        """
         cell = self._cell
         slot = StreamSlot(buffer)
-        await cell.put(cell.envelope(message, slot))
+        envelope = cell.envelope(message, slot)
+        if wait:
+            await cell.put(envelope)
+        else:
+            cell.put_nowait(envelope)
         try:
             yield ReplyStream(slot)
         finally:

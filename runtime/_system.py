@@ -34,6 +34,7 @@ class ActorSystem:
         self.encoded = encoded
         self.stop_grace = stop_grace
         self._cells: list[Cell] = []
+        self._names: dict[str, Cell] = {}
         self._tg: TaskGroup | None = None
         self._closing = False
 
@@ -72,6 +73,8 @@ class ActorSystem:
         """Start an actor under this system's supervision and return its reference."""
         if self._tg is None or self._closing:
             raise ActorStopped(f"cannot spawn {name!r}: the actor system is not running")
+        if name in self._names:
+            raise ValueError(f"an actor named {name!r} is already running")
         cell = Cell(
             name,
             factory,
@@ -80,6 +83,7 @@ class ActorSystem:
             encoded=self.encoded if encoded is None else encoded,
         )
         self._cells.append(cell)
+        self._names[name] = cell
         self._tg.start_soon(cell.run, name=f"actor:{name}")
         return ActorRef(cell)
 
@@ -97,6 +101,13 @@ class ActorSystem:
             await cell.wait_stopped()
         if cell in self._cells:
             self._cells.remove(cell)
+        if self._names.get(cell.name) is cell:
+            del self._names[cell.name]
+
+    def lookup(self, name: str) -> ActorRef[Any, Any] | None:
+        """The running actor registered under `name` (names are unique), if any."""
+        cell = self._names.get(name)
+        return None if cell is None else ActorRef(cell)
 
     def statistics(self) -> list[ActorStats]:
         return [cell.stats() for cell in self._cells]

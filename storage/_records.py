@@ -1,8 +1,9 @@
 """What is stored: conversation content blocks and the records around them.
 
 Content blocks are encoded once, when a turn is committed, and replayed as the same
-bytes forever after: tool inputs stay `msgspec.Raw` (the JSON exactly as received), so
-key order, whitespace and float formatting can never drift between turns. A history that
+bytes forever after: a tool input is kept as the exact JSON text the model produced
+(`input_json`), so key order, whitespace and float formatting can never drift between
+turns. A history that
 re-renders differently would break the prompt cache for every later turn.
 """
 
@@ -40,7 +41,7 @@ class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
 class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
     id: str
     name: str
-    input: msgspec.Raw
+    input_json: str  # the tool input, as exact JSON text
 
 
 class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
@@ -119,6 +120,7 @@ class TurnRecord(msgspec.Struct, frozen=True):
     first_token_ms: float | None = None
     total_ms: float = 0.0
     model_calls: int = 0
+    call_usage: tuple[TurnUsage, ...] = ()  # per model call; `usage` is their sum
     sections: tuple[SectionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
     error: str | None = None

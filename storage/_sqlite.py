@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import aiosqlite
 import anyio
@@ -70,7 +70,7 @@ _record_decoder = msgspec.json.Decoder(TurnRecord)
 _SEGMENT_TITLE_CHARS = 60
 
 
-def _translated(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """sqlite3 errors leave the adapter as `StorageUnavailable`, with the cause chained."""
 
     @functools.wraps(fn)

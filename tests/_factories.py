@@ -18,7 +18,7 @@ from storage import (
 
 def every_block_type(turn_id: str) -> tuple[Message, ...]:
     """user text → assistant text + tool_use → user tool_result → assistant text."""
-    weird_input = msgspec.Raw(b'{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}')
+    weird_input = '{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}'
     use_id = f"toolu_{turn_id}"
     return (
         Message("user", (TextBlock(f"hello from {turn_id} — café"),)),

@@ -367,3 +367,31 @@ async def test_spawn_after_close_is_refused() -> None:
         pass
     with pytest.raises(ActorStopped, match="not running"):
         system.spawn(Recorder, name="late")
+
+
+async def test_names_are_unique_and_looked_up() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Recorder, name="unique")
+        with pytest.raises(ValueError, match="already running"):
+            system.spawn(Recorder, name="unique")
+        found = system.lookup("unique")
+        assert found is not None
+        assert await found.ask(Echo(9)) == 9
+        await system.stop(ref)
+        assert system.lookup("unique") is None
+
+
+async def test_stream_without_waiting_refuses_a_full_mailbox() -> None:
+    gate = Gate()
+    closed: list[bool] = []
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Counter(closed, gate), name="busy", mailbox=1)
+        async with ref.stream(Count(0)) as first:
+            await anyio.wait_all_tasks_blocked()  # the handler has taken Count(0)
+            # The handler is parked on the gate after yielding nothing; one more fits.
+            async with ref.stream(Count(1), wait=False):
+                with pytest.raises(MailboxFull):
+                    async with ref.stream(Count(2), wait=False):
+                        pass
+            gate.open.set()
+            assert [i async for i in first] == []

@@ -23,6 +23,7 @@ from storage import (
     SchemaTooNew,
     SQLiteStorage,
     TextBlock,
+    ToolUseBlock,
     TurnRecord,
     UnknownContinuum,
 )
@@ -102,8 +103,9 @@ async def test_every_block_type_replays_byte_identically(store: SQLiteStorage) -
     for original, stored in zip(messages, history, strict=True):
         assert content_bytes(stored.content) == content_bytes(original.content)
     # The tool input keeps its exact bytes: spacing, key order, 1.50, 2e3, escapes.
-    raw = content_bytes(history[1].content)
-    assert b'{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}' in raw
+    tool_use = history[1].content[1]
+    assert isinstance(tool_use, ToolUseBlock)
+    assert tool_use.input_json == '{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}'
     # And again after reopening the file.
     async with await SQLiteStorage.open(store.path) as again:
         replay = await again.history("c1")

@@ -1,0 +1,118 @@
+"""Frontmind's domain actors: trinkets, the composer, the orchestrator, the LLM adapter.
+
+Built on the kernel (`runtime`) and the storage port (`storage`).
+"""
+
+from ._assembly import Runtime, TrinketEntry, builtin_trinkets, validate_settings
+from ._composer import ComposerActor, SectionRecord
+from ._events import (
+    TextDelta,
+    Timings,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnError,
+    TurnEvent,
+    TurnStarted,
+)
+from ._exceptions import (
+    Busy,
+    FrontmindError,
+    ModelError,
+    ModelOverloaded,
+    ModelRejected,
+    ModelStreamError,
+    ModelUnavailable,
+    SectionConfigError,
+    SettingsError,
+    TrinketLoadError,
+)
+from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_request
+from ._llm import AnthropicModel, ModelClient
+from ._markup import escape_field, escape_text, neutralize_frame
+from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
+from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
+from ._placement import (
+    BUILTIN_SECTIONS,
+    PLACEMENT_NOTIFICATION,
+    PLACEMENT_SYSTEM,
+    PlacementRegistry,
+    SectionSpec,
+)
+from ._prompt import DEFAULT_BASE_PROMPT
+from ._settings import (
+    CacheSettings,
+    ComposerSettings,
+    HistorySettings,
+    ModelSettings,
+    Settings,
+    ToolSettings,
+    TrinketSettings,
+    TurnSettings,
+)
+from ._tokens import estimate_tokens
+from ._tools import TOOL_NAMES
+from ._trinket import Directory, Trinket, TrinketActor
+
+__all__ = [
+    "BUILTIN_SECTIONS",
+    "DEFAULT_BASE_PROMPT",
+    "DELIMITER",
+    "LOOKBACK_BLOCKS",
+    "MAX_BREAKPOINTS",
+    "PLACEMENT_NOTIFICATION",
+    "PLACEMENT_SYSTEM",
+    "SHORTENED_MARKER",
+    "TOOL_NAMES",
+    "AnthropicModel",
+    "Busy",
+    "CacheSettings",
+    "Compose",
+    "Composed",
+    "ComposerActor",
+    "ComposerSettings",
+    "Directory",
+    "FrontmindError",
+    "HistorySettings",
+    "ModelClient",
+    "ModelError",
+    "ModelOverloaded",
+    "ModelRejected",
+    "ModelRequest",
+    "ModelSettings",
+    "ModelStreamError",
+    "ModelUnavailable",
+    "PlacementRegistry",
+    "Runtime",
+    "SectionConfigError",
+    "SectionRecord",
+    "SectionSpec",
+    "Settings",
+    "SettingsError",
+    "SystemSection",
+    "TextDelta",
+    "Timings",
+    "ToolFinished",
+    "ToolSettings",
+    "ToolStarted",
+    "Trinket",
+    "TrinketActor",
+    "TrinketEntry",
+    "TrinketLoadError",
+    "TrinketSettings",
+    "Turn",
+    "TurnCompleted",
+    "TurnError",
+    "TurnEvent",
+    "TurnSettings",
+    "TurnStart",
+    "TurnStarted",
+    "build_request",
+    "builtin_trinkets",
+    "escape_field",
+    "escape_text",
+    "estimate_tokens",
+    "neutralize_frame",
+    "render_notification_center",
+    "validate_settings",
+]

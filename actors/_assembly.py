@@ -1,0 +1,202 @@
+"""Assembling the actors: trinkets, the searcher, and one composer and conversation actor
+per continuum, spawned on first use under the caller's actor system."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
+from storage import Storage, check_continuum_id
+
+from ._composer import ComposerActor
+from ._events import TurnEvent
+from ._exceptions import Busy, SettingsError
+from ._layout import ModelRequest
+from ._llm import ModelClient
+from ._orchestrator import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
+from ._placement import PlacementRegistry
+from ._prompt import DEFAULT_BASE_PROMPT
+from ._settings import Settings
+from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
+from ._trinket import Directory, Trinket, TrinketActor, composer_name, trinket_name
+from ._trinkets import (
+    ContextSearcher,
+    DateTimeTrinket,
+    DomainDocTrinket,
+    ManifestTrinket,
+    MemoriesTrinket,
+    RemindersTrinket,
+    SearchTrinket,
+    StaticTrinket,
+    searcher_name,
+)
+
+__all__ = ["Runtime", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+
+
+@dataclass(frozen=True)
+class TrinketEntry:
+    """A section and how to build the trinket that renders it."""
+
+    section: str
+    factory: Callable[[Directory], Trinket]
+
+
+def validate_settings(settings: Settings) -> None:
+    try:
+        ZoneInfo(settings.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingsError(f"timezone: unknown zone {settings.timezone!r}") from None
+    if settings.cache.system_ttl == "5m" and settings.cache.history_ttl == "1h":
+        raise SettingsError(
+            "cache.history_ttl: a 1h breakpoint may not follow a 5m one; "
+            "use system_ttl = '1h' or history_ttl = '5m'"
+        )
+    try:
+        tool_definitions(settings.tools.enabled)
+    except ValueError as exc:
+        raise SettingsError(f"tools.enabled: {exc}") from None
+    positive = {
+        "composer.deadline_ms": settings.composer.deadline_ms,
+        "composer.notification_budget_tokens": settings.composer.notification_budget_tokens,
+        "history.budget_tokens": settings.history.budget_tokens,
+        "model.max_tokens": settings.model.max_tokens,
+        "tools.max_iterations": settings.tools.max_iterations,
+        "tools.timeout_s": settings.tools.timeout_s,
+        "turns.max_queued": settings.turns.max_queued,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise SettingsError(f"{key}: must be greater than 0, got {value}")
+    if not 0 < settings.history.keep_fraction <= 1:
+        raise SettingsError("history.keep_fraction: must be in (0, 1]")
+
+
+def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]:
+    definitions = tool_definitions(settings.tools.enabled)
+    base = settings.base_prompt or DEFAULT_BASE_PROMPT
+    t = settings.trinkets
+    gap = settings.history.segment_gap_minutes * 60
+    return [
+        TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
+        TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
+        TrinketEntry("tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions))),
+        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions))),
+        TrinketEntry("datetime_section", lambda _: DateTimeTrinket()),
+        TrinketEntry(
+            "conversation_manifest",
+            lambda _: ManifestTrinket(storage, segments=t.manifest_segments, gap_seconds=gap),
+        ),
+        TrinketEntry("active_reminders", lambda _: RemindersTrinket(storage)),
+        TrinketEntry(
+            "context_search_results", lambda d: SearchTrinket(d, keep_turns=t.search_keep_turns)
+        ),
+        TrinketEntry(
+            "relevant_memories", lambda _: MemoriesTrinket(storage, top_k=t.memories_top_k)
+        ),
+    ]
+
+
+class Runtime:
+    """The running actors of one Frontmind instance.
+
+    Trinket actors are shared by all continuums; each continuum gets its own composer
+    (its sections and their last good content are its own) and conversation actor
+    (its turns run one at a time; other continuums' run concurrently).
+    """
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        *,
+        storage: Storage,
+        model: ModelClient,
+        settings: Settings,
+        registry: PlacementRegistry,
+        trinkets: Sequence[TrinketEntry],
+        clock: Callable[[], float],
+        trinket_policy: RestartPolicy | None = None,
+    ) -> None:
+        validate_settings(settings)
+        if settings.composer.legacy_placement:
+            registry = registry.legacy()
+        for entry in trinkets:
+            registry.spec(entry.section)  # an unknown section is an error now, not later
+        self._system = system
+        self._settings = settings
+        self._registry = registry
+        directory: Directory = system.lookup
+        self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
+        policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
+        for entry in trinkets:
+            # A restart builds the trinket afresh from its factory: no state survives a crash.
+            def make(factory: Callable[[Directory], Trinket] = entry.factory,
+                     section: str = entry.section) -> TrinketActor:
+                return TrinketActor(section, factory(directory), directory)
+
+            ref = system.spawn(make, name=trinket_name(entry.section), mailbox=32, policy=policy)
+            self._trinkets.append((entry.section, ref))
+        system.spawn(
+            lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),
+            name=searcher_name(),
+            mailbox=64,
+        )
+        definitions = tool_definitions(settings.tools.enabled)
+        self._deps = ConversationDeps(
+            storage=storage,
+            model=model,
+            tools=ToolRunner(storage, directory, settings.tools.enabled),
+            tool_definitions=definitions,
+            settings=settings,
+            clock=clock,
+            trinkets=[ref for _, ref in self._trinkets],
+        )
+
+    @property
+    def registry(self) -> PlacementRegistry:
+        return self._registry
+
+    def conversation(self, continuum_id: str) -> ActorRef[Any, Any]:
+        check_continuum_id(continuum_id)
+        name = f"conversation:{continuum_id}"
+        existing = self._system.lookup(name)
+        if existing is not None:
+            return existing
+        composer = self._system.spawn(
+            lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
+            name=composer_name(continuum_id),
+            mailbox=64,
+        )
+        return self._system.spawn(
+            lambda: ConversationActor(continuum_id, composer, self._deps),
+            name=name,
+            mailbox=self._settings.turns.max_queued,
+        )
+
+    @asynccontextmanager
+    async def turn(self, continuum_id: str, text: str) -> AsyncIterator[ReplyStream[TurnEvent]]:
+        """Run a turn; iterate the events. Leaving early cancels the turn cleanly."""
+        conversation = self.conversation(continuum_id)
+        stream = conversation.stream(RunTurn(new_turn_id(), text), wait=False)
+        try:
+            events = await stream.__aenter__()
+        except MailboxFull:
+            raise Busy(
+                f"continuum {continuum_id!r} already has {self._settings.turns.max_queued} "
+                "turns waiting; retry when one has finished"
+            ) from None
+        try:
+            yield events
+        except BaseException as exc:
+            if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            await stream.__aexit__(None, None, None)
+
+    async def preview(self, continuum_id: str, text: str) -> ModelRequest:
+        request: ModelRequest = await self.conversation(continuum_id).ask(Preview(text))
+        return request

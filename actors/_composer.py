@@ -1,0 +1,149 @@
+"""The composer: gathers every trinket's section under a deadline, once per turn.
+
+It keeps one dict from section name to one record (content, cache policy, placement),
+so nothing can drift between parallel dicts. A trinket that misses the deadline, fails,
+or was given up on never delays or breaks the turn: its last good content is used and
+marked stale with its age, or its section is left out; the statuses say which.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from runtime import Actor, ActorRef, Failed, Replied, scatter_gather
+from storage import SectionStatus
+
+from ._cache_guard import CacheGuard
+from ._markup import neutralize_frame
+from ._messages import (
+    Compose,
+    Composed,
+    ComposerMessage,
+    SectionLate,
+    SectionReply,
+    SystemSection,
+    TurnStart,
+)
+from ._notification import render_notification_center, wrap_section
+from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
+from ._settings import ComposerSettings
+from ._tokens import estimate_tokens
+
+__all__ = ["ComposerActor", "SectionRecord"]
+
+
+class SectionRecord(msgspec.Struct):
+    """The one record the composer keeps per section."""
+
+    spec: SectionSpec
+    content: str = ""
+    rendered_at: float | None = None  # when `content` was produced
+
+    @property
+    def placement(self) -> str:
+        return self.spec.placement
+
+    @property
+    def cached(self) -> bool:
+        return self.spec.cached
+
+
+class ComposerActor(Actor[ComposerMessage, Composed | None]):
+    protocol = ComposerMessage
+    replies = Composed | None
+
+    def __init__(
+        self,
+        registry: PlacementRegistry,
+        trinkets: Sequence[tuple[str, ActorRef[Any, Any]]],
+        settings: ComposerSettings,
+    ) -> None:
+        self._sections: dict[str, SectionRecord] = {}
+        refs: list[ActorRef[Any, Any]] = []
+        for name, ref in trinkets:
+            self._sections[name] = SectionRecord(registry.spec(name))  # refuses unknown names
+            refs.append(ref)
+        self._order = [s.name for s in registry.ordered() if s.name in self._sections]
+        self._names = [name for name, _ in trinkets]
+        self._refs = refs
+        self._settings = settings
+        self._guard = CacheGuard(
+            window=settings.guard_window,
+            threshold=settings.guard_threshold,
+            min_turns=settings.guard_min_turns,
+        )
+
+    async def handle(self, message: ComposerMessage) -> Composed | None:
+        if isinstance(message, SectionLate):
+            record = self._sections.get(message.section)
+            if record is not None and message.content.strip():
+                record.content, record.rendered_at = message.content, message.rendered_at
+            return None
+        return await self._compose(message)
+
+    async def _compose(self, message: Compose) -> Composed:
+        started = time.perf_counter()
+        turn = message.turn
+        deadline = self._settings.deadline_ms / 1000
+        result = await scatter_gather(
+            self._refs, TurnStart(turn, time.time() + deadline), deadline=deadline
+        )
+        statuses: dict[str, SectionStatus] = {}
+        for name, outcome in zip(self._names, result.outcomes, strict=True):
+            record = self._sections[name]
+            elapsed_ms = outcome.elapsed * 1000
+            if isinstance(outcome, Replied) and isinstance(outcome.value, SectionReply):
+                content = outcome.value.content
+                record.content = content if content.strip() else ""
+                record.rendered_at = turn.now
+                state: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
+                statuses[name] = SectionStatus(name, record.placement, state, elapsed_ms)
+                continue
+            detail: Literal["timeout", "failed"] = (
+                "failed" if isinstance(outcome, Failed) else "timeout"
+            )
+            if record.content and record.rendered_at is not None:
+                age = max(turn.now - record.rendered_at, 0.0)
+                statuses[name] = SectionStatus(name, record.placement, "stale", elapsed_ms, age)
+            else:
+                statuses[name] = SectionStatus(name, record.placement, detail, elapsed_ms)
+        return self._assemble(statuses, started)
+
+    def _assemble(self, statuses: dict[str, SectionStatus], started: float) -> Composed:
+        system: list[SystemSection] = []
+        notification: list[tuple[str, str, int]] = []
+        for name in self._order:
+            record = self._sections[name]
+            if not record.content or statuses[name].status in ("timeout", "failed"):
+                continue
+            content = record.content
+            if record.placement == PLACEMENT_SYSTEM:
+                text = content if name == "base_prompt" else wrap_section(name, content)
+                system.append(SystemSection(name, text, record.cached))
+            else:
+                # Whatever any trinket returns, it cannot forge or close the frame.
+                notification.append((name, neutralize_frame(content), record.spec.priority))
+        center, shortened = render_notification_center(
+            notification, self._settings.notification_budget_tokens
+        )
+        warnings = list(self._guard.observe(system))
+        warnings.extend(
+            f"section {name!r} was shortened to fit the notification center budget"
+            for name in sorted(shortened)
+        )
+        tokens = {s.name: estimate_tokens(s.text) for s in system}
+        tokens.update({n: estimate_tokens(c) for n, c, _ in notification})
+        ordered = tuple(
+            msgspec.structs.replace(statuses[n], tokens=tokens.get(n, 0)) for n in self._order
+        )
+        return Composed(
+            system=tuple(system),
+            notification=center,
+            sections=ordered,
+            warnings=tuple(warnings),
+            compose_ms=(time.perf_counter() - started) * 1000,
+        )

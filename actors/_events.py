@@ -1,0 +1,69 @@
+"""What a turn's caller receives: an async stream of typed events.
+
+The tag of each event is its server-sent event name in the daemon's HTTP API.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from storage import SectionStatus, TurnUsage
+
+__all__ = [
+    "TextDelta",
+    "Timings",
+    "ToolFinished",
+    "ToolStarted",
+    "TurnCompleted",
+    "TurnError",
+    "TurnEvent",
+    "TurnStarted",
+]
+
+
+class TurnStarted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.started"):
+    turn_id: str
+    continuum_id: str
+
+
+class TextDelta(msgspec.Struct, frozen=True, tag_field="event", tag="text.delta"):
+    text: str
+
+
+class ToolStarted(msgspec.Struct, frozen=True, tag_field="event", tag="tool.started"):
+    id: str
+    name: str
+    input_json: str
+
+
+class ToolFinished(msgspec.Struct, frozen=True, tag_field="event", tag="tool.finished"):
+    id: str
+    name: str
+    is_error: bool
+    content: str
+
+
+class Timings(msgspec.Struct, frozen=True):
+    compose: float
+    first_token: float | None
+    total: float
+
+
+class TurnCompleted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.completed"):
+    turn_id: str
+    text: str
+    usage: TurnUsage
+    timings_ms: Timings
+    sections: tuple[SectionStatus, ...]
+    cache_miss_reason: str | None
+    model_calls: int
+    warnings: tuple[str, ...] = ()
+
+
+class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
+    type: str
+    message: str
+    turn_id: str | None = None
+
+
+TurnEvent = TurnStarted | TextDelta | ToolStarted | ToolFinished | TurnCompleted | TurnError

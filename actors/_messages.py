@@ -1,0 +1,99 @@
+"""The messages actors exchange: frozen Structs in closed tagged unions."""
+
+from __future__ import annotations
+
+import msgspec
+
+from storage import SectionStatus
+
+__all__ = [
+    "Compose",
+    "Composed",
+    "ComposerMessage",
+    "Passage",
+    "SearchFinished",
+    "SearchRequested",
+    "SectionLate",
+    "SectionReply",
+    "SystemSection",
+    "TrinketMessage",
+    "Turn",
+    "TurnFinished",
+    "TurnStart",
+]
+
+
+class Turn(msgspec.Struct, frozen=True):
+    """What a trinket knows about the turn it renders for."""
+
+    turn_id: str
+    continuum_id: str
+    user_text: str
+    now: float  # seconds since the epoch
+    timezone: str
+
+
+class TurnStart(msgspec.Struct, frozen=True, tag=True):
+    turn: Turn
+    deadline_at: float  # epoch seconds; a reply after this is late and warms the next turn
+
+
+class TurnFinished(msgspec.Struct, frozen=True, tag=True):
+    continuum_id: str
+    turn_id: str
+
+
+class SearchRequested(msgspec.Struct, frozen=True, tag=True):
+    continuum_id: str
+    query: str
+
+
+class Passage(msgspec.Struct, frozen=True):
+    source: str  # "message" | "memory"
+    text: str
+    created_at: float
+
+
+class SearchFinished(msgspec.Struct, frozen=True, tag=True):
+    continuum_id: str
+    query: str
+    passages: tuple[Passage, ...]
+    error: str | None = None
+
+
+TrinketMessage = TurnStart | TurnFinished | SearchRequested | SearchFinished
+
+
+class SectionReply(msgspec.Struct, frozen=True, tag=True):
+    section: str
+    content: str
+
+
+class SectionLate(msgspec.Struct, frozen=True, tag=True):
+    """A render that finished after its turn's deadline, kept for the next turn."""
+
+    continuum_id: str
+    section: str
+    content: str
+    rendered_at: float
+
+
+class Compose(msgspec.Struct, frozen=True, tag=True):
+    turn: Turn
+
+
+ComposerMessage = Compose | SectionLate
+
+
+class SystemSection(msgspec.Struct, frozen=True):
+    name: str
+    text: str
+    cached: bool
+
+
+class Composed(msgspec.Struct, frozen=True):
+    system: tuple[SystemSection, ...]
+    notification: str  # "" when the notification center is empty
+    sections: tuple[SectionStatus, ...]
+    warnings: tuple[str, ...]
+    compose_ms: float

@@ -1,0 +1,444 @@
+"""The conversation actor: runs one continuum's turns, one at a time, in arrival order.
+
+Each continuum has its own conversation actor (and composer); different continuums run
+concurrently. A turn: compose → build the request → stream the reply → run tools (and
+loop) → commit the turn in one shielded transaction. A failed or cancelled turn adds
+nothing to the history; its record keeps the user's message and any partial reply.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import msgspec
+
+from runtime import Actor, ActorRef, KernelError
+from storage import (
+    Message,
+    StorageError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnRecord,
+    TurnUsage,
+    TurnWrite,
+    UnknownContinuum,
+)
+from storage import Storage as StoragePort
+
+from ._events import (
+    TextDelta,
+    Timings,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnError,
+    TurnEvent,
+    TurnStarted,
+)
+from ._exceptions import FrontmindError, ModelStreamError
+from ._layout import ModelRequest, build_request, previous_boundary
+from ._llm import ModelClient, StreamDone
+from ._messages import Compose, Composed, Turn, TurnFinished
+from ._settings import Settings
+from ._tokens import estimate_tokens
+from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+
+__all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
+
+UPDATE_HEADER = "[notification center update]"
+
+
+class RunTurn(msgspec.Struct, frozen=True, tag=True):
+    turn_id: str
+    text: str
+
+
+class Preview(msgspec.Struct, frozen=True, tag=True):
+    """The request a turn with this text would send now; nothing is stored."""
+
+    text: str
+
+
+ConversationMessage = RunTurn | Preview
+
+
+@dataclass(frozen=True)
+class ConversationDeps:
+    storage: StoragePort
+    model: ModelClient
+    tools: ToolRunner
+    tool_definitions: tuple[ToolDefinition, ...]
+    settings: Settings
+    clock: Callable[[], float]
+    trinkets: Sequence[ActorRef[Any, Any]]
+
+
+def message_tokens(message: Message) -> int:
+    total = 0
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            total += estimate_tokens(block.text) + 3
+        elif isinstance(block, ToolUseBlock):
+            total += estimate_tokens(block.name + block.input_json) + 3
+        else:
+            total += estimate_tokens(block.content) + 3
+    return total
+
+
+class _Loaded(msgspec.Struct):
+    history: list[Message]
+    history_start: int
+    message_count: int
+    last_message_id: str | None
+    tokens: int
+
+
+class ConversationActor(Actor[ConversationMessage, Any]):
+    protocol = ConversationMessage
+
+    def __init__(
+        self, continuum_id: str, composer: ActorRef[Any, Any], deps: ConversationDeps
+    ) -> None:
+        self._id = continuum_id
+        self._composer = composer
+        self._deps = deps
+        self._state: _Loaded | None = None
+
+    async def handle(self, message: ConversationMessage) -> Any:
+        if isinstance(message, Preview):
+            return await self._preview(message.text)
+        return self._run(message)
+
+    # -- history -----------------------------------------------------------------------
+
+    async def _load(self) -> _Loaded:
+        if self._state is None:
+            storage = self._deps.storage
+            try:
+                continuum = await storage.continuum(self._id)
+            except UnknownContinuum:
+                self._state = _Loaded([], 0, 0, None, 0)
+            else:
+                history = await storage.history(self._id)
+                self._state = _Loaded(
+                    history,
+                    continuum.history_start,
+                    continuum.message_count,
+                    continuum.last_message_id,
+                    sum(message_tokens(m) for m in history),
+                )
+        return self._state
+
+    async def _trim_point(self, state: _Loaded) -> int | None:
+        """A new history start when the history is over budget, else None.
+
+        Trimming jumps to a segment boundary (else a turn boundary) that leaves at most
+        `keep_fraction` of the budget, so the prefix changes only on the turns where
+        trimming happens, and the cache survives all the others.
+        """
+        budget = self._deps.settings.history
+        if state.tokens <= budget.budget_tokens:
+            return None
+        target = budget.budget_tokens * budget.keep_fraction
+        segments = await self._deps.storage.recent_segments(self._id, limit=10_000)
+        segment_starts = {s.first_seq for s in segments}
+        remaining = state.tokens
+        turn_start: int | None = None
+        previous_turn: str | None = None
+        for message in state.history:
+            starts_turn = message.turn_id != previous_turn
+            previous_turn = message.turn_id
+            if starts_turn and remaining <= target:
+                if message.seq in segment_starts:
+                    return message.seq
+                if turn_start is None:
+                    turn_start = message.seq
+            remaining -= message_tokens(message)
+        return turn_start
+
+    # -- composition and requests -----------------------------------------------------------
+
+    async def _compose(self, turn: Turn) -> Composed:
+        deadline = self._deps.settings.composer.deadline_ms / 1000
+        with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
+            composed: Composed = await self._composer.ask(Compose(turn))
+        return composed
+
+    def _request(
+        self,
+        composed: Composed,
+        history: Sequence[Message],
+        tail: Sequence[Message],
+        *,
+        rolling: bool,
+        previous_id: str | None,
+    ) -> ModelRequest:
+        settings = self._deps.settings
+        return build_request(
+            model=settings.model.name,
+            max_tokens=settings.model.max_tokens,
+            tools=self._deps.tool_definitions,
+            system=composed.system,
+            history=history,
+            boundary=previous_boundary(history),
+            notification=composed.notification,
+            tail=tail,
+            cache=settings.cache,
+            rolling=rolling,
+            previous_message_id=previous_id,
+        )
+
+    def _turn(self, turn_id: str, text: str) -> Turn:
+        return Turn(turn_id, self._id, text, self._deps.clock(), self._deps.settings.timezone)
+
+    async def _preview(self, text: str) -> ModelRequest:
+        state = await self._load()
+        composed = await self._compose(self._turn("preview", text))
+        start = await self._trim_point(state)
+        history = [m for m in state.history if start is None or m.seq >= start]
+        user = Message("user", (TextBlock(text),))
+        return self._request(
+            composed, history, [user], rolling=False, previous_id=state.last_message_id
+        )
+
+    # -- the turn ------------------------------------------------------------------------------
+
+    async def _run(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+        deps = self._deps
+        started = time.perf_counter()
+        started_at = deps.clock()
+        turn = self._turn(message.turn_id, message.text)
+        run = _TurnRun(turn, started_at)
+        yield TurnStarted(turn.turn_id, self._id)
+        try:
+            state = await self._load()
+            composed = await self._compose(turn)
+            run.compose_ms = composed.compose_ms
+            run.sections = composed.sections
+            run.warnings = composed.warnings
+            new_start = await self._trim_point(state)
+            history = [m for m in state.history if new_start is None or m.seq >= new_start]
+            tail: list[Message] = [Message("user", (TextBlock(message.text),))]
+            previous_id = state.last_message_id
+            while True:
+                run.calls += 1
+                request = self._request(
+                    composed, history, tail, rolling=run.calls > 1, previous_id=previous_id
+                )
+                done: StreamDone | None = None
+                async with aclosing(self._call(request, run, started)) as events:
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            yield event
+                        else:
+                            done = event
+                assert done is not None
+                run.usage = run.usage + done.usage
+                run.call_usage.append(done.usage)
+                if run.calls == 1:
+                    run.cache_miss_reason = done.cache_miss_reason
+                previous_id = done.message_id
+                content = done.content or (TextBlock("(no reply)"),)
+                tail.append(Message("assistant", content))
+                uses = [b for b in content if isinstance(b, ToolUseBlock)]
+                if done.stop_reason != "tool_use" or not uses:
+                    break
+                if run.calls >= deps.settings.tools.max_iterations:
+                    limit = deps.settings.tools.max_iterations
+                    note = f"not run: the tool loop limit ({limit} model calls) was reached"
+                    tail.append(
+                        Message(
+                            "user", tuple(ToolResultBlock(u.id, note, is_error=True) for u in uses)
+                        )
+                    )
+                    closing = f"I stopped after {limit} rounds of tool calls."
+                    run.text.append(closing)
+                    yield TextDelta(closing)
+                    tail.append(Message("assistant", (TextBlock(closing),)))
+                    break
+                results: list[ToolResultBlock] = []
+                updates: list[str] = []
+                for use in uses:
+                    yield ToolStarted(use.id, use.name, use.input_json)
+                    outcome = await self._run_tool(use, turn)
+                    results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
+                    if outcome.update:
+                        updates.append(outcome.update)
+                    yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+                blocks: list[TextBlock | ToolResultBlock] = list(results)
+                if updates:
+                    blocks.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
+                tail.append(Message("user", tuple(blocks)))
+            record = run.record(
+                self._id, "completed", deps.settings.model.name, previous_id, deps.clock(), started
+            )
+            await self._commit(state, record, tail, new_start, previous_id)
+        except (FrontmindError, KernelError, StorageError, TimeoutError) as exc:
+            kind = getattr(
+                exc, "kind", "storage_error" if isinstance(exc, StorageError) else "internal_error"
+            )
+            if isinstance(exc, TimeoutError):
+                kind, exc = "timeout", TimeoutError("the composer did not answer in time")
+            await self._record_unfinished(run, "failed", f"{kind}: {exc}", started)
+            yield TurnError(kind, str(exc), turn.turn_id)
+            return
+        except (anyio.get_cancelled_exc_class(), GeneratorExit):
+            await self._record_unfinished(run, "cancelled", "cancelled", started)
+            raise
+        for trinket in deps.trinkets:
+            # A trinket that is gone or full misses one warm-up; the turn stands.
+            with suppress(KernelError):
+                trinket.tell(TurnFinished(self._id, turn.turn_id))
+        yield TurnCompleted(
+            turn_id=turn.turn_id,
+            text="".join(run.text),
+            usage=run.usage,
+            timings_ms=Timings(run.compose_ms, run.first_token_ms, record.total_ms),
+            sections=run.sections,
+            cache_miss_reason=run.cache_miss_reason,
+            model_calls=run.calls,
+            warnings=run.warnings,
+        )
+
+    async def _call(
+        self, request: ModelRequest, run: _TurnRun, started: float
+    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+        """One model call; a stream that breaks before any text is retried once."""
+        retried = False
+        while True:
+            emitted = False
+            try:
+                async with aclosing(self._deps.model.stream(request)) as stream:
+                    async for event in stream:
+                        if isinstance(event, StreamDone):
+                            yield event
+                            return
+                        if run.first_token_ms is None:
+                            run.first_token_ms = (time.perf_counter() - started) * 1000
+                        emitted = True
+                        run.text.append(event.text)
+                        yield TextDelta(event.text)
+            except ModelStreamError:
+                if emitted or retried:
+                    raise
+                retried = True
+
+    async def _run_tool(self, use: ToolUseBlock, turn: Turn) -> ToolOutcome:
+        timeout = self._deps.settings.tools.timeout_s
+        outcome: ToolOutcome | None = None
+        with anyio.move_on_after(timeout):
+            outcome = await self._deps.tools.run(
+                use.name, msgspec.Raw(use.input_json.encode()), turn
+            )
+        if outcome is None:
+            return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
+        return outcome
+
+    async def _commit(
+        self,
+        state: _Loaded,
+        record: TurnRecord,
+        tail: list[Message],
+        new_start: int | None,
+        message_id: str | None,
+    ) -> None:
+        at = record.finished_at
+        write = TurnWrite(
+            record,
+            tuple(msgspec.structs.replace(m, created_at=at) for m in tail),
+            history_start=new_start,
+        )
+        with anyio.CancelScope(shield=True):
+            await self._deps.storage.commit_turn(write)
+        base = state.message_count
+        stored = [
+            msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
+            for i, m in enumerate(tail)
+        ]
+        if new_start is not None:
+            state.history = [m for m in state.history if m.seq >= new_start]
+            state.history_start = new_start
+            state.tokens = sum(message_tokens(m) for m in state.history)
+        state.history.extend(stored)
+        state.tokens += sum(message_tokens(m) for m in stored)
+        state.message_count += len(stored)
+        state.last_message_id = message_id
+
+    async def _record_unfinished(
+        self, run: _TurnRun, status: Any, error: str, started: float
+    ) -> None:
+        record = run.record(
+            self._id,
+            status,
+            self._deps.settings.model.name,
+            None,
+            self._deps.clock(),
+            started,
+            error=error,
+        )
+        # If storage itself is failing, the caller still gets the error event.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+            await self._deps.storage.record_turn(record)
+
+
+@dataclass
+class _TurnRun:
+    """What a turn has gathered so far (for its record, whatever its ending)."""
+
+    turn: Turn
+    started_at: float
+    compose_ms: float = 0.0
+    first_token_ms: float | None = None
+    calls: int = 0
+    usage: TurnUsage = field(default_factory=TurnUsage)
+    cache_miss_reason: str | None = None
+    sections: tuple[Any, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.text: list[str] = []
+        self.call_usage: list[TurnUsage] = []
+
+    def record(
+        self,
+        continuum_id: str,
+        status: Any,
+        model: str,
+        message_id: str | None,
+        finished_at: float,
+        started: float,
+        *,
+        error: str | None = None,
+    ) -> TurnRecord:
+        return TurnRecord(
+            turn_id=self.turn.turn_id,
+            continuum_id=continuum_id,
+            status=status,
+            started_at=self.started_at,
+            finished_at=finished_at,
+            model=model,
+            user_text=self.turn.user_text,
+            reply_text="".join(self.text),
+            usage=self.usage,
+            cache_miss_reason=self.cache_miss_reason,
+            compose_ms=self.compose_ms,
+            first_token_ms=self.first_token_ms,
+            total_ms=(time.perf_counter() - started) * 1000,
+            model_calls=self.calls,
+            call_usage=tuple(self.call_usage),
+            sections=self.sections,
+            warnings=self.warnings,
+            error=error,
+            message_id=message_id,
+        )
+
+
+def new_turn_id() -> str:
+    return f"turn_{uuid.uuid4().hex}"

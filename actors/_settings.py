@@ -1,0 +1,83 @@
+"""Typed settings for the runtime's actors. Every field has a sensible default."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "CacheSettings",
+    "ComposerSettings",
+    "HistorySettings",
+    "ModelSettings",
+    "Settings",
+    "ToolSettings",
+    "TrinketSettings",
+    "TurnSettings",
+]
+
+TTL = Literal["5m", "1h"]
+
+
+class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    name: str = "claude-sonnet-4-6"
+    max_tokens: int = 1024
+    max_retries: int = 2  # the SDK's retries for 408/409/429/5xx before the stream starts
+    timeout_s: float = 120.0
+
+
+class CacheSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    system_ttl: TTL = "1h"
+    history_ttl: TTL = "5m"
+    diagnostics: bool = True  # send diagnostics.previous_message_id
+
+
+class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    deadline_ms: float = 250.0
+    notification_budget_tokens: int = 2000
+    legacy_placement: bool = False  # every section in the system prompt (for comparison)
+    guard_window: int = 20
+    guard_threshold: float = 0.3
+    guard_min_turns: int = 5
+
+
+class HistorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    budget_tokens: int = 80_000
+    keep_fraction: float = 0.5  # after a trim, keep at most this share of the budget
+    segment_gap_minutes: float = 30.0
+
+
+class ToolSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    enabled: tuple[str, ...] = (
+        "add_reminder",
+        "list_reminders",
+        "complete_reminder",
+        "remember",
+        "search_context",
+    )
+    timeout_s: float = 10.0
+    max_iterations: int = 8
+
+
+class TrinketSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    memories_top_k: int = 5
+    search_keep_turns: int = 3
+    search_results: int = 5
+    manifest_segments: int = 8
+
+
+class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
+
+
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    timezone: str = "UTC"
+    base_prompt: str | None = None  # None: the built-in prompt (or base_prompt.md in the data dir)
+    model: ModelSettings = ModelSettings()
+    cache: CacheSettings = CacheSettings()
+    composer: ComposerSettings = ComposerSettings()
+    history: HistorySettings = HistorySettings()
+    tools: ToolSettings = ToolSettings()
+    trinkets: TrinketSettings = TrinketSettings()
+    turns: TurnSettings = TurnSettings()

@@ -1,0 +1,230 @@
+"""The built-in tools: their definitions, guidance, and execution.
+
+Tool definitions are part of the cached prefix (tools come first), so they are built
+once, in a fixed order, from fixed text. Tool inputs are decoded into typed Structs; a
+bad input goes back to the model as an error result, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import msgspec
+
+from runtime import KernelError
+from storage import NotFound, Storage, StorageError
+
+from ._messages import SearchRequested, Turn
+from ._trinket import Directory, trinket_name
+from ._trinkets._reminders import describe_reminder
+
+__all__ = ["TOOL_NAMES", "ToolDefinition", "ToolOutcome", "ToolRunner", "tool_definitions"]
+
+
+class AddReminder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    text: str
+    due_in_minutes: int | None = None
+    due_at: str | None = None  # ISO 8601 with a UTC offset
+
+
+class ListReminders(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+class CompleteReminder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: int
+
+
+class Remember(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    text: str
+    importance: float = 0.5
+
+
+class SearchContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    query: str
+
+
+class ToolDefinition(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+    input_schema: msgspec.Raw
+    guidance: str
+
+
+def _schema(properties: dict[str, object], required: Sequence[str]) -> msgspec.Raw:
+    schema = {"type": "object", "properties": properties, "required": list(required)}
+    return msgspec.Raw(msgspec.json.encode(schema))
+
+
+_DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
+    "add_reminder": (
+        AddReminder,
+        ToolDefinition(
+            "add_reminder",
+            "Create a reminder for the user, optionally due at a time.",
+            _schema(
+                {
+                    "text": {"type": "string", "description": "What to remind the user of."},
+                    "due_in_minutes": {
+                        "type": "integer",
+                        "description": "Due this many minutes from now.",
+                    },
+                    "due_at": {
+                        "type": "string",
+                        "description": "Due time, ISO 8601 with a UTC offset.",
+                    },
+                },
+                ["text"],
+            ),
+            "add_reminder: when the user asks to be reminded of something, or agrees to a "
+            "follow-up, create a reminder with a short imperative text. Give due_in_minutes for "
+            "relative times and due_at (ISO 8601 with offset) for absolute ones; leave both out "
+            "when no time was named. New reminders show up in active_reminders.",
+        ),
+    ),
+    "list_reminders": (
+        ListReminders,
+        ToolDefinition(
+            "list_reminders",
+            "List the user's open reminders with their ids.",
+            _schema({}, []),
+            "list_reminders: the notification center already shows active reminders; call "
+            "this only when you need the ids or the full list.",
+        ),
+    ),
+    "complete_reminder": (
+        CompleteReminder,
+        ToolDefinition(
+            "complete_reminder",
+            "Mark a reminder as done by its id.",
+            _schema({"id": {"type": "integer", "description": "The reminder's id (#N)."}}, ["id"]),
+            "complete_reminder: when the user says a reminder is done, complete it by its "
+            "#id from active_reminders. Never complete a reminder on your own initiative.",
+        ),
+    ),
+    "remember": (
+        Remember,
+        ToolDefinition(
+            "remember",
+            "Store a memory about the user or the work for later conversations.",
+            _schema(
+                {
+                    "text": {"type": "string", "description": "A self-contained statement."},
+                    "importance": {"type": "number", "description": "0 (trivia) to 1 (essential)."},
+                },
+                ["text"],
+            ),
+            "remember: store durable facts (preferences, decisions, names, commitments) as one "
+            "self-contained sentence each. Relevant memories come back in relevant_memories.",
+        ),
+    ),
+    "search_context": (
+        SearchContext,
+        ToolDefinition(
+            "search_context",
+            "Search past messages and memories; results appear in the notification center.",
+            _schema(
+                {"query": {"type": "string", "description": "Keywords to search for."}}, ["query"]
+            ),
+            "search_context: when the user refers to something not in view, start a search "
+            "with a few keywords. It runs in the background; its passages appear in "
+            "context_search_results on this or the next turn.",
+        ),
+    ),
+}
+
+TOOL_NAMES = tuple(_DEFINITIONS)
+
+
+def tool_definitions(enabled: Sequence[str]) -> tuple[ToolDefinition, ...]:
+    unknown = [name for name in enabled if name not in _DEFINITIONS]
+    if unknown:
+        raise ValueError(f"unknown tools {unknown}; the built-in tools are {list(TOOL_NAMES)}")
+    return tuple(_DEFINITIONS[name][1] for name in TOOL_NAMES if name in enabled)
+
+
+class ToolOutcome(msgspec.Struct, frozen=True):
+    content: str
+    is_error: bool = False
+    update: str | None = None  # a change the notification center would show next turn
+
+
+class ToolRunner:
+    def __init__(self, storage: Storage, directory: Directory, enabled: Sequence[str]) -> None:
+        self._storage = storage
+        self._directory = directory
+        self._enabled = frozenset(enabled)
+
+    async def run(self, name: str, raw_input: msgspec.Raw, turn: Turn) -> ToolOutcome:
+        entry = _DEFINITIONS.get(name)
+        if entry is None or name not in self._enabled:
+            return ToolOutcome(f"there is no tool named {name!r}", is_error=True)
+        try:
+            arguments = msgspec.json.decode(raw_input, type=entry[0])
+        except msgspec.DecodeError as exc:
+            return ToolOutcome(f"invalid input for {name}: {exc}", is_error=True)
+        try:
+            return await self._dispatch(arguments, turn)
+        except (StorageError, ValueError) as exc:
+            return ToolOutcome(f"{name} failed: {exc}", is_error=True)
+
+    async def _dispatch(self, arguments: msgspec.Struct, turn: Turn) -> ToolOutcome:
+        storage = self._storage
+        match arguments:
+            case AddReminder(text=text, due_in_minutes=minutes, due_at=due_at):
+                due = None
+                if minutes is not None:
+                    due = datetime.fromtimestamp(turn.now, UTC) + timedelta(minutes=minutes)
+                elif due_at is not None:
+                    due = datetime.fromisoformat(due_at)
+                reminder = await storage.add_reminder(
+                    text, due_at=due, origin="agent", now=turn.now
+                )
+                described = describe_reminder(reminder, turn.now, turn.timezone)
+                return ToolOutcome(
+                    f"added reminder {described}", update=f"active_reminders: + {described}"
+                )
+            case ListReminders():
+                reminders = await storage.active_reminders()
+                if not reminders:
+                    return ToolOutcome("no open reminders")
+                return ToolOutcome(
+                    "\n".join(describe_reminder(r, turn.now, turn.timezone) for r in reminders)
+                )
+            case CompleteReminder(id=reminder_id):
+                try:
+                    reminder = await storage.complete_reminder(reminder_id, now=turn.now)
+                except NotFound as exc:
+                    return ToolOutcome(str(exc), is_error=True)
+                return ToolOutcome(
+                    f"completed reminder #{reminder.id}",
+                    update=f"active_reminders: - #{reminder.id} completed",
+                )
+            case Remember(text=text, importance=importance):
+                memory = await storage.add_memory(text, importance=importance, now=turn.now)
+                return ToolOutcome(f"remembered (memory #{memory.id})")
+            case SearchContext(query=query):
+                if not query.strip():
+                    return ToolOutcome("the search query is empty", is_error=True)
+                target = self._directory(trinket_name("context_search_results"))
+                if target is None:
+                    return ToolOutcome("context search is not running", is_error=True)
+                try:
+                    target.tell(SearchRequested(turn.continuum_id, query))
+                except KernelError as exc:
+                    return ToolOutcome(f"search could not start: {exc}", is_error=True)
+                return ToolOutcome(
+                    f'search for "{query}" started; results will appear in context_search_results',
+                    update=f'context_search_results: search "{query}" started',
+                )
+        raise AssertionError(f"unhandled tool input {arguments!r}")  # pragma: no cover
+
+
+def tool_guidance(definitions: Sequence[ToolDefinition]) -> str:
+    return "\n\n".join(d.guidance for d in definitions)
+
+
+def tool_hints(definitions: Sequence[ToolDefinition]) -> str:
+    names = ", ".join(d.name for d in definitions)
+    return f"Tools available this session: {names}." if definitions else ""

@@ -1,0 +1,91 @@
+"""The public `Trinket` class, and the actor that runs one.
+
+A trinket provides one section of context. Subclass `Trinket` and implement `render`;
+return "" for no section. Placement, caching and order come from the placement
+registry (the config file, for your own trinkets), never from the trinket.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+from runtime import Actor, ActorRef, KernelError
+
+from ._messages import (
+    SearchFinished,
+    SearchRequested,
+    SectionLate,
+    SectionReply,
+    TrinketMessage,
+    Turn,
+    TurnFinished,
+    TurnStart,
+)
+
+__all__ = ["Directory", "Trinket", "TrinketActor", "composer_name", "trinket_name"]
+
+Directory = Callable[[str], "ActorRef[Any, Any] | None"]
+
+
+def composer_name(continuum_id: str) -> str:
+    return f"composer:{continuum_id}"
+
+
+def trinket_name(section: str) -> str:
+    return f"trinket:{section}"
+
+
+class Trinket:
+    """Base class for context providers.
+
+        class Weather(Trinket):
+            async def render(self, turn: Turn) -> str:
+                return "Sunny, 21°C"
+
+    `render` runs once per turn under the composer's deadline; if it is late its result
+    is kept for the next turn. Text that comes from outside the program should be escaped
+    with `actors.escape_text` / `actors.escape_field`.
+    """
+
+    async def render(self, turn: Turn) -> str:
+        raise NotImplementedError
+
+    async def on_turn_finished(self, event: TurnFinished) -> None:
+        """Called after each committed turn; override to keep state warm."""
+
+    async def on_message(self, message: SearchRequested | SearchFinished) -> None:
+        """Other messages addressed to this trinket (built-ins use these)."""
+
+
+class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
+    protocol = TrinketMessage
+    replies = SectionReply | None
+
+    def __init__(self, section: str, trinket: Trinket, directory: Directory) -> None:
+        self._section = section
+        self._trinket = trinket
+        self._directory = directory
+
+    async def handle(self, message: TrinketMessage) -> SectionReply | None:
+        if isinstance(message, TurnStart):
+            content = await self._trinket.render(message.turn)
+            if time.time() > message.deadline_at:
+                self._warm_next_turn(message.turn, content)
+            return SectionReply(self._section, content)
+        if isinstance(message, TurnFinished):
+            await self._trinket.on_turn_finished(message)
+        else:
+            await self._trinket.on_message(message)
+        return None
+
+    def _warm_next_turn(self, turn: Turn, content: str) -> None:
+        """Nobody waits for this reply any more: hand it to the composer for next time."""
+        composer = self._directory(composer_name(turn.continuum_id))
+        if composer is None:
+            return
+        # If the composer is gone or full, the next turn simply renders afresh.
+        with suppress(KernelError):
+            composer.tell(SectionLate(turn.continuum_id, self._section, content, time.time()))

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from storage import Storage, UnknownContinuum
+
+from .._markup import escape_field
+from .._messages import Turn
+from .._trinket import Trinket
+from ._timefmt import day_label, local
+
+__all__ = ["ManifestTrinket"]
+
+
+class ManifestTrinket(Trinket):
+    """Recent segments of this continuum, grouped by day, newest day last."""
+
+    def __init__(self, storage: Storage, *, segments: int, gap_seconds: float) -> None:
+        self._storage = storage
+        self._limit = segments
+        self._gap = gap_seconds
+
+    async def render(self, turn: Turn) -> str:
+        try:
+            continuum = await self._storage.continuum(turn.continuum_id)
+        except UnknownContinuum:
+            return ""
+        segments = await self._storage.recent_segments(turn.continuum_id, limit=self._limit)
+        if not segments:
+            return ""
+        today = local(turn.now, turn.timezone).date()
+        lines: list[str] = []
+        current_day = None
+        for segment in segments:
+            start = local(segment.started_at, turn.timezone)
+            end = local(segment.ended_at, turn.timezone)
+            if start.date() != current_day:
+                current_day = start.date()
+                lines.append(day_label(current_day, today))
+            notes = []
+            if segment is segments[-1] and turn.now - segment.ended_at <= self._gap:
+                notes.append("active")
+            if segment.first_seq < continuum.history_start:
+                notes.append("no longer in context")
+            turns = f"{segment.turn_count} turn{'s' if segment.turn_count != 1 else ''}"
+            note = f" ({', '.join(notes)})" if notes else ""
+            lines.append(
+                f"- {start:%H:%M}–{end:%H:%M}{note} {escape_field(segment.title, 80)} [{turns}]"
+            )
+        return "\n".join(lines)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from storage import Reminder, Storage
+
+from .._markup import escape_field
+from .._messages import Turn
+from .._trinket import Trinket
+from ._timefmt import local, relative
+
+__all__ = ["RemindersTrinket", "describe_reminder"]
+
+
+def describe_reminder(reminder: Reminder, now: float, tz: str) -> str:
+    text = escape_field(reminder.text, 200)
+    if reminder.due_at is None:
+        return f"#{reminder.id} {text}"
+    due = local(reminder.due_at, tz)
+    return f"#{reminder.id} {text} — due {relative(reminder.due_at, now)} ({due:%a %d %b %H:%M})"
+
+
+class RemindersTrinket(Trinket):
+    """Overdue reminders first and clearly marked, then today's, then upcoming ones."""
+
+    def __init__(self, storage: Storage, *, limit: int = 30) -> None:
+        self._storage = storage
+        self._limit = limit
+
+    async def render(self, turn: Turn) -> str:
+        reminders = await self._storage.active_reminders(limit=self._limit)
+        if not reminders:
+            return ""
+        today = local(turn.now, turn.timezone).date()
+        groups: dict[str, list[str]] = {
+            "OVERDUE": [],
+            "Due today": [],
+            "Upcoming": [],
+            "No due time": [],
+        }
+        for reminder in reminders:
+            line = "- " + describe_reminder(reminder, turn.now, turn.timezone)
+            if reminder.due_at is None:
+                groups["No due time"].append(line)
+            elif reminder.due_at < turn.now:
+                groups["OVERDUE"].append(line + " ⚠ OVERDUE")
+            elif local(reminder.due_at, turn.timezone).date() == today:
+                groups["Due today"].append(line)
+            else:
+                groups["Upcoming"].append(line)
+        parts = [f"{title}:\n" + "\n".join(lines) for title, lines in groups.items() if lines]
+        return "\n".join(parts)

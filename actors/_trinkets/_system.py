@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from storage import Storage
+
+from .._markup import escape_text
+from .._messages import Turn
+from .._trinket import Trinket
+
+__all__ = ["DomainDocTrinket", "StaticTrinket"]
+
+
+class StaticTrinket(Trinket):
+    """Fixed text: the base prompt, tool guidance, tool hints."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    async def render(self, turn: Turn) -> str:
+        return self._text
+
+
+class DomainDocTrinket(Trinket):
+    """The stored documents, in label order (stable, so it stays cached)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    async def render(self, turn: Turn) -> str:
+        documents = await self._storage.documents()
+        return "\n\n".join(
+            f'<document label="{doc.label}">\n{escape_text(doc.content)}\n</document>'
+            for doc in documents
+        )

@@ -1,0 +1,160 @@
+"""Configuration: a TOML file decoded into typed structs, plus environment variables.
+
+No file is needed: every setting has a default. Unknown keys and wrong types are refused
+with the key's path (`$.composer.deadline_ms`). Environment: ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, FRONTMIND_MODEL (overrides `model.name`), FRONTMIND_TOKEN,
+FRONTMIND_DATA_DIR.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from actors import (
+    PlacementRegistry,
+    SectionConfigError,
+    SectionSpec,
+    Settings,
+    Directory,
+    Trinket,
+    TrinketEntry,
+    TrinketLoadError,
+)
+
+from ._exceptions import ConfigError
+
+__all__ = [
+    "CONFIG_FILE",
+    "Config",
+    "CustomTrinket",
+    "ServerConfig",
+    "custom_trinkets",
+    "default_data_dir",
+    "load_config",
+]
+
+CONFIG_FILE = "frontmind.toml"
+BASE_PROMPT_FILE = "base_prompt.md"
+
+
+class CustomTrinket(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[[trinket]]`: a user trinket, its section and where that section goes."""
+
+    name: str
+    use: str  # "package.module:Class"
+    placement: Literal["system", "notification"]
+    order: int
+    priority: int = 0
+    options: dict[str, str | int | float | bool] = {}
+
+
+class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    grace_seconds: int = 10
+
+
+class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    server: ServerConfig = ServerConfig()
+    trinket: tuple[CustomTrinket, ...] = ()
+
+
+def default_data_dir() -> Path:
+    configured = os.environ.get("FRONTMIND_DATA_DIR")
+    return Path(configured) if configured else Path.home() / ".frontmind"
+
+
+def load_config(
+    path: Path | None, data_dir: Path, environ: Mapping[str, str] | None = None
+) -> Config:
+    """The config file (given, or frontmind.toml in the data dir, or none) plus env."""
+    env = os.environ if environ is None else environ
+    candidate = path if path is not None else data_dir / CONFIG_FILE
+    config = Config()
+    if path is not None and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    if candidate.is_file():
+        try:
+            config = msgspec.toml.decode(candidate.read_bytes(), type=Config)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"{candidate}: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+    if env.get("FRONTMIND_MODEL"):
+        model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
+        config = msgspec.structs.replace(config, model=model)
+    if env.get("FRONTMIND_TOKEN"):
+        server = msgspec.structs.replace(config.server, token=env["FRONTMIND_TOKEN"])
+        config = msgspec.structs.replace(config, server=server)
+    prompt_file = data_dir / BASE_PROMPT_FILE
+    if config.base_prompt is None and prompt_file.is_file():
+        config = msgspec.structs.replace(config, base_prompt=prompt_file.read_text("utf-8"))
+    return config
+
+
+def _load_class(entry: CustomTrinket) -> type[Trinket]:
+    module_name, _, attribute = entry.use.partition(":")
+    if not module_name or not attribute:
+        raise TrinketLoadError(
+            f"trinket {entry.name!r}: use = {entry.use!r} must look like 'package.module:Class'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TrinketLoadError(
+            f"trinket {entry.name!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    cls = getattr(module, attribute, None)
+    if not (isinstance(cls, type) and issubclass(cls, Trinket)):
+        raise TrinketLoadError(
+            f"trinket {entry.name!r}: {entry.use!r} is not a subclass of actors.Trinket"
+        )
+    return cls
+
+
+def custom_trinkets(
+    config: Config, registry: PlacementRegistry
+) -> tuple[PlacementRegistry, list[TrinketEntry]]:
+    """Register the config's trinkets and build them now, so a bad entry fails at startup."""
+    specs = [
+        SectionSpec(
+            t.name, t.placement, cached=t.placement == "system", order=t.order, priority=t.priority
+        )
+        for t in config.trinket
+    ]
+    try:
+        registry = registry.with_sections(specs)
+    except SectionConfigError as exc:
+        raise TrinketLoadError(f"[[trinket]]: {exc}") from None
+    entries = []
+    for entry in config.trinket:
+        cls = _load_class(entry)
+        try:
+            cls(**entry.options)  # built once now so that a bad entry fails at startup
+        except Exception as exc:
+            raise TrinketLoadError(
+                f"trinket {entry.name!r}: {entry.use} could not be constructed: {exc}"
+            ) from exc
+        entries.append(TrinketEntry(entry.name, _factory(cls, dict(entry.options))))
+    return registry, entries
+
+
+def _factory(
+    cls: type[Trinket], options: dict[str, str | int | float | bool]
+) -> Callable[[Directory], Trinket]:
+    def build(_: Directory) -> Trinket:
+        return cls(**options)
+
+    return build
+
+
+def read_base_prompt(data_dir: Path) -> str | None:
+    file = data_dir / BASE_PROMPT_FILE
+    return file.read_text("utf-8") if file.is_file() else None

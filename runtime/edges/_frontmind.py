@@ -1,0 +1,234 @@
+"""`Frontmind`: the library API. The daemon and the CLI are built on it.
+
+async with Frontmind.open("./data", offline=True) as fm:
+    async for event in fm.turn("alice", "Remind me to call Bob in 2 hours"):
+        ...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import msgspec
+
+from actors import (
+    BUILTIN_SECTIONS,
+    AnthropicModel,
+    ModelClient,
+    ModelRequest,
+    PlacementRegistry,
+    Runtime,
+    TurnEvent,
+    builtin_trinkets,
+    validate_settings,
+)
+from runtime import ActorStats, ActorSystem, ReplyStream
+from storage import (
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    Reminder,
+    SQLiteStorage,
+    TurnRecord,
+)
+
+from ._config import Config, custom_trinkets, load_config
+from .localapi import LocalMessagesAPI
+
+__all__ = ["DATABASE_FILE", "Frontmind", "TurnStream"]
+
+DATABASE_FILE = "frontmind.db"
+OFFLINE_KEY = "offline-local-key"
+
+
+class TurnStream:
+    """The events of one turn. Use `async for` (and `async with` to leave early safely)."""
+
+    def __init__(self, context: AbstractAsyncContextManager[ReplyStream[TurnEvent]]) -> None:
+        self._context = context
+        self._events: ReplyStream[TurnEvent] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> TurnStream:
+        if self._events is None:
+            self._events = await self._context.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._closed or self._events is None:
+            self._closed = True
+            return
+        self._closed = True
+        await self._context.__aexit__(exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        await self.__aexit__(None, None, None)
+
+    def __aiter__(self) -> TurnStream:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        await self.__aenter__()
+        assert self._events is not None
+        try:
+            return await self._events.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except BaseException:
+            await self.__aexit__(*sys.exc_info())
+            raise
+
+    def __del__(self) -> None:
+        # A stream dropped without being closed must not leave its turn parked forever.
+        if not self._closed and self._events is not None:
+            self._events._slot.abandon()
+
+
+class Frontmind:
+    """One Frontmind instance: storage, actors and a model client, in one data directory."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        storage: SQLiteStorage,
+        system: ActorSystem,
+        config: Config,
+        data_dir: Path,
+        local_api: LocalMessagesAPI | None,
+        model: ModelClient,
+    ) -> None:
+        self._runtime = runtime
+        self.storage = storage
+        self._system = system
+        self.config = config
+        self.data_dir = data_dir
+        self.local_api = local_api
+        self.model = model
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        data_dir: str | Path,
+        config: Config | None = None,
+        *,
+        config_file: Path | None = None,
+        offline: bool = False,
+        model: ModelClient | None = None,
+        clock: Callable[[], float] = time.time,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> AsyncIterator[Frontmind]:
+        """Open (creating if needed) the data directory and start every actor.
+
+        `offline=True` runs the built-in local Messages API in-process and points the
+        SDK at it. Otherwise the key and URL come from the arguments, else from
+        ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+        """
+        directory = Path(data_dir)
+        config = config or load_config(config_file, directory)
+        validate_settings(config)
+        registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
+        async with AsyncExitStack() as stack:
+            local_api: LocalMessagesAPI | None = None
+            if model is None:
+                if offline:
+                    local_api = await stack.enter_async_context(LocalMessagesAPI())
+                    api_key, base_url = OFFLINE_KEY, local_api.base_url
+                model = AnthropicModel(
+                    api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
+                    base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+                    max_retries=config.model.max_retries,
+                    timeout=config.model.timeout_s,
+                )
+                stack.push_async_callback(model.aclose)
+            storage = await SQLiteStorage.open(
+                directory / DATABASE_FILE,
+                segment_gap=config.history.segment_gap_minutes * 60,
+            )
+            stack.push_async_callback(storage.close)
+            system = await stack.enter_async_context(
+                ActorSystem(stop_grace=config.server.grace_seconds)
+            )
+            runtime = Runtime(
+                system,
+                storage=storage,
+                model=model,
+                settings=config,
+                registry=registry,
+                trinkets=[*builtin_trinkets(storage, config), *custom],
+                clock=clock,
+            )
+            yield cls(runtime, storage, system, config, directory, local_api, model)
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def turn(self, continuum_id: str, text: str) -> TurnStream:
+        """Run a turn and stream its events; `Busy` if too many are queued."""
+        return TurnStream(self._runtime.turn(continuum_id, text))
+
+    async def context(self, continuum_id: str, text: str) -> ModelRequest:
+        """The request a turn with `text` would send now. Nothing is sent or stored."""
+        return await self._runtime.preview(continuum_id, text)
+
+    async def context_json(self, continuum_id: str, text: str) -> Any:
+        return msgspec.json.decode(msgspec.json.encode(await self.context(continuum_id, text)))
+
+    async def history(self, continuum_id: str) -> list[Message]:
+        return await self.storage.all_messages(continuum_id)
+
+    async def turns(self, continuum_id: str | None = None, limit: int = 100) -> list[TurnRecord]:
+        return await self.storage.turns(continuum_id, limit=limit)
+
+    # -- reminders, memories, documents ------------------------------------------------------
+
+    async def add_reminder(
+        self,
+        text: str,
+        due_at: datetime | None = None,
+        origin: Literal["user", "agent"] = "user",
+    ) -> Reminder:
+        return await self.storage.add_reminder(text, due_at=due_at, origin=origin)
+
+    async def complete_reminder(self, reminder_id: int) -> Reminder:
+        return await self.storage.complete_reminder(reminder_id)
+
+    async def reminders(self, include_completed: bool = False) -> list[Reminder]:
+        return await self.storage.reminders(include_completed=include_completed)
+
+    async def remember(
+        self, text: str, importance: float = 0.5, expires_at: datetime | None = None
+    ) -> Memory:
+        return await self.storage.add_memory(text, importance=importance, expires_at=expires_at)
+
+    async def memories(self, limit: int = 100) -> list[Memory]:
+        return await self.storage.memories(limit=limit)
+
+    async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
+        return await self.storage.search_memories(query, limit=limit)
+
+    async def put_document(self, label: str, content: str) -> Document:
+        return await self.storage.put_document(label, content)
+
+    async def documents(self) -> list[Document]:
+        return await self.storage.documents()
+
+    def statistics(self) -> list[ActorStats]:
+        return self._system.statistics()
