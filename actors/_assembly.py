@@ -18,7 +18,7 @@ from ._exceptions import Busy, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._orchestrator import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
-from ._placement import PlacementRegistry
+from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._settings import Settings
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
@@ -72,6 +72,10 @@ def validate_settings(settings: Settings) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise SettingsError(f"{key}: must be greater than 0, got {value}")
+    known = {spec.name for spec in BUILTIN_SECTIONS}
+    unknown = sorted(set(settings.disabled_sections) - known)
+    if unknown:
+        raise SettingsError(f"disabled_sections: unknown built-in sections {unknown}")
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
 
@@ -81,7 +85,7 @@ def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]
     base = settings.base_prompt or DEFAULT_BASE_PROMPT
     t = settings.trinkets
     gap = settings.history.segment_gap_minutes * 60
-    return [
+    entries = [
         TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
         TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
         TrinketEntry("tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions))),
@@ -99,6 +103,7 @@ def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]
             "relevant_memories", lambda _: MemoriesTrinket(storage, top_k=t.memories_top_k)
         ),
     ]
+    return [e for e in entries if e.section not in settings.disabled_sections]
 
 
 class Runtime:
@@ -134,8 +139,10 @@ class Runtime:
         policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         for entry in trinkets:
             # A restart builds the trinket afresh from its factory: no state survives a crash.
-            def make(factory: Callable[[Directory], Trinket] = entry.factory,
-                     section: str = entry.section) -> TrinketActor:
+            def make(
+                factory: Callable[[Directory], Trinket] = entry.factory,
+                section: str = entry.section,
+            ) -> TrinketActor:
                 return TrinketActor(section, factory(directory), directory)
 
             ref = system.spawn(make, name=trinket_name(entry.section), mailbox=32, policy=policy)
@@ -185,9 +192,10 @@ class Runtime:
         try:
             events = await stream.__aenter__()
         except MailboxFull:
+            waiting = self._settings.turns.max_queued
             raise Busy(
-                f"continuum {continuum_id!r} already has {self._settings.turns.max_queued} "
-                "turns waiting; retry when one has finished"
+                f"continuum {continuum_id!r} already has {waiting} "
+                f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
             ) from None
         try:
             yield events

@@ -33,40 +33,45 @@ def wrap_section(name: str, content: str) -> str:
     return f"<{name}>\n{content.strip()}\n</{name}>"
 
 
-def _shorten(name: str, content: str, max_tokens: int) -> str:
-    """Drop lines from the end until the wrapped section fits, then add the marker."""
-    lines = content.strip().splitlines()
-    while lines:
-        candidate = "\n".join([*lines, SHORTENED_MARKER])
-        if estimate_tokens(wrap_section(name, candidate)) <= max_tokens:
-            return candidate
-        lines.pop()
-    return SHORTENED_MARKER
+def _render(order: Sequence[str], contents: dict[str, str]) -> str:
+    body = "".join(wrap_section(n, contents[n]) + "\n\n" for n in order if n in contents)
+    return _INTRO + body + FRAME_RULE
 
 
 def render_notification_center(
     sections: Sequence[tuple[str, str, int]], budget_tokens: int
 ) -> tuple[str, set[str]]:
-    """(text, names of shortened sections) for (name, content, priority) in display order.
+    """(text, names of shortened or dropped sections) for (name, content, priority).
 
     Empty sections are left out; no sections at all gives "" (no delimiter, no message).
-    Over budget, the lowest-priority sections are shortened first, each to what is left.
+    Over budget, the lowest-priority sections lose lines from their end first (with a
+    visible marker); if even that is not enough, they are dropped whole, lowest first.
     """
     present = [(n, c, p) for n, c, p in sections if c.strip()]
     if not present:
         return "", set()
-    contents = {n: c for n, c, _ in present}
-    fixed = estimate_tokens(_INTRO + FRAME_RULE)
-    sizes = {n: estimate_tokens(wrap_section(n, c)) + 1 for n, c in contents.items()}
-    shortened: set[str] = set()
-    overflow = fixed + sum(sizes.values()) - budget_tokens
-    for name, _, _ in sorted(present, key=lambda item: item[2]):
-        if overflow <= 0:
-            break
-        allowed = max(sizes[name] - overflow, 0)
-        contents[name] = _shorten(name, contents[name], allowed)
-        new_size = estimate_tokens(wrap_section(name, contents[name])) + 1
-        overflow -= sizes[name] - new_size
-        shortened.add(name)
-    body = "".join(wrap_section(n, contents[n]) + "\n\n" for n, _, _ in present)
-    return _INTRO + body + FRAME_RULE, shortened
+    order = [n for n, _, _ in present]
+    contents = {n: c.strip() for n, c, _ in present}
+    text = _render(order, contents)
+    if estimate_tokens(text) <= budget_tokens:
+        return text, set()
+    by_priority = [n for n, _, _ in sorted(present, key=lambda item: item[2])]
+    cut: set[str] = set()
+    for name in by_priority:
+        # Shorten the least important section first; drop it whole only if even its
+        # shortest form does not fit, before touching anything more important.
+        cut.add(name)
+        lines = contents[name].splitlines()
+        while lines:
+            lines.pop()
+            contents[name] = "\n".join([*lines, SHORTENED_MARKER])
+            text = _render(order, contents)
+            if estimate_tokens(text) <= budget_tokens:
+                return text, cut
+        del contents[name]
+        if not contents:
+            return "", cut
+        text = _render(order, contents)
+        if estimate_tokens(text) <= budget_tokens:
+            return text, cut
+    raise AssertionError("unreachable")  # pragma: no cover

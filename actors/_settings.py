@@ -74,6 +74,7 @@ class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     timezone: str = "UTC"
     base_prompt: str | None = None  # None: the built-in prompt (or base_prompt.md in the data dir)
+    disabled_sections: tuple[str, ...] = ()  # built-in trinkets to leave out
     model: ModelSettings = ModelSettings()
     cache: CacheSettings = CacheSettings()
     composer: ComposerSettings = ComposerSettings()

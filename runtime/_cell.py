@@ -131,9 +131,9 @@ class Cell:
         try:
             with self._scope:
                 while True:
-                    actor = self._factory()
-                    self._protocol, self._replies = actor.protocol, actor.replies
                     try:
+                        actor = self._factory()
+                        self._protocol, self._replies = actor.protocol, actor.replies
                         await actor.started()
                         await self._process(actor, retry)
                     # The supervisor's job is to catch any crash of the handler; cancellation

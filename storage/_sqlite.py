@@ -395,12 +395,13 @@ class SQLiteStorage:
     async def turns(self, continuum_id: str | None = None, *, limit: int = 100) -> list[TurnRecord]:
         if continuum_id is None:
             rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns ORDER BY started_at DESC LIMIT ?", (limit,)
+                "SELECT record FROM turns ORDER BY started_at DESC, rowid DESC LIMIT ?", (limit,)
             )
         else:
             await self.continuum(continuum_id)
             rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns WHERE continuum_id = ? ORDER BY started_at DESC LIMIT ?",
+                "SELECT record FROM turns WHERE continuum_id = ?"
+                " ORDER BY started_at DESC, rowid DESC LIMIT ?",
                 (continuum_id, limit),
             )
         return [_record_decoder.decode(row[0]) for row in reversed(list(rows))]

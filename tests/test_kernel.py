@@ -395,3 +395,18 @@ async def test_stream_without_waiting_refuses_a_full_mailbox() -> None:
                         pass
             gate.open.set()
             assert [i async for i in first] == []
+
+
+async def test_a_factory_that_raises_is_supervised_like_a_crash() -> None:
+    attempts: list[int] = []
+
+    def factory() -> Recorder:
+        attempts.append(1)
+        raise RuntimeError("cannot build")
+
+    async with ActorSystem() as system:
+        ref = system.spawn(factory, name="unbuildable", policy=RestartPolicy(max_restarts=2))
+        with anyio.fail_after(2), pytest.raises(RestartLimitReached):
+            await ref.ask(Echo(1))
+        assert len(attempts) == 3
+        assert ref.stats().state == "failed"

@@ -17,11 +17,11 @@ from typing import Literal
 import msgspec
 
 from actors import (
+    Directory,
     PlacementRegistry,
     SectionConfigError,
     SectionSpec,
     Settings,
-    Directory,
     Trinket,
     TrinketEntry,
     TrinketLoadError,

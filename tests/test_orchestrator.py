@@ -1,0 +1,427 @@
+"""The orchestrator end to end: the real SDK against the local Messages API server.
+
+Request layouts are checked from the bodies the server received."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import (
+    AnthropicModel,
+    Busy,
+    ModelUnavailable,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnStarted,
+)
+from runtime.edges._frontmind import Frontmind, TurnStream
+from runtime.edges.localapi import (
+    Latency,
+    LocalMessagesAPI,
+    MidStreamError,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+    StatusFault,
+)
+from storage import TextBlock, ToolResultBlock, ToolUseBlock
+from tests._harness import (
+    FakeClock,
+    cache_marks,
+    completed,
+    config,
+    failed,
+    frontmind,
+    run_turn,
+)
+
+pytestmark = pytest.mark.anyio
+
+RULE = "═" * 60
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+@pytest.fixture
+async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
+    responder = ScriptedResponder()
+    async with LocalMessagesAPI(responder=responder) as server:
+        yield server, responder
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(b.get("text", "") for b in message["content"])
+
+
+# -- request layout ---------------------------------------------------------------------------
+
+
+async def test_first_and_later_turn_layout(api: LocalMessagesAPI, tmp_path: Path) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        first = completed(await run_turn(fm, "c1", "hello"))
+        await run_turn(fm, "c1", "and again")
+        history = await fm.history("c1")
+    body1, body2 = api.message_bodies()
+    for body in (body1, body2):
+        assert "temperature" not in body
+        assert "top_p" not in body
+        assert "top_k" not in body
+        assert "cache_control" not in body
+        assert [t["name"] for t in body["tools"]] == [
+            "add_reminder",
+            "list_reminders",
+            "complete_reminder",
+            "remember",
+            "search_context",
+        ]
+        assert body["system"][0]["text"].startswith("You are a thoughtful")
+        assert body["system"][-1]["text"].startswith("<tool_hints>")
+    # First turn: system breakpoint only; delimiter, notification center, user message.
+    assert cache_marks(body1) == [("system", -1, len(body1["system"]) - 1, "1h")]
+    assert [m["role"] for m in body1["messages"]] == ["user", "assistant", "user"]
+    assert body1["messages"][0]["content"] == [{"type": "text", "text": RULE}]
+    center = text_of(body1["messages"][1])
+    assert center.startswith("NOTIFICATION CENTER\n")
+    assert center.endswith(RULE)
+    assert "<datetime_section>\nCurrent date and time: Wednesday, 18 November 2026, 11:06" in center
+    assert body1["messages"][2]["content"] == [{"type": "text", "text": "hello"}]
+    assert body1["diagnostics"] == {"previous_message_id": None}
+    # Later turn: the stored history exactly, breakpoint on the last assistant block.
+    assert [m["role"] for m in body2["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert body2["messages"][0]["content"] == [{"type": "text", "text": "hello"}]
+    assert body2["messages"][1]["content"][0]["text"] == first.text
+    assert cache_marks(body2) == [
+        ("system", -1, len(body2["system"]) - 1, "1h"),
+        ("messages", 1, 0, "5m"),
+    ]
+    assert body2["messages"][2]["content"][0]["text"] == RULE
+    assert body2["messages"][4]["content"] == [{"type": "text", "text": "and again"}]
+    assert body2["diagnostics"]["previous_message_id"].startswith("msg_")
+    # The notification center and its delimiter were never stored.
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert all(RULE not in m.text() for m in history)
+
+
+async def test_empty_notification_center_sends_no_delimiter(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    quiet = config(
+        disabled_sections=[
+            "datetime_section",
+            "conversation_manifest",
+            "active_reminders",
+            "context_search_results",
+            "relevant_memories",
+        ]
+    )
+    async with frontmind(api, tmp_path, cfg=quiet) as fm:
+        completed(await run_turn(fm, "c1", "hi"))
+        completed(await run_turn(fm, "c1", "hi again"))
+    body1, body2 = api.message_bodies()
+    assert body1["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert [m["role"] for m in body2["messages"]] == ["user", "assistant", "user"]
+    assert cache_marks(body2)[-1] == ("messages", 1, 0, "5m")
+
+
+async def test_tool_loop_layout_and_update_block(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push(
+        Reply(
+            (
+                ReplyText("Setting it."),
+                ReplyToolUse("add_reminder", {"text": "stretch", "due_in_minutes": 30}, "toolu_a"),
+            )
+        ),
+        "Done, reminder set.",
+    )
+    async with frontmind(api, tmp_path) as fm:
+        events = await run_turn(fm, "c1", "remind me to stretch in 30 minutes")
+        history = await fm.history("c1")
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "TurnStarted"
+    assert kinds[-1] == "TurnCompleted"
+    started = next(e for e in events if isinstance(e, ToolStarted))
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert json.loads(started.input_json) == {"text": "stretch", "due_in_minutes": 30}
+    assert finished.is_error is False
+    assert "#1 stretch" in finished.content
+    assert completed(events).model_calls == 2
+    call1, call2 = api.message_bodies()
+    # The notification center is byte-identical across the loop...
+    assert call1["messages"][:3] == call2["messages"][:3]
+    # ...and the tool traffic follows the current user message, results first.
+    tail = call2["messages"][3:]
+    assert [m["role"] for m in tail] == ["assistant", "user"]
+    assert tail[0]["content"][1]["type"] == "tool_use"
+    results = tail[1]["content"]
+    assert results[0]["type"] == "tool_result"
+    assert results[0]["tool_use_id"] == "toolu_a"
+    assert results[1]["text"].startswith(
+        "[notification center update]\nactive_reminders: + #1 stretch"
+    )
+    # From the second call on, a rolling breakpoint on the tail.
+    assert cache_marks(call2)[-1] == ("messages", 4, 1, "5m")
+    assert len(cache_marks(call2)) <= 4
+    # Stored: user, assistant(tool_use), user(results + update), assistant.
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert isinstance(history[1].content[1], ToolUseBlock)
+    assert isinstance(history[2].content[0], ToolResultBlock)
+    assert isinstance(history[2].content[1], TextBlock)
+
+
+async def test_tool_errors_go_back_to_the_model(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("complete_reminder", {"id": 99}, "toolu_1"),
+                ReplyToolUse("remember", {"txt": "typo"}, "toolu_2"),
+                ReplyToolUse("no_such_tool", {}, "toolu_3"),
+            )
+        ),
+        "Sorry about that.",
+    )
+    async with frontmind(api, tmp_path) as fm:
+        events = await run_turn(fm, "c1", "do things")
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.is_error for e in finished] == [True, True, True]
+    assert "no reminder #99" in finished[0].content
+    assert "invalid input for remember" in finished[1].content
+    assert "no tool named 'no_such_tool'" in finished[2].content
+    results = api.message_bodies()[1]["messages"][-1]["content"]
+    assert [r.get("is_error") for r in results] == [True, True, True]
+
+
+async def test_tool_loop_stops_at_the_iteration_limit(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    for i in range(3):
+        responder.push(Reply((ReplyToolUse("list_reminders", {}, f"toolu_{i}"),)))
+    async with frontmind(api, tmp_path, cfg=config(tools={"max_iterations": 3})) as fm:
+        done = completed(await run_turn(fm, "c1", "loop forever"))
+        history = await fm.history("c1")
+    assert done.model_calls == 3
+    assert done.text.endswith("I stopped after 3 rounds of tool calls.")
+    assert history[-2].role == "user"
+    last_result = history[-2].content[0]
+    assert isinstance(last_result, ToolResultBlock)
+    assert last_result.is_error
+    assert history[-1].role == "assistant"
+
+
+# -- cache accounting ---------------------------------------------------------------------------
+
+
+async def test_twenty_turns_read_everything_but_the_newest_exchange(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    async with frontmind(api, tmp_path, clock=clock) as fm:
+        for i in range(20):
+            clock.advance(47)
+            completed(await run_turn(fm, "c1", f"message number {i}: how is it going?"))
+        records = await fm.turns("c1")
+    usages = [r.call_usage[0] for r in records]
+    for n in range(2, 20):
+        assert usages[n].cache_read_input_tokens == (
+            usages[n - 1].cache_read_input_tokens + usages[n - 1].cache_creation_input_tokens
+        ), f"turn {n + 1}"
+        # Everything before the newest exchange was sent before: all of it is read.
+        assert usages[n].input_tokens < 400, "only the notification center and the new message"
+    assert all(r.cache_miss_reason is None for r in records[1:])
+
+
+async def test_system_change_is_reported(api: LocalMessagesAPI, tmp_path: Path) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "one"))
+        completed(await run_turn(fm, "c1", "two"))
+        await fm.put_document("project", "The launch is on Friday.")
+        changed = completed(await run_turn(fm, "c1", "three"))
+        after = completed(await run_turn(fm, "c1", "four"))
+    assert changed.cache_miss_reason == "system_changed"
+    assert changed.usage.cache_read_input_tokens == 0
+    assert after.cache_miss_reason is None
+    assert "<domaindoc>" in api.message_bodies()[-1]["system"][1]["text"]
+
+
+async def test_long_tool_loop_gets_an_intermediate_breakpoint(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push("first answer", "second answer")
+    for i in range(12):
+        responder.push(Reply((ReplyToolUse("list_reminders", {}, f"toolu_{i}"),)))
+    responder.push("long loop done", "after the loop")
+    cfg = config(tools={"max_iterations": 20})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await run_turn(fm, "c1", "one")
+        await run_turn(fm, "c1", "two")
+        completed(await run_turn(fm, "c1", "loop"))
+        after = completed(await run_turn(fm, "c1", "after"))
+        records = await fm.turns("c1")
+    body = api.message_bodies()[-1]
+    marks = cache_marks(body)
+    assert len(marks) == 3  # system, intermediate, last assistant
+    # The previous turn's breakpoint was on block 3 (the second assistant): 20 blocks on.
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    flat_index = {id(b): i for i, b in enumerate(blocks)}
+    positions = [flat_index[id(body["messages"][m]["content"][b])] for _, m, b, _ in marks[1:]]
+    assert positions[0] == 3 + 20
+    # So the turn after the long loop still reads the history before it.
+    loop_turn = records[2].call_usage[0]
+    assert after.usage.cache_read_input_tokens == (
+        loop_turn.cache_read_input_tokens + loop_turn.cache_creation_input_tokens
+    )
+
+
+async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path: Path) -> None:
+    clock = FakeClock()
+    cfg = config(history={"budget_tokens": 500, "keep_fraction": 0.5, "segment_gap_minutes": 10})
+    starts: list[int] = []
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        for i in range(24):
+            clock.advance(60 if i % 4 else 3600)  # a new segment every 4 turns
+            completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 12))
+            starts.append((await fm.storage.continuum("c1")).history_start)
+        records = await fm.turns("c1")
+        body = await fm.context_json("c1", "what now")
+    steps = [b for a, b in itertools.pairwise(starts) if b != a]
+    assert steps, "the history was trimmed"
+    assert len(steps) <= len(starts) // 3, "trimming happens rarely, in large steps"
+    trims = {i + 1 for i, (a, b) in enumerate(itertools.pairwise(starts)) if b != a}
+    for i, record in enumerate(records[2:], start=2):
+        if i not in trims and i - 1 not in trims:
+            assert record.cache_miss_reason is None, f"turn {i} lost the cache"
+    center = body["messages"][-2]["content"][0]["text"]
+    assert "no longer in context" in center  # the manifest still lists left-out segments
+
+
+# -- failures ------------------------------------------------------------------------------------
+
+
+async def test_overload_is_retried_by_the_sdk(api: LocalMessagesAPI, tmp_path: Path) -> None:
+    api.schedule(StatusFault(529, retry_after_ms=1), StatusFault(429, retry_after_ms=1))
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "hello"))
+    assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0", "1", "2"]
+
+
+async def test_mid_stream_error_before_text_is_retried_once(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    api.schedule(MidStreamError(after_events=1))
+    async with frontmind(api, tmp_path) as fm:
+        done = completed(await run_turn(fm, "c1", "hello"))
+        assert len(await fm.history("c1")) == 2
+    assert done.text.startswith("You said")
+    assert len(api.requests) == 2
+
+
+async def test_mid_stream_error_after_text_ends_the_turn(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))
+        api.schedule(MidStreamError(after_events=5))
+        events = await run_turn(fm, "c1", "this one breaks")
+        error = failed(events)
+        assert any(isinstance(e, TextDelta) for e in events)
+        assert error.type == "stream_error"
+        assert len(await fm.history("c1")) == 2, "nothing of the failed turn is in the history"
+        record = (await fm.turns("c1"))[-1]
+        assert record.status == "failed"
+        assert record.user_text == "this one breaks"
+        assert record.reply_text, "the partial reply is kept in the record"
+        completed(await run_turn(fm, "c1", "retry works"))
+
+
+async def test_cancelling_mid_stream_leaves_history_unchanged(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))
+        api.set_latency(Latency(tokens_per_second=200))
+        async with fm.turn("c1", "a long answer please " * 5) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    break
+        api.set_latency(Latency())
+        assert len(await fm.history("c1")) == 2
+        # The next turn on this continuum runs after the cancelled one has wound down.
+        completed(await run_turn(fm, "c1", "next"))
+        history = await fm.history("c1")
+        assert [m.text() for m in history if m.role == "user"] == ["first", "next"]
+        records = await fm.turns("c1")
+        assert [r.status for r in records] == ["completed", "cancelled", "completed"]
+        assert records[1].reply_text, "the partial reply is kept in the record"
+
+
+async def test_same_continuum_serialized_others_concurrent(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    api.set_latency(Latency(time_to_first_token=0.15))
+    log: list[tuple[str, str]] = []
+    a1_running = anyio.Event()
+
+    async def consume(stream: TurnStream, label: str) -> None:
+        async with stream:
+            async for event in stream:
+                log.append((label, type(event).__name__))
+                if label == "a1":
+                    a1_running.set()
+
+    cfg = config(turns={"max_queued": 1})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm, anyio.create_task_group() as tg:
+        tg.start_soon(consume, fm.turn("a", "a1"), "a1")
+        await a1_running.wait()
+        a2 = await fm.turn("a", "a2").__aenter__()  # queued behind a1
+        # a1 runs, a2 holds the only place in line: a3 is refused at once.
+        with pytest.raises(Busy, match="already has 1 turn waiting"):
+            await fm.turn("a", "a3").__aenter__()
+        tg.start_soon(consume, a2, "a2")
+        tg.start_soon(consume, fm.turn("b", "b1"), "b1")
+    order = [(label, kind) for label, kind in log if kind in ("TurnStarted", "TurnCompleted")]
+    assert order.index(("a1", "TurnCompleted")) < order.index(("a2", "TurnStarted"))
+    assert order.index(("b1", "TurnStarted")) < order.index(("a1", "TurnCompleted"))
+    assert ("a2", "TurnCompleted") in order
+    assert ("b1", "TurnCompleted") in order
+
+
+async def test_missing_key_and_unreachable_api_say_what_to_set(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="ANTHROPIC_API_KEY"):
+        AnthropicModel(api_key=None, base_url=None, max_retries=0, timeout=1)
+    unreachable = AnthropicModel(
+        api_key="k", base_url="http://127.0.0.1:9", max_retries=0, timeout=2
+    )
+    async with Frontmind.open(tmp_path, config(), model=unreachable) as fm:
+        events = await run_turn(fm, "c1", "hello")
+        assert isinstance(events[0], TurnStarted)
+        error = failed(events)
+        assert error.type == "model_unavailable"
+        assert "ANTHROPIC_BASE_URL" in error.message
+        assert await fm.history("c1") == []
+    await unreachable.aclose()
