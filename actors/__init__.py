@@ -28,7 +28,7 @@ from ._exceptions import (
     TrinketLoadError,
 )
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_request
-from ._llm import AnthropicModel, ModelClient
+from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
@@ -76,6 +76,7 @@ __all__ = [
     "HistorySettings",
     "ModelClient",
     "ModelError",
+    "ModelEvent",
     "ModelOverloaded",
     "ModelRejected",
     "ModelRequest",
@@ -89,6 +90,8 @@ __all__ = [
     "SectionSpec",
     "Settings",
     "SettingsError",
+    "StreamDone",
+    "StreamText",
     "SystemSection",
     "TextDelta",
     "Timings",

@@ -33,6 +33,7 @@ __all__ = [
     "CONFIG_FILE",
     "Config",
     "CustomTrinket",
+    "OfflineConfig",
     "ServerConfig",
     "custom_trinkets",
     "default_data_dir",
@@ -61,8 +62,16 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     grace_seconds: int = 10
 
 
+class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The built-in local Messages API used by --offline: simulated model time."""
+
+    time_to_first_token_s: float = 0.0
+    tokens_per_second: float = 0.0  # 0: as fast as possible
+
+
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    offline: OfflineConfig = OfflineConfig()
     trinket: tuple[CustomTrinket, ...] = ()
 
 

@@ -42,7 +42,7 @@ from storage import (
 )
 
 from ._config import Config, custom_trinkets, load_config
-from .localapi import LocalMessagesAPI
+from .localapi import Clock, Latency, LocalMessagesAPI
 
 __all__ = ["DATABASE_FILE", "Frontmind", "TurnStream"]
 
@@ -135,6 +135,7 @@ class Frontmind:
         clock: Callable[[], float] = time.time,
         api_key: str | None = None,
         base_url: str | None = None,
+        local_api_clock: Clock | None = None,
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
@@ -150,7 +151,13 @@ class Frontmind:
             local_api: LocalMessagesAPI | None = None
             if model is None:
                 if offline:
-                    local_api = await stack.enter_async_context(LocalMessagesAPI())
+                    latency = Latency(
+                        time_to_first_token=config.offline.time_to_first_token_s,
+                        tokens_per_second=config.offline.tokens_per_second,
+                    )
+                    local_api = await stack.enter_async_context(
+                        LocalMessagesAPI(latency=latency, clock=local_api_clock)
+                    )
                     api_key, base_url = OFFLINE_KEY, local_api.base_url
                 model = AnthropicModel(
                     api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),

@@ -1,0 +1,200 @@
+"""The `frontmind` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from actors import FrontmindError, ModelEvent, ModelRequest, ModelUnavailable
+from storage import SQLiteStorage, StorageError
+
+from ._chat import chat_in_process, chat_remote
+from ._config import default_data_dir, load_config
+from ._daemon import serve
+from ._demo import run_demo
+from ._exceptions import EdgeError
+from ._frontmind import DATABASE_FILE, Frontmind
+from ._render import render_context, render_stats
+from .localapi import LocalMessagesAPI
+
+__all__ = ["main"]
+
+
+class _NoModel:
+    """For commands that never call the model (inspect)."""
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        raise ModelUnavailable("this command does not call the model")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    try:
+        import uvloop  # noqa: F401 - optional speed-up
+
+        options: dict[str, Any] = {"use_uvloop": True}
+    except ImportError:
+        options = {}
+    anyio.run(main, backend="asyncio", backend_options=options)
+
+
+def _announce(url: str) -> None:
+    print(url, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    _run(
+        lambda: serve(
+            data_dir=args.data_dir,
+            config_file=args.config,
+            host=args.host,
+            port=args.port,
+            offline=args.offline,
+            token=args.token,
+            announce=_announce,
+        )
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        await run_demo(args.data_dir)
+
+    _run(main)
+
+
+def cmd_chat(args: argparse.Namespace) -> None:
+    if args.url:
+        _run(lambda: chat_remote(args.url, args.continuum, token=args.token))
+    else:
+        _run(
+            lambda: chat_in_process(
+                args.data_dir, args.continuum, offline=args.offline, config_file=args.config
+            )
+        )
+
+
+def cmd_inspect(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        config = load_config(args.config, args.data_dir)
+        async with Frontmind.open(args.data_dir, config, model=_NoModel()) as fm:
+            request = await fm.context(args.continuum, args.message)
+        print(render_context(request))
+
+    _run(main)
+
+
+def cmd_stats(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        path = args.data_dir / DATABASE_FILE
+        if not path.exists():
+            raise EdgeError(f"no Frontmind database in {args.data_dir}")
+        async with await SQLiteStorage.open(path) as storage:
+            records = await storage.turns(args.continuum, limit=100_000)
+        print(render_stats(records))
+
+    _run(main)
+
+
+def cmd_local_api(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with LocalMessagesAPI(host=args.host, port=args.port) as api:
+                _announce(api.base_url)
+                async for _ in signals:
+                    break
+
+    _run(main)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="frontmind",
+        description="A runtime for long-lived Claude agents that keeps the prompt cache warm.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def data_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            default=default_data_dir(),
+            help="database, config and base prompt (default: $FRONTMIND_DATA_DIR or ~/.frontmind)",
+        )
+        p.add_argument(
+            "--config",
+            type=Path,
+            default=None,
+            help="config file (default: frontmind.toml in the data dir, if any)",
+        )
+
+    p = sub.add_parser("serve", help="run the HTTP daemon")
+    data_options(p)
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765; 0 picks one)")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="use the built-in local Messages API instead of Anthropic's",
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", help="run the offline demo conversation (both layouts)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="keep the demo's databases here (default: a temporary directory)",
+    )
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("chat", help="chat in the terminal (with a daemon, or in-process)")
+    data_options(p)
+    p.add_argument("--url", default=None, help="a running daemon's base URL")
+    p.add_argument("--token", default=None, help="the daemon's bearer token, if it needs one")
+    p.add_argument("--continuum", default="default", help="conversation id (default: default)")
+    p.add_argument("--offline", action="store_true", help="in-process: use the local API")
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("inspect", help="print the context window of the next turn")
+    data_options(p)
+    p.add_argument("--continuum", default="default", help="conversation id")
+    p.add_argument("--message", default="(next message)", help="the next user message")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("stats", help="cache hit share, latencies and section misses")
+    data_options(p)
+    p.add_argument("--continuum", default=None, help="one conversation (default: all)")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("local-api", help="run the local Messages API server on its own")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.set_defaults(func=cmd_local_api)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        args.func(args)
+    except (EdgeError, FrontmindError, StorageError) as exc:
+        print(f"frontmind: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,264 @@
+"""`frontmind serve`: the HTTP daemon (Starlette on uvicorn), server-sent events for turns.
+
+Errors are `{"error": {"type": ..., "message": ...}}` with a fitting status. Bad input
+never changes what is stored, and the daemon keeps serving. A client that disconnects
+mid-stream cancels its turn cleanly. SIGTERM/SIGINT: stop accepting, let running turns
+finish within the grace period (then cancel them cleanly), exit 0.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from actors import Busy, FrontmindError, TurnCompleted, TurnError
+from storage import (
+    MAX_MESSAGE_CHARS,
+    InvalidInput,
+    NotFound,
+    StorageError,
+    UnknownContinuum,
+    check_continuum_id,
+)
+
+from ._asgi import is_loopback, serve_app
+from ._config import load_config
+from ._exceptions import ConfigError
+from ._frontmind import Frontmind, TurnStream
+from ._metrics import Metrics
+from ._wire import (
+    BadBody,
+    DocumentBody,
+    MemoryBody,
+    ReminderBody,
+    TurnBody,
+    decode_body,
+    message_json,
+)
+
+__all__ = ["build_app", "serve"]
+
+log = logging.getLogger("frontmind.daemon")
+_encoder = msgspec.json.Encoder()
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(_encoder.encode(value), status_code=status, media_type="application/json")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class TokenAuth:
+    """Pure ASGI middleware (streaming-safe): every route but /healthz needs the token."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = _error(401, "unauthorized", "missing or wrong bearer token")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def build_app(
+    fm: Frontmind, *, token: str | None = None, metrics: Metrics | None = None
+) -> ASGIApp:
+    stats = metrics or Metrics()
+
+    def continuum(request: Request) -> str:
+        return check_continuum_id(request.path_params["continuum_id"])
+
+    async def run_turn(request: Request) -> Response:
+        cid = continuum(request)
+        body = decode_body(await request.body(), TurnBody)
+        if not body.message.strip():
+            raise InvalidInput("message is empty")
+        if len(body.message) > MAX_MESSAGE_CHARS:
+            raise _TooLarge(
+                f"message is {len(body.message)} characters; the limit is {MAX_MESSAGE_CHARS}"
+            )
+        stream = fm.turn(cid, body.message)
+        await stream.__aenter__()  # Busy is a 429 now, before any byte of the stream
+        return StreamingResponse(
+            _sse(stream),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    async def _sse(stream: TurnStream) -> AsyncIterator[bytes]:
+        async with stream:
+            async for event in stream:
+                if isinstance(event, TurnCompleted):
+                    stats.completed(event)
+                elif isinstance(event, TurnError):
+                    stats.error(event.type)
+                name = type(event).__struct_config__.tag
+                yield (
+                    b"event: " + str(name).encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
+                )
+
+    async def messages(request: Request) -> Response:
+        history = await fm.history(continuum(request))
+        return _json({"messages": [message_json(m) for m in history]})
+
+    async def context(request: Request) -> Response:
+        text = request.query_params.get("message", "")
+        if not text.strip():
+            raise InvalidInput("the query parameter 'message' is required")
+        return Response(
+            _encoder.encode(await fm.context(continuum(request), text)),
+            media_type="application/json",
+        )
+
+    async def turns(request: Request) -> Response:
+        records = await fm.turns(continuum(request), limit=_limit(request))
+        return _json({"turns": records})
+
+    async def reminders(request: Request) -> Response:
+        if request.method == "POST":
+            body = decode_body(await request.body(), ReminderBody)
+            return _json(await fm.add_reminder(body.text, body.due_at), 201)
+        include = request.query_params.get("include_completed") in ("1", "true")
+        return _json({"reminders": await fm.reminders(include_completed=include)})
+
+    async def complete(request: Request) -> Response:
+        try:
+            reminder_id = int(request.path_params["reminder_id"])
+        except ValueError:
+            raise InvalidInput("reminder id must be an integer") from None
+        return _json(await fm.complete_reminder(reminder_id))
+
+    async def memories(request: Request) -> Response:
+        if request.method == "POST":
+            body = decode_body(await request.body(), MemoryBody)
+            return _json(await fm.remember(body.text, body.importance, body.expires_at), 201)
+        query = request.query_params.get("q")
+        if query is not None:
+            return _json({"memories": await fm.search_memories(query, limit=_limit(request))})
+        return _json({"memories": await fm.memories(limit=_limit(request))})
+
+    async def documents(request: Request) -> Response:
+        if request.method == "POST":
+            body = decode_body(await request.body(), DocumentBody)
+            return _json(await fm.put_document(body.label, body.content), 201)
+        return _json({"documents": await fm.documents()})
+
+    async def healthz(request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def metrics_route(request: Request) -> Response:
+        return Response(stats.render(), media_type="text/plain; version=0.0.4")
+
+    def handler(status: int, kind: str) -> Callable[[Request, Exception], Awaitable[Response]]:
+        async def handle(request: Request, exc: Exception) -> Response:
+            return _error(status, kind, str(exc) or kind)
+
+        return handle
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, "not_found", f"no route {request.method} {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(
+            405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
+        )
+
+    async def storage_failed(request: Request, exc: Exception) -> Response:
+        log.error("storage failure on %s", request.url.path, exc_info=exc)
+        return _error(503, "storage_unavailable", str(exc))
+
+    routes = [
+        Route("/v1/continuums/{continuum_id}/turns", run_turn, methods=["POST"]),
+        Route("/v1/continuums/{continuum_id}/turns", turns, methods=["GET"]),
+        Route("/v1/continuums/{continuum_id}/messages", messages, methods=["GET"]),
+        Route("/v1/continuums/{continuum_id}/context", context, methods=["GET"]),
+        Route("/v1/reminders", reminders, methods=["GET", "POST"]),
+        Route("/v1/reminders/{reminder_id}/complete", complete, methods=["POST"]),
+        Route("/v1/memories", memories, methods=["GET", "POST"]),
+        Route("/v1/documents", documents, methods=["GET", "POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
+    ]
+    app: ASGIApp = Starlette(
+        routes=routes,
+        exception_handlers={
+            404: not_found,
+            405: not_allowed,
+            BadBody: handler(400, "invalid_request"),
+            InvalidInput: handler(400, "invalid_request"),
+            _TooLarge: handler(413, "request_too_large"),
+            UnknownContinuum: handler(404, "not_found"),
+            NotFound: handler(404, "not_found"),
+            Busy: handler(429, "busy"),
+            FrontmindError: handler(500, "frontmind_error"),
+            StorageError: storage_failed,
+        },
+    )
+    return TokenAuth(app, token) if token else app
+
+
+def _limit(request: Request) -> int:
+    raw = request.query_params.get("limit", "100")
+    if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+        raise InvalidInput("limit must be an integer from 1 to 10000")
+    return int(raw)
+
+
+async def serve(
+    *,
+    data_dir: Path,
+    config_file: Path | None,
+    host: str | None,
+    port: int | None,
+    offline: bool,
+    token: str | None,
+    announce: Callable[[str], None],
+) -> None:
+    """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
+    config = load_config(config_file, data_dir)
+    host = host or config.server.host
+    port = config.server.port if port is None else port
+    token = token or config.server.token
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"binding to {host}, which is not a loopback address, requires a token: "
+            "pass --token or set FRONTMIND_TOKEN"
+        )
+    async with Frontmind.open(data_dir, config, offline=offline) as fm:
+        app = build_app(fm, token=token)
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with serve_app(
+                app,
+                host,
+                port,
+                graceful_seconds=config.server.grace_seconds,
+                force_exit_on_close=False,
+                log_level="warning",
+            ) as served:
+                announce(served.url)
+                async for signum in signals:
+                    log.info("received %s: shutting down", signal.Signals(signum).name)
+                    break

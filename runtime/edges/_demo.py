@@ -1,0 +1,242 @@
+"""`frontmind demo`: a scripted day-and-a-half conversation, run twice, offline.
+
+Once with the notification center, once with the legacy placement (every section in the
+system prompt), on the same script and the same simulated clock. The local Messages API
+shares that clock, so cache entries expire across the lunch break and the night exactly
+as they would for real. A live table shows each turn; the totals compare the layouts.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TextIO
+from zoneinfo import ZoneInfo
+
+import msgspec
+
+from actors import AnthropicModel, ComposerSettings, TurnCompleted, TurnError
+from storage import TurnRecord, TurnUsage
+
+from ._config import Config
+from ._frontmind import Frontmind
+from .localapi import LocalMessagesAPI
+
+__all__ = ["DEMO_SCRIPT", "LayoutTotals", "run_demo"]
+
+ZONE = "Europe/Berlin"
+START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo(ZONE)).timestamp()
+MINUTE, HOUR = 60.0, 3600.0
+
+# (simulated seconds since the previous turn, what the user says)
+DEMO_SCRIPT: tuple[tuple[float, str], ...] = (
+    (0, "Good morning! This week I'm launching Frontmind, so help me keep track."),
+    (2 * MINUTE, "Remember that the launch is on Friday at 10:00 in the Berlin office."),
+    (2 * MINUTE, "Remind me to send the press kit to Dana in 30 minutes."),
+    (3 * MINUTE, "Remind me to book the rehearsal room tomorrow."),
+    (2 * MINUTE, "What is on my plate this morning?"),
+    (4 * MINUTE, "Remember that Dana prefers email over chat."),
+    (4 * MINUTE, "Draft a two-line teaser for the launch post, please."),
+    (3 * MINUTE, "Make it a little less formal."),
+    (4 * MINUTE, "Good. I'm heading into a meeting now."),
+    (3 * MINUTE, "Back. Did I miss anything urgent?"),
+    (2 * MINUTE, "Complete reminder 1, the press kit is out."),
+    (3 * MINUTE, "What did we say about the launch?"),
+    (3 * HOUR, "Back from lunch. How should I structure the keynote?"),
+    (3 * MINUTE, "Remember that the keynote runs 20 minutes."),
+    (4 * MINUTE, "Which three points should open it?"),
+    (3 * MINUTE, "Search for keynote"),
+    (20 * HOUR + 50 * MINUTE, "Morning! What is still open from yesterday?"),
+    (2 * MINUTE, "List my reminders"),
+    (3 * MINUTE, "Remind me to rehearse the keynote in 2 hours."),
+    (2 * MINUTE, "What do you remember about Dana?"),
+    (3 * MINUTE, "Thanks, that's all for now."),
+)
+
+LAUNCH_PLAN = """\
+Frontmind launch plan (owner: the user).
+- Friday 10:00, Berlin office: keynote (20 minutes), live demo, questions.
+- Press: Dana Ortiz coordinates; the press kit goes out early in the week.
+- Rehearsal: book a room the day before; run the demo twice on the offline server.
+- Message: long-lived agents stay fast and cheap because the expensive context stays
+  cached while what changes every turn slides along in the notification center.
+- Risks: venue Wi-Fi (the demo runs offline), timing (keep the keynote to 20 minutes),
+  and too many slides (at most twelve).
+Contacts: Dana Ortiz (press, prefers email), Lee Park (venue), Sam Ito (video).
+"""
+
+# Input price relative to the base rate: uncached 1x, cache writes 1.25x (5m) or 2x (1h),
+# cache reads 0.1x (the API's published multipliers).
+WEIGHTS = {"uncached": 1.0, "write_5m": 1.25, "write_1h": 2.0, "read": 0.1}
+
+
+class SimulatedClock:
+    """One clock for the app (called) and the local API's cache (`now()`)."""
+
+    def __init__(self, start: float) -> None:
+        self._now = start
+
+    def __call__(self) -> float:
+        return self._now
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+
+
+class LayoutTotals(msgspec.Struct, frozen=True):
+    name: str
+    turns: int
+    errors: int
+    usage: TurnUsage
+
+    @property
+    def cached_share(self) -> float:
+        total = self.usage.total_input
+        return self.usage.cache_read_input_tokens / total if total else 0.0
+
+    @property
+    def input_cost(self) -> float:
+        """Input cost in base-price tokens."""
+        u = self.usage
+        return (
+            u.input_tokens * WEIGHTS["uncached"]
+            + u.cache_creation_5m * WEIGHTS["write_5m"]
+            + u.cache_creation_1h * WEIGHTS["write_1h"]
+            + u.cache_read_input_tokens * WEIGHTS["read"]
+        )
+
+
+_CODES = {"fresh": "F", "stale": "S", "timeout": "T", "failed": "X", "empty": "·"}
+
+
+def _row(index: int, at: float, text: str, record: TurnRecord | None, event: object) -> str:
+    when = datetime.fromtimestamp(at, ZoneInfo(ZONE)).strftime("%a %H:%M")
+    said = text if len(text) <= 34 else text[:33] + "…"
+    if record is None or not isinstance(event, TurnCompleted):
+        message = event.message if isinstance(event, TurnError) else "no result"
+        return f"{index:>3} {when}  {said:<34}  error: {message}"
+    u = record.usage
+    first = f"{record.first_token_ms:6.1f}" if record.first_token_ms is not None else "     -"
+    codes = "".join(_CODES[s.status] for s in record.sections)
+    tools = f" +{record.model_calls - 1} tool call" if record.model_calls > 1 else ""
+    return (
+        f"{index:>3} {when}  {said:<34} {record.compose_ms:7.1f} {first}"
+        f" {u.cache_read_input_tokens:>7,} {u.cache_creation_input_tokens:>6,}"
+        f" {u.input_tokens:>6,}  {codes}{tools}"
+    )
+
+
+HEADER = (
+    "  # time       you said                            compose  1st tok"
+    "    read  write uncached  sections"
+)
+
+
+async def _run_layout(
+    name: str,
+    legacy: bool,
+    data_dir: Path,
+    write: Callable[[str], None],
+    script: tuple[tuple[float, str], ...],
+) -> LayoutTotals:
+    clock = SimulatedClock(START)
+    config = Config(timezone=ZONE, composer=ComposerSettings(legacy_placement=legacy))
+    write(f"\n{name}\n{HEADER}\n")
+    usage = TurnUsage()
+    errors = 0
+    async with LocalMessagesAPI(clock=clock) as api:
+        model = AnthropicModel(
+            api_key="offline-demo", base_url=api.base_url, max_retries=2, timeout=30
+        )
+        try:
+            async with Frontmind.open(data_dir, config, model=model, clock=clock) as fm:
+                await fm.put_document("launch-plan", LAUNCH_PLAN)
+                for index, (advance, text) in enumerate(script, start=1):
+                    clock.advance(advance)
+                    last: object = None
+                    async for event in fm.turn("demo", text):
+                        last = event
+                    records = await fm.turns("demo", limit=1)
+                    record = records[-1] if records else None
+                    write(_row(index, clock(), text, record, last) + "\n")
+                    if isinstance(last, TurnCompleted):
+                        usage = usage + last.usage
+                    else:
+                        errors += 1
+        finally:
+            await model.aclose()
+    return LayoutTotals(name, len(script), errors, usage)
+
+
+def _comparison(nc: LayoutTotals, legacy: LayoutTotals) -> str:
+    def line(label: str, a: str, b: str) -> str:
+        return f"  {label:<34}{a:>20}{b:>20}"
+
+    rows = [
+        "",
+        line("", "notification center", "legacy placement"),
+        line("input tokens (all)", f"{nc.usage.total_input:,}", f"{legacy.usage.total_input:,}"),
+        line(
+            "  read from cache",
+            f"{nc.usage.cache_read_input_tokens:,}",
+            f"{legacy.usage.cache_read_input_tokens:,}",
+        ),
+        line(
+            "  written to cache",
+            f"{nc.usage.cache_creation_input_tokens:,}",
+            f"{legacy.usage.cache_creation_input_tokens:,}",
+        ),
+        line("  uncached", f"{nc.usage.input_tokens:,}", f"{legacy.usage.input_tokens:,}"),
+        line(
+            "share of input read from cache", f"{nc.cached_share:.1%}", f"{legacy.cached_share:.1%}"
+        ),
+        line(
+            "input cost (base-price tokens)", f"{nc.input_cost:,.0f}", f"{legacy.input_cost:,.0f}"
+        ),
+        line("relative input cost", "1.00", f"{legacy.input_cost / nc.input_cost:.2f}"),
+        line("turns with errors", str(nc.errors), str(legacy.errors)),
+    ]
+    saving = 1 - nc.input_cost / legacy.input_cost if legacy.input_cost else 0.0
+    rows.append(
+        f"\nThe notification center cut input cost by {saving:.0%} on this script: the system "
+        "prompt and history stay cached while the per-turn sections slide along after them."
+    )
+    return "\n".join(rows)
+
+
+async def run_demo(
+    data_dir: Path | None = None,
+    *,
+    out: TextIO = sys.stdout,
+    script: tuple[tuple[float, str], ...] = DEMO_SCRIPT,
+) -> tuple[LayoutTotals, LayoutTotals]:
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    write(
+        "Frontmind demo: one scripted conversation (Mon 08:55 to Tue 09:35, Europe/Berlin),\n"
+        "offline against the built-in Messages API and its prompt-cache simulator.\n"
+        "sections: F fresh, S stale, T timeout, X failed, · empty, in registry order "
+        "(4 system, then 5 notification center)\n"
+    )
+    with tempfile.TemporaryDirectory(prefix="frontmind-demo-") as scratch:
+        root = data_dir or Path(scratch)
+        nc = await _run_layout(
+            "NOTIFICATION CENTER LAYOUT", False, root / "notification", write, script
+        )
+        legacy = await _run_layout(
+            "LEGACY LAYOUT (every section in the system prompt)",
+            True,
+            root / "legacy",
+            write,
+            script,
+        )
+    write(_comparison(nc, legacy) + "\n")
+    return nc, legacy

@@ -1,0 +1,136 @@
+"""Text views for the CLI: the next turn's context window, and turn statistics."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+
+from actors import DELIMITER, ModelRequest, estimate_tokens
+from storage import TurnRecord
+
+__all__ = ["render_context", "render_stats"]
+
+_TAG = re.compile(r"^<([a-z_][a-z0-9_]*)>", re.IGNORECASE)
+_BREAK = "◆ breakpoint"
+
+
+def _block_text(block: object) -> str:
+    text = getattr(block, "text", None)
+    if text is not None:
+        return str(text)
+    content = getattr(block, "content", None)
+    if isinstance(content, str):
+        return content
+    name = getattr(block, "name", "")
+    raw = getattr(block, "input", b"")
+    return f"{name} {bytes(raw).decode()}" if raw else str(name)
+
+
+def _preview(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_context(request: ModelRequest) -> str:
+    """Sections labelled, breakpoints marked, cached and uncached token estimates."""
+    lines: list[str] = []
+    cached = uncached = 0
+    pending = 0  # tokens since the last breakpoint: cached once a breakpoint closes them
+
+    def account(tokens: int, marked: bool) -> str:
+        nonlocal cached, pending
+        pending += tokens
+        if marked:
+            cached += pending
+            pending = 0
+        return f"  {_BREAK}: cached through here" if marked else ""
+
+    tool_tokens = sum(
+        estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
+        for t in request.tools
+    )
+    pending += tool_tokens
+    lines.append(f"TOOLS  {len(request.tools)} definitions, ~{tool_tokens} tokens")
+    lines.append("SYSTEM")
+    for i, block in enumerate(request.system):
+        match = _TAG.match(block.text)
+        label = match.group(1) if match else ("base_prompt" if i == 0 else f"block {i}")
+        tokens = estimate_tokens(block.text)
+        marked = block.cache_control is not None
+        note = account(tokens, marked)
+        ttl = f" [{block.cache_control.ttl}]" if block.cache_control else ""
+        lines.append(f"  [{label}] ~{tokens} tokens{note}{ttl}")
+    lines.append("MESSAGES")
+    for index, message in enumerate(request.messages):
+        text = "".join(_block_text(b) for b in message.content)
+        tokens = sum(estimate_tokens(_block_text(b)) for b in message.content)
+        marked = any(getattr(b, "cache_control", None) is not None for b in message.content)
+        if text == DELIMITER:
+            label = "delimiter (═ × 60): opens the notification center"
+        elif message.role == "assistant" and text.startswith("NOTIFICATION CENTER"):
+            sections = re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
+            label = f"NOTIFICATION CENTER: {', '.join(sections)}"
+        else:
+            kinds = {getattr(b, "type", "text") for b in message.content}
+            label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
+        note = account(tokens, marked)
+        lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}")
+    uncached = pending
+    lines.append(
+        f"ESTIMATE  cached prefix ~{cached} tokens, uncached tail ~{uncached} tokens "
+        f"({request.breakpoints()} breakpoints)"
+    )
+    return "\n".join(lines)
+
+
+def _percentiles(values: Sequence[float]) -> str:
+    if not values:
+        return "n/a"
+    ordered = sorted(values)
+
+    def pick(q: float) -> float:
+        return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+    return f"p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  p99 {pick(0.99):.1f}  max {ordered[-1]:.1f}"
+
+
+def render_stats(records: Sequence[TurnRecord]) -> str:
+    if not records:
+        return "no turns recorded yet"
+    done = [r for r in records if r.status == "completed"]
+    statuses = Counter(r.status for r in records)
+    read = sum(r.usage.cache_read_input_tokens for r in done)
+    total = sum(r.usage.total_input for r in done)
+    share = read / total if total else 0.0
+    timeouts: Counter[str] = Counter()
+    stale: Counter[str] = Counter()
+    for record in records:
+        for section in record.sections:
+            if section.status in ("timeout", "failed"):
+                timeouts[section.name] += 1
+            elif section.status == "stale":
+                stale[section.name] += 1
+    misses = Counter(r.cache_miss_reason for r in done if r.cache_miss_reason)
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+    first_tokens = [r.first_token_ms for r in done if r.first_token_ms is not None]
+    lines = [
+        f"turns           {len(records)}  ({outcomes})",
+        f"cache hit share {share:.1%} of input tokens read from cache ({read} of {total})",
+        f"compose ms      {_percentiles([r.compose_ms for r in done])}",
+        f"first token ms  {_percentiles(first_tokens)}",
+        f"turn total ms   {_percentiles([r.total_ms for r in done])}",
+    ]
+    if done:
+        lines.append(f"mean compose    {statistics.fmean(r.compose_ms for r in done):.2f} ms")
+    lines.append(
+        "section misses  "
+        + (", ".join(f"{name}: {n} timeout/failed" for name, n in timeouts.most_common()) or "none")
+    )
+    if stale:
+        lines.append("stale sections  " + ", ".join(f"{k}: {v}" for k, v in stale.most_common()))
+    lines.append(
+        "cache misses    " + (", ".join(f"{k}: {v}" for k, v in misses.most_common()) or "none")
+    )
+    return "\n".join(lines)
