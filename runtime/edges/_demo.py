@@ -220,8 +220,12 @@ async def run_demo(
         out.write(text)
         out.flush()
 
+    end = START + sum(advance for advance, _ in script)
+    span = " to ".join(
+        datetime.fromtimestamp(t, ZoneInfo(ZONE)).strftime("%a %H:%M") for t in (START, end)
+    )
     write(
-        "Frontmind demo: one scripted conversation (Mon 08:55 to Tue 09:35, Europe/Berlin),\n"
+        f"Frontmind demo: one scripted conversation ({span}, {ZONE}),\n"
         "offline against the built-in Messages API and its prompt-cache simulator.\n"
         "sections: F fresh, S stale, T timeout, X failed, · empty, in registry order "
         "(4 system, then 5 notification center)\n"

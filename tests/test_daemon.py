@@ -1,0 +1,213 @@
+"""The real daemon as a child process, in offline mode, driven over HTTP."""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests._daemon import daemon, run_cli, sse_events, turn
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def slow_model(data_dir: Path, ttft: float = 0.2, rate: float = 60.0) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / "frontmind.toml").write_text(
+        f"[offline]\ntime_to_first_token_s = {ttft}\ntokens_per_second = {rate}\n"
+    )
+
+
+async def test_multi_turn_conversation_over_sse(tmp_path: Path) -> None:
+    async with daemon(tmp_path) as d, d.client() as client:
+        first = await turn(client, "alice", "hello there")
+        names = [name for name, _ in first]
+        assert names[0] == "turn.started"
+        assert names[-1] == "turn.completed"
+        assert "text.delta" in names
+        done = first[-1][1]
+        assert set(done["usage"]) >= {
+            "input_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "output_tokens",
+        }
+        assert set(done["timings_ms"]) == {"compose", "first_token", "total"}
+        assert {s["name"] for s in done["sections"]} >= {"datetime_section", "base_prompt"}
+        assert set(done["sections"][0]) >= {"name", "placement", "status", "elapsed_ms"}
+        assert "cache_miss_reason" in done
+        text = "".join(data["text"] for name, data in first if name == "text.delta")
+        assert text == done["text"]
+        second = await turn(client, "alice", "remind me to water the plants in 10 minutes")
+        names = [name for name, _ in second]
+        assert "tool.started" in names
+        assert "tool.finished" in names
+        third = await turn(client, "alice", "thanks")
+        assert third[-1][1]["usage"]["cache_read_input_tokens"] > 0
+        history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant"] * 2 + ["user", "assistant"] + [
+            "user",
+            "assistant",
+        ]
+        assert history[3]["content"][1]["type"] == "tool_use"
+        assert history[3]["content"][1]["input"]["text"] == "water the plants"
+        turns = (await client.get("/v1/continuums/alice/turns")).json()["turns"]
+        assert [t["status"] for t in turns] == ["completed"] * 3
+        metrics = (await client.get("/metrics")).text
+        assert 'frontmind_turns_total{status="completed"} 3' in metrics
+        assert "frontmind_compose_ms_bucket" in metrics
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        assert await d.stop() == 0
+
+
+async def test_context_reminders_and_memories(tmp_path: Path) -> None:
+    due = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    async with daemon(tmp_path) as d, d.client() as client:
+        created = await client.post(
+            "/v1/reminders", json={"text": "water the plants", "due_at": due}
+        )
+        assert created.status_code == 201
+        reminder_id = created.json()["id"]
+        assert (
+            await client.post("/v1/memories", json={"text": "The cat is named Tom"})
+        ).status_code == 201
+        assert (
+            await client.post("/v1/documents", json={"label": "notes", "content": "Project Falcon"})
+        ).status_code == 201
+        context = await client.get(
+            "/v1/continuums/bob/context", params={"message": "how is my cat?"}
+        )
+        assert context.status_code == 200
+        body = context.json()
+        center = body["messages"][-2]["content"][0]["text"]
+        assert "water the plants" in center
+        assert "The cat is named Tom" in center
+        assert "Project Falcon" in body["system"][1]["text"]
+        assert body["messages"][-1]["content"] == [{"type": "text", "text": "how is my cat?"}]
+        # Nothing was stored by looking.
+        assert (await client.get("/v1/continuums/bob/messages")).status_code == 404
+        found = (await client.get("/v1/memories", params={"q": "cat"})).json()["memories"]
+        assert found[0]["memory"]["text"] == "The cat is named Tom"
+        done = await client.post(f"/v1/reminders/{reminder_id}/complete")
+        assert done.json()["completed_at"] is not None
+        assert (await client.get("/v1/reminders")).json()["reminders"] == []
+        assert await d.stop() == 0
+
+
+async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> None:
+    async with daemon(tmp_path) as d, d.client() as client:
+        await turn(client, "alice", "hello")
+        cases = [
+            ("POST", "/v1/continuums/alice/turns", b"{not json", 400, "malformed JSON"),
+            ("POST", "/v1/continuums/alice/turns", b"{}", 400, "message"),
+            ("POST", "/v1/continuums/alice/turns", b'{"message": "  "}', 400, "empty"),
+            ("POST", "/v1/continuums/alice/turns", b'{"message": 5}', 400, "Expected `str`"),
+            (
+                "POST",
+                "/v1/continuums/alice/turns",
+                b'{"message": "' + b"x" * 100_001 + b'"}',
+                413,
+                "limit is 100000",
+            ),
+            ("POST", "/v1/continuums/bad.id/turns", b'{"message": "hi"}', 400, "malformed"),
+            (
+                "POST",
+                "/v1/continuums/" + "a" * 65 + "/turns",
+                b'{"message": "hi"}',
+                400,
+                "malformed",
+            ),
+            ("GET", "/v1/nowhere", b"", 404, "no route"),
+            ("DELETE", "/v1/reminders", b"", 405, "not allowed"),
+            (
+                "POST",
+                "/v1/reminders",
+                b'{"text": "x", "due_at": "2026-12-01T10:00:00"}',
+                400,
+                "timezone-aware",
+            ),
+            ("POST", "/v1/reminders/77/complete", b"", 404, "#77"),
+            ("POST", "/v1/memories", b'{"text": "x", "importance": 3}', 400, "between 0 and 1"),
+            ("GET", "/v1/continuums/nobody/messages", b"", 404, "nobody"),
+            ("GET", "/v1/continuums/alice/context", b"", 400, "message"),
+        ]
+        for method, path, body, status, fragment in cases:
+            response = await client.request(method, path, content=body)
+            assert response.status_code == status, (path, response.text)
+            error = response.json()["error"]
+            assert fragment in error["message"], (path, error)
+            assert error["type"]
+        history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
+        assert len(history) == 2
+        assert (await client.get("/v1/reminders")).json()["reminders"] == []
+        assert (await client.get("/v1/memories")).json()["memories"] == []
+        assert [name for name, _ in await turn(client, "alice", "still here?")][-1] == (
+            "turn.completed"
+        )
+        assert await d.stop() == 0
+
+
+async def test_non_loopback_needs_a_token(tmp_path: Path) -> None:
+    code, _, err = await run_cli(
+        "serve", "--host", "0.0.0.0", "--port", "0", "--offline", "--data-dir", str(tmp_path)
+    )
+    assert code == 2
+    assert "requires a token" in err
+    assert "Traceback" not in err
+    async with daemon(tmp_path, "--host", "0.0.0.0", "--token", "s3cret") as d:
+        url = d.url.replace("0.0.0.0", "127.0.0.1")
+        async with d.client(base_url=url) as anonymous:
+            assert (await anonymous.get("/v1/reminders")).status_code == 401
+            assert (await anonymous.get("/healthz")).status_code == 200
+        async with d.client(base_url=url, headers={"authorization": "Bearer wrong"}) as wrong:
+            response = await wrong.get("/v1/reminders")
+            assert response.status_code == 401
+            assert response.json()["error"]["type"] == "unauthorized"
+        async with d.client(base_url=url, headers={"authorization": "Bearer s3cret"}) as ok:
+            assert (await ok.get("/v1/reminders")).status_code == 200
+            assert (await turn(ok, "c", "hi"))[-1][0] == "turn.completed"
+        assert await d.stop() == 0
+        assert b"s3cret" not in await d.read_stderr(), "the token is never logged"
+
+
+async def test_client_disconnect_cancels_the_turn(tmp_path: Path) -> None:
+    slow_model(tmp_path, ttft=0.05, rate=40)
+    async with daemon(tmp_path) as d, d.client() as client:
+        await turn(client, "alice", "first")
+        async with client.stream(
+            "POST", "/v1/continuums/alice/turns", json={"message": "a long question " * 6}
+        ) as response:
+            async for name, _ in sse_events(response):
+                if name == "text.delta":
+                    break  # hang up mid-stream
+        after = await turn(client, "alice", "are you there?")
+        assert after[-1][0] == "turn.completed"
+        turns = (await client.get("/v1/continuums/alice/turns")).json()["turns"]
+        assert [t["status"] for t in turns] == ["completed", "cancelled", "completed"]
+        history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
+        users = [m["content"][0]["text"] for m in history if m["role"] == "user"]
+        assert users == ["first", "are you there?"]
+        assert await d.stop() == 0
+
+
+async def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(tmp_path: Path) -> None:
+    slow_model(tmp_path, ttft=0.3, rate=50)
+    async with daemon(tmp_path) as d, d.client() as client:
+        events: list[str] = []
+        async with client.stream(
+            "POST", "/v1/continuums/alice/turns", json={"message": "tell me something"}
+        ) as response:
+            async for name, _ in sse_events(response):
+                events.append(name)
+                if name == "turn.started":
+                    d.process.send_signal(signal.SIGTERM)  # mid-turn
+        assert events[-1] == "turn.completed", "the running turn finished within the grace"
+        with anyio.fail_after(30):
+            assert await d.process.wait() == 0
+    async with daemon(tmp_path) as again, again.client() as client:
+        history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant"]
+        assert await again.stop() == 0
