@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-import anyio
-
 from ._exceptions import KernelError
 from ._outcomes import GatherResult
 from ._ref import ActorRef
@@ -25,8 +23,8 @@ async def scatter_gather(
 
     Never waits on a full mailbox: that actor's slot fails at once. An actor that is
     stopped, given up on, or crashes on this message settles its slot as failed the moment
-    that happens. Replies after the deadline are dropped. One deadline scope covers the
-    whole gather, not one per actor.
+    that happens. Replies after the deadline are dropped. One deadline covers the whole
+    gather, not one per actor.
     """
     slots = GatherSlots([ref.name for ref in refs])
     try:
@@ -36,8 +34,7 @@ async def scatter_gather(
                 cell.put_nowait(cell.envelope(message, slots, index))
             except KernelError as exc:
                 slots.fail(index, exc)
-        with anyio.move_on_after(deadline):
-            await slots.wait()
+        await slots.wait(deadline)
     finally:
         result = slots.close()
     return result

@@ -84,7 +84,7 @@ class ActorSystem:
         )
         self._cells.append(cell)
         self._names[name] = cell
-        self._tg.start_soon(cell.run, name=f"actor:{name}")
+        cell.attach(self._tg.start_soon(cell.run, name=f"actor:{name}"))
         return ActorRef(cell)
 
     async def stop(self, ref: ActorRef[Any, Any], *, grace: float | None = None) -> None:
@@ -95,7 +95,7 @@ class ActorSystem:
         cell.stop()
         with anyio.move_on_after(grace):
             await cell.wait_stopped()
-        if not cell._done.is_set():
+        if not cell._finished:
             log.warning("actor %r did not stop within %.1fs; cancelling it", cell.name, grace)
             cell.kill()
             await cell.wait_stopped()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    received_at: float = 0.0  # time.perf_counter() when the body was read
 
     def json(self) -> Any:
         return msgspec.json.decode(self.body)
@@ -56,6 +58,8 @@ class LocalAPIState:
     cache: CacheSimulator = field(init=False)
     diagnostics: DiagnosticsBook = field(default_factory=DiagnosticsBook)
     served: int = 0
+    # perf_counter() when each response's last byte was produced (benchmarks read it)
+    finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
 
     def __post_init__(self) -> None:
         self.requests = deque(maxlen=self.record_limit)
@@ -340,13 +344,16 @@ class _Exchange:
                 return
             await self._pause(tokens)
             yield emit(event, data)
+        self.state.finished_at.append(time.perf_counter())
 
 
 def build_app(state: LocalAPIState) -> Starlette:
     async def messages(request: Request) -> Response:
         request_id = _new_id("req")
         body = await request.body()
-        state.requests.append(RecordedRequest(request.url.path, dict(request.headers), body))
+        state.requests.append(
+            RecordedRequest(request.url.path, dict(request.headers), body, time.perf_counter())
+        )
         state.served += 1
         try:
             version = _check_headers(request, state)
