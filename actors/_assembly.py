@@ -17,6 +17,7 @@ from ._events import TurnEvent
 from ._exceptions import Busy, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
+from ._messages import Compose, Composed, Turn
 from ._orchestrator import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
@@ -204,6 +205,14 @@ class Runtime:
                 raise
         else:
             await stream.__aexit__(None, None, None)
+
+    async def compose(self, turn: Turn) -> Composed:
+        """The sections a turn would get now (what the composer gathers, nothing sent)."""
+        self.conversation(turn.continuum_id)  # spawns the continuum's composer if needed
+        composer = self._system.lookup(composer_name(turn.continuum_id))
+        assert composer is not None
+        composed: Composed = await composer.ask(Compose(turn))
+        return composed
 
     async def preview(self, continuum_id: str, text: str) -> ModelRequest:
         request: ModelRequest = await self.conversation(continuum_id).ask(Preview(text))

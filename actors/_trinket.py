@@ -71,6 +71,10 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
 
     async def handle(self, message: TrinketMessage) -> SectionReply | None:
         if isinstance(message, TurnStart):
+            if time.time() > message.deadline_at:
+                # It waited behind a slow render until its turn had moved on: rendering
+                # it now would only build a backlog of work nobody waits for.
+                return None
             content = await self._trinket.render(message.turn)
             if time.time() > message.deadline_at:
                 self._warm_next_turn(message.turn, content)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fts_query", "memory_score"]
+__all__ = ["MAX_SELECTIVE_TERMS", "fts_query", "memory_score", "query_terms", "selective"]
 
 _STOPWORDS = frozenset(
     [
@@ -77,11 +77,12 @@ _STOPWORDS = frozenset(
     ]
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
-MAX_TERMS = 12
+MAX_TERMS = 24
+MAX_SELECTIVE_TERMS = 6
 
 
-def fts_query(text: str) -> str | None:
-    """An OR of quoted terms, or None when the text has nothing worth searching for."""
+def query_terms(text: str) -> list[str]:
+    """The distinct words of `text` worth searching for, in order."""
     terms: list[str] = []
     for word in _WORD.findall(text.lower()):
         if len(word) < 2 or word in _STOPWORDS or word in terms:
@@ -89,6 +90,22 @@ def fts_query(text: str) -> str | None:
         terms.append(word)
         if len(terms) == MAX_TERMS:
             break
+    return terms
+
+
+def selective(terms: list[str], doc_counts: dict[str, int]) -> list[str]:
+    """The rarest terms that occur at all, at most MAX_SELECTIVE_TERMS.
+
+    An OR over a word that half the rows contain makes FTS5 score half the table, and
+    BM25 gives such a word almost no weight anyway: the rare words decide the ranking.
+    """
+    present = [t for t in terms if doc_counts.get(t, 0) > 0]
+    present.sort(key=lambda t: doc_counts[t])
+    return present[:MAX_SELECTIVE_TERMS]
+
+
+def fts_query(terms: list[str]) -> str | None:
+    """An OR of quoted terms (never raw user syntax), or None when there are none."""
     if not terms:
         return None
     return " OR ".join(f'"{term}"' for term in terms)

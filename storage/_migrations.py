@@ -89,5 +89,12 @@ END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+# v3: term statistics of both full-text indexes, so that searches can leave out terms
+# that nearly every row contains (they cost the most and rank the least).
+_V3 = """
+CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
+CREATE VIRTUAL TABLE messages_vocab USING fts5vocab(messages_fts, 'row');
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

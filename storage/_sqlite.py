@@ -31,7 +31,7 @@ from ._exceptions import (
     StorageUnavailable,
     UnknownContinuum,
 )
-from ._fts import fts_query, memory_score
+from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     ContentBlock,
@@ -524,12 +524,25 @@ class SQLiteStorage:
         )
         return [Memory(*row) for row in rows]
 
+    async def _match(self, vocab: str, text: str) -> str | None:
+        """The FTS5 query for `text`: its most selective terms, ORed and quoted."""
+        terms = query_terms(text)
+        if not terms:
+            return None
+        marks = ",".join("?" * len(terms))
+        rows = await self._reader.execute_fetchall(
+            f"SELECT term, doc FROM {vocab} WHERE term IN ({marks})", terms
+        )
+        return fts_query(selective(terms, {term: count for term, count in rows}))
+
     @_translated
     async def search_memories(
         self, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
-        match = fts_query(query)
-        if match is None or limit < 1:
+        if limit < 1:
+            return []
+        match = await self._match("memories_vocab", query)
+        if match is None:
             return []
         at = time.time() if now is None else now
         rows = await self._reader.execute_fetchall(
@@ -549,8 +562,10 @@ class SQLiteStorage:
     async def search_messages(
         self, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
-        match = fts_query(query)
-        if match is None or limit < 1:
+        if limit < 1:
+            return []
+        match = await self._match("messages_vocab", query)
+        if match is None:
             return []
         scope, args = "", [match]
         if continuum_id is not None:

@@ -59,7 +59,7 @@ def table_counts(path: Path) -> dict[str, int]:
 
 
 async def test_fresh_database_is_at_the_newest_schema(store: SQLiteStorage) -> None:
-    assert await store.schema_version() == SCHEMA_VERSION == 2
+    assert await store.schema_version() == SCHEMA_VERSION == 3
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -70,7 +70,7 @@ async def test_upgrade_keeps_data_and_indexes_old_messages(tmp_path: Path) -> No
         assert await old.schema_version() == 1
         await old.commit_turn(turn("c1", "t1", user_text="the quarterly budget review"))
     async with await SQLiteStorage.open(path) as new:
-        assert await new.schema_version() == 2
+        assert await new.schema_version() == SCHEMA_VERSION
         hits = await new.search_messages("budget")
         assert [h.seq for h in hits] == [0]
         assert len(await new.history("c1")) == 2
@@ -83,7 +83,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 2"):
+    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 3"):
         await SQLiteStorage.open(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 99

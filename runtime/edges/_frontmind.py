@@ -22,10 +22,12 @@ import msgspec
 from actors import (
     BUILTIN_SECTIONS,
     AnthropicModel,
+    Composed,
     ModelClient,
     ModelRequest,
     PlacementRegistry,
     Runtime,
+    Turn,
     TurnEvent,
     builtin_trinkets,
     validate_settings,
@@ -113,6 +115,7 @@ class Frontmind:
         data_dir: Path,
         local_api: LocalMessagesAPI | None,
         model: ModelClient,
+        clock: Callable[[], float],
     ) -> None:
         self._runtime = runtime
         self.storage = storage
@@ -121,6 +124,7 @@ class Frontmind:
         self.data_dir = data_dir
         self.local_api = local_api
         self.model = model
+        self._clock = clock
 
     @classmethod
     @asynccontextmanager
@@ -183,7 +187,7 @@ class Frontmind:
                 trinkets=[*builtin_trinkets(storage, config), *custom],
                 clock=clock,
             )
-            yield cls(runtime, storage, system, config, directory, local_api, model)
+            yield cls(runtime, storage, system, config, directory, local_api, model, clock)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -194,6 +198,11 @@ class Frontmind:
     async def context(self, continuum_id: str, text: str) -> ModelRequest:
         """The request a turn with `text` would send now. Nothing is sent or stored."""
         return await self._runtime.preview(continuum_id, text)
+
+    async def compose(self, continuum_id: str, text: str) -> Composed:
+        """The sections a turn with `text` would get now, with their statuses."""
+        turn = Turn("preview", continuum_id, text, self._clock(), self.config.timezone)
+        return await self._runtime.compose(turn)
 
     async def context_json(self, continuum_id: str, text: str) -> Any:
         return msgspec.json.decode(msgspec.json.encode(await self.context(continuum_id, text)))
