@@ -533,7 +533,8 @@ class SQLiteStorage:
         rows = await self._reader.execute_fetchall(
             f"SELECT term, doc FROM {vocab} WHERE term IN ({marks})", terms
         )
-        return fts_query(selective(terms, {term: count for term, count in rows}))
+        counts: dict[str, int] = {str(row[0]): int(row[1]) for row in rows}
+        return fts_query(selective(terms, counts))
 
     @_translated
     async def search_memories(
