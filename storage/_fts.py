@@ -10,71 +10,12 @@ import re
 __all__ = ["MAX_SELECTIVE_TERMS", "fts_query", "memory_score", "query_terms", "selective"]
 
 _STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "too",
-        "us",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
+    (
+        "a an and are as at be but by did do does for from had has have he her his how i if "
+        "in into is it its me my no not of on or our she so that the their them then there "
+        "these they this to too us was we were what when where which who why will with you "
+        "your "
+    ).split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 24
