@@ -146,7 +146,8 @@ class Runtime:
             ) -> TrinketActor:
                 return TrinketActor(section, factory(directory), directory)
 
-            ref = system.spawn(make, name=trinket_name(entry.section), mailbox=32, policy=policy)
+            # Every continuum composes through the same trinkets: room for many at once.
+            ref = system.spawn(make, name=trinket_name(entry.section), mailbox=256, policy=policy)
             self._trinkets.append((entry.section, ref))
         system.spawn(
             lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),

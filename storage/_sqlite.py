@@ -3,7 +3,8 @@
 - One writer connection behind a lock: every write is one `BEGIN IMMEDIATE` transaction,
   shielded from cancellation from BEGIN to COMMIT, so a cancelled caller never leaves half
   a turn behind and a committed turn is always whole.
-- A second connection serves reads; under WAL they never wait for the writer.
+- A few more connections serve reads, round robin; under WAL they never wait for the
+  writer.
 - `synchronous=NORMAL` with WAL: a process killed at any moment (even `kill -9` during a
   commit) loses no committed transaction and leaves a database that opens.
 """
@@ -68,6 +69,7 @@ _content_encoder = msgspec.json.Encoder()
 _content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
 _record_decoder = msgspec.json.Decoder(TurnRecord)
 _SEGMENT_TITLE_CHARS = 60
+READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
 def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -145,12 +147,13 @@ class SQLiteStorage:
         self,
         path: Path,
         writer: aiosqlite.Connection,
-        reader: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
         segment_gap: float,
     ) -> None:
         self.path = path
         self._writer = writer
-        self._reader = reader
+        self._readers = readers
+        self._next_reader = 0
         self._segment_gap = segment_gap
         self._write_lock = anyio.Lock()
         self._closed = False
@@ -169,15 +172,21 @@ class SQLiteStorage:
             writer = await _connect(db_path, reader=False)
         except (OSError, sqlite3.Error) as exc:
             raise StorageUnavailable(f"cannot open the database at {db_path}: {exc}") from exc
+        readers: list[aiosqlite.Connection] = []
         try:
             await migrate(writer, db_path, upto=schema_upto)
-            reader = await _connect(db_path, reader=True)
+            for _ in range(READERS):
+                readers.append(await _connect(db_path, reader=True))
+            return cls(db_path, writer, readers, segment_gap)
         except BaseException as exc:
-            await writer.close()
+            # Every connection owns a (non-daemon) thread: leaving one open on a failed
+            # open would keep the whole process alive.
+            with anyio.CancelScope(shield=True):
+                for conn in (*readers, writer):
+                    await conn.close()
             if isinstance(exc, sqlite3.Error):
                 raise StorageUnavailable(f"cannot open the database at {db_path}: {exc}") from exc
             raise
-        return cls(db_path, writer, reader, segment_gap)
 
     async def __aenter__(self) -> SQLiteStorage:
         return self
@@ -196,12 +205,20 @@ class SQLiteStorage:
         self._closed = True
         with anyio.CancelScope(shield=True):
             async with self._write_lock:
-                await self._reader.close()
+                for reader in self._readers:
+                    await reader.close()
                 await self._writer.close()
 
     async def schema_version(self) -> int:
         rows = list(await self._reader.execute_fetchall("SELECT version FROM schema_version"))
         return int(rows[0][0])
+
+    @property
+    def _reader(self) -> aiosqlite.Connection:
+        """The next read connection, round robin: each has its own thread, and SQLite
+        lets go of the GIL while it works, so concurrent turns read side by side."""
+        self._next_reader = (self._next_reader + 1) % len(self._readers)
+        return self._readers[self._next_reader]
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:

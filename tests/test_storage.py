@@ -7,6 +7,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -191,12 +192,15 @@ def test_kill_during_writes_never_corrupts_or_loses_commits(tmp_path: Path) -> N
             text=True,
         )
         assert child.stdout is not None
+        watchdog = threading.Timer(60, child.kill)  # a broken child must fail, not hang
+        watchdog.start()
         for _ in range(rng.randint(1, 25)):
             line = child.stdout.readline()
             assert line.startswith("committed "), line
             confirmed.add(line.split()[1])
         child.kill()  # SIGKILL, most likely in the middle of the next commit
         child.wait()
+        watchdog.cancel()
         child.stdout.close()
 
     async def check() -> None:

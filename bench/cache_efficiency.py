@@ -1,0 +1,185 @@
+"""Cache efficiency: one scripted 50-turn conversation, notification center vs legacy.
+
+Time passes on a simulated clock shared with the local API's cache (so TTLs expire as
+they would), with reminders, memories, searches and a few tool loops. Per turn: the
+share of input read from the cache, and the input cost with the API's price multipliers;
+the ratio between the two layouts. The physical limit: from the third turn on, a turn's
+first call reads everything an earlier request already sent, i.e. its cache read equals
+the previous turn's read plus its write. The share of turns where that holds is
+printed, and every miss is explained. A PNG chart of the per-turn cached share is written
+when matplotlib is installed (`pip install -e '.[bench]'`).
+
+    .venv/bin/python -m bench.cache_efficiency
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from actors import AnthropicModel, ComposerSettings
+from bench._common import RESULTS, run, write_results
+from runtime.edges._config import Config
+from runtime.edges._demo import LAUNCH_PLAN, START, WEIGHTS, ZONE, SimulatedClock
+from runtime.edges._frontmind import Frontmind
+from runtime.edges.localapi import LocalMessagesAPI
+from storage import TurnRecord, TurnUsage
+
+MINUTE, HOUR = 60.0, 3600.0
+HISTORY_TTL = 5 * MINUTE
+
+
+def script() -> list[tuple[float, str]]:
+    """50 turns: chat, reminders, memories, searches; two long gaps (lunch, night)."""
+    lines: list[tuple[float, str]] = []
+    topics = ["the launch", "the keynote", "the budget", "hiring", "the roadmap"]
+    for i in range(50):
+        gap = 3 * HOUR if i == 20 else 16 * HOUR if i == 38 else (1 + i % 4) * MINUTE
+        topic = topics[i % len(topics)]
+        if i % 9 == 3:
+            text = f"Remind me to follow up on {topic} in {30 + i} minutes."
+        elif i % 9 == 5:
+            text = f"Remember that {topic} is owned by team {i % 4}."
+        elif i % 11 == 7:
+            text = f"Search for {topic.split()[-1]}"
+        elif i % 13 == 12:
+            text = "List my reminders"
+        else:
+            text = f"Turn {i}: let's talk about {topic}; what should I do next?"
+        lines.append((0.0 if i == 0 else gap, text))
+    return lines
+
+
+def cost(usage: TurnUsage) -> float:
+    return (
+        usage.input_tokens * WEIGHTS["uncached"]
+        + usage.cache_creation_5m * WEIGHTS["write_5m"]
+        + usage.cache_creation_1h * WEIGHTS["write_1h"]
+        + usage.cache_read_input_tokens * WEIGHTS["read"]
+    )
+
+
+async def run_layout(legacy: bool, data_dir: Path) -> list[TurnRecord]:
+    clock = SimulatedClock(START)
+    config = Config(timezone=ZONE, composer=ComposerSettings(legacy_placement=legacy))
+    async with LocalMessagesAPI(clock=clock) as api:
+        model = AnthropicModel(api_key="bench", base_url=api.base_url, max_retries=2, timeout=30)
+        try:
+            async with Frontmind.open(data_dir, config, model=model, clock=clock) as fm:
+                await fm.put_document("launch-plan", LAUNCH_PLAN)
+                for gap, text in script():
+                    clock.advance(gap)
+                    async for _ in fm.turn("bench", text):
+                        pass
+                return await fm.turns("bench", limit=1000)
+        finally:
+            await model.aclose()
+
+
+def explain(index: int, records: list[TurnRecord], gaps: list[float]) -> str:
+    record = records[index]
+    if gaps[index] > HISTORY_TTL:
+        return f"{gaps[index] / 60:.0f} min since the previous turn: the 5m cache expired"
+    if record.cache_miss_reason:
+        return f"the API reports {record.cache_miss_reason}"
+    return "unexplained"
+
+
+def analyse(name: str, records: list[TurnRecord]) -> dict[str, Any]:
+    gaps = [gap for gap, _ in script()]
+    first = [r.call_usage[0] for r in records]
+    shares = [r.usage.cache_read_input_tokens / r.usage.total_input for r in records]
+    holds, misses = 0, []
+    for n in range(2, len(records)):
+        expected = first[n - 1].cache_read_input_tokens + first[n - 1].cache_creation_input_tokens
+        if first[n].cache_read_input_tokens == expected:
+            holds += 1
+        else:
+            misses.append(
+                {
+                    "turn": n + 1,
+                    "read": first[n].cache_read_input_tokens,
+                    "expected": expected,
+                    "why": explain(n, records, gaps),
+                }
+            )
+    total = TurnUsage()
+    for r in records:
+        total = total + r.usage
+    return {
+        "layout": name,
+        "turns": len(records),
+        "per_turn_cached_share": shares,
+        "cached_share": total.cache_read_input_tokens / total.total_input,
+        "input_cost": cost(total),
+        "usage": {
+            "read": total.cache_read_input_tokens,
+            "write": total.cache_creation_input_tokens,
+            "uncached": total.input_tokens,
+        },
+        "limit_holds": holds,
+        "limit_checked": len(records) - 2,
+        "misses": misses,
+    }
+
+
+def chart(nc: dict[str, Any], legacy: dict[str, Any]) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib is not installed: no chart; pip install -e '.[bench]')")
+        return None
+    figure, axes = plt.subplots(figsize=(9, 4))
+    for result, style in ((nc, "-o"), (legacy, "-s")):
+        shares = [100 * s for s in result["per_turn_cached_share"]]
+        axes.plot(range(1, len(shares) + 1), shares, style, markersize=3, label=result["layout"])
+    axes.set_xlabel("turn")
+    axes.set_ylabel("input read from cache (%)")
+    axes.set_ylim(0, 100)
+    axes.set_title("Per-turn cached share of input, same 50-turn conversation")
+    axes.legend(loc="lower right")
+    axes.grid(alpha=0.3)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "cache_efficiency.png"
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def main() -> None:
+    async def body() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            nc = analyse("notification center", await run_layout(False, Path(tmp) / "nc"))
+            legacy = analyse("legacy placement", await run_layout(True, Path(tmp) / "legacy"))
+        for result in (nc, legacy):
+            print(
+                f"{result['layout']:<22} cached share {result['cached_share']:6.1%}  "
+                f"input cost {result['input_cost']:>9,.0f}  "
+                f"limit reached on {result['limit_holds']}/{result['limit_checked']} turns"
+            )
+            for miss in result["misses"][:6]:
+                print(
+                    f"    turn {miss['turn']:>2}: read {miss['read']:>6,} of {miss['expected']:>6,}"
+                    f" - {miss['why']}"
+                )
+            if len(result["misses"]) > 6:
+                print(f"    … and {len(result['misses']) - 6} more")
+        ratio = legacy["input_cost"] / nc["input_cost"]
+        print(f"legacy / notification center input cost: {ratio:.2f}x")
+        path = chart(nc, legacy)
+        if path is not None:
+            print(f"chart written to {path.relative_to(RESULTS.parent.parent)}")
+        write_results(
+            "cache_efficiency",
+            {"notification_center": nc, "legacy": legacy, "cost_ratio_legacy_over_nc": ratio},
+        )
+
+    run(body)
+
+
+if __name__ == "__main__":
+    main()
