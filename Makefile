@@ -26,7 +26,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,speed,bench]'
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

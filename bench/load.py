@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -32,9 +33,11 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS in /proc")
 
 
-async def one_turn(client: httpx2.AsyncClient, continuum: str, text: str) -> tuple[float, dict]:
+async def one_turn(
+    client: httpx2.AsyncClient, continuum: str, text: str
+) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
-    done: dict = {}
+    done: dict[str, Any] = {}
     async with client.stream(
         "POST", f"/v1/continuums/{continuum}/turns", json={"message": text}
     ) as response:
