@@ -14,6 +14,7 @@ when matplotlib is installed (`pip install -e '.[bench]'`).
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,9 @@ def chart(nc: dict[str, Any], legacy: dict[str, Any]) -> Path | None:
 
 
 def main() -> None:
+    # Legacy placement churns the system prompt on purpose; its guard warnings are expected.
+    logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
+
     async def body() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             nc = analyse("notification center", await run_layout(False, Path(tmp) / "nc"))

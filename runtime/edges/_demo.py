@@ -8,6 +8,8 @@ as they would for real. A live table shows each turn; the totals compare the lay
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -94,6 +96,7 @@ class LayoutTotals(msgspec.Struct, frozen=True):
     turns: int
     errors: int
     usage: TurnUsage
+    flagged: tuple[str, ...] = ()  # system sections the cache guard warned about
 
     @property
     def cached_share(self) -> float:
@@ -112,6 +115,7 @@ class LayoutTotals(msgspec.Struct, frozen=True):
         )
 
 
+_GUARDED = re.compile(r"system section '(\w+)' changed")
 _CODES = {"fresh": "F", "stale": "S", "timeout": "T", "failed": "X", "empty": "·"}
 
 
@@ -150,6 +154,7 @@ async def _run_layout(
     write(f"\n{name}\n{HEADER}\n")
     usage = TurnUsage()
     errors = 0
+    flagged: set[str] = set()
     async with LocalMessagesAPI(clock=clock) as api:
         model = AnthropicModel(
             api_key="offline-demo", base_url=api.base_url, max_retries=2, timeout=30
@@ -167,11 +172,17 @@ async def _run_layout(
                     write(_row(index, clock(), text, record, last) + "\n")
                     if isinstance(last, TurnCompleted):
                         usage = usage + last.usage
+                        flagged.update(_GUARDED.findall(" ".join(last.warnings)))
                     else:
                         errors += 1
         finally:
             await model.aclose()
-    return LayoutTotals(name, len(script), errors, usage)
+    if flagged:
+        write(
+            "  the cache guard flagged these system sections as changing nearly every turn: "
+            f"{', '.join(sorted(flagged))}\n"
+        )
+    return LayoutTotals(name, len(script), errors, usage, tuple(sorted(flagged)))
 
 
 def _comparison(nc: LayoutTotals, legacy: LayoutTotals) -> str:
@@ -230,6 +241,8 @@ async def run_demo(
         "sections: F fresh, S stale, T timeout, X failed, · empty, in registry order "
         "(4 system, then 5 notification center)\n"
     )
+    # The guard's warnings are shown in the table's words below, not as log lines.
+    logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="frontmind-demo-") as scratch:
         root = data_dir or Path(scratch)
         nc = await _run_layout(
