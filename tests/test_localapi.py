@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anthropic
+import anyio
 import httpx2
 import pytest
 
 from runtime.edges.localapi import (
     DropConnection,
+    Latency,
     LocalMessagesAPI,
     ManualClock,
     MidStreamError,
@@ -525,3 +527,21 @@ async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
     response = await raw(api, GOOD, **{"x-localapi-fault": '{"type":"status","status":500}'})
     assert response.status_code == 500
     assert response.json()["error"]["type"] == "api_error"
+
+
+async def test_entries_are_readable_only_once_the_writer_responds(
+    clients: Callable[..., anthropic.AsyncAnthropic],
+) -> None:
+    async with LocalMessagesAPI(latency=Latency(time_to_first_token=0.2)) as api:
+        client = clients(api.base_url)
+        results: list[Any] = []
+
+        async def send() -> None:
+            results.append(await create(client, system=sys_blocks(), messages=conversation(1)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send)
+            tg.start_soon(send)  # arrives while the first is still before its response
+        assert [usage_of(r) for r in results] == [(13, 1103, 0), (13, 1103, 0)]
+        later = await create(client, system=sys_blocks(), messages=conversation(1))
+        assert usage_of(later) == (13, 0, 1103)

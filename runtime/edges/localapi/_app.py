@@ -198,10 +198,12 @@ class _Exchange:
         self.request = request
         self.planned = planned
         self.message_id = _new_id("msg")
+        self.usage = state.cache.lookup(request)  # the cache is consulted on arrival
 
     def start(self) -> tuple[CacheUsage, dict[str, Any] | None]:
-        state, request = self.state, self.request
-        usage = state.cache.account(request)
+        """The response starts: this request's cache entries become readable now."""
+        state, request, usage = self.state, self.request, self.usage
+        state.cache.commit(usage)
         diagnostics: dict[str, Any] | None = None
         if request.diagnostics is not None:
             previous = request.diagnostics.previous_message_id

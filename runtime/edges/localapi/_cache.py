@@ -9,8 +9,9 @@ boundary.
   breakpoint reaches the model's minimum cacheable length (no error below it).
 - Each breakpoint looks for an entry at its own boundary and at up to `LOOKBACK` block
   boundaries before it; the longest prefix found by any breakpoint is read.
-- Entries are written when the response starts, so they are readable from then on and
-  never by a request that started earlier.
+- A request looks its prefix up when it arrives, and its entries are written when its
+  response starts: a request that arrived before that never reads them (so identical
+  requests sent in parallel all write).
 - An entry lives for its TTL (5m or 1h) counted from its last use; each hit refreshes it.
 """
 
@@ -79,6 +80,7 @@ class CacheUsage:
     written_5m: int
     written_1h: int
     blocks: list[PrefixBlock] = field(default_factory=list)
+    writes: list[tuple[bytes, float]] = field(default_factory=list)  # (key, TTL seconds)
 
     @property
     def written(self) -> int:
@@ -155,10 +157,24 @@ class CacheSimulator:
         return len(self._entries)
 
     def account(self, request: MessagesRequest) -> CacheUsage:
-        """Read what can be read, write at the breakpoints, and return the usage split.
+        """Look up and write at once (for requests that respond immediately)."""
+        usage = self.lookup(request)
+        self.commit(usage)
+        return usage
 
-        Called when the response starts: that is when new entries become readable.
-        """
+    def commit(self, usage: CacheUsage) -> None:
+        """Write the request's entries: called when its response starts."""
+        now = self._clock.now()
+        for key, seconds in usage.writes:
+            entry = self._entries.get(key)
+            if entry is None or entry.expires_at <= now:
+                self._entries[key] = _Entry(seconds, now + seconds)
+            else:
+                entry.expires_at = max(entry.expires_at, now + seconds)
+        self._evict(now)
+
+    def lookup(self, request: MessagesRequest) -> CacheUsage:
+        """Read what can be read now (refreshing the hit) and plan the writes."""
         now = self._clock.now()
         blocks = prefix_blocks(request)
         cumulative: list[int] = []
@@ -183,6 +199,7 @@ class CacheSimulator:
         minimum = min_cacheable_tokens(request.model)
         covered = read
         written = {"5m": 0, "1h": 0}
+        writes: list[tuple[bytes, float]] = []
         for bp in breakpoints:
             ttl = blocks[bp].ttl
             assert ttl is not None
@@ -191,14 +208,8 @@ class CacheSimulator:
             if cumulative[bp] > covered:
                 written[ttl] += cumulative[bp] - covered
                 covered = cumulative[bp]
-            seconds = TTL_SECONDS[ttl]
-            entry = self._entries.get(blocks[bp].key)
-            if entry is None or entry.expires_at <= now:
-                self._entries[blocks[bp].key] = _Entry(seconds, now + seconds)
-            else:
-                entry.expires_at = max(entry.expires_at, now + seconds)
-        self._evict(now)
-        return CacheUsage(running, read, written["5m"], written["1h"], blocks)
+            writes.append((blocks[bp].key, TTL_SECONDS[ttl]))
+        return CacheUsage(running, read, written["5m"], written["1h"], blocks, writes)
 
     def _evict(self, now: float) -> None:
         if len(self._entries) > 50_000:
