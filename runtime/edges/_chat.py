@@ -59,6 +59,18 @@ def _writer(stdout: TextIO) -> Callable[[str], None]:
     return write
 
 
+async def _converse(
+    turns: Callable[[str], AsyncIterator[TurnEvent]], stdin: TextIO, stdout: TextIO
+) -> None:
+    out = _writer(stdout)
+    out(PROMPT)
+    async for text in _lines(stdin):
+        out("frontmind> ")
+        async for event in turns(text):
+            _show(event, out)
+        out(PROMPT)
+
+
 async def chat_in_process(
     data_dir: Path,
     continuum: str,
@@ -68,14 +80,8 @@ async def chat_in_process(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
-    out = _writer(stdout)
     async with Frontmind.open(data_dir, config_file=config_file, offline=offline) as fm:
-        out(PROMPT)
-        async for text in _lines(stdin):
-            out("frontmind> ")
-            async for event in fm.turn(continuum, text):
-                _show(event, out)
-            out(PROMPT)
+        await _converse(lambda text: fm.turn(continuum, text), stdin, stdout)
 
 
 async def chat_remote(
@@ -86,24 +92,23 @@ async def chat_remote(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
-    out = _writer(stdout)
     headers = {"authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(base_url=url, headers=headers, timeout=None) as http:
         try:
             (await http.get("/healthz")).raise_for_status()
         except httpx2.HTTPError as exc:
             raise EdgeError(f"no Frontmind daemon answers at {url}: {exc}") from None
-        out(PROMPT)
-        async for text in _lines(stdin):
-            out("frontmind> ")
+
+        async def turns(text: str) -> AsyncIterator[TurnEvent]:
             async with http.stream(
                 "POST", f"/v1/continuums/{continuum}/turns", json={"message": text}
             ) as response:
                 if response.status_code != 200:
-                    payload: Any = msgspec.json.decode(await response.aread())
-                    out(f"error: {payload['error']['message']}\n")
-                else:
-                    async for line in response.aiter_lines():
-                        if line.startswith("data: "):
-                            _show(_event_decoder.decode(line[6:]), out)
-            out(PROMPT)
+                    error: Any = msgspec.json.decode(await response.aread())["error"]
+                    yield TurnError(error["type"], error["message"])
+                    return
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        yield _event_decoder.decode(line[6:])
+
+        await _converse(turns, stdin, stdout)
