@@ -219,3 +219,7 @@ class ReplyStream(Generic[T]):
 
     async def aclose(self) -> None:
         self._slot.abandon()
+
+    def abandon(self) -> None:
+        """Stop reading: the handler is cancelled (usable where nothing can be awaited)."""
+        self._slot.abandon()

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 
+from actors import ModelEvent, ModelRequest
+from runtime.edges._asgi import serve_app
+from runtime.edges._config import Config
+from runtime.edges._daemon import build_app
+from runtime.edges._frontmind import Frontmind
 from tests._daemon import daemon, run_cli, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -211,3 +218,35 @@ async def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(tmp_path: Pat
         history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
         assert [m["role"] for m in history] == ["user", "assistant"]
         assert await again.stop() == 0
+
+
+class BrokenModel:
+    """A model client with a bug: the runtime must contain it, not the client see it."""
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        raise RuntimeError("bug in a model adapter")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_crash_inside_a_turn_ends_the_stream_with_an_error_event(
+    tmp_path: Path,
+) -> None:
+    async with (
+        Frontmind.open(tmp_path, Config(), model=BrokenModel()) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        events = await turn(client, "alice", "hello")
+        assert events[0][0] == "turn.started"
+        name, data = events[-1]
+        assert name == "error"
+        assert data["type"] == "internal_error"
+        assert "bug in a model adapter" in data["message"]
+        assert (await client.get("/healthz")).status_code == 200
+        again = await turn(client, "alice", "still serving?")
+        assert again[-1][0] == "error"
+        assert (await client.get("/v1/continuums/alice/messages")).status_code in (200, 404)
+        metrics = (await client.get("/metrics")).text
+        assert 'frontmind_turn_errors_total{type="internal_error"} 2' in metrics

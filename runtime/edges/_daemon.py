@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actors import Busy, FrontmindError, TurnCompleted, TurnError
+from actors import Busy, FrontmindError, TurnCompleted, TurnError, TurnEvent
+from runtime import KernelError
 from storage import (
     MAX_MESSAGE_CHARS,
     InvalidInput,
@@ -52,6 +53,11 @@ __all__ = ["build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
+
+
+def _sse_event(event: TurnEvent) -> bytes:
+    name = str(type(event).__struct_config__.tag)
+    return b"event: " + name.encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -110,15 +116,19 @@ def build_app(
 
     async def _sse(stream: TurnStream) -> AsyncIterator[bytes]:
         async with stream:
-            async for event in stream:
-                if isinstance(event, TurnCompleted):
-                    stats.completed(event)
-                elif isinstance(event, TurnError):
-                    stats.error(event.type)
-                name = type(event).__struct_config__.tag
-                yield (
-                    b"event: " + str(name).encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
-                )
+            try:
+                async for event in stream:
+                    if isinstance(event, TurnCompleted):
+                        stats.completed(event)
+                    elif isinstance(event, TurnError):
+                        stats.error(event.type)
+                    yield _sse_event(event)
+            except KernelError as exc:
+                # A bug in the turn's actor (it is restarted): end with an error event
+                # rather than a broken stream.
+                log.error("turn failed inside the runtime", exc_info=exc)
+                stats.error("internal_error")
+                yield _sse_event(TurnError("internal_error", str(exc)))
 
     async def messages(request: Request) -> Response:
         history = await fm.history(continuum(request))

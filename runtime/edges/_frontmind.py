@@ -100,7 +100,7 @@ class TurnStream:
     def __del__(self) -> None:
         # A stream dropped without being closed must not leave its turn parked forever.
         if not self._closed and self._events is not None:
-            self._events._slot.abandon()
+            self._events.abandon()
 
 
 class Frontmind:
