@@ -21,9 +21,8 @@ from typing import Any
 
 from actors import AnthropicModel, ComposerSettings
 from bench._common import RESULTS, run, write_results
-from runtime.edges._config import Config
+from runtime.edges import Config, Frontmind
 from runtime.edges._demo import LAUNCH_PLAN, START, WEIGHTS, ZONE, SimulatedClock
-from runtime.edges._frontmind import Frontmind
 from runtime.edges.localapi import LocalMessagesAPI
 from storage import TurnRecord, TurnUsage
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from actors import ModelEvent, ModelRequest, ModelUnavailable
 from bench._common import run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
-from runtime.edges._config import Config
-from runtime.edges._frontmind import Frontmind
+from runtime.edges import Config, Frontmind
 from storage import SQLiteStorage
 
 

@@ -21,8 +21,7 @@ import anyio
 from actors import ComposerSettings, Trinket, Turn
 from bench._common import run, summary, write_results
 from bench.compose import NoModel
-from runtime.edges._config import Config, CustomTrinket, ServerConfig
-from runtime.edges._frontmind import Frontmind
+from runtime.edges import Config, CustomTrinket, Frontmind, ServerConfig
 
 __all__ = ["NeverAnswers", "Sluggish"]
 

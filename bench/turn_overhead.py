@@ -17,8 +17,7 @@ from pathlib import Path
 
 from actors import AnthropicModel, TurnCompleted
 from bench._common import run, summary, write_results
-from runtime.edges._config import Config
-from runtime.edges._frontmind import Frontmind
+from runtime.edges import Config, Frontmind
 from runtime.edges.localapi import Latency, LocalMessagesAPI
 
 

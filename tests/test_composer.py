@@ -38,9 +38,7 @@ from actors import (
 )
 from actors._trinkets import RemindersTrinket
 from runtime import ActorRef, ActorSystem, RestartPolicy
-from runtime.edges._config import Config, load_config
-from runtime.edges._exceptions import ConfigError
-from runtime.edges._frontmind import Frontmind
+from runtime.edges import Config, ConfigError, Frontmind, load_config
 from storage import SQLiteStorage
 
 pytestmark = pytest.mark.anyio

@@ -12,10 +12,8 @@ import httpx2
 import pytest
 
 from actors import ModelEvent, ModelRequest
+from runtime.edges import Config, Frontmind, build_app
 from runtime.edges._asgi import serve_app
-from runtime.edges._config import Config
-from runtime.edges._daemon import build_app
-from runtime.edges._frontmind import Frontmind
 from tests._daemon import daemon, run_cli, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

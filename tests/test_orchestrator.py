@@ -22,7 +22,7 @@ from actors import (
     ToolStarted,
     TurnStarted,
 )
-from runtime.edges._frontmind import Frontmind, TurnStream
+from runtime.edges import Frontmind, TurnStream
 from runtime.edges.localapi import (
     Latency,
     LocalMessagesAPI,
