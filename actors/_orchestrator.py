@@ -245,6 +245,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
                 previous_id = done.message_id
+                if run.calls == 1:
+                    # The next turn extends this call's prefix (the history breakpoint),
+                    # not a later call's, whose tail held this turn's notification center.
+                    run.anchor_id = done.message_id
                 content = done.content or (TextBlock("(no reply)"),)
                 tail.append(Message("assistant", content))
                 uses = [b for b in content if isinstance(b, ToolUseBlock)]
@@ -277,9 +281,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     blocks.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
                 tail.append(Message("user", tuple(blocks)))
             record = run.record(
-                self._id, "completed", deps.settings.model.name, previous_id, deps.clock(), started
+                self._id,
+                "completed",
+                deps.settings.model.name,
+                run.anchor_id,
+                deps.clock(),
+                started,
             )
-            await self._commit(state, record, tail, new_start, previous_id)
+            await self._commit(state, record, tail, new_start, run.anchor_id)
         except (FrontmindError, KernelError, StorageError, TimeoutError) as exc:
             kind = getattr(
                 exc, "kind", "storage_error" if isinstance(exc, StorageError) else "internal_error"
@@ -399,6 +408,7 @@ class _TurnRun:
     calls: int = 0
     usage: TurnUsage = field(default_factory=TurnUsage)
     cache_miss_reason: str | None = None
+    anchor_id: str | None = None  # the first call's message id
     sections: tuple[Any, ...] = ()
     warnings: tuple[str, ...] = ()
 

@@ -425,3 +425,28 @@ async def test_missing_key_and_unreachable_api_say_what_to_set(tmp_path: Path) -
         assert "ANTHROPIC_BASE_URL" in error.message
         assert await fm.history("c1") == []
     await unreachable.aclose()
+
+
+async def test_no_false_cache_miss_after_a_tool_loop(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push(
+        "hello",
+        Reply((ReplyToolUse("remember", {"text": "tea is green"}, "toolu_r"),)),
+        "Noted.",
+        "You're welcome.",
+    )
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "hi"))
+        loop = completed(await run_turn(fm, "c1", "remember that tea is green"))
+        after = completed(await run_turn(fm, "c1", "thanks"))
+        records = await fm.turns("c1")
+    assert loop.model_calls == 2
+    assert loop.cache_miss_reason is None
+    # The next turn names the loop's first call, whose breakpoint it really extends.
+    assert after.cache_miss_reason is None
+    assert after.usage.cache_read_input_tokens == (
+        records[1].call_usage[0].cache_read_input_tokens
+        + records[1].call_usage[0].cache_creation_input_tokens
+    )

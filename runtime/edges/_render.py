@@ -64,7 +64,7 @@ def render_context(request: ModelRequest) -> str:
         lines.append(f"  [{label}] ~{tokens} tokens{note}{ttl}")
     lines.append("MESSAGES")
     for index, message in enumerate(request.messages):
-        text = "".join(_block_text(b) for b in message.content)
+        text = " ".join(_block_text(b) for b in message.content)
         tokens = sum(estimate_tokens(_block_text(b)) for b in message.content)
         marked = any(getattr(b, "cache_control", None) is not None for b in message.content)
         if text == DELIMITER:
@@ -73,7 +73,7 @@ def render_context(request: ModelRequest) -> str:
             sections = re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
             label = f"NOTIFICATION CENTER: {', '.join(sections)}"
         else:
-            kinds = {getattr(b, "type", "text") for b in message.content}
+            kinds = {str(type(b).__struct_config__.tag) for b in message.content}
             label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
         note = account(tokens, marked)
         lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}")
