@@ -1,0 +1,131 @@
+"""The built-in trinkets' sections, on real storage."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import anyio
+import pytest
+
+from actors import Turn
+from actors._messages import SearchFinished, SearchRequested, TurnFinished
+from actors._trinkets import (
+    DateTimeTrinket,
+    ManifestTrinket,
+    MemoriesTrinket,
+    RemindersTrinket,
+    SearchTrinket,
+)
+from runtime import Actor, ActorSystem
+from storage import SQLiteStorage
+from tests._factories import turn as stored_turn
+
+pytestmark = pytest.mark.anyio
+
+OSLO = ZoneInfo("Europe/Oslo")
+NOW = datetime(2026, 11, 30, 14, 5, tzinfo=OSLO)
+
+
+def at(when: datetime, text: str = "hello", continuum: str = "c1") -> Turn:
+    return Turn("t", continuum, text, when.timestamp(), "Europe/Oslo")
+
+
+@pytest.fixture
+async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
+    store = await SQLiteStorage.open(tmp_path / "db", segment_gap=1800)
+    async with store:
+        yield store
+
+
+async def test_datetime_in_the_users_zone_to_the_minute() -> None:
+    text = await DateTimeTrinket().render(at(NOW))
+    assert text == "Current date and time: Monday, 30 November 2026, 14:05 (Europe/Oslo, UTC+01:00)"
+
+
+async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteStorage) -> None:
+    await storage.add_reminder("plan the week", due_at=NOW + timedelta(days=3), origin="user")
+    await storage.add_reminder("water plants", due_at=NOW + timedelta(hours=2), origin="user")
+    await storage.add_reminder("call the bank", due_at=NOW - timedelta(minutes=90), origin="agent")
+    await storage.add_reminder("read a book", due_at=None, origin="user")
+    text = await RemindersTrinket(storage).render(at(NOW))
+    assert text.splitlines() == [
+        "OVERDUE:",
+        "- #3 call the bank — due 1 hour ago (Mon 30 Nov 12:35) ⚠ OVERDUE",
+        "Due today:",
+        "- #2 water plants — due in 2 hours (Mon 30 Nov 16:05)",
+        "Upcoming:",
+        "- #1 plan the week — due in 3 days (Thu 03 Dec 14:05)",
+        "No due time:",
+        "- #4 read a book",
+    ]
+    assert await RemindersTrinket(storage).render(at(NOW, continuum="c2")) == text
+
+
+async def test_manifest_groups_segments_by_day(storage: SQLiteStorage) -> None:
+    yesterday = NOW - timedelta(days=1)
+    earlier = NOW - timedelta(days=5)
+    for i, (when, text) in enumerate(
+        [
+            (earlier.replace(hour=9), "Budget <review>"),
+            (yesterday.replace(hour=16), "Travel plans"),
+            (NOW - timedelta(minutes=20), "Launch prep"),
+        ]
+    ):
+        await storage.commit_turn(stored_turn("c1", f"t{i}", at=when.timestamp(), user_text=text))
+    text = await ManifestTrinket(storage, segments=8, gap_seconds=1800).render(at(NOW))
+    assert text.splitlines() == [
+        "Wednesday, 25 November 2026",
+        "- 09:05–09:05 Budget &lt;review&gt; [1 turn]",
+        "Yesterday",
+        "- 16:05–16:05 Travel plans [1 turn]",
+        "Today",
+        "- 13:45–13:45 (active) Launch prep [1 turn]",
+    ]
+    assert (
+        await ManifestTrinket(storage, segments=8, gap_seconds=1800).render(
+            at(NOW, continuum="unknown")
+        )
+        == ""
+    )
+
+
+async def test_memories_most_relevant_with_their_age(storage: SQLiteStorage) -> None:
+    await storage.add_memory("Bob likes green tea", now=(NOW - timedelta(days=2)).timestamp())
+    await storage.add_memory("The car needs new tyres", now=NOW.timestamp())
+    text = await MemoriesTrinket(storage, top_k=5).render(at(NOW, "what tea does Bob like?"))
+    assert text == "- (2 days ago) Bob likes green tea"
+    assert await MemoriesTrinket(storage, top_k=5).render(at(NOW, "the and of")) == ""
+
+
+class Swallow(Actor[SearchRequested, None]):
+    """A searcher that never answers: the search stays pending."""
+
+    async def handle(self, message: SearchRequested) -> None:
+        return None
+
+
+async def test_search_results_pending_then_shown_then_gone() -> None:
+    async with ActorSystem() as system:
+        system.spawn(Swallow, name="searcher")
+        trinket = SearchTrinket(system.lookup, keep_turns=2)
+        await trinket.on_message(SearchRequested("c1", "launch date"))
+        await anyio.wait_all_tasks_blocked()
+        assert await trinket.render(at(NOW)) == 'Search "launch date": still running…'
+        assert await trinket.render(at(NOW, continuum="c2")) == ""
+        await trinket.on_message(SearchFinished("c1", "launch date", (), None))
+        assert await trinket.render(at(NOW)) == 'Search "launch date": nothing found'
+        await trinket.on_turn_finished(TurnFinished("c1", "t1"))
+        assert await trinket.render(at(NOW)) != ""
+        await trinket.on_turn_finished(TurnFinished("c1", "t2"))
+        assert await trinket.render(at(NOW)) == "", "results stay for keep_turns turns"
+
+
+async def test_search_without_a_searcher_says_so() -> None:
+    async with ActorSystem() as system:
+        trinket = SearchTrinket(system.lookup, keep_turns=1)
+        await trinket.on_message(SearchRequested("c1", "anything"))
+        text = await trinket.render(at(NOW))
+    assert text == 'Search "anything": failed (the actor is not running)'
