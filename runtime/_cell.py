@@ -16,7 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio import TaskHandle
@@ -30,7 +30,13 @@ __all__ = ["Cell", "Envelope", "ReplyTarget"]
 
 log = logging.getLogger("frontmind.runtime")
 
-ReplyTarget = Any  # AskSlot | GatherSlots | StreamSlot: anything with reply() and fail()
+
+class ReplyTarget(Protocol):
+    """Where a reply goes (an ask, a gather's slots, a reply stream)."""
+
+    def reply(self, index: int, value: Any) -> None: ...
+
+    def fail(self, index: int, error: BaseException) -> None: ...
 
 
 class Envelope:
