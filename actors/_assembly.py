@@ -3,11 +3,14 @@ per continuum, spawned on first use under the caller's actor system."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import anyio
 
 from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
 from storage import Storage, check_continuum_id
@@ -77,6 +80,8 @@ def validate_settings(settings: Settings) -> None:
     unknown = sorted(set(settings.disabled_sections) - known)
     if unknown:
         raise SettingsError(f"disabled_sections: unknown built-in sections {unknown}")
+    if settings.turns.idle_minutes < 0:
+        raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
 
@@ -135,6 +140,8 @@ class Runtime:
         self._system = system
         self._settings = settings
         self._registry = registry
+        self._lanes: dict[str, _Lane] = {}
+        self._stopping: dict[str, anyio.Event] = {}
         directory: Directory = system.lookup
         self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
         policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
@@ -169,52 +176,101 @@ class Runtime:
     def registry(self) -> PlacementRegistry:
         return self._registry
 
-    def conversation(self, continuum_id: str) -> ActorRef[Any, Any]:
+    async def _lane(self, continuum_id: str) -> _Lane:
+        """The continuum's lane (composer and conversation actor), spawned on first use."""
         check_continuum_id(continuum_id)
-        name = f"conversation:{continuum_id}"
-        existing = self._system.lookup(name)
-        if existing is not None:
-            return existing
-        composer = self._system.spawn(
-            lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
-            name=composer_name(continuum_id),
-            mailbox=64,
-        )
-        return self._system.spawn(
-            lambda: ConversationActor(continuum_id, composer, self._deps),
-            name=name,
-            mailbox=self._settings.turns.max_queued,
-        )
+        stopping = self._stopping.get(continuum_id)
+        if stopping is not None:
+            await stopping.wait()  # evicted just now: wait, then start afresh
+        lane = self._lanes.get(continuum_id)
+        if lane is None:
+            composer = self._system.spawn(
+                lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
+                name=composer_name(continuum_id),
+                mailbox=64,
+            )
+            conversation = self._system.spawn(
+                lambda: ConversationActor(continuum_id, composer, self._deps),
+                name=f"conversation:{continuum_id}",
+                mailbox=self._settings.turns.max_queued,
+            )
+            lane = self._lanes[continuum_id] = _Lane(composer, conversation)
+        lane.last_used = time.monotonic()
+        return lane
+
+    @asynccontextmanager
+    async def _using(self, continuum_id: str) -> AsyncIterator[_Lane]:
+        """Hold the lane: a lane in use is never evicted."""
+        lane = await self._lane(continuum_id)
+        lane.users += 1
+        try:
+            yield lane
+        finally:
+            lane.users -= 1
+            lane.last_used = time.monotonic()
 
     @asynccontextmanager
     async def turn(self, continuum_id: str, text: str) -> AsyncIterator[ReplyStream[TurnEvent]]:
         """Run a turn; iterate the events. Leaving early cancels the turn cleanly."""
-        conversation = self.conversation(continuum_id)
-        stream = conversation.stream(RunTurn(new_turn_id(), text), wait=False)
-        try:
-            events = await stream.__aenter__()
-        except MailboxFull:
-            waiting = self._settings.turns.max_queued
-            raise Busy(
-                f"continuum {continuum_id!r} already has {waiting} "
-                f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
-            ) from None
-        try:
-            yield events
-        except BaseException as exc:
-            if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            await stream.__aexit__(None, None, None)
+        async with self._using(continuum_id) as lane:
+            stream = lane.conversation.stream(RunTurn(new_turn_id(), text), wait=False)
+            try:
+                events = await stream.__aenter__()
+            except MailboxFull:
+                waiting = self._settings.turns.max_queued
+                raise Busy(
+                    f"continuum {continuum_id!r} already has {waiting} "
+                    f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
+                ) from None
+            try:
+                yield events
+            except BaseException as exc:
+                if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                await stream.__aexit__(None, None, None)
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        self.conversation(turn.continuum_id)  # spawns the continuum's composer if needed
-        composer = self._system.lookup(composer_name(turn.continuum_id))
-        assert composer is not None
-        composed: Composed = await composer.ask(Compose(turn))
+        async with self._using(turn.continuum_id) as lane:
+            composed: Composed = await lane.composer.ask(Compose(turn))
         return composed
 
     async def preview(self, continuum_id: str, text: str) -> ModelRequest:
-        request: ModelRequest = await self.conversation(continuum_id).ask(Preview(text))
+        async with self._using(continuum_id) as lane:
+            request: ModelRequest = await lane.conversation.ask(Preview(text))
         return request
+
+    async def evict_idle(self, idle_seconds: float) -> list[str]:
+        """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.
+
+        A long-lived daemon meets many continuums; each lane holds two actors and the
+        continuum's history window in memory. An evicted continuum loses nothing: its
+        next turn starts a fresh lane, which reloads the history from storage.
+        """
+        cutoff = time.monotonic() - idle_seconds
+        idle = [
+            cid for cid, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
+        ]
+        for cid in idle:
+            lane = self._lanes.pop(cid)
+            stopped = self._stopping[cid] = anyio.Event()
+            try:
+                await self._system.stop(lane.conversation)
+                await self._system.stop(lane.composer)
+            finally:
+                del self._stopping[cid]
+                stopped.set()
+        return idle
+
+    def lanes(self) -> list[str]:
+        """The continuums with a running lane."""
+        return list(self._lanes)
+
+
+@dataclass
+class _Lane:
+    composer: ActorRef[Any, Any]
+    conversation: ActorRef[Any, Any]
+    last_used: float = 0.0
+    users: int = 0

@@ -69,6 +69,7 @@ class TrinketSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
 
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
+    idle_minutes: float = 30.0  # a continuum unused this long is unloaded (0: never)
 
 
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

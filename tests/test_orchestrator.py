@@ -450,3 +450,35 @@ async def test_no_false_cache_miss_after_a_tool_loop(
         records[1].call_usage[0].cache_read_input_tokens
         + records[1].call_usage[0].cache_creation_input_tokens
     )
+
+
+async def test_idle_continuums_are_unloaded_and_come_back_intact(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "one"))
+        completed(await run_turn(fm, "c1", "two"))
+        completed(await run_turn(fm, "c2", "hello"))
+        assert sorted(fm.loaded_continuums()) == ["c1", "c2"]
+        assert sorted(await fm.unload_idle(0)) == ["c1", "c2"]
+        assert fm.loaded_continuums() == []
+        names = {s.name for s in fm.statistics()}
+        assert not any(n.startswith(("conversation:", "composer:")) for n in names)
+        # Reloaded from storage byte for byte: the cache still reads the whole history.
+        back = completed(await run_turn(fm, "c1", "three"))
+        records = await fm.turns("c1")
+        assert back.cache_miss_reason is None
+        assert back.usage.cache_read_input_tokens == (
+            records[1].call_usage[0].cache_read_input_tokens
+            + records[1].call_usage[0].cache_creation_input_tokens
+        )
+        assert len(await fm.history("c1")) == 6
+
+
+async def test_a_continuum_in_use_is_not_unloaded(api: LocalMessagesAPI, tmp_path: Path) -> None:
+    api.set_latency(Latency(time_to_first_token=0.1))
+    async with frontmind(api, tmp_path) as fm, fm.turn("busy", "a slow one") as stream:
+        started = await stream.__anext__()
+        assert isinstance(started, TurnStarted)
+        assert await fm.unload_idle(0) == []
+        assert [type(e).__name__ async for e in stream][-1] == "TurnCompleted"

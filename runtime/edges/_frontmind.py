@@ -7,6 +7,7 @@ async with Frontmind.open("./data", offline=True) as fm:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+import anyio
 import msgspec
 
 from actors import (
@@ -187,6 +189,11 @@ class Frontmind:
                 trinkets=[*builtin_trinkets(storage, config), *custom],
                 clock=clock,
             )
+            idle = config.turns.idle_minutes * 60
+            if idle > 0:
+                janitor = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(janitor.cancel_scope.cancel)  # runs first on the way out
+                janitor.start_soon(_unload_idle, runtime, idle)
             yield cls(runtime, storage, system, config, directory, local_api, model, clock)
 
     # -- turns ---------------------------------------------------------------------------
@@ -248,3 +255,20 @@ class Frontmind:
 
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()
+
+    async def unload_idle(self, idle_seconds: float) -> list[str]:
+        """Unload the continuums unused for `idle_seconds` now (also done periodically,
+        after `turns.idle_minutes`); their next turn reloads them from storage."""
+        return await self._runtime.evict_idle(idle_seconds)
+
+    def loaded_continuums(self) -> list[str]:
+        return self._runtime.lanes()
+
+
+async def _unload_idle(runtime: Runtime, idle_seconds: float) -> None:
+    log = logging.getLogger("frontmind")
+    while True:
+        await anyio.sleep(min(idle_seconds / 4, 60.0))
+        unloaded = await runtime.evict_idle(idle_seconds)
+        if unloaded:
+            log.info("unloaded %d idle continuums", len(unloaded))
