@@ -50,11 +50,12 @@ from ._settings import (
     TrinketSettings,
     TurnSettings,
 )
-from ._tokens import estimate_tokens
+from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import TOOL_NAMES
 from ._trinket import Directory, Trinket, TrinketActor
 
 __all__ = [
+    "BLOCK_FRAMING_TOKENS",
     "BUILTIN_SECTIONS",
     "DEFAULT_BASE_PROMPT",
     "DELIMITER",

@@ -172,10 +172,6 @@ class Runtime:
             trinkets=[ref for _, ref in self._trinkets],
         )
 
-    @property
-    def registry(self) -> PlacementRegistry:
-        return self._registry
-
     async def _lane(self, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
         check_continuum_id(continuum_id)

@@ -47,7 +47,7 @@ from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._messages import Compose, Composed, Turn, TurnFinished
 from ._settings import Settings
-from ._tokens import estimate_tokens
+from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
 
 __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
@@ -84,11 +84,12 @@ def message_tokens(message: Message) -> int:
     total = 0
     for block in message.content:
         if isinstance(block, TextBlock):
-            total += estimate_tokens(block.text) + 3
+            text = block.text
         elif isinstance(block, ToolUseBlock):
-            total += estimate_tokens(block.name + block.input_json) + 3
+            text = block.name + block.input_json
         else:
-            total += estimate_tokens(block.content) + 3
+            text = block.content
+        total += estimate_tokens(text) + BLOCK_FRAMING_TOKENS
     return total
 
 

@@ -14,24 +14,13 @@ import argparse
 import random
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from actors import ModelEvent, ModelRequest, ModelUnavailable
 from bench._common import run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
-from runtime.edges import Config, Frontmind
+from runtime.edges import Config, Frontmind, NoModel
 from storage import SQLiteStorage
-
-
-class NoModel:
-    """Compose and preview never call the model."""
-
-    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        raise ModelUnavailable("the compose benchmark makes no model calls")
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def _time(fn: Callable[[], Awaitable[object]], rounds: int) -> dict[str, float]:

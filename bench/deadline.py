@@ -20,8 +20,7 @@ import anyio
 
 from actors import ComposerSettings, Trinket, Turn
 from bench._common import run, summary, write_results
-from bench.compose import NoModel
-from runtime.edges import Config, CustomTrinket, Frontmind, ServerConfig
+from runtime.edges import Config, CustomTrinket, Frontmind, NoModel, ServerConfig
 
 __all__ = ["NeverAnswers", "Sluggish"]
 

@@ -38,7 +38,7 @@ from actors import (
 )
 from actors._trinkets import RemindersTrinket
 from runtime import ActorRef, ActorSystem, RestartPolicy
-from runtime.edges import Config, ConfigError, Frontmind, load_config
+from runtime.edges import Config, ConfigError, Frontmind, NoModel, load_config
 from storage import SQLiteStorage
 
 pytestmark = pytest.mark.anyio
@@ -149,7 +149,7 @@ async def test_unknown_section_is_refused_at_registration(tmp_path: Path) -> Non
             Runtime(
                 system,
                 storage=storage,
-                model=OfflineModel(),
+                model=NoModel(),
                 settings=Settings(),
                 registry=PlacementRegistry(),
                 clock=time.time,
@@ -169,16 +169,6 @@ async def test_unknown_section_is_refused_at_registration(tmp_path: Path) -> Non
                 ],
                 ComposerSettings(),
             )
-
-
-class OfflineModel:
-    """Never called: registration fails before any turn."""
-
-    def stream(self, request: Any) -> Any:
-        raise AssertionError("no model call expected")
-
-    async def aclose(self) -> None:
-        pass
 
 
 # -- the notification center text ------------------------------------------------------------

@@ -17,7 +17,7 @@ from ._config import (
 from ._daemon import build_app, serve
 from ._demo import run_demo
 from ._exceptions import ConfigError, EdgeError
-from ._frontmind import Frontmind, TurnStream
+from ._frontmind import Frontmind, NoModel, TurnStream
 
 __all__ = [
     "Config",
@@ -25,6 +25,7 @@ __all__ = [
     "CustomTrinket",
     "EdgeError",
     "Frontmind",
+    "NoModel",
     "OfflineConfig",
     "ServerConfig",
     "TurnStream",

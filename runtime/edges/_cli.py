@@ -6,13 +6,13 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from actors import FrontmindError, ModelEvent, ModelRequest, ModelUnavailable
+from actors import FrontmindError
 from storage import SQLiteStorage, StorageError
 
 from ._chat import chat_in_process, chat_remote
@@ -20,21 +20,11 @@ from ._config import default_data_dir, load_config
 from ._daemon import serve
 from ._demo import run_demo
 from ._exceptions import EdgeError
-from ._frontmind import DATABASE_FILE, Frontmind
+from ._frontmind import DATABASE_FILE, Frontmind, NoModel
 from ._render import render_context, render_stats
 from .localapi import LocalMessagesAPI
 
 __all__ = ["main"]
-
-
-class _NoModel:
-    """For commands that never call the model (inspect)."""
-
-    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        raise ModelUnavailable("this command does not call the model")
-
-    async def aclose(self) -> None:
-        return None
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -86,7 +76,7 @@ def cmd_chat(args: argparse.Namespace) -> None:
 def cmd_inspect(args: argparse.Namespace) -> None:
     async def main() -> None:
         config = load_config(args.config, args.data_dir)
-        async with Frontmind.open(args.data_dir, config, model=_NoModel()) as fm:
+        async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
             request = await fm.context(args.continuum, args.message)
         print(render_context(request))
 

@@ -162,8 +162,3 @@ def _factory(
         return cls(**options)
 
     return build
-
-
-def read_base_prompt(data_dir: Path) -> str | None:
-    file = data_dir / BASE_PROMPT_FILE
-    return file.read_text("utf-8") if file.is_file() else None

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +26,9 @@ from actors import (
     AnthropicModel,
     Composed,
     ModelClient,
+    ModelEvent,
     ModelRequest,
+    ModelUnavailable,
     PlacementRegistry,
     Runtime,
     Turn,
@@ -48,10 +50,20 @@ from storage import (
 from ._config import Config, custom_trinkets, load_config
 from .localapi import Clock, Latency, LocalMessagesAPI
 
-__all__ = ["DATABASE_FILE", "Frontmind", "TurnStream"]
+__all__ = ["DATABASE_FILE", "Frontmind", "NoModel", "TurnStream"]
 
 DATABASE_FILE = "frontmind.db"
 OFFLINE_KEY = "offline-local-key"
+
+
+class NoModel:
+    """A model client for work that never calls the model: previews, composing, stats."""
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        raise ModelUnavailable("this Frontmind was opened without a model")
+
+    async def aclose(self) -> None:
+        return None
 
 
 class TurnStream:
