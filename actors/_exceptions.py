@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "Busy",
+    "ComposeTimeout",
     "FrontmindError",
     "ModelError",
     "ModelOverloaded",
@@ -32,6 +33,12 @@ class TrinketLoadError(FrontmindError):
     """A configured trinket could not be imported or constructed."""
 
     kind = "configuration_error"
+
+
+class ComposeTimeout(FrontmindError):
+    """The composer itself did not answer (its trinkets' deadline is separate)."""
+
+    kind = "timeout"
 
 
 class Busy(FrontmindError):

@@ -21,11 +21,13 @@ import msgspec
 from runtime import Actor, ActorRef, KernelError
 from storage import (
     Message,
+    SectionStatus,
     StorageError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     TurnRecord,
+    TurnStatus,
     TurnUsage,
     TurnWrite,
     UnknownContinuum,
@@ -42,7 +44,7 @@ from ._events import (
     TurnEvent,
     TurnStarted,
 )
-from ._exceptions import FrontmindError, ModelStreamError
+from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
 from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._messages import Compose, Composed, Turn, TurnFinished
@@ -168,9 +170,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _compose(self, turn: Turn) -> Composed:
         deadline = self._deps.settings.composer.deadline_ms / 1000
-        with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
-            composed: Composed = await self._composer.ask(Compose(turn))
+        try:
+            with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
+                composed: Composed = await self._composer.ask(Compose(turn))
+        except TimeoutError:
+            raise ComposeTimeout("the composer did not answer in time") from None
         return composed
+
+    async def _window(self, state: _Loaded) -> tuple[list[Message], int | None]:
+        """The history this turn sends, and the new history start if it trims."""
+        start = await self._trim_point(state)
+        if start is None:
+            return state.history, None
+        return [m for m in state.history if m.seq >= start], start
 
     def _request(
         self,
@@ -202,8 +214,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _preview(self, text: str) -> ModelRequest:
         state = await self._load()
         composed = await self._compose(self._turn("preview", text))
-        start = await self._trim_point(state)
-        history = [m for m in state.history if start is None or m.seq >= start]
+        history, _ = await self._window(state)
         user = Message("user", (TextBlock(text),))
         return self._request(
             composed, history, [user], rolling=False, previous_id=state.last_message_id
@@ -213,10 +224,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _run(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
         deps = self._deps
-        started = time.perf_counter()
-        started_at = deps.clock()
         turn = self._turn(message.turn_id, message.text)
-        run = _TurnRun(turn, started_at)
+        run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
         try:
             state = await self._load()
@@ -224,8 +233,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections
             run.warnings = composed.warnings
-            new_start = await self._trim_point(state)
-            history = [m for m in state.history if new_start is None or m.seq >= new_start]
+            history, new_start = await self._window(state)
             tail: list[Message] = [Message("user", (TextBlock(message.text),))]
             previous_id = state.last_message_id
             while True:
@@ -234,73 +242,44 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     composed, history, tail, rolling=run.calls > 1, previous_id=previous_id
                 )
                 done: StreamDone | None = None
-                async with aclosing(self._call(request, run, started)) as events:
+                async with aclosing(self._call(request, run)) as events:
                     async for event in events:
                         if isinstance(event, TextDelta):
                             yield event
                         else:
                             done = event
                 assert done is not None
-                run.usage = run.usage + done.usage
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
-                previous_id = done.message_id
-                if run.calls == 1:
                     # The next turn extends this call's prefix (the history breakpoint),
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id
+                previous_id = done.message_id
                 content = done.content or (TextBlock("(no reply)"),)
                 tail.append(Message("assistant", content))
                 uses = [b for b in content if isinstance(b, ToolUseBlock)]
                 if done.stop_reason != "tool_use" or not uses:
                     break
                 if run.calls >= deps.settings.tools.max_iterations:
-                    limit = deps.settings.tools.max_iterations
-                    note = f"not run: the tool loop limit ({limit} model calls) was reached"
-                    tail.append(
-                        Message(
-                            "user", tuple(ToolResultBlock(u.id, note, is_error=True) for u in uses)
-                        )
-                    )
-                    closing = f"I stopped after {limit} rounds of tool calls."
-                    run.text.append(closing)
-                    yield TextDelta(closing)
-                    tail.append(Message("assistant", (TextBlock(closing),)))
+                    yield self._stop_loop(uses, run, tail)
                     break
-                results: list[ToolResultBlock] = []
-                updates: list[str] = []
-                for use in uses:
-                    yield ToolStarted(use.id, use.name, use.input_json)
-                    outcome = await self._run_tool(use, turn)
-                    results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
-                    if outcome.update:
-                        updates.append(outcome.update)
-                    yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
-                blocks: list[TextBlock | ToolResultBlock] = list(results)
-                if updates:
-                    blocks.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
-                tail.append(Message("user", tuple(blocks)))
-            record = run.record(
-                self._id,
-                "completed",
-                deps.settings.model.name,
-                run.anchor_id,
-                deps.clock(),
-                started,
+                async with aclosing(self._tool_round(uses, turn, tail)) as steps:
+                    async for step in steps:
+                        yield step
+            record = run.record("completed", deps.clock())
+            await self._commit(state, record, tail, new_start)
+        except (FrontmindError, KernelError, StorageError) as exc:
+            kind = (
+                exc.kind
+                if isinstance(exc, FrontmindError)
+                else ("storage_error" if isinstance(exc, StorageError) else "internal_error")
             )
-            await self._commit(state, record, tail, new_start, run.anchor_id)
-        except (FrontmindError, KernelError, StorageError, TimeoutError) as exc:
-            kind = getattr(
-                exc, "kind", "storage_error" if isinstance(exc, StorageError) else "internal_error"
-            )
-            if isinstance(exc, TimeoutError):
-                kind, exc = "timeout", TimeoutError("the composer did not answer in time")
-            await self._record_unfinished(run, "failed", f"{kind}: {exc}", started)
+            await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
-            await self._record_unfinished(run, "cancelled", "cancelled", started)
+            await self._record_unfinished(run, "cancelled", "cancelled")
             raise
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
@@ -317,8 +296,39 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             warnings=run.warnings,
         )
 
+    async def _tool_round(
+        self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message]
+    ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
+        """Run the calls of one reply; their results (and what changed) become one user
+        message, results first, so nothing sits between a tool_use and its result."""
+        results: list[TextBlock | ToolResultBlock] = []
+        updates: list[str] = []
+        for use in uses:
+            yield ToolStarted(use.id, use.name, use.input_json)
+            outcome = await self._run_tool(use, turn)
+            results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
+            if outcome.update:
+                updates.append(outcome.update)
+            yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+        if updates:
+            results.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
+        tail.append(Message("user", tuple(results)))
+
+    def _stop_loop(self, uses: list[ToolUseBlock], run: _TurnRun, tail: list[Message]) -> TextDelta:
+        """At the iteration limit: answer the calls unrun and close the turn ourselves,
+        so the stored history stays valid (every tool_use answered, ending on assistant)."""
+        limit = self._deps.settings.tools.max_iterations
+        note = f"not run: the tool loop limit ({limit} model calls) was reached"
+        tail.append(
+            Message("user", tuple(ToolResultBlock(u.id, note, is_error=True) for u in uses))
+        )
+        closing = f"I stopped after {limit} rounds of tool calls."
+        tail.append(Message("assistant", (TextBlock(closing),)))
+        run.text.append(closing)
+        return TextDelta(closing)
+
     async def _call(
-        self, request: ModelRequest, run: _TurnRun, started: float
+        self, request: ModelRequest, run: _TurnRun
     ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         retried = False
@@ -331,7 +341,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             yield event
                             return
                         if run.first_token_ms is None:
-                            run.first_token_ms = (time.perf_counter() - started) * 1000
+                            run.first_token_ms = run.elapsed_ms()
                         emitted = True
                         run.text.append(event.text)
                         yield TextDelta(event.text)
@@ -357,7 +367,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         record: TurnRecord,
         tail: list[Message],
         new_start: int | None,
-        message_id: str | None,
     ) -> None:
         at = record.finished_at
         write = TurnWrite(
@@ -379,20 +388,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.history.extend(stored)
         state.tokens += sum(message_tokens(m) for m in stored)
         state.message_count += len(stored)
-        state.last_message_id = message_id
+        state.last_message_id = record.message_id
 
-    async def _record_unfinished(
-        self, run: _TurnRun, status: Any, error: str, started: float
-    ) -> None:
-        record = run.record(
-            self._id,
-            status,
-            self._deps.settings.model.name,
-            None,
-            self._deps.clock(),
-            started,
-            error=error,
-        )
+    async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
+        record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._deps.storage.record_turn(record)
@@ -403,51 +402,50 @@ class _TurnRun:
     """What a turn has gathered so far (for its record, whatever its ending)."""
 
     turn: Turn
-    started_at: float
+    continuum_id: str
+    model: str
+    started_at: float  # wall clock, for the record
+    started: float = field(default_factory=time.perf_counter)  # for durations
     compose_ms: float = 0.0
     first_token_ms: float | None = None
     calls: int = 0
-    usage: TurnUsage = field(default_factory=TurnUsage)
     cache_miss_reason: str | None = None
     anchor_id: str | None = None  # the first call's message id
-    sections: tuple[Any, ...] = ()
+    sections: tuple[SectionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
+    text: list[str] = field(default_factory=list)
+    call_usage: list[TurnUsage] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        self.text: list[str] = []
-        self.call_usage: list[TurnUsage] = []
+    @property
+    def usage(self) -> TurnUsage:
+        return sum(self.call_usage, TurnUsage())
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
 
     def record(
-        self,
-        continuum_id: str,
-        status: Any,
-        model: str,
-        message_id: str | None,
-        finished_at: float,
-        started: float,
-        *,
-        error: str | None = None,
+        self, status: TurnStatus, finished_at: float, *, error: str | None = None
     ) -> TurnRecord:
         return TurnRecord(
             turn_id=self.turn.turn_id,
-            continuum_id=continuum_id,
+            continuum_id=self.continuum_id,
             status=status,
             started_at=self.started_at,
             finished_at=finished_at,
-            model=model,
+            model=self.model,
             user_text=self.turn.user_text,
             reply_text="".join(self.text),
             usage=self.usage,
             cache_miss_reason=self.cache_miss_reason,
             compose_ms=self.compose_ms,
             first_token_ms=self.first_token_ms,
-            total_ms=(time.perf_counter() - started) * 1000,
+            total_ms=self.elapsed_ms(),
             model_calls=self.calls,
             call_usage=tuple(self.call_usage),
             sections=self.sections,
             warnings=self.warnings,
             error=error,
-            message_id=message_id,
+            message_id=self.anchor_id if status == "completed" else None,
         )
 
 
