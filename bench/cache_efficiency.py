@@ -19,11 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from actors import AnthropicModel, ComposerSettings
 from bench._common import RESULTS, run, write_results
-from runtime.edges import Config, Frontmind
-from runtime.edges._demo import LAUNCH_PLAN, START, WEIGHTS, ZONE, SimulatedClock
-from runtime.edges.localapi import LocalMessagesAPI
+from runtime.edges._demo import input_cost, run_conversation
 from storage import TurnRecord, TurnUsage
 
 MINUTE, HOUR = 60.0, 3600.0
@@ -51,30 +48,8 @@ def script() -> list[tuple[float, str]]:
     return lines
 
 
-def cost(usage: TurnUsage) -> float:
-    return (
-        usage.input_tokens * WEIGHTS["uncached"]
-        + usage.cache_creation_5m * WEIGHTS["write_5m"]
-        + usage.cache_creation_1h * WEIGHTS["write_1h"]
-        + usage.cache_read_input_tokens * WEIGHTS["read"]
-    )
-
-
 async def run_layout(legacy: bool, data_dir: Path) -> list[TurnRecord]:
-    clock = SimulatedClock(START)
-    config = Config(timezone=ZONE, composer=ComposerSettings(legacy_placement=legacy))
-    async with LocalMessagesAPI(clock=clock) as api:
-        model = AnthropicModel(api_key="bench", base_url=api.base_url, max_retries=2, timeout=30)
-        try:
-            async with Frontmind.open(data_dir, config, model=model, clock=clock) as fm:
-                await fm.put_document("launch-plan", LAUNCH_PLAN)
-                for gap, text in script():
-                    clock.advance(gap)
-                    async for _ in fm.turn("bench", text):
-                        pass
-                return await fm.turns("bench", limit=1000)
-        finally:
-            await model.aclose()
+    return await run_conversation(script(), legacy=legacy, data_dir=data_dir)
 
 
 def explain(index: int, records: list[TurnRecord], gaps: list[float]) -> str:
@@ -112,7 +87,7 @@ def analyse(name: str, records: list[TurnRecord]) -> dict[str, Any]:
         "turns": len(records),
         "per_turn_cached_share": shares,
         "cached_share": total.cache_read_input_tokens / total.total_input,
-        "input_cost": cost(total),
+        "input_cost": input_cost(total),
         "usage": {
             "read": total.cache_read_input_tokens,
             "write": total.cache_creation_input_tokens,

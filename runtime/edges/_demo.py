@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
@@ -27,7 +27,7 @@ from ._config import Config
 from ._frontmind import Frontmind
 from .localapi import LocalMessagesAPI
 
-__all__ = ["DEMO_SCRIPT", "LayoutTotals", "run_demo"]
+__all__ = ["DEMO_SCRIPT", "LayoutTotals", "input_cost", "run_conversation", "run_demo"]
 
 ZONE = "Europe/Berlin"
 START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo(ZONE)).timestamp()
@@ -91,6 +91,16 @@ class SimulatedClock:
         self._now += seconds
 
 
+def input_cost(usage: TurnUsage) -> float:
+    """Input cost in base-price tokens, with the API's multipliers."""
+    return (
+        usage.input_tokens * WEIGHTS["uncached"]
+        + usage.cache_creation_5m * WEIGHTS["write_5m"]
+        + usage.cache_creation_1h * WEIGHTS["write_1h"]
+        + usage.cache_read_input_tokens * WEIGHTS["read"]
+    )
+
+
 class LayoutTotals(msgspec.Struct, frozen=True):
     name: str
     turns: int
@@ -105,14 +115,7 @@ class LayoutTotals(msgspec.Struct, frozen=True):
 
     @property
     def input_cost(self) -> float:
-        """Input cost in base-price tokens."""
-        u = self.usage
-        return (
-            u.input_tokens * WEIGHTS["uncached"]
-            + u.cache_creation_5m * WEIGHTS["write_5m"]
-            + u.cache_creation_1h * WEIGHTS["write_1h"]
-            + u.cache_read_input_tokens * WEIGHTS["read"]
-        )
+        return input_cost(self.usage)
 
 
 _GUARDED = re.compile(r"system section '(\w+)' changed")
@@ -142,19 +145,24 @@ HEADER = (
 )
 
 
-async def _run_layout(
-    name: str,
+TurnReport = Callable[[int, float, str, TurnRecord | None, object], None]
+
+
+async def run_conversation(
+    script: Sequence[tuple[float, str]],
+    *,
     legacy: bool,
     data_dir: Path,
-    write: Callable[[str], None],
-    script: tuple[tuple[float, str], ...],
-) -> LayoutTotals:
+    on_turn: TurnReport | None = None,
+    continuum: str = "demo",
+) -> list[TurnRecord]:
+    """Run a script (seconds since the previous turn, text) offline on a simulated clock
+    that the local API's cache shares; returns the turn records.
+
+    `on_turn(index, now, text, record, last_event)` is called after every turn.
+    """
     clock = SimulatedClock(START)
     config = Config(timezone=ZONE, composer=ComposerSettings(legacy_placement=legacy))
-    write(f"\n{name}\n{HEADER}\n")
-    usage = TurnUsage()
-    errors = 0
-    flagged: set[str] = set()
     async with LocalMessagesAPI(clock=clock) as api:
         model = AnthropicModel(
             api_key="offline-demo", base_url=api.base_url, max_retries=2, timeout=30
@@ -165,18 +173,38 @@ async def _run_layout(
                 for index, (advance, text) in enumerate(script, start=1):
                     clock.advance(advance)
                     last: object = None
-                    async for event in fm.turn("demo", text):
+                    async for event in fm.turn(continuum, text):
                         last = event
-                    records = await fm.turns("demo", limit=1)
-                    record = records[-1] if records else None
-                    write(_row(index, clock(), text, record, last) + "\n")
-                    if isinstance(last, TurnCompleted):
-                        usage = usage + last.usage
-                        flagged.update(_GUARDED.findall(" ".join(last.warnings)))
-                    else:
-                        errors += 1
+                    if on_turn is not None:
+                        records = await fm.turns(continuum, limit=1)
+                        on_turn(index, clock(), text, records[-1] if records else None, last)
+                return await fm.turns(continuum, limit=len(script) + 1)
         finally:
             await model.aclose()
+
+
+async def _run_layout(
+    name: str,
+    legacy: bool,
+    data_dir: Path,
+    write: Callable[[str], None],
+    script: tuple[tuple[float, str], ...],
+) -> LayoutTotals:
+    write(f"\n{name}\n{HEADER}\n")
+    usage = TurnUsage()
+    errors = 0
+    flagged: set[str] = set()
+
+    def report(index: int, now: float, text: str, record: TurnRecord | None, last: object) -> None:
+        nonlocal usage, errors
+        write(_row(index, now, text, record, last) + "\n")
+        if isinstance(last, TurnCompleted):
+            usage = usage + last.usage
+            flagged.update(_GUARDED.findall(" ".join(last.warnings)))
+        else:
+            errors += 1
+
+    await run_conversation(script, legacy=legacy, data_dir=data_dir, on_turn=report)
     if flagged:
         write(
             "  the cache guard flagged these system sections as changing nearly every turn: "
