@@ -36,7 +36,7 @@ def _preview(text: str, width: int = 60) -> str:
 def render_context(request: ModelRequest) -> str:
     """Sections labelled, breakpoints marked, cached and uncached token estimates."""
     lines: list[str] = []
-    cached = uncached = 0
+    cached = 0
     pending = 0  # tokens since the last breakpoint: cached once a breakpoint closes them
 
     def account(tokens: int, marked: bool) -> str:
@@ -77,9 +77,8 @@ def render_context(request: ModelRequest) -> str:
             label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
         note = account(tokens, marked)
         lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}")
-    uncached = pending
     lines.append(
-        f"ESTIMATE  cached prefix ~{cached} tokens, uncached tail ~{uncached} tokens "
+        f"ESTIMATE  cached prefix ~{cached} tokens, uncached tail ~{pending} tokens "
         f"({request.breakpoints()} breakpoints)"
     )
     return "\n".join(lines)
