@@ -475,3 +475,19 @@ async def test_cache_guard_names_a_churning_system_section(
     assert "notification center" in warning
     assert not any("base_prompt" in w for w in results[-1].warnings)
     assert any("clock_in_system" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_slow_trinket_skips_turns_that_moved_on() -> None:
+    gate = anyio.Event()
+    slow = Scripted([(gate, "- slow memory"), "- fresh memory"])
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(system, [("relevant_memories", slow)], deadline_ms=30)
+        for i in range(3):  # the first render hangs; two more turn starts queue behind it
+            assert status(await compose(ref, turn(tid=f"t{i}")), "relevant_memories") == "timeout"
+        gate.set()
+        await anyio.wait_all_tasks_blocked()
+        assert slow.calls == 1, "the queued, already-late turn starts were not rendered"
+        fresh = await compose(ref, turn(tid="t3"))
+    assert slow.calls == 2
+    assert status(fresh, "relevant_memories") == "fresh"
+    assert "- fresh memory" in fresh.notification
