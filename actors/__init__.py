@@ -3,8 +3,8 @@
 Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
-from ._assembly import Runtime, TrinketEntry, builtin_trinkets, validate_settings
 from ._composer import ComposerActor, SectionRecord
+from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
     Timings,
@@ -73,6 +73,7 @@ __all__ = [
     "ComposerActor",
     "ComposerSettings",
     "Directory",
+    "Engine",
     "FrontmindError",
     "HistorySettings",
     "ModelClient",
@@ -85,7 +86,6 @@ __all__ = [
     "ModelStreamError",
     "ModelUnavailable",
     "PlacementRegistry",
-    "Runtime",
     "SectionConfigError",
     "SectionRecord",
     "SectionSpec",

@@ -18,7 +18,7 @@ __all__ = [
     "SystemSection",
     "TrinketMessage",
     "Turn",
-    "TurnFinished",
+    "TurnCommitted",
     "TurnStart",
 ]
 
@@ -38,7 +38,7 @@ class TurnStart(msgspec.Struct, frozen=True, tag=True):
     deadline_at: float  # epoch seconds; a reply after this is late and warms the next turn
 
 
-class TurnFinished(msgspec.Struct, frozen=True, tag=True):
+class TurnCommitted(msgspec.Struct, frozen=True, tag=True):
     continuum_id: str
     turn_id: str
 
@@ -61,7 +61,7 @@ class SearchFinished(msgspec.Struct, frozen=True, tag=True):
     error: str | None = None
 
 
-TrinketMessage = TurnStart | TurnFinished | SearchRequested | SearchFinished
+TrinketMessage = TurnStart | TurnCommitted | SearchRequested | SearchFinished
 
 
 class SectionReply(msgspec.Struct, frozen=True, tag=True):

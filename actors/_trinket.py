@@ -21,7 +21,7 @@ from ._messages import (
     SectionReply,
     TrinketMessage,
     Turn,
-    TurnFinished,
+    TurnCommitted,
     TurnStart,
 )
 
@@ -53,7 +53,7 @@ class Trinket:
     async def render(self, turn: Turn) -> str:
         raise NotImplementedError
 
-    async def on_turn_finished(self, event: TurnFinished) -> None:
+    async def on_turn_committed(self, event: TurnCommitted) -> None:
         """Called after each committed turn; override to keep state warm."""
 
     async def on_message(self, message: SearchRequested | SearchFinished) -> None:
@@ -79,8 +79,8 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
             if time.time() > message.deadline_at:
                 self._warm_next_turn(message.turn, content)
             return SectionReply(self._section, content)
-        if isinstance(message, TurnFinished):
-            await self._trinket.on_turn_finished(message)
+        if isinstance(message, TurnCommitted):
+            await self._trinket.on_turn_committed(message)
         else:
             await self._trinket.on_message(message)
         return None

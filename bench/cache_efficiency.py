@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import RESULTS, run, write_results
-from runtime.edges._demo import input_cost, run_conversation
+from frontmind._demo import input_cost, run_conversation
 from storage import TurnRecord, TurnUsage
 
 MINUTE, HOUR = 60.0, 3600.0

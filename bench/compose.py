@@ -19,7 +19,8 @@ from pathlib import Path
 
 from bench._common import run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
-from runtime.edges import Config, Frontmind, NoModel
+from frontmind import Config, Frontmind
+from frontmind._frontmind import NoModel
 from storage import SQLiteStorage
 
 

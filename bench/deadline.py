@@ -20,7 +20,9 @@ import anyio
 
 from actors import ComposerSettings, Trinket, Turn
 from bench._common import run, summary, write_results
-from runtime.edges import Config, CustomTrinket, Frontmind, NoModel, ServerConfig
+from frontmind import Config, Frontmind
+from frontmind._frontmind import NoModel
+from frontmind.config import CustomTrinket, ServerConfig
 
 __all__ = ["NeverAnswers", "Sluggish"]
 

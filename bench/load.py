@@ -69,7 +69,7 @@ def main() -> None:
             command = [
                 sys.executable,
                 "-m",
-                "runtime.edges",
+                "frontmind",
                 "serve",
                 "--offline",
                 "--port",

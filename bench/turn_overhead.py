@@ -17,8 +17,8 @@ from pathlib import Path
 
 from actors import AnthropicModel, TurnCompleted
 from bench._common import run, summary, write_results
-from runtime.edges import Config, Frontmind
-from runtime.edges.localapi import Latency, LocalMessagesAPI
+from frontmind import Config, Frontmind
+from frontmind.localapi import Latency, LocalMessagesAPI
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The Frontmind actor kernel: actors, references, supervision, scatter-gather.
 
 It knows nothing of trinkets, storage or the process edges (those live in `actors`,
-`storage` and `runtime.edges`).
+`storage` and `frontmind`).
 """
 
 from ._actor import Actor, ActorState, ActorStats, RestartPolicy

@@ -5,6 +5,7 @@ Knows nothing of actors or the process edges.
 
 from ._exceptions import (
     InvalidInput,
+    MessageTooLarge,
     NotFound,
     SchemaTooNew,
     StorageError,
@@ -39,6 +40,7 @@ from ._validation import (
     MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
     check_continuum_id,
+    check_message,
 )
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "MemoryHit",
     "Message",
     "MessageHit",
+    "MessageTooLarge",
     "NotFound",
     "Reminder",
     "SQLiteStorage",
@@ -73,4 +76,5 @@ __all__ = [
     "TurnWrite",
     "UnknownContinuum",
     "check_continuum_id",
+    "check_message",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "InvalidInput",
+    "MessageTooLarge",
     "NotFound",
     "SchemaTooNew",
     "StorageError",
@@ -18,6 +19,10 @@ class StorageError(Exception):
 
 class InvalidInput(StorageError, ValueError):
     """The call was refused before anything was written: the message says what was wrong."""
+
+
+class MessageTooLarge(InvalidInput):
+    """A user message is over `MAX_MESSAGE_CHARS` (the daemon answers 413)."""
 
 
 class UnknownContinuum(StorageError, LookupError):

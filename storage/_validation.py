@@ -6,7 +6,7 @@ import math
 import re
 from datetime import datetime
 
-from ._exceptions import InvalidInput
+from ._exceptions import InvalidInput, MessageTooLarge
 
 __all__ = [
     "MAX_DOCUMENT_CHARS",
@@ -15,6 +15,7 @@ __all__ = [
     "MAX_REMINDER_CHARS",
     "check_continuum_id",
     "check_label",
+    "check_message",
     "check_text",
     "to_epoch",
 ]
@@ -52,6 +53,15 @@ def check_text(text: str, what: str, limit: int) -> str:
     if len(text) > limit:
         raise InvalidInput(f"{what} is {len(text)} characters; the limit is {limit}")
     return text
+
+
+def check_message(text: str) -> str:
+    """A user message: refused before anything is composed, sent or stored."""
+    if isinstance(text, str) and len(text) > MAX_MESSAGE_CHARS:
+        raise MessageTooLarge(
+            f"message is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}"
+        )
+    return check_text(text, "message", MAX_MESSAGE_CHARS)
 
 
 def to_epoch(moment: datetime, what: str) -> float:

@@ -18,7 +18,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMAND = [sys.executable, "-m", "runtime.edges"]
+COMMAND = [sys.executable, "-m", "frontmind"]
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 
 from actors import AnthropicModel, Settings, TurnCompleted, TurnError, TurnEvent
-from runtime.edges import Config, Frontmind
-from runtime.edges.localapi import LocalMessagesAPI
+from frontmind import Config, Frontmind
+from frontmind.localapi import LocalMessagesAPI
 
 START = 1_795_000_000.0  # Wed 18 Nov 2026, 11:06:40 UTC
 

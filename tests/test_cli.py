@@ -11,8 +11,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from runtime.edges import run_demo
-from runtime.edges._demo import DEMO_SCRIPT
+from frontmind._demo import DEMO_SCRIPT, run_demo
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -23,8 +23,8 @@ from actors import (
     Composed,
     ComposerActor,
     ComposerSettings,
+    Engine,
     PlacementRegistry,
-    Runtime,
     SectionConfigError,
     SectionSpec,
     Settings,
@@ -37,8 +37,9 @@ from actors import (
     render_notification_center,
 )
 from actors._trinkets import RemindersTrinket
+from frontmind import Config, ConfigError, Frontmind, load_config
+from frontmind._frontmind import NoModel
 from runtime import ActorRef, ActorSystem, RestartPolicy
-from runtime.edges import Config, ConfigError, Frontmind, NoModel, load_config
 from storage import SQLiteStorage
 
 pytestmark = pytest.mark.anyio
@@ -146,7 +147,7 @@ def test_registry_refuses_inconsistent_sections() -> None:
 async def test_unknown_section_is_refused_at_registration(tmp_path: Path) -> None:
     async with await SQLiteStorage.open(tmp_path / "db") as storage, ActorSystem() as system:
         with pytest.raises(SectionConfigError, match="'weather' is not in the placement"):
-            Runtime(
+            Engine(
                 system,
                 storage=storage,
                 model=NoModel(),

@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from actors import SettingsError, validate_settings
-from runtime.edges import Config, Frontmind, NoModel, load_config
+from frontmind import Config, Frontmind, load_config
+from frontmind._frontmind import NoModel
 from storage import SQLiteStorage, StorageUnavailable
 from tests._harness import config
 

@@ -12,8 +12,9 @@ import httpx2
 import pytest
 
 from actors import ModelEvent, ModelRequest
-from runtime.edges import Config, Frontmind, build_app
-from runtime.edges._asgi import serve_app
+from frontmind import Config, Frontmind
+from frontmind._daemon import build_app
+from frontmind.localapi._asgi import serve_app
 from tests._daemon import daemon, run_cli, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -12,7 +12,7 @@ import anyio
 import httpx2
 import pytest
 
-from runtime.edges.localapi import (
+from frontmind.localapi import (
     DropConnection,
     Latency,
     LocalMessagesAPI,

@@ -29,6 +29,7 @@ from actors import (
     TurnStart,
     TurnStarted,
 )
+from actors._conversation import ConversationMessage, Preview, RunTurn
 from actors._messages import (
     ComposerMessage,
     Passage,
@@ -37,9 +38,8 @@ from actors._messages import (
     SectionLate,
     SectionReply,
     TrinketMessage,
-    TurnFinished,
+    TurnCommitted,
 )
-from actors._orchestrator import ConversationMessage, Preview, RunTurn
 from runtime import ActorSystem
 from runtime._codec import decode, encode
 from storage import SectionStatus, TextBlock, ToolResultBlock, ToolUseBlock, TurnUsage
@@ -51,7 +51,7 @@ STATUS = SectionStatus("datetime_section", "notification", "stale", 3.5, age_s=6
 
 SAMPLES: list[tuple[Any, Any]] = [
     (TurnStart(TURN, 1_795_000_000.75), TrinketMessage),
-    (TurnFinished("c1", "t1"), TrinketMessage),
+    (TurnCommitted("c1", "t1"), TrinketMessage),
     (SearchRequested("c1", "launch date"), TrinketMessage),
     (SearchFinished("c1", "q", (Passage("memory", "text", 1.0),), None), TrinketMessage),
     (SectionReply("datetime_section", "Now: 10:00"), SectionReply | None),

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from actors import Turn
-from actors._messages import SearchFinished, SearchRequested, TurnFinished
+from actors._messages import SearchFinished, SearchRequested, TurnCommitted
 from actors._trinkets import (
     DateTimeTrinket,
     ManifestTrinket,
@@ -117,9 +117,9 @@ async def test_search_results_pending_then_shown_then_gone() -> None:
         assert await trinket.render(at(NOW, continuum="c2")) == ""
         await trinket.on_message(SearchFinished("c1", "launch date", (), None))
         assert await trinket.render(at(NOW)) == 'Search "launch date": nothing found'
-        await trinket.on_turn_finished(TurnFinished("c1", "t1"))
+        await trinket.on_turn_committed(TurnCommitted("c1", "t1"))
         assert await trinket.render(at(NOW)) != ""
-        await trinket.on_turn_finished(TurnFinished("c1", "t2"))
+        await trinket.on_turn_committed(TurnCommitted("c1", "t2"))
         assert await trinket.render(at(NOW)) == "", "results stay for keep_turns turns"
 
 

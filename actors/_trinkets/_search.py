@@ -19,7 +19,7 @@ from .._messages import (
     SearchFinished,
     SearchRequested,
     Turn,
-    TurnFinished,
+    TurnCommitted,
 )
 from .._trinket import Directory, Trinket, trinket_name
 from ._timefmt import relative
@@ -82,7 +82,7 @@ class SearchTrinket(Trinket):
                 search.done, search.passages, search.error = True, message.passages, message.error
                 search.turns_left = self._keep_turns
 
-    async def on_turn_finished(self, event: TurnFinished) -> None:
+    async def on_turn_committed(self, event: TurnCommitted) -> None:
         state = self._state.get(event.continuum_id)
         if state is None:
             return

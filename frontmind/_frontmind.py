@@ -16,7 +16,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -25,12 +25,12 @@ from actors import (
     BUILTIN_SECTIONS,
     AnthropicModel,
     Composed,
+    Engine,
     ModelClient,
     ModelEvent,
     ModelRequest,
     ModelUnavailable,
     PlacementRegistry,
-    Runtime,
     Turn,
     TurnEvent,
     builtin_trinkets,
@@ -47,8 +47,11 @@ from storage import (
     TurnRecord,
 )
 
-from ._config import Config, custom_trinkets, load_config
-from .localapi import Clock, Latency, LocalMessagesAPI
+from ._groups import unwrap_group
+from .config import Config, custom_trinkets, load_config
+
+if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
+    from .localapi import Clock, LocalMessagesAPI
 
 __all__ = ["DATABASE_FILE", "Frontmind", "NoModel", "TurnStream"]
 
@@ -122,7 +125,7 @@ class Frontmind:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Engine,
         storage: SQLiteStorage,
         system: ActorSystem,
         config: Config,
@@ -161,6 +164,38 @@ class Frontmind:
         SDK at it. Otherwise the key and URL come from the arguments, else from
         ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
         """
+        try:
+            async with cls._open(
+                data_dir,
+                config,
+                config_file=config_file,
+                offline=offline,
+                model=model,
+                clock=clock,
+                api_key=api_key,
+                base_url=base_url,
+                local_api_clock=local_api_clock,
+            ) as fm:
+                yield fm
+        except BaseExceptionGroup as group:
+            # Task groups wrap an error once per level they cross: hand the user the error.
+            raise unwrap_group(group) from None
+
+    @classmethod
+    @asynccontextmanager
+    async def _open(
+        cls,
+        data_dir: str | Path,
+        config: Config | None,
+        *,
+        config_file: Path | None,
+        offline: bool,
+        model: ModelClient | None,
+        clock: Callable[[], float],
+        api_key: str | None,
+        base_url: str | None,
+        local_api_clock: Clock | None,
+    ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)
@@ -169,6 +204,8 @@ class Frontmind:
             local_api: LocalMessagesAPI | None = None
             if model is None:
                 if offline:
+                    from .localapi import Latency, LocalMessagesAPI
+
                     latency = Latency(
                         time_to_first_token=config.offline.time_to_first_token_s,
                         tokens_per_second=config.offline.tokens_per_second,
@@ -192,7 +229,7 @@ class Frontmind:
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )
-            runtime = Runtime(
+            runtime = Engine(
                 system,
                 storage=storage,
                 model=model,
@@ -277,7 +314,7 @@ class Frontmind:
         return self._runtime.lanes()
 
 
-async def _unload_idle(runtime: Runtime, idle_seconds: float) -> None:
+async def _unload_idle(runtime: Engine, idle_seconds: float) -> None:
     log = logging.getLogger("frontmind")
     while True:
         await anyio.sleep(min(idle_seconds / 4, 60.0))

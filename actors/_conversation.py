@@ -47,7 +47,7 @@ from ._events import (
 from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
 from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
-from ._messages import Compose, Composed, Turn, TurnFinished
+from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
@@ -284,7 +284,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):
-                trinket.tell(TurnFinished(self._id, turn.turn_id))
+                trinket.tell(TurnCommitted(self._id, turn.turn_id))
         yield TurnCompleted(
             turn_id=turn.turn_id,
             text="".join(run.text),

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from .._asgi import ServedApp, serve_app
 from ._app import LocalAPIState, RecordedRequest, build_app
+from ._asgi import ServedApp, serve_app
 from ._clock import Clock, MonotonicClock
 from ._faults import Fault, Latency
 from ._responder import DefaultResponder, Responder

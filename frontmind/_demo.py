@@ -23,8 +23,8 @@ import msgspec
 from actors import AnthropicModel, ComposerSettings, TurnCompleted, TurnError
 from storage import TurnRecord, TurnUsage
 
-from ._config import Config
 from ._frontmind import Frontmind
+from .config import Config
 from .localapi import LocalMessagesAPI
 
 __all__ = ["DEMO_SCRIPT", "LayoutTotals", "input_cost", "run_conversation", "run_demo"]

@@ -22,8 +22,8 @@ from actors import (
     ToolStarted,
     TurnStarted,
 )
-from runtime.edges import Frontmind, TurnStream
-from runtime.edges.localapi import (
+from frontmind import Frontmind, TurnStream
+from frontmind.localapi import (
     Latency,
     LocalMessagesAPI,
     MidStreamError,

@@ -9,10 +9,11 @@ import msgspec
 
 from storage import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
+from ._exceptions import BadBody
+
 T = TypeVar("T")
 
 __all__ = [
-    "BadBody",
     "DocumentBody",
     "MemoryBody",
     "ReminderBody",
@@ -40,10 +41,6 @@ class MemoryBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class DocumentBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
     content: str
-
-
-class BadBody(Exception):
-    """The request body is not valid JSON of the expected shape."""
 
 
 def decode_body(body: bytes, type_: type[T]) -> T:

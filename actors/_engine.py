@@ -13,15 +13,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import anyio
 
 from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
-from storage import Storage, check_continuum_id
+from storage import Storage, check_continuum_id, check_message
 
 from ._composer import ComposerActor
+from ._conversation import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
 from ._events import TurnEvent
 from ._exceptions import Busy, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._messages import Compose, Composed, Turn
-from ._orchestrator import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._settings import Settings
@@ -39,7 +39,7 @@ from ._trinkets import (
     searcher_name,
 )
 
-__all__ = ["Runtime", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+__all__ = ["Engine", "TrinketEntry", "builtin_trinkets", "validate_settings"]
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]
     return [e for e in entries if e.section not in settings.disabled_sections]
 
 
-class Runtime:
+class Engine:
     """The running actors of one Frontmind instance.
 
     Trinket actors are shared by all continuums; each continuum gets its own composer
@@ -207,7 +207,12 @@ class Runtime:
 
     @asynccontextmanager
     async def turn(self, continuum_id: str, text: str) -> AsyncIterator[ReplyStream[TurnEvent]]:
-        """Run a turn; iterate the events. Leaving early cancels the turn cleanly."""
+        """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
+
+        Bad input (`InvalidInput`, `MessageTooLarge`) is refused here, before anything
+        is composed, sent to the model or stored.
+        """
+        check_message(text)
         async with self._using(continuum_id) as lane:
             stream = lane.conversation.stream(RunTurn(new_turn_id(), text), wait=False)
             try:
@@ -233,6 +238,7 @@ class Runtime:
         return composed
 
     async def preview(self, continuum_id: str, text: str) -> ModelRequest:
+        check_message(text)
         async with self._using(continuum_id) as lane:
             request: ModelRequest = await lane.conversation.ask(Preview(text))
         return request

@@ -17,25 +17,41 @@ from typing import Literal
 import msgspec
 
 from actors import (
+    CacheSettings,
+    ComposerSettings,
     Directory,
+    HistorySettings,
+    ModelSettings,
     PlacementRegistry,
     SectionConfigError,
     SectionSpec,
     Settings,
+    SettingsError,
+    ToolSettings,
     Trinket,
     TrinketEntry,
     TrinketLoadError,
+    TrinketSettings,
+    TurnSettings,
+    validate_settings,
 )
 
 from ._exceptions import ConfigError
 
+# The public tier: every struct a `Config` is made of, and how to load one.
 __all__ = [
     "CONFIG_FILE",
+    "CacheSettings",
+    "ComposerSettings",
     "Config",
     "CustomTrinket",
+    "HistorySettings",
+    "ModelSettings",
     "OfflineConfig",
     "ServerConfig",
-    "custom_trinkets",
+    "ToolSettings",
+    "TrinketSettings",
+    "TurnSettings",
     "default_data_dir",
     "load_config",
 ]
@@ -105,6 +121,11 @@ def load_config(
     prompt_file = data_dir / BASE_PROMPT_FILE
     if config.base_prompt is None and prompt_file.is_file():
         config = msgspec.structs.replace(config, base_prompt=prompt_file.read_text("utf-8"))
+    try:
+        validate_settings(config)  # an unusable value fails here, naming its key
+    except SettingsError as exc:
+        where = f"{candidate}: " if candidate.is_file() else ""
+        raise ConfigError(f"{where}{exc}") from None
     return config
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +23,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actors import Busy, FrontmindError, TurnCompleted, TurnError, TurnEvent
+from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent
 from runtime import KernelError
-from storage import (
-    MAX_MESSAGE_CHARS,
-    InvalidInput,
-    NotFound,
-    StorageError,
-    UnknownContinuum,
-    check_continuum_id,
-)
+from storage import InvalidInput, StorageError, check_continuum_id
 
-from ._asgi import is_loopback, serve_app
-from ._config import load_config
+from ._errors import wire_error
 from ._exceptions import ConfigError
 from ._frontmind import Frontmind, TurnStream
 from ._metrics import Metrics
 from ._wire import (
-    BadBody,
     DocumentBody,
     MemoryBody,
     ReminderBody,
@@ -48,6 +39,8 @@ from ._wire import (
     decode_body,
     message_json,
 )
+from .config import load_config
+from .localapi._asgi import is_loopback, serve_app
 
 __all__ = ["build_app", "serve"]
 
@@ -66,10 +59,6 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
 
 def _json(value: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(value), status_code=status, media_type="application/json")
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class TokenAuth:
@@ -100,14 +89,9 @@ def build_app(
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
-        if not body.message.strip():
-            raise InvalidInput("message is empty")
-        if len(body.message) > MAX_MESSAGE_CHARS:
-            raise _TooLarge(
-                f"message is {len(body.message)} characters; the limit is {MAX_MESSAGE_CHARS}"
-            )
         stream = fm.turn(cid, body.message)
-        await stream.__aenter__()  # Busy is a 429 now, before any byte of the stream
+        # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
+        await stream.__aenter__()
         return StreamingResponse(
             _sse(stream),
             media_type="text/event-stream",
@@ -182,11 +166,11 @@ def build_app(
     async def metrics_route(request: Request) -> Response:
         return Response(stats.render(), media_type="text/plain; version=0.0.4")
 
-    def handler(status: int, kind: str) -> Callable[[Request, Exception], Awaitable[Response]]:
-        async def handle(request: Request, exc: Exception) -> Response:
-            return _error(status, kind, str(exc) or kind)
-
-        return handle
+    async def known_error(request: Request, exc: Exception) -> Response:
+        status, kind = wire_error(exc) or (500, "internal_error")
+        if status >= 500:
+            log.error("%s on %s", kind, request.url.path, exc_info=exc)
+        return _error(status, kind, str(exc) or kind)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not_found", f"no route {request.method} {request.url.path}")
@@ -195,10 +179,6 @@ def build_app(
         return _error(
             405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
         )
-
-    async def storage_failed(request: Request, exc: Exception) -> Response:
-        log.error("storage failure on %s", request.url.path, exc_info=exc)
-        return _error(503, "storage_unavailable", str(exc))
 
     routes = [
         Route("/v1/continuums/{continuum_id}/turns", run_turn, methods=["POST"]),
@@ -217,14 +197,8 @@ def build_app(
         exception_handlers={
             404: not_found,
             405: not_allowed,
-            BadBody: handler(400, "invalid_request"),
-            InvalidInput: handler(400, "invalid_request"),
-            _TooLarge: handler(413, "request_too_large"),
-            UnknownContinuum: handler(404, "not_found"),
-            NotFound: handler(404, "not_found"),
-            Busy: handler(429, "busy"),
-            FrontmindError: handler(500, "frontmind_error"),
-            StorageError: storage_failed,
+            FrontmindError: known_error,
+            StorageError: known_error,
         },
     )
     return TokenAuth(app, token) if token else app

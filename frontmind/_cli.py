@@ -1,8 +1,14 @@
-"""The `frontmind` command."""
+"""The `frontmind` command.
+
+Each command imports what it needs when it runs (`frontmind --version` loads no HTTP
+server). Errors a user can fix print one line and exit 2; nothing prints a traceback
+for them, however deep in a task group they were raised.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import signal
 import sys
@@ -15,14 +21,10 @@ import anyio
 from actors import FrontmindError
 from storage import SQLiteStorage, StorageError
 
-from ._chat import chat_in_process, chat_remote
-from ._config import default_data_dir, load_config
-from ._daemon import serve
-from ._demo import run_demo
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel
-from ._render import render_context, render_stats
-from .localapi import LocalMessagesAPI
+from ._groups import unwrap_group
+from .config import default_data_dir, load_config
 
 __all__ = ["main"]
 
@@ -42,6 +44,8 @@ def _announce(url: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    from ._daemon import serve
+
     _run(
         lambda: serve(
             data_dir=args.data_dir,
@@ -56,6 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    from ._demo import run_demo
+
     async def main() -> None:
         await run_demo(args.data_dir)
 
@@ -63,6 +69,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> None:
+    from ._chat import chat_in_process, chat_remote
+
     if args.url:
         _run(lambda: chat_remote(args.url, args.continuum, token=args.token))
     else:
@@ -74,6 +82,8 @@ def cmd_chat(args: argparse.Namespace) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
+    from ._render import render_context
+
     async def main() -> None:
         config = load_config(args.config, args.data_dir)
         async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
@@ -84,6 +94,8 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
+    from ._render import render_stats
+
     async def main() -> None:
         path = args.data_dir / DATABASE_FILE
         if not path.exists():
@@ -96,6 +108,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
 
 def cmd_local_api(args: argparse.Namespace) -> None:
+    from .localapi import LocalMessagesAPI
+
     async def main() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with LocalMessagesAPI(host=args.host, port=args.port) as api:
@@ -111,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="frontmind",
         description="A runtime for long-lived Claude agents that keeps the prompt cache warm.",
     )
+    parser.add_argument("--version", action="version", version=f"frontmind {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def data_options(p: argparse.ArgumentParser) -> None:
@@ -178,13 +193,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _usage_error(exc: BaseException) -> str | None:
+    """One line for a mistake the user can fix, or None for a bug (keep the traceback)."""
+    if isinstance(exc, (EdgeError, FrontmindError, StorageError)):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return f"the address is already in use ({exc.strerror}): choose another --port"
+    if isinstance(exc, (NotADirectoryError, FileExistsError, PermissionError)):
+        return f"{exc.strerror}: {exc.filename}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        args.func(args)
-    except (EdgeError, FrontmindError, StorageError) as exc:
-        print(f"frontmind: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        try:
+            args.func(args)
+        except BaseExceptionGroup as group:
+            raise unwrap_group(group) from None
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:
+        line = _usage_error(exc)
+        if line is None:
+            raise
+        print(f"frontmind: error: {line}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,314 @@
+"""The house rules: which package may import which, what each exports, what loads when.
+
+These walk the source instead of trusting the eye: a new import arrow that points up, a
+new export, or an HTTP server loaded by `import frontmind` fails here first.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+import actors
+import frontmind
+import frontmind.config
+import frontmind.localapi
+import runtime
+import storage
+from frontmind.localapi import _tokens as localapi_tokens
+from tests._daemon import ROOT, child_env, run_cli
+from tests.test_readme import example as readme_example
+
+PACKAGES = ("frontmind", "actors", "runtime", "storage")
+
+
+def _modules(package: str) -> Iterator[tuple[str, Path]]:
+    base = ROOT / package.replace(".", "/")
+    for path in sorted(base.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield ".".join(parts), path
+
+
+def _imports(module: str, path: Path) -> Iterator[str]:
+    """Every module `module` imports, anywhere in its body (lazy imports included)."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                keep = len(base) - node.level + (1 if is_package else 0)
+                target = ".".join(base[:keep] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield target
+
+
+def _project(name: str) -> str | None:
+    """The project layer `name` belongs to (frontmind.localapi is a layer of its own)."""
+    if name == "frontmind.localapi" or name.startswith("frontmind.localapi."):
+        return "frontmind.localapi"
+    top = name.split(".")[0]
+    return top if top in PACKAGES else None
+
+
+# What each layer may import of the project. Arrows only point down.
+ALLOWED = {
+    "runtime": {"runtime"},
+    "storage": {"storage"},
+    "actors": {"actors", "runtime", "storage"},
+    "frontmind.localapi": {"frontmind.localapi"},
+    "frontmind": {"frontmind", "frontmind.localapi", "actors", "runtime", "storage"},
+}
+
+
+def test_imports_only_point_down() -> None:
+    wrong = []
+    for package in PACKAGES:
+        for module, path in _modules(package):
+            layer = _project(module)
+            assert layer is not None
+            for target in _imports(module, path):
+                target_layer = _project(target)
+                if target_layer is not None and target_layer not in ALLOWED[layer]:
+                    wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_the_kernel_and_the_local_api_use_no_project_third_parties() -> None:
+    """`runtime` is the actor kernel alone; the local API needs no storage or model client."""
+    forbidden = {
+        "runtime": {"starlette", "uvicorn", "anthropic", "aiosqlite", "httpx2"},
+        "storage": {"starlette", "uvicorn", "anthropic"},
+        "frontmind.localapi": {"anthropic", "aiosqlite"},
+    }
+    for package, names in forbidden.items():
+        for module, path in _modules(package):
+            for target in _imports(module, path):
+                assert target.split(".")[0] not in names, f"{module} imports {target}"
+    assert not (ROOT / "runtime" / "edges").exists()
+    assert {p.name for p in (ROOT / "runtime").iterdir() if p.is_dir()} <= {"__pycache__"}
+
+
+def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path: Path) -> None:
+    """The walker itself: a lazy upward import inside a function is found."""
+    source = tmp_path / "mod.py"
+    source.write_text("def f():\n    from ..frontmind import x\n    import actors._tools\n")
+    found = set(_imports("storage.sub.mod", source))
+    assert found == {"storage.frontmind", "actors._tools"}
+    package = tmp_path / "__init__.py"
+    package.write_text("from ._port import Storage\nfrom .. import actors\n")
+    assert set(_imports("storage", package)) == {"storage._port", ""}
+
+
+EXPORTS = {
+    frontmind: {
+        "Busy",
+        "Config",
+        "ConfigError",
+        "Frontmind",
+        "FrontmindError",
+        "InvalidInput",
+        "MessageTooLarge",
+        "ModelError",
+        "NotFound",
+        "StorageError",
+        "TextDelta",
+        "ToolFinished",
+        "ToolStarted",
+        "Trinket",
+        "Turn",
+        "TurnCompleted",
+        "TurnError",
+        "TurnEvent",
+        "TurnStarted",
+        "TurnStream",
+        "__version__",
+        "escape_field",
+        "escape_text",
+        "load_config",
+    },
+    frontmind.config: {
+        "CONFIG_FILE",
+        "CacheSettings",
+        "ComposerSettings",
+        "Config",
+        "CustomTrinket",
+        "HistorySettings",
+        "ModelSettings",
+        "OfflineConfig",
+        "ServerConfig",
+        "ToolSettings",
+        "TrinketSettings",
+        "TurnSettings",
+        "default_data_dir",
+        "load_config",
+    },
+}
+
+
+@pytest.mark.parametrize("module", list(EXPORTS), ids=lambda m: m.__name__)
+def test_public_exports_are_exactly_the_documented_ones(module: object) -> None:
+    exported = set(module.__all__)  # type: ignore[attr-defined]
+    assert exported == EXPORTS[module]  # type: ignore[index]
+    for name in exported:
+        assert hasattr(module, name), name
+
+
+@pytest.mark.parametrize(
+    "module", [frontmind.localapi, runtime, actors, storage], ids=lambda m: m.__name__
+)
+def test_every_export_exists_and_nothing_private_is_exported(module: object) -> None:
+    names = module.__all__  # type: ignore[attr-defined]
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert hasattr(module, name), name
+        assert not name.startswith("_") or name == "__version__", name
+
+
+def test_the_readme_lists_the_public_api() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in EXPORTS[frontmind]:
+        assert f"`{name}`" in readme, name
+
+
+def test_import_frontmind_loads_no_http_server() -> None:
+    code = (
+        "import sys, frontmind\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('uvicorn', 'starlette', 'frontmind'))\n"
+        "print(' '.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, check=True
+    )
+    loaded = result.stdout.decode().split()
+    assert "frontmind" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in ("uvicorn", "starlette")], loaded
+    assert "frontmind._daemon" not in loaded
+    assert "frontmind.localapi" not in loaded
+
+
+def test_the_local_api_estimates_tokens_as_frontmind_does() -> None:
+    samples = ["", "a", "abcd", "abcde", "\u00e9", "\uff2e", "\u2550" * 60, "x " * 99, "\U0001f980"]
+    for text in samples:
+        assert localapi_tokens.estimate_text_tokens(text) == actors.estimate_tokens(text), text
+    assert localapi_tokens.BLOCK_FRAMING_TOKENS == actors.BLOCK_FRAMING_TOKENS
+
+
+def test_internals_stay_importable_from_private_modules() -> None:
+    assert importlib.import_module("frontmind._frontmind").NoModel is not None
+    assert importlib.import_module("frontmind._daemon").build_app is not None
+    assert importlib.import_module("frontmind._errors").WIRE_ERRORS
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_version_and_module_entry_point() -> None:
+    code, out, err = await run_cli("--version")
+    assert code == 0, err
+    assert out.strip() == f"frontmind {frontmind.__version__}"
+    assert frontmind.__version__[0].isdigit()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("inspect", "--continuum", "not ok!"), "continuum id 'not ok!' is malformed"),
+        (("inspect", "--data-dir", "{file}"), "{file}"),
+        (("inspect", "--config", "{bad_config}"), "composer"),
+        (("serve", "--offline", "--port", "{busy_port}"), "already in use"),
+    ],
+)
+async def test_common_mistakes_print_one_line(
+    tmp_path: Path, args: tuple[str, ...], expected: str
+) -> None:
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_text("[composer]\ndeadline_ms = -5\n")
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    busy_port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    values = {"file": str(a_file), "bad_config": str(bad_config), "busy_port": str(busy_port)}
+    try:
+        argv = [a.format(**values) for a in args]
+        if "--data-dir" not in argv:
+            argv += ["--data-dir", str(tmp_path / "data")]
+        code, out, err = await run_cli(*argv)
+    finally:
+        await listener.aclose()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("frontmind: error: ")
+    assert expected.format(**values) in lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_non_editable_install_works_from_another_directory(tmp_path: Path) -> None:
+    """Build the wheel, install it (not editable) into a fresh target, run it elsewhere."""
+    wheels, site, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    await anyio.run_process(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        cwd=tmp_path,
+    )
+    (wheel,) = wheels.glob("frontmind-*.whl")
+    await anyio.run_process([*pip, "install", "--no-deps", "--target", str(site), str(wheel)])
+    env = child_env(PYTHONPATH=str(site))
+
+    where = await anyio.run_process(
+        [sys.executable, "-c", "import frontmind, actors; print(frontmind.__file__)"],
+        cwd=elsewhere,
+        env=env,
+    )
+    assert where.stdout.decode().startswith(str(site))
+    version = await anyio.run_process(
+        [sys.executable, "-m", "frontmind", "--version"], cwd=elsewhere, env=env
+    )
+    assert version.stdout.decode().startswith("frontmind ")
+
+    (elsewhere / "example.py").write_text(readme_example("## Library"))
+    ran = await anyio.run_process([sys.executable, "example.py"], cwd=elsewhere, env=env)
+    assert "cache read" in ran.stdout.decode()
+
+    command = [
+        str(site / "bin" / "frontmind"),
+        "serve",
+        "--offline",
+        "--port",
+        "0",
+        "--data-dir",
+        str(elsewhere / "data"),
+    ]
+    process = await anyio.open_process(command, cwd=elsewhere, env=env)
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 1000)
+        assert line.decode().startswith("http://127.0.0.1:")
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await process.aclose()
