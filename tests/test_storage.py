@@ -60,7 +60,7 @@ def table_counts(path: Path) -> dict[str, int]:
 
 
 async def test_fresh_database_is_at_the_newest_schema(store: SQLiteStorage) -> None:
-    assert await store.schema_version() == SCHEMA_VERSION == 3
+    assert await store.schema_version() == SCHEMA_VERSION == 4
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
