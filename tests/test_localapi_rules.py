@@ -40,11 +40,11 @@ def text(content: str, cached: bool = False, ttl: str = "5m") -> dict[str, Any]:
     return block
 
 
-def user(*blocks: dict[str, Any]) -> dict[str, Any]:
+def user(*blocks: dict[str, Any]) -> Any:
     return {"role": "user", "content": list(blocks)}
 
 
-def assistant(*blocks: dict[str, Any]) -> dict[str, Any]:
+def assistant(*blocks: dict[str, Any]) -> Any:
     return {"role": "assistant", "content": list(blocks)}
 
 
