@@ -21,8 +21,10 @@ turn to turn.
 
 Nothing per-turn carries a breakpoint, there is no top-level `cache_control` and no
 sampling parameter. At most 4 breakpoints, and TTLs never increase along the prefix.
-When a turn grew the history by more than the API's 20-block lookback, one intermediate
-breakpoint sits 20 blocks after the previous turn's, so this request still reads it.
+When a turn grew the history by more than the API's 20-position lookback (counting the
+breakpoint itself; a run of tool_use or of tool_result blocks is one position), one
+intermediate breakpoint sits 19 positions after the previous turn's, so this request
+still reads it.
 """
 
 from __future__ import annotations
@@ -147,6 +149,23 @@ def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
     return OutToolResult(block.tool_use_id, content, block.is_error, cache)
 
 
+def _positions(history: Sequence[Message]) -> list[int]:
+    """The lookback position of every history block: a run of consecutive tool_use
+    blocks is one position, and so is a run of consecutive tool_result blocks (prompt
+    caching docs, "what counts as a block" for the 20-block lookback)."""
+    positions: list[int] = []
+    position = -1
+    for message in history:
+        previous: type | None = None
+        for block in message.content:
+            kind = type(block)
+            if not (kind is previous and kind in (ToolUseBlock, ToolResultBlock)):
+                position += 1
+            positions.append(position)
+            previous = kind
+    return positions
+
+
 def _typed_at_or_before(history: Sequence[Message], index: int, floor: int) -> int | None:
     """The last block index <= `index` (and > `floor`) that may carry a breakpoint."""
     kinds = [not isinstance(b, RawBlock) for m in history for b in m.content]
@@ -206,10 +225,16 @@ def build_request(
         history_bp = _typed_at_or_before(history, end, -1)
         if history_bp is not None:
             marks.add(history_bp)
-            if boundary is not None and history_bp - boundary > LOOKBACK_BLOCKS:
-                middle = _typed_at_or_before(history, boundary + LOOKBACK_BLOCKS, boundary)
-                if middle is not None:
-                    marks.add(middle)
+            if boundary is not None:
+                positions = _positions(history)
+                # The lookback counts the breakpoint itself: an entry 20 positions back
+                # is already out of reach (an entry at 15, a breakpoint at 35: a miss).
+                reach = positions[boundary] + LOOKBACK_BLOCKS - 1
+                if positions[history_bp] > reach:
+                    last = max(i for i, p in enumerate(positions) if p <= reach)
+                    middle = _typed_at_or_before(history, last, boundary)
+                    if middle is not None:
+                        marks.add(middle)
 
     messages: list[OutMessage] = []
     index = 0
