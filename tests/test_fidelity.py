@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from frontmind.localapi import (
     ScriptedResponder,
 )
 from frontmind.localapi._asgi import serve_app
+from frontmind.localapi._thinking import ThinkingSigner
 from storage import (
     ContinuumModel,
     InvalidInput,
@@ -504,3 +506,131 @@ async def test_the_daemon_takes_blocks_and_settings_with_clear_errors(
         assert ok.status_code == 200
         assert "turn.completed" in ok.text
         assert json.loads(api.requests[0].body)["model"] == "claude-opus-4-8"
+
+
+# -- twenty turns with thinking, through tool loops ------------------------------------------
+
+_CACHE_MARK = re.compile(rb',"cache_control":\{"ttl":"(5m|1h)","type":"ephemeral"\}')
+
+
+class _SentMessage(msgspec.Struct):
+    role: str
+    content: list[msgspec.Raw]
+
+
+class _SentBody(msgspec.Struct):
+    messages: list[_SentMessage]
+
+
+def _sent(body: bytes) -> list[tuple[str, tuple[bytes, ...]]]:
+    """Each message of a request as its role and its blocks' exact bytes (breakpoints,
+    which move from turn to turn by design, taken out)."""
+    decoded = msgspec.json.decode(body, type=_SentBody)
+    return [
+        (m.role, tuple(_CACHE_MARK.sub(b"", bytes(b)) for b in m.content)) for m in decoded.messages
+    ]
+
+
+async def test_twenty_turns_with_thinking_replay_every_block_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    signer = ThinkingSigner()
+    texts = [
+        "Remind me to water the plants in 30 minutes.",
+        "Remember that the cat is named Tom.",
+        "List my reminders",
+        "What should I do next about the launch?",
+        "Search for plants",
+    ]
+    cfg = config(
+        model={
+            "name": "claude-opus-4-8",
+            "thinking": "enabled",
+            "budget_tokens": 1024,
+            "max_tokens": 4096,
+        }
+    )
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path, cfg=cfg) as fm:
+        calls: list[int] = []
+        for turn in range(20):
+            done = completed(await run_turn(fm, "c1", f"{texts[turn % len(texts)]} ({turn})"))
+            calls.append(done.model_calls)
+        bodies = [r.body for r in api.requests if r.path == "/v1/messages"]
+        assert len(bodies) == sum(calls)
+        assert sum(1 for c in calls if c > 1) >= 8  # the tool loops ran
+        history = await fm.history("c1")
+    first_calls = [sum(calls[:n]) for n in range(20)]
+    thinking_seen = 0
+    for n in range(19):
+        this = _sent(bodies[first_calls[n]])
+        last_call = _sent(bodies[first_calls[n + 1] - 1])
+        following = _sent(bodies[first_calls[n + 1]])
+        # This turn's history, then the frame (delimiter and notification center).
+        past = this[:-3]
+        assert following[: len(past)] == past, f"turn {n + 2} changed earlier history"
+        # What the turn added is what its last call sent after the frame, byte for byte,
+        # then its final reply.
+        added = following[len(past) : -3]
+        assert added[:-1] == last_call[len(past) + 2 :], f"turn {n + 1}'s tool loop drifted"
+        role, reply = added[-1]
+        assert role == "assistant"
+        for block in reply:
+            fields = json.loads(block)
+            if fields["type"] == "thinking":
+                # Unaltered: the text is exactly the text the model signed.
+                assert signer.thinking_text(fields["thinking"], fields["signature"]) is not None
+                thinking_seen += 1
+    assert thinking_seen >= 19
+    # Every assistant message in storage leads with its thinking block.
+    assistant = [m for m in history if m.role == "assistant"]
+    assert all(
+        isinstance(m.content[0], RawBlock) and m.content[0].kind == "thinking" for m in assistant
+    )
+
+
+async def test_a_paused_turn_is_continued_by_sending_the_reply_back(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push(Reply((ReplyText("Searching"),), stop_reason="pause_turn"), "Found it.")
+    # A model that takes a request ending on an assistant turn: the local API does not
+    # yet tell a paused server-tool turn from a prefill on the models that refuse those.
+    cfg = config(model={"name": "claude-sonnet-4-5"})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        done = completed(await run_turn(fm, "c1", "look it up"))
+        assert done.stop_reason == "end_turn"
+        assert done.model_calls == 2
+        bodies = api.message_bodies()
+        # The second call ends on the paused reply, sent back as it came.
+        assert bodies[1]["messages"][-1] == {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Searching",
+                    "cache_control": {"type": "ephemeral", "ttl": "5m"},
+                }
+            ],
+        }
+        history = await fm.history("c1")
+        assert [m.role for m in history] == ["user", "assistant", "assistant"]
+
+
+async def test_the_system_message_channel_runs_turns_through_tool_loops(tmp_path: Path) -> None:
+    cfg = config(model={"name": "claude-opus-4-8"}, composer={"channel": "system_message"})
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path, cfg=cfg) as fm:
+        completed(await run_turn(fm, "c1", "hello"))
+        loop = completed(await run_turn(fm, "c1", "Remind me to call Bob in 2 hours."))
+        assert loop.model_calls == 2
+        after = completed(await run_turn(fm, "c1", "thanks"))
+        bodies = api.message_bodies()
+    roles = [m["role"] for m in bodies[2]["messages"]]  # the loop's second call
+    assert roles[-4:] == ["user", "system", "assistant", "user"]
+    # The notification center stays the same system message through the loop.
+    assert bodies[2]["messages"][-3] == bodies[1]["messages"][-1]
+    assert bodies[1]["messages"][-1]["content"][0]["text"].startswith("NOTIFICATION CENTER")
+    # The turn after the loop reads everything the loop turn's first call wrote.
+    first_call = loop.usage  # (summed over both calls; the first read the turn before)
+    assert first_call.cache_read_input_tokens > 0
+    assert after.cache_miss_reason is None
+    assert after.usage.cache_read_input_tokens > 0
