@@ -34,7 +34,7 @@ from typing import Literal
 
 import msgspec
 
-from storage import ContentBlock, Message, RawBlock, TextBlock, ToolUseBlock
+from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
 from ._messages import SystemSection
 from ._notification import DELIMITER

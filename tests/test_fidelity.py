@@ -189,13 +189,14 @@ def test_an_error_event_or_a_stream_without_its_end_is_a_stream_error() -> None:
 
 
 def _layout(history: list[Message], **options: Any) -> ModelRequest:
+    boundary = options.pop("boundary", None)
     return build_request(
         model="claude-opus-5",
         max_tokens=2048,
         tools=(),
         system=(SystemSection("base_prompt", "You are helpful. " * 50, cached=True),),
         history=history,
-        boundary=None,
+        boundary=boundary,
         notification=options.pop("notification", "NOTIFICATION CENTER\n<x>\ny\n</x>"),
         tail=[Message("user", (TextBlock("now"),))],
         cache=CacheSettings(),
@@ -634,3 +635,32 @@ async def test_the_system_message_channel_runs_turns_through_tool_loops(tmp_path
     assert first_call.cache_read_input_tokens > 0
     assert after.cache_miss_reason is None
     assert after.usage.cache_read_input_tokens > 0
+
+
+def test_a_run_of_parallel_tool_calls_is_one_lookback_position() -> None:
+    uses = tuple(ToolUseBlock(f"toolu_{i}", "list_reminders", "{}") for i in range(30))
+    results = tuple(ToolResultBlock(f"toolu_{i}", "none") for i in range(30))
+
+    def history(rounds: int) -> list[Message]:
+        turn = [Message("user", (TextBlock("go"),), turn_id="t2")]
+        for _ in range(rounds):
+            turn += [
+                Message("assistant", uses, turn_id="t2"),
+                Message("user", results, turn_id="t2"),
+            ]
+        turn.append(Message("assistant", (TextBlock("done"),), turn_id="t2"))
+        first = [
+            Message("user", (TextBlock("hi"),), turn_id="t1"),
+            Message("assistant", (TextBlock("hello"),), turn_id="t1"),
+        ]
+        return first + turn
+
+    def marks(rounds: int) -> list[int]:
+        sent = json.loads(msgspec.json.encode(_layout(history(rounds), boundary=1)))
+        blocks = [b for m in sent["messages"] for b in m["content"]]
+        return [i for i, b in enumerate(blocks) if "cache_control" in b]
+
+    # 61 blocks but 4 positions since the previous breakpoint: no intermediate needed.
+    assert len(marks(1)) == 1
+    # 9 rounds: 20 positions on, one past the lookback: an intermediate breakpoint.
+    assert len(marks(9)) == 2
