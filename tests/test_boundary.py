@@ -288,3 +288,34 @@ async def test_previews_of_unknown_continuums_leave_no_actors(tmp_path: Path) ->
             await fm.compose(f"other-{i}", "hello")
         assert fm.loaded_continuums() == []
         assert len(fm.statistics()) == before
+
+
+# -- over HTTP: clear 400s, and /turns and /context stay healthy after bad turns -----------------
+
+
+async def test_the_daemon_refuses_bad_instants_and_survives_bad_turns(tmp_path: Path) -> None:
+    import httpx2
+
+    from frontmind._daemon import build_app
+    from frontmind.localapi._asgi import serve_app
+    from tests._daemon import turn
+
+    async with (
+        Frontmind.open(tmp_path, offline=True, clock=FakeClock()) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        refused = await client.post(
+            "/v1/reminders", json={"text": "r", "due_at": "9999-12-31T23:59:59-23:59"}
+        )
+        assert refused.status_code == 400, refused.text
+        assert "9000-01-01" in refused.json()["error"]["message"]
+        for text in BAD_MESSAGES * 2:
+            events = await turn(client, "ada", text)
+            name, data = events[-1]
+            assert name == "turn.completed", events
+            assert data["turn_id"]
+        assert (await client.get("/v1/continuums/ada/turns")).status_code == 200
+        context = await client.get("/v1/continuums/ada/context", params={"message": "hi"})
+        assert context.status_code == 200, context.text
+        assert (await client.get("/v1/reminders")).json()["reminders"] == []
