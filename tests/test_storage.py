@@ -84,7 +84,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 3"):
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99.*only up to {SCHEMA_VERSION}"):
         await SQLiteStorage.open(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 99
