@@ -149,30 +149,50 @@ def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
     return OutToolResult(block.tool_use_id, content, block.is_error, cache)
 
 
-def _positions(history: Sequence[Message]) -> list[int]:
-    """The lookback position of every history block: a run of consecutive tool_use
-    blocks is one position, and so is a run of consecutive tool_result blocks (prompt
-    caching docs, "what counts as a block" for the 20-block lookback)."""
-    positions: list[int] = []
-    position = -1
+def _lookback_end(history: Sequence[Message], boundary: int, history_bp: int) -> int | None:
+    """The last block still within the lookback of the breakpoint at `boundary`, when
+    `history_bp` lies beyond it; else None.
+
+    The lookback counts 20 positions including the breakpoint itself (an entry at 15
+    and a breakpoint at 35 is a miss), and a run of consecutive tool_use blocks is one
+    position, as is a run of consecutive tool_result blocks (prompt caching docs).
+    Only the blocks after the previous turn's breakpoint are walked, and nothing is
+    copied: this runs on every request.
+    """
+    position = 0
+    index = 0
+    last_within = boundary
     for message in history:
+        if index + len(message.content) <= boundary + 1:
+            index += len(message.content)
+            continue
         previous: type | None = None
         for block in message.content:
-            kind = type(block)
-            if not (kind is previous and kind in (ToolUseBlock, ToolResultBlock)):
-                position += 1
-            positions.append(position)
-            previous = kind
-    return positions
+            if index > boundary:
+                kind = type(block)
+                if not (kind is previous and kind in (ToolUseBlock, ToolResultBlock)):
+                    position += 1
+                if position > LOOKBACK_BLOCKS - 1:
+                    return last_within if history_bp > last_within else None
+                last_within = index
+                previous = kind
+            index += 1
+    return None
 
 
 def _typed_at_or_before(history: Sequence[Message], index: int, floor: int) -> int | None:
-    """The last block index <= `index` (and > `floor`) that may carry a breakpoint."""
-    kinds = [not isinstance(b, RawBlock) for m in history for b in m.content]
-    while index > floor:
-        if kinds[index]:
-            return index
-        index -= 1
+    """The last block index <= `index` (and > `floor`) that may carry a breakpoint:
+    walked back from the end, without copying the history."""
+    first = sum(len(m.content) for m in history)
+    for message in reversed(history):
+        first -= len(message.content)
+        if first > index:
+            continue
+        for j in range(min(len(message.content) - 1, index - first), -1, -1):
+            if first + j <= floor:
+                return None
+            if not isinstance(message.content[j], RawBlock):
+                return first + j
     return None
 
 
@@ -225,16 +245,11 @@ def build_request(
         history_bp = _typed_at_or_before(history, end, -1)
         if history_bp is not None:
             marks.add(history_bp)
-            if boundary is not None:
-                positions = _positions(history)
-                # The lookback counts the breakpoint itself: an entry 20 positions back
-                # is already out of reach (an entry at 15, a breakpoint at 35: a miss).
-                reach = positions[boundary] + LOOKBACK_BLOCKS - 1
-                if positions[history_bp] > reach:
-                    last = max(i for i, p in enumerate(positions) if p <= reach)
-                    middle = _typed_at_or_before(history, last, boundary)
-                    if middle is not None:
-                        marks.add(middle)
+            last = None if boundary is None else _lookback_end(history, boundary, history_bp)
+            if last is not None and boundary is not None:
+                middle = _typed_at_or_before(history, last, boundary)
+                if middle is not None:
+                    marks.add(middle)
 
     messages: list[OutMessage] = []
     index = 0
