@@ -503,10 +503,15 @@ async def test_the_daemon_takes_blocks_and_settings_with_clear_errors(
             assert fragment in response.json()["error"]["message"]
         assert api.requests == []
         responder.push("Hello there.")
-        ok = await client.post(f"{url}/turns", json={"content": [{"type": "text", "text": "hi"}]})
+        image = {"type": "image", "source": {"type": "url", "url": "https://x.test/cat.png"}}
+        ok = await client.post(
+            f"{url}/turns", json={"content": [image, {"type": "text", "text": "a cat?"}]}
+        )
         assert ok.status_code == 200
         assert "turn.completed" in ok.text
         assert json.loads(api.requests[0].body)["model"] == "claude-opus-4-8"
+        stored = (await client.get(f"{url}/messages")).json()["messages"]
+        assert stored[0]["content"] == [image, {"type": "text", "text": "a cat?"}]
 
 
 # -- twenty turns with thinking, through tool loops ------------------------------------------
