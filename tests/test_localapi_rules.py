@@ -258,7 +258,10 @@ async def test_tool_choice_and_thinking_changes_rewrite_messages_only(
 
 # -- 6. what the API accepts, the local API accepts -------------------------------------------
 
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+    "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
 
 
 async def test_images_and_documents_in_user_turns_and_tool_results(
