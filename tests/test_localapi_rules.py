@@ -17,6 +17,7 @@ from frontmind.localapi import (
     LocalMessagesAPI,
     MidStreamError,
     Reply,
+    ReplyRawBlock,
     ReplyToolUse,
     ScriptedResponder,
     min_cacheable_tokens,
@@ -258,7 +259,10 @@ async def test_tool_choice_and_thinking_changes_rewrite_messages_only(
 
 # -- 6. what the API accepts, the local API accepts -------------------------------------------
 
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+    "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
 
 
 async def test_images_and_documents_in_user_turns_and_tool_results(
@@ -364,6 +368,52 @@ async def test_server_tools_and_documented_fields_are_accepted(
         model=MODEL, cache_control={"type": "ephemeral"}, messages=[user(text("hi"))]
     )
     assert counted.input_tokens == tok("hi")
+
+
+async def test_scripted_server_tool_blocks_stream_and_replay(
+    clients: Callable[..., anthropic.AsyncAnthropic],
+) -> None:
+    search: dict[str, Any] = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "news"},
+    }
+    result: dict[str, Any] = {
+        "type": "web_search_result",
+        "url": "https://example.com",
+        "title": "Example",
+        "encrypted_content": "abc",
+    }
+    found: dict[str, Any] = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [result],
+    }
+    reply = Reply((ReplyRawBlock(search), ReplyRawBlock(found)), stop_reason="pause_turn")
+    script = ScriptedResponder()
+    script.push(reply, reply, "Here is the news.")
+    tools: Any = [{"type": "web_search_20250305", "name": "web_search"}]
+    async with LocalMessagesAPI(responder=script) as api:
+        client = clients(api.base_url)
+        ask = [user(text("news?"))]
+        plain = await create(client, max_tokens=1024, tools=tools, messages=ask)
+        async with client.messages.stream(
+            model=MODEL, max_tokens=1024, tools=tools, messages=ask
+        ) as stream:
+            streamed = await stream.get_final_message()
+        for message in (plain, streamed):
+            assert message.stop_reason == "pause_turn"
+            assert [b.model_dump(exclude_none=True) for b in message.content] == [
+                search,
+                found,
+            ]
+        again = await create(
+            client,
+            tools=tools,
+            messages=[*ask, assistant(*[b.model_dump() for b in plain.content])],
+        )
+        assert again.content[0].text == "Here is the news."
 
 
 async def test_the_sdk_tool_runner_falls_back_from_thread(

@@ -13,6 +13,7 @@ from ._models import MODELS, ModelInfo, find_model
 from ._responder import (
     DefaultResponder,
     Reply,
+    ReplyRawBlock,
     ReplyText,
     ReplyThinking,
     ReplyToolUse,
@@ -43,6 +44,7 @@ __all__ = [
     "MonotonicClock",
     "RecordedRequest",
     "Reply",
+    "ReplyRawBlock",
     "ReplyText",
     "ReplyThinking",
     "ReplyToolUse",

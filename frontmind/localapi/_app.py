@@ -25,6 +25,7 @@ from ._responder import (
     DefaultResponder,
     Reply,
     ReplyBlock,
+    ReplyRawBlock,
     ReplyText,
     ReplyThinking,
     Responder,
@@ -223,6 +224,13 @@ def _plan(
             if text:
                 blocks.append({"type": "text", "text": text})
             used += tokens
+        elif isinstance(block, ReplyRawBlock):
+            tokens = estimate_text_tokens(canonical_json(block.block))
+            if used + tokens > budget:
+                stop = "max_tokens"
+                break
+            blocks.append(dict(block.block))
+            used += tokens
         else:
             tokens = estimate_text_tokens(block.name + canonical_json(block.input))
             if used + tokens > budget:
@@ -278,6 +286,9 @@ def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str
         for piece in _chunks(block["text"], 24):
             delta = _delta(index, {"type": "text_delta", "text": piece})
             events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
+        for citation in block.get("citations") or ():
+            delta = _delta(index, {"type": "citations_delta", "citation": citation})
+            events.append(("content_block_delta", delta, 0))
     elif kind == "thinking":
         start({"type": "thinking", "thinking": "", "signature": ""})
         if block["thinking"]:
@@ -286,13 +297,13 @@ def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str
                 events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
         signature = _delta(index, {"type": "signature_delta", "signature": block["signature"]})
         events.append(("content_block_delta", signature, 0))
-    elif kind == "redacted_thinking":
-        start(block)
-    else:
-        start({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+    elif kind in ("tool_use", "server_tool_use"):
+        start({**block, "input": {}})
         for piece in _chunks(canonical_json(block["input"]), 32):
             delta = _delta(index, {"type": "input_json_delta", "partial_json": piece})
             events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
+    else:  # redacted_thinking, server tool results, ...: whole in content_block_start
+        start(block)
     events.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
     return events
 

@@ -36,6 +36,7 @@ from ._thinking import REDACTED_TRIGGER
 __all__ = [
     "DefaultResponder",
     "Reply",
+    "ReplyRawBlock",
     "ReplyText",
     "ReplyThinking",
     "ReplyToolUse",
@@ -64,7 +65,15 @@ class ReplyThinking:
     redacted: bool = False
 
 
-ReplyBlock = ReplyText | ReplyToolUse | ReplyThinking
+@dataclass(frozen=True, slots=True)
+class ReplyRawBlock:
+    """A content block sent as given: server tool use and results (web search, web fetch,
+    code execution), text with citations, or anything else a test needs the model to say."""
+
+    block: dict[str, Any]
+
+
+ReplyBlock = ReplyText | ReplyToolUse | ReplyThinking | ReplyRawBlock
 
 
 @dataclass(frozen=True, slots=True)

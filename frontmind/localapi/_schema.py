@@ -156,6 +156,12 @@ ASSISTANT_BLOCKS = (
     WebFetchToolResultBlock,
     CodeExecutionToolResultBlock,
 )
+SERVER_TOOL_BLOCKS = (
+    ServerToolUseBlock,
+    ServerToolResultBlock,
+    WebFetchToolResultBlock,
+    CodeExecutionToolResultBlock,
+)
 USER_ONLY_BLOCKS = (ImageBlock, DocumentBlock, SearchResultBlock, ToolResultBlock)
 
 

@@ -12,6 +12,7 @@ from ._models import ModelInfo, find_model
 from ._schema import (
     ASSISTANT_BLOCKS,
     BETA_ONLY_FIELDS,
+    SERVER_TOOL_BLOCKS,
     USER_ONLY_BLOCKS,
     Block,
     CacheControl,
@@ -323,7 +324,10 @@ def validate(
     _check_system_messages(messages, model)
     _check_tool_pairs(messages)
     last = [m for m in messages if m.role != "system"][-1]
-    if last.role != "user" and not model.prefill:
+    # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
+    # handling stop reasons, server tools): that is no prefill.
+    paused = last.role == "assistant" and isinstance(blocks_of(last)[-1], SERVER_TOOL_BLOCKS)
+    if last.role != "user" and not paused and not model.prefill:
         raise ApiError(
             400,
             "This model does not support assistant message prefill. "
