@@ -25,6 +25,7 @@ from frontmind._daemon import build_app
 from frontmind.localapi import (
     LocalMessagesAPI,
     Reply,
+    ReplyRawBlock,
     ReplyText,
     ReplyToolUse,
     ScriptedResponder,
@@ -598,28 +599,40 @@ async def test_a_paused_turn_is_continued_by_sending_the_reply_back(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
     api, responder = script
-    responder.push(Reply((ReplyText("Searching"),), stop_reason="pause_turn"), "Found it.")
-    # A model that takes a request ending on an assistant turn: the local API does not
-    # yet tell a paused server-tool turn from a prefill on the models that refuse those.
-    cfg = config(model={"name": "claude-sonnet-4-5"})
-    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+    use = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "cats"},
+    }
+    result = json.loads(SEARCH_RESULT)
+    responder.push(
+        Reply(
+            (ReplyText("Searching"), ReplyRawBlock(use), ReplyRawBlock(result)),
+            stop_reason="pause_turn",
+        ),
+        "Found it.",
+    )
+    async with frontmind(api, tmp_path) as fm:
         done = completed(await run_turn(fm, "c1", "look it up"))
         assert done.stop_reason == "end_turn"
         assert done.model_calls == 2
         bodies = api.message_bodies()
         # The second call ends on the paused reply, sent back as it came.
-        assert bodies[1]["messages"][-1] == {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "text",
-                    "text": "Searching",
-                    "cache_control": {"type": "ephemeral", "ttl": "5m"},
-                }
-            ],
-        }
+        sent_back = bodies[1]["messages"][-1]
+        assert sent_back["role"] == "assistant"
+        assert sent_back["content"][1:] == [use, result]
         history = await fm.history("c1")
         assert [m.role for m in history] == ["user", "assistant", "assistant"]
+        assert [b.kind for b in history[1].content if isinstance(b, RawBlock)] == [
+            "server_tool_use",
+            "web_search_tool_result",
+        ]
+        responder.push("And again.")
+        completed(await run_turn(fm, "c1", "thanks"))
+        # The paused reply is replayed as it was sent back, byte for byte.
+        replayed = _sent(api.requests[-1].body)
+        assert replayed[1] == _sent(api.requests[-2].body)[-1]
 
 
 async def test_the_system_message_channel_runs_turns_through_tool_loops(tmp_path: Path) -> None:
