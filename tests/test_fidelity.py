@@ -441,6 +441,14 @@ async def test_model_settings_per_continuum(
                 await fm.set_model_settings("c1", **settings)
         # Nothing refused was stored.
         assert (await fm.model_settings("c1"))[0].model == "claude-opus-4-8"
+        # The next turn runs with them: thinking leads the stored reply.
+        completed(await run_turn(fm, "c1", "next"))
+        sent = api.message_bodies()[-1]
+        assert sent["model"] == "claude-opus-4-8"
+        assert sent["output_config"] == {"effort": "high"}
+        reply = (await fm.history("c1"))[-1].content[0]
+        assert isinstance(reply, RawBlock)
+        assert reply.kind == "thinking"
 
 
 async def test_the_system_message_channel_needs_a_model_that_takes_it(
