@@ -544,8 +544,8 @@ class PostgresStorage:
             # Like FTS5's snippet(…, 40): a text of up to 40 words whole, else a fragment.
             "SELECT h.continuum_id, h.seq, h.role,"
             " CASE WHEN array_length(regexp_split_to_array(btrim(h.text), '\\s+'), 1) <= 40"
-            " THEN h.text ELSE ts_headline('simple', h.text, h.q, 'StartSel=\"\", StopSel=\"\","
-            " MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=\" … \"') END,"
+            ' THEN h.text ELSE ts_headline(\'simple\', h.text, h.q, \'StartSel="", StopSel="",'
+            ' MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=" … "\') END,'
             " h.created_at, h.rank FROM ("
             "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, q,"
             "   ts_rank(m.tsv, q) AS rank"
