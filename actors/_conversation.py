@@ -57,6 +57,9 @@ __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "messa
 UPDATE_HEADER = "[notification center update]"
 
 
+INTERRUPTED = "interrupted: the process ended before the turn finished"
+
+
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
     turn_id: str
     text: str
@@ -258,6 +261,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
         try:
+            # A provisional record, replaced when the turn ends: a process killed in the
+            # middle of the turn still leaves its record (and the user's message).
+            await self._record_unfinished(run, "failed", INTERRUPTED)
             state = await self._load()
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms

@@ -57,7 +57,11 @@ class Storage(Protocol):
         ...
 
     async def record_turn(self, record: TurnRecord) -> None:
-        """Store the record of a failed or cancelled turn (no history)."""
+        """Store the record of a failed or cancelled turn (no history).
+
+        A turn's record is written when it starts (failed, "interrupted") and replaced
+        when it ends, so a process killed mid-turn still leaves one; a completed turn's
+        record is never replaced."""
         ...
 
     async def turns(

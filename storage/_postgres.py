@@ -147,17 +147,30 @@ class PostgresStorage:
 
     shared = True  # other processes may write: the conversation re-checks before a turn
 
-    def __init__(self, url: str, pool: Any, segment_gap: float) -> None:
+    def __init__(self, url: str, pool: Any, leases: Any, segment_gap: float) -> None:
         self.url = url
         self._pool = pool
+        self._leases = leases
         self._segment_gap = segment_gap
         self._closed = False
 
     @classmethod
     async def open(
-        cls, url: str, *, segment_gap: float = 1800.0, max_connections: int = 10
+        cls,
+        url: str,
+        *,
+        segment_gap: float = 1800.0,
+        max_connections: int = 10,
+        max_leases: int = 32,
     ) -> PostgresStorage:
-        """Connect (creating and migrating the schema as needed)."""
+        """Connect (creating and migrating the schema as needed).
+
+        Queries share a pool of `max_connections`. A running turn holds one more
+        connection for its lease (a session lock), from a pool of its own of
+        `max_leases`: a turn waiting for its lease must never hold a connection that
+        the running turns need for their reads and commits. One replica uses at most
+        `max_connections + max_leases` server connections.
+        """
         if asyncpg is None:
             raise StorageUnavailable(
                 "PostgreSQL storage needs the asyncpg package: pip install 'frontmind[postgres]'"
@@ -169,16 +182,18 @@ class PostgresStorage:
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
             raise StorageUnavailable(f"cannot connect to the database at {shown}: {exc}") from exc
+        leases = None
         try:
             async with pool.acquire() as conn:
                 await _migrate(conn, shown)
+            leases = await asyncpg.create_pool(url, min_size=0, max_size=max_leases)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 await pool.close()
-            if isinstance(exc, asyncpg.PostgresError):
+            if isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
                 raise StorageUnavailable(f"cannot migrate the database at {shown}: {exc}") from exc
             raise
-        return cls(url, pool, segment_gap)
+        return cls(url, pool, leases, segment_gap)
 
     async def __aenter__(self) -> PostgresStorage:
         return self
@@ -196,6 +211,7 @@ class PostgresStorage:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
+            await self._leases.close()
             await self._pool.close()
 
     async def schema_version(self) -> int:
@@ -220,7 +236,7 @@ class PostgresStorage:
         """
         check_continuum_id(continuum_id)
         key = _lease_key(continuum_id)
-        async with self._pool.acquire() as conn:
+        async with self._leases.acquire() as conn:
             await conn.execute("SELECT pg_advisory_lock($1)", key)
             try:
                 yield
@@ -287,8 +303,11 @@ class PostgresStorage:
                 "SELECT message_count FROM continuums WHERE id = $1 FOR UPDATE", cid
             )
             inserted = await db.fetchval(
+                # It replaces the turn's provisional record (written when it started).
                 "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING 1",
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed' RETURNING 1",
                 record.turn_id,
                 cid,
                 record.status,
@@ -356,7 +375,9 @@ class PostgresStorage:
             )
             await db.execute(
                 "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING",
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 record.turn_id,
                 record.continuum_id,
                 record.status,

@@ -292,7 +292,9 @@ class SQLiteStorage:
         cid = record.continuum_id
         async with self._transaction() as db:
             seen = list(
-                await db.execute_fetchall("SELECT 1 FROM turns WHERE id = ?", (record.turn_id,))
+                await db.execute_fetchall(
+                    "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                )
             )
             if seen:
                 return False  # a retried commit of a turn already stored
@@ -304,8 +306,11 @@ class SQLiteStorage:
                 "SELECT message_count FROM continuums WHERE id = ?", (cid,)
             )
             await db.execute(
+                # It replaces the turn's provisional record (written when it started).
                 "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     cid,
@@ -365,8 +370,10 @@ class SQLiteStorage:
                 (record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT OR IGNORE INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     record.continuum_id,
