@@ -74,5 +74,20 @@ CREATE TABLE documents (
 );
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+# Per-word document counts of both indexes, kept by the writes themselves, so that a
+# search can leave out the words nearly every row contains (as SQLite does with fts5vocab).
+_V2 = """
+CREATE TABLE term_stats (
+    kind TEXT NOT NULL CHECK (kind IN ('message', 'memory')),
+    term TEXT NOT NULL,
+    docs BIGINT NOT NULL,
+    PRIMARY KEY (kind, term)
+);
+INSERT INTO term_stats (kind, term, docs)
+    SELECT 'message', word, ndoc FROM ts_stat('SELECT tsv FROM messages');
+INSERT INTO term_stats (kind, term, docs)
+    SELECT 'memory', word, ndoc FROM ts_stat('SELECT tsv FROM memories');
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -28,6 +28,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from ._effects import AddMemory, AddReminder, CompleteReminder, Effect
 from ._exceptions import (
     InvalidInput,
     NotFound,
@@ -35,7 +36,7 @@ from ._exceptions import (
     StorageUnavailable,
     UnknownContinuum,
 )
-from ._fts import MAX_SELECTIVE_TERMS, memory_score, query_terms
+from ._fts import memory_score, query_terms, selective
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
     Continuum,
@@ -62,6 +63,7 @@ from ._validation import (
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
+    check_row_id,
     check_text,
     to_epoch,
 )
@@ -97,15 +99,34 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
     return wrapper
 
 
-def _tsquery(text: str) -> str | None:
-    """A tsquery ORing the query's words. `query_terms` yields only \\w+ words, so no
-    tsquery operator of the user's can get through. The longest words are kept: without
-    per-term document counts, length is the cheap stand-in for selectivity."""
-    terms = query_terms(text)
-    if not terms:
-        return None
-    terms = sorted(terms, key=len, reverse=True)[:MAX_SELECTIVE_TERMS]
-    return " | ".join(terms)
+async def _insert_memory(
+    db: Any, text: str, created: float, expires: float | None, importance: float
+) -> int:
+    memory_id = await db.fetchval(
+        "INSERT INTO memories (text, created_at, expires_at, importance)"
+        " VALUES ($1, $2, $3, $4) RETURNING id",
+        text,
+        created,
+        expires,
+        importance,
+    )
+    await _count_terms(db, "memory", [text])
+    return int(memory_id)
+
+
+async def _count_terms(db: Any, kind: str, texts: list[str]) -> None:
+    """Keep each word's document count, in the writing transaction. Rows are upserted in
+    word order, so concurrent writers lock shared words in the same order (no deadlock)."""
+    await db.execute(
+        "INSERT INTO term_stats (kind, term, docs)"
+        " SELECT $1, w, count(*) FROM ("
+        "  SELECT DISTINCT d.n, unnest(tsvector_to_array(to_tsvector('simple', d.t))) AS w"
+        "  FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
+        " ) words GROUP BY w ORDER BY w"
+        " ON CONFLICT (kind, term) DO UPDATE SET docs = term_stats.docs + excluded.docs",
+        kind,
+        texts,
+    )
 
 
 def _lease_key(continuum_id: str) -> int:
@@ -324,7 +345,9 @@ class PostgresStorage:
                     for i, (role, content, text, at) in enumerate(rows)
                 ],
             )
+            await _count_terms(db, "message", [text for _, _, text, _ in rows])
             await self._extend_segment(db, cid, record, base)
+            await self._apply_effects(db, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
                 " last_message_id = $3, history_start = COALESCE($4, history_start)"
@@ -336,6 +359,31 @@ class PostgresStorage:
                 cid,
             )
         return True
+
+    async def _apply_effects(self, db: Any, effects: tuple[Effect, ...]) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction."""
+        for effect in effects:
+            match effect:
+                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
+                    await db.execute(
+                        "INSERT INTO reminders (text, due_at, created_at, origin)"
+                        " VALUES ($1, $2, $3, $4)",
+                        text,
+                        due,
+                        created,
+                        origin,
+                    )
+                case CompleteReminder(reminder_id=reminder_id, at=at):
+                    await db.execute(
+                        "UPDATE reminders SET completed_at = $1"
+                        " WHERE id = $2 AND completed_at IS NULL",
+                        at,
+                        reminder_id,
+                    )
+                case AddMemory(
+                    text=text, importance=importance, created_at=created, expires_at=expires
+                ):
+                    await _insert_memory(db, text, created, expires, importance)
 
     async def _extend_segment(self, db: Any, cid: str, record: TurnRecord, first_seq: int) -> None:
         last = await db.fetchrow(
@@ -441,10 +489,7 @@ class PostgresStorage:
 
     @_translated
     async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
-        if not isinstance(reminder_id, int) or reminder_id < 1:
-            raise InvalidInput(f"reminder id must be a positive integer, not {reminder_id!r}")
-        if reminder_id > 2**63 - 1:
-            raise NotFound(f"no reminder #{reminder_id}")
+        check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
@@ -453,6 +498,14 @@ class PostgresStorage:
                 reminder_id,
             )
             row = await db.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
+        if row is None:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*row)
+
+    @_translated
+    async def reminder(self, reminder_id: int) -> Reminder:
+        check_row_id(reminder_id, "reminder id")
+        row = await self._pool.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
         if row is None:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*row)
@@ -503,15 +556,8 @@ class PostgresStorage:
         expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
         created = time.time() if now is None else now
         async with self._transaction() as db:
-            memory_id = await db.fetchval(
-                "INSERT INTO memories (text, created_at, expires_at, importance)"
-                " VALUES ($1, $2, $3, $4) RETURNING id",
-                text,
-                created,
-                expires,
-                importance,
-            )
-        return Memory(int(memory_id), text, created, expires, importance)
+            memory_id = await _insert_memory(db, text, created, expires, importance)
+        return Memory(memory_id, text, created, expires, importance)
 
     @_translated
     async def memories(self, *, limit: int = 100) -> list[Memory]:
@@ -520,13 +566,28 @@ class PostgresStorage:
         )
         return [Memory(*row) for row in rows]
 
+    async def _tsquery(self, kind: str, text: str) -> str | None:
+        """A tsquery ORing the query's most selective words that occur at all, as SQLite
+        does with fts5vocab: a word in half the rows costs the most and ranks the least.
+        `query_terms` yields only \\w+ words, so no tsquery operator can get through."""
+        terms = query_terms(text)
+        if not terms:
+            return None
+        rows = await self._pool.fetch(
+            "SELECT term, docs FROM term_stats WHERE kind = $1 AND term = ANY($2::text[])",
+            kind,
+            terms,
+        )
+        chosen = selective(terms, {row[0]: int(row[1]) for row in rows})
+        return " | ".join(chosen) if chosen else None
+
     @_translated
     async def search_memories(
         self, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
         if limit < 1:
             return []
-        match = _tsquery(query)
+        match = await self._tsquery("memory", query)
         if match is None:
             return []
         at = time.time() if now is None else now
@@ -553,7 +614,7 @@ class PostgresStorage:
     ) -> list[MessageHit]:
         if limit < 1:
             return []
-        match = _tsquery(query)
+        match = await self._tsquery("message", query)
         if match is None:
             return []
         scope, args = "", [match, limit]

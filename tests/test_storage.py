@@ -17,6 +17,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import anyio
+import msgspec
 import pytest
 
 from storage import (
@@ -31,6 +32,9 @@ from storage import (
     ToolUseBlock,
     TurnRecord,
     UnknownContinuum,
+    add_memory_effect,
+    add_reminder_effect,
+    complete_reminder_effect,
 )
 from tests._factories import content_bytes, every_block_type, turn
 from tests._postgres import PostgresServer
@@ -354,3 +358,26 @@ async def test_bad_input_is_refused_and_changes_nothing(store: Store) -> None:
         await store.complete_reminder(999)
     assert await table_counts(store) == before
     assert len(await store.history("c1")) == 2
+
+
+# -- tool effects -------------------------------------------------------------------------
+
+
+async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> None:
+    kept = await store.add_reminder("done by the tool", due_at=None, origin="user")
+    due = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    effects = (
+        add_reminder_effect("call the dentist", due, now=100.0),
+        complete_reminder_effect(kept.id, now=101.0),
+        add_memory_effect("prefers mornings for calls", 0.7, now=102.0),
+    )
+    write = turn("c1", "t1")
+    assert await store.commit_turn(msgspec.structs.replace(write, effects=effects))
+    assert [r.text for r in await store.active_reminders()] == ["call the dentist"]
+    assert (await store.reminder(kept.id)).completed_at == 101.0
+    hits = await store.search_memories("mornings", now=200.0)
+    assert [h.memory.text for h in hits] == ["prefers mornings for calls"]
+    # A retried commit of the same turn applies nothing twice.
+    assert not await store.commit_turn(msgspec.structs.replace(write, effects=effects))
+    assert len(await store.reminders(include_completed=True)) == 2
+    assert len(await store.memories()) == 1
