@@ -114,7 +114,7 @@ async def replicas(url: str, count: int, continuums: int, turns: int, api: str) 
     env = {**os.environ, "ANTHROPIC_BASE_URL": api, "ANTHROPIC_API_KEY": "bench-key"}
     async with AsyncExitStack() as stack:
         urls = []
-        for i in range(count):
+        for _ in range(count):
             data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             command = [sys.executable, "-m", "frontmind", "serve", "--port", "0"]
             command += ["--data-dir", str(data), "--database", url]
