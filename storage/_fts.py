@@ -5,6 +5,7 @@ User text never reaches FTS5 syntax: it is cut into words, each quoted, joined b
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = ["MAX_SELECTIVE_TERMS", "fts_query", "memory_score", "query_terms", "selective"]
@@ -52,12 +53,23 @@ def fts_query(terms: list[str]) -> str | None:
     return " OR ".join(f'"{term}"' for term in terms)
 
 
-def memory_score(bm25: float, importance: float, age_seconds: float) -> float:
-    """Relevance (BM25, higher is better), weighted by importance and recency.
+def memory_score(bm25: float, importance: float, age_seconds: float, uses: int = 0) -> float:
+    """The blend that ranks memories (higher is better):
 
-    Recency halves a memory's weight after 30 days and keeps decaying slowly, so an old
-    but exactly matching memory still beats a fresh vague one.
+        relevance × (0.75 + 0.5 × importance) × recency × (1 + 0.1 × ln(1 + uses))
+
+    - relevance: BM25 (FTS5) or ts_rank (PostgreSQL), higher is better;
+    - importance in [0, 1] moves the weight between 0.75 and 1.25;
+    - recency halves a memory's weight after 30 days and keeps decaying slowly, so an
+      old but exactly matching memory still beats a fresh vague one;
+    - use: each time a memory is surfaced in a notification center it counts once; a
+      memory surfaced often gains slowly (logarithmically: 10 uses is +24%), so use
+      breaks ties between equally relevant memories without burying new ones.
+
+    With an embedder configured, the caller blends its cosine similarity in as well
+    (actors/_recall.py).
     """
     relevance = -bm25  # FTS5's bm25() is lower-is-better
     recency = 1.0 / (1.0 + max(age_seconds, 0.0) / (30 * 86400))
-    return relevance * (0.75 + 0.5 * importance) * recency
+    use = 1.0 + 0.1 * math.log1p(max(uses, 0))
+    return relevance * (0.75 + 0.5 * importance) * recency * use

@@ -105,5 +105,44 @@ CREATE TABLE continuum_settings (
 );
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+# v5: durable background jobs (segment summaries and memory extraction), the segments'
+# summaries with a full-text index of their own (title and summary, written with the
+# summary: rowid = segment id), and for memories: the segment each was extracted from,
+# how often it was surfaced, an optional embedding, and an FTS update trigger (a
+# de-duplicated memory is updated in place).
+_V5 = """
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,
+    claimed_at REAL,
+    last_error TEXT,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    record BLOB
+);
+CREATE INDEX jobs_due ON jobs(state, next_at);
+CREATE INDEX jobs_by_continuum ON jobs(continuum_id, id);
+ALTER TABLE segments ADD COLUMN summary TEXT NOT NULL DEFAULT '';
+CREATE VIRTUAL TABLE segments_fts USING fts5(text);
+ALTER TABLE memories ADD COLUMN source_segment INTEGER;
+ALTER TABLE memories ADD COLUMN uses INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN embedding BLOB;
+CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]

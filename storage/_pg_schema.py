@@ -98,5 +98,34 @@ CREATE TABLE continuum_settings (
 );
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+# Durable background jobs (claimed with FOR UPDATE SKIP LOCKED, so replicas share
+# them), segment summaries searchable by their own tsvector, and for memories: their
+# source segment, how often each was surfaced, and an optional embedding.
+_V4 = """
+CREATE TABLE jobs (
+    id BIGSERIAL PRIMARY KEY,
+    kind TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    payload BYTEA NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at DOUBLE PRECISION NOT NULL,
+    claimed_at DOUBLE PRECISION,
+    last_error TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    finished_at DOUBLE PRECISION,
+    record BYTEA
+);
+CREATE INDEX jobs_due ON jobs(state, next_at);
+CREATE INDEX jobs_by_continuum ON jobs(continuum_id, id);
+ALTER TABLE segments ADD COLUMN summary TEXT NOT NULL DEFAULT '';
+ALTER TABLE segments ADD COLUMN tsv tsvector
+    GENERATED ALWAYS AS (to_tsvector('simple', title || ' ' || summary)) STORED;
+CREATE INDEX segments_fts ON segments USING GIN (tsv);
+ALTER TABLE memories ADD COLUMN source_segment BIGINT;
+ALTER TABLE memories ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN embedding BYTEA;
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

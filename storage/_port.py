@@ -7,6 +7,7 @@ adapters pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Literal, Protocol
@@ -15,12 +16,15 @@ from ._records import (
     Continuum,
     ContinuumModel,
     Document,
+    Job,
+    JobUsage,
     Memory,
     MemoryHit,
     Message,
     MessageHit,
     Reminder,
     Segment,
+    SegmentDigest,
     TurnRecord,
     TurnWrite,
 )
@@ -79,6 +83,53 @@ class Storage(Protocol):
 
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
 
+    async def segment(self, segment_id: int) -> Segment:
+        """One segment by id; `NotFound` if there is none."""
+        ...
+
+    async def segment_messages(self, segment_id: int) -> list[Message]:
+        """The segment's messages (from its first to the next segment's first), whether
+        or not they are still inside the history window."""
+        ...
+
+    async def search_segments(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[Segment]:
+        """Summarised segments whose title or summary match, best first."""
+        ...
+
+    # -- background jobs ---------------------------------------------------------------
+    # A turn that closes a segment writes its summary job in the turn's own transaction.
+
+    async def enqueue_job(
+        self, kind: str, continuum_id: str, payload: str, *, now: float | None = None
+    ) -> Job: ...
+
+    async def claim_job(
+        self, *, now: float, lease_seconds: float, exclude: Sequence[str] = ()
+    ) -> Job | None:
+        """Claim one due job (pending and due, or running with a claim older than the
+        lease) not of the `exclude`d continuums, atomically; None if there is none."""
+        ...
+
+    async def finish_job(
+        self,
+        job: Job,
+        *,
+        now: float,
+        digest: SegmentDigest | None = None,
+        usage: JobUsage | None = None,
+    ) -> bool:
+        """Store the job's outcome (summary, memories, usage) and mark it done, in one
+        transaction; False, writing nothing, if the claim was lost meanwhile."""
+        ...
+
+    async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
+        """Keep the failure; the job is due again at `retry_at` (None: given up)."""
+        ...
+
+    async def jobs(self, continuum_id: str | None = None, *, limit: int = 1000) -> list[Job]: ...
+
     # -- reminders -------------------------------------------------------------------
     async def add_reminder(
         self,
@@ -116,6 +167,10 @@ class Storage(Protocol):
     ) -> Memory: ...
 
     async def memories(self, *, limit: int = 100) -> list[Memory]: ...
+
+    async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:
+        """Count one more surfacing of each (the `use` term of the ranking)."""
+        ...
 
     async def search_memories(
         self, query: str, *, limit: int = 5, now: float | None = None

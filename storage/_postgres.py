@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -37,21 +37,26 @@ from ._exceptions import (
     UnknownContinuum,
 )
 from ._fts import memory_score, query_terms, selective
+from ._jobs import SEGMENT_SUMMARY, job_from_row, segment_job_payload
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
     Continuum,
     ContinuumModel,
     Document,
+    Job,
+    JobUsage,
     Memory,
     MemoryHit,
     Message,
     MessageHit,
     Reminder,
     Segment,
+    SegmentDigest,
     TurnRecord,
     TurnWrite,
 )
 from ._shared import (
+    check_digest,
     check_record,
     check_write,
     content_decoder,
@@ -84,7 +89,15 @@ _CONTINUUM = (
     " FROM continuums"
 )
 _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
-_MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+_MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
+_SEGMENT = (
+    "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq, summary"
+    " FROM segments"
+)
+_JOB = (
+    "SELECT id, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
+    " last_error, created_at, finished_at, record FROM jobs"
+)
 
 
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
@@ -421,6 +434,17 @@ class PostgresStorage:
                 last[0],
             )
             return
+        if last is not None:
+            # The turn closes the previous segment: its summary job is due, written in
+            # this transaction so that it survives whatever happens next.
+            await db.execute(
+                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES ($1, $2, $3, 'pending', $4, $4)",
+                SEGMENT_SUMMARY,
+                cid,
+                segment_job_payload(int(last[0])).encode(),
+                record.finished_at,
+            )
         await db.execute(
             "INSERT INTO segments"
             " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
@@ -476,12 +500,191 @@ class PostgresStorage:
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
         check_continuum_id(continuum_id)
         rows = await self._pool.fetch(
-            "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
-            " FROM segments WHERE continuum_id = $1 ORDER BY ended_at DESC LIMIT $2",
+            f"{_SEGMENT} WHERE continuum_id = $1 ORDER BY ended_at DESC LIMIT $2",
             continuum_id,
             limit,
         )
         return [Segment(*row) for row in reversed(rows)]
+
+    @_translated
+    async def segment(self, segment_id: int) -> Segment:
+        check_row_id(segment_id, "segment id")
+        row = await self._pool.fetchrow(f"{_SEGMENT} WHERE id = $1", segment_id)
+        if row is None:
+            raise NotFound(f"no segment #{segment_id}")
+        return Segment(*row)
+
+    @_translated
+    async def segment_messages(self, segment_id: int) -> list[Message]:
+        segment = await self.segment(segment_id)
+        end = await self._pool.fetchval(
+            "SELECT min(first_seq) FROM segments WHERE continuum_id = $1 AND first_seq > $2",
+            segment.continuum_id,
+            segment.first_seq,
+        )
+        messages = await self._messages(segment.continuum_id, segment.first_seq)
+        return [m for m in messages if end is None or m.seq < end]
+
+    @_translated
+    async def search_segments(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[Segment]:
+        if limit < 1:
+            return []
+        terms = query_terms(query)
+        if not terms:
+            return []
+        scope, args = "", [" | ".join(terms), limit]
+        if continuum_id is not None:
+            check_continuum_id(continuum_id)
+            scope = " AND s.continuum_id = $3"
+            args.append(continuum_id)
+        rows = await self._pool.fetch(
+            "SELECT s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title,"
+            " s.first_seq, s.summary FROM segments s, to_tsquery('simple', $1) q"
+            f" WHERE s.summary != '' AND s.tsv @@ q{scope}"
+            " ORDER BY ts_rank(s.tsv, q) DESC, s.id DESC LIMIT $2",
+            *args,
+        )
+        return [Segment(*row) for row in rows]
+
+    # -- background jobs ----------------------------------------------------------------------
+
+    @_translated
+    async def enqueue_job(
+        self, kind: str, continuum_id: str, payload: str, *, now: float | None = None
+    ) -> Job:
+        check_continuum_id(continuum_id)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            job_id = await db.fetchval(
+                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES ($1, $2, $3, 'pending', $4, $4) RETURNING id",
+                kind,
+                continuum_id,
+                payload.encode(),
+                at,
+            )
+        return Job(int(job_id), kind, continuum_id, payload, "pending", 0, at, None, None, at)
+
+    @_translated
+    async def claim_job(
+        self, *, now: float, lease_seconds: float, exclude: Sequence[str] = ()
+    ) -> Job | None:
+        """One due job, claimed atomically: SKIP LOCKED lets every replica's worker claim
+        a different one at the same moment, none waiting on another's row lock."""
+        async with self._transaction() as db:
+            row = await db.fetchrow(
+                "UPDATE jobs SET state = 'running', claimed_at = $1, attempts = attempts + 1"
+                " WHERE id = (SELECT id FROM jobs"
+                "  WHERE ((state = 'pending' AND next_at <= $1)"
+                "   OR (state = 'running' AND claimed_at <= $2))"
+                "   AND NOT (continuum_id = ANY($3::text[]))"
+                "  ORDER BY next_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                " RETURNING id, kind, continuum_id, payload, state, attempts, next_at,"
+                " claimed_at, last_error, created_at, finished_at, record",
+                now,
+                now - lease_seconds,
+                list(exclude),
+            )
+        return None if row is None else job_from_row(tuple(row))
+
+    async def _still_claimed(self, db: Any, job: Job) -> bool:
+        found = await db.fetchval(
+            "SELECT 1 FROM jobs WHERE id = $1 AND state = 'running' AND claimed_at = $2 FOR UPDATE",
+            job.id,
+            job.claimed_at,
+        )
+        return found is not None
+
+    @_translated
+    async def finish_job(
+        self,
+        job: Job,
+        *,
+        now: float,
+        digest: SegmentDigest | None = None,
+        usage: JobUsage | None = None,
+    ) -> bool:
+        """Store the job's outcome and mark it done, in one transaction; False (and
+        nothing written) if the claim was lost meanwhile (the lease ran out)."""
+        proposals = check_digest(digest)
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            if digest is not None:
+                await db.execute(
+                    "UPDATE segments SET title = $1, summary = $2 WHERE id = $3",
+                    digest.title,
+                    digest.summary,
+                    digest.segment_id,
+                )
+                for proposal in proposals:
+                    if proposal.update_id is not None:
+                        await db.execute(
+                            "UPDATE memories SET text = $1,"
+                            " importance = greatest(importance, $2) WHERE id = $3",
+                            proposal.text,
+                            proposal.importance,
+                            proposal.update_id,
+                        )
+                        await _count_terms(db, "memory", [proposal.text])
+                    else:
+                        memory_id = await _insert_memory(
+                            db, proposal.text, now, None, proposal.importance
+                        )
+                        await db.execute(
+                            "UPDATE memories SET source_segment = $1 WHERE id = $2",
+                            digest.segment_id,
+                            memory_id,
+                        )
+            await db.execute(
+                "UPDATE jobs SET state = 'done', finished_at = $1, record = $2,"
+                " last_error = NULL WHERE id = $3",
+                now,
+                None if usage is None else msgspec.json.encode(usage),
+                job.id,
+            )
+        return True
+
+    @_translated
+    async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
+        """Record the failure; retried at `retry_at`, or given up when it is None."""
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            await db.execute(
+                "UPDATE jobs SET state = $1, next_at = $2, last_error = $3, finished_at = $4"
+                " WHERE id = $5",
+                "pending" if retry_at is not None else "failed",
+                retry_at if retry_at is not None else job.next_at,
+                error[:2000],
+                None if retry_at is not None else now,
+                job.id,
+            )
+        return True
+
+    @_translated
+    async def jobs(self, continuum_id: str | None = None, *, limit: int = 1000) -> list[Job]:
+        if continuum_id is None:
+            rows = await self._pool.fetch(f"{_JOB} ORDER BY id LIMIT $1", limit)
+        else:
+            check_continuum_id(continuum_id)
+            rows = await self._pool.fetch(
+                f"{_JOB} WHERE continuum_id = $1 ORDER BY id LIMIT $2", continuum_id, limit
+            )
+        return [job_from_row(tuple(row)) for row in rows]
+
+    @_translated
+    async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:
+        """Count one more surfacing of each memory (the `use` term of the ranking)."""
+        if not memory_ids:
+            return
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE memories SET uses = uses + 1 WHERE id = ANY($1::bigint[])",
+                sorted(memory_ids),
+            )
 
     # -- reminders ------------------------------------------------------------------------
 
@@ -626,7 +829,8 @@ class PostgresStorage:
         # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank is
         # higher-is-better, so it goes in negated. The scale does not change the order.
         hits = [
-            MemoryHit(Memory(*row[:5]), memory_score(-row[5], row[4], at - row[2])) for row in rows
+            MemoryHit(Memory(*row[:7]), memory_score(-row[7], row[4], at - row[2], row[6]))
+            for row in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]

@@ -20,14 +20,19 @@ __all__ = [
     "Continuum",
     "ContinuumModel",
     "Document",
+    "Job",
+    "JobState",
+    "JobUsage",
     "Memory",
     "MemoryHit",
+    "MemoryProposal",
     "Message",
     "MessageHit",
     "RawBlock",
     "Reminder",
     "SectionStatus",
     "Segment",
+    "SegmentDigest",
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
@@ -188,6 +193,7 @@ class Segment(msgspec.Struct, frozen=True):
     turn_count: int
     title: str
     first_seq: int
+    summary: str = ""  # written by the segment's background summary; "" until then
 
 
 class Reminder(msgspec.Struct, frozen=True):
@@ -205,6 +211,8 @@ class Memory(msgspec.Struct, frozen=True):
     created_at: float
     expires_at: float | None
     importance: float
+    source_segment: int | None = None  # the segment it was extracted from, if any
+    uses: int = 0  # how often it was surfaced in a notification center
 
 
 class MemoryHit(msgspec.Struct, frozen=True):
@@ -225,3 +233,51 @@ class Document(msgspec.Struct, frozen=True):
     label: str
     content: str
     updated_at: float
+
+
+JobState = Literal["pending", "running", "done", "failed"]
+
+
+class JobUsage(msgspec.Struct, frozen=True):
+    """What a background job's model call cost (kept out of the conversation's turns)."""
+
+    model: str
+    usage: TurnUsage
+    elapsed_ms: float = 0.0
+    message_id: str | None = None
+
+
+class Job(msgspec.Struct, frozen=True):
+    """Durable background work: written with the turn that made it due, claimed by one
+    worker at a time, retried with backoff, its failure kept."""
+
+    id: int
+    kind: str  # "segment_summary"
+    continuum_id: str
+    payload: str  # JSON, by kind
+    state: JobState
+    attempts: int
+    next_at: float
+    claimed_at: float | None
+    last_error: str | None
+    created_at: float
+    finished_at: float | None = None
+    usage: JobUsage | None = None
+
+
+class MemoryProposal(msgspec.Struct, frozen=True):
+    """A memory the background pass found; `update_id` names an existing memory that
+    says the same thing (it is updated in place, never copied)."""
+
+    text: str
+    importance: float = 0.5
+    update_id: int | None = None
+
+
+class SegmentDigest(msgspec.Struct, frozen=True):
+    """The outcome of a segment's summary job, stored in one transaction."""
+
+    segment_id: int
+    title: str
+    summary: str
+    memories: tuple[MemoryProposal, ...] = ()

@@ -10,10 +10,19 @@ from __future__ import annotations
 import msgspec
 
 from ._exceptions import InvalidInput
-from ._records import ContentBlock, TextBlock, ToolResultBlock, TurnRecord, TurnWrite
-from ._validation import MAX_MESSAGE_CHARS, check_continuum_id
+from ._records import (
+    ContentBlock,
+    MemoryProposal,
+    SegmentDigest,
+    TextBlock,
+    ToolResultBlock,
+    TurnRecord,
+    TurnWrite,
+)
+from ._validation import MAX_MEMORY_CHARS, MAX_MESSAGE_CHARS, check_continuum_id, check_text
 
 __all__ = [
+    "check_digest",
     "check_record",
     "check_write",
     "content_decoder",
@@ -79,3 +88,20 @@ def check_write(write: TurnWrite) -> list[tuple[str, bytes, str, float]]:
             )
         )
     return rows
+
+
+MAX_SUMMARY_TITLE_CHARS = 120
+MAX_SUMMARY_CHARS = 4000
+
+
+def check_digest(digest: SegmentDigest | None) -> tuple[MemoryProposal, ...]:
+    """Check a segment digest before it is written; its memory proposals."""
+    if digest is None:
+        return ()
+    check_text(digest.title, "segment title", MAX_SUMMARY_TITLE_CHARS)
+    check_text(digest.summary, "segment summary", MAX_SUMMARY_CHARS)
+    for proposal in digest.memories:
+        check_text(proposal.text, "memory text", MAX_MEMORY_CHARS)
+        if not 0.0 <= proposal.importance <= 1.0:
+            raise InvalidInput(f"importance must be between 0 and 1, not {proposal.importance}")
+    return digest.memories

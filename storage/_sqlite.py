@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -34,21 +34,26 @@ from ._exceptions import (
     UnknownContinuum,
 )
 from ._fts import fts_query, memory_score, query_terms, selective
+from ._jobs import SEGMENT_SUMMARY, job_from_row, segment_job_payload
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
     ContinuumModel,
     Document,
+    Job,
+    JobUsage,
     Memory,
     MemoryHit,
     Message,
     MessageHit,
     Reminder,
     Segment,
+    SegmentDigest,
     TurnRecord,
     TurnWrite,
 )
 from ._shared import (
+    check_digest,
     check_record,
     check_write,
     content_decoder,
@@ -72,6 +77,14 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
+_SEGMENT = (
+    "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq, summary"
+    " FROM segments"
+)
+_JOB = (
+    "SELECT id, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
+    " last_error, created_at, finished_at, record FROM jobs"
+)
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -402,6 +415,20 @@ class SQLiteStorage:
                 (record.finished_at, last[0][0]),
             )
             return
+        if last:
+            # The turn closes the previous segment: its summary job is due, written in
+            # this transaction so that it survives whatever happens next.
+            await db.execute(
+                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES (?, ?, ?, 'pending', ?, ?)",
+                (
+                    SEGMENT_SUMMARY,
+                    cid,
+                    segment_job_payload(int(last[0][0])).encode(),
+                    record.finished_at,
+                    record.finished_at,
+                ),
+            )
         title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
@@ -453,11 +480,191 @@ class SQLiteStorage:
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
         check_continuum_id(continuum_id)
         rows = await self._reader.execute_fetchall(
-            "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
-            " FROM segments WHERE continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
+            f"{_SEGMENT} WHERE continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
             (continuum_id, limit),
         )
         return [Segment(*row) for row in reversed(list(rows))]
+
+    @_translated
+    async def segment(self, segment_id: int) -> Segment:
+        check_row_id(segment_id, "segment id")
+        rows = list(await self._reader.execute_fetchall(f"{_SEGMENT} WHERE id = ?", (segment_id,)))
+        if not rows:
+            raise NotFound(f"no segment #{segment_id}")
+        return Segment(*rows[0])
+
+    @_translated
+    async def segment_messages(self, segment_id: int) -> list[Message]:
+        segment = await self.segment(segment_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT min(first_seq) FROM segments WHERE continuum_id = ? AND first_seq > ?",
+                (segment.continuum_id, segment.first_seq),
+            )
+        )
+        end = rows[0][0]
+        messages = await self._messages(segment.continuum_id, segment.first_seq)
+        return [m for m in messages if end is None or m.seq < end]
+
+    @_translated
+    async def search_segments(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[Segment]:
+        if limit < 1:
+            return []
+        match = fts_query(query_terms(query))
+        if match is None:
+            return []
+        scope, args = "", [match]
+        if continuum_id is not None:
+            check_continuum_id(continuum_id)
+            scope = " AND s.continuum_id = ?"
+            args.append(continuum_id)
+        rows = await self._reader.execute_fetchall(
+            "SELECT s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title,"
+            " s.first_seq, s.summary FROM segments_fts JOIN segments s ON s.id = segments_fts.rowid"
+            f" WHERE segments_fts MATCH ?{scope} ORDER BY bm25(segments_fts) LIMIT ?",
+            (*args, limit),
+        )
+        return [Segment(*row) for row in rows]
+
+    # -- background jobs ----------------------------------------------------------------------
+
+    @_translated
+    async def enqueue_job(
+        self, kind: str, continuum_id: str, payload: str, *, now: float | None = None
+    ) -> Job:
+        check_continuum_id(continuum_id)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES (?, ?, ?, 'pending', ?, ?)",
+                (kind, continuum_id, payload.encode(), at, at),
+            )
+            job_id = cursor.lastrowid
+        assert job_id is not None
+        return Job(job_id, kind, continuum_id, payload, "pending", 0, at, None, None, at)
+
+    @_translated
+    async def claim_job(
+        self, *, now: float, lease_seconds: float, exclude: Sequence[str] = ()
+    ) -> Job | None:
+        marks = ",".join("?" * len(exclude))
+        skip = f" AND continuum_id NOT IN ({marks})" if exclude else ""
+        async with self._transaction() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT id FROM jobs WHERE ((state = 'pending' AND next_at <= ?)"
+                    f" OR (state = 'running' AND claimed_at <= ?)){skip}"
+                    " ORDER BY next_at, id LIMIT 1",
+                    (now, now - lease_seconds, *exclude),
+                )
+            )
+            if not rows:
+                return None
+            await db.execute(
+                "UPDATE jobs SET state = 'running', claimed_at = ?, attempts = attempts + 1"
+                " WHERE id = ?",
+                (now, rows[0][0]),
+            )
+            (row,) = await db.execute_fetchall(f"{_JOB} WHERE id = ?", (rows[0][0],))
+        return job_from_row(tuple(row))
+
+    async def _still_claimed(self, db: aiosqlite.Connection, job: Job) -> bool:
+        rows = list(
+            await db.execute_fetchall(
+                "SELECT 1 FROM jobs WHERE id = ? AND state = 'running' AND claimed_at = ?",
+                (job.id, job.claimed_at),
+            )
+        )
+        return bool(rows)
+
+    @_translated
+    async def finish_job(
+        self,
+        job: Job,
+        *,
+        now: float,
+        digest: SegmentDigest | None = None,
+        usage: JobUsage | None = None,
+    ) -> bool:
+        """Store the job's outcome and mark it done, in one transaction; False (and
+        nothing written) if the claim was lost meanwhile (the lease ran out)."""
+        proposals = check_digest(digest)
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            if digest is not None:
+                await db.execute(
+                    "UPDATE segments SET title = ?, summary = ? WHERE id = ?",
+                    (digest.title, digest.summary, digest.segment_id),
+                )
+                await db.execute("DELETE FROM segments_fts WHERE rowid = ?", (digest.segment_id,))
+                await db.execute(
+                    "INSERT INTO segments_fts (rowid, text) VALUES (?, ?)",
+                    (digest.segment_id, f"{digest.title}\n{digest.summary}"),
+                )
+                for proposal in proposals:
+                    if proposal.update_id is not None:
+                        await db.execute(
+                            "UPDATE memories SET text = ?, importance = max(importance, ?)"
+                            " WHERE id = ?",
+                            (proposal.text, proposal.importance, proposal.update_id),
+                        )
+                    else:
+                        await db.execute(
+                            "INSERT INTO memories"
+                            " (text, created_at, importance, source_segment) VALUES (?, ?, ?, ?)",
+                            (proposal.text, now, proposal.importance, digest.segment_id),
+                        )
+            await db.execute(
+                "UPDATE jobs SET state = 'done', finished_at = ?, record = ?, last_error = NULL"
+                " WHERE id = ?",
+                (now, None if usage is None else msgspec.json.encode(usage), job.id),
+            )
+        return True
+
+    @_translated
+    async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
+        """Record the failure; retried at `retry_at`, or given up when it is None."""
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            await db.execute(
+                "UPDATE jobs SET state = ?, next_at = ?, last_error = ?, finished_at = ?"
+                " WHERE id = ?",
+                (
+                    "pending" if retry_at is not None else "failed",
+                    retry_at if retry_at is not None else job.next_at,
+                    error[:2000],
+                    None if retry_at is not None else now,
+                    job.id,
+                ),
+            )
+        return True
+
+    @_translated
+    async def jobs(self, continuum_id: str | None = None, *, limit: int = 1000) -> list[Job]:
+        if continuum_id is None:
+            rows = await self._reader.execute_fetchall(f"{_JOB} ORDER BY id LIMIT ?", (limit,))
+        else:
+            check_continuum_id(continuum_id)
+            rows = await self._reader.execute_fetchall(
+                f"{_JOB} WHERE continuum_id = ? ORDER BY id LIMIT ?", (continuum_id, limit)
+            )
+        return [job_from_row(tuple(row)) for row in rows]
+
+    @_translated
+    async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:
+        """Count one more surfacing of each memory (the `use` term of the ranking)."""
+        if not memory_ids:
+            return
+        async with self._transaction() as db:
+            await db.executemany(
+                "UPDATE memories SET uses = uses + 1 WHERE id = ?",
+                [(i,) for i in sorted(set(memory_ids))],
+            )
 
     # -- reminders ------------------------------------------------------------------------
 
@@ -543,7 +750,9 @@ class SQLiteStorage:
 
     # -- memories ---------------------------------------------------------------------------
 
-    _MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+    _MEMORY = (
+        "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
+    )
 
     @_translated
     async def add_memory(
@@ -606,7 +815,8 @@ class SQLiteStorage:
             (match, at, limit * 4),
         )
         hits = [
-            MemoryHit(Memory(*row[:5]), memory_score(row[5], row[4], at - row[2])) for row in rows
+            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
+            for row in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]

@@ -85,7 +85,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 4
+        assert await store.schema_version() == SCHEMA_VERSION == 5
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -410,3 +410,137 @@ async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
     assert await store.continuum_model("not-yet") == own
     await store.set_continuum_model("not-yet", ContinuumModel(max_tokens=512))
     assert await store.continuum_model("not-yet") == ContinuumModel(max_tokens=512)
+
+
+# -- background jobs, segment summaries, extracted memories ------------------------------
+
+
+async def closed_segment(store: Store) -> int:
+    """Two turns 20 minutes apart (the gap is 10): the second closes the first segment."""
+    await store.commit_turn(
+        turn("c1", "t1", at=1000.0, user_text="my sister Ingrid lives in Bergen")
+    )
+    await store.commit_turn(turn("c1", "t2", at=2200.0, user_text="a new topic"))
+    first, second = await store.recent_segments("c1")
+    assert second.first_seq == 2
+    return first.id
+
+
+async def test_a_turn_that_closes_a_segment_writes_its_summary_job(store: Store) -> None:
+    segment_id = await closed_segment(store)
+    (job,) = await store.jobs("c1")
+    assert (job.kind, job.state, job.attempts, job.next_at) == (
+        "segment_summary",
+        "pending",
+        0,
+        2201.0,
+    )
+    assert msgspec.json.decode(job.payload) == {"segment_id": segment_id}
+    # Another turn in the same segment closes nothing.
+    await store.commit_turn(turn("c1", "t3", at=2300.0))
+    assert len(await store.jobs("c1")) == 1
+    assert [m.seq for m in await store.segment_messages(segment_id)] == [0, 1]
+
+
+async def test_a_finished_job_stores_summary_and_memories_in_one_go(store: Store) -> None:
+    from storage import JobUsage, MemoryProposal, SegmentDigest, TurnUsage
+
+    segment_id = await closed_segment(store)
+    old = await store.add_memory("Ingrid lives in Oslo", importance=0.4, now=10.0)
+    job = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert job is not None
+    assert job.state == "running"
+    assert job.attempts == 1
+    assert await store.claim_job(now=3000.0, lease_seconds=60) is None  # claimed once
+    digest = SegmentDigest(
+        segment_id,
+        "Family in Bergen",
+        "The user said their sister Ingrid lives in Bergen.",
+        (
+            MemoryProposal("Ingrid lives in Bergen", 0.7, update_id=old.id),
+            MemoryProposal("The user has a sister called Ingrid", 0.6),
+        ),
+    )
+    usage = JobUsage("claude-sonnet-4-6", TurnUsage(input_tokens=5, cache_read_input_tokens=900))
+    assert await store.finish_job(job, now=3001.0, digest=digest, usage=usage)
+    segment = await store.segment(segment_id)
+    assert (segment.title, segment.summary) == (digest.title, digest.summary)
+    assert [s.id for s in await store.search_segments("Bergen", continuum_id="c1")] == [segment_id]
+    assert await store.search_segments("nothing-like-it") == []
+    memories = {m.id: m for m in await store.memories()}
+    assert len(memories) == 2  # updated in place, not copied
+    assert (memories[old.id].text, memories[old.id].importance) == ("Ingrid lives in Bergen", 0.7)
+    (new,) = [m for m in memories.values() if m.id != old.id]
+    assert new.source_segment == segment_id
+    hits = await store.search_memories("Bergen", now=3001.0)
+    assert [h.memory.id for h in hits] == [old.id]  # the old text is gone from the index
+    (done,) = await store.jobs("c1")
+    assert (done.state, done.finished_at, done.usage) == ("done", 3001.0, usage)
+    # A worker whose claim is gone writes nothing.
+    assert not await store.finish_job(job, now=3002.0, digest=digest)
+
+
+async def test_a_failed_job_is_kept_and_retried_later(store: Store) -> None:
+    await closed_segment(store)
+    job = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert job is not None
+    assert await store.fail_job(job, now=3000.0, error="ModelOverloaded: busy", retry_at=3030.0)
+    (kept,) = await store.jobs()
+    assert (kept.state, kept.last_error, kept.next_at) == (
+        "pending",
+        "ModelOverloaded: busy",
+        3030.0,
+    )
+    assert await store.claim_job(now=3029.0, lease_seconds=60) is None
+    again = await store.claim_job(now=3030.0, lease_seconds=60)
+    assert again is not None
+    assert again.attempts == 2
+    assert await store.fail_job(again, now=3031.0, error="bad reply", retry_at=None)
+    (given_up,) = await store.jobs()
+    assert (given_up.state, given_up.last_error) == ("failed", "bad reply")
+    assert await store.claim_job(now=99_999.0, lease_seconds=60) is None
+
+
+async def test_a_claim_past_its_lease_is_claimable_again(store: Store) -> None:
+    await closed_segment(store)
+    first = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert first is not None
+    assert await store.claim_job(now=3059.0, lease_seconds=60) is None
+    second = await store.claim_job(now=3061.0, lease_seconds=60)  # the first worker died
+    assert second is not None
+    assert second.id == first.id
+    assert second.attempts == 2
+    assert not await store.fail_job(first, now=3062.0, error="late", retry_at=None)
+    assert await store.finish_job(second, now=3062.0)
+
+
+async def test_jobs_of_a_busy_continuum_wait_and_workers_share_the_rest(store: Store) -> None:
+    await closed_segment(store)
+    await store.enqueue_job("segment_summary", "c2", '{"segment_id": 1}', now=100.0)
+    await store.enqueue_job("segment_summary", "c3", '{"segment_id": 1}', now=100.0)
+    claimed: list[int] = []
+
+    async def worker() -> None:
+        job = await store.claim_job(now=3000.0, lease_seconds=60, exclude=["c1"])
+        assert job is not None
+        claimed.append(job.id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        tg.start_soon(worker)
+    assert len(set(claimed)) == 2
+    assert await store.claim_job(now=3000.0, lease_seconds=60, exclude=["c1"]) is None
+    job = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert job is not None
+    assert job.continuum_id == "c1"
+
+
+async def test_surfaced_memories_count_their_uses_and_rank_higher(store: Store) -> None:
+    a = await store.add_memory("tea with lemon in the morning", now=10.0)
+    b = await store.add_memory("tea with honey in the morning", now=10.0)
+    await store.mark_memories_used([b.id, b.id])
+    await store.mark_memories_used([b.id])
+    uses = {m.id: m.uses for m in await store.memories()}
+    assert uses == {a.id: 0, b.id: 2}  # a list naming one memory twice counts it once per call
+    hits = await store.search_memories("tea morning", now=20.0)
+    assert [h.memory.id for h in hits] == [b.id, a.id]
