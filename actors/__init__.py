@@ -3,8 +3,10 @@
 Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
+from ._background import BackgroundWorker, background_name
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
+from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
@@ -69,14 +71,17 @@ __all__ = [
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
+    "SUMMARY_MARKER",
     "TOOL_NAMES",
     "AnthropicModel",
+    "BackgroundWorker",
     "Busy",
     "CacheSettings",
     "Compose",
     "Composed",
     "ComposerActor",
     "ComposerSettings",
+    "DigestReply",
     "Directory",
     "Engine",
     "FrontmindError",
@@ -121,6 +126,7 @@ __all__ = [
     "TurnStart",
     "TurnStarted",
     "UserInput",
+    "background_name",
     "block_kind",
     "build_request",
     "builtin_trinkets",
@@ -129,7 +135,9 @@ __all__ = [
     "estimate_tokens",
     "model_info",
     "neutralize_frame",
+    "parse_digest",
     "render_notification_center",
+    "summary_instruction",
     "user_content",
     "validate_settings",
 ]

@@ -39,6 +39,7 @@ from storage import (
 )
 from storage import Storage as StoragePort
 
+from ._digest import summary_instruction
 from ._events import (
     TextDelta,
     Timings,
@@ -53,7 +54,7 @@ from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStre
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
-from ._messages import Compose, Composed, Turn, TurnCommitted
+from ._messages import Compose, Composed, Turn, TurnCommitted, Wake
 from ._models import ModelChoice, choose_model
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
@@ -64,6 +65,7 @@ __all__ = [
     "ConversationDeps",
     "Preview",
     "Reconfigure",
+    "RideCache",
     "RunTurn",
     "message_tokens",
 ]
@@ -104,7 +106,17 @@ class Reconfigure(msgspec.Struct, frozen=True, tag=True):
     model: ContinuumModel
 
 
-ConversationMessage = RunTurn | Preview | Reconfigure
+class RideCache(msgspec.Struct, frozen=True, tag=True):
+    """A background request for the segment [first_seq, end_seq): the continuum's prefix
+    as its turns send it (tools, system, history, the same breakpoints), then the
+    summary instruction as the final user message. Nothing is sent or stored here."""
+
+    first_seq: int
+    end_seq: int | None
+    transcript: str  # the segment's text, quoted if it has left the history window
+
+
+ConversationMessage = RunTurn | Preview | Reconfigure | RideCache
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,7 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
+    background: ActorRef[Any, Any] | None = None  # told when a turn closed a segment
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -171,6 +184,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             if self._deps.storage.shared:
                 await self._refresh()
             return await self._preview(message)
+        if isinstance(message, RideCache):
+            if self._deps.storage.shared:
+                await self._refresh()
+            return await self._ride(message)
         if isinstance(message, Reconfigure):
             if self._state is not None:
                 self._state.model = choose_model(self._deps.settings.model, message.model)
@@ -337,6 +354,27 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             model=state.model,
         )
 
+    async def _ride(self, ride: RideCache) -> ModelRequest:
+        """The history exactly as the last turn left it (its messages included, no new
+        trim): the breakpoints fall where the next turn puts them, so this call reads
+        what the conversation cached and writes only what the next turn would write."""
+        state = await self._load()
+        # The system sections come from the composer as a turn gets them (they are stable
+        # by design); an empty message surfaces no memories and starts no search.
+        composed = await self._compose(self._turn("background", ""))
+        instruction = summary_instruction(
+            state.history, ride.first_seq, ride.end_seq, ride.transcript
+        )
+        user = Message("user", (TextBlock(instruction),))
+        return self._request(
+            msgspec.structs.replace(composed, notification=""),
+            state.history,
+            [user],
+            rolling=False,
+            previous_id=None,
+            model=state.model,
+        )
+
     # -- the turn ------------------------------------------------------------------------------
 
     async def _run(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
@@ -404,6 +442,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     async for step in steps:
                         yield step
             record = run.record("completed", deps.clock())
+            previous_at = state.history[-1].created_at if state.history else None
             await self._commit(state, record, tail, new_start, run.effects)
         except (FrontmindError, KernelError, StorageError) as exc:
             kind = (
@@ -425,6 +464,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
             await self._record_unfinished(run, "cancelled", "cancelled")
             raise
+        gap = deps.settings.history.segment_gap_minutes * 60
+        closed = previous_at is not None and record.started_at - previous_at > gap
+        if deps.background is not None and closed:
+            # This turn closed a segment: its summary job is stored; wake the worker.
+            with suppress(KernelError):
+                deps.background.tell(Wake())
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):

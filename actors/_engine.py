@@ -24,6 +24,7 @@ from runtime import (
 )
 from storage import ContinuumModel, Storage, StorageError, TurnRecord, check_continuum_id
 
+from ._background import BackgroundWorker, background_name
 from ._composer import ComposerActor
 from ._content import UserInput, user_content
 from ._conversation import (
@@ -31,6 +32,7 @@ from ._conversation import (
     ConversationDeps,
     Preview,
     Reconfigure,
+    RideCache,
     RunTurn,
     new_turn_id,
 )
@@ -38,7 +40,7 @@ from ._events import TurnError, TurnEvent
 from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
-from ._messages import Compose, Composed, Turn
+from ._messages import Compose, Composed, Drain, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
@@ -135,7 +137,8 @@ def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]
             "context_search_results", lambda d: SearchTrinket(d, keep_turns=t.search_keep_turns)
         ),
         TrinketEntry(
-            "relevant_memories", lambda _: MemoriesTrinket(storage, top_k=t.memories_top_k)
+            "relevant_memories",
+            lambda d: MemoriesTrinket(storage, top_k=t.memories_top_k, directory=d),
         ),
     ]
     return [e for e in entries if e.section not in settings.disabled_sections]
@@ -191,6 +194,15 @@ class Engine:
             name=searcher_name(),
             mailbox=64,
         )
+        # Continuums with a turn running in this process: their background jobs wait.
+        self._turning: dict[str, int] = {}
+        self._background = system.spawn(
+            lambda: BackgroundWorker(
+                storage, model, prefix=self._ride, busy=self._busy_continuums, clock=clock
+            ),
+            name=background_name(),
+            mailbox=16,
+        )
         definitions = tool_definitions(settings.tools.enabled)
         self._deps = ConversationDeps(
             storage=storage,
@@ -200,7 +212,28 @@ class Engine:
             settings=settings,
             clock=clock,
             trinkets=[ref for _, ref in self._trinkets],
+            background=self._background,
         )
+
+    def _busy_continuums(self) -> list[str]:
+        return [cid for cid, n in self._turning.items() if n > 0]
+
+    async def _ride(self, continuum_id: str, ride: RideCache) -> ModelRequest:
+        """The continuum's cached prefix plus a background instruction, built by its
+        conversation actor between its turns."""
+        async with self._using(continuum_id) as lane:
+            request: ModelRequest = await lane.conversation.ask(ride)
+        return request
+
+    def wake_background(self) -> None:
+        """Look for due background jobs now (a full mailbox already has a wake queued)."""
+        with suppress(MailboxFull):
+            self._background.tell(Wake())
+
+    async def run_background(self) -> int:
+        """Run every background job due now and return how many ran (done or failed)."""
+        ran = await self._background.ask(Drain())
+        return int(ran or 0)
 
     async def _lane(self, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
@@ -248,7 +281,7 @@ class Engine:
         content, text = user_content(message)
         turn_id = new_turn_id()
         run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
-        async with self._using(continuum_id) as lane:
+        async with self._using(continuum_id) as lane, self._turn_running(continuum_id):
             stream = lane.conversation.stream(run, wait=False)
             try:
                 events = await stream.__aenter__()
@@ -271,6 +304,18 @@ class Engine:
                     raise
             else:
                 await stream.__aexit__(None, None, None)
+
+    @asynccontextmanager
+    async def _turn_running(self, continuum_id: str) -> AsyncIterator[None]:
+        self._turning[continuum_id] = self._turning.get(continuum_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._turning[continuum_id] - 1
+            if left:
+                self._turning[continuum_id] = left
+            else:
+                del self._turning[continuum_id]
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""

@@ -10,6 +10,8 @@ __all__ = [
     "Compose",
     "Composed",
     "ComposerMessage",
+    "Drain",
+    "MemoriesSurfaced",
     "Passage",
     "SearchFinished",
     "SearchRequested",
@@ -20,6 +22,7 @@ __all__ = [
     "Turn",
     "TurnCommitted",
     "TurnStart",
+    "Wake",
 ]
 
 
@@ -49,7 +52,7 @@ class SearchRequested(msgspec.Struct, frozen=True, tag=True):
 
 
 class Passage(msgspec.Struct, frozen=True):
-    source: str  # "message" | "memory"
+    source: str  # "message" | "memory" | "summary"
     text: str
     created_at: float
 
@@ -97,3 +100,17 @@ class Composed(msgspec.Struct, frozen=True):
     sections: tuple[SectionStatus, ...]
     warnings: tuple[str, ...]
     compose_ms: float
+
+
+class Wake(msgspec.Struct, frozen=True, tag=True):
+    """Background work may be due: the worker looks for claimable jobs."""
+
+
+class Drain(msgspec.Struct, frozen=True, tag=True):
+    """Run every background job that is due now; the reply is how many ran."""
+
+
+class MemoriesSurfaced(msgspec.Struct, frozen=True, tag=True):
+    """These memories were shown in a notification center (counted off the turn path)."""
+
+    memory_ids: tuple[int, ...]

@@ -103,7 +103,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
             raise EdgeError(f"no Frontmind database in {args.data_dir}")
         async with await SQLiteStorage.open(path) as storage:
             records = await storage.turns(args.continuum, limit=100_000)
-        print(render_stats(records))
+            jobs = await storage.jobs(args.continuum, limit=100_000)
+        print(render_stats(records, jobs))
 
     _run(main)
 

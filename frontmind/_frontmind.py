@@ -42,6 +42,7 @@ from runtime import ActorStats, ActorSystem, ReplyStream
 from storage import (
     ContinuumModel,
     Document,
+    Job,
     Memory,
     MemoryHit,
     Message,
@@ -63,6 +64,7 @@ __all__ = ["DATABASE_FILE", "Frontmind", "NoModel", "TurnStream"]
 
 DATABASE_FILE = "frontmind.db"
 OFFLINE_KEY = "offline-local-key"
+BACKGROUND_TICK_S = 30.0  # how often the background worker looks for due jobs anyway
 
 
 class NoModel:
@@ -242,10 +244,12 @@ class Frontmind:
                 clock=clock,
             )
             idle = config.turns.idle_minutes * 60
+            janitor = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(janitor.cancel_scope.cancel)  # runs first on the way out
             if idle > 0:
-                janitor = await stack.enter_async_context(anyio.create_task_group())
-                stack.callback(janitor.cancel_scope.cancel)  # runs first on the way out
                 janitor.start_soon(_unload_idle, runtime, idle)
+            # Jobs a previous process left (or that wait for a retry) resume from here.
+            janitor.start_soon(_wake_background, runtime, BACKGROUND_TICK_S)
             yield cls(runtime, storage, system, config, directory, local_api, model, clock)
 
     # -- turns ---------------------------------------------------------------------------
@@ -333,6 +337,18 @@ class Frontmind:
     async def documents(self) -> list[Document]:
         return await self.storage.documents()
 
+    # -- background work -------------------------------------------------------------------
+
+    async def run_background(self) -> int:
+        """Run every background job due now (segment summaries, memory extraction) and
+        return how many ran. They also run by themselves after the turns that make them
+        due; this is for tests, scripts and shutdown."""
+        return await self._runtime.run_background()
+
+    async def jobs(self, continuum_id: str | None = None) -> list[Job]:
+        """Background jobs with their state, last error and the usage of their call."""
+        return await self.storage.jobs(continuum_id)
+
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()
 
@@ -358,6 +374,12 @@ async def open_storage(config: Config, data_dir: Path) -> Storage:
             "use postgresql://user:password@host:port/database"
         )
     return await PostgresStorage.open(url, segment_gap=gap)
+
+
+async def _wake_background(runtime: Engine, interval: float) -> None:
+    while True:
+        runtime.wake_background()
+        await anyio.sleep(interval)
 
 
 async def _unload_idle(runtime: Engine, idle_seconds: float) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import msgspec
 
 from actors import DELIMITER, ModelRequest, block_kind, estimate_tokens
-from storage import TurnRecord
+from storage import Job, TurnRecord, TurnUsage
 
 __all__ = ["render_context", "render_stats"]
 
@@ -99,7 +99,41 @@ def _percentiles(values: Sequence[float]) -> str:
     return f"p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  p99 {pick(0.99):.1f}  max {ordered[-1]:.1f}"
 
 
-def render_stats(records: Sequence[TurnRecord]) -> str:
+def input_cost(usage: TurnUsage) -> float:
+    """Input cost in base-price tokens with the API's multipliers (uncached 1x, cache
+    writes 1.25x for 5m and 2x for 1h, reads 0.1x), as the demo counts it."""
+    unsplit = usage.cache_creation_input_tokens - usage.cache_creation_5m - usage.cache_creation_1h
+    return (
+        usage.input_tokens
+        + 1.25 * (usage.cache_creation_5m + max(unsplit, 0))
+        + 2.0 * usage.cache_creation_1h
+        + 0.1 * usage.cache_read_input_tokens
+    )
+
+
+def render_background(records: Sequence[TurnRecord], jobs: Sequence[Job]) -> list[str]:
+    """The background calls' cost beside the conversation's, and their share from cache."""
+    if not jobs:
+        return []
+    states = Counter(j.state for j in jobs)
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+    usage = sum((j.usage.usage for j in jobs if j.usage is not None), TurnUsage())
+    calls = sum(1 for j in jobs if j.usage is not None)
+    talk = sum((r.usage for r in records if r.status == "completed"), TurnUsage())
+    share = usage.cache_read_input_tokens / usage.total_input if usage.total_input else 0.0
+    talk_cost, bg_cost = input_cost(talk), input_cost(usage)
+    relative = f" ({bg_cost / talk_cost:.1%} of the conversation's)" if talk_cost else ""
+    return [
+        f"background jobs {len(jobs)}  ({outcomes}), {calls} model calls",
+        f"background read {share:.1%} of input tokens read from cache "
+        f"({usage.cache_read_input_tokens} of {usage.total_input}), "
+        f"{usage.output_tokens} output tokens",
+        f"input cost      conversation {talk_cost:,.0f}, background {bg_cost:,.0f} "
+        f"base-price tokens{relative}",
+    ]
+
+
+def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str:
     if not records:
         return "no turns recorded yet"
     done = [r for r in records if r.status == "completed"]
@@ -136,4 +170,5 @@ def render_stats(records: Sequence[TurnRecord]) -> str:
     lines.append(
         "cache misses    " + (", ".join(f"{k}: {v}" for k, v in misses.most_common()) or "none")
     )
+    lines.extend(render_background(records, jobs))
     return "\n".join(lines)

@@ -9,9 +9,12 @@ from ._timefmt import day_label, local
 
 __all__ = ["ManifestTrinket"]
 
+SUMMARY_CHARS = 400
+
 
 class ManifestTrinket(Trinket):
-    """Recent segments of this continuum, grouped by day, newest day last."""
+    """Recent segments of this continuum, grouped by day, newest day last; a closed
+    segment shows the title and summary its background pass wrote."""
 
     def __init__(self, storage: Storage, *, segments: int, gap_seconds: float) -> None:
         self._storage = storage
@@ -45,4 +48,8 @@ class ManifestTrinket(Trinket):
             lines.append(
                 f"- {start:%H:%M}–{end:%H:%M}{note} {escape_field(segment.title, 80)} [{turns}]"
             )
+            if segment.summary:
+                # Written by the segment's background summary once it closed: what a
+                # trimmed segment said stays in view here (and in search).
+                lines.append(f"  {escape_field(segment.summary, SUMMARY_CHARS)}")
         return "\n".join(lines)

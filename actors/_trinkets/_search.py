@@ -129,6 +129,14 @@ class ContextSearcher(Actor[SearchRequested, None]):
         error = None
         passages: list[Passage] = []
         try:
+            # Segment summaries first (at most two): they keep trimmed segments reachable
+            # and say in a line what a passage says only in part.
+            segments = await self._storage.search_segments(
+                message.query, continuum_id=message.continuum_id, limit=2
+            )
+            passages.extend(
+                Passage("summary", f"{s.title}: {s.summary}", s.ended_at) for s in segments
+            )
             hits = await self._storage.search_messages(
                 message.query, continuum_id=message.continuum_id, limit=self._limit
             )

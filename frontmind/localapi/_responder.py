@@ -15,6 +15,15 @@ built-in tools, and that tool is offered in the request, it answers with `tool_u
 
 After tool results it replies with one line per result.
 
+A user message that begins with `[frontmind:segment-summary]` (Frontmind's background
+summary instruction) gets a deterministic summary as one JSON object in a text block:
+`{"title", "summary", "memories": [{"text", "importance"}]}`, made from the user's
+messages of the segment it names ("messages #a to #b" of the request, or the quoted
+`<segment>`): the title is the first message's opening words, the summary lists what
+the user brought up, and each sentence that states a fact, a preference, a decision or
+a commitment ("my X is Y", "I prefer/like/live/work …", "we decided …", "I will …")
+becomes a memory.
+
 When thinking is on (asked for, or the model's default), a reply begins with thinking:
 the responder's own `ReplyThinking` blocks, or else one the server writes from the
 request (`default_thinking`); a user message holding the documented test string
@@ -24,6 +33,7 @@ blocks of a scripted reply are dropped, as a model with thinking off does not th
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -163,11 +173,91 @@ def _plain_tool_request(text: str, offered: set[str]) -> ReplyToolUse | None:
     return None
 
 
+SUMMARY_MARKER = "[frontmind:segment-summary]"
+_RANGE = re.compile(r"messages #(\d+) to #(\d+)")
+_QUOTED = re.compile(r"<segment>\n(.*)\n</segment>", re.DOTALL)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+_MEMORABLE = (
+    (re.compile(r"\b(?:my|our) [\w' -]+? (?:is|are|was|were) \S", re.I), 0.6),
+    (re.compile(r"\bI (?:prefer|like|love|hate|live|work|always|never|am allergic)\b", re.I), 0.7),
+    (re.compile(r"\b(?:we|I) (?:decided|agreed|chose)\b", re.I), 0.8),
+    (re.compile(r"\b(?:I will|I'll|I promise|I am going to)\b", re.I), 0.7),
+)
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock))
+
+
+def _segment_user_texts(request: MessagesRequest, instruction: str) -> list[str]:
+    quoted = _QUOTED.search(instruction)
+    if quoted is not None:
+        return [
+            line.removeprefix("user: ")
+            for line in quoted.group(1).splitlines()
+            if line.startswith("user: ")
+        ]
+    span = _RANGE.search(instruction)
+    if span is None:
+        return []
+    first, last = int(span.group(1)), int(span.group(2))
+    return [
+        _message_text(m.content)
+        for m in request.messages[first - 1 : last]
+        if m.role == "user" and _message_text(m.content).strip()
+    ]
+
+
+def summarise_segment(request: MessagesRequest, instruction: str) -> Reply:
+    """The deterministic answer to Frontmind's segment summary instruction."""
+    said = [" ".join(t.split()) for t in _segment_user_texts(request, instruction)]
+    said = [t for t in said if t]
+    if not said:
+        payload: dict[str, Any] = {
+            "title": "An empty stretch",
+            "summary": "Nothing was said.",
+            "memories": [],
+        }
+        return Reply((ReplyText(json.dumps(payload)),))
+    words = said[0].rstrip(".!?").split()
+    title = " ".join(words[:8]) + ("…" if len(words) > 8 else "")
+    topics: list[str] = []
+    for text in said:
+        first = _SENTENCE.match(text)
+        topic = (first.group(0) if first else text).strip().rstrip(".!?")
+        if topic and topic not in topics:
+            topics.append(topic)
+    summary = f"In {len(said)} message(s) the user brought up: " + "; ".join(topics[:4])
+    if len(topics) > 4:
+        summary += f"; and {len(topics) - 4} more"
+    memories: list[dict[str, Any]] = []
+    notable: list[str] = []
+    for text in said:
+        for sentence in _SENTENCE.findall(text):
+            sentence = sentence.strip().rstrip(".!?")
+            for pattern, importance in _MEMORABLE:
+                if pattern.search(sentence):
+                    memory = f"The user said: {sentence}"
+                    if all(m["text"] != memory for m in memories):
+                        memories.append({"text": memory, "importance": importance})
+                        notable.append(sentence)
+                    break
+    if notable:
+        summary += ". Worth keeping: " + "; ".join(notable[:4])
+    payload = {"title": title, "summary": summary[:600] + ".", "memories": memories[:8]}
+    return Reply((ReplyText(json.dumps(payload)),))
+
+
 class DefaultResponder:
     """Deterministic, brief, and visibly shaped by the request it was given."""
 
     def respond(self, request: MessagesRequest) -> Reply:
         blocks = _last_user_blocks(request)
+        instruction = " ".join(b.text for b in blocks if isinstance(b, TextBlock))
+        if instruction.startswith(SUMMARY_MARKER):
+            return summarise_segment(request, instruction)
         results = [b for b in blocks if isinstance(b, ToolResultBlock)]
         if results:
             lines = []

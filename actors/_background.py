@@ -1,0 +1,159 @@
+"""The background worker: runs durable jobs (segment summaries and memory extraction)
+after turns commit, never on a turn's path.
+
+It is an actor of the Engine's system. A turn that closes a segment stores the summary
+job in its own commit and tells the worker `Wake`; a ticker wakes it now and then for
+retries and for jobs left by a process that died. Each job:
+
+1. is claimed atomically (other replicas' workers share the work), skipping the
+   continuums that have a turn running in this process (the worker yields to turns);
+2. asks the continuum's conversation actor for its cached prefix plus the summary
+   instruction (`RideCache`), so the call reads the cache the conversation paid for;
+3. calls the model, parses the title, summary and proposed memories, de-duplicates the
+   memories against those already stored, and stores everything with the call's usage
+   in one transaction. A failure is stored and retried later with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from contextlib import aclosing
+
+import msgspec
+
+from runtime import Actor
+from storage import (
+    LEASE_SECONDS,
+    MAX_ATTEMPTS,
+    SEGMENT_SUMMARY,
+    Job,
+    JobUsage,
+    MemoryProposal,
+    Message,
+    SegmentDigest,
+    SegmentJob,
+    StorageError,
+    TextBlock,
+    backoff,
+)
+from storage import Storage as StoragePort
+
+from ._conversation import RideCache
+from ._digest import DigestError, deduplicate, parse_digest
+from ._exceptions import FrontmindError
+from ._layout import ModelRequest
+from ._llm import ModelClient, StreamDone
+from ._messages import Drain, MemoriesSurfaced, Wake
+
+__all__ = [
+    "BackgroundMessage",
+    "BackgroundWorker",
+    "Drain",
+    "MemoriesSurfaced",
+    "background_name",
+]
+
+log = logging.getLogger("frontmind.background")
+
+
+def background_name() -> str:
+    return "background"
+
+
+BackgroundMessage = Wake | Drain | MemoriesSurfaced
+
+PrefixFn = Callable[[str, RideCache], Awaitable[ModelRequest]]
+
+
+def transcript(messages: list[Message]) -> str:
+    return "\n".join(f"{m.role}: {m.text()}" for m in messages if m.text().strip())
+
+
+class BackgroundWorker(Actor[BackgroundMessage, int | None]):
+    protocol = BackgroundMessage
+
+    def __init__(
+        self,
+        storage: StoragePort,
+        model: ModelClient,
+        *,
+        prefix: PrefixFn,
+        busy: Callable[[], Collection[str]],
+        clock: Callable[[], float],
+        lease_seconds: float = LEASE_SECONDS,
+    ) -> None:
+        self._storage = storage
+        self._model = model
+        self._prefix = prefix
+        self._busy = busy
+        self._clock = clock
+        self._lease = lease_seconds
+
+    async def handle(self, message: BackgroundMessage) -> int | None:
+        if isinstance(message, MemoriesSurfaced):
+            try:
+                await self._storage.mark_memories_used(message.memory_ids)
+            except StorageError as exc:  # a missed count is not worth a crash
+                log.warning("could not count surfaced memories: %s", exc)
+            return None
+        ran = 0
+        while True:
+            try:
+                job = await self._storage.claim_job(
+                    now=self._clock(), lease_seconds=self._lease, exclude=tuple(self._busy())
+                )
+            except StorageError as exc:
+                log.warning("cannot claim background jobs: %s", exc)
+                break
+            if job is None:
+                break
+            await self._run(job)
+            ran += 1
+        return ran if isinstance(message, Drain) else None
+
+    async def _run(self, job: Job) -> None:
+        try:
+            digest, usage = await self._summarise(job)
+            await self._storage.finish_job(job, now=self._clock(), digest=digest, usage=usage)
+        except (FrontmindError, StorageError, DigestError, msgspec.DecodeError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            retry_at = (
+                self._clock() + backoff(job.attempts) if job.attempts < MAX_ATTEMPTS else None
+            )
+            log.warning("background job %d (%s) failed: %s", job.id, job.kind, error)
+            try:
+                await self._storage.fail_job(job, now=self._clock(), error=error, retry_at=retry_at)
+            except StorageError as store_exc:  # the lease will hand the job out again
+                log.warning("could not record the failure of job %d: %s", job.id, store_exc)
+
+    async def _summarise(self, job: Job) -> tuple[SegmentDigest, JobUsage]:
+        if job.kind != SEGMENT_SUMMARY:
+            raise DigestError(f"unknown job kind {job.kind!r}")
+        payload = msgspec.json.decode(job.payload, type=SegmentJob)
+        segment = await self._storage.segment(payload.segment_id)
+        messages = await self._storage.segment_messages(segment.id)
+        end_seq = messages[-1].seq + 1 if messages else segment.first_seq
+        ride = RideCache(segment.first_seq, end_seq, transcript(messages))
+        request = await self._prefix(job.continuum_id, ride)
+        started = time.perf_counter()
+        done: StreamDone | None = None
+        async with aclosing(self._model.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, StreamDone):
+                    done = event
+        if done is None:
+            raise DigestError("the summary call ended without a reply")
+        usage = JobUsage(
+            request.model, done.usage, (time.perf_counter() - started) * 1000, done.message_id
+        )
+        text = "".join(b.text for b in done.content if isinstance(b, TextBlock))
+        reply = parse_digest(text)
+        accepted: list[MemoryProposal] = []
+        for proposed in reply.memories:
+            hits = await self._storage.search_memories(proposed.text, limit=5, now=self._clock())
+            decided = deduplicate(proposed, [h.memory for h in hits], accepted)
+            if decided is not None:
+                accepted.append(decided)
+        return SegmentDigest(segment.id, reply.title, reply.summary, tuple(accepted)), usage

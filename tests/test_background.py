@@ -1,0 +1,125 @@
+"""Background work: segment summaries and memory extraction, run after the turns that
+close segments, riding the conversation's cache; durable (retried, resumed) jobs.
+
+All offline: the local API's default model answers the summary instruction with a
+deterministic JSON summary, and the app runs on a manual clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors import SUMMARY_MARKER
+from frontmind._render import input_cost, render_stats
+from frontmind.localapi import LocalMessagesAPI
+from storage import TurnUsage
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
+
+pytestmark = pytest.mark.anyio
+
+GAP = 30 * 60  # history.segment_gap_minutes, in seconds
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+def said_on(turn: int) -> str:
+    if turn == 50:
+        return "My sister's name is Ingrid and she lives in Bergen."
+    if turn in (30, 130):  # said twice, 100 turns apart: one memory
+        return "I prefer green tea in the morning."
+    return f"Let us look at item {turn} of the garden plan: bed {turn % 7}, row {turn % 5}."
+
+
+def notification_of(body: dict[str, Any]) -> str:
+    for message in body["messages"]:
+        if message["role"] == "assistant":
+            text = "".join(b.get("text", "") for b in message["content"])
+            if text.startswith("NOTIFICATION CENTER"):
+                return text
+    return ""
+
+
+def section(notification: str, name: str) -> str:
+    start = notification.index(f"<{name}>")
+    return notification[start : notification.index(f"</{name}>", start)]
+
+
+async def test_two_hundred_turns_with_pauses_are_summarised_and_remembered(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    cfg = config(
+        history={"budget_tokens": 3000},
+        trinkets={"manifest_segments": 50},
+        composer={"notification_budget_tokens": 8000},
+    )
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        for n in range(1, 200):
+            completed(await run_turn(fm, "ada", said_on(n)))
+            # A pause longer than the segment gap every ten turns: twenty segments.
+            clock.advance(GAP + 60 if n % 10 == 0 else 60)
+        await fm.run_background()  # whatever waited behind a running turn
+        question = "What is my sister's name?"
+        done = completed(await run_turn(fm, "ada", question))
+        await fm.run_background()
+
+        # The answer came from what the notification center surfaced for it: the memory
+        # extracted from turn 50, whose messages left the history window long ago.
+        body = api.message_bodies()[-1]
+        assert body["messages"][-1]["content"][0]["text"] == question
+        assert "Ingrid" in section(notification_of(body), "relevant_memories")
+        assert "relevant_memories" in done.text
+        continuum = await fm.storage.continuum("ada")
+        assert continuum.history_start > 100  # turn 50 is long out of the window
+        assert all("Ingrid" not in str(m) for m in body["messages"][:-3])
+
+        # Every closed segment is summarised, and the manifest shows them all.
+        segments = await fm.storage.recent_segments("ada", limit=100)
+        assert len(segments) == 20
+        closed, active = segments[:-1], segments[-1]
+        assert all(s.summary for s in closed)
+        assert active.summary == ""  # still open
+        manifest = (await fm.compose("ada", "hello")).notification
+        for s in closed:
+            assert s.title in manifest
+            assert s.summary[:60] in manifest
+        # The trimmed segment that held turn 50 is reachable through search too.
+        (found,) = await fm.storage.search_segments("Ingrid", continuum_id="ada")
+        assert found.first_seq == 2 * 40  # turn 41 opens the fifth segment
+        # Memories: extracted with their source segment, none twice.
+        memories = await fm.memories()
+        texts = [m.text for m in memories]
+        assert len(texts) == len(set(texts))
+        tea = [m for m in memories if "green tea" in m.text]
+        assert len(tea) == 1
+        ingrid = [m for m in memories if "Ingrid" in m.text]
+        assert len(ingrid) == 1
+        assert ingrid[0].source_segment == found.id
+        assert ingrid[0].uses >= 1  # surfaced for the question (counted off the turn path)
+
+        # The background calls rode the conversation's cache, and their cost is reported
+        # beside the conversation's.
+        jobs = await fm.jobs("ada")
+        assert [j.state for j in jobs] == ["done"] * 19
+        usage = sum((j.usage.usage for j in jobs if j.usage), TurnUsage())
+        assert usage.cache_read_input_tokens / usage.total_input > 0.5
+        summary_bodies = [
+            b for b in api.message_bodies() if SUMMARY_MARKER in str(b["messages"][-1])
+        ]
+        assert len(summary_bodies) == 19
+        for b in summary_bodies:
+            assert notification_of(b) == ""  # the prefix and the instruction, nothing else
+        records = await fm.turns("ada", limit=1000)
+        assert len(records) == 200  # the background calls are not turns
+        history = await fm.history("ada")
+        assert not any(SUMMARY_MARKER in str(m) for m in history)
+        stats = render_stats(records, jobs)
+        assert "background jobs 19  (done 19), 19 model calls" in stats
+        assert f"background {input_cost(usage):,.0f}" in stats
