@@ -22,7 +22,14 @@ from ._exceptions import (
     StorageUnavailable,
     UnknownContinuum,
 )
-from ._jobs import LEASE_SECONDS, MAX_ATTEMPTS, SEGMENT_SUMMARY, SegmentJob, backoff
+from ._jobs import (
+    LEASE_SECONDS,
+    MAX_ATTEMPTS,
+    SEGMENT_SUMMARY,
+    SegmentJob,
+    backoff,
+    segment_job_payload,
+)
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
 from ._postgres import PostgresStorage
@@ -126,4 +133,5 @@ __all__ = [
     "check_message",
     "check_row_id",
     "complete_reminder_effect",
+    "segment_job_payload",
 ]

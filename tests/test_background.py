@@ -14,7 +14,7 @@ import pytest
 
 from actors import SUMMARY_MARKER
 from frontmind._render import input_cost, render_stats
-from frontmind.localapi import LocalMessagesAPI
+from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import TurnUsage
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 
@@ -123,3 +123,85 @@ async def test_two_hundred_turns_with_pauses_are_summarised_and_remembered(
         stats = render_stats(records, jobs)
         assert "background jobs 19  (done 19), 19 model calls" in stats
         assert f"background {input_cost(usage):,.0f}" in stats
+
+
+async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path) -> None:
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", "no JSON here")
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, clock=clock) as fm,
+    ):
+        completed(await run_turn(fm, "ada", "I prefer tea"))
+        clock.advance(GAP + 1)
+        completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+        # Woken by that turn, the worker left the job to wait while the turn ran; it
+        # runs now (and fails: the reply is not a summary).
+        assert await fm.run_background() == 1
+        (job,) = await fm.jobs("ada")
+        assert (job.state, job.attempts) == ("pending", 1)
+        assert job.last_error is not None
+        assert "holds no JSON object" in job.last_error
+        assert job.next_at == clock.now + 30  # the first retry waits 30 s
+        segment = (await fm.storage.recent_segments("ada"))[0]
+        assert segment.summary == ""
+        responder.push('{"title": "Tea", "summary": "The user prefers tea.", "memories": []}')
+        clock.advance(29)
+        assert await fm.run_background() == 0  # not due yet
+        clock.advance(1)
+        assert await fm.run_background() == 1
+        (job,) = await fm.jobs("ada")
+        assert (job.state, job.attempts, job.last_error) == ("done", 2, None)
+        segment = await fm.storage.segment(segment.id)
+        assert (segment.title, segment.summary) == ("Tea", "The user prefers tea.")
+
+
+async def test_a_pending_summary_survives_a_restart(tmp_path: Path) -> None:
+    clock = FakeClock()
+    responder = ScriptedResponder()
+    responder.push("one", "two")  # nothing left for the summary: the API answers 500
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, clock=clock, max_retries=0) as fm,
+    ):
+        completed(await run_turn(fm, "ada", "My cat is called Miso."))
+        clock.advance(GAP + 1)
+        completed(await run_turn(fm, "ada", "later"))
+        await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        assert job.state == "pending"
+        assert job.last_error is not None
+    clock.advance(60)
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path, clock=clock) as fm:
+        # A new process resumes it (its worker is woken at start; the drain waits for it).
+        await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        assert job.state == "done"
+        (memory,) = await fm.memories()
+        assert memory.text == "The user said: My cat is called Miso"
+        assert memory.source_segment == (await fm.storage.recent_segments("ada"))[0].id
+
+
+async def test_background_work_waits_for_the_continuums_running_turn(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    from storage import segment_job_payload as payload
+
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "ada", "We decided to paint the shed blue."))
+        (segment,) = await fm.storage.recent_segments("ada")
+        await fm.storage.enqueue_job("segment_summary", "ada", payload(segment.id), now=0.0)
+        async with fm.turn("ada", "and the fence?") as events:
+            await events.__anext__()  # the turn has started and is running
+            assert await fm.run_background() == 0
+            (job,) = await fm.jobs("ada")
+            assert job.state == "pending"
+            async for _ in events:
+                pass
+        assert await fm.run_background() == 1
+        (job,) = await fm.jobs("ada")
+        assert job.state == "done"
+        assert [m.text for m in await fm.memories()] == [
+            "The user said: We decided to paint the shed blue"
+        ]
