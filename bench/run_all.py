@@ -6,7 +6,15 @@ import subprocess
 import sys
 import time
 
-SCRIPTS = ("kernel", "compose", "deadline", "turn_overhead", "cache_efficiency", "load")
+SCRIPTS = (
+    "kernel",
+    "compose",
+    "deadline",
+    "turn_overhead",
+    "cache_efficiency",
+    "load",
+    "summary_cost",
+)
 
 
 def main() -> None:
