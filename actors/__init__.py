@@ -25,6 +25,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ToolDefinitionError,
     TrinketLoadError,
 )
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_request
@@ -51,7 +52,8 @@ from ._settings import (
     TurnSettings,
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import TOOL_NAMES
+from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
+from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
 
 __all__ = [
@@ -96,7 +98,11 @@ __all__ = [
     "SystemSection",
     "TextDelta",
     "Timings",
+    "Tool",
+    "ToolDefinition",
+    "ToolDefinitionError",
     "ToolFinished",
+    "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
     "Trinket",
@@ -111,12 +117,16 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "as_tool",
     "build_request",
     "builtin_trinkets",
+    "check_user_tools",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "input_schema",
     "neutralize_frame",
     "render_notification_center",
+    "tool",
     "validate_settings",
 ]
