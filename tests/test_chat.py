@@ -39,7 +39,7 @@ def _colours(raw: bytes) -> list[bytes]:
     return found
 
 
-class _Screen(pyte.HistoryScreen):  # type: ignore[misc]
+class _Screen(pyte.HistoryScreen):
     """A screen that keeps what scrolled off, and answers the terminal's queries (the
     cursor position) to the child as a terminal would."""
 

@@ -21,6 +21,7 @@ from frontmind import ConfigError, Frontmind, ToolFinished, ToolStarted, Turn, t
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from tests._harness import completed, config, frontmind, run_turn
+from tests.test_readme import example as readme_example
 
 pytestmark = pytest.mark.anyio
 
@@ -383,3 +384,13 @@ async def test_a_tool_entry_with_an_unknown_key_is_a_config_error(tmp_path: Path
     config_file.write_text('[[tool]]\nuse = "tests._user_tools:weather"\ncolour = "red"\n')
     with pytest.raises(ConfigError, match=r"colour"):
         load_config(config_file, tmp_path)
+
+
+def test_the_readme_tool_example_declares_a_tool() -> None:
+    namespace: dict[str, Any] = {}
+    exec(readme_example("### Your own tools"), namespace)
+    stock = namespace["stock"]
+    assert isinstance(stock, Tool)
+    assert (stock.name, stock.timeout_s) == ("stock", 5)
+    assert schema(stock)["required"] == ["sku"]
+    assert "turn" not in schema(stock)["properties"]
