@@ -34,6 +34,7 @@ from actors import (
     TurnCompleted,
     TurnError,
     TurnEvent,
+    TurnStarted,
 )
 from storage import StorageError, TurnRecord
 
@@ -226,14 +227,21 @@ class _Indicator:
         self.active = True
         self._shown = False
 
+    def _frame(self, frame: str) -> None:
+        self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim")
+        self._shown = True
+
+    def show(self) -> None:
+        """The first frame, at once: before the turn is even sent."""
+        self._frame(self.FRAMES[0])
+
     async def run(self) -> None:
         with self._scope:
-            for frame in itertools.cycle(self.FRAMES):
+            for frame in itertools.cycle(self.FRAMES[1:] + self.FRAMES[:1]):
+                await anyio.sleep(0.1)
                 if not self.active:
                     return
-                self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim")
-                self._shown = True
-                await anyio.sleep(0.1)
+                self._frame(frame)
 
     def stop(self) -> None:
         if self.active:
@@ -289,10 +297,13 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
             if interactive:
                 tg.start_soon(cancel_on_interrupt)
             if indicator is not None:
+                indicator.show()
                 tg.start_soon(indicator.run)
             try:
                 async with aclosing(backend.turn(text)) as events:
                     async for event in events:
+                        if isinstance(event, TurnStarted):
+                            continue  # accepted, but nothing to show yet: keep the spinner
                         if indicator is not None and indicator.active:
                             indicator.stop()
                             out(REPLY, "reply")

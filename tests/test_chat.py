@@ -19,7 +19,7 @@ import pytest
 
 from frontmind._chat import HISTORY_FILE
 from storage import SQLiteStorage, ToolResultBlock
-from tests._daemon import COMMAND, ROOT, child_env, daemon
+from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -222,6 +222,8 @@ async def test_indicator_and_cancelling_a_reply_without_colour(tmp_path: Path) -
         spinner = t.wait_raw(b"thinking", since=sent)
         reply = t.wait_raw(b"frontmind> You said", since=sent)
         assert spinner < reply
+        # It keeps turning while the model has not answered yet (0.5 s to the first token).
+        assert "⠙ thinking".encode() in t.raw[spinner:reply]
         t.send(CTRL_C)  # mid-reply: cancels it and returns to the prompt
         t.wait(r"\(reply cancelled\)")
         t.wait_prompt(2)
@@ -254,3 +256,21 @@ async def test_chat_against_a_daemon_on_a_terminal(tmp_path: Path) -> None:
             assert await anyio.to_thread.run_sync(t.wait_exit) == 0
         assert (tmp_path / "home" / HISTORY_FILE).is_file()
         assert await d.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured(
+    tmp_path: Path,
+) -> None:
+    code, out, err = await run_cli(
+        "chat",
+        "--offline",
+        "--data-dir",
+        str(tmp_path),
+        stdin=b"hello\n/reminders\n/help\nsecond line\n",
+    )
+    assert code == 0, err
+    assert "\x1b" not in out  # no colour, no spinner, no cursor movement
+    assert "no open reminders" in out
+    assert "Alt-Enter, Esc Enter" in out
+    assert await user_messages(tmp_path) == ["hello", "second line"]
