@@ -153,6 +153,7 @@ EXPORTS = {
         "ModelSettings",
         "OfflineConfig",
         "ServerConfig",
+        "StorageConfig",
         "ToolSettings",
         "TrinketSettings",
         "TurnSettings",
