@@ -47,10 +47,12 @@ from ._placement import (
     SectionSpec,
 )
 from ._prompt import DEFAULT_BASE_PROMPT
+from ._recall import Embedder
 from ._settings import (
     CacheSettings,
     ComposerSettings,
     HistorySettings,
+    MemorySettings,
     ModelSettings,
     Settings,
     ToolSettings,
@@ -85,10 +87,12 @@ __all__ = [
     "ComposerSettings",
     "DigestReply",
     "Directory",
+    "Embedder",
     "Engine",
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "MemorySettings",
     "ModelChoice",
     "ModelClient",
     "ModelError",

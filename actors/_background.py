@@ -46,6 +46,7 @@ from ._exceptions import FrontmindError
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, Wake
+from ._recall import Embedder
 
 __all__ = [
     "BackgroundMessage",
@@ -83,7 +84,9 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         busy: Callable[[], Collection[str]],
         clock: Callable[[], float],
         lease_seconds: float = LEASE_SECONDS,
+        embedder: Embedder | None = None,
     ) -> None:
+        self._embedder = embedder
         self._storage = storage
         self._model = model
         self._prefix = prefix
@@ -111,7 +114,31 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 break
             await self._run(job)
             ran += 1
+        if self._embedder is not None:
+            await self._embed_new_memories(self._embedder)
         return ran if isinstance(message, Drain) else None
+
+    async def _embed_new_memories(self, embedder: Embedder) -> None:
+        """Embed the memories that have no vector yet (extracted, or stored by a tool)."""
+        try:
+            while memories := await self._storage.memories_without_vectors(limit=64):
+                try:
+                    vectors = await embedder.embed([m.text for m in memories])
+                # The embedder is the user's code: whatever it raises stays here, and
+                # the memories are embedded on a later wake.
+                except Exception:
+                    log.exception("the embedder failed")
+                    return
+                if len(vectors) != len(memories):
+                    log.warning(
+                        "the embedder returned %d vectors for %d texts", len(vectors), len(memories)
+                    )
+                    return
+                await self._storage.set_memory_vectors(
+                    [(m.id, v) for m, v in zip(memories, vectors, strict=True)]
+                )
+        except StorageError as exc:  # tried again on the next wake
+            log.warning("could not embed memories: %s", exc)
 
     async def _run(self, job: Job) -> None:
         try:

@@ -44,6 +44,7 @@ from ._messages import Compose, Composed, Drain, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
+from ._recall import Embedder, load_embedder
 from ._settings import Settings
 from ._tool_spec import Tool
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
@@ -103,6 +104,10 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError(f"disabled_sections: unknown built-in sections {unknown}")
     if settings.turns.idle_minutes < 0:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
+    if not 0 <= settings.memory.embedding_weight <= 1:
+        raise SettingsError("memory.embedding_weight: must be in [0, 1]")
+    if settings.memory.embedder is not None:
+        load_embedder(settings.memory.embedder)  # a bad name fails at startup
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
     try:
@@ -118,6 +123,11 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError(message) from None
 
 
+def _embedder(settings: Settings) -> Embedder | None:
+    spec = settings.memory.embedder
+    return None if spec is None else load_embedder(spec)
+
+
 def builtin_trinkets(
     storage: Storage, settings: Settings, tools: Sequence[Tool] = ()
 ) -> list[TrinketEntry]:
@@ -126,6 +136,7 @@ def builtin_trinkets(
     base = settings.base_prompt or DEFAULT_BASE_PROMPT
     t = settings.trinkets
     gap = settings.history.segment_gap_minutes * 60
+    embedder = _embedder(settings)
     entries = [
         TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
         TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
@@ -142,7 +153,13 @@ def builtin_trinkets(
         ),
         TrinketEntry(
             "relevant_memories",
-            lambda d: MemoriesTrinket(storage, top_k=t.memories_top_k, directory=d),
+            lambda d: MemoriesTrinket(
+                storage,
+                top_k=t.memories_top_k,
+                directory=d,
+                embedder=embedder,
+                weight=settings.memory.embedding_weight,
+            ),
         ),
     ]
     return [e for e in entries if e.section not in settings.disabled_sections]
@@ -202,11 +219,17 @@ class Engine:
             name=searcher_name(),
             mailbox=64,
         )
+        embedder = _embedder(settings)
         # Continuums with a turn running in this process: their background jobs wait.
         self._turning: dict[str, int] = {}
         self._background = system.spawn(
             lambda: BackgroundWorker(
-                storage, model, prefix=self._ride, busy=self._busy_continuums, clock=clock
+                storage,
+                model,
+                prefix=self._ride,
+                busy=self._busy_continuums,
+                clock=clock,
+                embedder=embedder,
             ),
             name=background_name(),
             mailbox=16,

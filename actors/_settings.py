@@ -10,6 +10,7 @@ __all__ = [
     "CacheSettings",
     "ComposerSettings",
     "HistorySettings",
+    "MemorySettings",
     "ModelSettings",
     "Settings",
     "ToolSettings",
@@ -77,6 +78,15 @@ class TrinketSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     manifest_segments: int = 8
 
 
+class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[memory]`: recall. `embedder` names a class ("pkg.mod:Embedder", built with no
+    arguments) with `async embed(texts) -> vectors`; its similarity joins the ranking
+    (actors/_recall.py). None: keyword relevance, importance, recency and use alone."""
+
+    embedder: str | None = None
+    embedding_weight: float = 0.5
+
+
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
     idle_minutes: float = 30.0  # a continuum unused this long is unloaded (0: never)
@@ -93,3 +103,4 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     tools: ToolSettings = ToolSettings()
     trinkets: TrinketSettings = TrinketSettings()
     turns: TurnSettings = TurnSettings()
+    memory: MemorySettings = MemorySettings()

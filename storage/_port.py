@@ -168,6 +168,20 @@ class Storage(Protocol):
 
     async def memories(self, *, limit: int = 100) -> list[Memory]: ...
 
+    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+        """Memories with no embedding yet (for the optional embedder), oldest first."""
+        ...
+
+    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
+        """Store embeddings beside their memories (float32)."""
+        ...
+
+    async def memory_vectors(
+        self, *, now: float | None = None
+    ) -> list[tuple[Memory, tuple[float, ...]]]:
+        """Every unexpired memory that has an embedding, with it."""
+        ...
+
     async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:
         """Count one more surfacing of each (the `use` term of the ranking)."""
         ...

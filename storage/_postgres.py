@@ -60,6 +60,8 @@ from ._shared import (
     check_record,
     check_write,
     content_decoder,
+    decode_vector,
+    encode_vector,
     record_decoder,
     segment_title,
 )
@@ -674,6 +676,31 @@ class PostgresStorage:
                 f"{_JOB} WHERE continuum_id = $1 ORDER BY id LIMIT $2", continuum_id, limit
             )
         return [job_from_row(tuple(row)) for row in rows]
+
+    @_translated
+    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+        rows = await self._pool.fetch(
+            f"{_MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT $1", limit
+        )
+        return [Memory(*row) for row in rows]
+
+    @_translated
+    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
+        rows = [(encode_vector(v), memory_id) for memory_id, v in vectors]
+        async with self._transaction() as db:
+            await db.executemany("UPDATE memories SET embedding = $1 WHERE id = $2", rows)
+
+    @_translated
+    async def memory_vectors(
+        self, *, now: float | None = None
+    ) -> list[tuple[Memory, tuple[float, ...]]]:
+        at = time.time() if now is None else now
+        rows = await self._pool.fetch(
+            f"{_MEMORY}, m.embedding FROM memories m WHERE m.embedding IS NOT NULL"
+            " AND (m.expires_at IS NULL OR m.expires_at > $1)",
+            at,
+        )
+        return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
 
     @_translated
     async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:

@@ -7,6 +7,9 @@ same bytes and refuse the same input.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
+
 import msgspec
 
 from ._exceptions import InvalidInput
@@ -27,6 +30,8 @@ __all__ = [
     "check_write",
     "content_decoder",
     "content_encoder",
+    "decode_vector",
+    "encode_vector",
     "record_decoder",
     "searchable_text",
     "segment_title",
@@ -105,3 +110,17 @@ def check_digest(digest: SegmentDigest | None) -> tuple[MemoryProposal, ...]:
         if not 0.0 <= proposal.importance <= 1.0:
             raise InvalidInput(f"importance must be between 0 and 1, not {proposal.importance}")
     return digest.memories
+
+
+def encode_vector(vector: Sequence[float]) -> bytes:
+    """An embedding as stored: float32, little-endian."""
+    if not vector:
+        raise InvalidInput("an embedding needs at least one dimension")
+    packed = array("f", vector)
+    if packed.itemsize != 4:  # pragma: no cover - every platform Python runs on
+        raise InvalidInput("float32 is not 4 bytes here")
+    return packed.tobytes()
+
+
+def decode_vector(raw: bytes) -> tuple[float, ...]:
+    return tuple(array("f", raw))

@@ -57,6 +57,8 @@ from ._shared import (
     check_record,
     check_write,
     content_decoder,
+    decode_vector,
+    encode_vector,
     record_decoder,
     segment_title,
 )
@@ -654,6 +656,32 @@ class SQLiteStorage:
                 f"{_JOB} WHERE continuum_id = ? ORDER BY id LIMIT ?", (continuum_id, limit)
             )
         return [job_from_row(tuple(row)) for row in rows]
+
+    @_translated
+    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+        rows = await self._reader.execute_fetchall(
+            f"{self._MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT ?",
+            (limit,),
+        )
+        return [Memory(*row) for row in rows]
+
+    @_translated
+    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
+        rows = [(encode_vector(v), memory_id) for memory_id, v in vectors]
+        async with self._transaction() as db:
+            await db.executemany("UPDATE memories SET embedding = ? WHERE id = ?", rows)
+
+    @_translated
+    async def memory_vectors(
+        self, *, now: float | None = None
+    ) -> list[tuple[Memory, tuple[float, ...]]]:
+        at = time.time() if now is None else now
+        rows = await self._reader.execute_fetchall(
+            f"{self._MEMORY}, m.embedding FROM memories m WHERE m.embedding IS NOT NULL"
+            " AND (m.expires_at IS NULL OR m.expires_at > ?)",
+            (at,),
+        )
+        return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
 
     @_translated
     async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:

@@ -205,3 +205,21 @@ async def test_background_work_waits_for_the_continuums_running_turn(
         assert [m.text for m in await fm.memories()] == [
             "The user said: We decided to paint the shed blue"
         ]
+
+
+@pytest.mark.parametrize("embedder", [None, "tests._embedder:ConceptEmbedder"])
+async def test_an_embedder_finds_a_paraphrase_that_shares_no_word(
+    api: LocalMessagesAPI, tmp_path: Path, embedder: str | None
+) -> None:
+    cfg = config(memory={"embedder": embedder})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        await fm.remember("Green tea every morning")
+        await fm.run_background()  # the worker stores the vectors beside the memories
+        composed = await fm.compose("ada", "Tell me about my sibling")
+        surfaced = "Ingrid" in composed.notification
+        assert surfaced is (embedder is not None)
+        if embedder is not None:
+            vectors = {m.text: v for m, v in await fm.storage.memory_vectors()}
+            assert vectors["Ingrid is the user's sister"][0] == 1.0
+            assert "Green tea" not in composed.notification  # unrelated: not surfaced

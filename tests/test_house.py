@@ -150,6 +150,7 @@ EXPORTS = {
         "CustomTool",
         "CustomTrinket",
         "HistorySettings",
+        "MemorySettings",
         "ModelSettings",
         "OfflineConfig",
         "ServerConfig",

@@ -544,3 +544,15 @@ async def test_surfaced_memories_count_their_uses_and_rank_higher(store: Store) 
     assert uses == {a.id: 0, b.id: 2}  # a list naming one memory twice counts it once per call
     hits = await store.search_memories("tea morning", now=20.0)
     assert [h.memory.id for h in hits] == [b.id, a.id]
+
+
+async def test_embeddings_are_stored_beside_their_memories(store: Store) -> None:
+    a = await store.add_memory("first", now=10.0)
+    b = await store.add_memory("second", now=10.0)
+    assert [m.id for m in await store.memories_without_vectors()] == [a.id, b.id]
+    await store.set_memory_vectors([(a.id, [0.5, -1.25, 3.0])])
+    assert [m.id for m in await store.memories_without_vectors()] == [b.id]
+    ((memory, vector),) = await store.memory_vectors(now=20.0)
+    assert (memory.id, vector) == (a.id, (0.5, -1.25, 3.0))
+    with pytest.raises(InvalidInput, match="at least one dimension"):
+        await store.set_memory_vectors([(b.id, [])])

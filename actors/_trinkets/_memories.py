@@ -7,6 +7,7 @@ from storage import Storage
 
 from .._markup import escape_field
 from .._messages import MemoriesSurfaced, Turn
+from .._recall import Embedder, recall
 from .._trinket import Directory, Trinket
 from ._timefmt import relative
 
@@ -14,15 +15,34 @@ __all__ = ["MemoriesTrinket"]
 
 
 class MemoriesTrinket(Trinket):
-    """The stored memories most relevant to the user's message (BM25 and recency)."""
+    """The stored memories most relevant to the user's message, ranked by the blend in
+    actors/_recall.py (keyword relevance, importance, recency, use; similarity too with
+    an embedder)."""
 
-    def __init__(self, storage: Storage, *, top_k: int, directory: Directory | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        top_k: int,
+        directory: Directory | None = None,
+        embedder: Embedder | None = None,
+        weight: float = 0.5,
+    ) -> None:
         self._storage = storage
         self._top_k = top_k
         self._directory = directory
+        self._embedder = embedder
+        self._weight = weight
 
     async def render(self, turn: Turn) -> str:
-        hits = await self._storage.search_memories(turn.user_text, limit=self._top_k, now=turn.now)
+        hits = await recall(
+            self._storage,
+            turn.user_text,
+            limit=self._top_k,
+            now=turn.now,
+            embedder=self._embedder,
+            weight=self._weight,
+        )
         if hits and self._directory is not None:
             # Counted by the background worker: no write on the turn's path.
             worker = self._directory("background")
