@@ -465,9 +465,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             await self._record_unfinished(run, "cancelled", "cancelled")
             raise
         gap = deps.settings.history.segment_gap_minutes * 60
-        closed = previous_at is not None and record.started_at - previous_at > gap
-        if deps.background is not None and closed:
-            # This turn closed a segment: its summary job is stored; wake the worker.
+        paused = previous_at is not None and record.started_at - previous_at > gap
+        if deps.background is not None and (paused or new_start is not None):
+            # This turn closed a segment (by a pause, or by trimming into it): its summary
+            # job is stored; wake the worker.
             with suppress(KernelError):
                 deps.background.tell(Wake())
         for trinket in deps.trinkets:

@@ -60,6 +60,7 @@ from ._shared import (
     check_record,
     check_write,
     content_decoder,
+    continues,
     decode_vector,
     encode_vector,
     record_decoder,
@@ -384,7 +385,7 @@ class PostgresStorage:
                 ],
             )
             await _count_terms(db, "message", [text for _, _, text, _ in rows])
-            await self._extend_segment(db, cid, record, base)
+            await self._extend_segment(db, cid, record, base, write.history_start)
             await self._apply_effects(db, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
@@ -423,13 +424,17 @@ class PostgresStorage:
                 ):
                     await _insert_memory(db, text, created, expires, importance)
 
-    async def _extend_segment(self, db: Any, cid: str, record: TurnRecord, first_seq: int) -> None:
+    async def _extend_segment(
+        self, db: Any, cid: str, record: TurnRecord, first_seq: int, history_start: int | None
+    ) -> None:
         last = await db.fetchrow(
-            "SELECT id, ended_at FROM segments WHERE continuum_id = $1"
+            "SELECT id, ended_at, first_seq FROM segments WHERE continuum_id = $1"
             " ORDER BY ended_at DESC LIMIT 1",
             cid,
         )
-        if last is not None and record.started_at - last[1] <= self._segment_gap:
+        if last is not None and continues(
+            record, last[1], last[2], history_start, self._segment_gap
+        ):
             await db.execute(
                 "UPDATE segments SET ended_at = $1, turn_count = turn_count + 1 WHERE id = $2",
                 record.finished_at,

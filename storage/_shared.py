@@ -30,6 +30,7 @@ __all__ = [
     "check_write",
     "content_decoder",
     "content_encoder",
+    "continues",
     "decode_vector",
     "encode_vector",
     "record_decoder",
@@ -124,3 +125,18 @@ def encode_vector(vector: Sequence[float]) -> bytes:
 
 def decode_vector(raw: bytes) -> tuple[float, ...]:
     return tuple(array("f", raw))
+
+
+def continues(
+    record: TurnRecord,
+    last_ended_at: float,
+    last_first_seq: int,
+    history_start: int | None,
+    gap: float,
+) -> bool:
+    """Whether the turn extends the continuum's last segment. It closes it instead after
+    a pause longer than the gap, or when the turn trims the history window into it: a
+    conversation that never pauses still has its segments summarised before they leave."""
+    if record.started_at - last_ended_at > gap:
+        return False
+    return history_start is None or last_first_seq >= history_start

@@ -57,6 +57,7 @@ from ._shared import (
     check_record,
     check_write,
     content_decoder,
+    continues,
     decode_vector,
     encode_vector,
     record_decoder,
@@ -367,7 +368,7 @@ class SQLiteStorage:
                     for i, (role, content, text, at) in enumerate(rows)
                 ],
             )
-            await self._extend_segment(db, cid, record, base)
+            await self._extend_segment(db, cid, record, base, write.history_start)
             await self._apply_effects(db, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
@@ -402,16 +403,21 @@ class SQLiteStorage:
                     )
 
     async def _extend_segment(
-        self, db: aiosqlite.Connection, cid: str, record: TurnRecord, first_seq: int
+        self,
+        db: aiosqlite.Connection,
+        cid: str,
+        record: TurnRecord,
+        first_seq: int,
+        history_start: int | None,
     ) -> None:
         last = list(
             await db.execute_fetchall(
-                "SELECT id, ended_at FROM segments WHERE continuum_id = ?"
+                "SELECT id, ended_at, first_seq FROM segments WHERE continuum_id = ?"
                 " ORDER BY ended_at DESC LIMIT 1",
                 (cid,),
             )
         )
-        if last and record.started_at - last[0][1] <= self._segment_gap:
+        if last and continues(record, last[0][1], last[0][2], history_start, self._segment_gap):
             await db.execute(
                 "UPDATE segments SET ended_at = ?, turn_count = turn_count + 1 WHERE id = ?",
                 (record.finished_at, last[0][0]),

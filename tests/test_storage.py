@@ -556,3 +556,14 @@ async def test_embeddings_are_stored_beside_their_memories(store: Store) -> None
     assert (memory.id, vector) == (a.id, (0.5, -1.25, 3.0))
     with pytest.raises(InvalidInput, match="at least one dimension"):
         await store.set_memory_vectors([(b.id, [])])
+
+
+async def test_a_turn_that_trims_into_the_open_segment_closes_it(store: Store) -> None:
+    await store.commit_turn(turn("c1", "t1", at=1000.0))
+    await store.commit_turn(turn("c1", "t2", at=1010.0))  # no pause: the same segment
+    trimming = turn("c1", "t3", at=1020.0)
+    await store.commit_turn(msgspec.structs.replace(trimming, history_start=2))
+    first, second = await store.recent_segments("c1")
+    assert (first.turn_count, second.first_seq) == (2, 4)
+    (job,) = await store.jobs("c1")
+    assert msgspec.json.decode(job.payload) == {"segment_id": first.id}
