@@ -22,8 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from storage import MemoryHit, Storage
-from storage._fts import memory_score
+from storage import MemoryHit, Storage, memory_score
 
 from ._exceptions import SettingsError
 

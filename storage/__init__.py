@@ -22,6 +22,7 @@ from ._exceptions import (
     StorageUnavailable,
     UnknownContinuum,
 )
+from ._fts import memory_score
 from ._jobs import (
     LEASE_SECONDS,
     MAX_ATTEMPTS,
