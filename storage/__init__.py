@@ -134,5 +134,6 @@ __all__ = [
     "check_message",
     "check_row_id",
     "complete_reminder_effect",
+    "memory_score",
     "segment_job_payload",
 ]
