@@ -54,7 +54,7 @@ from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStre
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
-from ._messages import Compose, Composed, Turn, TurnCommitted, Wake
+from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, choose_model
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
@@ -128,7 +128,8 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
-    background: ActorRef[Any, Any] | None = None  # told when a turn closed a segment
+    # Called with the continuum's id when a turn closed a segment (its job is stored).
+    segment_closed: Callable[[str], None] | None = None
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -466,11 +467,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             raise
         gap = deps.settings.history.segment_gap_minutes * 60
         paused = previous_at is not None and record.started_at - previous_at > gap
-        if deps.background is not None and (paused or new_start is not None):
+        if deps.segment_closed is not None and (paused or new_start is not None):
             # This turn closed a segment (by a pause, or by trimming into it): its summary
-            # job is stored; wake the worker.
-            with suppress(KernelError):
-                deps.background.tell(Wake())
+            # job is stored; the worker runs it once the turn is over.
+            deps.segment_closed(self._id)
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):

@@ -222,6 +222,8 @@ class Engine:
         embedder = _embedder(settings)
         # Continuums with a turn running in this process: their background jobs wait.
         self._turning: dict[str, int] = {}
+        # Continuums whose running turn closed a segment: the worker wakes when it ends.
+        self._wake_after: set[str] = set()
         self._background = system.spawn(
             lambda: BackgroundWorker(
                 storage,
@@ -248,7 +250,7 @@ class Engine:
             settings=settings,
             clock=clock,
             trinkets=[ref for _, ref in self._trinkets],
-            background=self._background,
+            segment_closed=self._wake_after.add,
         )
 
     def _busy_continuums(self) -> list[str]:
@@ -352,6 +354,9 @@ class Engine:
                 self._turning[continuum_id] = left
             else:
                 del self._turning[continuum_id]
+                if continuum_id in self._wake_after:
+                    self._wake_after.discard(continuum_id)
+                    self.wake_background()
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
