@@ -107,8 +107,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     protocol = ConversationMessage
 
     def __init__(
-        self, continuum_id: str, composer: ActorRef[Any, Any], deps: ConversationDeps
+        self,
+        continuum_id: str,
+        composer: ActorRef[Any, Any],
+        deps: ConversationDeps,
+        *,
+        user: str,
     ) -> None:
+        self._user = user  # the continuum is the user's own: every read and write is theirs
         self._id = continuum_id
         self._composer = composer
         self._deps = deps
@@ -125,11 +131,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if self._state is None:
             storage = self._deps.storage
             try:
-                continuum = await storage.continuum(self._id)
+                continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
                 self._state = _Loaded([], 0, 0, None, 0)
             else:
-                history = await storage.history(self._id)
+                history = await storage.history(self._user, self._id)
                 self._state = _Loaded(
                     history,
                     continuum.history_start,
@@ -150,7 +156,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if state.tokens <= budget.budget_tokens:
             return None
         target = budget.budget_tokens * budget.keep_fraction
-        segments = await self._deps.storage.recent_segments(self._id, limit=10_000)
+        segments = await self._deps.storage.recent_segments(self._user, self._id, limit=10_000)
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
         turn_start: int | None = None
@@ -209,7 +215,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
-        return Turn(turn_id, self._id, text, self._deps.clock(), self._deps.settings.timezone)
+        settings = self._deps.settings
+        return Turn(turn_id, self._id, text, self._deps.clock(), settings.timezone, self._user)
 
     async def _preview(self, text: str) -> ModelRequest:
         state = await self._load()
@@ -284,7 +291,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):
-                trinket.tell(TurnCommitted(self._id, turn.turn_id))
+                trinket.tell(TurnCommitted(self._user, self._id, turn.turn_id))
         yield TurnCompleted(
             turn_id=turn.turn_id,
             text="".join(run.text),
@@ -375,7 +382,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             history_start=new_start,
         )
         with anyio.CancelScope(shield=True):
-            await self._deps.storage.commit_turn(write)
+            await self._deps.storage.commit_turn(self._user, write)
         base = state.message_count
         stored = [
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
@@ -394,7 +401,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-            await self._deps.storage.record_turn(record)
+            await self._deps.storage.record_turn(self._user, record)
 
 
 @dataclass

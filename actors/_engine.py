@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import anyio
 
 from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
-from storage import Storage, check_continuum_id, check_message
+from storage import Storage, check_continuum_id, check_message, check_user_name
 
 from ._composer import ComposerActor
 from ._conversation import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
@@ -39,7 +39,11 @@ from ._trinkets import (
     searcher_name,
 )
 
-__all__ = ["Engine", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+__all__ = ["Engine", "LaneKey", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+
+# A conversation is identified by its user and the user's continuum id: two users may
+# both have a continuum "main", and each gets its own lane.
+LaneKey = tuple[str, str]  # (user, continuum id)
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,9 @@ class Engine:
 
     Trinket actors are shared by all continuums; each continuum gets its own composer
     (its sections and their last good content are its own) and conversation actor
-    (its turns run one at a time; other continuums' run concurrently).
+    (its turns run one at a time; other continuums' run concurrently). Lanes are keyed by
+    (user, continuum id), so no composer state (system sections, the user's documents
+    included) is ever shared between users.
     """
 
     def __init__(
@@ -140,8 +146,8 @@ class Engine:
         self._system = system
         self._settings = settings
         self._registry = registry
-        self._lanes: dict[str, _Lane] = {}
-        self._stopping: dict[str, anyio.Event] = {}
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._stopping: dict[LaneKey, anyio.Event] = {}
         directory: Directory = system.lookup
         self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
         policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
@@ -172,32 +178,34 @@ class Engine:
             trinkets=[ref for _, ref in self._trinkets],
         )
 
-    async def _lane(self, continuum_id: str) -> _Lane:
+    async def _lane(self, user: str, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        stopping = self._stopping.get(continuum_id)
+        key = (user, continuum_id)
+        stopping = self._stopping.get(key)
         if stopping is not None:
             await stopping.wait()  # evicted just now: wait, then start afresh
-        lane = self._lanes.get(continuum_id)
+        lane = self._lanes.get(key)
         if lane is None:
             composer = self._system.spawn(
                 lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
-                name=composer_name(continuum_id),
+                name=composer_name(user, continuum_id),
                 mailbox=64,
             )
             conversation = self._system.spawn(
-                lambda: ConversationActor(continuum_id, composer, self._deps),
-                name=f"conversation:{continuum_id}",
+                lambda: ConversationActor(continuum_id, composer, self._deps, user=user),
+                name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = self._lanes[continuum_id] = _Lane(composer, conversation)
+            lane = self._lanes[key] = _Lane(composer, conversation)
         lane.last_used = time.monotonic()
         return lane
 
     @asynccontextmanager
-    async def _using(self, continuum_id: str) -> AsyncIterator[_Lane]:
+    async def _using(self, user: str, continuum_id: str) -> AsyncIterator[_Lane]:
         """Hold the lane: a lane in use is never evicted."""
-        lane = await self._lane(continuum_id)
+        lane = await self._lane(user, continuum_id)
         lane.users += 1
         try:
             yield lane
@@ -206,14 +214,16 @@ class Engine:
             lane.last_used = time.monotonic()
 
     @asynccontextmanager
-    async def turn(self, continuum_id: str, text: str) -> AsyncIterator[ReplyStream[TurnEvent]]:
+    async def turn(
+        self, continuum_id: str, text: str, *, user: str
+    ) -> AsyncIterator[ReplyStream[TurnEvent]]:
         """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
 
         Bad input (`InvalidInput`, `MessageTooLarge`) is refused here, before anything
         is composed, sent to the model or stored.
         """
         check_message(text)
-        async with self._using(continuum_id) as lane:
+        async with self._using(user, continuum_id) as lane:
             stream = lane.conversation.stream(RunTurn(new_turn_id(), text), wait=False)
             try:
                 events = await stream.__aenter__()
@@ -233,18 +243,18 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        async with self._using(turn.continuum_id) as lane:
+        async with self._using(turn.user, turn.continuum_id) as lane:
             composed: Composed = await lane.composer.ask(Compose(turn))
         return composed
 
-    async def preview(self, continuum_id: str, text: str) -> ModelRequest:
+    async def preview(self, continuum_id: str, text: str, *, user: str) -> ModelRequest:
         check_message(text)
-        async with self._using(continuum_id) as lane:
+        async with self._using(user, continuum_id) as lane:
             request: ModelRequest = await lane.conversation.ask(Preview(text))
         return request
 
-    async def evict_idle(self, idle_seconds: float) -> list[str]:
-        """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.
+    async def evict_idle(self, idle_seconds: float) -> list[LaneKey]:
+        """Stop the lanes unused for `idle_seconds` (none in use); returns their keys.
 
         A long-lived daemon meets many continuums; each lane holds two actors and the
         continuum's history window in memory. An evicted continuum loses nothing: its
@@ -252,21 +262,21 @@ class Engine:
         """
         cutoff = time.monotonic() - idle_seconds
         idle = [
-            cid for cid, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
+            key for key, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
         ]
-        for cid in idle:
-            lane = self._lanes.pop(cid)
-            stopped = self._stopping[cid] = anyio.Event()
+        for key in idle:
+            lane = self._lanes.pop(key)
+            stopped = self._stopping[key] = anyio.Event()
             try:
                 await self._system.stop(lane.conversation)
                 await self._system.stop(lane.composer)
             finally:
-                del self._stopping[cid]
+                del self._stopping[key]
                 stopped.set()
         return idle
 
-    def lanes(self) -> list[str]:
-        """The continuums with a running lane."""
+    def lanes(self) -> list[LaneKey]:
+        """The (user, continuum id) of every running lane."""
         return list(self._lanes)
 
 
@@ -275,4 +285,4 @@ class _Lane:
     composer: ActorRef[Any, Any]
     conversation: ActorRef[Any, Any]
     last_used: float = 0.0
-    users: int = 0
+    users: int = 0  # callers holding the lane (it is never evicted while held)

@@ -179,14 +179,14 @@ class ToolRunner:
                 elif due_at is not None:
                     due = datetime.fromisoformat(due_at)
                 reminder = await storage.add_reminder(
-                    text, due_at=due, origin="agent", now=turn.now
+                    turn.user, text, due_at=due, origin="agent", now=turn.now
                 )
                 described = describe_reminder(reminder, turn.now, turn.timezone)
                 return ToolOutcome(
                     f"added reminder {described}", update=f"active_reminders: + {described}"
                 )
             case ListReminders():
-                reminders = await storage.active_reminders()
+                reminders = await storage.active_reminders(turn.user)
                 if not reminders:
                     return ToolOutcome("no open reminders")
                 return ToolOutcome(
@@ -194,7 +194,7 @@ class ToolRunner:
                 )
             case CompleteReminder(id=reminder_id):
                 try:
-                    reminder = await storage.complete_reminder(reminder_id, now=turn.now)
+                    reminder = await storage.complete_reminder(turn.user, reminder_id, now=turn.now)
                 except NotFound as exc:
                     return ToolOutcome(str(exc), is_error=True)
                 return ToolOutcome(
@@ -202,7 +202,9 @@ class ToolRunner:
                     update=f"active_reminders: - #{reminder.id} completed",
                 )
             case Remember(text=text, importance=importance):
-                memory = await storage.add_memory(text, importance=importance, now=turn.now)
+                memory = await storage.add_memory(
+                    turn.user, text, importance=importance, now=turn.now
+                )
                 return ToolOutcome(f"remembered (memory #{memory.id})")
             case SearchContext(query=query):
                 if not query.strip():
@@ -211,7 +213,7 @@ class ToolRunner:
                 if target is None:
                     return ToolOutcome("context search is not running", is_error=True)
                 try:
-                    target.tell(SearchRequested(turn.continuum_id, query))
+                    target.tell(SearchRequested(turn.user, turn.continuum_id, query))
                 except KernelError as exc:
                     return ToolOutcome(f"search could not start: {exc}", is_error=True)
                 return ToolOutcome(

@@ -23,9 +23,10 @@ from storage import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 
-from ._exceptions import BadBody, ConfigError
+from ._exceptions import BadBody, ConfigError, Forbidden
 
 __all__ = ["WIRE_ERRORS", "wire_error"]
 
@@ -35,6 +36,8 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     MessageTooLarge: (413, "request_too_large"),
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
+    Forbidden: (403, "forbidden"),
+    UserExists: (409, "conflict"),
     Busy: (429, "busy"),
     SettingsError: (400, "configuration_error"),
     ConfigError: (400, "configuration_error"),

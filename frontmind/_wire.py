@@ -18,6 +18,7 @@ __all__ = [
     "MemoryBody",
     "ReminderBody",
     "TurnBody",
+    "UserBody",
     "decode_body",
     "message_json",
 ]
@@ -41,6 +42,10 @@ class MemoryBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class DocumentBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
     content: str
+
+
+class UserBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
 
 
 def decode_body(body: bytes, type_: type[T]) -> T:

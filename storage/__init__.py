@@ -11,6 +11,7 @@ from ._exceptions import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
@@ -32,18 +33,23 @@ from ._records import (
     TurnStatus,
     TurnUsage,
     TurnWrite,
+    User,
 )
 from ._sqlite import SQLiteStorage
 from ._validation import (
+    DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_message,
+    check_token_hash,
+    check_user_name,
 )
 
 __all__ = [
+    "DEFAULT_USER",
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_MESSAGE_CHARS",
@@ -75,6 +81,10 @@ __all__ = [
     "TurnUsage",
     "TurnWrite",
     "UnknownContinuum",
+    "User",
+    "UserExists",
     "check_continuum_id",
     "check_message",
+    "check_token_hash",
+    "check_user_name",
 ]
