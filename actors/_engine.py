@@ -3,21 +3,37 @@ per continuum, spawned on first use under the caller's actor system."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
+import msgspec
 
-from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
-from storage import Storage, check_continuum_id, check_message, check_user_name
+from runtime import (
+    ActorRef,
+    ActorSystem,
+    MailboxFull,
+    ReplyStream,
+    RestartLimitReached,
+    RestartPolicy,
+)
+from storage import (
+    Storage,
+    StorageError,
+    TurnRecord,
+    check_continuum_id,
+    check_message,
+    check_user_name,
+)
 
 from ._composer import ComposerActor
 from ._conversation import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
-from ._events import TurnEvent
+from ._events import TurnError, TurnEvent
 from ._exceptions import Busy, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
@@ -224,7 +240,8 @@ class Engine:
         """
         check_message(text)
         async with self._using(user, continuum_id) as lane:
-            stream = lane.conversation.stream(RunTurn(new_turn_id(), text), wait=False)
+            turn_id = new_turn_id()
+            stream = lane.conversation.stream(RunTurn(turn_id, text), wait=False)
             try:
                 events = await stream.__aenter__()
             except MailboxFull:
@@ -233,8 +250,14 @@ class Engine:
                     f"continuum {continuum_id!r} already has {waiting} "
                     f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
                 ) from None
+            except RestartLimitReached as exc:
+                raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+            record = TurnRecord(
+                turn_id, continuum_id, "failed", self._deps.clock(), 0.0,
+                self._settings.model.name, text,
+            )  # fmt: skip
             try:
-                yield events
+                yield _GuardedEvents(events, user, record, self._deps.storage, self._deps.clock)
             except BaseException as exc:
                 if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
                     raise
@@ -243,15 +266,45 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        async with self._using(turn.user, turn.continuum_id) as lane:
-            composed: Composed = await lane.composer.ask(Compose(turn))
+        key = (turn.user, turn.continuum_id)
+        transient = key not in self._lanes
+        try:
+            async with self._using(*key) as lane:
+                composed: Composed = await lane.composer.ask(Compose(turn))
+        finally:
+            if transient:
+                await self._drop_unused(key)
         return composed
 
     async def preview(self, continuum_id: str, text: str, *, user: str) -> ModelRequest:
         check_message(text)
-        async with self._using(user, continuum_id) as lane:
-            request: ModelRequest = await lane.conversation.ask(Preview(text))
+        key = (user, continuum_id)
+        transient = key not in self._lanes
+        try:
+            async with self._using(*key) as lane:
+                request: ModelRequest = await lane.conversation.ask(Preview(text))
+        except RestartLimitReached as exc:
+            raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+        finally:
+            if transient:
+                await self._drop_unused(key)
         return request
+
+    async def _drop_unused(self, key: LaneKey) -> None:
+        """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
+        previews of unknown continuums must leave no actors behind."""
+        lane = self._lanes.get(key)
+        if lane is None or lane.users > 0:
+            return
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._system.stop(lane.conversation)
+                await self._system.stop(lane.composer)
+        finally:
+            del self._stopping[key]
+            stopped.set()
 
     async def evict_idle(self, idle_seconds: float) -> list[LaneKey]:
         """Stop the lanes unused for `idle_seconds` (none in use); returns their keys.
@@ -278,6 +331,50 @@ class Engine:
     def lanes(self) -> list[LaneKey]:
         """The (user, continuum id) of every running lane."""
         return list(self._lanes)
+
+
+class _GuardedEvents(ReplyStream[TurnEvent]):
+    """A turn's events, ended properly even if the conversation actor itself crashes:
+    the caller gets an error event with the turn's id and the turn gets a record (the
+    actor records every ending it sees; this covers the one it cannot)."""
+
+    __slots__ = ("_clock", "_ended", "_record", "_storage", "_user")
+
+    def __init__(
+        self,
+        inner: ReplyStream[TurnEvent],
+        user: str,
+        record: TurnRecord,
+        storage: Storage,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(inner._slot)
+        self._user = user
+        self._record = record
+        self._storage = storage
+        self._clock = clock
+        self._ended = False
+
+    async def __anext__(self) -> TurnEvent:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await super().__anext__()
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:
+            logging.getLogger("frontmind.engine").error(
+                "turn %s: the conversation actor failed", self._record.turn_id, exc_info=exc
+            )
+            self._ended = True
+            detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
+            record = msgspec.structs.replace(
+                self._record, finished_at=self._clock(), error=f"internal_error: {detail}"
+            )
+            # If the actor recorded the turn, this adds nothing (one record per turn id).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+                await self._storage.record_turn(self._user, record)
+            return TurnError("internal_error", detail, record.turn_id)
 
 
 @dataclass

@@ -3,6 +3,15 @@
 Knows nothing of actors or the process edges.
 """
 
+from ._effects import (
+    AddMemory,
+    AddReminder,
+    CompleteReminder,
+    Effect,
+    add_memory_effect,
+    add_reminder_effect,
+    complete_reminder_effect,
+)
 from ._exceptions import (
     InvalidInput,
     MessageTooLarge,
@@ -38,26 +47,38 @@ from ._records import (
 from ._sqlite import SQLiteStorage
 from ._validation import (
     DEFAULT_USER,
+    EARLIEST,
+    LATEST,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
+    MAX_ROW_ID,
     check_continuum_id,
+    check_instant,
     check_message,
+    check_row_id,
     check_token_hash,
     check_user_name,
 )
 
 __all__ = [
     "DEFAULT_USER",
+    "EARLIEST",
+    "LATEST",
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_REMINDER_CHARS",
+    "MAX_ROW_ID",
     "SCHEMA_VERSION",
+    "AddMemory",
+    "AddReminder",
+    "CompleteReminder",
     "ContentBlock",
     "Continuum",
     "Document",
+    "Effect",
     "InvalidInput",
     "Memory",
     "MemoryHit",
@@ -83,8 +104,13 @@ __all__ = [
     "UnknownContinuum",
     "User",
     "UserExists",
+    "add_memory_effect",
+    "add_reminder_effect",
     "check_continuum_id",
+    "check_instant",
     "check_message",
+    "check_row_id",
     "check_token_hash",
     "check_user_name",
+    "complete_reminder_effect",
 ]

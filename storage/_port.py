@@ -91,6 +91,10 @@ class Storage(Protocol):
         """`NotFound` if the user has no reminder with that id (another user's counts as none)."""
         ...
 
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        """One of the user's reminders by id, completed or not; `NotFound` if there is none."""
+        ...
+
     async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]: ...
 
     async def reminders_due_between(

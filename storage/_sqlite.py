@@ -26,6 +26,7 @@ import aiosqlite
 import anyio
 import msgspec
 
+from ._effects import AddMemory, AddReminder, CompleteReminder, Effect
 from ._exceptions import (
     InvalidInput,
     NotFound,
@@ -60,6 +61,7 @@ from ._validation import (
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
+    check_row_id,
     check_text,
     check_token_hash,
     check_user_name,
@@ -386,6 +388,7 @@ class SQLiteStorage:
                 ],
             )
             await self._extend_segment(db, user, cid, record, base)
+            await self._apply_effects(db, user, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
                 " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
@@ -399,6 +402,34 @@ class SQLiteStorage:
                 ),
             )
         return True
+
+    async def _apply_effects(
+        self, db: aiosqlite.Connection, user: str, effects: tuple[Effect, ...]
+    ) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction, as the turn's
+        user: what they add is that user's, and they complete only that user's reminders."""
+        for effect in effects:
+            match effect:
+                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
+                    await db.execute(
+                        "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, due, created, origin),
+                    )
+                case CompleteReminder(reminder_id=reminder_id, at=at):
+                    await db.execute(
+                        "UPDATE reminders SET completed_at = ?"
+                        " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+                        (at, user, reminder_id),
+                    )
+                case AddMemory(
+                    text=text, importance=importance, created_at=created, expires_at=expires
+                ):
+                    await db.execute(
+                        "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, created, expires, importance),
+                    )
 
     async def _extend_segment(
         self,
@@ -523,8 +554,7 @@ class SQLiteStorage:
         self, user: str, reminder_id: int, *, now: float | None = None
     ) -> Reminder:
         check_user_name(user)
-        if not isinstance(reminder_id, int) or reminder_id < 1:
-            raise InvalidInput(f"reminder id must be a positive integer, not {reminder_id!r}")
+        check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
@@ -537,6 +567,19 @@ class SQLiteStorage:
                     f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
                 )
             )
+        if not rows:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*rows[0])
+
+    @_translated
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        check_user_name(user)
+        check_row_id(reminder_id, "reminder id")
+        rows = list(
+            await self._reader.execute_fetchall(
+                f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
+            )
+        )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])

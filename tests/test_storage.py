@@ -358,7 +358,7 @@ async def test_bad_input_is_refused_and_changes_nothing(store: SQLiteStorage) ->
         (store.add_reminder(DEFAULT_USER, "ok", due_at=naive, origin="user"), "timezone-aware"),
         (store.add_memory(DEFAULT_USER, "ok", importance=2.0), "between 0 and 1"),
         (store.put_document(DEFAULT_USER, "bad label/..", "x"), "malformed"),
-        (store.complete_reminder(DEFAULT_USER, 0), "positive integer"),
+        (store.complete_reminder(DEFAULT_USER, 0), "integer from 1 to 9223372036854775807"),
     ]
     for call, message in refusals:
         with pytest.raises(InvalidInput, match=message):
