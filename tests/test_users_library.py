@@ -11,7 +11,7 @@ import anyio
 import msgspec
 import pytest
 
-from frontmind import Frontmind, InvalidInput
+from frontmind import Frontmind, InvalidInput, ToolFinished
 from frontmind._frontmind import DATABASE_FILE
 from frontmind.localapi import LocalMessagesAPI
 from tests._harness import completed, frontmind, run_turn
@@ -107,3 +107,18 @@ async def test_users_and_their_tokens(tmp_path: Path) -> None:
         assert await fm.user("carol").reminders() == []
     # The token itself is nowhere in the data directory.
     assert token.encode() not in stored_bytes(tmp_path)
+
+
+async def test_tools_write_and_complete_only_the_turns_users_reminders(tmp_path: Path) -> None:
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        alice, bob = fm.user("alice"), fm.user("bob")
+        bobs = await bob.add_reminder("bob's walrus errand")
+        events = await run_turn(alice, "main", f"complete reminder {bobs.id}")
+        finished = [e for e in events if isinstance(e, ToolFinished)]
+        assert [(e.name, e.is_error) for e in finished] == [("complete_reminder", True)]
+        assert f"no reminder #{bobs.id}" in finished[0].content
+        completed(await run_turn(alice, "main", "remind me to feed the zebra in 10 minutes"))
+        assert [r.completed_at for r in await bob.reminders(include_completed=True)] == [None]
+        assert [r.text for r in await alice.reminders()] == ["feed the zebra"]
+        assert [r.text for r in await bob.reminders()] == ["bob's walrus errand"]
+        assert await fm.reminders() == []
