@@ -1,7 +1,8 @@
 """The persistence port: everything Frontmind remembers goes through this interface.
 
-Adapters keep their SQL dialect to themselves; SQLite (aiosqlite) is the embedded
-default, and the shape leaves room for a PostgreSQL adapter.
+Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
+default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
+adapters pass.
 
 Ownership: every continuum, turn, message, segment, reminder, memory and document
 belongs to one user, and every data method takes that user (`user`, always the first
@@ -18,6 +19,7 @@ only the SHA-256 digest of their token (lowercase hex); an adapter never sees a 
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -39,7 +41,16 @@ __all__ = ["Storage"]
 
 
 class Storage(Protocol):
+    # True when other processes may write to the same store (PostgreSQL replicas): a
+    # continuum's cached history must then be checked against the store before a turn.
+    shared: bool
+
     async def close(self) -> None: ...
+
+    def continuum_lease(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to run the user's continuum's next turn, across every process
+        that shares the store; waiters are served in arrival order."""
+        ...
 
     # -- continuums and turns ------------------------------------------------------
     async def continuum(self, user: str, continuum_id: str) -> Continuum:
@@ -61,7 +72,11 @@ class Storage(Protocol):
         ...
 
     async def record_turn(self, user: str, record: TurnRecord) -> None:
-        """Store the record of a failed or cancelled turn (no history)."""
+        """Store the record of a failed or cancelled turn (no history).
+
+        A turn's record is written when it starts (failed, "interrupted") and replaced
+        when it ends, so a process killed mid-turn still leaves one; a completed turn's
+        record is never replaced."""
         ...
 
     async def turns(

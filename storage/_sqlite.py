@@ -38,7 +38,6 @@ from ._exceptions import (
 from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
-    ContentBlock,
     Continuum,
     Document,
     Memory,
@@ -47,17 +46,21 @@ from ._records import (
     MessageHit,
     Reminder,
     Segment,
-    TextBlock,
-    ToolResultBlock,
     TurnRecord,
     TurnWrite,
     User,
+)
+from ._shared import (
+    check_record,
+    check_write,
+    content_decoder,
+    record_decoder,
+    segment_title,
 )
 from ._validation import (
     DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
-    MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
@@ -73,10 +76,6 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_content_encoder = msgspec.json.Encoder()
-_content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
-_record_decoder = msgspec.json.Decoder(TurnRecord)
-_SEGMENT_TITLE_CHARS = 60
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -91,16 +90,6 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
             raise StorageUnavailable(f"{fn.__name__} failed: {exc}") from exc
 
     return wrapper
-
-
-def _searchable_text(content: tuple[ContentBlock, ...]) -> str:
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ToolResultBlock):
-            parts.append(block.content)
-    return "\n".join(parts)
 
 
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
@@ -167,6 +156,8 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
 
 class SQLiteStorage:
     """The embedded default storage. Open with `await SQLiteStorage.open(path)`."""
+
+    shared = False  # one process owns the file: nobody else writes behind our back
 
     def __init__(
         self,
@@ -260,6 +251,11 @@ class SQLiteStorage:
                     raise
                 await self._writer.execute("COMMIT")
 
+    @asynccontextmanager
+    async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
+        """Turns of a continuum already run one at a time in its one owning process."""
+        yield
+
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
@@ -293,7 +289,7 @@ class SQLiteStorage:
             " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq",
             (user, continuum_id, start),
         )
-        decode = _content_decoder.decode
+        decode = content_decoder.decode
         return [
             Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
         ]
@@ -321,41 +317,17 @@ class SQLiteStorage:
         await self.continuum(user, continuum_id)
         return await self._messages(user, continuum_id, 0)
 
-    def _check_turn(self, record: TurnRecord) -> None:
-        check_continuum_id(record.continuum_id)
-        if not record.turn_id or len(record.turn_id) > 64:
-            raise InvalidInput(f"turn id {record.turn_id!r} must be 1 to 64 characters")
-        if len(record.user_text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput(
-                f"the user message is {len(record.user_text)} characters; "
-                f"the limit is {MAX_MESSAGE_CHARS}"
-            )
-
     @_translated
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
         check_user_name(user)
         record = write.record
-        self._check_turn(record)
-        if record.status != "completed":
-            raise InvalidInput(f"commit_turn takes completed turns, not {record.status!r} ones")
-        if not write.messages or write.messages[0].role != "user":
-            raise InvalidInput("a turn starts with the user's message")
-        rows = []
-        for message in write.messages:
-            if not message.content:
-                raise InvalidInput("a stored message needs at least one content block")
-            rows.append(
-                (
-                    message.role,
-                    _content_encoder.encode(message.content),
-                    _searchable_text(message.content),
-                    message.created_at or record.finished_at,
-                )
-            )
+        rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
             seen = list(
-                await db.execute_fetchall("SELECT 1 FROM turns WHERE id = ?", (record.turn_id,))
+                await db.execute_fetchall(
+                    "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                )
             )
             if seen:
                 return False  # a retried commit of a turn already stored
@@ -367,8 +339,11 @@ class SQLiteStorage:
                 "SELECT message_count FROM continuums WHERE owner = ? AND id = ?", (user, cid)
             )
             await db.execute(
+                # It replaces the turn's provisional record (written when it started).
                 "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
                     user,
@@ -452,9 +427,7 @@ class SQLiteStorage:
                 (record.finished_at, last[0][0]),
             )
             return
-        title = " ".join(record.user_text.split())
-        if len(title) > _SEGMENT_TITLE_CHARS:
-            title = title[: _SEGMENT_TITLE_CHARS - 1] + "…"
+        title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
             " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
@@ -465,7 +438,7 @@ class SQLiteStorage:
     @_translated
     async def record_turn(self, user: str, record: TurnRecord) -> None:
         check_user_name(user)
-        self._check_turn(record)
+        check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
@@ -474,8 +447,10 @@ class SQLiteStorage:
                 (user, record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT OR IGNORE INTO turns (id, owner, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
                     user,
@@ -504,7 +479,7 @@ class SQLiteStorage:
                 " ORDER BY started_at DESC, rowid DESC LIMIT ?",
                 (user, continuum_id, limit),
             )
-        return [_record_decoder.decode(row[0]) for row in reversed(list(rows))]
+        return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
     async def recent_segments(

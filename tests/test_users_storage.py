@@ -17,25 +17,36 @@ from storage import (
     SCHEMA_VERSION,
     InvalidInput,
     NotFound,
+    PostgresStorage,
     SQLiteStorage,
     UnknownContinuum,
     User,
     UserExists,
 )
 from tests._factories import turn
+from tests._postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    async with await SQLiteStorage.open(tmp_path / "f.db") as s:
-        yield s
+Store = SQLiteStorage | PostgresStorage
 
 
-async def fill(store: SQLiteStorage, user: str, word: str) -> int:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    storage: Store
+    if request.param == "sqlite":
+        storage = await SQLiteStorage.open(tmp_path / "f.db")
+    else:
+        server: PostgresServer = request.getfixturevalue("pg_server")
+        storage = await PostgresStorage.open(server.new_database())
+    async with storage:
+        yield storage
+
+
+async def fill(store: Store, user: str, word: str) -> int:
     """One user's data, every row of it marked with `word` (plus the shared "quarterly")."""
     write = turn("main", f"t-{user}", user_text=f"quarterly review {word}")
     assert await store.commit_turn(user, write)
@@ -53,7 +64,7 @@ async def fill(store: SQLiteStorage, user: str, word: str) -> int:
     return reminder.id
 
 
-async def everything(store: SQLiteStorage, user: str) -> str:
+async def everything(store: Store, user: str) -> str:
     """Every read of the port, for `user`, as one text."""
     reads: list[object] = [
         await store.continuum(user, "main"),
@@ -76,7 +87,7 @@ async def everything(store: SQLiteStorage, user: str) -> str:
 
 
 async def test_two_users_share_a_continuum_id_and_see_only_their_own_rows(
-    store: SQLiteStorage,
+    store: Store,
 ) -> None:
     alice_reminder = await fill(store, "alice", "zebra")
     bob_reminder = await fill(store, "bob", "walrus")
@@ -104,7 +115,7 @@ async def test_two_users_share_a_continuum_id_and_see_only_their_own_rows(
     assert await store.turns("carol") == []
 
 
-async def everything_or_empty(store: SQLiteStorage, user: str) -> str:
+async def everything_or_empty(store: Store, user: str) -> str:
     try:
         return await everything(store, user)
     except UnknownContinuum:
@@ -114,7 +125,7 @@ async def everything_or_empty(store: SQLiteStorage, user: str) -> str:
 
 
 async def test_a_turn_id_of_one_user_is_not_committed_again_by_another(
-    store: SQLiteStorage,
+    store: Store,
 ) -> None:
     assert await store.commit_turn("alice", turn("main", "t1"))
     assert not await store.commit_turn("bob", turn("main", "t1"))  # turn ids are global
@@ -122,7 +133,7 @@ async def test_a_turn_id_of_one_user_is_not_committed_again_by_another(
         await store.history("bob", "main")
 
 
-async def test_malformed_user_names_are_refused(store: SQLiteStorage) -> None:
+async def test_malformed_user_names_are_refused(store: Store) -> None:
     for name in ("", "a/b", "x" * 65, "al ice", "ali:ce"):
         with pytest.raises(InvalidInput, match="user name"):
             await store.documents(name)
@@ -131,7 +142,7 @@ async def test_malformed_user_names_are_refused(store: SQLiteStorage) -> None:
     assert await store.turns(DEFAULT_USER) == []
 
 
-async def test_users_are_stored_with_the_token_digest_only(store: SQLiteStorage) -> None:
+async def test_users_are_stored_with_the_token_digest_only(store: Store) -> None:
     digest = hashlib.sha256(b"secret-token").hexdigest()
     added = await store.add_user("alice", digest, now=5.0)
     assert added == User("alice", 5.0)
