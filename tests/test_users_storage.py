@@ -222,3 +222,56 @@ async def test_a_database_from_before_users_migrates_to_default(tmp_path: Path) 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+async def test_a_postgres_database_from_before_users_migrates_to_default(
+    pg_server: PostgresServer,
+) -> None:
+    import asyncpg
+
+    from storage._pg_schema import PG_MIGRATIONS
+
+    url = pg_server.new_database()
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for version, script in PG_MIGRATIONS[:2]:
+            await conn.execute(script)
+            await conn.execute("INSERT INTO schema_version VALUES ($1)", version)
+        record = msgspec.json.encode(turn("main", "t1", user_text="the old budget").record)
+        content = msgspec.json.encode([{"type": "text", "text": "the old budget"}])
+        await conn.execute(
+            "INSERT INTO continuums (id, created_at, message_count) VALUES ('main', 0, 1)"
+        )
+        await conn.execute(
+            "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+            " VALUES ('t1', 'main', 'completed', 0, $1)",
+            record,
+        )
+        await conn.execute(
+            "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
+            " VALUES ('main', 0, 't1', 'user', $1, 'the old budget', 0)",
+            content,
+        )
+        await conn.execute(
+            "INSERT INTO term_stats (kind, term, docs) VALUES ('message', 'budget', 1)"
+        )
+        await conn.execute(
+            "INSERT INTO reminders (text, created_at, origin) VALUES ('old reminder', 0, 'user')"
+        )
+        await conn.execute("INSERT INTO documents VALUES ('profile', 'old profile', 0)")
+    finally:
+        await conn.close()
+    async with await PostgresStorage.open(url) as store:
+        assert await store.schema_version() == 3
+        assert [m.text() for m in await store.history(DEFAULT_USER, "main")] == ["the old budget"]
+        assert [h.text for h in await store.search_messages(DEFAULT_USER, "budget")] == [
+            "the old budget"
+        ]
+        assert [r.text for r in await store.reminders(DEFAULT_USER)] == ["old reminder"]
+        assert [d.content for d in await store.documents(DEFAULT_USER)] == ["old profile"]
+        assert await everything_or_empty(store, "alice") == "[[],[],[]]"
+        # Two users may now both have "main".
+        assert await store.commit_turn("alice", turn("main", "t2", user_text="new budget"))
+        assert [m.seq for m in await store.history("alice", "main")] == [0, 1]
+        assert len(await store.history(DEFAULT_USER, "main")) == 1
