@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 
 from actors import FrontmindError
 from storage import DEFAULT_USER, SQLiteStorage, StorageError
 
 from ._exceptions import EdgeError
-from ._frontmind import DATABASE_FILE, Frontmind, NoModel
+from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from ._groups import unwrap_group
 from .config import default_data_dir, load_config
 
@@ -113,8 +114,15 @@ def cmd_users(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         # Storage alone (no actors, no model): this works beside a running daemon, which
-        # looks tokens up on every request and so knows the new user at once.
-        async with await SQLiteStorage.open(args.data_dir / DATABASE_FILE) as storage:
+        # looks tokens up on every request and so knows the new user at once. The store
+        # is the daemon's: SQLite in the data dir, or the configured PostgreSQL database.
+        config = load_config(args.config, args.data_dir)
+        if args.database is not None:
+            config = msgspec.structs.replace(
+                config, storage=msgspec.structs.replace(config.storage, url=args.database)
+            )
+        storage = await open_storage(config, args.data_dir)
+        try:
             if args.users_command == "add":
                 token = new_token()
                 await storage.add_user(args.name, token_digest(token))
@@ -127,6 +135,8 @@ def cmd_users(args: argparse.Namespace) -> None:
                 return
             for user in await storage.users():
                 print(user.name)
+        finally:
+            await storage.close()
 
     _run(main)
 
@@ -164,6 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
             type=Path,
             default=None,
             help="config file (default: frontmind.toml in the data dir, if any)",
+        )
+
+    def database_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--database",
+            default=None,
+            metavar="URL",
+            help="the daemon's PostgreSQL URL, if it has one (or FRONTMIND_DATABASE_URL)",
         )
 
     p = sub.add_parser("serve", help="run the HTTP daemon")
@@ -223,10 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     users = p.add_subparsers(dest="users_command", required=True, metavar="ACTION")
     add = users.add_parser("add", help="add a user and print its token (shown once)")
     data_options(add)
+    database_option(add)
     add.add_argument("name", help="1 to 64 of A-Z a-z 0-9 _ -")
     add.set_defaults(func=cmd_users)
     listing = users.add_parser("list", help="list the users, one name a line")
     data_options(listing)
+    database_option(listing)
     listing.set_defaults(func=cmd_users)
 
     p = sub.add_parser("local-api", help="run the local Messages API server on its own")

@@ -11,7 +11,10 @@ import anyio
 import httpx2
 import pytest
 
+from frontmind._users import token_digest
+from storage import PostgresStorage
 from tests._daemon import daemon, run_cli, turn
+from tests._postgres import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -164,3 +167,18 @@ async def test_users_add_refuses_what_it_cannot_add(tmp_path: Path) -> None:
         assert message in err
     code, out, _ = await run_cli("users", "list", *data)
     assert (code, out) == (0, "alice\n")
+
+
+async def test_users_live_in_the_daemons_store(tmp_path: Path, pg_server: PostgresServer) -> None:
+    url = pg_server.new_database()
+    code, out, err = await run_cli(
+        "users", "add", "alice", "--data-dir", str(tmp_path), "--database", url
+    )
+    assert code == 0, err
+    async with await PostgresStorage.open(url) as store:
+        assert await store.user_for_token_hash(token_digest(out.strip())) == "alice"
+    code, out, _ = await run_cli(
+        "users", "list", "--data-dir", str(tmp_path), FRONTMIND_DATABASE_URL=url
+    )
+    assert (code, out) == (0, "alice\n")
+    assert not (tmp_path / "frontmind.db").exists()  # nothing went to SQLite
