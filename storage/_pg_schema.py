@@ -89,11 +89,20 @@ INSERT INTO term_stats (kind, term, docs)
     SELECT 'memory', word, ndoc FROM ts_stat('SELECT tsv FROM memories');
 """
 
-# Users (as SQLite's v4): every continuum, turn, message, segment, reminder, memory and
+# Each continuum's own model settings (JSON); a table of their own, so they can be chosen
+# before the continuum's first turn.
+_V3 = """
+CREATE TABLE continuum_settings (
+    continuum_id TEXT PRIMARY KEY,
+    settings BYTEA NOT NULL
+);
+"""
+
+# Users (as SQLite's v5): every continuum, turn, message, segment, reminder, memory and
 # document has an owner, and what existed before belongs to `default`. A continuum is
 # identified by (owner, id), so its key and every reference to it are re-made. A user's
 # token is stored only as its SHA-256 digest.
-_V3 = """
+_V4 = """
 CREATE TABLE users (
     name TEXT PRIMARY KEY,
     token_hash TEXT NOT NULL UNIQUE,
@@ -125,7 +134,10 @@ CREATE INDEX segments_by_continuum ON segments(owner, continuum_id, ended_at);
 DROP INDEX reminders_active;
 CREATE INDEX reminders_active ON reminders(owner, due_at) WHERE completed_at IS NULL;
 CREATE INDEX memories_by_owner ON memories(owner, id);
+ALTER TABLE continuum_settings ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE continuum_settings DROP CONSTRAINT continuum_settings_pkey;
+ALTER TABLE continuum_settings ADD PRIMARY KEY (owner, continuum_id);
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -83,6 +84,16 @@ class Storage(Protocol):
         self, user: str, continuum_id: str | None = None, *, limit: int = 100
     ) -> list[TurnRecord]:
         """The user's latest turn records (of one continuum, or of all of theirs)."""
+        ...
+
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        """The continuum's own model settings (all None when it has none)."""
+        ...
+
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        """Replace the continuum's own model settings."""
         ...
 
     async def recent_segments(

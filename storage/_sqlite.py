@@ -39,6 +39,7 @@ from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -76,6 +77,7 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -316,6 +318,31 @@ class SQLiteStorage:
     async def all_messages(self, user: str, continuum_id: str) -> list[Message]:
         await self.continuum(user, continuum_id)
         return await self._messages(user, continuum_id, 0)
+
+    @_translated
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+                (user, continuum_id),
+            )
+        )
+        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+
+    @_translated
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (owner, continuum_id, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (owner, continuum_id) DO UPDATE SET settings = excluded.settings",
+                (user, continuum_id, msgspec.json.encode(settings)),
+            )
 
     @_translated
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
