@@ -77,6 +77,9 @@ async def test_two_users_see_only_their_own_data_on_every_route(tmp_path: Path) 
                 await ok(
                     await c.post("/v1/memories", json={"text": f"quarterly memory {word}"}), 201
                 )
+                # Each user's "main" has its own model settings.
+                own = {"max_tokens": {"alice": 1111, "bob": 2222, "default": 3333}[name]}
+                await ok(await c.put("/v1/continuums/main/settings", json=own))
                 for text in (f"my quarterly word is {word}", "search for quarterly"):
                     events = await turn(c, "main", text)
                     assert events[-1][0] == "turn.completed"
@@ -89,6 +92,11 @@ async def test_two_users_see_only_their_own_data_on_every_route(tmp_path: Path) 
                 assert f"quarterly call {word}" in context
                 assert "nothing found" not in context
                 seen[name].append(context)
+                settings = await ok(await c.get("/v1/continuums/main/settings"))
+                assert (
+                    settings["own"]["max_tokens"]
+                    == {"alice": 1111, "bob": 2222, "default": 3333}[name]
+                )
                 for path in (
                     "/v1/continuums/main/turns",
                     "/v1/continuums/main/messages",
