@@ -65,7 +65,7 @@ def background_name() -> str:
 
 BackgroundMessage = Wake | Drain | MemoriesSurfaced
 
-PrefixFn = Callable[[str, RideCache], Awaitable[ModelRequest]]
+PrefixFn = Callable[[str, str, RideCache], Awaitable[ModelRequest]]
 
 
 def transcript(messages: list[Message]) -> str:
@@ -81,7 +81,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         model: ModelClient,
         *,
         prefix: PrefixFn,
-        busy: Callable[[], Collection[str]],
+        busy: Callable[[], Collection[tuple[str, str]]],
         clock: Callable[[], float],
         lease_seconds: float = LEASE_SECONDS,
         embedder: Embedder | None = None,
@@ -97,7 +97,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
     async def handle(self, message: BackgroundMessage) -> int | None:
         if isinstance(message, MemoriesSurfaced):
             try:
-                await self._storage.mark_memories_used(message.memory_ids)
+                await self._storage.mark_memories_used(message.user, message.memory_ids)
             except StorageError as exc:  # a missed count is not worth a crash
                 log.warning("could not count surfaced memories: %s", exc)
             return None
@@ -159,11 +159,11 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         if job.kind != SEGMENT_SUMMARY:
             raise DigestError(f"unknown job kind {job.kind!r}")
         payload = msgspec.json.decode(job.payload, type=SegmentJob)
-        segment = await self._storage.segment(payload.segment_id)
-        messages = await self._storage.segment_messages(segment.id)
+        segment = await self._storage.segment(job.user, payload.segment_id)
+        messages = await self._storage.segment_messages(job.user, segment.id)
         end_seq = messages[-1].seq + 1 if messages else segment.first_seq
         ride = RideCache(segment.first_seq, end_seq, transcript(messages))
-        request = await self._prefix(job.continuum_id, ride)
+        request = await self._prefix(job.user, job.continuum_id, ride)
         started = time.perf_counter()
         done: StreamDone | None = None
         async with aclosing(self._model.stream(request)) as events:
@@ -179,7 +179,9 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         reply = parse_digest(text)
         accepted: list[MemoryProposal] = []
         for proposed in reply.memories:
-            hits = await self._storage.search_memories(proposed.text, limit=5, now=self._clock())
+            hits = await self._storage.search_memories(
+                job.user, proposed.text, limit=5, now=self._clock()
+            )
             decided = deduplicate(proposed, [h.memory for h in hits], accepted)
             if decided is not None:
                 accepted.append(decided)

@@ -64,6 +64,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 async def recall(
     storage: Storage,
+    user: str,
     text: str,
     *,
     limit: int,
@@ -72,8 +73,8 @@ async def recall(
     weight: float = 0.5,
 ) -> list[MemoryHit]:
     if embedder is None:
-        return await storage.search_memories(text, limit=limit, now=now)
-    hits = await storage.search_memories(text, limit=limit * 4, now=now)
+        return await storage.search_memories(user, text, limit=limit, now=now)
+    hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
     if not text.strip():
         return hits[:limit]
     try:
@@ -87,7 +88,7 @@ async def recall(
     keyword = {h.memory.id: (h.score / best if best > 0 else 0.0) for h in hits}
     candidates = {h.memory.id: h.memory for h in hits}
     similarity: dict[int, float] = {}
-    for memory, vector in await storage.memory_vectors(now=now):
+    for memory, vector in await storage.memory_vectors(user, now=now):
         close = cosine(query, vector)
         if close >= MIN_SIMILARITY or memory.id in keyword:
             candidates[memory.id] = memory

@@ -82,7 +82,7 @@ async def main() -> None:
                     standalone: list[TurnUsage] = []
                     for job in jobs:
                         payload = msgspec.json.decode(job.payload, type=SegmentJob)
-                        messages = await fm.storage.segment_messages(payload.segment_id)
+                        messages = await fm.storage.segment_messages(job.user, payload.segment_id)
                         text = transcript(messages)
                         instruction = summary_instruction([], messages[0].seq, None, text)
                         reply = await client.messages.create(

@@ -21,6 +21,7 @@ from ._exceptions import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 from ._fts import memory_score
 from ._jobs import (
@@ -59,9 +60,11 @@ from ._records import (
     TurnStatus,
     TurnUsage,
     TurnWrite,
+    User,
 )
 from ._sqlite import SQLiteStorage
 from ._validation import (
+    DEFAULT_USER,
     EARLIEST,
     LATEST,
     MAX_DOCUMENT_CHARS,
@@ -73,9 +76,12 @@ from ._validation import (
     check_instant,
     check_message,
     check_row_id,
+    check_token_hash,
+    check_user_name,
 )
 
 __all__ = [
+    "DEFAULT_USER",
     "EARLIEST",
     "LATEST",
     "LEASE_SECONDS",
@@ -126,6 +132,8 @@ __all__ = [
     "TurnUsage",
     "TurnWrite",
     "UnknownContinuum",
+    "User",
+    "UserExists",
     "add_memory_effect",
     "add_reminder_effect",
     "backoff",
@@ -133,6 +141,8 @@ __all__ = [
     "check_instant",
     "check_message",
     "check_row_id",
+    "check_token_hash",
+    "check_user_name",
     "complete_reminder_effect",
     "memory_score",
     "segment_job_payload",

@@ -24,6 +24,7 @@ __all__ = [
     "SegmentJob",
     "backoff",
     "job_from_row",
+    "job_key",
     "segment_job_payload",
     "usage_decoder",
 ]
@@ -53,22 +54,29 @@ def backoff(attempts: int) -> float:
     return float(min(30 * 2 ** max(attempts - 1, 0), 3600))
 
 
+def job_key(user: str, continuum_id: str) -> str:
+    """(user, continuum) as one string, for excluding busy continuums in SQL. Neither a
+    user name nor a continuum id can hold ':'."""
+    return f"{user}:{continuum_id}"
+
+
 def job_from_row(row: Sequence[Any]) -> Job:
-    """A Job from (id, kind, continuum_id, payload, state, attempts, next_at, claimed_at,
-    last_error, created_at, finished_at, record)."""
-    record = row[11]
-    payload = row[3]
+    """A Job from (id, owner, kind, continuum_id, payload, state, attempts, next_at,
+    claimed_at, last_error, created_at, finished_at, record)."""
+    record = row[12]
+    payload = row[4]
     return Job(
         int(row[0]),
         str(row[1]),
         str(row[2]),
+        str(row[3]),
         payload if isinstance(payload, str) else bytes(payload).decode(),
-        row[4],
-        int(row[5]),
-        float(row[6]),
-        None if row[7] is None else float(row[7]),
-        None if row[8] is None else str(row[8]),
-        float(row[9]),
-        None if row[10] is None else float(row[10]),
+        row[5],
+        int(row[6]),
+        float(row[7]),
+        None if row[8] is None else float(row[8]),
+        None if row[9] is None else str(row[9]),
+        float(row[10]),
+        None if row[11] is None else float(row[11]),
         None if record is None else usage_decoder.decode(bytes(record)),
     )

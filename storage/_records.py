@@ -40,6 +40,7 @@ __all__ = [
     "TurnStatus",
     "TurnUsage",
     "TurnWrite",
+    "User",
 ]
 
 
@@ -252,6 +253,7 @@ class Job(msgspec.Struct, frozen=True):
     worker at a time, retried with backoff, its failure kept."""
 
     id: int
+    user: str  # whose continuum (and memories) the job works on
     kind: str  # "segment_summary"
     continuum_id: str
     payload: str  # JSON, by kind
@@ -281,3 +283,10 @@ class SegmentDigest(msgspec.Struct, frozen=True):
     title: str
     summary: str
     memories: tuple[MemoryProposal, ...] = ()
+
+
+class User(msgspec.Struct, frozen=True):
+    """A user with a token (the built-in `default` user has none and is not listed)."""
+
+    name: str
+    created_at: float

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import hmac
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -32,9 +33,10 @@ from ._exceptions import (
     SchemaTooNew,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 from ._fts import fts_query, memory_score, query_terms, selective
-from ._jobs import SEGMENT_SUMMARY, job_from_row, segment_job_payload
+from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
@@ -51,6 +53,7 @@ from ._records import (
     SegmentDigest,
     TurnRecord,
     TurnWrite,
+    User,
 )
 from ._shared import (
     check_digest,
@@ -64,6 +67,7 @@ from ._shared import (
     segment_title,
 )
 from ._validation import (
+    DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_REMINDER_CHARS,
@@ -71,6 +75,8 @@ from ._validation import (
     check_label,
     check_row_id,
     check_text,
+    check_token_hash,
+    check_user_name,
     to_epoch,
 )
 
@@ -85,7 +91,7 @@ _SEGMENT = (
     " FROM segments"
 )
 _JOB = (
-    "SELECT id, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
+    "SELECT id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
     " last_error, created_at, finished_at, record FROM jobs"
 )
 READERS = 3  # read connections (WAL: none of them waits for the writer)
@@ -131,21 +137,38 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
             f"{path} has schema version {current}, but this Frontmind understands only up to "
             f"{SCHEMA_VERSION}: upgrade Frontmind or use another data directory"
         )
-    for version, script in MIGRATIONS:
-        if version <= current or (upto is not None and version > upto):
-            continue
-        bump = (
-            f"UPDATE schema_version SET version = {version};"
-            if has_row
-            else f"INSERT INTO schema_version (version) VALUES ({version});"
-        )
-        try:
-            await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}\nCOMMIT;")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-            raise
-        current, has_row = version, True
+    pending = [
+        (version, script)
+        for version, script in MIGRATIONS
+        if version > current and (upto is None or version <= upto)
+    ]
+    if not pending:
+        return current
+    # Rebuilding a table under a new key needs foreign keys off (a no-op inside a
+    # transaction, so it is switched here); each migration is checked before it commits.
+    await conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        for version, script in pending:
+            bump = (
+                f"UPDATE schema_version SET version = {version};"
+                if has_row
+                else f"INSERT INTO schema_version (version) VALUES ({version});"
+            )
+            try:
+                await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}")
+                broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
+                if broken:
+                    raise sqlite3.IntegrityError(
+                        f"migration {version} leaves broken references: {broken[:3]}"
+                    )
+                await conn.execute("COMMIT")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    await conn.execute("ROLLBACK")
+                raise
+            current, has_row = version, True
+    finally:
+        await conn.execute("PRAGMA foreign_keys=ON")
     return current
 
 
@@ -247,20 +270,21 @@ class SQLiteStorage:
                 await self._writer.execute("COMMIT")
 
     @asynccontextmanager
-    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+    async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
         """Turns of a continuum already run one at a time in its one owning process."""
         yield
 
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
-    async def continuum(self, continuum_id: str) -> Continuum:
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
                 "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-                " FROM continuums WHERE id = ?",
-                (continuum_id,),
+                " FROM continuums WHERE owner = ? AND id = ?",
+                (user, continuum_id),
             )
         )
         if not rows:
@@ -268,18 +292,20 @@ class SQLiteStorage:
         return Continuum(*rows[0])
 
     @_translated
-    async def continuums(self) -> list[Continuum]:
+    async def continuums(self, user: str) -> list[Continuum]:
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
             "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-            " FROM continuums ORDER BY last_turn_at DESC"
+            " FROM continuums WHERE owner = ? ORDER BY last_turn_at DESC",
+            (user,),
         )
         return [Continuum(*row) for row in rows]
 
-    async def _messages(self, continuum_id: str, start: int) -> list[Message]:
+    async def _messages(self, user: str, continuum_id: str, start: int) -> list[Message]:
         rows = await self._reader.execute_fetchall(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE continuum_id = ? AND seq >= ? ORDER BY seq",
-            (continuum_id, start),
+            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq",
+            (user, continuum_id, start),
         )
         decode = content_decoder.decode
         return [
@@ -287,47 +313,56 @@ class SQLiteStorage:
         ]
 
     @_translated
-    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
-                "SELECT history_start FROM continuums WHERE id = ?", (continuum_id,)
+                "SELECT history_start FROM continuums WHERE owner = ? AND id = ?",
+                (user, continuum_id),
             )
         )
         if not rows:
             if missing_ok:
                 return []
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
-        return await self._messages(continuum_id, int(rows[0][0]))
+        return await self._messages(user, continuum_id, int(rows[0][0]))
 
     @_translated
-    async def all_messages(self, continuum_id: str) -> list[Message]:
-        await self.continuum(continuum_id)
-        return await self._messages(continuum_id, 0)
+    async def all_messages(self, user: str, continuum_id: str) -> list[Message]:
+        await self.continuum(user, continuum_id)
+        return await self._messages(user, continuum_id, 0)
 
     @_translated
-    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
-                "SELECT settings FROM continuum_settings WHERE continuum_id = ?",
-                (continuum_id,),
+                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+                (user, continuum_id),
             )
         )
         return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
 
     @_translated
-    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO continuum_settings (continuum_id, settings) VALUES (?, ?)"
-                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
-                (continuum_id, msgspec.json.encode(settings)),
+                "INSERT INTO continuum_settings (owner, continuum_id, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (owner, continuum_id) DO UPDATE SET settings = excluded.settings",
+                (user, continuum_id, msgspec.json.encode(settings)),
             )
 
     @_translated
-    async def commit_turn(self, write: TurnWrite) -> bool:
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
+        check_user_name(user)
         record = write.record
         rows = check_write(write)
         cid = record.continuum_id
@@ -340,20 +375,21 @@ class SQLiteStorage:
             if seen:
                 return False  # a retried commit of a turn already stored
             await db.execute(
-                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
-                (cid, record.started_at),
+                "INSERT OR IGNORE INTO continuums (owner, id, created_at) VALUES (?, ?, ?)",
+                (user, cid, record.started_at),
             )
             ((base,),) = await db.execute_fetchall(
-                "SELECT message_count FROM continuums WHERE id = ?", (cid,)
+                "SELECT message_count FROM continuums WHERE owner = ? AND id = ?", (user, cid)
             )
             await db.execute(
                 # It replaces the turn's provisional record (written when it started).
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed'",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
+                    user,
                     cid,
                     record.status,
                     record.started_at,
@@ -361,50 +397,62 @@ class SQLiteStorage:
                 ),
             )
             await db.executemany(
-                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages"
+                " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (cid, base + i, record.turn_id, role, content, text, at)
+                    (user, cid, base + i, record.turn_id, role, content, text, at)
                     for i, (role, content, text, at) in enumerate(rows)
                 ],
             )
-            await self._extend_segment(db, cid, record, base, write.history_start)
-            await self._apply_effects(db, write.effects)
+            await self._extend_segment(db, user, cid, record, base, write.history_start)
+            await self._apply_effects(db, user, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
-                " history_start = COALESCE(?, history_start) WHERE id = ?",
-                (base + len(rows), record.finished_at, record.message_id, write.history_start, cid),
+                " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
+                (
+                    base + len(rows),
+                    record.finished_at,
+                    record.message_id,
+                    write.history_start,
+                    user,
+                    cid,
+                ),
             )
         return True
 
-    async def _apply_effects(self, db: aiosqlite.Connection, effects: tuple[Effect, ...]) -> None:
-        """The writes a turn's tools staged, inside the turn's transaction."""
+    async def _apply_effects(
+        self, db: aiosqlite.Connection, user: str, effects: tuple[Effect, ...]
+    ) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction, as the turn's
+        user: what they add is that user's, and they complete only that user's reminders."""
         for effect in effects:
             match effect:
                 case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
                     await db.execute(
-                        "INSERT INTO reminders (text, due_at, created_at, origin)"
-                        " VALUES (?, ?, ?, ?)",
-                        (text, due, created, origin),
+                        "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, due, created, origin),
                     )
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await db.execute(
                         "UPDATE reminders SET completed_at = ?"
-                        " WHERE id = ? AND completed_at IS NULL",
-                        (at, reminder_id),
+                        " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+                        (at, user, reminder_id),
                     )
                 case AddMemory(
                     text=text, importance=importance, created_at=created, expires_at=expires
                 ):
                     await db.execute(
-                        "INSERT INTO memories (text, created_at, expires_at, importance)"
-                        " VALUES (?, ?, ?, ?)",
-                        (text, created, expires, importance),
+                        "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, created, expires, importance),
                     )
 
     async def _extend_segment(
         self,
         db: aiosqlite.Connection,
+        user: str,
         cid: str,
         record: TurnRecord,
         first_seq: int,
@@ -412,9 +460,9 @@ class SQLiteStorage:
     ) -> None:
         last = list(
             await db.execute_fetchall(
-                "SELECT id, ended_at, first_seq FROM segments WHERE continuum_id = ?"
+                "SELECT id, ended_at, first_seq FROM segments WHERE owner = ? AND continuum_id = ?"
                 " ORDER BY ended_at DESC LIMIT 1",
-                (cid,),
+                (user, cid),
             )
         )
         if last and continues(record, last[0][1], last[0][2], history_start, self._segment_gap):
@@ -427,9 +475,11 @@ class SQLiteStorage:
             # The turn closes the previous segment: its summary job is due, written in
             # this transaction so that it survives whatever happens next.
             await db.execute(
-                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES (?, ?, ?, 'pending', ?, ?)",
+                "INSERT INTO jobs"
+                " (owner, kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
                 (
+                    user,
                     SEGMENT_SUMMARY,
                     cid,
                     segment_job_payload(int(last[0][0])).encode(),
@@ -440,28 +490,30 @@ class SQLiteStorage:
         title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
-            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
-            " VALUES (?, ?, ?, 1, ?, ?)",
-            (cid, record.started_at, record.finished_at, title, first_seq),
+            " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES (?, ?, ?, ?, 1, ?, ?)",
+            (user, cid, record.started_at, record.finished_at, title, first_seq),
         )
 
     @_translated
-    async def record_turn(self, record: TurnRecord) -> None:
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
+        check_user_name(user)
         check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
             await db.execute(
-                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
-                (record.continuum_id, record.started_at),
+                "INSERT OR IGNORE INTO continuums (owner, id, created_at) VALUES (?, ?, ?)",
+                (user, record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed'",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
+                    user,
                     record.continuum_id,
                     record.status,
                     record.started_at,
@@ -470,63 +522,78 @@ class SQLiteStorage:
             )
 
     @_translated
-    async def turns(self, continuum_id: str | None = None, *, limit: int = 100) -> list[TurnRecord]:
+    async def turns(
+        self, user: str, continuum_id: str | None = None, *, limit: int = 100
+    ) -> list[TurnRecord]:
+        check_user_name(user)
         if continuum_id is None:
             rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns ORDER BY started_at DESC, rowid DESC LIMIT ?", (limit,)
+                "SELECT record FROM turns WHERE owner = ?"
+                " ORDER BY started_at DESC, rowid DESC LIMIT ?",
+                (user, limit),
             )
         else:
-            await self.continuum(continuum_id)
+            await self.continuum(user, continuum_id)
             rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns WHERE continuum_id = ?"
+                "SELECT record FROM turns WHERE owner = ? AND continuum_id = ?"
                 " ORDER BY started_at DESC, rowid DESC LIMIT ?",
-                (continuum_id, limit),
+                (user, continuum_id, limit),
             )
         return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
-    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = await self._reader.execute_fetchall(
-            f"{_SEGMENT} WHERE continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
-            (continuum_id, limit),
+            f"{_SEGMENT} WHERE owner = ? AND continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
+            (user, continuum_id, limit),
         )
         return [Segment(*row) for row in reversed(list(rows))]
 
     @_translated
-    async def segment(self, segment_id: int) -> Segment:
+    async def segment(self, user: str, segment_id: int) -> Segment:
+        check_user_name(user)
         check_row_id(segment_id, "segment id")
-        rows = list(await self._reader.execute_fetchall(f"{_SEGMENT} WHERE id = ?", (segment_id,)))
+        rows = list(
+            await self._reader.execute_fetchall(
+                f"{_SEGMENT} WHERE owner = ? AND id = ?", (user, segment_id)
+            )
+        )
         if not rows:
             raise NotFound(f"no segment #{segment_id}")
         return Segment(*rows[0])
 
     @_translated
-    async def segment_messages(self, segment_id: int) -> list[Message]:
-        segment = await self.segment(segment_id)
+    async def segment_messages(self, user: str, segment_id: int) -> list[Message]:
+        segment = await self.segment(user, segment_id)
         rows = list(
             await self._reader.execute_fetchall(
-                "SELECT min(first_seq) FROM segments WHERE continuum_id = ? AND first_seq > ?",
-                (segment.continuum_id, segment.first_seq),
+                "SELECT min(first_seq) FROM segments"
+                " WHERE owner = ? AND continuum_id = ? AND first_seq > ?",
+                (user, segment.continuum_id, segment.first_seq),
             )
         )
         end = rows[0][0]
-        messages = await self._messages(segment.continuum_id, segment.first_seq)
+        messages = await self._messages(user, segment.continuum_id, segment.first_seq)
         return [m for m in messages if end is None or m.seq < end]
 
     @_translated
     async def search_segments(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[Segment]:
+        check_user_name(user)
         if limit < 1:
             return []
         match = fts_query(query_terms(query))
         if match is None:
             return []
-        scope, args = "", [match]
+        scope, args = " AND s.owner = ?", [match, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
-            scope = " AND s.continuum_id = ?"
+            scope += " AND s.continuum_id = ?"
             args.append(continuum_id)
         rows = await self._reader.execute_fetchall(
             "SELECT s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title,"
@@ -540,33 +607,35 @@ class SQLiteStorage:
 
     @_translated
     async def enqueue_job(
-        self, kind: str, continuum_id: str, payload: str, *, now: float | None = None
+        self, user: str, kind: str, continuum_id: str, payload: str, *, now: float | None = None
     ) -> Job:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         at = time.time() if now is None else now
         async with self._transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO jobs (kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES (?, ?, ?, 'pending', ?, ?)",
-                (kind, continuum_id, payload.encode(), at, at),
+                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at)"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?)",
+                (user, kind, continuum_id, payload.encode(), at, at),
             )
             job_id = cursor.lastrowid
         assert job_id is not None
-        return Job(job_id, kind, continuum_id, payload, "pending", 0, at, None, None, at)
+        return Job(job_id, user, kind, continuum_id, payload, "pending", 0, at, None, None, at)
 
     @_translated
     async def claim_job(
-        self, *, now: float, lease_seconds: float, exclude: Sequence[str] = ()
+        self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
     ) -> Job | None:
-        marks = ",".join("?" * len(exclude))
-        skip = f" AND continuum_id NOT IN ({marks})" if exclude else ""
+        keys = [job_key(user, cid) for user, cid in exclude]
+        marks = ",".join("?" * len(keys))
+        skip = f" AND owner || ':' || continuum_id NOT IN ({marks})" if keys else ""
         async with self._transaction() as db:
             rows = list(
                 await db.execute_fetchall(
                     "SELECT id FROM jobs WHERE ((state = 'pending' AND next_at <= ?)"
                     f" OR (state = 'running' AND claimed_at <= ?)){skip}"
                     " ORDER BY next_at, id LIMIT 1",
-                    (now, now - lease_seconds, *exclude),
+                    (now, now - lease_seconds, *keys),
                 )
             )
             if not rows:
@@ -605,8 +674,8 @@ class SQLiteStorage:
                 return False
             if digest is not None:
                 await db.execute(
-                    "UPDATE segments SET title = ?, summary = ? WHERE id = ?",
-                    (digest.title, digest.summary, digest.segment_id),
+                    "UPDATE segments SET title = ?, summary = ? WHERE owner = ? AND id = ?",
+                    (digest.title, digest.summary, job.user, digest.segment_id),
                 )
                 await db.execute("DELETE FROM segments_fts WHERE rowid = ?", (digest.segment_id,))
                 await db.execute(
@@ -617,14 +686,14 @@ class SQLiteStorage:
                     if proposal.update_id is not None:
                         await db.execute(
                             "UPDATE memories SET text = ?, importance = max(importance, ?)"
-                            " WHERE id = ?",
-                            (proposal.text, proposal.importance, proposal.update_id),
+                            " WHERE owner = ? AND id = ?",
+                            (proposal.text, proposal.importance, job.user, proposal.update_id),
                         )
                     else:
                         await db.execute(
-                            "INSERT INTO memories"
-                            " (text, created_at, importance, source_segment) VALUES (?, ?, ?, ?)",
-                            (proposal.text, now, proposal.importance, digest.segment_id),
+                            "INSERT INTO memories (owner, text, created_at, importance,"
+                            " source_segment) VALUES (?, ?, ?, ?, ?)",
+                            (job.user, proposal.text, now, proposal.importance, digest.segment_id),
                         )
             await db.execute(
                 "UPDATE jobs SET state = 'done', finished_at = ?, record = ?, last_error = NULL"
@@ -653,13 +722,19 @@ class SQLiteStorage:
         return True
 
     @_translated
-    async def jobs(self, continuum_id: str | None = None, *, limit: int = 1000) -> list[Job]:
+    async def jobs(
+        self, user: str, continuum_id: str | None = None, *, limit: int = 1000
+    ) -> list[Job]:
+        check_user_name(user)
         if continuum_id is None:
-            rows = await self._reader.execute_fetchall(f"{_JOB} ORDER BY id LIMIT ?", (limit,))
+            rows = await self._reader.execute_fetchall(
+                f"{_JOB} WHERE owner = ? ORDER BY id LIMIT ?", (user, limit)
+            )
         else:
             check_continuum_id(continuum_id)
             rows = await self._reader.execute_fetchall(
-                f"{_JOB} WHERE continuum_id = ? ORDER BY id LIMIT ?", (continuum_id, limit)
+                f"{_JOB} WHERE owner = ? AND continuum_id = ? ORDER BY id LIMIT ?",
+                (user, continuum_id, limit),
             )
         return [job_from_row(tuple(row)) for row in rows]
 
@@ -679,25 +754,27 @@ class SQLiteStorage:
 
     @_translated
     async def memory_vectors(
-        self, *, now: float | None = None
+        self, user: str, *, now: float | None = None
     ) -> list[tuple[Memory, tuple[float, ...]]]:
+        check_user_name(user)
         at = time.time() if now is None else now
         rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY}, m.embedding FROM memories m WHERE m.embedding IS NOT NULL"
-            " AND (m.expires_at IS NULL OR m.expires_at > ?)",
-            (at,),
+            f"{self._MEMORY}, m.embedding FROM memories m WHERE m.owner = ?"
+            " AND m.embedding IS NOT NULL AND (m.expires_at IS NULL OR m.expires_at > ?)",
+            (user, at),
         )
         return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
 
     @_translated
-    async def mark_memories_used(self, memory_ids: Sequence[int]) -> None:
+    async def mark_memories_used(self, user: str, memory_ids: Sequence[int]) -> None:
         """Count one more surfacing of each memory (the `use` term of the ranking)."""
+        check_user_name(user)
         if not memory_ids:
             return
         async with self._transaction() as db:
             await db.executemany(
-                "UPDATE memories SET uses = uses + 1 WHERE id = ?",
-                [(i,) for i in sorted(set(memory_ids))],
+                "UPDATE memories SET uses = uses + 1 WHERE owner = ? AND id = ?",
+                [(user, i) for i in sorted(set(memory_ids))],
             )
 
     # -- reminders ------------------------------------------------------------------------
@@ -707,12 +784,14 @@ class SQLiteStorage:
     @_translated
     async def add_reminder(
         self,
+        user: str,
         text: str,
         *,
         due_at: datetime | None,
         origin: Literal["user", "agent"],
         now: float | None = None,
     ) -> Reminder:
+        check_user_name(user)
         check_text(text, "reminder text", MAX_REMINDER_CHARS)
         if origin not in ("user", "agent"):
             raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
@@ -720,65 +799,82 @@ class SQLiteStorage:
         created = time.time() if now is None else now
         async with self._transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO reminders (text, due_at, created_at, origin) VALUES (?, ?, ?, ?)",
-                (text, due, created, origin),
+                "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (user, text, due, created, origin),
             )
             reminder_id = cursor.lastrowid
         assert reminder_id is not None
         return Reminder(reminder_id, text, due, created, None, origin)
 
     @_translated
-    async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
+    async def complete_reminder(
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "UPDATE reminders SET completed_at = ? WHERE id = ? AND completed_at IS NULL",
-                (at, reminder_id),
+                "UPDATE reminders SET completed_at = ?"
+                " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+                (at, user, reminder_id),
             )
-            rows = list(await db.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,)))
+            rows = list(
+                await db.execute_fetchall(
+                    f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
+                )
+            )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])
 
     @_translated
-    async def reminder(self, reminder_id: int) -> Reminder:
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         rows = list(
-            await self._reader.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,))
+            await self._reader.execute_fetchall(
+                f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
+            )
         )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])
 
     @_translated
-    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]:
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE completed_at IS NULL"
+            f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
             " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
-            (limit,),
+            (user, limit),
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
-    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]:
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
+    ) -> list[Reminder]:
+        check_user_name(user)
         lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
         if hi < lo:
             raise InvalidInput("the end of the range comes before its start")
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE completed_at IS NULL AND due_at >= ? AND due_at < ?"
-            " ORDER BY due_at",
-            (lo, hi),
+            f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
+            " AND due_at >= ? AND due_at < ? ORDER BY due_at",
+            (user, lo, hi),
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200
+        self, user: str, *, include_completed: bool = False, limit: int = 200
     ) -> list[Reminder]:
-        where = "" if include_completed else " WHERE completed_at IS NULL"
+        check_user_name(user)
+        open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER}{where} ORDER BY id LIMIT ?", (limit,)
+            f"{self._REMINDER} WHERE owner = ?{open_only} ORDER BY id LIMIT ?", (user, limit)
         )
         return [Reminder(*row) for row in rows]
 
@@ -791,12 +887,14 @@ class SQLiteStorage:
     @_translated
     async def add_memory(
         self,
+        user: str,
         text: str,
         *,
         importance: float = 0.5,
         expires_at: datetime | None = None,
         now: float | None = None,
     ) -> Memory:
+        check_user_name(user)
         check_text(text, "memory text", MAX_MEMORY_CHARS)
         if not 0.0 <= importance <= 1.0:
             raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
@@ -804,18 +902,20 @@ class SQLiteStorage:
         created = time.time() if now is None else now
         async with self._transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO memories (text, created_at, expires_at, importance)"
-                " VALUES (?, ?, ?, ?)",
-                (text, created, expires, importance),
+                "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (user, text, created, expires, importance),
             )
             memory_id = cursor.lastrowid
         assert memory_id is not None
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, *, limit: int = 100) -> list[Memory]:
+    async def memories(self, user: str, *, limit: int = 100) -> list[Memory]:
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m ORDER BY m.id DESC LIMIT ?", (limit,)
+            f"{self._MEMORY} FROM memories m WHERE m.owner = ? ORDER BY m.id DESC LIMIT ?",
+            (user, limit),
         )
         return [Memory(*row) for row in rows]
 
@@ -833,8 +933,9 @@ class SQLiteStorage:
 
     @_translated
     async def search_memories(
-        self, query: str, *, limit: int = 5, now: float | None = None
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
+        check_user_name(user)
         if limit < 1:
             return []
         match = await self._match("memories_vocab", query)
@@ -844,9 +945,10 @@ class SQLiteStorage:
         rows = await self._reader.execute_fetchall(
             f"{self._MEMORY}, bm25(memories_fts) FROM memories_fts"
             " JOIN memories m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? AND (m.expires_at IS NULL OR m.expires_at > ?)"
+            " WHERE memories_fts MATCH ? AND m.owner = ?"
+            " AND (m.expires_at IS NULL OR m.expires_at > ?)"
             " ORDER BY bm25(memories_fts) LIMIT ?",
-            (match, at, limit * 4),
+            (match, user, at, limit * 4),
         )
         hits = [
             MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
@@ -857,17 +959,18 @@ class SQLiteStorage:
 
     @_translated
     async def search_messages(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        check_user_name(user)
         if limit < 1:
             return []
         match = await self._match("messages_vocab", query)
         if match is None:
             return []
-        scope, args = "", [match]
+        scope, args = " AND m.owner = ?", [match, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
-            scope = " AND m.continuum_id = ?"
+            scope += " AND m.continuum_id = ?"
             args.append(continuum_id)
         rows = await self._reader.execute_fetchall(
             "SELECT m.continuum_id, m.seq, m.role,"
@@ -883,22 +986,71 @@ class SQLiteStorage:
     # -- documents ---------------------------------------------------------------------------
 
     @_translated
-    async def put_document(self, label: str, content: str, *, now: float | None = None) -> Document:
+    async def put_document(
+        self, user: str, label: str, content: str, *, now: float | None = None
+    ) -> Document:
+        check_user_name(user)
         check_label(label)
         check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO documents (label, content, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (label) DO UPDATE SET content = excluded.content,"
+                "INSERT INTO documents (owner, label, content, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (owner, label) DO UPDATE SET content = excluded.content,"
                 " updated_at = excluded.updated_at",
-                (label, content, at),
+                (user, label, content, at),
             )
         return Document(label, content, at)
 
     @_translated
-    async def documents(self) -> list[Document]:
+    async def documents(self, user: str) -> list[Document]:
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            "SELECT label, content, updated_at FROM documents ORDER BY label"
+            "SELECT label, content, updated_at FROM documents WHERE owner = ? ORDER BY label",
+            (user,),
         )
         return [Document(*row) for row in rows]
+
+    # -- users --------------------------------------------------------------------------------
+
+    @_translated
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token and tokenless"
+                " loopback requests act as it); choose another name"
+            )
+        check_token_hash(token_hash)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            taken = list(await db.execute_fetchall("SELECT 1 FROM users WHERE name = ?", (name,)))
+            if taken:
+                raise UserExists(f"a user named {name!r} already exists")
+            await db.execute(
+                "INSERT INTO users (name, token_hash, created_at) VALUES (?, ?, ?)",
+                (name, token_hash, at),
+            )
+        return User(name, at)
+
+    @_translated
+    async def users(self) -> list[User]:
+        rows = await self._reader.execute_fetchall(
+            "SELECT name, created_at FROM users ORDER BY name"
+        )
+        return [User(*row) for row in rows]
+
+    @_translated
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        check_token_hash(token_hash)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT name, token_hash FROM users WHERE token_hash = ?", (token_hash,)
+            )
+        )
+        # The lookup is by digest (it reveals nothing of the token); the final compare is
+        # constant-time all the same.
+        for name, stored in rows:
+            if hmac.compare_digest(str(stored), token_hash):
+                return str(name)
+        return None

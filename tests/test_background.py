@@ -15,7 +15,7 @@ import pytest
 from actors import SUMMARY_MARKER
 from frontmind._render import input_cost, render_stats
 from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
-from storage import TurnUsage
+from storage import DEFAULT_USER, TurnUsage
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
@@ -76,12 +76,12 @@ async def test_two_hundred_turns_with_pauses_are_summarised_and_remembered(
         assert body["messages"][-1]["content"][0]["text"] == question
         assert "Ingrid" in section(notification_of(body), "relevant_memories")
         assert "relevant_memories" in done.text
-        continuum = await fm.storage.continuum("ada")
+        continuum = await fm.storage.continuum(DEFAULT_USER, "ada")
         assert continuum.history_start > 100  # turn 50 is long out of the window
         assert all("Ingrid" not in str(m) for m in body["messages"][:-3])
 
         # Every closed segment is summarised, and the manifest shows them all.
-        segments = await fm.storage.recent_segments("ada", limit=100)
+        segments = await fm.storage.recent_segments(DEFAULT_USER, "ada", limit=100)
         assert len(segments) == 20
         closed, active = segments[:-1], segments[-1]
         assert all(s.summary for s in closed)
@@ -91,7 +91,7 @@ async def test_two_hundred_turns_with_pauses_are_summarised_and_remembered(
             assert s.title in manifest
             assert s.summary[:60] in manifest
         # The trimmed segment that held turn 50 is reachable through search too.
-        (found,) = await fm.storage.search_segments("Ingrid", continuum_id="ada")
+        (found,) = await fm.storage.search_segments(DEFAULT_USER, "Ingrid", continuum_id="ada")
         assert found.first_seq == 2 * 40  # turn 41 opens the fifth segment
         # Memories: extracted with their source segment, none twice.
         memories = await fm.memories()
@@ -144,7 +144,7 @@ async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path)
         assert job.last_error is not None
         assert "holds no JSON object" in job.last_error
         assert job.next_at == clock.now + 30  # the first retry waits 30 s
-        segment = (await fm.storage.recent_segments("ada"))[0]
+        segment = (await fm.storage.recent_segments(DEFAULT_USER, "ada"))[0]
         assert segment.summary == ""
         responder.push('{"title": "Tea", "summary": "The user prefers tea.", "memories": []}')
         clock.advance(29)
@@ -153,7 +153,7 @@ async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path)
         assert await fm.run_background() == 1
         (job,) = await fm.jobs("ada")
         assert (job.state, job.attempts, job.last_error) == ("done", 2, None)
-        segment = await fm.storage.segment(segment.id)
+        segment = await fm.storage.segment(DEFAULT_USER, segment.id)
         assert (segment.title, segment.summary) == ("Tea", "The user prefers tea.")
 
 
@@ -180,7 +180,9 @@ async def test_a_pending_summary_survives_a_restart(tmp_path: Path) -> None:
         assert job.state == "done"
         (memory,) = await fm.memories()
         assert memory.text == "The user said: My cat is called Miso"
-        assert memory.source_segment == (await fm.storage.recent_segments("ada"))[0].id
+        assert (
+            memory.source_segment == (await fm.storage.recent_segments(DEFAULT_USER, "ada"))[0].id
+        )
 
 
 async def test_background_work_waits_for_the_continuums_running_turn(
@@ -190,8 +192,10 @@ async def test_background_work_waits_for_the_continuums_running_turn(
 
     async with frontmind(api, tmp_path) as fm:
         completed(await run_turn(fm, "ada", "We decided to paint the shed blue."))
-        (segment,) = await fm.storage.recent_segments("ada")
-        await fm.storage.enqueue_job("segment_summary", "ada", payload(segment.id), now=0.0)
+        (segment,) = await fm.storage.recent_segments(DEFAULT_USER, "ada")
+        await fm.storage.enqueue_job(
+            DEFAULT_USER, "segment_summary", "ada", payload(segment.id), now=0.0
+        )
         async with fm.turn("ada", "and the fence?") as events:
             await events.__anext__()  # the turn has started and is running
             assert await fm.run_background() == 0
@@ -220,6 +224,6 @@ async def test_an_embedder_finds_a_paraphrase_that_shares_no_word(
         surfaced = "Ingrid" in composed.notification
         assert surfaced is (embedder is not None)
         if embedder is not None:
-            vectors = {m.text: v for m, v in await fm.storage.memory_vectors()}
+            vectors = {m.text: v for m, v in await fm.storage.memory_vectors(DEFAULT_USER)}
             assert vectors["Ingrid is the user's sister"][0] == 1.0
             assert "Green tea" not in composed.notification  # unrelated: not surfaced

@@ -37,6 +37,7 @@ class MemoriesTrinket(Trinket):
     async def render(self, turn: Turn) -> str:
         hits = await recall(
             self._storage,
+            turn.user,
             turn.user_text,
             limit=self._top_k,
             now=turn.now,
@@ -48,7 +49,7 @@ class MemoriesTrinket(Trinket):
             worker = self._directory("background")
             if worker is not None:
                 with suppress(KernelError):
-                    worker.tell(MemoriesSurfaced(tuple(h.memory.id for h in hits)))
+                    worker.tell(MemoriesSurfaced(turn.user, tuple(h.memory.id for h in hits)))
         return "\n".join(
             f"- ({relative(hit.memory.created_at, turn.now).replace('now', 'just now')}) "
             f"{escape_field(hit.memory.text, 400)}"
