@@ -227,3 +227,20 @@ async def test_an_embedder_finds_a_paraphrase_that_shares_no_word(
             vectors = {m.text: v for m, v in await fm.storage.memory_vectors(DEFAULT_USER)}
             assert vectors["Ingrid is the user's sister"][0] == 1.0
             assert "Green tea" not in composed.notification  # unrelated: not surfaced
+
+
+async def test_a_users_segments_are_summarised_into_that_users_memories(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    async with frontmind(api, tmp_path, clock=clock) as fm:
+        alice = fm.user("alice")
+        completed(await run_turn(alice, "main", "My dog is called Rex."))
+        clock.advance(GAP + 1)
+        completed(await run_turn(alice, "main", "another day"))
+        await fm.run_background()
+        (job,) = await alice.jobs("main")
+        assert (job.user, job.state) == ("alice", "done")
+        assert await fm.jobs() == []  # default's own jobs: none
+        assert [m.text for m in await alice.memories()] == ["The user said: My dog is called Rex"]
+        assert await fm.memories() == []
