@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from actors import (
+    BUILTIN_SECTIONS,
     CacheSettings,
     ComposerSettings,
     Directory,
@@ -68,6 +69,7 @@ class CustomTrinket(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     placement: Literal["system", "notification"]
     order: int
     priority: int = 0
+    deadline_ms: float | None = None  # None: the composer's deadline
     options: dict[str, str | int | float | bool] = {}
 
 
@@ -122,7 +124,9 @@ def load_config(
     if config.base_prompt is None and prompt_file.is_file():
         config = msgspec.structs.replace(config, base_prompt=prompt_file.read_text("utf-8"))
     try:
-        validate_settings(config)  # an unusable value fails here, naming its key
+        # An unusable value fails here, naming its key.
+        names = [*(s.name for s in BUILTIN_SECTIONS), *(t.name for t in config.trinket)]
+        validate_settings(config, names)
     except SettingsError as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
@@ -172,7 +176,13 @@ def custom_trinkets(
             raise TrinketLoadError(
                 f"trinket {entry.name!r}: {entry.use} could not be constructed: {exc}"
             ) from exc
-        entries.append(TrinketEntry(entry.name, _factory(cls, dict(entry.options))))
+        if entry.deadline_ms is not None and not entry.deadline_ms > 0:
+            raise TrinketLoadError(
+                f"trinket {entry.name!r}: deadline_ms must be greater than 0, "
+                f"got {entry.deadline_ms}"
+            )
+        factory = _factory(cls, dict(entry.options))
+        entries.append(TrinketEntry(entry.name, factory, deadline_ms=entry.deadline_ms))
     return registry, entries
 
 
