@@ -33,7 +33,7 @@ MAX_TERMS = 24
 MAX_SELECTIVE_TERMS = 6
 # A term's documents are counted up to this many: counting further would cost exactly
 # the rows a common word has, and past it a word is common whatever its true count.
-COUNT_CAP = 200
+COUNT_CAP = 300
 # The rows a ranked search may score, across its terms. BM25 counts every document of
 # each term it ranks by (its IDF), so ranking by a common word costs the whole table.
 ROW_BUDGET = 1000

@@ -103,6 +103,9 @@ def _searchable_text(content: tuple[ContentBlock, ...]) -> str:
     return "\n".join(parts)
 
 
+_READER_MMAP_BYTES = 256 * 1024 * 1024
+
+
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None)
     try:
@@ -113,6 +116,10 @@ async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
         await conn.execute("PRAGMA busy_timeout=5000")
         if reader:
             await conn.execute("PRAGMA query_only=ON")
+            # Searches join index hits to their rows at random: through the OS page cache
+            # by memory map that is a pointer away, through read() a system call per page
+            # (bench/compose.py: message search 12 → 3 ms at 100k messages).
+            await conn.execute(f"PRAGMA mmap_size={_READER_MMAP_BYTES}")
     except BaseException:
         await conn.close()
         raise
