@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import anthropic
 import httpx2
 import msgspec
+from anthropic.lib.streaming import AsyncMessageStreamManager
 
 from storage import ContentBlock, TextBlock, ToolUseBlock, TurnUsage
 
@@ -25,6 +26,8 @@ from ._exceptions import (
 from ._layout import ModelRequest
 
 __all__ = ["AnthropicModel", "ModelClient", "ModelEvent", "StreamDone", "StreamText"]
+
+_ENCODER = msgspec.json.Encoder()
 
 
 class StreamText(msgspec.Struct, frozen=True):
@@ -118,11 +121,31 @@ class AnthropicModel:
             return ModelOverloaded(f"{where} failed: {exc}")
         return ModelRejected(f"{where} rejected the request: {exc}")
 
+    def _open(self, request: ModelRequest) -> AsyncMessageStreamManager[Any]:
+        """`messages.stream` for a body already encoded: the request leaves as bytes.
+
+        `messages.stream(**params)` would need the whole history as dicts (a second copy,
+        alive for the whole stream) which the SDK then serializes again (a third, and a
+        young-generation collection's worth of garbage per turn). The SDK's own `post`
+        takes `content` bytes and the same stream class `messages.stream` uses.
+        """
+        encoded = _ENCODER.encode(request)
+        body = b"".join((memoryview(encoded)[:-1], b',"stream":true}'))
+        del encoded  # only `body` lives on, for the SDK's retries
+        api_request = self._client.post(
+            "/v1/messages",
+            content=body,
+            options={"headers": {"content-type": "application/json"}},
+            cast_to=anthropic.types.Message,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+        )
+        return AsyncMessageStreamManager(api_request)
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        params = msgspec.json.decode(msgspec.json.encode(request))
         started = False
         try:
-            async with self._client.messages.stream(**params) as stream:
+            async with self._open(request) as stream:
                 started = True
                 async for event in stream:
                     if event.type == "text" and event.text:
