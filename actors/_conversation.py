@@ -45,6 +45,7 @@ from ._events import (
     TurnStarted,
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
+from ._history import CompactHistory
 from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._messages import Compose, Composed, Turn, TurnCommitted
@@ -96,7 +97,7 @@ def message_tokens(message: Message) -> int:
 
 
 class _Loaded(msgspec.Struct):
-    history: list[Message]
+    history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
@@ -127,15 +128,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 continuum = await storage.continuum(self._id)
             except UnknownContinuum:
-                self._state = _Loaded([], 0, 0, None, 0)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0)
             else:
-                history = await storage.history(self._id)
+                history = CompactHistory(await storage.history(self._id), message_tokens)
                 self._state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    sum(message_tokens(m) for m in history),
+                    history.tokens,
                 )
         return self._state
 
@@ -155,15 +156,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         remaining = state.tokens
         turn_start: int | None = None
         previous_turn: str | None = None
-        for message in state.history:
-            starts_turn = message.turn_id != previous_turn
-            previous_turn = message.turn_id
+        for seq, turn_id, tokens in state.history.entries():
+            starts_turn = turn_id != previous_turn
+            previous_turn = turn_id
             if starts_turn and remaining <= target:
-                if message.seq in segment_starts:
-                    return message.seq
+                if seq in segment_starts:
+                    return seq
                 if turn_start is None:
-                    turn_start = message.seq
-            remaining -= message_tokens(message)
+                    turn_start = seq
+            remaining -= tokens
         return turn_start
 
     # -- composition and requests -----------------------------------------------------------
@@ -181,8 +182,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history this turn sends, and the new history start if it trims."""
         start = await self._trim_point(state)
         if start is None:
-            return state.history, None
-        return [m for m in state.history if m.seq >= start], start
+            return state.history.messages(), None
+        return state.history.messages(start), start
 
     def _request(
         self,
@@ -382,11 +383,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             for i, m in enumerate(tail)
         ]
         if new_start is not None:
-            state.history = [m for m in state.history if m.seq >= new_start]
+            state.history.drop_before(new_start)
             state.history_start = new_start
-            state.tokens = sum(message_tokens(m) for m in state.history)
         state.history.extend(stored)
-        state.tokens += sum(message_tokens(m) for m in stored)
+        state.tokens = state.history.tokens
         state.message_count += len(stored)
         state.last_message_id = record.message_id
 
