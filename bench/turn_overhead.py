@@ -33,6 +33,7 @@ from bench._common import run, summary, write_results
 from bench._model_server import model_server
 from bench._store import sentence
 from frontmind import Config, Frontmind
+from frontmind._startup import freeze_startup_objects
 from storage import Message, SQLiteStorage, TextBlock, TurnRecord, TurnUsage, TurnWrite
 
 CONTINUUM = "bench"
@@ -92,6 +93,7 @@ def main() -> None:
                 model = AnthropicModel(api_key="bench", base_url=url, max_retries=0, timeout=30)
                 client = anthropic.AsyncAnthropic(api_key="bench", base_url=url, max_retries=0)
                 async with Frontmind.open(data, Config(), model=model) as fm:
+                    freeze_startup_objects()  # as the daemon does once it is up
 
                     async def run_bare(params: dict[str, Any]) -> None:
                         async with client.messages.stream(**params) as stream:

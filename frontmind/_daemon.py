@@ -31,6 +31,7 @@ from ._errors import wire_error
 from ._exceptions import ConfigError
 from ._frontmind import Frontmind, TurnStream
 from ._metrics import Metrics
+from ._startup import freeze_startup_objects
 from ._wire import (
     DocumentBody,
     MemoryBody,
@@ -242,6 +243,7 @@ async def serve(
                 force_exit_on_close=False,
                 log_level="warning",
             ) as served:
+                freeze_startup_objects()
                 announce(served.url)
                 async for signum in signals:
                     log.info("received %s: shutting down", signal.Signals(signum).name)
