@@ -123,13 +123,13 @@ deadline_ms = 50
 
 async def test_lanes_are_stopped_whole(tmp_path: Path) -> None:
     async with Frontmind.open(tmp_path, offline=True) as fm:
-        await fm.compose("c1", "hello")
-        await fm.compose("c2", "hello")
-        names = {s.name for s in fm._runtime._system.statistics()}
+        for cid in ("c1", "c2"):
+            assert [e async for e in fm.turn(cid, "hello")]
+        names = {s.name for s in fm.statistics()}
         assert "trinket:c1:relevant_memories" in names
         assert "trinket:c2:relevant_memories" in names
         assert await fm._runtime.evict_idle(0) == ["c1", "c2"]
-        names = {s.name for s in fm._runtime._system.statistics()}
+        names = {s.name for s in fm.statistics()}
     assert not any(name.startswith("trinket:") for name in names)
 
 
