@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench._common import run, summary, write_results
+from bench._common import loaded, run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
@@ -78,7 +78,10 @@ async def _measure(folder: Path, now: float, turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:  # Frontmind takes a data dir: a copy
         data = Path(tmp)
         shutil.copy(folder / "frontmind.db", data / "frontmind.db")
-        async with Frontmind.open(data, Config(), model=NoModel(), clock=lambda: now) as fm:
+        async with (
+            Frontmind.open(data, Config(), model=NoModel(), clock=lambda: now) as fm,
+            loaded(fm, CONTINUUM),
+        ):
             results["compose"] = await _time(lambda: fm.compose(CONTINUUM, query()), turns)
             sample = await fm.compose(CONTINUUM, query())
     results["compose_statuses"] = {s.name: s.status for s in sample.sections}

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 
 from actors import ComposerSettings, Trinket, Turn
-from bench._common import run, summary, write_results
+from bench._common import loaded, run, summary, write_results
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
 from frontmind.config import CustomTrinket, ServerConfig
@@ -61,7 +61,10 @@ async def _variant(kind: type, turns: int, deadline_ms: float) -> dict[str, obje
     samples: list[float] = []
     statuses: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        async with Frontmind.open(Path(tmp), config, model=NoModel()) as fm:
+        async with (
+            Frontmind.open(Path(tmp), config, model=NoModel()) as fm,
+            loaded(fm, "bench"),
+        ):
             for i in range(turns):
                 started = time.perf_counter()
                 composed = await fm.compose("bench", f"turn {i}")
