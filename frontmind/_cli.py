@@ -54,6 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             port=args.port,
             offline=args.offline,
             token=args.token,
+            token_file=args.token_file,
             announce=_announce,
         )
     )
@@ -155,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         default=None,
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="read the bearer token from this file (keeps it out of ps and shell history)",
     )
     p.set_defaults(func=cmd_serve)
 

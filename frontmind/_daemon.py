@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from storage import InvalidInput, StorageError, check_continuum_id
 from ._errors import wire_error
 from ._exceptions import ConfigError
 from ._frontmind import Frontmind, TurnStream
+from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
 from ._metrics import Metrics
 from ._wire import (
     DocumentBody,
@@ -39,8 +41,8 @@ from ._wire import (
     decode_body,
     message_json,
 )
-from .config import load_config
-from .localapi._asgi import is_loopback, serve_app
+from .config import Config, load_config
+from .localapi._asgi import SocketLimits, is_loopback, serve_app
 
 __all__ = ["build_app", "serve"]
 
@@ -53,8 +55,12 @@ def _sse_event(event: TurnEvent) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+def _error(
+    status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"type": kind, "message": message}}, status_code=status, headers=headers
+    )
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -66,11 +72,11 @@ class TokenAuth:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] != "/healthz":
-            given = dict(scope["headers"]).get(b"authorization", b"")
+            given = bearer_token(scope["headers"]) or b""
             if not hmac.compare_digest(given, self.expected):
                 response = _error(401, "unauthorized", "missing or wrong bearer token")
                 await response(scope, receive, send)
@@ -79,7 +85,13 @@ class TokenAuth:
 
 
 def build_app(
-    fm: Frontmind, *, token: str | None = None, metrics: Metrics | None = None
+    fm: Frontmind,
+    *,
+    token: str | None = None,
+    metrics: Metrics | None = None,
+    allowed_hosts: tuple[str, ...] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_idle_seconds: float = 30.0,
 ) -> ASGIApp:
     stats = metrics or Metrics()
 
@@ -139,11 +151,7 @@ def build_app(
         return _json({"reminders": await fm.reminders(include_completed=include)})
 
     async def complete(request: Request) -> Response:
-        try:
-            reminder_id = int(request.path_params["reminder_id"])
-        except ValueError:
-            raise InvalidInput("reminder id must be an integer") from None
-        return _json(await fm.complete_reminder(reminder_id))
+        return _json(await fm.complete_reminder(parse_id(request.path_params["reminder_id"])))
 
     async def memories(request: Request) -> Response:
         if request.method == "POST":
@@ -170,7 +178,13 @@ def build_app(
         status, kind = wire_error(exc) or (500, "internal_error")
         if status >= 500:
             log.error("%s on %s", kind, request.url.path, exc_info=exc)
-        return _error(status, kind, str(exc) or kind)
+        # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying.
+        headers = {"retry-after": "1"} if status in (429, 503) else None
+        return _error(status, kind, str(exc) or kind, headers)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # A bug: Starlette re-raises after this answer, and the guard logs it once.
+        return _error(500, "internal_error", "internal error (logged by the daemon)")
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not_found", f"no route {request.method} {request.url.path}")
@@ -199,14 +213,34 @@ def build_app(
             405: not_allowed,
             FrontmindError: known_error,
             StorageError: known_error,
+            Exception: unexpected,
         },
     )
-    return TokenAuth(app, token) if token else app
+    if token:
+        app = TokenAuth(app, token)
+    return EdgeGuard(
+        app,
+        allowed_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
+        body_idle_seconds=body_idle_seconds,
+    )
+
+
+_ID = re.compile(r"[0-9]{1,19}")
+SQLITE_MAX_INT = 2**63 - 1
+
+
+def parse_id(raw: str, what: str = "id") -> int:
+    """An id as ASCII digits within SQLite's integer range: `int()` alone would take
+    `+1`, `١`, `１` and `1_000`, and a 20-digit id would overflow the binding."""
+    if not _ID.fullmatch(raw) or int(raw) > SQLITE_MAX_INT:
+        raise InvalidInput(f"{what} must be ASCII digits from 0 to {SQLITE_MAX_INT}, not {raw!r}")
+    return int(raw)
 
 
 def _limit(request: Request) -> int:
     raw = request.query_params.get("limit", "100")
-    if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
         raise InvalidInput("limit must be an integer from 1 to 10000")
     return int(raw)
 
@@ -220,19 +254,27 @@ async def serve(
     offline: bool,
     token: str | None,
     announce: Callable[[str], None],
+    token_file: Path | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
     host = host or config.server.host
     port = config.server.port if port is None else port
-    token = token or config.server.token
+    token = resolve_token(config, token, token_file)
+    limits = socket_limits(config)
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"binding to {host}, which is not a loopback address, requires a token: "
             "pass --token or set FRONTMIND_TOKEN"
         )
     async with Frontmind.open(data_dir, config, offline=offline) as fm:
-        app = build_app(fm, token=token)
+        app = build_app(
+            fm,
+            token=token,
+            allowed_hosts=config.server.allowed_hosts,
+            max_body_bytes=config.server.max_body_bytes,
+            body_idle_seconds=config.server.body_timeout_s,
+        )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with serve_app(
                 app,
@@ -241,8 +283,55 @@ async def serve(
                 graceful_seconds=config.server.grace_seconds,
                 force_exit_on_close=False,
                 log_level="warning",
+                limits=limits,
             ) as served:
                 announce(served.url)
                 async for signum in signals:
                     log.info("received %s: shutting down", signal.Signals(signum).name)
                     break
+
+
+def resolve_token(config: Config, given: str | None, token_file: Path | None) -> str | None:
+    """--token, else --token-file, else FRONTMIND_TOKEN / server.token, else
+    server.token_file: a file keeps the secret out of `ps` and shell history."""
+    if given:
+        return given
+    if token_file is None and config.server.token:
+        return config.server.token
+    path = token_file or (Path(config.server.token_file) if config.server.token_file else None)
+    if path is None:
+        return None
+    try:
+        token = path.read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the token file {path}: {exc}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"the token file {path} must hold one token (no spaces)")
+    return token
+
+
+def socket_limits(config: Config) -> SocketLimits:
+    server = config.server
+    for key in (
+        "max_body_bytes",
+        "max_connections",
+        "header_timeout_s",
+        "body_timeout_s",
+        "keep_alive_s",
+    ):
+        if getattr(server, key) <= 0:
+            raise ConfigError(f"server.{key} must be positive")
+    for entry in server.allowed_hosts:
+        try:
+            EdgeGuard(_no_app, allowed_hosts=(entry,))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return SocketLimits(
+        max_connections=server.max_connections,
+        header_timeout=server.header_timeout_s,
+        keep_alive_timeout=server.keep_alive_s,
+    )
+
+
+async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
+    raise NotImplementedError

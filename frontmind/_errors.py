@@ -25,12 +25,25 @@ from storage import (
     UnknownContinuum,
 )
 
-from ._exceptions import BadBody, ConfigError
+from ._exceptions import (
+    BadBody,
+    BodyTooLarge,
+    BudgetExceeded,
+    ConfigError,
+    ForbiddenRequest,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 __all__ = ["WIRE_ERRORS", "wire_error"]
 
 WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     BadBody: (400, "invalid_request"),
+    BodyTooLarge: (413, "request_too_large"),
+    BudgetExceeded: (413, "budget_exceeded"),
+    ForbiddenRequest: (403, "forbidden"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
+    RequestTimeout: (408, "request_timeout"),
     InvalidInput: (400, "invalid_request"),
     MessageTooLarge: (413, "request_too_large"),
     UnknownContinuum: (404, "not_found"),

@@ -34,6 +34,7 @@ from actors import (
     Turn,
     TurnEvent,
     builtin_trinkets,
+    estimate_tokens,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
@@ -47,7 +48,9 @@ from storage import (
     TurnRecord,
 )
 
+from ._exceptions import BudgetExceeded
 from ._groups import unwrap_group
+from ._lock import data_dir_lock
 from .config import Config, custom_trinkets, load_config
 
 if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
@@ -142,6 +145,7 @@ class Frontmind:
         self.local_api = local_api
         self.model = model
         self._clock = clock
+        self._documents_lock = anyio.Lock()  # the budget check and the write as one
 
     @classmethod
     @asynccontextmanager
@@ -201,6 +205,7 @@ class Frontmind:
         validate_settings(config)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
         async with AsyncExitStack() as stack:
+            stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
             if model is None:
                 if offline:
@@ -297,7 +302,22 @@ class Frontmind:
         return await self.storage.search_memories(query, limit=limit)
 
     async def put_document(self, label: str, content: str) -> Document:
-        return await self.storage.put_document(label, content)
+        """Add or replace a document; `BudgetExceeded` if all documents together would be
+        over `documents.budget_tokens` (they are all in every turn's system prompt)."""
+        async with self._documents_lock:
+            budget = self.config.documents.budget_tokens
+            others = sum(
+                estimate_tokens(d.content)
+                for d in await self.storage.documents()
+                if d.label != label
+            )
+            total = others + estimate_tokens(content)
+            if total > budget:
+                raise BudgetExceeded(
+                    f"documents would total about {total} tokens, over the budget of {budget} "
+                    f"(documents.budget_tokens); {others} are already used by other documents"
+                )
+            return await self.storage.put_document(label, content)
 
     async def documents(self) -> list[Document]:
         return await self.storage.documents()

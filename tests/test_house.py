@@ -146,6 +146,7 @@ EXPORTS = {
         "ComposerSettings",
         "Config",
         "CustomTrinket",
+        "DocumentsConfig",
         "HistorySettings",
         "ModelSettings",
         "OfflineConfig",

@@ -3,21 +3,112 @@
 The socket is bound (and listening) before uvicorn starts, so port 0 works and the URL
 is known at once. Signals are left to the owner: uvicorn's own handlers would re-raise
 SIGTERM after shutdown and make a graceful exit look like a crash.
+
+Limits at the socket (`SocketLimits`), in uvicorn's h11 protocol:
+- a connection limit: a connection over it gets a JSON 503 with Retry-After and is
+  closed at once, before anything is read (uvicorn's own limit answers plain text and
+  still holds the connection);
+- a header timeout: a connection must deliver a complete request head within
+  `header_timeout` seconds of connecting (or of its previous response), so slow-loris
+  clients that trickle headers are closed rather than held forever (uvicorn's
+  keep-alive timer stops at the first byte);
+- the keep-alive timeout between requests and h11's cap on a request head's size.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
+import json
 import socket
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ServedApp", "bind_socket", "format_url", "is_loopback", "serve_app"]
+__all__ = [
+    "ServedApp",
+    "SocketLimits",
+    "bind_socket",
+    "format_url",
+    "is_loopback",
+    "serve_app",
+]
+
+
+@dataclass(frozen=True)
+class SocketLimits:
+    max_connections: int = 1000
+    header_timeout: float = 10.0  # seconds to deliver a whole request head
+    keep_alive_timeout: int = 5  # seconds an idle kept-alive connection stays open
+    max_header_bytes: int = 16 * 1024  # h11's cap on an incomplete request head
+
+
+def _busy_response() -> bytes:
+    body = json.dumps(
+        {"error": {"type": "overloaded", "message": "too many open connections; retry"}}
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
+    busy = _busy_response()
+
+    class LimitedH11(H11Protocol):
+        _refused = False
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            if len(self.connections) >= limits.max_connections:
+                self._refused = True
+                assert isinstance(transport, asyncio.Transport)
+                transport.write(busy)
+                transport.close()
+                return
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._refused:
+                return
+            self._disarm_head_timer()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._refused:
+                return
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm_head_timer()  # the head is in; the app's timeouts take over
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_head_timer()  # the next request's head gets the same deadline
+
+        def _arm_head_timer(self) -> None:
+            self._disarm_head_timer()
+            self._head_timer = self.loop.call_later(limits.header_timeout, self._head_late)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return LimitedH11
 
 
 class _Server(uvicorn.Server):
@@ -83,8 +174,10 @@ async def serve_app(
     graceful_seconds: int | None = None,
     force_exit_on_close: bool = True,
     log_level: str = "warning",
+    limits: SocketLimits | None = None,
 ) -> AsyncIterator[ServedApp]:
     """Serve `app` until the block ends (or `request_shutdown` is called)."""
+    limits = limits or SocketLimits()
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
@@ -94,6 +187,9 @@ async def serve_app(
         access_log=False,
         ws="none",
         timeout_graceful_shutdown=graceful_seconds,
+        http=_limited_protocol(limits),
+        timeout_keep_alive=limits.keep_alive_timeout,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
     )
     server = _Server(config)
     served = ServedApp(format_url(host, bound_port), host, bound_port, server)
