@@ -24,7 +24,7 @@ import json
 import socket
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import h11
@@ -69,26 +69,35 @@ def _limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             if len(self.connections) >= limits.max_connections:
+                # Answer and half-close, then drain what the client sends until it hangs
+                # up (or a second passes): closing with its request unread would reset
+                # the connection and lose the answer.
                 self._refused = True
-                assert isinstance(transport, asyncio.Transport)
-                transport.write(busy)
-                transport.close()
+                self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+                self.transport.write(busy)
+                self.transport.write_eof()
+                self._head_timer = self.loop.call_later(1.0, self.transport.close)
                 return
             super().connection_made(transport)  # type: ignore[arg-type]
             self._arm_head_timer()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._refused:
+                self._disarm_head_timer()
                 return
             self._disarm_head_timer()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if self._refused:
-                return
+                return  # drained, unread
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
                 self._disarm_head_timer()  # the head is in; the app's timeouts take over
+
+        def eof_received(self) -> None:
+            if self._refused:
+                self.transport.close()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
