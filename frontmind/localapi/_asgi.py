@@ -12,7 +12,8 @@ Limits at the socket (`SocketLimits`), in uvicorn's h11 protocol:
   `header_timeout` seconds of connecting (or of its previous response), so slow-loris
   clients that trickle headers are closed rather than held forever (uvicorn's
   keep-alive timer stops at the first byte);
-- the keep-alive timeout between requests and h11's cap on a request head's size.
+- the keep-alive timeout between requests and h11's cap on a request head's size;
+- a request h11 cannot parse is answered with a JSON 400, as every other error.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import contextlib
 import ipaddress
 import json
 import socket
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -60,6 +61,48 @@ def _busy_response() -> bytes:
     return head.encode() + body
 
 
+class _LingeringTransport:
+    """A transport whose close() lingers while the client is still sending a body.
+
+    When a request is refused before its body is read (413), closing at once with the
+    body unread makes the kernel reset the connection, and the client loses the answer.
+    So: half-close, keep reading (and dropping) for up to `LINGER_SECONDS`, then close.
+    """
+
+    LINGER_SECONDS = 2.0
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        loop: asyncio.AbstractEventLoop,
+        sending_body: Callable[[], bool],
+    ) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._sending_body = sending_body
+        self.lingering = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self._transport.is_closing() or self.lingering:
+            return
+        if not (self._sending_body() and self._transport.can_write_eof()):
+            self._transport.close()
+            return
+        self.lingering = True
+        self._transport.write_eof()
+        self._transport.resume_reading()
+        self._loop.call_later(self.LINGER_SECONDS, self._transport.close)
+
+    def abort(self) -> None:
+        self._transport.close()
+
+
 def _limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
     busy = _busy_response()
 
@@ -78,7 +121,12 @@ def _limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 self.transport.write_eof()
                 self._head_timer = self.loop.call_later(1.0, self.transport.close)
                 return
-            super().connection_made(transport)  # type: ignore[arg-type]
+            lingering = _LingeringTransport(
+                cast(asyncio.Transport, transport),
+                self.loop,
+                lambda: self.conn.their_state is h11.SEND_BODY,
+            )
+            super().connection_made(cast(asyncio.Transport, lingering))
             self._arm_head_timer()
 
         def connection_lost(self, exc: Exception | None) -> None:
@@ -89,15 +137,32 @@ def _limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            if self._refused:
+            if self._refused or getattr(self.transport, "lingering", False):
                 return  # drained, unread
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
                 self._disarm_head_timer()  # the head is in; the app's timeouts take over
 
+        def send_400_response(self, msg: str) -> None:
+            # A request h11 cannot parse (or a head over max_header_bytes): JSON like
+            # every other error, not uvicorn's plain text.
+            body = json.dumps(
+                {"error": {"type": "invalid_request", "message": f"{msg} (malformed HTTP)"}}
+            ).encode()
+            headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
+
         def eof_received(self) -> None:
             if self._refused:
                 self.transport.close()
+            elif isinstance(self.transport, _LingeringTransport) and self.transport.lingering:
+                self.transport.abort()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
