@@ -80,6 +80,9 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
+    # True once the process is shutting down: a turn that reaches the front of the
+    # queue then ends at once with an error event and a record, instead of running.
+    draining: Callable[[], bool] = lambda: False
 
 
 def message_tokens(message: Message) -> int:
@@ -227,6 +230,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
+        if deps.draining():
+            reason = "the service is shutting down; this turn did not start"
+            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
+            yield TurnError("shutting_down", reason, turn.turn_id)
+            return
         try:
             state = await self._load()
             composed = await self._compose(turn)

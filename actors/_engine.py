@@ -142,6 +142,7 @@ class Engine:
         self._registry = registry
         self._lanes: dict[str, _Lane] = {}
         self._stopping: dict[str, anyio.Event] = {}
+        self._draining = False
         directory: Directory = system.lookup
         self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
         policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
@@ -170,6 +171,7 @@ class Engine:
             settings=settings,
             clock=clock,
             trinkets=[ref for _, ref in self._trinkets],
+            draining=lambda: self._draining,
         )
 
     async def _lane(self, continuum_id: str) -> _Lane:
@@ -264,6 +266,11 @@ class Engine:
                 del self._stopping[cid]
                 stopped.set()
         return idle
+
+    def drain(self) -> None:
+        """Shutting down: turns still queued end with an error event and a record
+        (`shutting_down`) when their turn comes, instead of running."""
+        self._draining = True
 
     def lanes(self) -> list[str]:
         """The continuums with a running lane."""

@@ -8,11 +8,12 @@ finish within the grace period (then cancel them cleanly), exit 0.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import re
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent
+from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStarted
 from runtime import KernelError
 from storage import InvalidInput, StorageError, check_continuum_id
 
@@ -44,7 +45,7 @@ from ._wire import (
 from .config import Config, load_config
 from .localapi._asgi import SocketLimits, is_loopback, serve_app
 
-__all__ = ["build_app", "serve"]
+__all__ = ["TurnStreams", "build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
@@ -84,16 +85,62 @@ class TokenAuth:
         await self.app(scope, receive, send)
 
 
+class TurnStreams:
+    """The turn streams being served, so that shutdown can wait for them and, after the
+    grace period, end each one cleanly: the turn is cancelled (its record says so) and
+    the stream's last event is an error, not a cut connection."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self._active = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.cancelled = False
+
+    @contextlib.contextmanager
+    def serving(self) -> Generator[None, None, None]:
+        self._active += 1
+        self._idle = anyio.Event() if self._active == 1 else self._idle
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Generator[anyio.CancelScope, None, None]:
+        """A scope around waiting for the next event; cancelled by `cancel_all`."""
+        with anyio.CancelScope() as scope:
+            if self.cancelled:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
+
+    def cancel_all(self) -> None:
+        self.cancelled = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
 def build_app(
     fm: Frontmind,
     *,
     token: str | None = None,
+    streams: TurnStreams | None = None,
     metrics: Metrics | None = None,
     allowed_hosts: tuple[str, ...] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_idle_seconds: float = 30.0,
 ) -> ASGIApp:
     stats = metrics or Metrics()
+    served = streams or TurnStreams()
 
     def continuum(request: Request) -> str:
         return check_continuum_id(request.path_params["continuum_id"])
@@ -111,20 +158,42 @@ def build_app(
         )
 
     async def _sse(stream: TurnStream) -> AsyncIterator[bytes]:
-        async with stream:
-            try:
-                async for event in stream:
-                    if isinstance(event, TurnCompleted):
-                        stats.completed(event)
-                    elif isinstance(event, TurnError):
-                        stats.error(event.type)
-                    yield _sse_event(event)
-            except KernelError as exc:
+        turn_id: str | None = None
+        with served.serving():
+            async with stream:
+                try:
+                    while True:
+                        with served.waiting() as scope:
+                            try:
+                                event = await stream.__anext__()
+                            except StopAsyncIteration:
+                                return
+                        if scope.cancelled_caught:
+                            # Shutdown after the grace period: the stream was closed
+                            # above (the turn is cancelled, its record written); say so.
+                            stats.error("shutting_down")
+                            yield _sse_event(
+                                TurnError(
+                                    "shutting_down",
+                                    "the service shut down before this turn finished; "
+                                    "it was cancelled and nothing of it was stored",
+                                    turn_id,
+                                )
+                            )
+                            return
+                        if isinstance(event, TurnStarted):
+                            turn_id = event.turn_id
+                        elif isinstance(event, TurnCompleted):
+                            stats.completed(event)
+                        elif isinstance(event, TurnError):
+                            stats.error(event.type)
+                        yield _sse_event(event)
+                except KernelError as exc:
                 # A bug in the turn's actor (it is restarted): end with an error event
                 # rather than a broken stream.
-                log.error("turn failed inside the runtime", exc_info=exc)
-                stats.error("internal_error")
-                yield _sse_event(TurnError("internal_error", str(exc)))
+                    log.error("turn failed inside the runtime", exc_info=exc)
+                    stats.error("internal_error")
+                    yield _sse_event(TurnError("internal_error", str(exc), turn_id))
 
     async def messages(request: Request) -> Response:
         history = await fm.history(continuum(request))
@@ -267,10 +336,13 @@ async def serve(
             f"binding to {host}, which is not a loopback address, requires a token: "
             "pass --token or set FRONTMIND_TOKEN"
         )
+    grace = config.server.grace_seconds
     async with Frontmind.open(data_dir, config, offline=offline) as fm:
+        streams = TurnStreams()
         app = build_app(
             fm,
             token=token,
+            streams=streams,
             allowed_hosts=config.server.allowed_hosts,
             max_body_bytes=config.server.max_body_bytes,
             body_idle_seconds=config.server.body_timeout_s,
@@ -280,15 +352,43 @@ async def serve(
                 app,
                 host,
                 port,
-                graceful_seconds=config.server.grace_seconds,
+                # Ours ends the turns at `grace`; uvicorn only has to flush what is left.
+                graceful_seconds=grace + 5,
                 force_exit_on_close=False,
                 log_level="warning",
                 limits=limits,
             ) as served:
                 announce(served.url)
                 async for signum in signals:
-                    log.info("received %s: shutting down", signal.Signals(signum).name)
+                    log.warning(
+                        "received %s: shutting down within %d s (again to exit now)",
+                        signal.Signals(signum).name,
+                        grace,
+                    )
                     break
+                served.request_shutdown()  # stop accepting; requests in flight go on
+                fm.drain()  # queued turns: an error event and a record each
+                async with anyio.create_task_group() as tg:
+
+                    async def second_signal() -> None:
+                        async for signum in signals:
+                            log.warning(
+                                "received %s again: cancelling turns and exiting now",
+                                signal.Signals(signum).name,
+                            )
+                            streams.cancel_all()
+                            with anyio.move_on_after(2):
+                                await streams.wait_idle()
+                            served.request_shutdown(force=True)
+                            tg.cancel_scope.cancel()
+
+                    tg.start_soon(second_signal)
+                    with anyio.move_on_after(grace):
+                        await streams.wait_idle()
+                    streams.cancel_all()  # after the grace: cancelled, with a final event
+                    with anyio.move_on_after(5):
+                        await streams.wait_idle()
+                    tg.cancel_scope.cancel()
 
 
 def resolve_token(config: Config, given: str | None, token_file: Path | None) -> str | None:

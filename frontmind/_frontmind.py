@@ -322,6 +322,11 @@ class Frontmind:
     async def documents(self) -> list[Document]:
         return await self.storage.documents()
 
+    def drain(self) -> None:
+        """Begin shutting down: running turns go on; queued and later turns end at once
+        with a `shutting_down` error event, each leaving a turn record."""
+        self._runtime.drain()
+
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()
 
