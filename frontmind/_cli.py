@@ -56,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             token=args.token,
             token_file=args.token_file,
             announce=_announce,
+            database=args.database,
         )
     )
 
@@ -162,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="read the bearer token from this file (keeps it out of ps and shell history)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
+        " default: SQLite in the data dir)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -324,9 +324,14 @@ async def serve(
     token: str | None,
     announce: Callable[[str], None],
     token_file: Path | None = None,
+    database: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
+    if database is not None:  # --database wins over FRONTMIND_DATABASE_URL and the file
+        config = msgspec.structs.replace(
+            config, storage=msgspec.structs.replace(config.storage, url=database)
+        )
     host = host or config.server.host
     port = config.server.port if port is None else port
     token = resolve_token(config, token, token_file)

@@ -151,6 +151,7 @@ EXPORTS = {
         "ModelSettings",
         "OfflineConfig",
         "ServerConfig",
+        "StorageConfig",
         "ToolSettings",
         "TrinketSettings",
         "TurnSettings",
