@@ -42,7 +42,9 @@ __all__ = ["EdgeGuard", "bearer_token", "error_body"]
 
 log = logging.getLogger("frontmind.daemon")
 
-DEFAULT_MAX_BODY_BYTES = 1 << 20  # a 100,000-character message, JSON-escaped, fits
+# Room for a turn with a few images (each up to 5 MB, base64 adds a third); the image
+# and message limits themselves are checked per field, with their own 413s.
+DEFAULT_MAX_BODY_BYTES = 32 << 20
 _CHANGING = frozenset({"POST", "PUT", "PATCH"})
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _encoder = msgspec.json.Encoder()

@@ -81,7 +81,7 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     grace_seconds: int = 10
     # Host names (or name:port) besides the bound address that clients may use.
     allowed_hosts: tuple[str, ...] = ()
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = 32 << 20
     max_connections: int = 1000
     header_timeout_s: float = 10.0  # to deliver a whole request head
     body_timeout_s: float = 30.0  # longest pause while a request body arrives

@@ -52,7 +52,11 @@ async def test_fuzz_corpus_gets_no_5xx_and_only_json_errors(tmp_path: Path) -> N
     async with Frontmind.open(tmp_path / "routes", Config(), model=NoModel()) as fm:
         routes = app_routes(build_app(fm))
     assert {"/v1/reminders", "/v1/continuums/{continuum_id}/turns"} <= {r.path for r in routes}
-    async with daemon(tmp_path / "data") as d, d.client() as client:
+    data = tmp_path / "data"
+    data.mkdir()
+    # The corpus's oversize bodies are just over 1 MiB.
+    (data / "frontmind.toml").write_text("[server]\nmax_body_bytes = 1048576\n")
+    async with daemon(data) as d, d.client() as client:
         host, port = address(d.url)
         cases = corpus(routes, host, port)
         assert len(cases) >= 250
