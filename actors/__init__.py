@@ -28,6 +28,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ToolDefinitionError,
     TrinketLoadError,
 )
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
@@ -55,7 +56,8 @@ from ._settings import (
     TurnSettings,
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import TOOL_NAMES
+from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
+from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
 
 __all__ = [
@@ -105,7 +107,11 @@ __all__ = [
     "SystemSection",
     "TextDelta",
     "Timings",
+    "Tool",
+    "ToolDefinition",
+    "ToolDefinitionError",
     "ToolFinished",
+    "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
     "Trinket",
@@ -121,15 +127,19 @@ __all__ = [
     "TurnStart",
     "TurnStarted",
     "UserInput",
+    "as_tool",
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_user_tools",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "input_schema",
     "model_info",
     "neutralize_frame",
     "render_notification_center",
+    "tool",
     "user_content",
     "validate_settings",
 ]
