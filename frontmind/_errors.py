@@ -24,6 +24,7 @@ from storage import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 
 from ._exceptions import (
@@ -31,6 +32,7 @@ from ._exceptions import (
     BodyTooLarge,
     BudgetExceeded,
     ConfigError,
+    Forbidden,
     ForbiddenRequest,
     RequestTimeout,
     UnsupportedMediaType,
@@ -49,6 +51,8 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     MessageTooLarge: (413, "request_too_large"),
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
+    Forbidden: (403, "forbidden"),
+    UserExists: (409, "conflict"),
     Busy: (429, "busy"),
     InvalidModelSettings: (400, "invalid_request"),
     SettingsError: (400, "configuration_error"),

@@ -17,6 +17,7 @@ __all__ = [
     "ConfigError",
     "DataDirLocked",
     "EdgeError",
+    "Forbidden",
     "ForbiddenRequest",
     "RequestTimeout",
     "UnsupportedMediaType",
@@ -75,3 +76,10 @@ class DataDirLocked(EdgeError):
     """Another process holds the data directory's lock."""
 
     kind = "data_dir_locked"
+
+
+class Forbidden(EdgeError):
+    """The request's token is valid but may not do this: only the admin token manages
+    users (HTTP 403)."""
+
+    kind = "forbidden"
