@@ -200,10 +200,10 @@ async def test_ids_limits_and_unexpected_errors_answer_json(tmp_path: Path) -> N
         assert (await client.get("/v1/reminders")).json()["reminders"][0]["completed_at"] is None
 
         # A bug in a route (anything not one of our errors) is a logged JSON 500.
-        async def broken() -> list[object]:
+        async def broken(*args: object) -> list[object]:
             raise ZeroDivisionError("a bug")
 
-        setattr(fm, "documents", broken)  # noqa: B010 - the route's dependency fails
+        setattr(fm.storage, "documents", broken)  # noqa: B010 - the route's dependency fails
         response = await client.get("/v1/documents")
         message = assert_json_error(response, 500, "internal_error")
         assert "a bug" not in message, "a bug's text stays in the log"
