@@ -28,7 +28,7 @@ from bench._common import loaded, run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
-from storage import SCHEMA_VERSION, SQLiteStorage
+from storage import DEFAULT_USER, SCHEMA_VERSION, SQLiteStorage
 
 SIZES = ((1_000, 1_000), (10_000, 5_000), (100_000, 50_000))
 CACHE = Path(tempfile.gettempdir()) / "frontmind-bench-stores"
@@ -68,11 +68,13 @@ async def _measure(folder: Path, now: float, turns: int) -> dict[str, Any]:
 
     async with await SQLiteStorage.open(folder / "frontmind.db") as storage:
         reads = {
-            "history": lambda: storage.history(CONTINUUM),
-            "active_reminders": lambda: storage.active_reminders(),
-            "memory_search": lambda: storage.search_memories(query(), now=now),
-            "recent_segments": lambda: storage.recent_segments(CONTINUUM),
-            "message_search": lambda: storage.search_messages(query(), continuum_id=CONTINUUM),
+            "history": lambda: storage.history(DEFAULT_USER, CONTINUUM),
+            "active_reminders": lambda: storage.active_reminders(DEFAULT_USER),
+            "memory_search": lambda: storage.search_memories(DEFAULT_USER, query(), now=now),
+            "recent_segments": lambda: storage.recent_segments(DEFAULT_USER, CONTINUUM),
+            "message_search": lambda: storage.search_messages(
+                DEFAULT_USER, query(), continuum_id=CONTINUUM
+            ),
         }
         results: dict[str, Any] = {name: await _time(fn, 300) for name, fn in reads.items()}
     with tempfile.TemporaryDirectory() as tmp:  # Frontmind takes a data dir: a copy

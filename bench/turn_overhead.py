@@ -34,7 +34,15 @@ from bench._model_server import model_server
 from bench._store import sentence
 from frontmind import Config, Frontmind
 from frontmind._startup import freeze_startup_objects
-from storage import Message, SQLiteStorage, TextBlock, TurnRecord, TurnUsage, TurnWrite
+from storage import (
+    DEFAULT_USER,
+    Message,
+    SQLiteStorage,
+    TextBlock,
+    TurnRecord,
+    TurnUsage,
+    TurnWrite,
+)
 
 CONTINUUM = "bench"
 
@@ -57,7 +65,7 @@ async def _history(path: Path, turns: int) -> None:
                 user_text=user.text(),
                 usage=TurnUsage(),
             )
-            await storage.commit_turn(TurnWrite(record, (user, reply)))
+            await storage.commit_turn(DEFAULT_USER, TurnWrite(record, (user, reply)))
 
 
 class _FullCollections:

@@ -49,6 +49,7 @@ __all__ = [
     "Config",
     "CustomTool",
     "CustomTrinket",
+    "DocumentsConfig",
     "HistorySettings",
     "ModelSettings",
     "OfflineConfig",
@@ -91,7 +92,22 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
+    token_file: str | None = None  # a file holding the token (used if no token is given)
     grace_seconds: int = 10
+    # Host names (or name:port) besides the bound address that clients may use.
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 32 << 20
+    max_connections: int = 1000
+    header_timeout_s: float = 10.0  # to deliver a whole request head
+    body_timeout_s: float = 30.0  # longest pause while a request body arrives
+    keep_alive_s: int = 5  # an idle kept-alive connection is closed after this
+
+
+class DocumentsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[documents]`: every document goes into every system prompt, so their total is
+    capped (in estimated tokens); a write over it is refused."""
+
+    budget_tokens: int = 50_000
 
 
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -109,6 +125,7 @@ class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    documents: DocumentsConfig = DocumentsConfig()
     storage: StorageConfig = StorageConfig()
     offline: OfflineConfig = OfflineConfig()
     trinket: tuple[CustomTrinket, ...] = ()

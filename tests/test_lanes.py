@@ -126,9 +126,9 @@ async def test_lanes_are_stopped_whole(tmp_path: Path) -> None:
         for cid in ("c1", "c2"):
             assert [e async for e in fm.turn(cid, "hello")]
         names = {s.name for s in fm.statistics()}
-        assert "trinket:c1:relevant_memories" in names
-        assert "trinket:c2:relevant_memories" in names
-        assert await fm._runtime.evict_idle(0) == ["c1", "c2"]
+        assert "trinket:default/c1:relevant_memories" in names
+        assert "trinket:default/c2:relevant_memories" in names
+        assert await fm._runtime.evict_idle(0) == [("default", "c1"), ("default", "c2")]
         names = {s.name for s in fm.statistics()}
     assert not any(name.startswith("trinket:") for name in names)
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from storage import SQLiteStorage
+from storage import DEFAULT_USER, SQLiteStorage
 from storage._fts import COUNT_CAP, ROW_BUDGET, search_plan
 from tests._factories import turn
 
+U = DEFAULT_USER
 pytestmark = pytest.mark.anyio
 
 NOW = 10_000_000.0
@@ -41,10 +42,10 @@ async def test_a_rare_word_decides_the_ranking_beside_a_common_one(
     store: SQLiteStorage,
 ) -> None:
     for i in range(COUNT_CAP + 20):  # "weather" is now too common to count or rank by
-        await store.add_memory(f"weather note {i}", now=NOW - i)
-    await store.add_memory("the weather in Bergen was snow", now=NOW - 5000)
-    await store.add_memory("Bergen trip planned", now=NOW - 6000)
-    hits = await store.search_memories("weather in Bergen", limit=3, now=NOW)
+        await store.add_memory(U, f"weather note {i}", now=NOW - i)
+    await store.add_memory(U, "the weather in Bergen was snow", now=NOW - 5000)
+    await store.add_memory(U, "Bergen trip planned", now=NOW - 6000)
+    hits = await store.search_memories(U, "weather in Bergen", limit=3, now=NOW)
     assert {h.memory.text for h in hits} == {
         "the weather in Bergen was snow",
         "Bergen trip planned",
@@ -57,15 +58,15 @@ async def test_a_query_of_common_words_finds_recent_matches_holding_most_of_them
 ) -> None:
     for i in range(COUNT_CAP + 20):
         await store.commit_turn(
-            turn("c1", f"t{i}", at=NOW + i, user_text=f"coffee budget round {i}")
+            U, turn("c1", f"t{i}", at=NOW + i, user_text=f"coffee budget round {i}")
         )
-    await store.commit_turn(turn("c1", "tx", at=NOW + 5000, user_text="coffee only"))
-    hits = await store.search_messages("coffee budget", continuum_id="c1", limit=3)
+    await store.commit_turn(U, turn("c1", "tx", at=NOW + 5000, user_text="coffee only"))
+    hits = await store.search_messages(U, "coffee budget", continuum_id="c1", limit=3)
     assert [h.text for h in hits] == [
         f"coffee budget round {COUNT_CAP + 19}",
         f"coffee budget round {COUNT_CAP + 18}",
         f"coffee budget round {COUNT_CAP + 17}",
     ]
     assert [h.score for h in hits] == [2.0, 2.0, 2.0]
-    memories = await store.search_memories("coffee budget", now=NOW)
+    memories = await store.search_memories(U, "coffee budget", now=NOW)
     assert memories == []
