@@ -51,6 +51,7 @@ from ._events import (
     TurnStarted,
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._history import CompactHistory
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
@@ -130,6 +131,9 @@ class ConversationDeps:
     trinkets: Sequence[ActorRef[Any, Any]]
     # Called with (user, continuum id) when a turn closed a segment (its job is stored).
     segment_closed: Callable[[tuple[str, str]], None] | None = None
+    # True once the process is shutting down: a turn that reaches the front of the
+    # queue then ends at once with an error event and a record, instead of running.
+    draining: Callable[[], bool] = lambda: False
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -160,8 +164,18 @@ def message_tokens(message: Message) -> int:
     return total
 
 
+def _last_created_at(state: _Loaded) -> float | None:
+    """When the history's newest message was stored (None for an empty history)."""
+    last_seq = None
+    for seq, _, _ in state.history.entries():
+        last_seq = seq
+    if last_seq is None:
+        return None
+    return state.history.messages(last_seq)[0].created_at
+
+
 class _Loaded(msgspec.Struct):
-    history: list[Message]
+    history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
@@ -244,15 +258,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
-                self._state = _Loaded([], 0, 0, None, 0, model)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0, model)
             else:
-                history = await storage.history(self._user, self._id)
+                history = CompactHistory(
+                    await storage.history(self._user, self._id), message_tokens
+                )
                 self._state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    sum(message_tokens(m) for m in history),
+                    history.tokens,
                     model,
                 )
         return self._state
@@ -284,15 +300,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         remaining = state.tokens
         turn_start: int | None = None
         previous_turn: str | None = None
-        for message in state.history:
-            starts_turn = message.turn_id != previous_turn
-            previous_turn = message.turn_id
+        for seq, turn_id, tokens in state.history.entries():
+            starts_turn = turn_id != previous_turn
+            previous_turn = turn_id
             if starts_turn and remaining <= target:
-                if message.seq in segment_starts:
-                    return message.seq
+                if seq in segment_starts:
+                    return seq
                 if turn_start is None:
-                    turn_start = message.seq
-            remaining -= message_tokens(message)
+                    turn_start = seq
+            remaining -= tokens
         return turn_start
 
     # -- composition and requests -----------------------------------------------------------
@@ -310,8 +326,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history this turn sends, and the new history start if it trims."""
         start = await self._trim_point(state)
         if start is None:
-            return state.history, None
-        return [m for m in state.history if m.seq >= start], start
+            return state.history.messages(), None
+        return state.history.messages(start), start
 
     def _request(
         self,
@@ -372,13 +388,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # The system sections come from the composer as a turn gets them (they are stable
         # by design); an empty message surfaces no memories and starts no search.
         composed = await self._compose(self._turn("background", ""))  # the user's own
-        instruction = summary_instruction(
-            state.history, ride.first_seq, ride.end_seq, ride.transcript
-        )
+        history = state.history.messages()
+        instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
         user = Message("user", (TextBlock(instruction),))
         return self._request(
             msgspec.structs.replace(composed, notification=""),
-            state.history,
+            history,
             [user],
             rolling=False,
             previous_id=None,
@@ -392,6 +407,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
+        if deps.draining():
+            reason = "the service is shutting down; this turn did not start"
+            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
+            yield TurnError("shutting_down", reason, turn.turn_id)
+            return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message).
@@ -452,7 +472,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     async for step in steps:
                         yield step
             record = run.record("completed", deps.clock())
-            previous_at = state.history[-1].created_at if state.history else None
+            previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
         except (FrontmindError, KernelError, StorageError) as exc:
             kind = (
@@ -620,11 +640,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             for i, m in enumerate(tail)
         ]
         if new_start is not None:
-            state.history = [m for m in state.history if m.seq >= new_start]
+            state.history.drop_before(new_start)
             state.history_start = new_start
-            state.tokens = sum(message_tokens(m) for m in state.history)
         state.history.extend(stored)
-        state.tokens += sum(message_tokens(m) for m in stored)
+        state.tokens = state.history.tokens
         state.message_count += len(stored)
         state.last_message_id = record.message_id
 
