@@ -31,7 +31,12 @@ from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_reque
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
-from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
+from ._notification import (
+    COMPACT_DELIMITER,
+    DELIMITER,
+    SHORTENED_MARKER,
+    render_notification_center,
+)
 from ._placement import (
     BUILTIN_SECTIONS,
     PLACEMENT_NOTIFICATION,
@@ -53,10 +58,12 @@ from ._settings import (
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import TOOL_NAMES
 from ._trinket import Directory, Trinket, TrinketActor
+from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, expected_cost, policy_for
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
     "BUILTIN_SECTIONS",
+    "COMPACT_DELIMITER",
     "DEFAULT_BASE_PROMPT",
     "DELIMITER",
     "LOOKBACK_BLOCKS",
@@ -65,15 +72,18 @@ __all__ = [
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
     "TOOL_NAMES",
+    "AdaptivePolicy",
     "AnthropicModel",
     "Busy",
     "CacheSettings",
+    "CacheView",
     "Compose",
     "Composed",
     "ComposerActor",
     "ComposerSettings",
     "Directory",
     "Engine",
+    "FixedPolicy",
     "FrontmindError",
     "HistorySettings",
     "ModelClient",
@@ -104,6 +114,7 @@ __all__ = [
     "TrinketEntry",
     "TrinketLoadError",
     "TrinketSettings",
+    "TtlPolicy",
     "Turn",
     "TurnCompleted",
     "TurnError",
@@ -116,7 +127,9 @@ __all__ = [
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "expected_cost",
     "neutralize_frame",
+    "policy_for",
     "render_notification_center",
     "validate_settings",
 ]

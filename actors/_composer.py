@@ -128,7 +128,7 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
                 # Whatever any trinket returns, it cannot forge or close the frame.
                 notification.append((name, neutralize_frame(content), record.spec.priority))
         center, shortened = render_notification_center(
-            notification, self._settings.notification_budget_tokens
+            notification, self._settings.notification_budget_tokens, self._settings.frame
         )
         warnings = list(self._guard.observe(system))
         warnings.extend(

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from storage import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    TtlChoice,
     TurnRecord,
     TurnStatus,
     TurnUsage,
@@ -51,13 +54,17 @@ from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
-from ._settings import Settings
+from ._notification import delimiter
+from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+from ._ttl import MAX_PAUSES, CacheView, TtlPolicy, policy_for
 
 __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
 
 UPDATE_HEADER = "[notification center update]"
+# Miss reasons that mean the prefix itself changed (not that an entry expired).
+_CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
 
 log = logging.getLogger("frontmind.conversation")
 
@@ -85,6 +92,7 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
+    ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
 
 
 def message_tokens(message: Message) -> int:
@@ -106,6 +114,11 @@ class _Loaded(msgspec.Struct):
     message_count: int
     last_message_id: str | None
     tokens: int
+    # For the TTL policy: when recent turns started, what the last one chose, and
+    # whether each recent turn could reuse its predecessor's prefix.
+    turn_times: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES + 1))
+    last_ttl: TtlChoice | None = None
+    reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -118,6 +131,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self._composer = composer
         self._deps = deps
         self._state: _Loaded | None = None
+        cache = deps.settings.cache
+        self._ttl_policy = deps.ttl_policy or policy_for(
+            cache.system_ttl, cache.history_ttl, cache.policy
+        )
 
     async def handle(self, message: ConversationMessage) -> Any:
         if isinstance(message, Preview):
@@ -135,14 +152,52 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 self._state = _Loaded([], 0, 0, None, 0)
             else:
                 history = await storage.history(self._id)
-                self._state = _Loaded(
+                state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
                     sum(message_tokens(m) for m in history),
                 )
+                for record in await storage.turns(self._id, limit=MAX_PAUSES + 1):
+                    if record.status == "completed":
+                        state.turn_times.append(record.started_at)
+                        state.last_ttl = record.cache_ttl
+                        state.reused.append(record.cache_miss_reason not in _CHANGED)
+                self._state = state
         return self._state
+
+    def _choose_ttl(
+        self, state: _Loaded, composed: Composed, history: Sequence[Message], now: float
+    ) -> TtlChoice:
+        """This turn's breakpoint TTLs, from the policy (actors/_ttl.py)."""
+        times = list(state.turn_times)
+        pauses = tuple(b - a for a, b in pairwise(times))
+        since_last = now - times[-1] if times else None
+        if since_last is not None:
+            pauses = (*pauses, since_last)
+        tools = sum(
+            estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
+            + BLOCK_FRAMING_TOKENS
+            for t in self._deps.tool_definitions
+        )
+        system = tools + sum(
+            estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
+        )
+        last_turn = history[-1].turn_id if history else None
+        increment = sum(message_tokens(m) for m in history if m.turn_id == last_turn)
+        reused = list(state.reused)
+        view = CacheView(
+            now=now,
+            pauses=pauses,
+            since_last=since_last,
+            previous=state.last_ttl,
+            system_tokens=system,
+            history_tokens=sum(message_tokens(m) for m in history),
+            increment_tokens=increment,
+            reusable=sum(reused) / len(reused) if reused else 1.0,
+        )
+        return self._ttl_policy.choose(view)
 
     async def _trim_point(self, state: _Loaded) -> int | None:
         """A new history start when the history is over budget, else None.
@@ -197,8 +252,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         *,
         rolling: bool,
         previous_id: str | None,
+        ttl: TtlChoice,
     ) -> ModelRequest:
         settings = self._deps.settings
+        cache: CacheSettings = msgspec.structs.replace(
+            settings.cache, system_ttl=ttl.system, history_ttl=ttl.history
+        )
+        notification = composed.notification
+        if settings.composer.channel == "user_message" and notification and tail:
+            # The context rides at the start of the current user message; the stored
+            # history keeps the message without it (only `tail` is committed).
+            first = tail[0]
+            tail = [Message("user", (TextBlock(notification), *first.content)), *tail[1:]]
+            notification = ""
         return build_request(
             model=settings.model.name,
             max_tokens=settings.model.max_tokens,
@@ -206,11 +272,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),
-            notification=composed.notification,
+            notification=notification,
             tail=tail,
-            cache=settings.cache,
+            cache=cache,
             rolling=rolling,
             previous_message_id=previous_id,
+            delimiter=delimiter(settings.composer.frame),
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
@@ -221,8 +288,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         composed = await self._compose(self._turn("preview", text))
         history, _ = await self._window(state)
         user = Message("user", (TextBlock(neutralize_frame(text)),))
+        ttl = self._choose_ttl(state, composed, history, self._deps.clock())
         return self._request(
-            composed, history, [user], rolling=False, previous_id=state.last_message_id
+            composed, history, [user], rolling=False, previous_id=state.last_message_id, ttl=ttl
         )
 
     # -- the turn ------------------------------------------------------------------------------
@@ -239,12 +307,18 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.sections = composed.sections
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
+            run.ttl = self._choose_ttl(state, composed, history, turn.now)
             tail: list[Message] = [Message("user", (TextBlock(neutralize_frame(message.text)),))]
             previous_id = state.last_message_id
             while True:
                 run.calls += 1
                 request = self._request(
-                    composed, history, tail, rolling=run.calls > 1, previous_id=previous_id
+                    composed,
+                    history,
+                    tail,
+                    rolling=run.calls > 1,
+                    previous_id=previous_id,
+                    ttl=run.ttl,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
@@ -404,6 +478,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.tokens += sum(message_tokens(m) for m in stored)
         state.message_count += len(stored)
         state.last_message_id = record.message_id
+        state.turn_times.append(record.started_at)
+        state.last_ttl = record.cache_ttl
+        state.reused.append(record.cache_miss_reason not in _CHANGED)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)
@@ -426,6 +503,7 @@ class _TurnRun:
     calls: int = 0
     cache_miss_reason: str | None = None
     anchor_id: str | None = None  # the first call's message id
+    ttl: TtlChoice | None = None  # the breakpoints' TTLs, chosen once per turn
     sections: tuple[SectionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
     text: list[str] = field(default_factory=list)
@@ -462,6 +540,7 @@ class _TurnRun:
             warnings=self.warnings,
             error=error,
             message_id=self.anchor_id if status == "completed" else None,
+            cache_ttl=self.ttl,
         )
 
 

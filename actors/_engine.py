@@ -47,6 +47,7 @@ from ._trinkets import (
     StaticTrinket,
     searcher_name,
 )
+from ._ttl import TtlPolicy
 
 __all__ = ["Engine", "TrinketEntry", "builtin_trinkets", "validate_settings"]
 
@@ -140,6 +141,7 @@ class Engine:
         trinkets: Sequence[TrinketEntry],
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
+        ttl_policy: TtlPolicy | None = None,
     ) -> None:
         validate_settings(settings)
         if settings.composer.legacy_placement:
@@ -179,6 +181,7 @@ class Engine:
             settings=settings,
             clock=clock,
             trinkets=[ref for _, ref in self._trinkets],
+            ttl_policy=ttl_policy,
         )
 
     async def _lane(self, continuum_id: str) -> _Lane:

@@ -18,6 +18,9 @@ __all__ = [
 ]
 
 TTL = Literal["5m", "1h"]
+TtlPolicyName = Literal["adaptive", "fixed"]
+Frame = Literal["seed", "compact"]
+Channel = Literal["frame", "user_message"]
 
 
 class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -31,15 +34,23 @@ class CacheSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     system_ttl: TTL = "1h"
     history_ttl: TTL = "5m"
     diagnostics: bool = True  # send diagnostics.previous_message_id
+    # "adaptive": each turn's TTLs chosen from the continuum's pauses (actors/_ttl.py);
+    # "fixed": system_ttl and history_ttl on every turn.
+    policy: TtlPolicyName = "adaptive"
 
 
 class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     deadline_ms: float = 250.0
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
+    # How the notification center travels: "frame" (a delimiter user message and an
+    # assistant message before the current user message) or "user_message" (a block at
+    # the start of the current user message, left out of the stored history).
+    channel: Channel = "frame"
     guard_window: int = 20
     guard_threshold: float = 0.3
     guard_min_turns: int = 5
+    frame: Frame = "seed"  # "compact": a shorter delimiter and header, same meaning
 
 
 class HistorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -107,6 +107,38 @@ def cmd_stats(args: argparse.Namespace) -> None:
     _run(main)
 
 
+def cmd_simulate(args: argparse.Namespace) -> None:
+    import json
+
+    from ._simulate import load_script, render_table, run_simulation, write_chart
+
+    script = load_script(args.script)
+    config = load_config(args.config, Path(".")) if args.config else None
+    layouts = args.layout or None
+    policies = args.ttl or None
+
+    async def main() -> None:
+        rows, missing = await run_simulation(
+            script,
+            layouts=layouts or ("notification", "system_message", "user_message",
+                                "system_prompt", "none"),
+            policies=policies or ("5m", "1h", "adaptive", "oracle"),
+            config=config,
+            frame=args.frame,
+        )  # fmt: skip
+        if args.json:
+            body: dict[str, object] = {"rows": [row.as_json() for row in rows]}
+            if missing:
+                body["not_available"] = missing
+            print(json.dumps(body))
+        else:
+            print(render_table(rows, missing, len(script)))
+        if args.chart is not None:
+            write_chart(rows, args.chart)
+
+    _run(main)
+
+
 def cmd_local_api(args: argparse.Namespace) -> None:
     from .localapi import LocalMessagesAPI
 
@@ -185,6 +217,36 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(p)
     p.add_argument("--continuum", default=None, help="one conversation (default: all)")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser(
+        "simulate",
+        help="replay a conversation offline: cache cost by layout and TTL policy",
+        description=(
+            'Replay SCRIPT (JSON Lines of {"at": ISO 8601 with offset, "message": text}, '
+            'or an exported continuum: {"messages": [...], "turns": [...]}) through '
+            "Frontmind on the local API's cache simulator with a simulated clock."
+        ),
+    )
+    p.add_argument("script", type=Path, help="the conversation to replay")
+    p.add_argument("--json", action="store_true", help='print {"rows": [...]} as JSON')
+    p.add_argument("--chart", type=Path, default=None, help="write cost per turn (PNG)")
+    p.add_argument("--config", type=Path, default=None, help="a frontmind.toml to start from")
+    p.add_argument(
+        "--layout",
+        action="append",
+        choices=("notification", "system_message", "user_message", "system_prompt", "none"),
+        help="only this layout (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--ttl",
+        action="append",
+        choices=("5m", "1h", "adaptive", "oracle"),
+        help="only this TTL policy (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--frame", choices=("seed", "compact"), default="seed", help="the notification frame"
+    )
+    p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("local-api", help="run the local Messages API server on its own")
     p.add_argument("--host", default="127.0.0.1")

@@ -31,6 +31,7 @@ from actors import (
     ModelRequest,
     ModelUnavailable,
     PlacementRegistry,
+    TtlPolicy,
     Turn,
     TurnEvent,
     builtin_trinkets,
@@ -157,12 +158,14 @@ class Frontmind:
         api_key: str | None = None,
         base_url: str | None = None,
         local_api_clock: Clock | None = None,
+        ttl_policy: TtlPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
         `offline=True` runs the built-in local Messages API in-process and points the
         SDK at it. Otherwise the key and URL come from the arguments, else from
-        ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+        ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. `ttl_policy` replaces the cache TTL
+        policy `cache.policy` names (`frontmind simulate` passes its oracle).
         """
         try:
             async with cls._open(
@@ -175,6 +178,7 @@ class Frontmind:
                 api_key=api_key,
                 base_url=base_url,
                 local_api_clock=local_api_clock,
+                ttl_policy=ttl_policy,
             ) as fm:
                 yield fm
         except BaseExceptionGroup as group:
@@ -195,6 +199,7 @@ class Frontmind:
         api_key: str | None,
         base_url: str | None,
         local_api_clock: Clock | None,
+        ttl_policy: TtlPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
@@ -237,6 +242,7 @@ class Frontmind:
                 registry=registry,
                 trinkets=[*builtin_trinkets(storage, config), *custom],
                 clock=clock,
+                ttl_policy=ttl_policy,
             )
             idle = config.turns.idle_minutes * 60
             if idle > 0:

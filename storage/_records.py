@@ -29,6 +29,7 @@ __all__ = [
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "TtlChoice",
     "TurnRecord",
     "TurnStatus",
     "TurnUsage",
@@ -105,6 +106,14 @@ class SectionStatus(msgspec.Struct, frozen=True):
     tokens: int = 0
 
 
+class TtlChoice(msgspec.Struct, frozen=True):
+    """The cache TTLs a turn's breakpoints carried, and why they were chosen."""
+
+    system: Literal["5m", "1h"]
+    history: Literal["5m", "1h"]
+    reason: str = ""
+
+
 class TurnRecord(msgspec.Struct, frozen=True):
     """Everything `stats` and the benchmarks need to know about one turn."""
 
@@ -127,6 +136,7 @@ class TurnRecord(msgspec.Struct, frozen=True):
     warnings: tuple[str, ...] = ()
     error: str | None = None
     message_id: str | None = None
+    cache_ttl: TtlChoice | None = None  # the TTLs of this turn's breakpoints, with the reason
 
 
 class TurnWrite(msgspec.Struct, frozen=True):
