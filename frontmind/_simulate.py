@@ -275,7 +275,11 @@ def layout_available(layout: str) -> bool:
 
 
 def layout_config(base: Config, layout: str, frame: str) -> Config:
-    composer = msgspec.structs.replace(base.composer, frame=frame)
+    # The deadline bounds a turn's latency, not its cost: a replay waits for every
+    # section, so a loaded machine gives the same sections and the same numbers.
+    composer = msgspec.structs.replace(
+        base.composer, frame=frame, deadline_ms=max(base.composer.deadline_ms, 10_000.0)
+    )
     config = base
     if layout == "system_prompt":
         composer = msgspec.structs.replace(composer, legacy_placement=True)
