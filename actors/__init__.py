@@ -58,7 +58,7 @@ from ._settings import (
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import TOOL_NAMES
 from ._trinket import Directory, Trinket, TrinketActor
-from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, expected_cost, policy_for
+from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, oracle_plan, plan, policy_for
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
@@ -127,8 +127,9 @@ __all__ = [
     "escape_field",
     "escape_text",
     "estimate_tokens",
-    "expected_cost",
     "neutralize_frame",
+    "oracle_plan",
+    "plan",
     "policy_for",
     "render_notification_center",
     "validate_settings",

@@ -6,24 +6,28 @@ refreshes it. A 1h breakpoint may not follow a 5m one in processing order (tools
 system, messages: "Mixing different TTLs"), so with a system and a history breakpoint
 the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
 
-The adaptive policy takes the choice with the lowest expected input cost per turn if it
-were kept, the next pause drawn from the pauses this continuum has seen (`steady_cost`):
+A turn starts in one of three states, by the pause since the previous turn against the
+TTLs that turn chose: its history entry is alive (only what the previous turn added is
+written), only the system entry is alive (the history is re-written), or nothing is (all
+of it is). The choice sets the price of this turn's writes and, with the next pause,
+the state of the next turn. That is a small Markov decision problem:
 
-    price(history TTL) × what the turn adds to the history
-  + P(pause > history TTL) × history tokens × (price(history TTL) − 0.1)
-  + P(pause > system TTL)  × system tokens  × (price(system TTL) − 0.1)
+    cost(state, choice) = price(system TTL) × system tokens written
+                        + price(history TTL) × history tokens written + 0.1 × the rest
+    next state          = alive if pause <= history TTL, system-only if <= system TTL,
+                          else nothing
 
-A miss re-writes what a hit would have read: that difference is the penalty. All of it
-is weighed by the share of recent turns whose prefix was reusable at all (`reusable`); the
-rest re-write everything at the chosen price, so a layout whose system prompt changes
-every turn (the legacy placement) gains nothing from a longer TTL and pays the cheaper
-write. A per-turn cost, not this turn's alone: right after a long pause everything is
-re-written anyway, and a policy that looked only one pause ahead would keep choosing the
-cheaper 5m write there and keep missing after the next medium pause.
+weighed by the share of recent turns whose prefix was reusable at all (`reusable`; the
+rest re-write everything: a system prompt that changes every turn gains nothing from a
+longer TTL). The adaptive policy draws the next pause from the pauses this continuum has
+seen and takes the choice with the lowest
+expected discounted cost over the coming turns (`plan`: value iteration over 3 states x
+3 choices x 3 kinds of pause, well under a millisecond). Looking one pause ahead only
+would keep choosing the cheaper 5m write right after a long pause, when everything is
+re-written anyway, and keep missing after the next medium pause.
 
-The oracle (`frontmind simulate`) knows the next pause and uses `expected_cost`: this
-turn's writes (what is still alive decides what is written) plus the next turn's
-re-writes for that pause. It costs a pass over at most `MAX_PAUSES` pauses per turn.
+The oracle (`frontmind simulate`) knows every later pause and solves the same problem
+exactly over them (`oracle_plan`): the floor for any policy with these sizes.
 """
 
 from __future__ import annotations
@@ -37,17 +41,22 @@ from storage import TtlChoice
 
 __all__ = [
     "CHOICES",
+    "DISCOUNT",
     "MAX_PAUSES",
     "PRICE",
     "READ_PRICE",
+    "STATES",
     "TTL_SECONDS",
     "AdaptivePolicy",
     "CacheView",
     "FixedPolicy",
     "TtlPolicy",
-    "expected_cost",
+    "next_state",
+    "oracle_plan",
+    "plan",
     "policy_for",
-    "steady_cost",
+    "state_of",
+    "turn_cost",
 ]
 
 Ttl = Literal["5m", "1h"]
@@ -76,54 +85,92 @@ class TtlPolicy(Protocol):
     def choose(self, view: CacheView) -> TtlChoice: ...
 
 
-def _alive(view: CacheView) -> tuple[bool, bool]:
-    """Whether the previous turn's system and history entries are still alive."""
+State = Literal["alive", "history", "all"]  # what a turn must write beyond its increment
+STATES: Final[tuple[State, ...]] = ("alive", "history", "all")
+DISCOUNT: Final = 0.9  # a turn ten turns ahead weighs about a third
+_ITERATIONS: Final = 60  # 0.9 ** 60 < 0.002: converged for choosing
+
+
+def state_of(view: CacheView) -> State:
+    """What this turn finds alive: from the previous turn's TTLs and the pause since."""
     if view.previous is None or view.since_last is None:
-        return False, False
-    return (
-        view.since_last <= TTL_SECONDS[view.previous.system],
-        view.since_last <= TTL_SECONDS[view.previous.history],
-    )
+        return "all"
+    if view.since_last <= TTL_SECONDS[view.previous.history]:
+        return "alive"
+    if view.since_last <= TTL_SECONDS[view.previous.system]:
+        return "history"
+    return "all"
 
 
-def expected_cost(view: CacheView, system: Ttl, history: Ttl, pauses: Sequence[float]) -> float:
-    """Expected input cost (base-price tokens) of the cache writes this turn and of the
-    re-writes the next pause would cause, for one choice; `pauses` the distribution."""
-    system_alive, history_alive = _alive(view)
-    # An entry still alive is read, unless the prefix changed (1 - reusable of the time).
-    churn = 1.0 - view.reusable
-    written_system = view.system_tokens * (churn if system_alive else 1.0)
-    if history_alive:
-        written_history = view.increment_tokens + churn * (
-            view.history_tokens - view.increment_tokens
-        )
-    else:
-        written_history = view.history_tokens
-    now = PRICE[system] * written_system + PRICE[history] * written_history
-    if not pauses:
-        return now
-    short, long = TTL_SECONDS[history], TTL_SECONDS[system]
-    history_loss = view.history_tokens * (PRICE[history] - READ_PRICE)
-    system_loss = view.system_tokens * (PRICE[system] - READ_PRICE)
-    penalty = sum(
-        (history_loss if g > short else 0.0) + (system_loss if g > long else 0.0) for g in pauses
-    )
-    return now + view.reusable * penalty / len(pauses)
-
-
-def steady_cost(view: CacheView, system: Ttl, history: Ttl, pauses: Sequence[float]) -> float:
-    """Expected input cost per turn (base-price tokens) of keeping one choice, over the
-    distribution of `pauses`: the writes and the re-writes of the cached prefix."""
-    n = len(pauses) or 1
-    history_miss = sum(1 for g in pauses if g > TTL_SECONDS[history]) / n
-    system_miss = sum(1 for g in pauses if g > TTL_SECONDS[system]) / n
+def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
+    """Input cost of the cached prefix (base-price tokens) for one turn in `state`."""
+    s, h, inc = view.system_tokens, view.history_tokens, view.increment_tokens
+    written_system = s if state == "all" else 0
+    written_history = inc if state == "alive" else h
     kept = (
-        PRICE[history] * view.increment_tokens
-        + history_miss * view.history_tokens * (PRICE[history] - READ_PRICE)
-        + system_miss * view.system_tokens * (PRICE[system] - READ_PRICE)
+        PRICE[system] * written_system
+        + PRICE[history] * written_history
+        + READ_PRICE * (s + h - written_system - written_history)
     )
-    churned = PRICE[system] * view.system_tokens + PRICE[history] * view.history_tokens
+    churned = PRICE[system] * s + PRICE[history] * h
     return view.reusable * kept + (1.0 - view.reusable) * churned
+
+
+def next_state(pause: float, system: Ttl, history: Ttl) -> State:
+    if pause <= TTL_SECONDS[history]:
+        return "alive"
+    return "history" if pause <= TTL_SECONDS[system] else "all"
+
+
+def _kinds(pauses: Sequence[float]) -> list[tuple[float, float]]:
+    """(a representative pause, its probability) for quick, medium and long pauses."""
+    n = len(pauses)
+    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"])
+    medium = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    return [(60.0, quick / n), (1800.0, medium / n), (7200.0, (n - quick - medium) / n)]
+
+
+def plan(view: CacheView, pauses: Sequence[float]) -> dict[tuple[Ttl, Ttl], float]:
+    """Expected discounted cost of each choice now, then the best choices after it, with
+    the next pauses drawn from `pauses` (which must not be empty)."""
+    kinds = _kinds(pauses)
+    moves = {c: [(next_state(g, *c), p) for g, p in kinds] for c in CHOICES}
+    costs = {(st, c): turn_cost(view, st, *c) for st in STATES for c in CHOICES}
+    value = dict.fromkeys(STATES, 0.0)
+    for _ in range(_ITERATIONS):
+        value = {
+            st: min(
+                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+            )
+            for st in STATES
+        }
+    state = state_of(view)
+    return {
+        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+    }
+
+
+def oracle_plan(view: CacheView, later: Sequence[float]) -> dict[tuple[Ttl, Ttl], float]:
+    """The cost of each choice now, then the best choices for the known later turns
+    (`later`: their times, after `view.now`), by backward induction."""
+    times = [view.now, *later]
+    value = dict.fromkeys(STATES, 0.0)
+    for t in range(len(times) - 1, 0, -1):
+        pause_after = times[t + 1] - times[t] if t + 1 < len(times) else None
+        value = {
+            st: min(
+                turn_cost(view, st, *c)
+                + (0.0 if pause_after is None else value[next_state(pause_after, *c)])
+                for c in CHOICES
+            )
+            for st in STATES
+        }
+    state = state_of(view)
+    first = times[1] - times[0] if len(times) > 1 else None
+    return {
+        c: turn_cost(view, state, *c) + (0.0 if first is None else value[next_state(first, *c)])
+        for c in CHOICES
+    }
 
 
 class FixedPolicy:
@@ -148,7 +195,7 @@ class AdaptivePolicy:
         if not pauses:
             system, history = self._default
             return TtlChoice(system, history, "adaptive: no pause seen yet, the configured TTLs")
-        costs = {c: steady_cost(view, c[0], c[1], pauses) for c in CHOICES}
+        costs = plan(view, pauses)
         best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
         mid = sum(1 for g in pauses if 300 < g <= 3600)
         over = sum(1 for g in pauses if g > 3600)
@@ -157,8 +204,8 @@ class AdaptivePolicy:
             best[0],
             best[1],
             f"adaptive: of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over "
-            f"an hour; expected {costs[best]:,.0f} base-price tokens a turn, "
-            f"{runner_up - costs[best]:,.0f} below the next best choice",
+            f"an hour; {state_of(view)} to write; expected {costs[best]:,.0f} base-price "
+            f"tokens over the coming turns, {runner_up - costs[best]:,.0f} below the next best",
         )
 
 

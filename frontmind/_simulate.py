@@ -47,7 +47,7 @@ from actors import (
     CacheView,
     FixedPolicy,
     TtlPolicy,
-    expected_cost,
+    oracle_plan,
 )
 from actors._settings import Channel
 from actors._ttl import CHOICES, TTL_SECONDS
@@ -218,16 +218,17 @@ def load_script(path: Path) -> list[ScriptTurn]:
 
 
 class OraclePolicy:
-    """Knows when the next turn comes, and takes the cheapest choice for that pause."""
+    """Knows when every later turn comes, and takes the choice that is cheapest over
+    all of them (`actors._ttl.oracle_plan`)."""
 
     def __init__(self, times: Sequence[float]) -> None:
         self._times = sorted(times)
 
     def choose(self, view: CacheView) -> TtlChoice:
-        later = bisect.bisect_right(self._times, view.now)
-        pauses = (self._times[later] - view.now,) if later < len(self._times) else ()
-        best = min(CHOICES, key=lambda c: (expected_cost(view, c[0], c[1], pauses), c))
-        why = f"{pauses[0] / 60:.1f} min" if pauses else "no next turn"
+        later = self._times[bisect.bisect_right(self._times, view.now) :]
+        costs = oracle_plan(view, later)
+        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        why = f"{(later[0] - view.now) / 60:.1f} min" if later else "no next turn"
         return TtlChoice(best[0], best[1], f"oracle: the next pause is {why}")
 
 
