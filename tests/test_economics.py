@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
@@ -121,18 +122,13 @@ def test_the_fixed_policy_and_the_oracle() -> None:
     oracle = OraclePolicy(times)
 
     def at(now: float) -> tuple[str, str]:
-        v = view((5 * MIN,))
-        chosen = oracle.choose(CacheView(**{**_fields(v), "now": now}))
+        chosen = oracle.choose(msgspec.structs.replace(view((5 * MIN,)), now=now))
         return chosen.system, chosen.history
 
     assert at(times[0])[1] == "5m"  # the next turn comes in 2 minutes
     assert at(times[1]) == ("1h", "1h")  # then 30 minutes
     assert at(times[2])[1] == "5m"  # then a day: nothing survives it
     assert at(times[3])[1] == "5m"  # no next turn: the cheapest write
-
-
-def _fields(v: CacheView) -> dict[str, object]:
-    return {name: getattr(v, name) for name in v.__struct_fields__}
 
 
 # -- the TTL order rule, through the local API ---------------------------------------------
