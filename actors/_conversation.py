@@ -69,6 +69,9 @@ _CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messa
 log = logging.getLogger("frontmind.conversation")
 
 
+INTERRUPTED = "interrupted: the process ended before the turn finished"
+
+
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
     turn_id: str
     text: str
@@ -138,8 +141,38 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def handle(self, message: ConversationMessage) -> Any:
         if isinstance(message, Preview):
+            if self._deps.storage.shared:
+                await self._refresh()
             return await self._preview(message.text)
+        if self._deps.storage.shared:
+            return self._leased(message)
         return self._run(message)
+
+    async def _leased(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+        """A turn on a store shared with other replicas: under the continuum's lease (so
+        turns run one at a time, in arrival order, across every replica), and from a
+        history checked against the store (another replica may have run the last turn)."""
+        async with self._deps.storage.continuum_lease(self._id):
+            await self._refresh()
+            async with aclosing(self._run(message)) as events:
+                async for event in events:
+                    yield event
+
+    async def _refresh(self) -> None:
+        """Forget the loaded history if the store has moved on without this process."""
+        if self._state is None:
+            return
+        try:
+            stored = await self._deps.storage.continuum(self._id)
+        except UnknownContinuum:
+            stale = self._state.message_count != 0
+        else:
+            stale = (stored.message_count, stored.history_start) != (
+                self._state.message_count,
+                self._state.history_start,
+            )
+        if stale:
+            self._state = None
 
     # -- history -----------------------------------------------------------------------
 
@@ -295,12 +328,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     # -- the turn ------------------------------------------------------------------------------
 
-    async def _run(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+    async def _run(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
         deps = self._deps
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
         try:
+            # A provisional record, replaced when the turn ends: a process killed in the
+            # middle of the turn still leaves its record (and the user's message).
+            await self._record_unfinished(run, "failed", INTERRUPTED)
             state = await self._load()
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms

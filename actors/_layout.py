@@ -12,8 +12,9 @@
 
 Nothing per-turn carries a breakpoint, there is no top-level `cache_control` and no
 sampling parameter. At most 4 breakpoints, and TTLs never increase along the prefix.
-When a turn grew the history by more than the API's 20-block lookback, one intermediate
-breakpoint sits 20 blocks after the previous turn's, so this request still reads it.
+When a turn grew the history past the API's lookback (20 positions counting the
+breakpoint itself), one intermediate breakpoint sits 19 blocks after the previous turn's,
+so this request still reads it.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ def build_request(
     if last_assistant >= 0:
         history_bp = sum(len(m.content) for m in history[: last_assistant + 1]) - 1
         marks.add(history_bp)
-        if boundary is not None and history_bp - boundary > LOOKBACK_BLOCKS:
-            marks.add(boundary + LOOKBACK_BLOCKS)
+        # A breakpoint sees LOOKBACK_BLOCKS positions counting its own: 19 blocks back.
+        if boundary is not None and history_bp - boundary >= LOOKBACK_BLOCKS:
+            marks.add(boundary + LOOKBACK_BLOCKS - 1)
 
     messages: list[OutMessage] = []
     index = 0

@@ -55,6 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             offline=args.offline,
             token=args.token,
             announce=_announce,
+            database=args.database,
         )
     )
 
@@ -187,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         default=None,
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
+        " default: SQLite in the data dir)",
     )
     p.set_defaults(func=cmd_serve)
 

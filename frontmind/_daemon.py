@@ -220,9 +220,14 @@ async def serve(
     offline: bool,
     token: str | None,
     announce: Callable[[str], None],
+    database: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
+    if database is not None:  # --database wins over FRONTMIND_DATABASE_URL and the file
+        config = msgspec.structs.replace(
+            config, storage=msgspec.structs.replace(config.storage, url=database)
+        )
     host = host or config.server.host
     port = config.server.port if port is None else port
     token = token or config.server.token

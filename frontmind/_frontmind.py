@@ -43,11 +43,14 @@ from storage import (
     Memory,
     MemoryHit,
     Message,
+    PostgresStorage,
     Reminder,
     SQLiteStorage,
+    Storage,
     TurnRecord,
 )
 
+from ._exceptions import ConfigError
 from ._groups import unwrap_group
 from .config import Config, custom_trinkets, load_config
 
@@ -127,7 +130,7 @@ class Frontmind:
     def __init__(
         self,
         runtime: Engine,
-        storage: SQLiteStorage,
+        storage: Storage,
         system: ActorSystem,
         config: Config,
         data_dir: Path,
@@ -226,10 +229,7 @@ class Frontmind:
                     timeout=config.model.timeout_s,
                 )
                 stack.push_async_callback(model.aclose)
-            storage = await SQLiteStorage.open(
-                directory / DATABASE_FILE,
-                segment_gap=config.history.segment_gap_minutes * 60,
-            )
+            storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
@@ -318,6 +318,21 @@ class Frontmind:
 
     def loaded_continuums(self) -> list[str]:
         return self._runtime.lanes()
+
+
+async def open_storage(config: Config, data_dir: Path) -> Storage:
+    """The configured store: PostgreSQL when `storage.url` is set, else the SQLite file
+    in the data directory (the embedded default)."""
+    gap = config.history.segment_gap_minutes * 60
+    url = config.storage.url
+    if url is None:
+        return await SQLiteStorage.open(data_dir / DATABASE_FILE, segment_gap=gap)
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"storage.url: {url.split('://')[0]!r} is not a supported database; "
+            "use postgresql://user:password@host:port/database"
+        )
+    return await PostgresStorage.open(url, segment_gap=gap)
 
 
 async def _unload_idle(runtime: Engine, idle_seconds: float) -> None:

@@ -1,4 +1,5 @@
-"""Persistence: the storage port and its adapters (SQLite through aiosqlite by default).
+"""Persistence: the storage port and its adapters: SQLite through aiosqlite (the
+embedded default) and PostgreSQL through asyncpg (the `postgres` extra).
 
 Knows nothing of actors or the process edges.
 """
@@ -23,6 +24,7 @@ from ._exceptions import (
 )
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
+from ._postgres import PostgresStorage
 from ._records import (
     ContentBlock,
     Continuum,
@@ -81,6 +83,7 @@ __all__ = [
     "MessageHit",
     "MessageTooLarge",
     "NotFound",
+    "PostgresStorage",
     "Reminder",
     "SQLiteStorage",
     "SchemaTooNew",

@@ -1,11 +1,13 @@
 """The persistence port: everything Frontmind remembers goes through this interface.
 
-Adapters keep their SQL dialect to themselves; SQLite (aiosqlite) is the embedded
-default, and the shape leaves room for a PostgreSQL adapter.
+Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
+default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
+adapters pass.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -26,7 +28,16 @@ __all__ = ["Storage"]
 
 
 class Storage(Protocol):
+    # True when other processes may write to the same store (PostgreSQL replicas): a
+    # continuum's cached history must then be checked against the store before a turn.
+    shared: bool
+
     async def close(self) -> None: ...
+
+    def continuum_lease(self, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to run the continuum's next turn, across every process that
+        shares the store; waiters are served in arrival order."""
+        ...
 
     # -- continuums and turns ------------------------------------------------------
     async def continuum(self, continuum_id: str) -> Continuum:
@@ -46,7 +57,11 @@ class Storage(Protocol):
         ...
 
     async def record_turn(self, record: TurnRecord) -> None:
-        """Store the record of a failed or cancelled turn (no history)."""
+        """Store the record of a failed or cancelled turn (no history).
+
+        A turn's record is written when it starts (failed, "interrupted") and replaced
+        when it ends, so a process killed mid-turn still leaves one; a completed turn's
+        record is never replaced."""
         ...
 
     async def turns(

@@ -36,7 +36,6 @@ from ._exceptions import (
 from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
-    ContentBlock,
     Continuum,
     Document,
     Memory,
@@ -45,15 +44,19 @@ from ._records import (
     MessageHit,
     Reminder,
     Segment,
-    TextBlock,
-    ToolResultBlock,
     TurnRecord,
     TurnWrite,
+)
+from ._shared import (
+    check_record,
+    check_write,
+    content_decoder,
+    record_decoder,
+    segment_title,
 )
 from ._validation import (
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
-    MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
@@ -67,10 +70,6 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_content_encoder = msgspec.json.Encoder()
-_content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
-_record_decoder = msgspec.json.Decoder(TurnRecord)
-_SEGMENT_TITLE_CHARS = 60
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -85,16 +84,6 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
             raise StorageUnavailable(f"{fn.__name__} failed: {exc}") from exc
 
     return wrapper
-
-
-def _searchable_text(content: tuple[ContentBlock, ...]) -> str:
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ToolResultBlock):
-            parts.append(block.content)
-    return "\n".join(parts)
 
 
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
@@ -144,6 +133,8 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
 
 class SQLiteStorage:
     """The embedded default storage. Open with `await SQLiteStorage.open(path)`."""
+
+    shared = False  # one process owns the file: nobody else writes behind our back
 
     def __init__(
         self,
@@ -237,6 +228,11 @@ class SQLiteStorage:
                     raise
                 await self._writer.execute("COMMIT")
 
+    @asynccontextmanager
+    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+        """Turns of a continuum already run one at a time in its one owning process."""
+        yield
+
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
@@ -267,7 +263,7 @@ class SQLiteStorage:
             " WHERE continuum_id = ? AND seq >= ? ORDER BY seq",
             (continuum_id, start),
         )
-        decode = _content_decoder.decode
+        decode = content_decoder.decode
         return [
             Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
         ]
@@ -291,40 +287,16 @@ class SQLiteStorage:
         await self.continuum(continuum_id)
         return await self._messages(continuum_id, 0)
 
-    def _check_turn(self, record: TurnRecord) -> None:
-        check_continuum_id(record.continuum_id)
-        if not record.turn_id or len(record.turn_id) > 64:
-            raise InvalidInput(f"turn id {record.turn_id!r} must be 1 to 64 characters")
-        if len(record.user_text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput(
-                f"the user message is {len(record.user_text)} characters; "
-                f"the limit is {MAX_MESSAGE_CHARS}"
-            )
-
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:
         record = write.record
-        self._check_turn(record)
-        if record.status != "completed":
-            raise InvalidInput(f"commit_turn takes completed turns, not {record.status!r} ones")
-        if not write.messages or write.messages[0].role != "user":
-            raise InvalidInput("a turn starts with the user's message")
-        rows = []
-        for message in write.messages:
-            if not message.content:
-                raise InvalidInput("a stored message needs at least one content block")
-            rows.append(
-                (
-                    message.role,
-                    _content_encoder.encode(message.content),
-                    _searchable_text(message.content),
-                    message.created_at or record.finished_at,
-                )
-            )
+        rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
             seen = list(
-                await db.execute_fetchall("SELECT 1 FROM turns WHERE id = ?", (record.turn_id,))
+                await db.execute_fetchall(
+                    "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                )
             )
             if seen:
                 return False  # a retried commit of a turn already stored
@@ -336,8 +308,11 @@ class SQLiteStorage:
                 "SELECT message_count FROM continuums WHERE id = ?", (cid,)
             )
             await db.execute(
+                # It replaces the turn's provisional record (written when it started).
                 "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     cid,
@@ -404,9 +379,7 @@ class SQLiteStorage:
                 (record.finished_at, last[0][0]),
             )
             return
-        title = " ".join(record.user_text.split())
-        if len(title) > _SEGMENT_TITLE_CHARS:
-            title = title[: _SEGMENT_TITLE_CHARS - 1] + "…"
+        title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
             " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
@@ -416,7 +389,7 @@ class SQLiteStorage:
 
     @_translated
     async def record_turn(self, record: TurnRecord) -> None:
-        self._check_turn(record)
+        check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
@@ -425,8 +398,10 @@ class SQLiteStorage:
                 (record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT OR IGNORE INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     record.continuum_id,
@@ -449,7 +424,7 @@ class SQLiteStorage:
                 " ORDER BY started_at DESC, rowid DESC LIMIT ?",
                 (continuum_id, limit),
             )
-        return [_record_decoder.decode(row[0]) for row in reversed(list(rows))]
+        return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:

@@ -150,6 +150,7 @@ EXPORTS = {
         "ModelSettings",
         "OfflineConfig",
         "ServerConfig",
+        "StorageConfig",
         "ToolSettings",
         "TrinketSettings",
         "TurnSettings",
