@@ -4,6 +4,7 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
 from ._composer import ComposerActor, SectionRecord
+from ._content import UserInput, user_content
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
@@ -18,8 +19,10 @@ from ._events import (
 from ._exceptions import (
     Busy,
     FrontmindError,
+    InvalidModelSettings,
     ModelError,
     ModelOverloaded,
+    ModelRefused,
     ModelRejected,
     ModelStreamError,
     ModelUnavailable,
@@ -27,10 +30,11 @@ from ._exceptions import (
     SettingsError,
     TrinketLoadError,
 )
-from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_request
+from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
+from ._models import MODELS, ModelChoice, ModelInfo, model_info
 from ._notification import (
     COMPACT_DELIMITER,
     DELIMITER,
@@ -68,6 +72,7 @@ __all__ = [
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
+    "MODELS",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -86,10 +91,14 @@ __all__ = [
     "FixedPolicy",
     "FrontmindError",
     "HistorySettings",
+    "InvalidModelSettings",
+    "ModelChoice",
     "ModelClient",
     "ModelError",
     "ModelEvent",
+    "ModelInfo",
     "ModelOverloaded",
+    "ModelRefused",
     "ModelRejected",
     "ModelRequest",
     "ModelSettings",
@@ -122,15 +131,19 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "UserInput",
+    "block_kind",
     "build_request",
     "builtin_trinkets",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "model_info",
     "neutralize_frame",
     "oracle_plan",
     "plan",
     "policy_for",
     "render_notification_center",
+    "user_content",
     "validate_settings",
 ]

@@ -20,12 +20,17 @@ __all__ = [
 TTL = Literal["5m", "1h"]
 TtlPolicyName = Literal["adaptive", "fixed"]
 Frame = Literal["seed", "compact"]
-Channel = Literal["frame", "user_message"]
+Thinking = Literal["off", "enabled", "adaptive"]
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+Channel = Literal["frame", "system_message", "user_message"]
 
 
 class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str = "claude-sonnet-4-6"
     max_tokens: int = 1024
+    thinking: Thinking = "off"  # "enabled" takes budget_tokens; "adaptive" the model decides
+    budget_tokens: int = 2048
+    effort: Effort | None = None  # output_config.effort; None: the model's default
     max_retries: int = 2  # the SDK's retries for 408/409/429/5xx before the stream starts
     timeout_s: float = 120.0
 
@@ -44,8 +49,9 @@ class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
     # How the notification center travels: "frame" (a delimiter user message and an
-    # assistant message before the current user message) or "user_message" (a block at
-    # the start of the current user message, left out of the stored history).
+    # assistant message before the current user message), "system_message" (one
+    # role-system message after it; only models that accept them) or "user_message" (a
+    # block at the start of the current user message, left out of the stored history).
     channel: Channel = "frame"
     guard_window: int = 20
     guard_threshold: float = 0.3

@@ -13,10 +13,11 @@ turn's history TTL nor the layout's own change of its prefix to explain it. Zero
 no miss was avoidable ("no avoidable miss"); it is not a cost floor (the `none` layout
 and the `oracle` policy are the floors).
 
-Also: the notification center with the compact frame beside the seed's, and the TTL
-policies on more realistic seeds. A PNG chart of the input cost per turn by layout
-(adaptive TTLs, realistic pauses) when matplotlib is installed
-(`pip install -e '.[bench]'`).
+Also: the notification center with the compact frame beside the seed's, the TTL
+policies on more realistic seeds, and the channels (frame, role-system message, user
+message) with extended thinking off and on, on a model that takes role-system messages.
+A PNG chart of the input cost per turn by layout (adaptive TTLs, realistic pauses) when
+matplotlib is installed (`pip install -e '.[bench]'`).
 
     .venv/bin/python -m bench.cache_efficiency
 """
@@ -29,6 +30,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from actors import ModelSettings
 from bench._common import RESULTS, run, write_results
 from frontmind._demo import LAUNCH_PLAN
 from frontmind._exceptions import EdgeError
@@ -41,10 +43,14 @@ from frontmind._simulate import (
     run_simulation,
     write_chart,
 )
+from frontmind.config import Config
 
 MINUTE, HOUR = 60.0, 3600.0
 START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo("Europe/Berlin")).timestamp()
 REALISTIC_SEEDS = (1, 2, 3, 4, 5, 6)  # the first gets every layout; all get every TTL policy
+# A model that takes both thinking modes and role-system messages (actors/_models.py).
+CHANNEL_MODEL = "claude-opus-4-8"
+CHANNELS = ("notification", "system_message", "user_message")
 DOCUMENTS = {"launch-plan": LAUNCH_PLAN}
 
 
@@ -201,6 +207,20 @@ def main() -> None:
                 "compact_vs_user_message": rows[0].input_cost
                 / _cost(scripts[name], "user_message", "adaptive"),
             }
+        channels: dict[str, list[Row]] = {}
+        for thinking in ("off", "enabled"):
+            model = ModelSettings(
+                name=CHANNEL_MODEL, max_tokens=4096, thinking=thinking, budget_tokens=1024
+            )
+            rows, _ = await run_simulation(
+                script(benchmark_gaps()),
+                layouts=CHANNELS,
+                policies=["adaptive"],
+                config=Config(model=model),
+                documents=DOCUMENTS,
+            )
+            channels[thinking] = rows
+            _table(f"{CHANNEL_MODEL}, thinking {thinking}, benchmark pauses", rows)
         measured = goals(scripts, seeds)
         print("\ngoals")
         for seed, ratios in measured["realistic_seeds"].items():
@@ -244,6 +264,7 @@ def main() -> None:
                     str(seed): [_row(r) for r in rows] for seed, rows in seeds.items()
                 },
                 "compact_frame": compact,
+                "channels": {k: [_row(r) for r in rows] for k, rows in channels.items()},
                 "goals": measured,
             },
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 
 from actors import FrontmindError
 from storage import SQLiteStorage, StorageError
@@ -24,7 +25,7 @@ from storage import SQLiteStorage, StorageError
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel
 from ._groups import unwrap_group
-from .config import default_data_dir, load_config
+from .config import Config, default_data_dir, load_config
 
 __all__ = ["main"]
 
@@ -114,7 +115,11 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     from ._simulate import load_script, render_table, run_simulation, write_chart
 
     script = load_script(args.script)
-    config = load_config(args.config, Path(".")) if args.config else None
+    config = load_config(args.config, Path(".")) if args.config else Config()
+    if args.model:
+        config = msgspec.structs.replace(
+            config, model=msgspec.structs.replace(config.model, name=args.model)
+        )
     layouts = args.layout or None
     policies = args.ttl or None
 
@@ -239,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help='print {"rows": [...]} as JSON')
     p.add_argument("--chart", type=Path, default=None, help="write cost per turn (PNG)")
     p.add_argument("--config", type=Path, default=None, help="a frontmind.toml to start from")
+    p.add_argument("--model", default=None, help="the model every run uses (default: config's)")
     p.add_argument(
         "--layout",
         action="append",

@@ -34,6 +34,7 @@ from ._metrics import Metrics
 from ._wire import (
     DocumentBody,
     MemoryBody,
+    ModelSettingsBody,
     ReminderBody,
     TurnBody,
     decode_body,
@@ -89,7 +90,7 @@ def build_app(
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
-        stream = fm.turn(cid, body.message)
+        stream = fm.turn(cid, body.user_input())
         # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
         await stream.__aenter__()
         return StreamingResponse(
@@ -126,6 +127,22 @@ def build_app(
             _encoder.encode(await fm.context(continuum(request), text)),
             media_type="application/json",
         )
+
+    async def settings(request: Request) -> Response:
+        cid = continuum(request)
+        if request.method == "PUT":
+            body = decode_body(await request.body(), ModelSettingsBody)
+            own, choice = await fm.set_model_settings(
+                cid,
+                model=body.model,
+                thinking=body.thinking,
+                budget_tokens=body.budget_tokens,
+                max_tokens=body.max_tokens,
+                effort=body.effort,
+            )
+        else:
+            own, choice = await fm.model_settings(cid)
+        return _json({"own": own, "effective": choice})
 
     async def turns(request: Request) -> Response:
         records = await fm.turns(continuum(request), limit=_limit(request))
@@ -185,6 +202,7 @@ def build_app(
         Route("/v1/continuums/{continuum_id}/turns", turns, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/messages", messages, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/context", context, methods=["GET"]),
+        Route("/v1/continuums/{continuum_id}/settings", settings, methods=["GET", "PUT"]),
         Route("/v1/reminders", reminders, methods=["GET", "POST"]),
         Route("/v1/reminders/{reminder_id}/complete", complete, methods=["POST"]),
         Route("/v1/memories", memories, methods=["GET", "POST"]),

@@ -47,6 +47,7 @@ from actors import (
     CacheView,
     FixedPolicy,
     TtlPolicy,
+    model_info,
     oracle_plan,
 )
 from actors._settings import Channel
@@ -268,10 +269,13 @@ class SameReplies:
 # -- one run ----------------------------------------------------------------------------------
 
 
-def layout_available(layout: str) -> bool:
-    """Whether this build has the layout's channel."""
-    if layout in ("system_message", "user_message"):
-        return layout in get_args(Channel)
+def layout_available(layout: str, model: str | None = None) -> bool:
+    """Whether this build has the layout's channel, and the model takes it: role-system
+    messages only some models accept (actors/_models.py)."""
+    if layout in ("system_message", "user_message") and layout not in get_args(Channel):
+        return False
+    if layout == "system_message":
+        return model_info(model or Config().model.name).system_messages
     return layout in LAYOUTS
 
 
@@ -381,11 +385,12 @@ async def run_simulation(
     frame: str = "seed",
     documents: Mapping[str, str] | None = None,
 ) -> tuple[list[Row], list[str]]:
-    """Every layout under every policy: the rows, and the layouts not available here."""
+    """Every layout under every policy: the rows, and the layouts not available here
+    (this build, or the model, has no such channel)."""
     rows: list[Row] = []
     missing: list[str] = []
     for layout in layouts:
-        if not layout_available(layout):
+        if not layout_available(layout, (config or Config()).model.name):
             missing.append(layout)
             continue
         for policy in policies:
@@ -418,7 +423,10 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
         )
         lines.extend(f"    {miss}" for miss in row.misses)
     for layout in missing:
-        lines.append(f"{layout:<15}not available in this build")
+        lines.append(
+            f"{layout:<15}not available with this model (role-system messages: "
+            "claude-opus-5, claude-opus-4-8, claude-fable-5; choose one with --model)"
+        )
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from storage import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import ContinuumModel, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
 from ._exceptions import BadBody
 
@@ -16,6 +16,7 @@ T = TypeVar("T")
 __all__ = [
     "DocumentBody",
     "MemoryBody",
+    "ModelSettingsBody",
     "ReminderBody",
     "TurnBody",
     "decode_body",
@@ -24,7 +25,20 @@ __all__ = [
 
 
 class TurnBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    message: str
+    """`{"message": "text"}` or `{"content": [blocks]}`; each block is kept as the
+    exact JSON the client sent."""
+
+    message: str | None = None
+    content: list[msgspec.Raw] | None = None
+
+    def user_input(self) -> str | list[msgspec.Raw]:
+        if (self.message is None) == (self.content is None):
+            raise BadBody("give either 'message' (text) or 'content' (a list of blocks)")
+        return self.message if self.message is not None else list(self.content or ())
+
+
+# PUT /v1/continuums/{id}/settings: the continuum's own model settings (null: config's).
+ModelSettingsBody = ContinuumModel
 
 
 class ReminderBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -64,11 +78,13 @@ def _block_json(block: Any) -> dict[str, Any]:
             "name": block.name,
             "input": msgspec.json.decode(block.input_json),
         }
+    if isinstance(block, RawBlock):
+        return msgspec.json.decode(block.json)  # type: ignore[no-any-return]
     assert isinstance(block, ToolResultBlock)
     return {
         "type": "tool_result",
         "tool_use_id": block.tool_use_id,
-        "content": block.content,
+        "content": msgspec.json.decode(block.content_json) if block.content_json else block.content,
         "is_error": block.is_error,
     }
 

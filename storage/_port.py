@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -67,6 +68,14 @@ class Storage(Protocol):
     async def turns(
         self, continuum_id: str | None = None, *, limit: int = 100
     ) -> list[TurnRecord]: ...
+
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        """The continuum's own model settings (all None when it has none)."""
+        ...
+
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        """Replace the continuum's own model settings."""
+        ...
 
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
 

@@ -40,6 +40,7 @@ from ._fts import memory_score, query_terms, selective
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -84,6 +85,9 @@ _CONTINUUM = (
 )
 _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
 _MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+
+
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 
 
 def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -266,6 +270,25 @@ class PostgresStorage:
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
 
     # -- continuums and turns -----------------------------------------------------------
+
+    @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        raw = await self._pool.fetchval(
+            "SELECT settings FROM continuum_settings WHERE continuum_id = $1", continuum_id
+        )
+        return ContinuumModel() if raw is None else _model_decoder.decode(raw)
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES ($1, $2)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                continuum_id,
+                msgspec.json.encode(settings),
+            )
 
     @_translated
     async def continuum(self, continuum_id: str) -> Continuum:

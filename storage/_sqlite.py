@@ -37,6 +37,7 @@ from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -70,6 +71,7 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -286,6 +288,27 @@ class SQLiteStorage:
     async def all_messages(self, continuum_id: str) -> list[Message]:
         await self.continuum(continuum_id)
         return await self._messages(continuum_id, 0)
+
+    @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT settings FROM continuum_settings WHERE continuum_id = ?",
+                (continuum_id,),
+            )
+        )
+        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES (?, ?)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                (continuum_id, msgspec.json.encode(settings)),
+            )
 
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:

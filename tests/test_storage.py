@@ -22,15 +22,19 @@ import pytest
 
 from storage import (
     SCHEMA_VERSION,
+    ContinuumModel,
     InvalidInput,
     Message,
     NotFound,
     PostgresStorage,
+    RawBlock,
     SchemaTooNew,
     SQLiteStorage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     TurnRecord,
+    TurnWrite,
     UnknownContinuum,
     add_memory_effect,
     add_reminder_effect,
@@ -81,7 +85,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 3
+        assert await store.schema_version() == SCHEMA_VERSION == 4
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -105,7 +109,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 3"):
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99.*only up to {SCHEMA_VERSION}"):
         await SQLiteStorage.open(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 99
@@ -381,3 +385,28 @@ async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> Non
     assert not await store.commit_turn(msgspec.structs.replace(write, effects=effects))
     assert len(await store.reminders(include_completed=True)) == 2
     assert len(await store.memories()) == 1
+
+
+# -- blocks carried as they came, and a continuum's model settings -----------------------
+
+
+async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
+    thinking = RawBlock("thinking", '{"type":"thinking","thinking":"Hm.","signature":"c2ln"}')
+    image = RawBlock("image", '{"type": "image", "source": {"type": "url", "url": "https://x"}}')
+    result = ToolResultBlock("toolu_1", "chart", content_json=f"[{image.json}]")
+    messages = (
+        Message("user", (image, TextBlock("look"))),
+        Message("assistant", (thinking, ToolUseBlock("toolu_1", "plot", '{"x": 1.50}'))),
+        Message("user", (result,)),
+        Message("assistant", (thinking, TextBlock("done"))),
+    )
+    record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
+    await store.commit_turn(TurnWrite(record, messages))
+    stored = await store.history("c1")
+    assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
+    assert await store.continuum_model("c1") == ContinuumModel()
+    own = ContinuumModel("claude-opus-4-8", "enabled", 2048, 8192, "high")
+    await store.set_continuum_model("not-yet", own)  # before the continuum's first turn
+    assert await store.continuum_model("not-yet") == own
+    await store.set_continuum_model("not-yet", ContinuumModel(max_tokens=512))
+    assert await store.continuum_model("not-yet") == ContinuumModel(max_tokens=512)
