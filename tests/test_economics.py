@@ -314,3 +314,24 @@ def test_an_exported_continuum_is_a_script() -> None:
     del export["turns"]
     script = parse_script(json.dumps(export, indent=1))
     assert [t.at - START for t in script] == [5.0, 700.0]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_runs_the_system_message_layout_on_a_model_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    script = str(_script(tmp_path))
+    args = ("--layout", "system_message", "--layout", "notification", "--ttl", "adaptive")
+    code, out, err = await run_cli("simulate", script, "--json", *args)
+    assert code == 0, err
+    assert json.loads(out)["not_available"] == ["system_message"]  # the default model
+    code, out, err = await run_cli(
+        "simulate", script, "--json", "--model", "claude-opus-4-8", *args
+    )
+    assert code == 0, err
+    rows = {r["layout"]: r for r in json.loads(out)["rows"]}
+    assert set(rows) == {"system_message", "notification"}
+    assert rows["system_message"]["avoidable_misses"] == 0
+    # No delimiter message and no assistant frame: fewer uncached tokens every turn.
+    assert rows["system_message"]["uncached"] < rows["notification"]["uncached"]
