@@ -15,6 +15,7 @@ import pytest
 from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, plan
+from frontmind._render import render_context, render_stats
 from frontmind._simulate import OraclePolicy, parse_script
 from frontmind.localapi import LocalMessagesAPI, ManualClock
 from storage import TtlChoice
@@ -335,3 +336,32 @@ async def test_simulate_runs_the_system_message_layout_on_a_model_that_takes_it(
     assert rows["system_message"]["avoidable_misses"] == 0
     # No delimiter message and no assistant frame: fewer uncached tokens every turn.
     assert rows["system_message"]["uncached"] < rows["notification"]["uncached"]
+
+
+@pytest.mark.anyio
+async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(START)
+    api_clock = ManualClock(START)
+    async with LocalMessagesAPI(clock=api_clock) as api:
+        async with frontmind(api, tmp_path, clock=clock) as fm:
+            for pause in (0, 20 * MIN, 2 * MIN, 30 * MIN):
+                clock.advance(pause)
+                api_clock.advance(pause)
+                completed(await run_turn(fm, "r", "hello"))
+        clock.advance(3 * MIN)
+        api_clock.advance(3 * MIN)
+        async with frontmind(api, tmp_path, clock=clock) as fm:  # a new process, same data
+            completed(await run_turn(fm, "r", "hello again"))
+            records = await fm.turns("r")
+            request = await fm.context("r", "next")
+    last = records[-1].cache_ttl
+    assert last is not None
+    assert "of 4 pauses, 2 between 5 and 60 min" in last.reason
+    assert (last.system, last.history) == ("1h", "1h")
+    stats = render_stats(records)
+    assert "cache TTLs      system 1h history" in stats
+    assert f"last TTL choice {last.reason}" in stats
+    shown = render_context(request)
+    assert "cached through here [1h]" in shown
