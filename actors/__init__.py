@@ -28,6 +28,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ToolDefinitionError,
     TrinketLoadError,
 )
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
@@ -60,7 +61,8 @@ from ._settings import (
     TurnSettings,
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import TOOL_NAMES
+from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
+from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
 from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, oracle_plan, plan, policy_for
 
@@ -115,7 +117,11 @@ __all__ = [
     "SystemSection",
     "TextDelta",
     "Timings",
+    "Tool",
+    "ToolDefinition",
+    "ToolDefinitionError",
     "ToolFinished",
+    "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
     "Trinket",
@@ -132,18 +138,22 @@ __all__ = [
     "TurnStart",
     "TurnStarted",
     "UserInput",
+    "as_tool",
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_user_tools",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "input_schema",
     "model_info",
     "neutralize_frame",
     "oracle_plan",
     "plan",
     "policy_for",
     "render_notification_center",
+    "tool",
     "user_content",
     "validate_settings",
 ]
