@@ -172,8 +172,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     protocol = ConversationMessage
 
     def __init__(
-        self, continuum_id: str, composer: ActorRef[Any, Any], deps: ConversationDeps
+        self,
+        continuum_id: str,
+        composer: ActorRef[Any, Any],
+        deps: ConversationDeps,
+        *,
+        user: str,
     ) -> None:
+        self._user = user  # the continuum is the user's own: every read and write is theirs
         self._id = continuum_id
         self._composer = composer
         self._deps = deps
@@ -200,7 +206,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""
-        async with self._deps.storage.continuum_lease(self._id):
+        async with self._deps.storage.continuum_lease(self._user, self._id):
             await self._refresh()
             async with aclosing(self._run(message)) as events:
                 async for event in events:
@@ -211,7 +217,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if self._state is None:
             return
         try:
-            stored = await self._deps.storage.continuum(self._id)
+            stored = await self._deps.storage.continuum(self._user, self._id)
         except UnknownContinuum:
             stale = self._state.message_count != 0
         else:
@@ -223,7 +229,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             self._state = None
         else:
             # Another replica may have changed the continuum's model settings.
-            own = await self._deps.storage.continuum_model(self._id)
+            own = await self._deps.storage.continuum_model(self._user, self._id)
             self._state.model = choose_model(self._deps.settings.model, own)
 
     # -- history -----------------------------------------------------------------------
@@ -231,13 +237,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _load(self) -> _Loaded:
         if self._state is None:
             storage = self._deps.storage
-            model = choose_model(self._deps.settings.model, await storage.continuum_model(self._id))
+            model = choose_model(
+                self._deps.settings.model, await storage.continuum_model(self._user, self._id)
+            )
             try:
-                continuum = await storage.continuum(self._id)
+                continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
                 self._state = _Loaded([], 0, 0, None, 0, model)
             else:
-                history = await storage.history(self._id)
+                history = await storage.history(self._user, self._id)
                 state = _Loaded(
                     history,
                     continuum.history_start,
@@ -246,7 +254,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     sum(message_tokens(m) for m in history),
                     model,
                 )
-                for record in await storage.turns(self._id, limit=MAX_PAUSES + 1):
+                for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
                     if record.status == "completed":
                         state.turn_times.append(record.started_at)
                         state.last_ttl = record.cache_ttl
@@ -308,7 +316,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if state.tokens <= budget_tokens:
             return None
         target = budget_tokens * self._deps.settings.history.keep_fraction
-        segments = await self._deps.storage.recent_segments(self._id, limit=10_000)
+        segments = await self._deps.storage.recent_segments(self._user, self._id, limit=10_000)
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
         turn_start: int | None = None
@@ -388,7 +396,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
-        return Turn(turn_id, self._id, text, self._deps.clock(), self._deps.settings.timezone)
+        settings = self._deps.settings
+        return Turn(turn_id, self._id, text, self._deps.clock(), settings.timezone, self._user)
 
     async def _preview(self, preview: Preview) -> ModelRequest:
         state = await self._load()
@@ -498,7 +507,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):
-                trinket.tell(TurnCommitted(self._id, turn.turn_id))
+                trinket.tell(TurnCommitted(self._user, self._id, turn.turn_id))
         yield TurnCompleted(
             turn_id=turn.turn_id,
             text="".join(run.text),
@@ -628,7 +637,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             effects=tuple(effects),
         )
         with anyio.CancelScope(shield=True):
-            await self._deps.storage.commit_turn(write)
+            await self._deps.storage.commit_turn(self._user, write)
         base = state.message_count
         stored = [
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
@@ -650,7 +659,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-            await self._deps.storage.record_turn(record)
+            await self._deps.storage.record_turn(self._user, record)
 
 
 @dataclass

@@ -22,7 +22,14 @@ from runtime import (
     RestartLimitReached,
     RestartPolicy,
 )
-from storage import ContinuumModel, Storage, StorageError, TurnRecord, check_continuum_id
+from storage import (
+    ContinuumModel,
+    Storage,
+    StorageError,
+    TurnRecord,
+    check_continuum_id,
+    check_user_name,
+)
 
 from ._composer import ComposerActor
 from ._content import UserInput, user_content
@@ -59,7 +66,11 @@ from ._trinkets import (
 )
 from ._ttl import TtlPolicy
 
-__all__ = ["Engine", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+__all__ = ["Engine", "LaneKey", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+
+# A conversation is identified by its user and the user's continuum id: two users may
+# both have a continuum "main", and each gets its own lane.
+LaneKey = tuple[str, str]  # (user, continuum id)
 
 
 @dataclass(frozen=True)
@@ -151,7 +162,9 @@ class Engine:
 
     Trinket actors are shared by all continuums; each continuum gets its own composer
     (its sections and their last good content are its own) and conversation actor
-    (its turns run one at a time; other continuums' run concurrently).
+    (its turns run one at a time; other continuums' run concurrently). Lanes are keyed by
+    (user, continuum id), so no composer state (system sections, the user's documents
+    included) is ever shared between users.
     """
 
     def __init__(
@@ -180,8 +193,8 @@ class Engine:
         self._storage = storage
         self._settings = settings
         self._registry = registry
-        self._lanes: dict[str, _Lane] = {}
-        self._stopping: dict[str, anyio.Event] = {}
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._stopping: dict[LaneKey, anyio.Event] = {}
         directory: Directory = system.lookup
         self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
         policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
@@ -218,32 +231,34 @@ class Engine:
             ttl_policy=ttl_policy,
         )
 
-    async def _lane(self, continuum_id: str) -> _Lane:
+    async def _lane(self, user: str, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        stopping = self._stopping.get(continuum_id)
+        key = (user, continuum_id)
+        stopping = self._stopping.get(key)
         if stopping is not None:
             await stopping.wait()  # evicted just now: wait, then start afresh
-        lane = self._lanes.get(continuum_id)
+        lane = self._lanes.get(key)
         if lane is None:
             composer = self._system.spawn(
                 lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
-                name=composer_name(continuum_id),
+                name=composer_name(user, continuum_id),
                 mailbox=64,
             )
             conversation = self._system.spawn(
-                lambda: ConversationActor(continuum_id, composer, self._deps),
-                name=f"conversation:{continuum_id}",
+                lambda: ConversationActor(continuum_id, composer, self._deps, user=user),
+                name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = self._lanes[continuum_id] = _Lane(composer, conversation)
+            lane = self._lanes[key] = _Lane(composer, conversation)
         lane.last_used = time.monotonic()
         return lane
 
     @asynccontextmanager
-    async def _using(self, continuum_id: str) -> AsyncIterator[_Lane]:
+    async def _using(self, user: str, continuum_id: str) -> AsyncIterator[_Lane]:
         """Hold the lane: a lane in use is never evicted."""
-        lane = await self._lane(continuum_id)
+        lane = await self._lane(user, continuum_id)
         lane.users += 1
         try:
             yield lane
@@ -253,7 +268,7 @@ class Engine:
 
     @asynccontextmanager
     async def turn(
-        self, continuum_id: str, message: UserInput
+        self, continuum_id: str, message: UserInput, *, user: str
     ) -> AsyncIterator[ReplyStream[TurnEvent]]:
         """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
 
@@ -264,7 +279,7 @@ class Engine:
         content, text = user_content(message)
         turn_id = new_turn_id()
         run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
-        async with self._using(continuum_id) as lane:
+        async with self._using(user, continuum_id) as lane:
             stream = lane.conversation.stream(run, wait=False)
             try:
                 events = await stream.__aenter__()
@@ -281,7 +296,7 @@ class Engine:
                 self._settings.model.name, text,
             )  # fmt: skip
             try:
-                yield _GuardedEvents(events, record, self._deps.storage, self._deps.clock)
+                yield _GuardedEvents(events, user, record, self._deps.storage, self._deps.clock)
             except BaseException as exc:
                 if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
                     raise
@@ -290,59 +305,65 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        transient = turn.continuum_id not in self._lanes
+        key = (turn.user, turn.continuum_id)
+        transient = key not in self._lanes
         try:
-            async with self._using(turn.continuum_id) as lane:
+            async with self._using(*key) as lane:
                 composed: Composed = await lane.composer.ask(Compose(turn))
         finally:
             if transient:
-                await self._drop_unused(turn.continuum_id)
+                await self._drop_unused(key)
         return composed
 
-    async def preview(self, continuum_id: str, message: UserInput) -> ModelRequest:
+    async def preview(self, continuum_id: str, message: UserInput, *, user: str) -> ModelRequest:
         content, text = user_content(message)
         preview = Preview(text, () if isinstance(message, str) else content)
-        transient = continuum_id not in self._lanes
+        key = (user, continuum_id)
+        transient = key not in self._lanes
         try:
-            async with self._using(continuum_id) as lane:
+            async with self._using(*key) as lane:
                 request: ModelRequest = await lane.conversation.ask(preview)
         except RestartLimitReached as exc:
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
         finally:
             if transient:
-                await self._drop_unused(continuum_id)
+                await self._drop_unused(key)
         return request
 
-    async def _drop_unused(self, continuum_id: str) -> None:
+    async def _drop_unused(self, key: LaneKey) -> None:
         """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
         previews of unknown continuums must leave no actors behind."""
-        lane = self._lanes.get(continuum_id)
+        lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
             return
-        del self._lanes[continuum_id]
-        stopped = self._stopping[continuum_id] = anyio.Event()
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
         try:
             with anyio.CancelScope(shield=True):
                 await self._system.stop(lane.conversation)
                 await self._system.stop(lane.composer)
         finally:
-            del self._stopping[continuum_id]
+            del self._stopping[key]
             stopped.set()
 
-    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
-        """The continuum's own model settings, and what its turns run with."""
+    async def model_settings(
+        self, continuum_id: str, *, user: str
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """The user's continuum's own model settings, and what its turns run with."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        own = await self._storage.continuum_model(continuum_id)
+        own = await self._storage.continuum_model(user, continuum_id)
         return own, choose_model(self._settings.model, own)
 
     async def set_model_settings(
-        self, continuum_id: str, own: ContinuumModel
+        self, continuum_id: str, own: ContinuumModel, *, user: str
     ) -> tuple[ContinuumModel, ModelChoice]:
-        """Replace the continuum's own model settings (None fields: the config's).
+        """Replace the user's continuum's own model settings (None fields: the config's).
 
         Checked against the model before anything is stored; turns already queued run
         with the settings they were queued under, later ones with these.
         """
+        check_user_name(user)
         check_continuum_id(continuum_id)
         try:
             choice = check_model_choice(
@@ -350,14 +371,14 @@ class Engine:
             )
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
-        await self._storage.set_continuum_model(continuum_id, own)
-        lane = self._lanes.get(continuum_id)
+        await self._storage.set_continuum_model(user, continuum_id, own)
+        lane = self._lanes.get((user, continuum_id))
         if lane is not None:
             await lane.conversation.ask(Reconfigure(own))
         return own, choice
 
-    async def evict_idle(self, idle_seconds: float) -> list[str]:
-        """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.
+    async def evict_idle(self, idle_seconds: float) -> list[LaneKey]:
+        """Stop the lanes unused for `idle_seconds` (none in use); returns their keys.
 
         A long-lived daemon meets many continuums; each lane holds two actors and the
         continuum's history window in memory. An evicted continuum loses nothing: its
@@ -365,21 +386,21 @@ class Engine:
         """
         cutoff = time.monotonic() - idle_seconds
         idle = [
-            cid for cid, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
+            key for key, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
         ]
-        for cid in idle:
-            lane = self._lanes.pop(cid)
-            stopped = self._stopping[cid] = anyio.Event()
+        for key in idle:
+            lane = self._lanes.pop(key)
+            stopped = self._stopping[key] = anyio.Event()
             try:
                 await self._system.stop(lane.conversation)
                 await self._system.stop(lane.composer)
             finally:
-                del self._stopping[cid]
+                del self._stopping[key]
                 stopped.set()
         return idle
 
-    def lanes(self) -> list[str]:
-        """The continuums with a running lane."""
+    def lanes(self) -> list[LaneKey]:
+        """The (user, continuum id) of every running lane."""
         return list(self._lanes)
 
 
@@ -388,16 +409,18 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
     the caller gets an error event with the turn's id and the turn gets a record (the
     actor records every ending it sees; this covers the one it cannot)."""
 
-    __slots__ = ("_clock", "_ended", "_record", "_storage")
+    __slots__ = ("_clock", "_ended", "_record", "_storage", "_user")
 
     def __init__(
         self,
         inner: ReplyStream[TurnEvent],
+        user: str,
         record: TurnRecord,
         storage: Storage,
         clock: Callable[[], float],
     ) -> None:
         super().__init__(inner._slot)
+        self._user = user
         self._record = record
         self._storage = storage
         self._clock = clock
@@ -421,7 +444,7 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
             )
             # If the actor recorded the turn, this adds nothing (one record per turn id).
             with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-                await self._storage.record_turn(record)
+                await self._storage.record_turn(self._user, record)
             return TurnError("internal_error", detail, record.turn_id)
 
 
@@ -430,4 +453,4 @@ class _Lane:
     composer: ActorRef[Any, Any]
     conversation: ActorRef[Any, Any]
     last_used: float = 0.0
-    users: int = 0
+    users: int = 0  # callers holding the lane (it is never evicted while held)

@@ -38,8 +38,9 @@ log = logging.getLogger("frontmind.trinkets")
 _TRUSTED_SECTIONS = frozenset({"base_prompt"})
 
 
-def composer_name(continuum_id: str) -> str:
-    return f"composer:{continuum_id}"
+def composer_name(user: str, continuum_id: str) -> str:
+    # Neither a user name nor a continuum id can hold "/": the name is unambiguous.
+    return f"composer:{user}/{continuum_id}"
 
 
 def trinket_name(section: str) -> str:
@@ -124,9 +125,11 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
 
     def _warm_next_turn(self, turn: Turn, content: str) -> None:
         """Nobody waits for this reply any more: hand it to the composer for next time."""
-        composer = self._directory(composer_name(turn.continuum_id))
+        composer = self._directory(composer_name(turn.user, turn.continuum_id))
         if composer is None:
             return
         # If the composer is gone or full, the next turn simply renders afresh.
         with suppress(KernelError):
-            composer.tell(SectionLate(turn.continuum_id, self._section, content, time.time()))
+            composer.tell(
+                SectionLate(turn.user, turn.continuum_id, self._section, content, time.time())
+            )

@@ -21,7 +21,7 @@ from bench._common import run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
-from storage import SQLiteStorage
+from storage import DEFAULT_USER, SQLiteStorage
 
 
 async def _time(fn: Callable[[], Awaitable[object]], rounds: int) -> dict[str, float]:
@@ -59,12 +59,16 @@ def main() -> None:
 
             async with await SQLiteStorage.open(data / "frontmind.db") as storage:
                 reads = {
-                    "history (200-message window)": lambda: storage.history(CONTINUUM),
-                    "active reminders": lambda: storage.active_reminders(),
-                    "memory search (top 5)": lambda: storage.search_memories(query(), now=now),
-                    "recent segments": lambda: storage.recent_segments(CONTINUUM),
+                    "history (200-message window)": lambda: storage.history(
+                        DEFAULT_USER, CONTINUUM
+                    ),
+                    "active reminders": lambda: storage.active_reminders(DEFAULT_USER),
+                    "memory search (top 5)": lambda: storage.search_memories(
+                        DEFAULT_USER, query(), now=now
+                    ),
+                    "recent segments": lambda: storage.recent_segments(DEFAULT_USER, CONTINUUM),
                     "message search (top 5)": lambda: storage.search_messages(
-                        query(), continuum_id=CONTINUUM
+                        DEFAULT_USER, query(), continuum_id=CONTINUUM
                     ),
                 }
                 read_results = {name: await _time(fn, 300) for name, fn in reads.items()}

@@ -4,6 +4,12 @@ Errors are `{"error": {"type": ..., "message": ...}}` with a fitting status. Bad
 never changes what is stored, and the daemon keeps serving. A client that disconnects
 mid-stream cancels its turn cleanly. SIGTERM/SIGINT: stop accepting, let running turns
 finish within the grace period (then cancel them cleanly), exit 0.
+
+Users: every request acts as one user and sees only that user's data, on every route.
+The admin token (`--token` / FRONTMIND_TOKEN) acts as user `default` and alone may add
+users (`POST /v1/users`); a user's token (from `frontmind users add` or that route)
+acts as that user. With no admin token (loopback only), a request without a token acts
+as `default` with the admin's rights, and one with a user's token as that user.
 """
 
 from __future__ import annotations
@@ -25,10 +31,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent
 from runtime import KernelError
-from storage import InvalidInput, StorageError, check_continuum_id
+from storage import DEFAULT_USER, InvalidInput, StorageError, check_continuum_id
 
 from ._errors import wire_error
-from ._exceptions import ConfigError
+from ._exceptions import ConfigError, Forbidden
 from ._frontmind import Frontmind, TurnStream
 from ._metrics import Metrics
 from ._wire import (
@@ -37,6 +43,7 @@ from ._wire import (
     ModelSettingsBody,
     ReminderBody,
     TurnBody,
+    UserBody,
     decode_body,
     message_json,
 )
@@ -62,20 +69,59 @@ def _json(value: Any, status: int = 200) -> Response:
     return Response(_encoder.encode(value), status_code=status, media_type="application/json")
 
 
-class TokenAuth:
-    """Pure ASGI middleware (streaming-safe): every route but /healthz needs the token."""
+_USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
+_ADMIN_KEY = "frontmind_admin"  # and whether it holds the admin's rights
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+
+def _bearer(scope: Scope) -> bytes | None:
+    """The bearer token of the request, if it sent one (the scheme in any case)."""
+    given = dict(scope["headers"]).get(b"authorization")
+    if given is None:
+        return None
+    scheme, _, token = given.strip().partition(b" ")
+    return token.strip() if scheme.lower() == b"bearer" else b""
+
+
+class UserAuth:
+    """Pure ASGI middleware (streaming-safe): settles which user a request acts as.
+
+    Every route but /healthz: the admin token acts as `default` (with the right to add
+    users), a user's token as that user; no token acts as `default` only when no admin
+    token is configured; anything else is 401.
+    """
+
+    def __init__(self, app: ASGIApp, fm: Frontmind, token: str | None) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.fm = fm
+        self.admin = token.encode() if token else None
+
+    async def _resolve(self, scope: Scope) -> tuple[str, bool] | None:
+        given = _bearer(scope)
+        if given is None:
+            return None if self.admin else (DEFAULT_USER, True)
+        if self.admin is not None and hmac.compare_digest(given, self.admin):
+            return DEFAULT_USER, True
+        try:
+            user = await self.fm.user_for_token(given.decode("ascii")) if given else None
+        except UnicodeDecodeError:
+            user = None
+        return None if user is None else (user, False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] != "/healthz":
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            try:
+                resolved = await self._resolve(scope)
+            except StorageError as exc:
+                log.error("token lookup failed", exc_info=exc)
+                await _error(503, "storage_unavailable", str(exc))(scope, receive, send)
+                return
+            if resolved is None:
                 response = _error(401, "unauthorized", "missing or wrong bearer token")
                 await response(scope, receive, send)
                 return
+            user, admin = resolved
+            state = {**scope.get("state", {}), _USER_KEY: user, _ADMIN_KEY: admin}
+            scope = {**scope, "state": state}
         await self.app(scope, receive, send)
 
 
@@ -87,10 +133,25 @@ def build_app(
     def continuum(request: Request) -> str:
         return check_continuum_id(request.path_params["continuum_id"])
 
+    def scoped(request: Request) -> Frontmind:
+        """The library scoped to the request's user: every route reads and writes
+        through this, so no route can see another user's data."""
+        user: str = request.scope["state"][_USER_KEY]  # set by UserAuth on every route
+        return fm.user(user)
+
+    async def users(request: Request) -> Response:
+        if not request.scope["state"][_ADMIN_KEY]:
+            raise Forbidden("only the admin token may list or add users")
+        if request.method == "POST":
+            body = decode_body(await request.body(), UserBody)
+            token = await fm.add_user(body.name)
+            return _json({"name": body.name, "token": token}, 201)
+        return _json({"users": await fm.users()})
+
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
-        stream = fm.turn(cid, body.user_input())
+        stream = scoped(request).turn(cid, body.user_input())
         # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
         await stream.__aenter__()
         return StreamingResponse(
@@ -116,7 +177,7 @@ def build_app(
                 yield _sse_event(TurnError("internal_error", str(exc)))
 
     async def messages(request: Request) -> Response:
-        history = await fm.history(continuum(request))
+        history = await scoped(request).history(continuum(request))
         return _json({"messages": [message_json(m) for m in history]})
 
     async def context(request: Request) -> Response:
@@ -124,7 +185,7 @@ def build_app(
         if not text.strip():
             raise InvalidInput("the query parameter 'message' is required")
         return Response(
-            _encoder.encode(await fm.context(continuum(request), text)),
+            _encoder.encode(await scoped(request).context(continuum(request), text)),
             media_type="application/json",
         )
 
@@ -132,7 +193,7 @@ def build_app(
         cid = continuum(request)
         if request.method == "PUT":
             body = decode_body(await request.body(), ModelSettingsBody)
-            own, choice = await fm.set_model_settings(
+            own, choice = await scoped(request).set_model_settings(
                 cid,
                 model=body.model,
                 thinking=body.thinking,
@@ -141,46 +202,51 @@ def build_app(
                 effort=body.effort,
             )
         else:
-            own, choice = await fm.model_settings(cid)
+            own, choice = await scoped(request).model_settings(cid)
         return _json({"own": own, "effective": choice})
 
     async def turns(request: Request) -> Response:
-        records = await fm.turns(continuum(request), limit=_limit(request))
+        records = await scoped(request).turns(continuum(request), limit=_limit(request))
         return _json({"turns": records})
 
     async def reminders(request: Request) -> Response:
+        mine = scoped(request)
         if request.method == "POST":
             body = decode_body(await request.body(), ReminderBody)
-            return _json(await fm.add_reminder(body.text, body.due_at), 201)
+            return _json(await mine.add_reminder(body.text, body.due_at), 201)
         include = request.query_params.get("include_completed") in ("1", "true")
-        return _json({"reminders": await fm.reminders(include_completed=include)})
+        return _json({"reminders": await mine.reminders(include_completed=include)})
 
     async def complete(request: Request) -> Response:
         try:
             reminder_id = int(request.path_params["reminder_id"])
         except ValueError:
             raise InvalidInput("reminder id must be an integer") from None
-        return _json(await fm.complete_reminder(reminder_id))
+        return _json(await scoped(request).complete_reminder(reminder_id))
 
     async def memories(request: Request) -> Response:
+        mine = scoped(request)
         if request.method == "POST":
             body = decode_body(await request.body(), MemoryBody)
-            return _json(await fm.remember(body.text, body.importance, body.expires_at), 201)
+            return _json(await mine.remember(body.text, body.importance, body.expires_at), 201)
         query = request.query_params.get("q")
         if query is not None:
-            return _json({"memories": await fm.search_memories(query, limit=_limit(request))})
-        return _json({"memories": await fm.memories(limit=_limit(request))})
+            return _json({"memories": await mine.search_memories(query, limit=_limit(request))})
+        return _json({"memories": await mine.memories(limit=_limit(request))})
 
     async def documents(request: Request) -> Response:
+        mine = scoped(request)
         if request.method == "POST":
             body = decode_body(await request.body(), DocumentBody)
-            return _json(await fm.put_document(body.label, body.content), 201)
-        return _json({"documents": await fm.documents()})
+            return _json(await mine.put_document(body.label, body.content), 201)
+        return _json({"documents": await mine.documents()})
 
     async def healthz(request: Request) -> Response:
         return _json({"status": "ok"})
 
     async def metrics_route(request: Request) -> Response:
+        if not request.scope["state"][_ADMIN_KEY]:
+            raise Forbidden("the metrics count every user's turns: only the admin token sees them")
         return Response(stats.render(), media_type="text/plain; version=0.0.4")
 
     async def known_error(request: Request, exc: Exception) -> Response:
@@ -207,6 +273,7 @@ def build_app(
         Route("/v1/reminders/{reminder_id}/complete", complete, methods=["POST"]),
         Route("/v1/memories", memories, methods=["GET", "POST"]),
         Route("/v1/documents", documents, methods=["GET", "POST"]),
+        Route("/v1/users", users, methods=["GET", "POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
     ]
@@ -219,7 +286,7 @@ def build_app(
             StorageError: known_error,
         },
     )
-    return TokenAuth(app, token) if token else app
+    return UserAuth(app, fm, token)
 
 
 def _limit(request: Request) -> int:

@@ -24,9 +24,10 @@ from storage import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 
-from ._exceptions import BadBody, ConfigError
+from ._exceptions import BadBody, ConfigError, Forbidden
 
 __all__ = ["WIRE_ERRORS", "wire_error"]
 
@@ -36,6 +37,8 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     MessageTooLarge: (413, "request_too_large"),
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
+    Forbidden: (403, "forbidden"),
+    UserExists: (409, "conflict"),
     Busy: (429, "busy"),
     InvalidModelSettings: (400, "invalid_request"),
     SettingsError: (400, "configuration_error"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from actors import FrontmindError
 
-__all__ = ["BadBody", "ConfigError", "EdgeError"]
+__all__ = ["BadBody", "ConfigError", "EdgeError", "Forbidden"]
 
 
 class EdgeError(FrontmindError):
@@ -29,3 +29,10 @@ class BadBody(EdgeError):
     """A request body is not valid JSON of the expected shape (HTTP 400)."""
 
     kind = "invalid_request"
+
+
+class Forbidden(EdgeError):
+    """The request's token is valid but may not do this: only the admin token manages
+    users (HTTP 403)."""
+
+    kind = "forbidden"

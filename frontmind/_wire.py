@@ -19,6 +19,7 @@ __all__ = [
     "ModelSettingsBody",
     "ReminderBody",
     "TurnBody",
+    "UserBody",
     "decode_body",
     "message_json",
 ]
@@ -55,6 +56,10 @@ class MemoryBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class DocumentBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
     content: str
+
+
+class UserBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
 
 
 def decode_body(body: bytes, type_: type[T]) -> T:

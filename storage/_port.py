@@ -3,6 +3,18 @@
 Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
 default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
 adapters pass.
+
+Ownership: every continuum, turn, message, segment, reminder, memory and document
+belongs to one user, and every data method takes that user (`user`, always the first
+argument) and reads or changes only that user's rows. A continuum is identified by
+(user, continuum id): two users may both have a continuum `main`. A reminder or memory
+id is unique across users, but naming another user's id behaves as if it did not exist
+(`NotFound`). Full-text search returns only the caller's rows. With no users configured
+everything belongs to `DEFAULT_USER` ("default"); a database from before users existed
+is migrated so that all its rows are `default`'s.
+
+Users themselves (`add_user`, `users`, `user_for_token_hash`) are stored by name with
+only the SHA-256 digest of their token (lowercase hex); an adapter never sees a token.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from ._records import (
     Segment,
     TurnRecord,
     TurnWrite,
+    User,
 )
 
 __all__ = ["Storage"]
@@ -35,29 +48,31 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
-    def continuum_lease(self, continuum_id: str) -> AbstractAsyncContextManager[None]:
-        """Hold the right to run the continuum's next turn, across every process that
-        shares the store; waiters are served in arrival order."""
+    def continuum_lease(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to run the user's continuum's next turn, across every process
+        that shares the store; waiters are served in arrival order."""
         ...
 
     # -- continuums and turns ------------------------------------------------------
-    async def continuum(self, continuum_id: str) -> Continuum:
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
         """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
         ...
 
-    async def continuums(self) -> list[Continuum]: ...
+    async def continuums(self, user: str) -> list[Continuum]: ...
 
-    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
         """The messages inside the continuum's history window, oldest first."""
         ...
 
-    async def all_messages(self, continuum_id: str) -> list[Message]: ...
+    async def all_messages(self, user: str, continuum_id: str) -> list[Message]: ...
 
-    async def commit_turn(self, write: TurnWrite) -> bool:
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
         """Store a completed turn atomically; False if that turn id was already stored."""
         ...
 
-    async def record_turn(self, record: TurnRecord) -> None:
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
         """Store the record of a failed or cancelled turn (no history).
 
         A turn's record is written when it starts (failed, "interrupted") and replaced
@@ -66,22 +81,29 @@ class Storage(Protocol):
         ...
 
     async def turns(
-        self, continuum_id: str | None = None, *, limit: int = 100
-    ) -> list[TurnRecord]: ...
+        self, user: str, continuum_id: str | None = None, *, limit: int = 100
+    ) -> list[TurnRecord]:
+        """The user's latest turn records (of one continuum, or of all of theirs)."""
+        ...
 
-    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
         """The continuum's own model settings (all None when it has none)."""
         ...
 
-    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
         """Replace the continuum's own model settings."""
         ...
 
-    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]: ...
 
     # -- reminders -------------------------------------------------------------------
     async def add_reminder(
         self,
+        user: str,
         text: str,
         *,
         due_at: datetime | None,
@@ -90,24 +112,29 @@ class Storage(Protocol):
     ) -> Reminder: ...
 
     async def complete_reminder(
-        self, reminder_id: int, *, now: float | None = None
-    ) -> Reminder: ...
-
-    async def reminder(self, reminder_id: int) -> Reminder:
-        """One reminder by id, completed or not; `NotFound` if there is none."""
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        """`NotFound` if the user has no reminder with that id (another user's counts as none)."""
         ...
 
-    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]: ...
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        """One of the user's reminders by id, completed or not; `NotFound` if there is none."""
+        ...
 
-    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]: ...
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]: ...
+
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
+    ) -> list[Reminder]: ...
 
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200
+        self, user: str, *, include_completed: bool = False, limit: int = 200
     ) -> list[Reminder]: ...
 
     # -- memories ----------------------------------------------------------------------
     async def add_memory(
         self,
+        user: str,
         text: str,
         *,
         importance: float = 0.5,
@@ -115,19 +142,35 @@ class Storage(Protocol):
         now: float | None = None,
     ) -> Memory: ...
 
-    async def memories(self, *, limit: int = 100) -> list[Memory]: ...
+    async def memories(self, user: str, *, limit: int = 100) -> list[Memory]: ...
 
     async def search_memories(
-        self, query: str, *, limit: int = 5, now: float | None = None
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]: ...
 
     async def search_messages(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]: ...
 
     # -- documents ---------------------------------------------------------------------
     async def put_document(
-        self, label: str, content: str, *, now: float | None = None
+        self, user: str, label: str, content: str, *, now: float | None = None
     ) -> Document: ...
 
-    async def documents(self) -> list[Document]: ...
+    async def documents(self, user: str) -> list[Document]:
+        """The user's documents, in label order (they form that user's system prompt)."""
+        ...
+
+    # -- users -------------------------------------------------------------------------
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        """Add a user with the SHA-256 digest of its token; `UserExists` if the name is
+        taken, `InvalidInput` for a malformed name or for `default` (built in)."""
+        ...
+
+    async def users(self) -> list[User]:
+        """The added users, by name (`default` is built in and not listed)."""
+        ...
+
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        """The name of the user whose token has this digest, or None."""
+        ...
