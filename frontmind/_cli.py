@@ -149,6 +149,8 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         if args.chart is not None:
             write_chart(rows, args.chart)
 
+    _run(main)
+
 
 def cmd_users(args: argparse.Namespace) -> None:
     from ._users import new_token, token_digest
