@@ -53,6 +53,7 @@ from ._events import (
     TurnStarted,
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._history import CompactHistory
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
@@ -123,6 +124,9 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
+    # True once the process is shutting down: a turn that reaches the front of the
+    # queue then ends at once with an error event and a record, instead of running.
+    draining: Callable[[], bool] = lambda: False
     ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
 
 
@@ -155,7 +159,7 @@ def message_tokens(message: Message) -> int:
 
 
 class _Loaded(msgspec.Struct):
-    history: list[Message]
+    history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
@@ -243,15 +247,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
-                self._state = _Loaded([], 0, 0, None, 0, model)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0, model)
             else:
-                history = await storage.history(self._user, self._id)
+                history = CompactHistory(
+                    await storage.history(self._user, self._id), message_tokens
+                )
                 state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    sum(message_tokens(m) for m in history),
+                    history.tokens,
                     model,
                 )
                 for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
@@ -279,8 +285,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
         )
-        last_turn = history[-1].turn_id if history else None
-        increment = sum(message_tokens(m) for m in history if m.turn_id == last_turn)
+        # Token counts from the compact history's columns: nothing is re-estimated.
+        first_seq = history[0].seq if history else None
+        entries = [(s, t, n) for s, t, n in state.history.entries() if s >= (first_seq or 0)]
+        last_turn = entries[-1][1] if entries else None
+        increment = sum(n for _, t, n in entries if t == last_turn)
         reused = list(state.reused)
         view = CacheView(
             now=now,
@@ -288,7 +297,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             since_last=since_last,
             previous=state.last_ttl,
             system_tokens=system,
-            history_tokens=sum(message_tokens(m) for m in history),
+            history_tokens=sum(n for _, _, n in entries),
             increment_tokens=increment,
             reusable=sum(reused) / len(reused) if reused else 1.0,
         )
@@ -321,15 +330,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         remaining = state.tokens
         turn_start: int | None = None
         previous_turn: str | None = None
-        for message in state.history:
-            starts_turn = message.turn_id != previous_turn
-            previous_turn = message.turn_id
+        for seq, turn_id, tokens in state.history.entries():
+            starts_turn = turn_id != previous_turn
+            previous_turn = turn_id
             if starts_turn and remaining <= target:
-                if message.seq in segment_starts:
-                    return message.seq
+                if seq in segment_starts:
+                    return seq
                 if turn_start is None:
-                    turn_start = message.seq
-            remaining -= message_tokens(message)
+                    turn_start = seq
+            remaining -= tokens
         return turn_start
 
     # -- composition and requests -----------------------------------------------------------
@@ -347,8 +356,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history this turn sends, and the new history start if it trims."""
         start = await self._trim_point(state)
         if start is None:
-            return state.history, None
-        return [m for m in state.history if m.seq >= start], start
+            return state.history.messages(), None
+        return state.history.messages(start), start
 
     def _request(
         self,
@@ -421,6 +430,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
+        if deps.draining():
+            reason = "the service is shutting down; this turn did not start"
+            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
+            yield TurnError("shutting_down", reason, turn.turn_id)
+            return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message).
@@ -644,11 +658,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             for i, m in enumerate(tail)
         ]
         if new_start is not None:
-            state.history = [m for m in state.history if m.seq >= new_start]
+            state.history.drop_before(new_start)
             state.history_start = new_start
-            state.tokens = sum(message_tokens(m) for m in state.history)
         state.history.extend(stored)
-        state.tokens += sum(message_tokens(m) for m in stored)
+        state.tokens = state.history.tokens
         state.message_count += len(stored)
         state.last_message_id = record.message_id
         state.turn_times.append(record.started_at)

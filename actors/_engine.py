@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -79,9 +79,12 @@ class TrinketEntry:
 
     section: str
     factory: Callable[[Directory], Trinket]
+    deadline_ms: float | None = None  # None: the composer's (or `[composer.deadlines]`)
 
 
-def validate_settings(settings: Settings) -> None:
+def validate_settings(settings: Settings, sections: Sequence[str] | None = None) -> None:
+    """Refuse unusable settings, naming the key; `sections`, when given, are the sections
+    that exist (for the keys of `[composer.deadlines]`)."""
     try:
         ZoneInfo(settings.timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -115,6 +118,12 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
+    for name, value in settings.composer.deadlines.items():
+        if not value > 0:
+            raise SettingsError(f"composer.deadlines.{name}: must be greater than 0, got {value}")
+    unknown = sorted(set(settings.composer.deadlines) - set(sections or known))
+    if sections is not None and unknown:
+        raise SettingsError(f"composer.deadlines: unknown sections {unknown}")
     try:
         check_model_choice(
             choose_model(settings.model, ContinuumModel()), settings.composer.channel
@@ -160,11 +169,13 @@ def builtin_trinkets(
 class Engine:
     """The running actors of one Frontmind instance.
 
-    Trinket actors are shared by all continuums; each continuum gets its own composer
-    (its sections and their last good content are its own) and conversation actor
-    (its turns run one at a time; other continuums' run concurrently). Lanes are keyed by
-    (user, continuum id), so no composer state (system sections, the user's documents
-    included) is ever shared between users.
+    Each continuum gets its own lane: its trinket actors (one per section, so no
+    continuum's composition ever waits behind another's render), its composer (its
+    sections and their last good content are its own) and its conversation actor (its
+    turns run one at a time; other continuums' run concurrently). The lane is spawned on
+    first use and stopped whole when evicted. Lanes are keyed by (user, continuum id), so
+    no trinket or composer state (system sections, the user's documents included) is
+    ever shared between users.
     """
 
     def __init__(
@@ -181,7 +192,7 @@ class Engine:
         tools: Sequence[Tool] = (),
         ttl_policy: TtlPolicy | None = None,
     ) -> None:
-        validate_settings(settings)
+        validate_settings(settings, [entry.section for entry in trinkets])
         # The tools are fixed for the Engine's life: the `tools` array leads every cached
         # prefix, so it must not change between turns.
         definitions = tool_definitions(settings.tools.enabled, tools)
@@ -189,26 +200,36 @@ class Engine:
             registry = registry.legacy()
         for entry in trinkets:
             registry.spec(entry.section)  # an unknown section is an error now, not later
+            if entry.deadline_ms is not None and not entry.deadline_ms > 0:
+                raise SettingsError(
+                    f"trinket {entry.section!r}: deadline_ms must be greater than 0, "
+                    f"got {entry.deadline_ms}"
+                )
+        # A trinket's own deadline is the default; `[composer.deadlines]` overrides it.
+        deadlines = {
+            e.section: e.deadline_ms for e in trinkets if e.deadline_ms is not None
+        } | dict(settings.composer.deadlines)
+        composer = msgspec.structs.replace(settings.composer, deadlines=deadlines)
+        self._composer_settings = composer
+        longest = max(
+            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets],
+            default=composer.deadline_ms,
+        )
+        self._early_by = {
+            e.section: (longest - deadlines.get(e.section, composer.deadline_ms)) / 1000
+            for e in trinkets
+        }
         self._system = system
         self._storage = storage
         self._settings = settings
         self._registry = registry
         self._lanes: dict[LaneKey, _Lane] = {}
         self._stopping: dict[LaneKey, anyio.Event] = {}
-        directory: Directory = system.lookup
-        self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
-        policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
-        for entry in trinkets:
-            # A restart builds the trinket afresh from its factory: no state survives a crash.
-            def make(
-                factory: Callable[[Directory], Trinket] = entry.factory,
-                section: str = entry.section,
-            ) -> TrinketActor:
-                return TrinketActor(section, factory(directory), directory)
-
-            # Every continuum composes through the same trinkets: room for many at once.
-            ref = system.spawn(make, name=trinket_name(entry.section), mailbox=256, policy=policy)
-            self._trinkets.append((entry.section, ref))
+        self._draining = False
+        self._directory: Directory = system.lookup
+        directory = self._directory
+        self._entries = list(trinkets)
+        self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         system.spawn(
             lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),
             name=searcher_name(),
@@ -227,9 +248,34 @@ class Engine:
             tool_definitions=definitions,
             settings=settings,
             clock=clock,
-            trinkets=[ref for _, ref in self._trinkets],
+            trinkets=(),  # each lane gets its own
+            draining=lambda: self._draining,
             ttl_policy=ttl_policy,
         )
+
+    def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
+        """The continuum's trinket actors, one per section."""
+        refs: list[tuple[str, ActorRef[Any, Any]]] = []
+        directory = self._directory
+        for entry in self._entries:
+            # A restart builds the trinket afresh from its factory: no state survives a crash.
+            def make(
+                factory: Callable[[Directory], Trinket] = entry.factory,
+                section: str = entry.section,
+            ) -> TrinketActor:
+                early_by = self._early_by[section]
+                return TrinketActor(section, factory(directory), directory, early_by=early_by)
+
+            # One composer asks one turn at a time; the rest is committed-turn and search
+            # news. A trinket hung for more turns than this fails fast instead of queueing.
+            ref = self._system.spawn(
+                make,
+                name=trinket_name(entry.section, user, continuum_id),
+                mailbox=16,
+                policy=self._trinket_policy,
+            )
+            refs.append((entry.section, ref))
+        return refs
 
     async def _lane(self, user: str, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
@@ -241,17 +287,20 @@ class Engine:
             await stopping.wait()  # evicted just now: wait, then start afresh
         lane = self._lanes.get(key)
         if lane is None:
+            trinkets = self._spawn_trinkets(user, continuum_id)
             composer = self._system.spawn(
-                lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
+                lambda: ComposerActor(self._registry, trinkets, self._composer_settings),
                 name=composer_name(user, continuum_id),
                 mailbox=64,
             )
+            deps = replace(self._deps, trinkets=tuple(ref for _, ref in trinkets))
             conversation = self._system.spawn(
-                lambda: ConversationActor(continuum_id, composer, self._deps, user=user),
+                lambda: ConversationActor(continuum_id, composer, deps, user=user),
                 name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = self._lanes[key] = _Lane(composer, conversation)
+            lane = _Lane(composer, conversation, [ref for _, ref in trinkets])
+            self._lanes[key] = lane
         lane.last_used = time.monotonic()
         return lane
 
@@ -340,8 +389,7 @@ class Engine:
         stopped = self._stopping[key] = anyio.Event()
         try:
             with anyio.CancelScope(shield=True):
-                await self._system.stop(lane.conversation)
-                await self._system.stop(lane.composer)
+                await self._stop_lane(lane)
         finally:
             del self._stopping[key]
             stopped.set()
@@ -392,12 +440,23 @@ class Engine:
             lane = self._lanes.pop(key)
             stopped = self._stopping[key] = anyio.Event()
             try:
-                await self._system.stop(lane.conversation)
-                await self._system.stop(lane.composer)
+                await self._stop_lane(lane)
             finally:
                 del self._stopping[key]
                 stopped.set()
         return idle
+
+    async def _stop_lane(self, lane: _Lane) -> None:
+        """Stop the lane's actors, the conversation first, its trinkets last."""
+        await self._system.stop(lane.conversation)
+        await self._system.stop(lane.composer)
+        for trinket in lane.trinkets:
+            await self._system.stop(trinket)
+
+    def drain(self) -> None:
+        """Shutting down: turns still queued end with an error event and a record
+        (`shutting_down`) when their turn comes, instead of running."""
+        self._draining = True
 
     def lanes(self) -> list[LaneKey]:
         """The (user, continuum id) of every running lane."""
@@ -452,5 +511,6 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
 class _Lane:
     composer: ActorRef[Any, Any]
     conversation: ActorRef[Any, Any]
+    trinkets: list[ActorRef[Any, Any]]
     last_used: float = 0.0
     users: int = 0  # callers holding the lane (it is never evicted while held)

@@ -268,7 +268,9 @@ class ToolRunner:
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)
-                target = self._directory(trinket_name("context_search_results"))
+                target = self._directory(
+                    trinket_name("context_search_results", turn.user, turn.continuum_id)
+                )
                 if target is None:
                     return ToolOutcome("context search is not running", is_error=True)
                 try:

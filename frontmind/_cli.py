@@ -55,6 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             port=args.port,
             offline=args.offline,
             token=args.token,
+            token_file=args.token_file,
             announce=_announce,
             database=args.database,
         )
@@ -240,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--token",
         default=None,
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="read the bearer token from this file (keeps it out of ps and shell history)",
     )
     p.add_argument(
         "--database",

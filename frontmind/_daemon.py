@@ -14,10 +14,12 @@ as `default` with the admin's rights, and one with a user's token as that user.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
+import re
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +31,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent
+from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStarted
 from runtime import KernelError
 from storage import DEFAULT_USER, InvalidInput, StorageError, check_continuum_id
 
 from ._errors import wire_error
 from ._exceptions import ConfigError, Forbidden
 from ._frontmind import Frontmind, TurnStream
+from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
 from ._metrics import Metrics
+from ._startup import freeze_startup_objects
 from ._wire import (
     DocumentBody,
     MemoryBody,
@@ -47,10 +51,10 @@ from ._wire import (
     decode_body,
     message_json,
 )
-from .config import load_config
-from .localapi._asgi import is_loopback, serve_app
+from .config import Config, load_config
+from .localapi._asgi import SocketLimits, is_loopback, serve_app
 
-__all__ = ["build_app", "serve"]
+__all__ = ["TurnStreams", "build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
@@ -61,8 +65,12 @@ def _sse_event(event: TurnEvent) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+def _error(
+    status: int, kind: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"type": kind, "message": message}}, status_code=status, headers=headers
+    )
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -71,15 +79,6 @@ def _json(value: Any, status: int = 200) -> Response:
 
 _USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
 _ADMIN_KEY = "frontmind_admin"  # and whether it holds the admin's rights
-
-
-def _bearer(scope: Scope) -> bytes | None:
-    """The bearer token of the request, if it sent one (the scheme in any case)."""
-    given = dict(scope["headers"]).get(b"authorization")
-    if given is None:
-        return None
-    scheme, _, token = given.strip().partition(b" ")
-    return token.strip() if scheme.lower() == b"bearer" else b""
 
 
 class UserAuth:
@@ -96,7 +95,7 @@ class UserAuth:
         self.admin = token.encode() if token else None
 
     async def _resolve(self, scope: Scope) -> tuple[str, bool] | None:
-        given = _bearer(scope)
+        given = bearer_token(scope["headers"])
         if given is None:
             return None if self.admin else (DEFAULT_USER, True)
         if self.admin is not None and hmac.compare_digest(given, self.admin):
@@ -125,10 +124,62 @@ class UserAuth:
         await self.app(scope, receive, send)
 
 
+class TurnStreams:
+    """The turn streams being served, so that shutdown can wait for them and, after the
+    grace period, end each one cleanly: the turn is cancelled (its record says so) and
+    the stream's last event is an error, not a cut connection."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self._active = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.cancelled = False
+
+    @contextlib.contextmanager
+    def serving(self) -> Generator[None, None, None]:
+        self._active += 1
+        self._idle = anyio.Event() if self._active == 1 else self._idle
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Generator[anyio.CancelScope, None, None]:
+        """A scope around waiting for the next event; cancelled by `cancel_all`."""
+        with anyio.CancelScope() as scope:
+            if self.cancelled:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
+
+    def cancel_all(self) -> None:
+        self.cancelled = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+
 def build_app(
-    fm: Frontmind, *, token: str | None = None, metrics: Metrics | None = None
+    fm: Frontmind,
+    *,
+    token: str | None = None,
+    streams: TurnStreams | None = None,
+    metrics: Metrics | None = None,
+    allowed_hosts: tuple[str, ...] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_idle_seconds: float = 30.0,
 ) -> ASGIApp:
     stats = metrics or Metrics()
+    served = streams or TurnStreams()
 
     def continuum(request: Request) -> str:
         return check_continuum_id(request.path_params["continuum_id"])
@@ -161,20 +212,42 @@ def build_app(
         )
 
     async def _sse(stream: TurnStream) -> AsyncIterator[bytes]:
-        async with stream:
-            try:
-                async for event in stream:
-                    if isinstance(event, TurnCompleted):
-                        stats.completed(event)
-                    elif isinstance(event, TurnError):
-                        stats.error(event.type)
-                    yield _sse_event(event)
-            except KernelError as exc:
-                # A bug in the turn's actor (it is restarted): end with an error event
-                # rather than a broken stream.
-                log.error("turn failed inside the runtime", exc_info=exc)
-                stats.error("internal_error")
-                yield _sse_event(TurnError("internal_error", str(exc)))
+        turn_id: str | None = None
+        with served.serving():
+            async with stream:
+                try:
+                    while True:
+                        with served.waiting() as scope:
+                            try:
+                                event = await stream.__anext__()
+                            except StopAsyncIteration:
+                                return
+                        if scope.cancelled_caught:
+                            # Shutdown after the grace period: the stream was closed
+                            # above (the turn is cancelled, its record written); say so.
+                            stats.error("shutting_down")
+                            yield _sse_event(
+                                TurnError(
+                                    "shutting_down",
+                                    "the service shut down before this turn finished; "
+                                    "it was cancelled and nothing of it was stored",
+                                    turn_id,
+                                )
+                            )
+                            return
+                        if isinstance(event, TurnStarted):
+                            turn_id = event.turn_id
+                        elif isinstance(event, TurnCompleted):
+                            stats.completed(event)
+                        elif isinstance(event, TurnError):
+                            stats.error(event.type)
+                        yield _sse_event(event)
+                except KernelError as exc:
+                    # A bug in the turn's actor (it is restarted): end with an error event
+                    # rather than a broken stream.
+                    log.error("turn failed inside the runtime", exc_info=exc)
+                    stats.error("internal_error")
+                    yield _sse_event(TurnError("internal_error", str(exc), turn_id))
 
     async def messages(request: Request) -> Response:
         history = await scoped(request).history(continuum(request))
@@ -218,11 +291,9 @@ def build_app(
         return _json({"reminders": await mine.reminders(include_completed=include)})
 
     async def complete(request: Request) -> Response:
-        try:
-            reminder_id = int(request.path_params["reminder_id"])
-        except ValueError:
-            raise InvalidInput("reminder id must be an integer") from None
-        return _json(await scoped(request).complete_reminder(reminder_id))
+        return _json(
+            await scoped(request).complete_reminder(parse_id(request.path_params["reminder_id"]))
+        )
 
     async def memories(request: Request) -> Response:
         mine = scoped(request)
@@ -253,7 +324,13 @@ def build_app(
         status, kind = wire_error(exc) or (500, "internal_error")
         if status >= 500:
             log.error("%s on %s", kind, request.url.path, exc_info=exc)
-        return _error(status, kind, str(exc) or kind)
+        # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying.
+        headers = {"retry-after": "1"} if status in (429, 503) else None
+        return _error(status, kind, str(exc) or kind, headers)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # A bug: Starlette re-raises after this answer, and the guard logs it once.
+        return _error(500, "internal_error", "internal error (logged by the daemon)")
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error(404, "not_found", f"no route {request.method} {request.url.path}")
@@ -284,14 +361,33 @@ def build_app(
             405: not_allowed,
             FrontmindError: known_error,
             StorageError: known_error,
+            Exception: unexpected,
         },
     )
-    return UserAuth(app, fm, token)
+    app = UserAuth(app, fm, token)
+    return EdgeGuard(
+        app,
+        allowed_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
+        body_idle_seconds=body_idle_seconds,
+    )
+
+
+_ID = re.compile(r"[0-9]{1,19}")
+SQLITE_MAX_INT = 2**63 - 1
+
+
+def parse_id(raw: str, what: str = "id") -> int:
+    """An id as ASCII digits within SQLite's integer range: `int()` alone would take
+    `+1`, `١`, `１` and `1_000`, and a 20-digit id would overflow the binding."""
+    if not _ID.fullmatch(raw) or int(raw) > SQLITE_MAX_INT:
+        raise InvalidInput(f"{what} must be ASCII digits from 0 to {SQLITE_MAX_INT}, not {raw!r}")
+    return int(raw)
 
 
 def _limit(request: Request) -> int:
     raw = request.query_params.get("limit", "100")
-    if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
         raise InvalidInput("limit must be an integer from 1 to 10000")
     return int(raw)
 
@@ -305,6 +401,7 @@ async def serve(
     offline: bool,
     token: str | None,
     announce: Callable[[str], None],
+    token_file: Path | None = None,
     database: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
@@ -315,24 +412,110 @@ async def serve(
         )
     host = host or config.server.host
     port = config.server.port if port is None else port
-    token = token or config.server.token
+    token = resolve_token(config, token, token_file)
+    limits = socket_limits(config)
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"binding to {host}, which is not a loopback address, requires a token: "
             "pass --token or set FRONTMIND_TOKEN"
         )
+    grace = config.server.grace_seconds
     async with Frontmind.open(data_dir, config, offline=offline) as fm:
-        app = build_app(fm, token=token)
+        streams = TurnStreams()
+        app = build_app(
+            fm,
+            token=token,
+            streams=streams,
+            allowed_hosts=config.server.allowed_hosts,
+            max_body_bytes=config.server.max_body_bytes,
+            body_idle_seconds=config.server.body_timeout_s,
+        )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with serve_app(
                 app,
                 host,
                 port,
-                graceful_seconds=config.server.grace_seconds,
+                # Ours ends the turns at `grace`; uvicorn only has to flush what is left.
+                graceful_seconds=grace + 5,
                 force_exit_on_close=False,
                 log_level="warning",
+                limits=limits,
             ) as served:
+                freeze_startup_objects()
                 announce(served.url)
                 async for signum in signals:
-                    log.info("received %s: shutting down", signal.Signals(signum).name)
+                    log.warning(
+                        "received %s: shutting down within %d s (again to exit now)",
+                        signal.Signals(signum).name,
+                        grace,
+                    )
                     break
+                served.request_shutdown()  # stop accepting; requests in flight go on
+                fm.drain()  # queued turns: an error event and a record each
+                async with anyio.create_task_group() as tg:
+
+                    async def second_signal() -> None:
+                        async for signum in signals:
+                            log.warning(
+                                "received %s again: cancelling turns and exiting now",
+                                signal.Signals(signum).name,
+                            )
+                            streams.cancel_all()
+                            with anyio.move_on_after(2):
+                                await streams.wait_idle()
+                            served.request_shutdown(force=True)
+                            tg.cancel_scope.cancel()
+
+                    tg.start_soon(second_signal)
+                    with anyio.move_on_after(grace):
+                        await streams.wait_idle()
+                    streams.cancel_all()  # after the grace: cancelled, with a final event
+                    with anyio.move_on_after(5):
+                        await streams.wait_idle()
+                    tg.cancel_scope.cancel()
+
+
+def resolve_token(config: Config, given: str | None, token_file: Path | None) -> str | None:
+    """--token, else --token-file, else FRONTMIND_TOKEN / server.token, else
+    server.token_file: a file keeps the secret out of `ps` and shell history."""
+    if given:
+        return given
+    if token_file is None and config.server.token:
+        return config.server.token
+    path = token_file or (Path(config.server.token_file) if config.server.token_file else None)
+    if path is None:
+        return None
+    try:
+        token = path.read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the token file {path}: {exc}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"the token file {path} must hold one token (no spaces)")
+    return token
+
+
+def socket_limits(config: Config) -> SocketLimits:
+    server = config.server
+    for key in (
+        "max_body_bytes",
+        "max_connections",
+        "header_timeout_s",
+        "body_timeout_s",
+        "keep_alive_s",
+    ):
+        if getattr(server, key) <= 0:
+            raise ConfigError(f"server.{key} must be positive")
+    for entry in server.allowed_hosts:
+        try:
+            EdgeGuard(_no_app, allowed_hosts=(entry,))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return SocketLimits(
+        max_connections=server.max_connections,
+        header_timeout=server.header_timeout_s,
+        keep_alive_timeout=server.keep_alive_s,
+    )
+
+
+async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
+    raise NotImplementedError

@@ -40,6 +40,7 @@ from actors import (
     as_tool,
     builtin_trinkets,
     check_user_tools,
+    estimate_tokens,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
@@ -59,8 +60,9 @@ from storage import (
     check_user_name,
 )
 
-from ._exceptions import ConfigError
+from ._exceptions import BudgetExceeded, ConfigError
 from ._groups import unwrap_group
+from ._lock import data_dir_lock
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -155,6 +157,7 @@ class Frontmind:
         model: ModelClient,
         clock: Callable[[], float],
         user: str = DEFAULT_USER,
+        documents_locks: dict[str, anyio.Lock] | None = None,
     ) -> None:
         self.user_name = check_user_name(user)
         self._runtime = runtime
@@ -165,6 +168,9 @@ class Frontmind:
         self.local_api = local_api
         self.model = model
         self._clock = clock
+        # One lock per user, shared by every scope of this instance: a budget check and
+        # its write happen as one, however many requests write documents at once.
+        self._documents_locks = {} if documents_locks is None else documents_locks
 
     @classmethod
     @asynccontextmanager
@@ -236,6 +242,7 @@ class Frontmind:
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
         check_user_tools(user_tools)  # before anything starts: a clash is a startup error
         async with AsyncExitStack() as stack:
+            stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
             if model is None:
                 if offline:
@@ -297,6 +304,7 @@ class Frontmind:
             self.model,
             self._clock,
             user=name,
+            documents_locks=self._documents_locks,
         )
 
     async def add_user(self, name: str) -> str:
@@ -398,10 +406,31 @@ class Frontmind:
         return await self.storage.search_memories(self.user_name, query, limit=limit)
 
     async def put_document(self, label: str, content: str) -> Document:
-        return await self.storage.put_document(self.user_name, label, content)
+        """Add or replace a document; `BudgetExceeded` if all documents together would be
+        over `documents.budget_tokens` (they are all in every turn's system prompt)."""
+        lock = self._documents_locks.setdefault(self.user_name, anyio.Lock())
+        async with lock:
+            budget = self.config.documents.budget_tokens
+            others = sum(
+                estimate_tokens(d.content)
+                for d in await self.storage.documents(self.user_name)
+                if d.label != label
+            )
+            total = others + estimate_tokens(content)
+            if total > budget:
+                raise BudgetExceeded(
+                    f"documents would total about {total} tokens, over the budget of {budget} "
+                    f"(documents.budget_tokens); {others} are already used by other documents"
+                )
+            return await self.storage.put_document(self.user_name, label, content)
 
     async def documents(self) -> list[Document]:
         return await self.storage.documents(self.user_name)
+
+    def drain(self) -> None:
+        """Begin shutting down: running turns go on; queued and later turns end at once
+        with a `shutting_down` error event, each leaving a turn record."""
+        self._runtime.drain()
 
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()

@@ -149,6 +149,7 @@ EXPORTS = {
         "Config",
         "CustomTool",
         "CustomTrinket",
+        "DocumentsConfig",
         "HistorySettings",
         "ModelSettings",
         "OfflineConfig",

@@ -110,7 +110,7 @@ async def test_two_users_see_only_their_own_data_on_every_route(tmp_path: Path) 
                     seen[name].append(body)
                 # Another user's reminder id is as good as none.
                 other = next(n for n in tokens if n != name)
-                refused = await c.post(f"/v1/reminders/{reminder_ids[other]}/complete")
+                refused = await c.post(f"/v1/reminders/{reminder_ids[other]}/complete", json={})
                 assert refused.status_code == 404
                 seen[name].append(refused.text)
         for name, bodies in seen.items():
@@ -122,7 +122,7 @@ async def test_two_users_see_only_their_own_data_on_every_route(tmp_path: Path) 
         async with d.client(headers=auth(tokens["bob"])) as bob:
             open_ = await ok(await bob.get("/v1/reminders"))
             assert [r["id"] for r in open_["reminders"]] == [reminder_ids["bob"]]
-            await ok(await bob.post(f"/v1/reminders/{reminder_ids['bob']}/complete"))
+            await ok(await bob.post(f"/v1/reminders/{reminder_ids['bob']}/complete", json={}))
             # A user's token does not manage users or read the instance-wide metrics.
             for forbidden in (
                 await bob.post("/v1/users", json={"name": "mallory"}),

@@ -140,7 +140,7 @@ class ContextSearcher(Actor[SearchRequested, None]):
             passages.extend(Passage("memory", m.memory.text, m.memory.created_at) for m in memories)
         except StorageError as exc:  # shown in the section; the next search may succeed
             error = f"{type(exc).__name__}: {exc}"
-        trinket = self._directory(trinket_name(SECTION))
+        trinket = self._directory(trinket_name(SECTION, message.user, message.continuum_id))
         if trinket is not None:
             result = SearchFinished(
                 message.user,
