@@ -48,6 +48,7 @@ from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
 from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._messages import Compose, Composed, Turn, TurnCommitted
+from ._observe import current_turn
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
@@ -225,6 +226,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _run(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
         deps = self._deps
         turn = self._turn(message.turn_id, message.text)
+        current_turn.set(turn.turn_id)  # every line logged for this turn names it
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
         try:

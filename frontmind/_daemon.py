@@ -428,6 +428,7 @@ async def serve(
     offline: bool,
     token: str | None,
     announce: Callable[[str], None],
+    access_log: bool = False,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
@@ -440,7 +441,7 @@ async def serve(
             "pass --token or set FRONTMIND_TOKEN"
         )
     async with Frontmind.open(data_dir, config, offline=offline) as fm:
-        app = build_app(fm, token=token)
+        app = build_app(fm, token=token, access_log=access_log)
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with serve_app(
                 app,

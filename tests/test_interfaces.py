@@ -4,6 +4,7 @@ and the real Prometheus parser."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from frontmind._daemon import build_app
 from frontmind._metrics import Metrics
 from frontmind._openapi import openapi
 from frontmind.localapi._asgi import serve_app
+from tests._daemon import daemon
 from tests._harness import config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -271,3 +273,19 @@ async def test_metrics_are_prometheus_in_seconds_with_process_metrics(tmp_path: 
     # The server has finished every response: the hung-up turn was counted cancelled.
     cancelled = metrics.registry.get_sample_value("frontmind_turns_total", {"outcome": "cancelled"})
     assert cancelled == 1
+
+
+async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
+    tmp_path: Path,
+) -> None:
+    flags = ("--log-level", "info", "--log-format", "json", "--access-log")
+    async with daemon(tmp_path, *flags) as d, Client(d.url) as c:
+        async for _ in c.turn("ada", "hello"):
+            pass
+        assert await d.stop() == 0
+        lines = [json.loads(line) for line in (await d.read_stderr()).decode().splitlines()]
+    access = [line for line in lines if line["logger"] == "frontmind.access"]
+    assert any("POST /v1/continuums/ada/turns 200" in line["message"] for line in access)
+    for line in lines:
+        assert datetime.fromisoformat(line["time"]).tzinfo is not None
+        assert {"level", "message", "turn_id"} <= set(line)
