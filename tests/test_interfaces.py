@@ -280,8 +280,7 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
 ) -> None:
     flags = ("--log-level", "info", "--log-format", "json", "--access-log")
     async with daemon(tmp_path, *flags) as d, Client(d.url) as c:
-        async for _ in c.turn("ada", "hello"):
-            pass
+        events = [e async for e in c.turn("ada", "hello")]
         assert await d.stop() == 0
         lines = [json.loads(line) for line in (await d.read_stderr()).decode().splitlines()]
     access = [line for line in lines if line["logger"] == "frontmind.access"]
@@ -289,3 +288,9 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     for line in lines:
         assert datetime.fromisoformat(line["time"]).tzinfo is not None
         assert {"level", "message", "turn_id"} <= set(line)
+    done = events[-1]
+    assert isinstance(done, TurnCompleted)
+    turn_lines = [line for line in lines if line["logger"] == "frontmind.turn"]
+    assert turn_lines
+    assert all(line["turn_id"] == done.turn_id for line in turn_lines)
+    assert any("turn completed" in line["message"] for line in turn_lines)
