@@ -11,7 +11,7 @@ back through `_errors.WIRE_ERRORS`, the table the daemon answered with.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -36,7 +36,7 @@ from ._wire import (
     from_wire,
 )
 
-__all__ = ["Client", "ContinuumSummary", "Page"]
+__all__ = ["Client", "ContinuumSummary", "Page", "RemoteTurn"]
 
 T = TypeVar("T")
 
@@ -64,6 +64,33 @@ def _raise_for(status: int, body: bytes) -> None:
     if cls is None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
     raise cls(message)
+
+
+class RemoteTurn:
+    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+
+    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+        self._events = events
+
+    async def __aenter__(self) -> RemoteTurn:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    def __aiter__(self) -> RemoteTurn:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        return await self._events.__anext__()
 
 
 class Client:
@@ -115,8 +142,12 @@ class Client:
 
     # -- turns ----------------------------------------------------------------------------
 
-    async def turn(self, continuum_id: str, text: str) -> AsyncIterator[TurnEvent]:
-        """Run a turn and yield its events. Leaving the loop early cancels the turn."""
+    def turn(self, continuum_id: str, text: str) -> RemoteTurn:
+        """Run a turn and stream its events (`async for`; `async with` to leave early
+        safely: leaving closes the stream, and the daemon cancels the turn)."""
+        return RemoteTurn(self._turn_events(continuum_id, text))
+
+    async def _turn_events(self, continuum_id: str, text: str) -> AsyncGenerator[TurnEvent, None]:
         path = f"/v1/continuums/{continuum_id}/turns"
         try:
             async with self._http.stream("POST", path, json={"message": text}) as response:

@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from frontmind import (
+    Busy,
     Client,
     ClientError,
     Frontmind,
@@ -41,9 +42,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 @asynccontextmanager
 async def served(
-    data_dir: Path, *, ttft: float = 0.0, metrics: Metrics | None = None, **options: Any
+    data_dir: Path,
+    *,
+    ttft: float = 0.0,
+    metrics: Metrics | None = None,
+    turns: dict[str, Any] | None = None,
+    **options: Any,
 ) -> AsyncIterator[tuple[Frontmind, str]]:
-    cfg = config(offline={"time_to_first_token_s": ttft, "tokens_per_second": 0.0})
+    offline = {"time_to_first_token_s": ttft, "tokens_per_second": 0.0}
+    cfg = config(offline=offline, turns=turns or {})
     async with (
         Frontmind.open(data_dir, cfg, offline=True) as fm,
         serve_app(build_app(fm, metrics=metrics, **options), graceful_seconds=10) as app,
@@ -294,3 +301,35 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     assert turn_lines
     assert all(line["turn_id"] == done.turn_id for line in turn_lines)
     assert any("turn completed" in line["message"] for line in turn_lines)
+
+
+async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
+    tmp_path: Path,
+) -> None:
+    metrics = Metrics()
+    # A model that takes 30 s to its first token: the first turn is still running
+    # while the rest of the test happens, and is cancelled when its stream is left.
+    async with (
+        served(tmp_path, ttft=30, metrics=metrics, turns={"max_queued": 1}) as (fm, url),
+        Client(url) as c,
+    ):
+        async with (
+            c.turn("ada", "first") as running,
+            httpx2.AsyncClient(base_url=url) as http,
+        ):
+            assert isinstance(await running.__anext__(), TurnStarted)
+            body = {"message": "second"}
+            # The answer's headers come once the turn is queued; its events would not.
+            async with http.stream("POST", "/v1/continuums/ada/turns", json=body) as queued:
+                assert queued.status_code == 200
+                with pytest.raises(Busy, match="waiting"):
+                    await c.turn("ada", "third").__anext__()
+                with pytest.raises(Busy, match="turn in progress"):
+                    await c.delete_continuum("ada")
+        await fm.storage.close()  # storage gone: a 5xx, and the daemon lives on
+        with pytest.raises(ClientError, match="HTTP 500"):
+            await c.memories()
+        assert (await c.health()) is None
+    count = metrics.registry.get_sample_value
+    assert count("frontmind_http_responses_total", {"code": "429"}) == 2
+    assert count("frontmind_http_responses_total", {"code": "500"}) == 1
