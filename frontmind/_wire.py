@@ -213,6 +213,7 @@ def _in(value: Any) -> Any:
     read: dict[str, Any] = {}
     for key, item in value.items():
         if key == "input" and "name" in value and "input_json" not in value:
+            # The same JSON value; its bytes are msgspec's, not necessarily the model's.
             read["input_json"] = msgspec.json.encode(item).decode()
         elif key.endswith("_at") and isinstance(item, str):
             read[key] = datetime.fromisoformat(item).timestamp()
