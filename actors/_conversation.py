@@ -21,6 +21,7 @@ import msgspec
 
 from runtime import Actor, ActorRef, KernelError
 from storage import (
+    Effect,
     Message,
     SectionStatus,
     StorageError,
@@ -48,6 +49,7 @@ from ._events import (
 from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
 from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
+from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._observe import current_turn, span, turn_span
 from ._settings import Settings
@@ -59,6 +61,8 @@ __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "messa
 log = logging.getLogger("frontmind.turn")
 
 UPDATE_HEADER = "[notification center update]"
+
+log = logging.getLogger("frontmind.conversation")
 
 
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
@@ -240,7 +244,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state = await self._load()
         composed = await self._compose(self._turn("preview", text))
         history, _ = await self._window(state)
-        user = Message("user", (TextBlock(text),))
+        user = Message("user", (TextBlock(neutralize_frame(text)),))
         return self._request(
             composed, history, [user], rolling=False, previous_id=state.last_message_id
         )
@@ -259,7 +263,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.sections = composed.sections
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
-            tail: list[Message] = [Message("user", (TextBlock(message.text),))]
+            tail: list[Message] = [Message("user", (TextBlock(neutralize_frame(message.text)),))]
             previous_id = state.last_message_id
             while True:
                 run.calls += 1
@@ -289,11 +293,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 if run.calls >= deps.settings.tools.max_iterations:
                     yield self._stop_loop(uses, run, tail)
                     break
-                async with aclosing(self._tool_round(uses, turn, tail)) as steps:
+                async with aclosing(self._tool_round(uses, turn, tail, run.effects)) as steps:
                     async for step in steps:
                         yield step
             record = run.record("completed", deps.clock())
-            await self._commit(state, record, tail, new_start)
+            await self._commit(state, record, tail, new_start, run.effects)
         except (FrontmindError, KernelError, StorageError) as exc:
             kind = (
                 exc.kind
@@ -302,6 +306,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             )
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)
+            return
+        # The actor boundary: a bug anywhere in the turn ends this turn (recorded, and
+        # the caller told which turn), not the continuum's actor.
+        except Exception as exc:
+            log.exception("turn %s of %r failed", turn.turn_id, self._id)
+            detail = f"{type(exc).__name__}: {exc}"
+            await self._record_unfinished(run, "failed", f"internal_error: {detail}")
+            yield TurnError("internal_error", f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
             await self._record_unfinished(run, "cancelled", "cancelled")
@@ -322,7 +334,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
 
     async def _tool_round(
-        self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message]
+        self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message], effects: list[Effect]
     ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
         """Run the calls of one reply; their results (and what changed) become one user
         message, results first, so nothing sits between a tool_use and its result."""
@@ -330,7 +342,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         updates: list[str] = []
         for use in uses:
             yield ToolStarted(use.id, use.name, use.input_json)
-            outcome = await self._run_tool(use, turn)
+            outcome = await self._run_tool(use, turn, effects)
             results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
             if outcome.update:
                 updates.append(outcome.update)
@@ -384,7 +396,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     raise
                 retried = True
 
-    async def _run_tool(self, use: ToolUseBlock, turn: Turn) -> ToolOutcome:
+    async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
         timeout = self._deps.settings.tools.timeout_s
         outcome: ToolOutcome | None = None
         with (
@@ -392,7 +404,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             anyio.move_on_after(timeout),
         ):
             outcome = await self._deps.tools.run(
-                use.name, msgspec.Raw(use.input_json.encode()), turn
+                use.name, msgspec.Raw(use.input_json.encode()), turn, effects
             )
         if outcome is None:
             return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
@@ -404,12 +416,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         record: TurnRecord,
         tail: list[Message],
         new_start: int | None,
+        effects: Sequence[Effect] = (),
     ) -> None:
         at = record.finished_at
         write = TurnWrite(
             record,
             tuple(msgspec.structs.replace(m, created_at=at) for m in tail),
             history_start=new_start,
+            effects=tuple(effects),
         )
         with anyio.CancelScope(shield=True):
             await self._deps.storage.commit_turn(write)
@@ -452,6 +466,7 @@ class _TurnRun:
     warnings: tuple[str, ...] = ()
     text: list[str] = field(default_factory=list)
     call_usage: list[TurnUsage] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)  # tool writes, applied at commit
 
     @property
     def usage(self) -> TurnUsage:

@@ -3,21 +3,30 @@ per continuum, spawned on first use under the caller's actor system."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
+import msgspec
 
-from runtime import ActorRef, ActorSystem, MailboxFull, ReplyStream, RestartPolicy
-from storage import Storage, check_continuum_id, check_message
+from runtime import (
+    ActorRef,
+    ActorSystem,
+    MailboxFull,
+    ReplyStream,
+    RestartLimitReached,
+    RestartPolicy,
+)
+from storage import Storage, StorageError, TurnRecord, check_continuum_id, check_message
 
 from ._composer import ComposerActor
 from ._conversation import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
-from ._events import TurnEvent
+from ._events import TurnError, TurnEvent
 from ._exceptions import Busy, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
@@ -214,7 +223,8 @@ class Engine:
         """
         check_message(text)
         async with self._using(continuum_id) as lane:
-            stream = lane.conversation.stream(RunTurn(new_turn_id(), text), wait=False)
+            turn_id = new_turn_id()
+            stream = lane.conversation.stream(RunTurn(turn_id, text), wait=False)
             try:
                 events = await stream.__aenter__()
             except MailboxFull:
@@ -223,8 +233,14 @@ class Engine:
                     f"continuum {continuum_id!r} already has {waiting} "
                     f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
                 ) from None
+            except RestartLimitReached as exc:
+                raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+            record = TurnRecord(
+                turn_id, continuum_id, "failed", self._deps.clock(), 0.0,
+                self._settings.model.name, text,
+            )  # fmt: skip
             try:
-                yield events
+                yield _GuardedEvents(events, record, self._deps.storage, self._deps.clock)
             except BaseException as exc:
                 if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
                     raise
@@ -233,15 +249,43 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        async with self._using(turn.continuum_id) as lane:
-            composed: Composed = await lane.composer.ask(Compose(turn))
+        transient = turn.continuum_id not in self._lanes
+        try:
+            async with self._using(turn.continuum_id) as lane:
+                composed: Composed = await lane.composer.ask(Compose(turn))
+        finally:
+            if transient:
+                await self._drop_unused(turn.continuum_id)
         return composed
 
     async def preview(self, continuum_id: str, text: str) -> ModelRequest:
         check_message(text)
-        async with self._using(continuum_id) as lane:
-            request: ModelRequest = await lane.conversation.ask(Preview(text))
+        transient = continuum_id not in self._lanes
+        try:
+            async with self._using(continuum_id) as lane:
+                request: ModelRequest = await lane.conversation.ask(Preview(text))
+        except RestartLimitReached as exc:
+            raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+        finally:
+            if transient:
+                await self._drop_unused(continuum_id)
         return request
+
+    async def _drop_unused(self, continuum_id: str) -> None:
+        """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
+        previews of unknown continuums must leave no actors behind."""
+        lane = self._lanes.get(continuum_id)
+        if lane is None or lane.users > 0:
+            return
+        del self._lanes[continuum_id]
+        stopped = self._stopping[continuum_id] = anyio.Event()
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._system.stop(lane.conversation)
+                await self._system.stop(lane.composer)
+        finally:
+            del self._stopping[continuum_id]
+            stopped.set()
 
     async def evict_idle(self, idle_seconds: float) -> list[str]:
         """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.
@@ -288,6 +332,48 @@ class Engine:
     def lanes(self) -> list[str]:
         """The continuums with a running lane."""
         return list(self._lanes)
+
+
+class _GuardedEvents(ReplyStream[TurnEvent]):
+    """A turn's events, ended properly even if the conversation actor itself crashes:
+    the caller gets an error event with the turn's id and the turn gets a record (the
+    actor records every ending it sees; this covers the one it cannot)."""
+
+    __slots__ = ("_clock", "_ended", "_record", "_storage")
+
+    def __init__(
+        self,
+        inner: ReplyStream[TurnEvent],
+        record: TurnRecord,
+        storage: Storage,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(inner._slot)
+        self._record = record
+        self._storage = storage
+        self._clock = clock
+        self._ended = False
+
+    async def __anext__(self) -> TurnEvent:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await super().__anext__()
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:
+            logging.getLogger("frontmind.engine").error(
+                "turn %s: the conversation actor failed", self._record.turn_id, exc_info=exc
+            )
+            self._ended = True
+            detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
+            record = msgspec.structs.replace(
+                self._record, finished_at=self._clock(), error=f"internal_error: {detail}"
+            )
+            # If the actor recorded the turn, this adds nothing (one record per turn id).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+                await self._storage.record_turn(record)
+            return TurnError("internal_error", detail, record.turn_id)
 
 
 @dataclass

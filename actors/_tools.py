@@ -7,14 +7,26 @@ bad input goes back to the model as an error result, never an exception.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import msgspec
 
 from runtime import KernelError
-from storage import NotFound, Storage, StorageError
+from storage import AddReminder as StagedReminder
+from storage import (
+    Effect,
+    NotFound,
+    Reminder,
+    Storage,
+    StorageError,
+    add_memory_effect,
+    add_reminder_effect,
+    complete_reminder_effect,
+)
 
+from ._markup import escape_field
 from ._messages import SearchRequested, Turn
 from ._trinket import Directory, trinket_name
 from ._trinkets._reminders import describe_reminder
@@ -150,13 +162,25 @@ class ToolOutcome(msgspec.Struct, frozen=True):
     update: str | None = None  # a change the notification center would show next turn
 
 
+# The furthest ahead a relative due time may point: a century covers any real reminder,
+# and stays far inside what every timezone can render (see storage.LATEST).
+MAX_DUE_MINUTES = 100 * 366 * 24 * 60
+
+log = logging.getLogger("frontmind.tools")
+
+
 class ToolRunner:
+    """Runs one tool call. Writes are staged on `effects` (applied by the turn's commit);
+    whatever a tool raises comes back as an error result the model can read."""
+
     def __init__(self, storage: Storage, directory: Directory, enabled: Sequence[str]) -> None:
         self._storage = storage
         self._directory = directory
         self._enabled = frozenset(enabled)
 
-    async def run(self, name: str, raw_input: msgspec.Raw, turn: Turn) -> ToolOutcome:
+    async def run(
+        self, name: str, raw_input: msgspec.Raw, turn: Turn, effects: list[Effect]
+    ) -> ToolOutcome:
         entry = _DEFINITIONS.get(name)
         if entry is None or name not in self._enabled:
             return ToolOutcome(f"there is no tool named {name!r}", is_error=True)
@@ -165,45 +189,73 @@ class ToolRunner:
         except msgspec.DecodeError as exc:
             return ToolOutcome(f"invalid input for {name}: {exc}", is_error=True)
         try:
-            return await self._dispatch(arguments, turn)
-        except (StorageError, ValueError) as exc:
+            return await self._dispatch(arguments, turn, effects)
+        except (StorageError, ValueError, OverflowError) as exc:
             return ToolOutcome(f"{name} failed: {exc}", is_error=True)
+        # The actor boundary: a tool is code acting on model-chosen input, and nothing it
+        # raises may take the turn (or the conversation actor) down. Cancellation is a
+        # BaseException and passes through.
+        except Exception as exc:
+            log.exception("tool %s raised", name)
+            return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _dispatch(self, arguments: msgspec.Struct, turn: Turn) -> ToolOutcome:
+    async def _dispatch(
+        self, arguments: msgspec.Struct, turn: Turn, effects: list[Effect]
+    ) -> ToolOutcome:
         storage = self._storage
         match arguments:
             case AddReminder(text=text, due_in_minutes=minutes, due_at=due_at):
                 due = None
                 if minutes is not None:
+                    if not 0 <= minutes <= MAX_DUE_MINUTES:
+                        return ToolOutcome(
+                            f"due_in_minutes must be from 0 to {MAX_DUE_MINUTES} "
+                            f"(100 years), not {minutes}",
+                            is_error=True,
+                        )
                     due = datetime.fromtimestamp(turn.now, UTC) + timedelta(minutes=minutes)
                 elif due_at is not None:
-                    due = datetime.fromisoformat(due_at)
-                reminder = await storage.add_reminder(
-                    text, due_at=due, origin="agent", now=turn.now
-                )
-                described = describe_reminder(reminder, turn.now, turn.timezone)
+                    try:
+                        due = datetime.fromisoformat(due_at)
+                    except ValueError:
+                        return ToolOutcome(
+                            f"due_at {due_at!r} is not an ISO 8601 time with an offset",
+                            is_error=True,
+                        )
+                effect = add_reminder_effect(text, due, now=turn.now)
+                effects.append(effect)
+                pending = Reminder(0, effect.text, effect.due_at, turn.now, None, "agent")
+                described = describe_reminder(pending, turn.now, turn.timezone).removeprefix("#0 ")
                 return ToolOutcome(
-                    f"added reminder {described}", update=f"active_reminders: + {described}"
+                    f"added reminder: {described} (saved with this turn; "
+                    "its #id shows in active_reminders from the next turn)",
+                    update=f"active_reminders: + (new) {described}",
                 )
             case ListReminders():
                 reminders = await storage.active_reminders()
-                if not reminders:
-                    return ToolOutcome("no open reminders")
-                return ToolOutcome(
-                    "\n".join(describe_reminder(r, turn.now, turn.timezone) for r in reminders)
+                lines = [describe_reminder(r, turn.now, turn.timezone) for r in reminders]
+                lines.extend(
+                    f"(new, saved with this turn) {escape_field(e.text, 200)}"
+                    for e in effects
+                    if isinstance(e, StagedReminder)
                 )
+                return ToolOutcome("\n".join(lines) if lines else "no open reminders")
             case CompleteReminder(id=reminder_id):
+                completion = complete_reminder_effect(reminder_id, now=turn.now)
                 try:
-                    reminder = await storage.complete_reminder(reminder_id, now=turn.now)
+                    reminder = await storage.reminder(completion.reminder_id)
                 except NotFound as exc:
                     return ToolOutcome(str(exc), is_error=True)
+                if reminder.completed_at is not None:
+                    return ToolOutcome(f"reminder #{reminder.id} is already completed")
+                effects.append(completion)
                 return ToolOutcome(
                     f"completed reminder #{reminder.id}",
                     update=f"active_reminders: - #{reminder.id} completed",
                 )
             case Remember(text=text, importance=importance):
-                memory = await storage.add_memory(text, importance=importance, now=turn.now)
-                return ToolOutcome(f"remembered (memory #{memory.id})")
+                effects.append(add_memory_effect(text, importance, now=turn.now))
+                return ToolOutcome("remembered (saved with this turn)")
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)

@@ -7,13 +7,15 @@ registry (the config file, for your own trinkets), never from the trinket.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from runtime import Actor, ActorRef, KernelError
+from runtime import Actor, ActorRef, KernelError, MessageFailed
 
+from ._markup import neutralize_frame
 from ._messages import (
     SearchFinished,
     SearchRequested,
@@ -28,6 +30,12 @@ from ._messages import (
 __all__ = ["Directory", "Trinket", "TrinketActor", "composer_name", "trinket_name"]
 
 Directory = Callable[[str], "ActorRef[Any, Any] | None"]
+
+log = logging.getLogger("frontmind.trinkets")
+
+# The operator's own base prompt explains the frame (it names the header), so it is the
+# one section not neutralized; every other section's text can come from outside.
+_TRUSTED_SECTIONS = frozenset({"base_prompt"})
 
 
 def composer_name(continuum_id: str) -> str:
@@ -61,6 +69,11 @@ class Trinket:
 
 
 class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
+    """Runs one trinket. Whatever the trinket raises is contained here: a failed render
+    fails that section for that turn (the composer marks it failed, or uses its last
+    good content as stale) and the actor, with its trinket's state, goes on. Only a
+    fault of the actor itself is a crash for the supervisor."""
+
     protocol = TrinketMessage
     replies = SectionReply | None
 
@@ -75,15 +88,39 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
                 # It waited behind a slow render until its turn had moved on: rendering
                 # it now would only build a backlog of work nobody waits for.
                 return None
-            content = await self._trinket.render(message.turn)
+            content = await self._render(message.turn)
             if time.time() > message.deadline_at:
                 self._warm_next_turn(message.turn, content)
             return SectionReply(self._section, content)
-        if isinstance(message, TurnCommitted):
-            await self._trinket.on_turn_committed(message)
-        else:
-            await self._trinket.on_message(message)
+        try:
+            if isinstance(message, TurnCommitted):
+                await self._trinket.on_turn_committed(message)
+            else:
+                await self._trinket.on_message(message)
+        # The boundary: a trinket's bug misses one warm-up or one message, no more.
+        except Exception:
+            log.exception("trinket %r failed on %s", self._section, type(message).__name__)
         return None
+
+    async def _render(self, turn: Turn) -> str:
+        try:
+            content = await self._trinket.render(turn)
+        # The boundary: anything the trinket raises fails this section for this turn.
+        except Exception as exc:
+            log.warning("section %r failed to render", self._section, exc_info=exc)
+            raise MessageFailed(
+                f"section {self._section!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(content, str):
+            raise MessageFailed(
+                f"section {self._section!r} failed: render returned "
+                f"{type(content).__name__}, not str"
+            )
+        if self._section in _TRUSTED_SECTIONS:
+            return content
+        # Whatever a trinket returns, it cannot forge or imitate the frame, in the
+        # system prompt or in the notification center.
+        return neutralize_frame(content)
 
     def _warm_next_turn(self, turn: Turn, content: str) -> None:
         """Nobody waits for this reply any more: hand it to the composer for next time."""

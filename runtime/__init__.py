@@ -12,6 +12,7 @@ from ._exceptions import (
     DeadlineExceeded,
     KernelError,
     MailboxFull,
+    MessageFailed,
     RestartLimitReached,
 )
 from ._gather import scatter_gather
@@ -34,6 +35,7 @@ __all__ = [
     "GatherResult",
     "KernelError",
     "MailboxFull",
+    "MessageFailed",
     "Replied",
     "ReplyStream",
     "RestartLimitReached",

@@ -43,19 +43,26 @@ class ActorState(enum.Enum):
     RESTARTING = "restarting"
     STOPPING = "stopping"
     STOPPED = "stopped"
-    FAILED = "failed"
+    FAILED = "failed"  # given up on; refuses messages until its cool-down has passed
+    HALF_OPEN = "half_open"  # cooled down: one trial message decides
 
 
 class RestartPolicy(msgspec.Struct, frozen=True):
     """One-for-one restarts: at most `max_restarts` within `within` seconds, then give up.
 
     The delay before restart n (from 0) is `min(backoff_initial * 2**n, backoff_max)`.
+    Given up on, the actor refuses messages for `cooldown` seconds (a circuit breaker,
+    open); the first message after that is a trial (half-open): the actor is built
+    afresh and handles it, and if that succeeds the actor runs as before (closed), and
+    if it crashes the actor is given up on for another cool-down. Nothing is left dead
+    until a process restart.
     """
 
     max_restarts: int = 3
     within: float = 10.0
     backoff_initial: float = 0.005
     backoff_max: float = 1.0
+    cooldown: float = 30.0
 
     def backoff(self, restarts_in_window: int) -> float:
         exponent = max(restarts_in_window - 1, 0)

@@ -23,7 +23,7 @@ from anyio import TaskHandle
 
 from ._actor import Actor, ActorState, ActorStats, RestartPolicy
 from ._codec import decode, encode
-from ._exceptions import ActorStopped, MailboxFull, RestartLimitReached
+from ._exceptions import ActorStopped, MailboxFull, MessageFailed, RestartLimitReached
 from ._replies import StreamSlot
 
 __all__ = ["Cell", "Envelope", "ReplyTarget"]
@@ -65,6 +65,7 @@ class Cell:
         "_queued",
         "_receive",
         "_replies",
+        "_retry_at",
         "_send",
         "_task",
         "failed_messages",
@@ -102,6 +103,7 @@ class Cell:
         # costs no WouldBlock exception on the hot path.
         self._queued = 0
         self._doorbell: asyncio.Future[None] | None = None
+        self._retry_at = 0.0  # when a failed actor may have its trial (monotonic)
         self.state = ActorState.RUNNING
         self.restarts = 0
         self.processed = 0
@@ -111,8 +113,20 @@ class Cell:
 
     def _refuse(self) -> Exception:
         if self.state is ActorState.FAILED:
-            return RestartLimitReached(f"actor {self.name!r} gave up after repeated crashes")
+            wait = max(self._retry_at - time.monotonic(), 0.0)
+            return RestartLimitReached(
+                f"actor {self.name!r} gave up after repeated crashes; it is tried again "
+                f"in {wait:.0f}s"
+            )
         return ActorStopped(f"actor {self.name!r} is stopped")
+
+    def _admit(self) -> None:
+        """A failed actor refuses messages until its cool-down has passed; the first one
+        after that is its trial (half-open)."""
+        if self.state is ActorState.FAILED:
+            if time.monotonic() < self._retry_at:
+                raise self._refuse()
+            self.state = ActorState.HALF_OPEN
 
     def envelope(self, message: Any, target: ReplyTarget | None, index: int = 0) -> Envelope:
         if self._encoded:
@@ -120,8 +134,7 @@ class Cell:
         return Envelope(message, target, index)
 
     def put_nowait(self, envelope: Envelope) -> None:
-        if self.state is ActorState.FAILED:
-            raise self._refuse()
+        self._admit()
         try:
             self._send.send_nowait(envelope)
         except anyio.WouldBlock:
@@ -134,8 +147,7 @@ class Cell:
         self._ring()
 
     async def put(self, envelope: Envelope) -> None:
-        if self.state is ActorState.FAILED:
-            raise self._refuse()
+        self._admit()
         try:
             await self._send.send(envelope)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -152,7 +164,7 @@ class Cell:
 
     def stop(self) -> None:
         """Take no more messages; finish the one in hand; refuse what is still queued."""
-        if self.state in (ActorState.RUNNING, ActorState.RESTARTING):
+        if self.state is not ActorState.STOPPED:
             self.state = ActorState.STOPPING
         self._send.close()
         self._ring()
@@ -199,15 +211,20 @@ class Cell:
                 # The supervisor's job is to catch any crash of the handler; cancellation
                 # is a BaseException and passes straight through.
                 except Exception as exc:  # noqa: BLE001
+                    trial = self.state is ActorState.HALF_OPEN
                     retry = self._after_crash(exc)
                     now = time.monotonic()
                     crash_times = crash_times if crash_times is not None else deque()
                     crash_times.append(now)
                     while crash_times and now - crash_times[0] > self._policy.within:
                         crash_times.popleft()
-                    if len(crash_times) > self._policy.max_restarts:
+                    if trial or len(crash_times) > self._policy.max_restarts:
                         self._give_up(retry)
-                        return
+                        crash_times.clear()
+                        if not await self._await_trial():
+                            return
+                        retry = None
+                        continue
                     self.restarts += 1
                     if self.state is ActorState.RUNNING:
                         self.state = ActorState.RESTARTING
@@ -244,13 +261,33 @@ class Cell:
         return envelope
 
     def _give_up(self, retry: Envelope | None) -> None:
-        self.state = ActorState.FAILED
-        log.error("actor %r: restart limit reached, giving up", self.name)
+        if self.state is ActorState.STOPPING:
+            # Stopping anyway: refuse what is left and let the loop end.
+            self._send.close()
+        else:
+            self.state = ActorState.FAILED
+            self._retry_at = time.monotonic() + self._policy.cooldown
+            log.error(
+                "actor %r: restart limit reached; refusing messages for %.1fs",
+                self.name,
+                self._policy.cooldown,
+            )
         error = self._refuse()
         if retry is not None and retry.target is not None:
             retry.target.fail(retry.index, error)
-        self._send.close()
         self._reject_queued(error)
+
+    async def _await_trial(self) -> bool:
+        """Park a given-up actor until a message is admitted as its trial (True) or it
+        is stopped (False). Nothing is built or run meanwhile."""
+        loop = asyncio.get_running_loop()
+        while self.state is ActorState.FAILED:
+            self._doorbell = doorbell = loop.create_future()
+            try:
+                await doorbell
+            finally:
+                self._doorbell = None
+        return self.state is ActorState.HALF_OPEN
 
     def _reject_queued(self, error: Exception) -> None:
         while True:
@@ -291,17 +328,26 @@ class Cell:
         if self._encoded:
             message = decode(message, self._protocol)
         target = envelope.target
-        if target is None:
-            await actor.handle(message)
-        elif isinstance(target, StreamSlot):
-            await self._stream(await actor.handle(message), target)
+        try:
+            if target is None:
+                await actor.handle(message)
+            elif isinstance(target, StreamSlot):
+                await self._stream(await actor.handle(message), target)
+            else:
+                value = await actor.handle(message)
+                if self._encoded:
+                    value = decode(encode(value), self._replies)
+                target.reply(envelope.index, value)
+        except MessageFailed as exc:
+            # Contained by the handler: this message fails, the actor goes on.
+            self.failed_messages += 1
+            if target is not None:
+                target.fail(envelope.index, exc)
         else:
-            value = await actor.handle(message)
-            if self._encoded:
-                value = decode(encode(value), self._replies)
-            target.reply(envelope.index, value)
+            self.processed += 1
         self._in_hand = None
-        self.processed += 1
+        if self.state is ActorState.HALF_OPEN:
+            self.state = ActorState.RUNNING  # the trial succeeded: the circuit closes
 
     async def _stream(self, items: AsyncIterator[Any], slot: StreamSlot) -> None:
         with anyio.CancelScope() as scope:

@@ -9,6 +9,7 @@ __all__ = [
     "DeadlineExceeded",
     "KernelError",
     "MailboxFull",
+    "MessageFailed",
     "RestartLimitReached",
 ]
 
@@ -39,3 +40,12 @@ class ActorCrashed(KernelError):
 
 class CodecError(KernelError):
     """A message could not be encoded or decoded for an encoded-mode mailbox."""
+
+
+class MessageFailed(KernelError):
+    """Raised by a handler to fail the message in hand without crashing the actor.
+
+    The sender gets this error (the cause chained); the actor keeps its state and goes
+    on with its next message, and the failure counts toward no restart limit. For
+    failures a handler has contained: anything else it raises is a crash.
+    """

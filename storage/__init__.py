@@ -3,6 +3,15 @@
 Knows nothing of actors or the process edges.
 """
 
+from ._effects import (
+    AddMemory,
+    AddReminder,
+    CompleteReminder,
+    Effect,
+    add_memory_effect,
+    add_reminder_effect,
+    complete_reminder_effect,
+)
 from ._exceptions import (
     InvalidInput,
     MessageTooLarge,
@@ -35,23 +44,35 @@ from ._records import (
 )
 from ._sqlite import SQLiteStorage
 from ._validation import (
+    EARLIEST,
+    LATEST,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
+    MAX_ROW_ID,
     check_continuum_id,
+    check_instant,
     check_message,
+    check_row_id,
 )
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_REMINDER_CHARS",
+    "MAX_ROW_ID",
     "SCHEMA_VERSION",
+    "AddMemory",
+    "AddReminder",
+    "CompleteReminder",
     "ContentBlock",
     "Continuum",
     "Document",
+    "Effect",
     "InvalidInput",
     "Memory",
     "MemoryHit",
@@ -75,6 +96,11 @@ __all__ = [
     "TurnUsage",
     "TurnWrite",
     "UnknownContinuum",
+    "add_memory_effect",
+    "add_reminder_effect",
     "check_continuum_id",
+    "check_instant",
     "check_message",
+    "check_row_id",
+    "complete_reminder_effect",
 ]

@@ -13,6 +13,8 @@ from typing import Literal
 
 import msgspec
 
+from ._effects import Effect
+
 __all__ = [
     "ContentBlock",
     "Continuum",
@@ -133,6 +135,7 @@ class TurnWrite(msgspec.Struct, frozen=True):
     record: TurnRecord
     messages: tuple[Message, ...]
     history_start: int | None = None  # move the continuum's history window, if set
+    effects: tuple[Effect, ...] = ()  # what the turn's tools staged, applied with it
 
 
 class Continuum(msgspec.Struct, frozen=True):

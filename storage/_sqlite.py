@@ -25,6 +25,7 @@ import aiosqlite
 import anyio
 import msgspec
 
+from ._effects import AddMemory, AddReminder, CompleteReminder, Effect
 from ._exceptions import (
     InvalidInput,
     NotFound,
@@ -57,6 +58,7 @@ from ._validation import (
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
+    check_row_id,
     check_text,
     to_epoch,
 )
@@ -400,12 +402,38 @@ class SQLiteStorage:
                 ],
             )
             await self._extend_segment(db, cid, record, base)
+            await self._apply_effects(db, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
                 " history_start = COALESCE(?, history_start) WHERE id = ?",
                 (base + len(rows), record.finished_at, record.message_id, write.history_start, cid),
             )
         return True
+
+    async def _apply_effects(self, db: aiosqlite.Connection, effects: tuple[Effect, ...]) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction."""
+        for effect in effects:
+            match effect:
+                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
+                    await db.execute(
+                        "INSERT INTO reminders (text, due_at, created_at, origin)"
+                        " VALUES (?, ?, ?, ?)",
+                        (text, due, created, origin),
+                    )
+                case CompleteReminder(reminder_id=reminder_id, at=at):
+                    await db.execute(
+                        "UPDATE reminders SET completed_at = ?"
+                        " WHERE id = ? AND completed_at IS NULL",
+                        (at, reminder_id),
+                    )
+                case AddMemory(
+                    text=text, importance=importance, created_at=created, expires_at=expires
+                ):
+                    await db.execute(
+                        "INSERT INTO memories (text, created_at, expires_at, importance)"
+                        " VALUES (?, ?, ?, ?)",
+                        (text, created, expires, importance),
+                    )
 
     async def _extend_segment(
         self, db: aiosqlite.Connection, cid: str, record: TurnRecord, first_seq: int
@@ -523,8 +551,7 @@ class SQLiteStorage:
 
     @_translated
     async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
-        if not isinstance(reminder_id, int) or reminder_id < 1:
-            raise InvalidInput(f"reminder id must be a positive integer, not {reminder_id!r}")
+        check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
@@ -532,6 +559,16 @@ class SQLiteStorage:
                 (at, reminder_id),
             )
             rows = list(await db.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,)))
+        if not rows:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*rows[0])
+
+    @_translated
+    async def reminder(self, reminder_id: int) -> Reminder:
+        check_row_id(reminder_id, "reminder id")
+        rows = list(
+            await self._reader.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,))
+        )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])

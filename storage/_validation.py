@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ._exceptions import InvalidInput, MessageTooLarge
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_REMINDER_CHARS",
+    "MAX_ROW_ID",
     "check_continuum_id",
+    "check_instant",
     "check_label",
     "check_message",
+    "check_row_id",
     "check_text",
     "to_epoch",
 ]
@@ -24,6 +29,18 @@ MAX_MESSAGE_CHARS = 100_000
 MAX_REMINDER_CHARS = 1_000
 MAX_MEMORY_CHARS = 4_000
 MAX_DOCUMENT_CHARS = 100_000
+
+# SQLite integers are signed 64-bit: a larger id cannot even be bound to a query.
+MAX_ROW_ID = 2**63 - 1
+
+# The instants storage accepts: every one of them renders in every timezone (Python's
+# datetime stops at years 1 and 9999, and a zone offset of up to a day either side moves
+# an instant near those ends out of range). 1900-01-01 to 9000-01-01 UTC leaves wide
+# margins on both sides.
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+_EARLIEST_EPOCH = EARLIEST.timestamp()
+_LATEST_EPOCH = LATEST.timestamp()
 
 _CONTINUUM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -64,10 +81,30 @@ def check_message(text: str) -> str:
     return check_text(text, "message", MAX_MESSAGE_CHARS)
 
 
+def check_row_id(value: object, what: str) -> int:
+    """A positive id that SQLite can bind (bool is not an id, though it is an int)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROW_ID:
+        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_ROW_ID}, not {value!r}")
+    return value
+
+
+def check_instant(epoch: float, what: str) -> float:
+    """An instant (seconds since the epoch) within [EARLIEST, LATEST)."""
+    if not math.isfinite(epoch) or not _EARLIEST_EPOCH <= epoch < _LATEST_EPOCH:
+        raise InvalidInput(
+            f"{what} must be from {EARLIEST.date().isoformat()} up to "
+            f"{LATEST.date().isoformat()} UTC"
+        )
+    return epoch
+
+
 def to_epoch(moment: datetime, what: str) -> float:
+    if not isinstance(moment, datetime):
+        raise InvalidInput(f"{what} must be a datetime, not {type(moment).__name__}")
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise InvalidInput(f"{what} must be timezone-aware (got the naive {moment.isoformat()})")
-    value = moment.timestamp()
-    if not math.isfinite(value):
-        raise InvalidInput(f"{what} is not a valid time")
-    return value
+    try:
+        value = moment.timestamp()
+    except (OverflowError, ValueError):  # e.g. year 9999 with a negative offset
+        raise InvalidInput(f"{what} is not a valid time") from None
+    return check_instant(value, what)

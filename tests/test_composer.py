@@ -306,18 +306,46 @@ async def test_crashing_trinket_fails_alone() -> None:
     assert failed.elapsed_ms < 1000, "a crash settles at once, not at the deadline"
 
 
-async def test_given_up_trinket_fails_fast() -> None:
+async def test_a_render_that_raises_fails_its_section_not_the_trinket() -> None:
     async with ActorSystem() as system:
         ref = await composer(
             system,
-            [("relevant_memories", Scripted(["crash"]))],
-            policy=RestartPolicy(max_restarts=1, within=60),
-            deadline_ms=2000,
+            [("relevant_memories", Scripted(["crash", "- back again"]))],
+            policy=RestartPolicy(max_restarts=0, within=60),
         )
-        await compose(ref)  # crashes twice: the supervisor gives up
+        first = await compose(ref)
         trinket = system.lookup("trinket:relevant_memories")
         assert trinket is not None
-        assert trinket.stats().state == "failed"
+        # Contained at the actor boundary: no crash, so no restart limit to reach.
+        assert trinket.stats().state == "running"
+        assert trinket.stats().restarts == 0
+        second = await compose(ref, turn(now=NOW + 5))
+    assert status(first, "relevant_memories") == "failed"
+    assert status(second, "relevant_memories") == "fresh"
+    assert "- back again" in second.notification
+
+
+class BrokenActor(TrinketActor):
+    """A trinket actor whose own start-up fails (a fault of the actor, not the trinket)."""
+
+    async def started(self) -> None:
+        raise RuntimeError("the actor itself broke")
+
+
+async def test_given_up_trinket_fails_fast() -> None:
+    async with ActorSystem() as system:
+        broken = system.spawn(
+            lambda: BrokenActor("relevant_memories", Scripted(["- x"]), system.lookup),
+            name="trinket:relevant_memories",
+            policy=RestartPolicy(max_restarts=1, within=60, backoff_initial=0, cooldown=3600),
+        )
+        config = ComposerSettings(deadline_ms=2000.0)
+        ref = system.spawn(
+            lambda: ComposerActor(PlacementRegistry(), [("relevant_memories", broken)], config),
+            name="composer:c1",
+        )
+        await compose(ref)  # whatever it meets: the actor is given up on at start-up
+        assert broken.stats().state == "failed"
         started = time.perf_counter()
         composed = await compose(ref)
         assert time.perf_counter() - started < 0.5

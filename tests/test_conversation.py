@@ -165,7 +165,8 @@ async def test_tool_loop_layout_and_update_block(
     finished = next(e for e in events if isinstance(e, ToolFinished))
     assert json.loads(started.input_json) == {"text": "stretch", "due_in_minutes": 30}
     assert finished.is_error is False
-    assert "#1 stretch" in finished.content
+    # Staged: the reminder is written with the turn, so its #id comes from the commit.
+    assert finished.content.startswith("added reminder: stretch — due in 30 minutes")
     assert completed(events).model_calls == 2
     call1, call2 = api.message_bodies()
     # The notification center is byte-identical across the loop...
@@ -178,7 +179,7 @@ async def test_tool_loop_layout_and_update_block(
     assert results[0]["type"] == "tool_result"
     assert results[0]["tool_use_id"] == "toolu_a"
     assert results[1]["text"].startswith(
-        "[notification center update]\nactive_reminders: + #1 stretch"
+        "[notification center update]\nactive_reminders: + (new) stretch"
     )
     # From the second call on, a rolling breakpoint on the tail.
     assert cache_marks(call2)[-1] == ("messages", 4, 1, "5m")

@@ -318,7 +318,7 @@ async def test_bad_input_is_refused_and_changes_nothing(store: SQLiteStorage) ->
         (store.add_reminder("ok", due_at=naive, origin="user"), "timezone-aware"),
         (store.add_memory("ok", importance=2.0), "between 0 and 1"),
         (store.put_document("bad label/..", "x"), "malformed"),
-        (store.complete_reminder(0), "positive integer"),
+        (store.complete_reminder(0), "integer from 1 to 9223372036854775807"),
     ]
     for call, message in refusals:
         with pytest.raises(InvalidInput, match=message):

@@ -1,0 +1,75 @@
+"""Writes a turn's tools ask for, applied in the turn's own commit.
+
+A tool that adds or completes a reminder, or stores a memory, does not write at once: it
+stages an effect, checked here as the direct call would be, and `commit_turn` applies
+every staged effect in the same transaction as the turn's messages. A turn that fails or
+is cancelled leaves nothing behind, and a retried turn (a new turn) cannot duplicate
+what the failed one did.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from ._exceptions import InvalidInput
+from ._validation import (
+    MAX_MEMORY_CHARS,
+    MAX_REMINDER_CHARS,
+    check_row_id,
+    check_text,
+    to_epoch,
+)
+
+__all__ = [
+    "AddMemory",
+    "AddReminder",
+    "CompleteReminder",
+    "Effect",
+    "add_memory_effect",
+    "add_reminder_effect",
+    "complete_reminder_effect",
+]
+
+
+class AddReminder(msgspec.Struct, frozen=True, tag="add_reminder"):
+    text: str
+    due_at: float | None
+    created_at: float
+    origin: Literal["user", "agent"] = "agent"
+
+
+class CompleteReminder(msgspec.Struct, frozen=True, tag="complete_reminder"):
+    reminder_id: int
+    at: float
+
+
+class AddMemory(msgspec.Struct, frozen=True, tag="add_memory"):
+    text: str
+    importance: float
+    created_at: float
+    expires_at: float | None = None
+
+
+Effect = AddReminder | CompleteReminder | AddMemory
+
+
+def add_reminder_effect(
+    text: str, due_at: datetime | None, *, now: float, origin: Literal["user", "agent"] = "agent"
+) -> AddReminder:
+    check_text(text, "reminder text", MAX_REMINDER_CHARS)
+    due = None if due_at is None else to_epoch(due_at, "the reminder's due time")
+    return AddReminder(text, due, now, origin)
+
+
+def complete_reminder_effect(reminder_id: object, *, now: float) -> CompleteReminder:
+    return CompleteReminder(check_row_id(reminder_id, "reminder id"), now)
+
+
+def add_memory_effect(text: str, importance: float, *, now: float) -> AddMemory:
+    check_text(text, "memory text", MAX_MEMORY_CHARS)
+    if not 0.0 <= importance <= 1.0:
+        raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
+    return AddMemory(text, importance, now)
