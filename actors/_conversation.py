@@ -58,7 +58,7 @@ from ._tools import ToolDefinition, ToolOutcome, ToolRunner
 
 __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
 
-log = logging.getLogger("frontmind.turn")
+turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 
 UPDATE_HEADER = "[notification center update]"
 
@@ -130,15 +130,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _traced(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
         """The turn, in its span, with its id on every line logged for it."""
         current_turn.set(message.turn_id)
-        log.debug("turn started in %s", self._id)
+        turn_log.debug("turn started in %s", self._id)
         with turn_span(message.turn_id, self._id) as failed:
             async with aclosing(self._run(message)) as events:
                 async for event in events:
                     if isinstance(event, TurnError):
                         failed(event.message)
-                        log.warning("turn failed: %s: %s", event.type, event.message)
+                        turn_log.warning("turn failed: %s: %s", event.type, event.message)
                     elif isinstance(event, TurnCompleted):
-                        log.info(
+                        turn_log.info(
                             "turn completed: %d model calls, %.0f ms",
                             event.model_calls,
                             event.timings_ms.total,
