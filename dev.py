@@ -20,7 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
-EXTRAS = {"demo": "speed", "test": "dev,speed", "bench": "dev,speed,bench"}
+EXTRAS = {
+    "demo": "speed",
+    "test": "dev,speed,postgres",
+    "bench": "dev,speed,bench,postgres",
+}
 
 
 def run(*args: str | Path) -> None:

@@ -57,6 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             token=args.token,
             announce=_announce,
             access_log=args.access_log,
+            database=args.database,
         )
     )
 
@@ -166,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
     p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
+        " default: SQLite in the data dir)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="run the offline demo conversation (both layouts)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from actors import (
     Busy,
     FrontmindError,
+    InvalidModelSettings,
     ModelError,
     ModelOverloaded,
     ModelRejected,
@@ -36,6 +37,7 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
     Busy: (429, "busy"),
+    InvalidModelSettings: (400, "invalid_request"),
     SettingsError: (400, "configuration_error"),
     ConfigError: (400, "configuration_error"),
     ModelRejected: (502, "model_rejected"),

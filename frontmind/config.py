@@ -3,7 +3,7 @@
 No file is needed: every setting has a default. Unknown keys and wrong types are refused
 with the key's path (`$.composer.deadline_ms`). Environment: ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, FRONTMIND_MODEL (overrides `model.name`), FRONTMIND_TOKEN,
-FRONTMIND_DATA_DIR.
+FRONTMIND_DATA_DIR, FRONTMIND_DATABASE_URL (overrides `storage.url`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ __all__ = [
     "ModelSettings",
     "OfflineConfig",
     "ServerConfig",
+    "StorageConfig",
     "ToolSettings",
     "TrinketSettings",
     "TurnSettings",
@@ -78,6 +79,12 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     grace_seconds: int = 10
 
 
+class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[storage]`: where everything is kept. No URL: the SQLite file in the data dir."""
+
+    url: str | None = None  # postgresql://user:password@host:port/database
+
+
 class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The built-in local Messages API used by --offline: simulated model time."""
 
@@ -87,6 +94,7 @@ class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
     offline: OfflineConfig = OfflineConfig()
     trinket: tuple[CustomTrinket, ...] = ()
 
@@ -115,6 +123,9 @@ def load_config(
     if env.get("FRONTMIND_MODEL"):
         model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
         config = msgspec.structs.replace(config, model=model)
+    if env.get("FRONTMIND_DATABASE_URL"):
+        store = msgspec.structs.replace(config.storage, url=env["FRONTMIND_DATABASE_URL"])
+        config = msgspec.structs.replace(config, storage=store)
     if env.get("FRONTMIND_TOKEN"):
         server = msgspec.structs.replace(config.server, token=env["FRONTMIND_TOKEN"])
         config = msgspec.structs.replace(config, server=server)

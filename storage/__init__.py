@@ -1,4 +1,5 @@
-"""Persistence: the storage port and its adapters (SQLite through aiosqlite by default).
+"""Persistence: the storage port and its adapters: SQLite through aiosqlite (the
+embedded default) and PostgreSQL through asyncpg (the `postgres` extra).
 
 Knows nothing of actors or the process edges.
 """
@@ -23,14 +24,17 @@ from ._exceptions import (
 )
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
+from ._postgres import PostgresStorage
 from ._records import (
     ContentBlock,
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
     Message,
     MessageHit,
+    RawBlock,
     Reminder,
     SectionStatus,
     Segment,
@@ -71,6 +75,7 @@ __all__ = [
     "CompleteReminder",
     "ContentBlock",
     "Continuum",
+    "ContinuumModel",
     "Document",
     "Effect",
     "InvalidInput",
@@ -80,6 +85,8 @@ __all__ = [
     "MessageHit",
     "MessageTooLarge",
     "NotFound",
+    "PostgresStorage",
+    "RawBlock",
     "Reminder",
     "SQLiteStorage",
     "SchemaTooNew",

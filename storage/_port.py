@@ -1,16 +1,19 @@
 """The persistence port: everything Frontmind remembers goes through this interface.
 
-Adapters keep their SQL dialect to themselves; SQLite (aiosqlite) is the embedded
-default, and the shape leaves room for a PostgreSQL adapter.
+Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
+default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
+adapters pass.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Literal, Protocol
 
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -27,7 +30,16 @@ __all__ = ["Storage"]
 
 
 class Storage(Protocol):
+    # True when other processes may write to the same store (PostgreSQL replicas): a
+    # continuum's cached history must then be checked against the store before a turn.
+    shared: bool
+
     async def close(self) -> None: ...
+
+    def continuum_lease(self, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to run the continuum's next turn, across every process that
+        shares the store; waiters are served in arrival order."""
+        ...
 
     # -- continuums and turns ------------------------------------------------------
     async def continuum(self, continuum_id: str) -> Continuum:
@@ -61,7 +73,11 @@ class Storage(Protocol):
         ...
 
     async def record_turn(self, record: TurnRecord) -> None:
-        """Store the record of a failed or cancelled turn (no history)."""
+        """Store the record of a failed or cancelled turn (no history).
+
+        A turn's record is written when it starts (failed, "interrupted") and replaced
+        when it ends, so a process killed mid-turn still leaves one; a completed turn's
+        record is never replaced."""
         ...
 
     async def turns(
@@ -71,6 +87,14 @@ class Storage(Protocol):
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]: ...
+
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        """The continuum's own model settings (all None when it has none)."""
+        ...
+
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        """Replace the continuum's own model settings."""
+        ...
 
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
 

@@ -36,8 +36,8 @@ from ._exceptions import (
 from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
-    ContentBlock,
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -45,16 +45,20 @@ from ._records import (
     MessageHit,
     Reminder,
     Segment,
-    TextBlock,
-    ToolResultBlock,
     TurnRecord,
     TurnUsage,
     TurnWrite,
 )
+from ._shared import (
+    check_record,
+    check_write,
+    content_decoder,
+    record_decoder,
+    segment_title,
+)
 from ._validation import (
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
-    MAX_MESSAGE_CHARS,
     MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
@@ -68,10 +72,7 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_content_encoder = msgspec.json.Encoder()
-_content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
-_record_decoder = msgspec.json.Decoder(TurnRecord)
-_SEGMENT_TITLE_CHARS = 60
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -86,16 +87,6 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
             raise StorageUnavailable(f"{fn.__name__} failed: {exc}") from exc
 
     return wrapper
-
-
-def _searchable_text(content: tuple[ContentBlock, ...]) -> str:
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ToolResultBlock):
-            parts.append(block.content)
-    return "\n".join(parts)
 
 
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
@@ -145,6 +136,8 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
 
 class SQLiteStorage:
     """The embedded default storage. Open with `await SQLiteStorage.open(path)`."""
+
+    shared = False  # one process owns the file: nobody else writes behind our back
 
     def __init__(
         self,
@@ -238,6 +231,11 @@ class SQLiteStorage:
                     raise
                 await self._writer.execute("COMMIT")
 
+    @asynccontextmanager
+    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+        """Turns of a continuum already run one at a time in its one owning process."""
+        yield
+
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
@@ -299,7 +297,7 @@ class SQLiteStorage:
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             # Messages first: their delete trigger drops them from the search index.
-            for table in ("messages", "segments", "turns"):
+            for table in ("messages", "segments", "turns", "continuum_settings"):
                 await db.execute(f"DELETE FROM {table} WHERE continuum_id = ?", (continuum_id,))
             cursor = await db.execute("DELETE FROM continuums WHERE id = ?", (continuum_id,))
             if cursor.rowcount == 0:
@@ -311,7 +309,7 @@ class SQLiteStorage:
             " WHERE continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
             (continuum_id, start, limit),
         )
-        decode = _content_decoder.decode
+        decode = content_decoder.decode
         return [
             Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
         ]
@@ -338,40 +336,37 @@ class SQLiteStorage:
         await self.continuum(continuum_id)
         return await self._messages(continuum_id, after + 1, limit)
 
-    def _check_turn(self, record: TurnRecord) -> None:
-        check_continuum_id(record.continuum_id)
-        if not record.turn_id or len(record.turn_id) > 64:
-            raise InvalidInput(f"turn id {record.turn_id!r} must be 1 to 64 characters")
-        if len(record.user_text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput(
-                f"the user message is {len(record.user_text)} characters; "
-                f"the limit is {MAX_MESSAGE_CHARS}"
+    @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT settings FROM continuum_settings WHERE continuum_id = ?",
+                (continuum_id,),
+            )
+        )
+        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES (?, ?)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                (continuum_id, msgspec.json.encode(settings)),
             )
 
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:
         record = write.record
-        self._check_turn(record)
-        if record.status != "completed":
-            raise InvalidInput(f"commit_turn takes completed turns, not {record.status!r} ones")
-        if not write.messages or write.messages[0].role != "user":
-            raise InvalidInput("a turn starts with the user's message")
-        rows = []
-        for message in write.messages:
-            if not message.content:
-                raise InvalidInput("a stored message needs at least one content block")
-            rows.append(
-                (
-                    message.role,
-                    _content_encoder.encode(message.content),
-                    _searchable_text(message.content),
-                    message.created_at or record.finished_at,
-                )
-            )
+        rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
             seen = list(
-                await db.execute_fetchall("SELECT 1 FROM turns WHERE id = ?", (record.turn_id,))
+                await db.execute_fetchall(
+                    "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                )
             )
             if seen:
                 return False  # a retried commit of a turn already stored
@@ -383,8 +378,11 @@ class SQLiteStorage:
                 "SELECT message_count FROM continuums WHERE id = ?", (cid,)
             )
             await db.execute(
+                # It replaces the turn's provisional record (written when it started).
                 "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     cid,
@@ -451,9 +449,7 @@ class SQLiteStorage:
                 (record.finished_at, last[0][0]),
             )
             return
-        title = " ".join(record.user_text.split())
-        if len(title) > _SEGMENT_TITLE_CHARS:
-            title = title[: _SEGMENT_TITLE_CHARS - 1] + "…"
+        title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
             " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
@@ -463,7 +459,7 @@ class SQLiteStorage:
 
     @_translated
     async def record_turn(self, record: TurnRecord) -> None:
-        self._check_turn(record)
+        check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
@@ -472,8 +468,10 @@ class SQLiteStorage:
                 (record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT OR IGNORE INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
                 (
                     record.turn_id,
                     record.continuum_id,
@@ -510,7 +508,7 @@ class SQLiteStorage:
             f"SELECT record FROM turns{clause} ORDER BY started_at DESC, rowid DESC LIMIT ?",
             (*args, limit),
         )
-        return [_record_decoder.decode(row[0]) for row in reversed(list(rows))]
+        return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:

@@ -287,11 +287,12 @@ async def test_long_tool_loop_gets_an_intermediate_breakpoint(
     body = api.message_bodies()[-1]
     marks = cache_marks(body)
     assert len(marks) == 3  # system, intermediate, last assistant
-    # The previous turn's breakpoint was on block 3 (the second assistant): 20 blocks on.
+    # The previous turn's breakpoint was on block 3 (the second assistant): 19 blocks on,
+    # as a breakpoint's lookback of 20 positions counts the breakpoint itself.
     blocks = [b for m in body["messages"] for b in m["content"]]
     flat_index = {id(b): i for i, b in enumerate(blocks)}
     positions = [flat_index[id(body["messages"][m]["content"][b])] for _, m, b, _ in marks[1:]]
-    assert positions[0] == 3 + 20
+    assert positions[0] == 3 + 19
     # So the turn after the long loop still reads the history before it.
     loop_turn = records[2].call_usage[0]
     assert after.usage.cache_read_input_tokens == (

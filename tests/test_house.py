@@ -154,6 +154,7 @@ EXPORTS = {
         "ModelSettings",
         "OfflineConfig",
         "ServerConfig",
+        "StorageConfig",
         "ToolSettings",
         "TrinketSettings",
         "TurnSettings",

@@ -1,5 +1,8 @@
-"""Storage on real SQLite files: migrations, exact replay, atomicity, crash safety,
-search ranking, timezone-aware reminders and refusal of bad input."""
+"""The storage contract, on real SQLite files and a real PostgreSQL server: exact
+replay, atomicity, search ranking, timezone-aware reminders and refusal of bad input.
+
+Every test that takes the `store` fixture runs against both adapters; the tests that are
+about SQLite itself (its migrations, WAL, a kill -9 in mid-commit) open it directly."""
 
 from __future__ import annotations
 
@@ -14,53 +17,76 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import anyio
+import msgspec
 import pytest
 
 from storage import (
     SCHEMA_VERSION,
+    ContinuumModel,
     InvalidInput,
     Message,
     NotFound,
+    PostgresStorage,
+    RawBlock,
     SchemaTooNew,
     SQLiteStorage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     TurnRecord,
+    TurnUsage,
+    TurnWrite,
     UnknownContinuum,
+    add_memory_effect,
+    add_reminder_effect,
+    complete_reminder_effect,
 )
 from tests._factories import content_bytes, every_block_type, turn
+from tests._postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+Store = SQLiteStorage | PostgresStorage
+TABLES = ("continuums", "turns", "messages", "segments", "reminders", "memories", "documents")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    storage: Store
+    if request.param == "sqlite":
+        storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+    else:
+        server: PostgresServer = request.getfixturevalue("pg_server")
+        storage = await PostgresStorage.open(server.new_database(), segment_gap=600)
     async with storage:
         yield storage
 
 
-def table_counts(path: Path) -> dict[str, int]:
-    with sqlite3.connect(path) as conn:
-        tables = [
-            "continuums",
-            "turns",
-            "messages",
-            "segments",
-            "reminders",
-            "memories",
-            "documents",
-        ]
-        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+async def reopen(store: Store) -> Store:
+    """The same database, opened afresh."""
+    if isinstance(store, SQLiteStorage):
+        return await SQLiteStorage.open(store.path)
+    return await PostgresStorage.open(store.url)
+
+
+async def table_counts(store: Store) -> dict[str, int]:
+    if isinstance(store, SQLiteStorage):
+        with sqlite3.connect(store.path) as conn:
+            return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    async with await PostgresStorage.open(store.url) as other:
+        return {t: int(await other._pool.fetchval(f"SELECT count(*) FROM {t}")) for t in TABLES}
 
 
 # -- migrations -------------------------------------------------------------------------
 
 
-async def test_fresh_database_is_at_the_newest_schema(store: SQLiteStorage) -> None:
-    assert await store.schema_version() == SCHEMA_VERSION == 3
+async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
+    store = await SQLiteStorage.open(tmp_path / "frontmind.db")
+    async with store:
+        assert await store.schema_version() == SCHEMA_VERSION == 4
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -84,7 +110,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 3"):
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99.*only up to {SCHEMA_VERSION}"):
         await SQLiteStorage.open(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 99
@@ -95,7 +121,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
 # -- exact replay ------------------------------------------------------------------------
 
 
-async def test_every_block_type_replays_byte_identically(store: SQLiteStorage) -> None:
+async def test_every_block_type_replays_byte_identically(store: Store) -> None:
     messages = every_block_type("t1")
     assert await store.commit_turn(turn("c1", "t1", messages=messages))
     history = await store.history("c1")
@@ -108,14 +134,14 @@ async def test_every_block_type_replays_byte_identically(store: SQLiteStorage) -
     assert isinstance(tool_use, ToolUseBlock)
     assert tool_use.input_json == '{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}'
     # And again after reopening the file.
-    async with await SQLiteStorage.open(store.path) as again:
+    async with await reopen(store) as again:
         replay = await again.history("c1")
     assert [content_bytes(m.content) for m in replay] == [
         content_bytes(m.content) for m in messages
     ]
 
 
-async def test_commit_is_idempotent_by_turn_id(store: SQLiteStorage) -> None:
+async def test_commit_is_idempotent_by_turn_id(store: Store) -> None:
     write = turn("c1", "t1")
     assert await store.commit_turn(write) is True
     assert await store.commit_turn(write) is False
@@ -123,7 +149,7 @@ async def test_commit_is_idempotent_by_turn_id(store: SQLiteStorage) -> None:
     assert (await store.continuum("c1")).message_count == 2
 
 
-async def test_history_window_and_segments(store: SQLiteStorage) -> None:
+async def test_history_window_and_segments(store: Store) -> None:
     await store.commit_turn(turn("c1", "t1", at=0, user_text="morning planning"))
     await store.commit_turn(turn("c1", "t2", at=100))
     await store.commit_turn(turn("c1", "t3", at=5000, user_text="afternoon " + "x" * 80))
@@ -138,7 +164,7 @@ async def test_history_window_and_segments(store: SQLiteStorage) -> None:
     assert len(await store.all_messages("c1")) == 8
 
 
-async def test_failed_turn_keeps_the_user_message_out_of_history(store: SQLiteStorage) -> None:
+async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -> None:
     record = TurnRecord(
         "t9", "c2", "failed", 1.0, 2.0, "m", user_text="please keep me", error="overloaded"
     )
@@ -152,7 +178,7 @@ async def test_failed_turn_keeps_the_user_message_out_of_history(store: SQLiteSt
 # -- atomicity and crash safety --------------------------------------------------------------
 
 
-async def test_cancelled_before_commit_leaves_nothing(store: SQLiteStorage) -> None:
+async def test_cancelled_before_commit_leaves_nothing(store: Store) -> None:
     with anyio.CancelScope() as scope:
         scope.cancel()
         await store.commit_turn(turn("c1", "t1"))
@@ -161,7 +187,7 @@ async def test_cancelled_before_commit_leaves_nothing(store: SQLiteStorage) -> N
 
 
 async def test_cancellation_at_any_moment_leaves_whole_turns_or_none(
-    store: SQLiteStorage,
+    store: Store,
 ) -> None:
     rng = random.Random(7)
     for i in range(30):
@@ -220,7 +246,13 @@ def test_kill_during_writes_never_corrupts_or_loses_commits(tmp_path: Path) -> N
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-async def test_reads_do_not_wait_for_an_open_write(store: SQLiteStorage) -> None:
+async def test_reads_do_not_wait_for_an_open_write(tmp_path: Path) -> None:
+    store = await SQLiteStorage.open(tmp_path / "frontmind.db")
+    async with store:
+        await _reads_do_not_wait(store)
+
+
+async def _reads_do_not_wait(store: SQLiteStorage) -> None:
     await store.commit_turn(turn("c1", "t1"))
     other = sqlite3.connect(store.path, isolation_level=None, timeout=0)
     try:
@@ -237,7 +269,7 @@ async def test_reads_do_not_wait_for_an_open_write(store: SQLiteStorage) -> None
 # -- search ---------------------------------------------------------------------------------
 
 
-async def test_memory_search_ranks_by_relevance_then_recency(store: SQLiteStorage) -> None:
+async def test_memory_search_ranks_by_relevance_then_recency(store: Store) -> None:
     now = 10_000_000.0
     day = 86400.0
     await store.add_memory("dogs love bones", now=now)
@@ -259,7 +291,7 @@ async def test_memory_search_ranks_by_relevance_then_recency(store: SQLiteStorag
     assert await store.search_memories('"; DROP TABLE memories; --', now=now) == []
 
 
-async def test_message_search_scoped_to_a_continuum(store: SQLiteStorage) -> None:
+async def test_message_search_scoped_to_a_continuum(store: Store) -> None:
     await store.commit_turn(turn("a", "t1", user_text="the launch date is friday"))
     await store.commit_turn(turn("b", "t2", user_text="launch party snacks"))
     everywhere = await store.search_messages("launch")
@@ -271,7 +303,7 @@ async def test_message_search_scoped_to_a_continuum(store: SQLiteStorage) -> Non
 # -- reminders --------------------------------------------------------------------------------
 
 
-async def test_reminder_due_queries_across_timezones(store: SQLiteStorage) -> None:
+async def test_reminder_due_queries_across_timezones(store: Store) -> None:
     new_york, tokyo = ZoneInfo("America/New_York"), ZoneInfo("Asia/Tokyo")
     late_ny = await store.add_reminder(
         "call mom", due_at=datetime(2026, 11, 29, 23, 30, tzinfo=new_york), origin="user"
@@ -297,12 +329,12 @@ async def test_reminder_due_queries_across_timezones(store: SQLiteStorage) -> No
 # -- bad input --------------------------------------------------------------------------------
 
 
-async def test_bad_input_is_refused_and_changes_nothing(store: SQLiteStorage) -> None:
+async def test_bad_input_is_refused_and_changes_nothing(store: Store) -> None:
     await store.commit_turn(turn("c1", "t1"))
     await store.add_reminder("keep", due_at=None, origin="user")
     await store.add_memory("keep this")
     await store.put_document("notes", "keep")
-    before = table_counts(store.path)
+    before = await table_counts(store)
     naive = datetime(2026, 11, 29, 12, 0)
     refusals = [
         (store.commit_turn(turn("bad id!", "t2")), "malformed"),
@@ -329,5 +361,116 @@ async def test_bad_input_is_refused_and_changes_nothing(store: SQLiteStorage) ->
         await store.turns("nobody")
     with pytest.raises(NotFound, match="#999"):
         await store.complete_reminder(999)
-    assert table_counts(store.path) == before
+    assert await table_counts(store) == before
     assert len(await store.history("c1")) == 2
+
+
+# -- tool effects -------------------------------------------------------------------------
+
+
+async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> None:
+    kept = await store.add_reminder("done by the tool", due_at=None, origin="user")
+    due = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    effects = (
+        add_reminder_effect("call the dentist", due, now=100.0),
+        complete_reminder_effect(kept.id, now=101.0),
+        add_memory_effect("prefers mornings for calls", 0.7, now=102.0),
+    )
+    write = turn("c1", "t1")
+    assert await store.commit_turn(msgspec.structs.replace(write, effects=effects))
+    assert [r.text for r in await store.active_reminders()] == ["call the dentist"]
+    assert (await store.reminder(kept.id)).completed_at == 101.0
+    hits = await store.search_memories("mornings", now=200.0)
+    assert [h.memory.text for h in hits] == ["prefers mornings for calls"]
+    # A retried commit of the same turn applies nothing twice.
+    assert not await store.commit_turn(msgspec.structs.replace(write, effects=effects))
+    assert len(await store.reminders(include_completed=True)) == 2
+    assert len(await store.memories()) == 1
+
+
+# -- blocks carried as they came, and a continuum's model settings -----------------------
+
+
+async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
+    thinking = RawBlock("thinking", '{"type":"thinking","thinking":"Hm.","signature":"c2ln"}')
+    image = RawBlock("image", '{"type": "image", "source": {"type": "url", "url": "https://x"}}')
+    result = ToolResultBlock("toolu_1", "chart", content_json=f"[{image.json}]")
+    messages = (
+        Message("user", (image, TextBlock("look"))),
+        Message("assistant", (thinking, ToolUseBlock("toolu_1", "plot", '{"x": 1.50}'))),
+        Message("user", (result,)),
+        Message("assistant", (thinking, TextBlock("done"))),
+    )
+    record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
+    await store.commit_turn(TurnWrite(record, messages))
+    stored = await store.history("c1")
+    assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
+    assert await store.continuum_model("c1") == ContinuumModel()
+    own = ContinuumModel("claude-opus-4-8", "enabled", 2048, 8192, "high")
+    await store.set_continuum_model("not-yet", own)  # before the continuum's first turn
+    assert await store.continuum_model("not-yet") == own
+    await store.set_continuum_model("not-yet", ContinuumModel(max_tokens=512))
+    assert await store.continuum_model("not-yet") == ContinuumModel(max_tokens=512)
+
+
+# -- listing in pages, deleting ----------------------------------------------------------------
+
+
+async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) -> None:
+    for n, cid in enumerate(("a", "b", "c")):
+        await store.commit_turn(turn(cid, f"{cid}1", at=1000.0 + n, user_text=f"zebra {cid}"))
+    await store.commit_turn(turn("a", "a2", at=1000.0, user_text="again"))  # same instant
+    await store.set_continuum_model("b", ContinuumModel(model="claude-opus-4-7"))
+    first = await store.continuums(limit=2)
+    rest = await store.continuums(limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id))
+    assert [c.id for c in first + rest] == ["c", "b", "a"]
+    usage = await store.usage_by_continuum(["a", "b", "zz"])
+    assert usage["a"] == (2, TurnUsage(input_tokens=20, output_tokens=10))
+    assert set(usage) == {"a", "b"}
+    latest = await store.turns("a", limit=1)
+    earlier = await store.turns("a", limit=5, before=(latest[0].started_at, latest[0].turn_id))
+    assert [t.turn_id for t in earlier + latest] == ["a1", "a2"]
+    page = await store.all_messages("a", limit=3)
+    assert [m.seq for m in page] == [0, 1, 2]
+    assert [m.seq for m in await store.all_messages("a", after=2)] == [3]
+
+    before = await table_counts(store)
+    await store.delete_continuum("b")
+    after = await table_counts(store)
+    assert before["messages"] - after["messages"] == 2
+    assert before["turns"] - after["turns"] == 1
+    assert before["continuums"] - after["continuums"] == 1
+    assert {h.continuum_id for h in await store.search_messages("zebra")} == {"a", "c"}
+    with pytest.raises(UnknownContinuum):
+        await store.continuum("b")
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum("b")
+    assert await store.continuum_model("b") == ContinuumModel()  # settings went too
+
+    memories = [await store.add_memory(f"walrus fact {n}") for n in range(3)]
+    assert [m.id for m in await store.memories(limit=5, before=memories[2].id)] == [
+        memories[1].id,
+        memories[0].id,
+    ]
+    await store.delete_memory(memories[1].id)
+    assert {h.memory.id for h in await store.search_memories("walrus", limit=5)} == {
+        memories[0].id,
+        memories[2].id,
+    }
+    with pytest.raises(NotFound):
+        await store.delete_memory(memories[1].id)
+
+    reminders = [await store.add_reminder(f"r{n}", due_at=None, origin="user") for n in range(3)]
+    assert [r.text for r in await store.reminders(after=reminders[0].id)] == ["r1", "r2"]
+    await store.delete_reminder(reminders[1].id)
+    assert [r.text for r in await store.reminders()] == ["r0", "r2"]
+    with pytest.raises(NotFound):
+        await store.delete_reminder(reminders[1].id)
+
+    for label in ("x", "y", "z"):
+        await store.put_document(label, "text")
+    assert [d.label for d in await store.documents(limit=1, after="x")] == ["y"]
+    await store.delete_document("y")
+    assert [d.label for d in await store.documents()] == ["x", "z"]
+    with pytest.raises(NotFound):
+        await store.delete_document("y")

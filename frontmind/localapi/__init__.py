@@ -9,21 +9,28 @@ from ._app import RecordedRequest
 from ._cache import LOOKBACK, min_cacheable_tokens
 from ._clock import Clock, ManualClock, MonotonicClock
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
+from ._models import MODELS, ModelInfo, find_model
 from ._responder import (
     DefaultResponder,
     Reply,
+    ReplyRawBlock,
     ReplyText,
+    ReplyThinking,
     ReplyToolUse,
     Responder,
     ScriptedResponder,
 )
 from ._schema import MessagesRequest
 from ._server import LocalMessagesAPI
-from ._tokens import BLOCK_FRAMING_TOKENS, estimate_text_tokens
+from ._thinking import REDACTED_TRIGGER, ThinkingSigner
+from ._tokens import BLOCK_FRAMING_TOKENS, IMAGE_TOKENS, estimate_text_tokens
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
+    "IMAGE_TOKENS",
     "LOOKBACK",
+    "MODELS",
+    "REDACTED_TRIGGER",
     "Clock",
     "DefaultResponder",
     "DropConnection",
@@ -33,15 +40,20 @@ __all__ = [
     "ManualClock",
     "MessagesRequest",
     "MidStreamError",
+    "ModelInfo",
     "MonotonicClock",
     "RecordedRequest",
     "Reply",
+    "ReplyRawBlock",
     "ReplyText",
+    "ReplyThinking",
     "ReplyToolUse",
     "Responder",
     "ScriptedResponder",
     "Stall",
     "StatusFault",
+    "ThinkingSigner",
     "estimate_text_tokens",
+    "find_model",
     "min_cacheable_tokens",
 ]

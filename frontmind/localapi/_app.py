@@ -16,18 +16,35 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._cache import CacheSimulator, CacheUsage, prefix_blocks
+from ._cache import CacheSimulator, CacheUsage, context_messages, prefix_blocks
 from ._clock import Clock, MonotonicClock
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
-from ._responder import DefaultResponder, Reply, ReplyText, Responder
-from ._schema import CountTokensRequest, MessagesRequest
+from ._models import ModelInfo
+from ._responder import (
+    DefaultResponder,
+    Reply,
+    ReplyBlock,
+    ReplyRawBlock,
+    ReplyText,
+    ReplyThinking,
+    Responder,
+    default_thinking,
+)
+from ._schema import (
+    CountTokensRequest,
+    MessagesRequest,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+)
+from ._thinking import ThinkingSigner, effective_thinking
 from ._tokens import canonical_json, estimate_text_tokens
-from ._validate import VERSIONS, ApiError, decode_request, validate
+from ._validate import VERSIONS, ApiError, cache_controls, decode_request, validate
 
 __all__ = ["ConnectionDropped", "LocalAPIState", "RecordedRequest", "build_app"]
 
 _FAULT_HEADER = "x-localapi-fault"
+_COUNT_MAX_TOKENS = 1 << 30  # count_tokens takes no max_tokens; no thinking budget reaches it
 _fault_decoder = msgspec.json.Decoder(Fault)
 
 
@@ -57,6 +74,7 @@ class LocalAPIState:
     requests: deque[RecordedRequest] = field(init=False)
     cache: CacheSimulator = field(init=False)
     diagnostics: DiagnosticsBook = field(default_factory=DiagnosticsBook)
+    signer: ThinkingSigner = field(default_factory=ThinkingSigner)
     served: int = 0
     # perf_counter() when each response's last byte was produced (benchmarks read it)
     finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
@@ -71,9 +89,12 @@ def _new_id(prefix: str) -> str:
 
 
 def _error_response(error: ApiError, request_id: str) -> JSONResponse:
+    detail: dict[str, Any] = {"type": error.type, "message": error.message}
+    if error.details is not None:
+        detail["details"] = error.details
     body = {
         "type": "error",
-        "error": {"type": error.type, "message": error.message},
+        "error": detail,
         "request_id": request_id,
     }
     headers = {"request-id": request_id, **error.headers}
@@ -135,32 +156,85 @@ def _usage_json(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """A reply cut to max_tokens, with ids, ready to send."""
+    """A reply cut to max_tokens and stop sequences, with ids and signatures, ready to send."""
 
     blocks: list[dict[str, Any]]
     stop_reason: str
     output_tokens: int
+    stop_sequence: str | None = None
 
 
-def _plan(reply: Reply, max_tokens: int) -> _Planned:
-    budget = max_tokens
+def _first_stop(text: str, sequences: list[str]) -> tuple[int, str] | None:
+    found = [(text.find(seq), seq) for seq in sequences if seq and seq in text]
+    return min(found) if found else None
+
+
+def _cut_text(text: str, tokens: int) -> str:
+    return text.encode()[: max(tokens, 0) * 4].decode("utf-8", "ignore")
+
+
+def _reply_blocks(
+    reply: Reply, request: MessagesRequest, model: ModelInfo
+) -> tuple[list[ReplyBlock], dict[str, Any]]:
+    """The reply's blocks with thinking put first when on (and dropped when off)."""
+    thinking = effective_thinking(request.thinking, model.thinks_by_default)
+    blocks = list(reply.blocks)
+    if thinking["type"] == "disabled":
+        return [b for b in blocks if not isinstance(b, ReplyThinking)], thinking
+    if not any(isinstance(b, ReplyThinking) for b in blocks):
+        blocks.insert(0, default_thinking(request))
+    return blocks, thinking
+
+
+def _plan(
+    reply: Reply, request: MessagesRequest, model: ModelInfo, signer: ThinkingSigner
+) -> _Planned:
+    budget = request.max_tokens
     blocks: list[dict[str, Any]] = []
     used = 0
-    truncated = False
-    for block in reply.blocks:
-        if isinstance(block, ReplyText):
-            tokens = estimate_text_tokens(block.text)
-            text = block.text
+    stop: str | None = None
+    stop_sequence: str | None = None
+    reply_blocks, thinking = _reply_blocks(reply, request, model)
+    omitted = (request.thinking or {}).get("display") == "omitted"
+    for block in reply_blocks:
+        if isinstance(block, ReplyThinking):
+            text = block.thinking
+            limit = thinking.get("budget_tokens")
+            if isinstance(limit, int) and estimate_text_tokens(text) > limit:
+                text = _cut_text(text, limit)
+            tokens = estimate_text_tokens(text)
             if used + tokens > budget:
-                text = text.encode()[: max(budget - used, 0) * 4].decode("utf-8", "ignore")
-                tokens, truncated = estimate_text_tokens(text), True
+                text, tokens, stop = _cut_text(text, budget - used), budget - used, "max_tokens"
+            if block.redacted:
+                blocks.append({"type": "redacted_thinking", "data": signer.redact(text)})
+            else:
+                shown = "" if omitted else text
+                signature = signer.sign(text)
+                blocks.append({"type": "thinking", "thinking": shown, "signature": signature})
+            used += tokens
+        elif isinstance(block, ReplyText):
+            text = block.text
+            hit = _first_stop(text, request.stop_sequences or [])
+            if hit is not None:
+                text, stop, stop_sequence = text[: hit[0]], "stop_sequence", hit[1]
+            tokens = estimate_text_tokens(text)
+            if used + tokens > budget:
+                text = _cut_text(text, budget - used)
+                tokens, stop, stop_sequence = estimate_text_tokens(text), "max_tokens", None
             if text:
                 blocks.append({"type": "text", "text": text})
+            used += tokens
+        elif isinstance(block, ReplyRawBlock):
+            tokens = estimate_text_tokens(canonical_json(block.block))
+            if used + tokens > budget:
+                stop = "max_tokens"
+                break
+            blocks.append(dict(block.block))
             used += tokens
         else:
             tokens = estimate_text_tokens(block.name + canonical_json(block.input))
             if used + tokens > budget:
-                truncated = True
+                stop = "max_tokens"
                 break
             blocks.append(
                 {
@@ -171,15 +245,14 @@ def _plan(reply: Reply, max_tokens: int) -> _Planned:
                 }
             )
             used += tokens
-        if truncated:
+        if stop is not None:
             break
-    if truncated:
-        stop = "max_tokens"
-    elif reply.stop_reason is not None:
-        stop = reply.stop_reason
-    else:
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return _Planned(blocks, stop, max(used, 1))
+    if stop is None:
+        if reply.stop_reason is not None:
+            stop = reply.stop_reason
+        else:
+            stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    return _Planned(blocks, stop, max(used, 1), stop_sequence)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -188,6 +261,51 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
+    """content_block_start, its deltas and content_block_stop, with each delta's tokens."""
+    kind = block["type"]
+    events: list[tuple[str, dict[str, Any], int]] = []
+
+    def start(content_block: dict[str, Any]) -> None:
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": content_block},
+                0,
+            )
+        )
+
+    if kind == "text":
+        start({"type": "text", "text": ""})
+        for piece in _chunks(block["text"], 24):
+            delta = _delta(index, {"type": "text_delta", "text": piece})
+            events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
+        for citation in block.get("citations") or ():
+            delta = _delta(index, {"type": "citations_delta", "citation": citation})
+            events.append(("content_block_delta", delta, 0))
+    elif kind == "thinking":
+        start({"type": "thinking", "thinking": "", "signature": ""})
+        if block["thinking"]:
+            for piece in _chunks(block["thinking"], 24):
+                delta = _delta(index, {"type": "thinking_delta", "thinking": piece})
+                events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
+        signature = _delta(index, {"type": "signature_delta", "signature": block["signature"]})
+        events.append(("content_block_delta", signature, 0))
+    elif kind in ("tool_use", "server_tool_use"):
+        start({**block, "input": {}})
+        for piece in _chunks(canonical_json(block["input"]), 32):
+            delta = _delta(index, {"type": "input_json_delta", "partial_json": piece})
+            events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
+    else:  # redacted_thinking, server tool results, ...: whole in content_block_start
+        start(block)
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
+    return events
 
 
 class _Exchange:
@@ -220,6 +338,7 @@ class _Exchange:
         usage: dict[str, Any],
         stop: str | None,
         diagnostics: dict[str, Any] | None,
+        stop_sequence: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "id": self.message_id,
@@ -228,7 +347,7 @@ class _Exchange:
             "model": self.request.model,
             "content": content,
             "stop_reason": stop,
-            "stop_sequence": None,
+            "stop_sequence": stop_sequence,
             "usage": usage,
         }
         if diagnostics is not None:
@@ -240,113 +359,91 @@ class _Exchange:
         if rate > 0:
             await anyio.sleep(tokens / rate)
 
+    def _stream(
+        self, usage: CacheUsage, diagnostics: dict[str, Any] | None
+    ) -> list[tuple[str, dict[str, Any], int]]:
+        planned = self.planned
+        start = self.message([], _usage_json(usage, 1), None, diagnostics)
+        stream: list[tuple[str, dict[str, Any], int]] = [
+            ("message_start", {"type": "message_start", "message": start}, 0),
+            ("ping", {"type": "ping"}, 0),
+        ]
+        for index, block in enumerate(planned.blocks):
+            stream.extend(_block_events(index, block))
+        final_usage = _usage_json(usage, planned.output_tokens)
+        del final_usage["cache_creation"], final_usage["service_tier"]
+        delta = {"stop_reason": planned.stop_reason, "stop_sequence": planned.stop_sequence}
+        stream.append(
+            ("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}, 0)
+        )
+        stream.append(("message_stop", {"type": "message_stop"}, 0))
+        return stream
+
     async def events(self, fault: Fault | None) -> AsyncIterator[bytes]:
         latency = self.state.latency
         if latency.time_to_first_token:
             await anyio.sleep(latency.time_to_first_token)
         usage, diagnostics = self.start()
-        planned = self.planned
-        sent = 0
+        # after_events counts the events sent before the fault: 0 fires before message_start.
         cut_after = fault.after_events if isinstance(fault, MidStreamError | DropConnection) else -1
-
-        def emit(event: str, data: dict[str, Any]) -> bytes:
-            nonlocal sent
-            sent += 1
-            return _sse(event, data)
-
-        def cut() -> bytes:
-            if isinstance(fault, DropConnection):
-                raise ConnectionDropped("injected: connection dropped mid-stream")
-            assert isinstance(fault, MidStreamError)
-            message = "Overloaded" if fault.error_type == "overloaded_error" else "Internal error"
-            error = {"type": fault.error_type, "message": message}
-            return _sse("error", {"type": "error", "error": error})
-
-        start_usage = _usage_json(usage, 1)
-        yield emit(
-            "message_start",
-            {
-                "type": "message_start",
-                "message": self.message([], start_usage, None, diagnostics),
-            },
-        )
-        stream: list[tuple[str, dict[str, Any], int]] = [("ping", {"type": "ping"}, 0)]
-        for index, block in enumerate(planned.blocks):
-            if block["type"] == "text":
-                stream.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "text", "text": ""},
-                        },
-                        0,
-                    )
-                )
-                for piece in _chunks(block["text"], 24):
-                    stream.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "text_delta", "text": piece},
-                            },
-                            estimate_text_tokens(piece),
-                        )
-                    )
-            else:
-                stream.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {
-                                "type": "tool_use",
-                                "id": block["id"],
-                                "name": block["name"],
-                                "input": {},
-                            },
-                        },
-                        0,
-                    )
-                )
-                for piece in _chunks(canonical_json(block["input"]), 32):
-                    stream.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece},
-                            },
-                            estimate_text_tokens(piece),
-                        )
-                    )
-            stream.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
-        final_usage = _usage_json(usage, planned.output_tokens)
-        del final_usage["cache_creation"], final_usage["service_tier"]
-        stream.append(
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": planned.stop_reason, "stop_sequence": None},
-                    "usage": final_usage,
-                },
-                0,
-            )
-        )
-        stream.append(("message_stop", {"type": "message_stop"}, 0))
-        for event, data, tokens in stream:
+        for sent, (event, data, tokens) in enumerate(self._stream(usage, diagnostics)):
             if sent == cut_after:
-                yield cut()
+                if isinstance(fault, DropConnection):
+                    raise ConnectionDropped("injected: connection dropped mid-stream")
+                assert isinstance(fault, MidStreamError)
+                kind = fault.error_type
+                message = "Overloaded" if kind == "overloaded_error" else "Internal error"
+                yield _sse("error", {"type": "error", "error": {"type": kind, "message": message}})
                 return
             await self._pause(tokens)
-            yield emit(event, data)
+            yield _sse(event, data)
         self.state.finished_at.append(time.perf_counter())
+
+
+def _thread_error(request: MessagesRequest) -> ApiError:
+    """The API's answer to `thread` where it cannot thread the request; the SDK's tool
+    runner falls back to sending the whole conversation on `thread_unsupported_request`."""
+    unsupported: list[str] = []
+    if request.cache_control is not None or any(True for _ in cache_controls(request)):
+        unsupported.append("cache_control")
+    if request.context_management is not None:
+        unsupported.append("context_management")
+    if request.fallbacks is not None:
+        unsupported.append("fallbacks")
+    if request.thinking is not None:
+        unsupported.append("thinking")
+    return ApiError(
+        400,
+        "thread: the local Messages API does not keep threads; send the full conversation "
+        "without `thread`.",
+        details={"error_code": "thread_unsupported_request", "unsupported": unsupported},
+    )
+
+
+def _check_signatures(request: MessagesRequest, model: ModelInfo, signer: ThinkingSigner) -> None:
+    """Thinking blocks the model will see must come back as it wrote them (docs:
+    extended thinking, "preserving thinking blocks")."""
+    for i, message in enumerate(context_messages(request.messages, model)):
+        if message.role != "assistant" or isinstance(message.content, str):
+            continue
+        for j, block in enumerate(message.content):
+            where = f"messages.{i}.content.{j}"
+            if isinstance(block, ThinkingBlock):
+                if signer.thinking_text(block.thinking, block.signature) is None:
+                    raise ApiError(400, f"{where}: Invalid `signature` in `thinking` block")
+            elif isinstance(block, RedactedThinkingBlock) and not signer.redacted_text(block.data):
+                raise ApiError(400, f"{where}: Invalid `data` in `redacted_thinking` block")
+
+
+def _accept(
+    body: bytes, version: str, beta: bool, signer: ThinkingSigner
+) -> tuple[MessagesRequest, ModelInfo]:
+    decoded = decode_request(body, MessagesRequest)
+    if decoded.thread is not None:
+        raise _thread_error(decoded)
+    parsed, model = validate(decoded, version, beta=beta)
+    _check_signatures(parsed, model, signer)
+    return parsed, model
 
 
 def build_app(state: LocalAPIState) -> Starlette:
@@ -357,6 +454,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             RecordedRequest(request.url.path, dict(request.headers), body, time.perf_counter())
         )
         state.served += 1
+        beta = request.query_params.get("beta") == "true"
         try:
             version = _check_headers(request, state)
             fault = _take_fault(request, state)
@@ -364,14 +462,14 @@ def build_app(state: LocalAPIState) -> Starlette:
                 await anyio.sleep(fault.seconds)
             elif isinstance(fault, StatusFault):
                 raise _status_fault(fault)
-            parsed = validate(decode_request(body, MessagesRequest), version)
+            parsed, model = _accept(body, version, beta, state.signer)
             try:
                 reply = state.responder.respond(parsed)
             except LookupError as exc:
                 raise ApiError(500, str(exc)) from None
         except ApiError as error:
             return _error_response(error, request_id)
-        exchange = _Exchange(state, parsed, _plan(reply, parsed.max_tokens))
+        exchange = _Exchange(state, parsed, _plan(reply, parsed, model, state.signer))
         headers = {"request-id": request_id}
         if parsed.stream:
             return StreamingResponse(
@@ -388,23 +486,36 @@ def build_app(state: LocalAPIState) -> Starlette:
             _usage_json(usage, planned.output_tokens),
             planned.stop_reason,
             diagnostics,
+            planned.stop_sequence,
         )
         return JSONResponse(body_json, headers=headers)
 
     async def count_tokens(request: Request) -> Response:
         request_id = _new_id("req")
         body = await request.body()
+        beta = request.query_params.get("beta") == "true"
         try:
-            _check_headers(request, state)
+            version = _check_headers(request, state)
             parsed = decode_request(body, CountTokensRequest)
             as_messages = MessagesRequest(
                 model=parsed.model,
-                max_tokens=1,
+                max_tokens=_COUNT_MAX_TOKENS,
                 messages=parsed.messages,
                 system=parsed.system,
                 tools=parsed.tools,
+                tool_choice=parsed.tool_choice,
+                thinking=parsed.thinking,
+                cache_control=parsed.cache_control,
+                output_config=parsed.output_config,
+                speed=parsed.speed,
+                billing_policy=parsed.billing_policy,
+                compaction=parsed.compaction,
+                context_management=parsed.context_management,
+                mcp_servers=parsed.mcp_servers,
             )
-            total = sum(block.tokens for block in prefix_blocks(as_messages))
+            checked, model = validate(as_messages, version, beta=beta)
+            _check_signatures(checked, model, state.signer)
+            total = sum(block.tokens for block in prefix_blocks(checked))
         except ApiError as error:
             return _error_response(error, request_id)
         return JSONResponse({"input_tokens": total}, headers={"request-id": request_id})

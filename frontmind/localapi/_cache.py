@@ -3,12 +3,22 @@
 The prefix is flattened into blocks in processing order: tools, system, then message
 content blocks. Each block's key is a hash chained over everything before it (model
 first, `cache_control` left out), so a key names one exact prefix through one block
-boundary.
+boundary. The docs' rules (prompt caching; extended thinking), as simulated:
 
 - Entries are written only at breakpoints, and only when the prefix through the
   breakpoint reaches the model's minimum cacheable length (no error below it).
-- Each breakpoint looks for an entry at its own boundary and at up to `LOOKBACK` block
-  boundaries before it; the longest prefix found by any breakpoint is read.
+- Automatic caching (a top-level `cache_control`) puts a breakpoint on the last block
+  that can carry one, so it moves forward as the conversation grows.
+- Each breakpoint looks for an entry at its own boundary and at earlier boundaries, at
+  most `LOOKBACK` positions in all counting its own (an entry at block 15 and a breakpoint
+  at block 35 is a miss). A run of consecutive `tool_use` blocks is one position, and so
+  is a run of consecutive `tool_result` blocks. The longest prefix found is read.
+- `tool_choice` and the thinking configuration (on/off, budget) are part of the messages
+  part of the prefix only: changing them re-writes the messages, while tools and system
+  stay cached.
+- Thinking blocks of assistant turns before the current one (the turn that began with the
+  last user message that is not only tool results) are stripped from the context on
+  models that do not keep them: they neither count nor take part in the prefix.
 - A request looks its prefix up when it arrives, and its entries are written when its
   response starts: a request that arrived before that never reads them (so identical
   requests sent in parallel all write).
@@ -24,39 +34,47 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ._clock import Clock
+from ._models import MODELS, ModelInfo
 from ._schema import (
+    Block,
     CacheControl,
+    CodeExecutionToolResultBlock,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
     MessagesRequest,
+    RedactedThinkingBlock,
+    SearchResultBlock,
+    ServerToolResultBlock,
+    ServerToolUseBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    WebFetchToolResultBlock,
 )
-from ._tokens import BLOCK_FRAMING_TOKENS, canonical_json, estimate_text_tokens
+from ._thinking import effective_thinking
+from ._tokens import BLOCK_FRAMING_TOKENS, IMAGE_TOKENS, canonical_json, estimate_text_tokens
 
-__all__ = ["LOOKBACK", "CacheSimulator", "CacheUsage", "PrefixBlock", "min_cacheable_tokens"]
+__all__ = [
+    "LOOKBACK",
+    "CacheSimulator",
+    "CacheUsage",
+    "PrefixBlock",
+    "context_messages",
+    "min_cacheable_tokens",
+    "prefix_blocks",
+]
 
 LOOKBACK = 20
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
-
-# Minimum cacheable prefix by model family (longest matching prefix wins).
-_MIN_CACHEABLE: tuple[tuple[str, int], ...] = (
-    ("claude-3-haiku", 2048),
-    ("claude-3-5-haiku", 2048),
-    ("claude-haiku-4", 4096),
-    ("claude-opus-4-5", 4096),
-    ("claude-opus-4-6", 4096),
-    ("claude-opus-4-7", 4096),
-    ("claude-opus-4-8", 4096),
-)
 _DEFAULT_MIN_CACHEABLE = 1024
 
 
 def min_cacheable_tokens(model: str) -> int:
-    best = ("", _DEFAULT_MIN_CACHEABLE)
-    for prefix, tokens in _MIN_CACHEABLE:
-        if model.startswith(prefix) and len(prefix) > len(best[0]):
-            best = (prefix, tokens)
-    return best[1]
+    """The model's minimum cacheable prefix (its row in `_models`; 1,024 for others)."""
+    info = MODELS.get(model)
+    return info.min_cacheable if info is not None else _DEFAULT_MIN_CACHEABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +83,8 @@ class PrefixBlock:
     tokens: int
     section: str  # "tools" | "system" | "messages"
     ttl: str | None  # the breakpoint's TTL, or None when the block is no breakpoint
+    position: int = 0  # lookback position: a run of tool_use (or tool_result) blocks shares one
+    carrier: bool = True  # can carry cache_control (thinking blocks cannot)
 
 
 @dataclass(slots=True)
@@ -91,61 +111,181 @@ class CacheUsage:
         return self.total - self.read - self.written
 
 
-def _block_text(block: TextBlock | ToolUseBlock | ToolResultBlock) -> str:
+def _parts_text(parts: list[TextBlock]) -> str:
+    return "\n".join(part.text for part in parts)
+
+
+def _block_text(block: Block) -> str:
     if isinstance(block, TextBlock):
         return block.text
-    if isinstance(block, ToolUseBlock):
+    if isinstance(block, ToolUseBlock | ServerToolUseBlock):
         return block.name + canonical_json(block.input)
+    if isinstance(block, ThinkingBlock):
+        return block.thinking
+    if isinstance(block, RedactedThinkingBlock):
+        return block.data
+    if isinstance(block, ImageBlock):
+        return ""
+    if isinstance(block, DocumentBlock):
+        source = block.source
+        if source.get("type") == "text" and isinstance(source.get("data"), str):
+            return str(source["data"])
+        return canonical_json(source)
+    if isinstance(block, SearchResultBlock):
+        return block.title + "\n" + _parts_text(block.content)
+    if isinstance(
+        block, ServerToolResultBlock | WebFetchToolResultBlock | CodeExecutionToolResultBlock
+    ):
+        return canonical_json(msgspec.to_builtins(block.content))
     content = block.content
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(part.text for part in content)
+    return "\n".join(_block_text(part) for part in content)
+
+
+def block_tokens(block: Block) -> int:
+    tokens = estimate_text_tokens(_block_text(block)) + BLOCK_FRAMING_TOKENS
+    if isinstance(block, ImageBlock):
+        tokens += IMAGE_TOKENS
+    elif isinstance(block, ToolResultBlock) and isinstance(block.content, list):
+        tokens += IMAGE_TOKENS * sum(isinstance(p, ImageBlock) for p in block.content)
+    return tokens
 
 
 def _strip_cache_control(block: msgspec.Struct) -> bytes:
-    return msgspec.json.encode(msgspec.structs.replace(block, cache_control=None))
+    if hasattr(block, "cache_control"):
+        block = msgspec.structs.replace(block, cache_control=None)
+    return msgspec.json.encode(block)
 
 
 def _ttl(control: CacheControl | None) -> str | None:
     return None if control is None else control.ttl
 
 
-def flatten(request: MessagesRequest) -> Iterator[tuple[str, bytes, int, str | None]]:
-    """(section, canonical bytes, tokens, breakpoint TTL) for every prefix block."""
+def _run_kind(block: Block) -> str | None:
+    if isinstance(block, ToolUseBlock):
+        return "tool_use"
+    if isinstance(block, ToolResultBlock):
+        return "tool_result"
+    if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+        return "thinking"
+    return None
+
+
+def _blocks(message: MessageParam) -> list[Block]:
+    content = message.content
+    return [TextBlock(text=content)] if isinstance(content, str) else list(content)
+
+
+def context_messages(messages: list[MessageParam], model: ModelInfo | None) -> list[MessageParam]:
+    """The messages as the model sees them: earlier turns' thinking stripped where the
+    model does not keep it (docs: context windows, extended thinking)."""
+    if model is None or model.keeps_previous_thinking:
+        return messages
+    current = 0  # the current turn begins at the last user message that is not only results
+    for i, message in enumerate(messages):
+        if message.role == "user" and any(
+            not isinstance(b, ToolResultBlock) for b in _blocks(message)
+        ):
+            current = i
+    out: list[MessageParam] = []
+    for i, message in enumerate(messages):
+        if i < current and message.role == "assistant" and isinstance(message.content, list):
+            kept: list[Block] = [
+                b
+                for b in message.content
+                if not isinstance(b, ThinkingBlock | RedactedThinkingBlock)
+            ]
+            if kept != message.content:
+                message = MessageParam(message.role, kept)
+        out.append(message)
+    return out
+
+
+def flatten(request: MessagesRequest) -> Iterator[tuple[str, bytes, int, str | None, str | None]]:
+    """(section, canonical bytes, tokens, breakpoint TTL, run kind) for every prefix block."""
     for tool in request.tools or ():
-        text = tool.name + tool.description + canonical_json(tool.input_schema)
+        if tool.input_schema is not None:
+            text = tool.name + tool.description + canonical_json(tool.input_schema)
+        else:
+            text = canonical_json(msgspec.to_builtins(tool))
         tokens = estimate_text_tokens(text) + BLOCK_FRAMING_TOKENS + 2
-        yield "tools", _strip_cache_control(tool), tokens, _ttl(tool.cache_control)
+        yield "tools", _strip_cache_control(tool), tokens, _ttl(tool.cache_control), None
     system = request.system
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
     for system_block in system or ():
         tokens = estimate_text_tokens(system_block.text) + BLOCK_FRAMING_TOKENS
-        yield "system", _strip_cache_control(system_block), tokens, _ttl(system_block.cache_control)
-    for index, message in enumerate(request.messages):
-        content = message.content
-        blocks = [TextBlock(text=content)] if isinstance(content, str) else content
-        for position, block in enumerate(blocks):
+        yield (
+            "system",
+            _strip_cache_control(system_block),
+            tokens,
+            _ttl(system_block.cache_control),
+            None,
+        )
+    model = MODELS.get(request.model)
+    for index, message in enumerate(context_messages(request.messages, model)):
+        for position, block in enumerate(_blocks(message)):
             # Role and message boundary belong to the prefix as much as the text does.
             marker = f"{index}:{message.role}:{position}".encode()
-            tokens = estimate_text_tokens(_block_text(block)) + BLOCK_FRAMING_TOKENS
             yield (
                 "messages",
                 marker + _strip_cache_control(block),
-                tokens,
-                _ttl(block.cache_control),
+                block_tokens(block),
+                _ttl(getattr(block, "cache_control", None)),
+                _run_kind(block),
             )
+
+
+def _messages_context(request: MessagesRequest) -> bytes:
+    """What the messages part of the prefix depends on besides the messages themselves."""
+    model = MODELS.get(request.model)
+    thinking = effective_thinking(request.thinking, model is not None and model.thinks_by_default)
+    return canonical_json({"thinking": thinking, "tool_choice": request.tool_choice}).encode()
 
 
 def prefix_blocks(request: MessagesRequest) -> list[PrefixBlock]:
     chain = hashlib.blake2b(request.model.encode(), digest_size=16).digest()
     blocks: list[PrefixBlock] = []
-    for section, data, tokens, ttl in flatten(request):
+    position = -1
+    previous_kind: str | None = None
+    in_messages = False
+    for section, data, tokens, ttl, kind in flatten(request):
+        if section == "messages" and not in_messages:
+            in_messages = True
+            chain = hashlib.blake2b(chain + _messages_context(request), digest_size=16).digest()
         chain = hashlib.blake2b(chain + data, digest_size=16).digest()
-        blocks.append(PrefixBlock(chain, tokens, section, ttl))
+        carrier = kind != "thinking"
+        run = kind if kind in ("tool_use", "tool_result") else None
+        if run is None or run != previous_kind:
+            position += 1
+        previous_kind = run
+        blocks.append(PrefixBlock(chain, tokens, section, ttl, position, carrier))
+    if request.cache_control is not None:
+        _place_automatic(request, blocks)
     return blocks
+
+
+def _place_automatic(request: MessagesRequest, blocks: list[PrefixBlock]) -> None:
+    """The automatic breakpoint: on the last block that can carry `cache_control`
+    (thinking blocks cannot); an explicit breakpoint already there stands."""
+    assert request.cache_control is not None
+    for i in range(len(blocks) - 1, -1, -1):
+        block = blocks[i]
+        if not block.carrier:
+            continue
+        if block.ttl is None:
+            blocks[i] = PrefixBlock(
+                block.key,
+                block.tokens,
+                block.section,
+                request.cache_control.ttl,
+                block.position,
+                block.carrier,
+            )
+        return
 
 
 class CacheSimulator:
@@ -186,7 +326,9 @@ class CacheSimulator:
 
         read_at = -1
         for bp in breakpoints:
-            for j in range(bp, max(bp - LOOKBACK, 0) - 1, -1):
+            for j in range(bp, -1, -1):
+                if blocks[bp].position - blocks[j].position + 1 > LOOKBACK:
+                    break
                 entry = self._entries.get(blocks[j].key)
                 if entry is not None and entry.expires_at > now:
                     read_at = max(read_at, j)

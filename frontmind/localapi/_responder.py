@@ -14,6 +14,12 @@ built-in tools, and that tool is offered in the request, it answers with `tool_u
 | "search for X" / "what did we say about X"      | search_context      | query          |
 
 After tool results it replies with one line per result.
+
+When thinking is on (asked for, or the model's default), a reply begins with thinking:
+the responder's own `ReplyThinking` blocks, or else one the server writes from the
+request (`default_thinking`); a user message holding the documented test string
+`REDACTED_TRIGGER` gets `redacted_thinking` instead. With thinking off, `ReplyThinking`
+blocks of a scripted reply are dropped, as a model with thinking off does not think.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._schema import MessagesRequest, TextBlock, ToolResultBlock, ToolUseBlock
+from ._schema import MessagesRequest, TextBlock, ToolResultBlock
+from ._thinking import REDACTED_TRIGGER
 
 __all__ = [
     "DefaultResponder",
     "Reply",
+    "ReplyRawBlock",
     "ReplyText",
+    "ReplyThinking",
     "ReplyToolUse",
     "Responder",
     "ScriptedResponder",
@@ -49,8 +58,27 @@ class ReplyToolUse:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyThinking:
+    """A thinking block (signed by the server), or redacted_thinking when `redacted`."""
+
+    thinking: str
+    redacted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRawBlock:
+    """A content block sent as given: server tool use and results (web search, web fetch,
+    code execution), text with citations, or anything else a test needs the model to say."""
+
+    block: dict[str, Any]
+
+
+ReplyBlock = ReplyText | ReplyToolUse | ReplyThinking | ReplyRawBlock
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
-    blocks: tuple[ReplyText | ReplyToolUse, ...]
+    blocks: tuple[ReplyBlock, ...]
     stop_reason: str | None = None  # derived from the blocks when None
 
 
@@ -58,9 +86,25 @@ class Responder(Protocol):
     def respond(self, request: MessagesRequest) -> Reply: ...
 
 
-def _last_user_blocks(request: MessagesRequest) -> list[TextBlock | ToolUseBlock | ToolResultBlock]:
-    content = request.messages[-1].content
+def _last_user_blocks(request: MessagesRequest) -> list[Any]:
+    users = [m for m in request.messages if m.role == "user"]
+    if not users:
+        return []
+    content = users[-1].content
     return [TextBlock(text=content)] if isinstance(content, str) else list(content)
+
+
+def default_thinking(request: MessagesRequest) -> ReplyThinking:
+    """The thinking the server writes when the responder wrote none."""
+    blocks = _last_user_blocks(request)
+    said = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+    if REDACTED_TRIGGER in said:
+        return ReplyThinking("Flagged reasoning, returned encrypted.", redacted=True)
+    results = sum(isinstance(b, ToolResultBlock) for b in blocks)
+    if results:
+        return ReplyThinking(f"{results} tool result(s) came back; I will report them briefly.")
+    words = len(said.split())
+    return ReplyThinking(f"The user wrote {words} word(s); I will answer briefly and plainly.")
 
 
 def _notification_sections(request: MessagesRequest) -> list[str]:
@@ -132,7 +176,7 @@ class DefaultResponder:
                 text = (
                     content
                     if isinstance(content, str)
-                    else "\n".join(part.text for part in content or ())
+                    else "\n".join(p.text for p in content or () if isinstance(p, TextBlock))
                 )
                 status = "failed" if result.is_error else "done"
                 lines.append(f"Tool {status}: {text.strip()[:160]}")
@@ -156,6 +200,7 @@ class ScriptedResponder:
     requests: list[MessagesRequest] = field(default_factory=list)
 
     def push(self, *replies: Reply | str) -> None:
+        """Queue replies; a string is a reply of one text block."""
         for reply in replies:
             self.replies.append(Reply((ReplyText(reply),)) if isinstance(reply, str) else reply)
 

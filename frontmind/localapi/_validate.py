@@ -2,28 +2,48 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from ._models import ModelInfo, find_model
 from ._schema import (
+    ASSISTANT_BLOCKS,
+    BETA_ONLY_FIELDS,
+    SERVER_TOOL_BLOCKS,
+    USER_ONLY_BLOCKS,
     Block,
     CacheControl,
     CountTokensRequest,
+    DocumentBlock,
+    ImageBlock,
     MessageParam,
     MessagesRequest,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
+from ._thinking import MIN_BUDGET_TOKENS
 
-__all__ = ["VERSIONS", "ApiError", "decode_request", "merge_consecutive", "validate"]
+__all__ = [
+    "VERSIONS",
+    "ApiError",
+    "blocks_of",
+    "cache_controls",
+    "decode_request",
+    "merge_consecutive",
+    "require_model",
+    "validate",
+]
 
 VERSIONS = frozenset({"2023-06-01", "2026-10-21"})
 _SAMPLING_REJECTED_FROM = "2026-10-21"
 MAX_BREAKPOINTS = 4
 MAX_BODY_BYTES = 32 * 1024 * 1024
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 _R = TypeVar("_R", MessagesRequest, CountTokensRequest)
 
@@ -43,12 +63,44 @@ class ApiError(Exception):
         529: "overloaded_error",
     }
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.type = self._TYPES.get(status, "api_error")
         self.message = message
         self.headers = headers or {}
+        self.details = details
+
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+
+
+def _api_path(path: str) -> str:
+    """msgspec's `$.messages[0].content` as the API writes it: `messages.0.content`."""
+    return re.sub(r"\[(\d+)\]", r".\1", path).lstrip(".")
+
+
+def _validation_message(error: str) -> str:
+    """msgspec's message in the API's words: `<field path>: <what is wrong>`."""
+    match = _AT.match(error)
+    assert match is not None
+    what, path = match.group("what"), _api_path(match.group("path") or "")
+    unknown, missing = _UNKNOWN.match(what), _MISSING.match(what)
+    if unknown is not None:
+        field = ".".join(p for p in (path, unknown.group("field")) if p)
+        return f"{field}: Extra inputs are not permitted"
+    if missing is not None:
+        field = ".".join(p for p in (path, missing.group("field")) if p)
+        return f"{field}: Field required"
+    return f"{path}: {what}" if path else what
 
 
 def decode_request(body: bytes, type_: type[_R]) -> _R:
@@ -61,10 +113,19 @@ def decode_request(body: bytes, type_: type[_R]) -> _R:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
-        raise ApiError(400, f"Invalid request: {exc}") from None
+        raise ApiError(400, _validation_message(str(exc))) from None
 
 
-def _blocks(message: MessageParam) -> list[Block]:
+def require_model(name: str) -> ModelInfo:
+    if not name:
+        raise ApiError(400, "model: Field required")
+    model = find_model(name)
+    if model is None:  # unknown or retired: the API's 404
+        raise ApiError(404, f"model: {name}")
+    return model
+
+
+def blocks_of(message: MessageParam) -> list[Block]:
     content = message.content
     return [TextBlock(text=content)] if isinstance(content, str) else list(content)
 
@@ -74,25 +135,27 @@ def merge_consecutive(messages: list[MessageParam]) -> list[MessageParam]:
     merged: list[MessageParam] = []
     for message in messages:
         if merged and merged[-1].role == message.role:
-            merged[-1] = MessageParam(message.role, _blocks(merged[-1]) + _blocks(message))
+            merged[-1] = MessageParam(message.role, blocks_of(merged[-1]) + blocks_of(message))
         else:
             merged.append(message)
     return merged
 
 
-def _controls(request: MessagesRequest) -> Iterator[CacheControl]:
-    for tool in request.tools or ():
+def cache_controls(request: MessagesRequest) -> Iterator[tuple[str, CacheControl]]:
+    """(field path, control) for every explicit breakpoint, in processing order."""
+    for i, tool in enumerate(request.tools or ()):
         if tool.cache_control is not None:
-            yield tool.cache_control
+            yield f"tools.{i}.cache_control", tool.cache_control
     if isinstance(request.system, list):
-        for block in request.system:
+        for i, block in enumerate(request.system):
             if block.cache_control is not None:
-                yield block.cache_control
-    for message in request.messages:
+                yield f"system.{i}.cache_control", block.cache_control
+    for i, message in enumerate(request.messages):
         if isinstance(message.content, list):
-            for part in message.content:
-                if part.cache_control is not None:
-                    yield part.cache_control
+            for j, part in enumerate(message.content):
+                control = getattr(part, "cache_control", None)
+                if control is not None:
+                    yield f"messages.{i}.content.{j}.cache_control", control
 
 
 def _check_text(text: str, where: str) -> None:
@@ -102,10 +165,141 @@ def _check_text(text: str, where: str) -> None:
         raise ApiError(400, f"{where}: text content blocks must contain non-whitespace text")
 
 
-def validate(request: MessagesRequest, version: str) -> MessagesRequest:
-    """Return the request with its messages merged, or raise `ApiError`."""
-    if not request.model:
-        raise ApiError(400, "model: Field required")
+def _check_source(block: ImageBlock | DocumentBlock, where: str) -> None:
+    """Image and document sources: base64, URL or file (documents also text/content)."""
+    source = block.source
+    kind = source.get("type")
+    allowed = {"base64", "url", "file"}
+    if isinstance(block, DocumentBlock):
+        allowed |= {"text", "content"}
+    if kind not in allowed:
+        expected = ", ".join(sorted(allowed))
+        raise ApiError(400, f"{where}.source.type: Input should be one of {expected}")
+    required = {
+        "base64": ("media_type", "data"),
+        "url": ("url",),
+        "file": ("file_id",),
+        "text": ("media_type", "data"),
+        "content": ("content",),
+    }[kind]
+    for name in required:
+        if source.get(name) in (None, ""):
+            raise ApiError(400, f"{where}.source.{name}: Field required")
+    if isinstance(block, ImageBlock) and kind == "base64":
+        media = source.get("media_type")
+        if media not in _IMAGE_TYPES:
+            raise ApiError(
+                400,
+                f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', "
+                "'image/gif' or 'image/webp'",
+            )
+
+
+def _check_block(block: Block, role: str, where: str) -> None:
+    if isinstance(block, TextBlock):
+        _check_text(block.text, where)
+    elif isinstance(block, ImageBlock | DocumentBlock):
+        _check_source(block, where)
+    elif isinstance(block, ToolResultBlock) and isinstance(block.content, list):
+        for k, part in enumerate(block.content):
+            _check_block(part, role, f"{where}.content.{k}")
+    if role == "assistant" and isinstance(block, USER_ONLY_BLOCKS):
+        raise ApiError(400, f"{where}: {_type_of(block)} blocks belong to user turns")
+    if role != "assistant" and isinstance(block, ASSISTANT_BLOCKS):
+        raise ApiError(400, f"{where}: {_type_of(block)} blocks belong to assistant turns")
+
+
+def _type_of(block: Block) -> str:
+    return str(type(block).__struct_config__.tag)
+
+
+def _check_thinking_config(request: MessagesRequest) -> None:
+    thinking = request.thinking
+    if thinking is None:
+        return
+    kind = thinking.get("type")
+    if kind not in ("enabled", "disabled", "adaptive"):
+        raise ApiError(400, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int):
+            raise ApiError(400, "thinking.enabled.budget_tokens: Field required")
+        if budget < MIN_BUDGET_TOKENS:
+            raise ApiError(
+                400,
+                f"thinking.enabled.budget_tokens: Input should be greater than or equal to "
+                f"{MIN_BUDGET_TOKENS}",
+            )
+        if budget >= request.max_tokens:
+            raise ApiError(400, "`max_tokens` must be greater than `thinking.budget_tokens`.")
+
+
+def _check_tools(request: MessagesRequest) -> None:
+    for i, tool in enumerate(request.tools or ()):
+        custom = tool.type in (None, "custom")
+        if custom and tool.input_schema is None:
+            raise ApiError(400, f"tools.{i}.custom.input_schema: Field required")
+
+
+def _check_system_messages(messages: list[MessageParam], model: ModelInfo) -> None:
+    """Role-system messages: only on models that take them, after a user turn, and either
+    last or followed by an assistant turn (facts file; "system messages" in the docs)."""
+    for i, message in enumerate(messages):
+        if message.role != "system":
+            continue
+        if not model.system_messages:
+            raise ApiError(
+                400,
+                f"messages.{i}.role: system messages are not supported by {model.name}; "
+                "use the top-level `system` parameter",
+            )
+        if i == 0 or messages[i - 1].role != "user":
+            raise ApiError(400, f"messages.{i}: a system message must follow a user message")
+        if i + 1 < len(messages) and messages[i + 1].role != "assistant":
+            raise ApiError(
+                400,
+                f"messages.{i}: a system message must be the last message or be followed by "
+                "an assistant message",
+            )
+        for j, block in enumerate(blocks_of(message)):
+            if not isinstance(block, TextBlock):
+                raise ApiError(400, f"messages.{i}.content.{j}: system messages hold text only")
+
+
+def _check_breakpoints(request: MessagesRequest) -> None:
+    controls = list(cache_controls(request))
+    if request.cache_control is not None:
+        # Automatic caching puts the last breakpoint on the last cacheable block: it takes
+        # a slot and comes last in processing order (docs: prompt caching, automatic).
+        controls.append(("cache_control", request.cache_control))
+    if len(controls) > MAX_BREAKPOINTS:
+        raise ApiError(
+            400,
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+            f"Found {len(controls)}.",
+        )
+    seen_short = False
+    for path, control in controls:
+        if control.ttl == "5m":
+            seen_short = True
+        elif seen_short:
+            raise ApiError(
+                400,
+                f"{path}: a ttl='1h' cache_control block must not come after a ttl='5m' "
+                "cache_control block. Note that blocks are processed in the following order: "
+                "`tools`, `system`, `messages`.",
+            )
+
+
+def validate(
+    request: MessagesRequest, version: str, *, beta: bool = False
+) -> tuple[MessagesRequest, ModelInfo]:
+    """Return the request with its messages merged and its model, or raise `ApiError`."""
+    if not beta:
+        for name in BETA_ONLY_FIELDS:
+            if getattr(request, name) is not None:
+                raise ApiError(400, f"{name}: Extra inputs are not permitted")
+    model = require_model(request.model)
     if request.max_tokens < 1:
         raise ApiError(400, "max_tokens: must be greater than or equal to 1")
     if version >= _SAMPLING_REJECTED_FROM:
@@ -114,6 +308,8 @@ def validate(request: MessagesRequest, version: str) -> MessagesRequest:
                 raise ApiError(
                     400, f"{name}: not supported with anthropic-version {version}; remove it"
                 )
+    _check_thinking_config(request)
+    _check_tools(request)
     if isinstance(request.system, list):
         for i, system_block in enumerate(request.system):
             _check_text(system_block.text, f"system.{i}")
@@ -123,45 +319,35 @@ def validate(request: MessagesRequest, version: str) -> MessagesRequest:
     for i, message in enumerate(messages):
         if isinstance(message.content, list) and not message.content:
             raise ApiError(400, f"messages.{i}: all messages must have non-empty content")
-        for j, block in enumerate(_blocks(message)):
-            where = f"messages.{i}.content.{j}"
-            if isinstance(block, TextBlock):
-                _check_text(block.text, where)
-            elif isinstance(block, ToolUseBlock) and message.role != "assistant":
-                raise ApiError(400, f"{where}: tool_use belongs to assistant turns")
-            elif isinstance(block, ToolResultBlock) and message.role != "user":
-                raise ApiError(400, f"{where}: tool_result belongs to user turns")
+        for j, block in enumerate(blocks_of(message)):
+            _check_block(block, message.role, f"messages.{i}.content.{j}")
+    _check_system_messages(messages, model)
     _check_tool_pairs(messages)
-    if messages[-1].role != "user":
-        raise ApiError(400, "The conversation must end with a user message")
-    controls = list(_controls(request))
-    if len(controls) > MAX_BREAKPOINTS:
+    last = [m for m in messages if m.role != "system"][-1]
+    # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
+    # handling stop reasons, server tools): that is no prefill.
+    paused = last.role == "assistant" and isinstance(blocks_of(last)[-1], SERVER_TOOL_BLOCKS)
+    if last.role != "user" and not paused and not model.prefill:
         raise ApiError(
             400,
-            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
-            f"Found {len(controls)}.",
+            "This model does not support assistant message prefill. "
+            "The conversation must end with a user message.",
         )
-    seen_short = False
-    for control in controls:
-        if control.ttl == "5m":
-            seen_short = True
-        elif seen_short:
-            raise ApiError(
-                400,
-                "a ttl='1h' cache_control block must not come after a ttl='5m' "
-                "cache_control block (tools, then system, then messages)",
-            )
-    return msgspec.structs.replace(request, messages=messages)
+    merged = msgspec.structs.replace(request, messages=messages)
+    _check_breakpoints(merged)
+    return merged, model
 
 
 def _check_tool_pairs(messages: list[MessageParam]) -> None:
     for i, message in enumerate(messages):
         if message.role != "assistant":
             continue
-        uses = [b.id for b in _blocks(message) if isinstance(b, ToolUseBlock)]
+        uses = [b.id for b in blocks_of(message) if isinstance(b, ToolUseBlock)]
         if not uses:
             continue
-        following = _blocks(messages[i + 1]) if i + 1 < len(messages) else []
+        following = blocks_of(messages[i + 1]) if i + 1 < len(messages) else []
+        if i + 1 == len(messages):
+            continue  # a prefilled tool call: nothing follows yet
         leading: list[str] = []
         for block in following:
             if not isinstance(block, ToolResultBlock):
@@ -176,9 +362,9 @@ def _check_tool_pairs(messages: list[MessageParam]) -> None:
                 "corresponding `tool_result` block in the next message.",
             )
     for i, message in enumerate(messages):
-        previous = _blocks(messages[i - 1]) if i > 0 else []
+        previous = blocks_of(messages[i - 1]) if i > 0 else []
         known = {b.id for b in previous if isinstance(b, ToolUseBlock)}
-        for block in _blocks(message):
+        for block in blocks_of(message):
             if isinstance(block, ToolResultBlock) and block.tool_use_id not in known:
                 raise ApiError(
                     400,
@@ -186,3 +372,10 @@ def _check_tool_pairs(messages: list[MessageParam]) -> None:
                     f"{block.tool_use_id}. Each `tool_result` block must have a corresponding "
                     "`tool_use` block in the previous message.",
                 )
+
+
+def thinking_blocks(messages: list[MessageParam]) -> Iterator[tuple[str, ThinkingBlock]]:
+    for i, message in enumerate(messages):
+        for j, block in enumerate(blocks_of(message)):
+            if isinstance(block, ThinkingBlock):
+                yield f"messages.{i}.content.{j}", block

@@ -1,0 +1,89 @@
+"""Extended thinking: the thinking configuration and the signatures on thinking blocks.
+
+A thinking block's `signature` is base64 of an HMAC-SHA256 tag (keyed by the server's
+secret) followed by the thinking text, so the server can tell a block it wrote from an
+altered one, even when the text was omitted from the reply (`display: "omitted"`). A
+`redacted_thinking` block's `data` is built the same way. The default secret is a fixed
+constant, so signatures survive a restart of the local API (a stored conversation with
+thinking replays after `frontmind serve --offline` restarts), as the API's do.
+
+Thinking is on when the request says `enabled` (with `budget_tokens`) or `adaptive`, or
+when it says nothing and the model thinks by default. Docs: extended thinking,
+adaptive thinking.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SECRET",
+    "MIN_BUDGET_TOKENS",
+    "REDACTED_TRIGGER",
+    "ThinkingSigner",
+    "effective_thinking",
+]
+
+DEFAULT_SECRET = b"frontmind-localapi-thinking-v1"
+MIN_BUDGET_TOKENS = 1024
+# The documented test string that makes the API answer with a redacted_thinking block.
+REDACTED_TRIGGER = (
+    "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_"
+    "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
+)
+_TAG = 32
+
+
+def effective_thinking(thinking: dict[str, Any] | None, thinks_by_default: bool) -> dict[str, Any]:
+    """The thinking configuration in force, as a small canonical dict."""
+    if thinking is None:
+        return {"type": "adaptive"} if thinks_by_default else {"type": "disabled"}
+    kind = thinking.get("type")
+    if kind == "enabled":
+        return {"type": "enabled", "budget_tokens": thinking.get("budget_tokens")}
+    if kind == "adaptive":
+        return {"type": "adaptive"}
+    return {"type": "disabled"}
+
+
+class ThinkingSigner:
+    def __init__(self, secret: bytes = DEFAULT_SECRET) -> None:
+        self._secret = secret
+
+    def _tag(self, kind: bytes, text: bytes) -> bytes:
+        return hmac.new(self._secret, kind + b"\0" + text, hashlib.sha256).digest()
+
+    def sign(self, thinking: str) -> str:
+        text = thinking.encode()
+        return base64.b64encode(self._tag(b"thinking", text) + text).decode()
+
+    def redact(self, thinking: str) -> str:
+        text = thinking.encode()
+        return base64.b64encode(self._tag(b"redacted", text) + text).decode()
+
+    def _open(self, kind: bytes, encoded: str) -> str | None:
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        tag, text = raw[:_TAG], raw[_TAG:]
+        if len(tag) < _TAG or not hmac.compare_digest(tag, self._tag(kind, text)):
+            return None
+        try:
+            return text.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def thinking_text(self, thinking: str, signature: str) -> str | None:
+        """The signed text when the block is unaltered (its text as signed, or omitted)."""
+        signed = self._open(b"thinking", signature)
+        if signed is None or thinking not in ("", signed):
+            return None
+        return signed
+
+    def redacted_text(self, data: str) -> str | None:
+        return self._open(b"redacted", data)

@@ -1,0 +1,808 @@
+"""The PostgreSQL adapter (asyncpg): for daemon replicas and more than one machine.
+
+asyncpg rather than psycopg 3: it is asyncio-native (Frontmind pins anyio's asyncio
+backend), speaks the binary protocol with prepared statements cached per connection, and
+its pool and per-query cancellation are what the per-turn reads need to stay at a few
+milliseconds on loopback.
+
+- Every write is one transaction, shielded from cancellation from BEGIN to COMMIT, as
+  in the SQLite adapter: a cancelled caller never leaves half a turn.
+- Turns of one continuum are serialised across replicas by `continuum_lease`: a
+  session-level advisory lock on a connection held for the turn. A replica that dies
+  loses its session, and PostgreSQL releases the lock by itself.
+- Full-text search uses a stored tsvector and a GIN index; ranking follows the same
+  contract as SQLite's (relevance, weighted by importance and recency for memories).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from ._effects import AddMemory, AddReminder, CompleteReminder, Effect
+from ._exceptions import (
+    InvalidInput,
+    NotFound,
+    SchemaTooNew,
+    StorageUnavailable,
+    UnknownContinuum,
+)
+from ._fts import memory_score, query_terms, selective
+from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
+from ._records import (
+    Continuum,
+    ContinuumModel,
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    MessageHit,
+    Reminder,
+    Segment,
+    TurnRecord,
+    TurnUsage,
+    TurnWrite,
+)
+from ._shared import (
+    check_record,
+    check_write,
+    content_decoder,
+    record_decoder,
+    segment_title,
+)
+from ._validation import (
+    MAX_DOCUMENT_CHARS,
+    MAX_MEMORY_CHARS,
+    MAX_REMINDER_CHARS,
+    check_continuum_id,
+    check_label,
+    check_row_id,
+    check_text,
+    to_epoch,
+)
+
+try:  # an optional dependency: `pip install frontmind[postgres]`
+    import asyncpg
+except ImportError:  # pragma: no cover - exercised only without the extra
+    asyncpg = None
+
+__all__ = ["PostgresStorage"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_CONTINUUM = (
+    "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
+    " FROM continuums"
+)
+_REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
+_MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+
+
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
+
+
+def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Driver and server errors leave the adapter as `StorageUnavailable`, cause chained."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StorageUnavailable(f"{fn.__name__} failed: {exc}") from exc
+
+    return wrapper
+
+
+async def _insert_memory(
+    db: Any, text: str, created: float, expires: float | None, importance: float
+) -> int:
+    memory_id = await db.fetchval(
+        "INSERT INTO memories (text, created_at, expires_at, importance)"
+        " VALUES ($1, $2, $3, $4) RETURNING id",
+        text,
+        created,
+        expires,
+        importance,
+    )
+    await _count_terms(db, "memory", [text])
+    return int(memory_id)
+
+
+async def _count_terms(db: Any, kind: str, texts: list[str]) -> None:
+    """Keep each word's document count, in the writing transaction. Rows are upserted in
+    word order, so concurrent writers lock shared words in the same order (no deadlock)."""
+    await db.execute(
+        "INSERT INTO term_stats (kind, term, docs)"
+        " SELECT $1, w, count(*) FROM ("
+        "  SELECT DISTINCT d.n, unnest(tsvector_to_array(to_tsvector('simple', d.t))) AS w"
+        "  FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
+        " ) words GROUP BY w ORDER BY w"
+        " ON CONFLICT (kind, term) DO UPDATE SET docs = term_stats.docs + excluded.docs",
+        kind,
+        texts,
+    )
+
+
+async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
+    """The reverse of `_count_terms`, for deleted rows (in the deleting transaction)."""
+    if not texts:
+        return
+    await db.execute(
+        "UPDATE term_stats t SET docs = t.docs - c.n FROM ("
+        "  SELECT w, count(*) AS n FROM ("
+        "   SELECT DISTINCT d.n, unnest(tsvector_to_array(to_tsvector('simple', d.t))) AS w"
+        "   FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
+        "  ) words GROUP BY w"
+        " ) c WHERE t.kind = $1 AND t.term = c.w",
+        kind,
+        texts,
+    )
+
+
+def _lease_key(continuum_id: str) -> int:
+    """A stable signed 64-bit advisory-lock key for a continuum (FNV-1a of its id:
+    Python's own hash() differs between processes)."""
+    value = 0xCBF29CE484222325
+    for byte in ("frontmind:" + continuum_id).encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+async def _migrate(conn: Any, url: str) -> int:
+    """Apply pending migrations in order, under an advisory lock so that replicas
+    starting together do not race; returns the schema version afterwards."""
+    await conn.execute("SELECT pg_advisory_lock(7355608)")
+    try:
+        await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = await conn.fetchval("SELECT max(version) FROM schema_version") or 0
+        if current > PG_SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the database has schema version {current}, but this Frontmind understands "
+                f"only up to {PG_SCHEMA_VERSION}: upgrade Frontmind or use another database"
+            )
+        for version, script in PG_MIGRATIONS:
+            if version <= current:
+                continue
+            async with conn.transaction():
+                await conn.execute(script)
+                await conn.execute("DELETE FROM schema_version")
+                await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+            current = version
+        return int(current)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(7355608)")
+
+
+class PostgresStorage:
+    """Storage in a PostgreSQL database. Open with `await PostgresStorage.open(url)`."""
+
+    shared = True  # other processes may write: the conversation re-checks before a turn
+
+    def __init__(self, url: str, pool: Any, leases: Any, segment_gap: float) -> None:
+        self.url = url
+        self._pool = pool
+        self._leases = leases
+        self._segment_gap = segment_gap
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        segment_gap: float = 1800.0,
+        max_connections: int = 10,
+        max_leases: int = 32,
+    ) -> PostgresStorage:
+        """Connect (creating and migrating the schema as needed).
+
+        Queries share a pool of `max_connections`. A running turn holds one more
+        connection for its lease (a session lock), from a pool of its own of
+        `max_leases`: a turn waiting for its lease must never hold a connection that
+        the running turns need for their reads and commits. One replica uses at most
+        `max_connections + max_leases` server connections.
+        """
+        if asyncpg is None:
+            raise StorageUnavailable(
+                "PostgreSQL storage needs the asyncpg package: pip install 'frontmind[postgres]'"
+            )
+        shown = _redact(url)
+        try:
+            pool = await asyncpg.create_pool(
+                url, min_size=1, max_size=max_connections, command_timeout=60
+            )
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
+            raise StorageUnavailable(f"cannot connect to the database at {shown}: {exc}") from exc
+        leases = None
+        try:
+            async with pool.acquire() as conn:
+                await _migrate(conn, shown)
+            leases = await asyncpg.create_pool(url, min_size=0, max_size=max_leases)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                await pool.close()
+            if isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+                raise StorageUnavailable(f"cannot migrate the database at {shown}: {exc}") from exc
+            raise
+        return cls(url, pool, leases, segment_gap)
+
+    async def __aenter__(self) -> PostgresStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._leases.close()
+            await self._pool.close()
+
+    async def schema_version(self) -> int:
+        return int(await self._pool.fetchval("SELECT max(version) FROM schema_version"))
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Any]:
+        """One write transaction, shielded from cancellation from BEGIN to COMMIT."""
+        if self._closed:
+            raise StorageUnavailable("the storage is closed")
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a caller cancelled already writes nothing
+        with anyio.CancelScope(shield=True):
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield conn
+
+    @asynccontextmanager
+    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+        """Hold the continuum's turn lease (across every replica) for the block.
+
+        Waiters are served in arrival order (PostgreSQL queues lock requests). The lock
+        is tied to the connection's session: a replica that dies releases it at once.
+        """
+        check_continuum_id(continuum_id)
+        key = _lease_key(continuum_id)
+        async with self._leases.acquire() as conn:
+            await conn.execute("SELECT pg_advisory_lock($1)", key)
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+    # -- continuums and turns -----------------------------------------------------------
+
+    @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        raw = await self._pool.fetchval(
+            "SELECT settings FROM continuum_settings WHERE continuum_id = $1", continuum_id
+        )
+        return ContinuumModel() if raw is None else _model_decoder.decode(raw)
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES ($1, $2)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                continuum_id,
+                msgspec.json.encode(settings),
+            )
+
+    @_translated
+    async def continuum(self, continuum_id: str) -> Continuum:
+        check_continuum_id(continuum_id)
+        row = await self._pool.fetchrow(f"{_CONTINUUM} WHERE id = $1", continuum_id)
+        if row is None:
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return Continuum(*row)
+
+    @_translated
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        # Most recently active first; `after` is the (activity, id) of the last one seen.
+        activity = "COALESCE(last_turn_at, created_at)"
+        where, args = "", []  # type: tuple[str, list[Any]]
+        if after is not None:
+            where = f" WHERE ({activity} < $2 OR ({activity} = $2 AND id > $3))"
+            args = [after[0], after[1]]
+        rows = await self._pool.fetch(
+            f"{_CONTINUUM}{where} ORDER BY {activity} DESC, id LIMIT $1",
+            None if limit < 0 else limit,
+            *args,
+        )
+        return [Continuum(*row) for row in rows]
+
+    @_translated
+    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(
+            f"SUM((convert_from(record, 'UTF8')::jsonb #>> '{{usage,{f.name}}}')::bigint)"
+            for f in fields
+        )
+        rows = await self._pool.fetch(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
+            " WHERE continuum_id = ANY($1::text[]) GROUP BY continuum_id",
+            ids,
+        )
+        return {r[0]: (int(r[1]), TurnUsage(*(int(v or 0) for v in r[2:]))) for r in rows}
+
+    @_translated
+    async def delete_continuum(self, continuum_id: str) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            texts = await db.fetch(
+                "DELETE FROM messages WHERE continuum_id = $1 RETURNING text", continuum_id
+            )
+            await _uncount_terms(db, "message", [r[0] for r in texts])
+            for table in ("segments", "turns"):
+                await db.execute(f"DELETE FROM {table} WHERE continuum_id = $1", continuum_id)
+            await db.execute(
+                "DELETE FROM continuum_settings WHERE continuum_id = $1", continuum_id
+            )
+            gone = await db.fetchval(
+                "DELETE FROM continuums WHERE id = $1 RETURNING id", continuum_id
+            )
+            if gone is None:
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(self, continuum_id: str, start: int, limit: int = -1) -> list[Message]:
+        rows = await self._pool.fetch(
+            "SELECT role, content, seq, turn_id, created_at FROM messages"
+            " WHERE continuum_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+            continuum_id,
+            start,
+            None if limit < 0 else limit,
+        )
+        decode = content_decoder.decode
+        return [Message(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    @_translated
+    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+        check_continuum_id(continuum_id)
+        start = await self._pool.fetchval(
+            "SELECT history_start FROM continuums WHERE id = $1", continuum_id
+        )
+        if start is None:
+            if missing_ok:
+                return []
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return await self._messages(continuum_id, int(start))
+
+    @_translated
+    async def all_messages(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        await self.continuum(continuum_id)
+        return await self._messages(continuum_id, after + 1, limit)
+
+    @_translated
+    async def commit_turn(self, write: TurnWrite) -> bool:
+        record = write.record
+        rows = check_write(write)
+        cid = record.continuum_id
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuums (id, created_at) VALUES ($1, $2)"
+                " ON CONFLICT (id) DO NOTHING",
+                cid,
+                record.started_at,
+            )
+            # The row lock orders concurrent commits of one continuum (from any replica).
+            base = await db.fetchval(
+                "SELECT message_count FROM continuums WHERE id = $1 FOR UPDATE", cid
+            )
+            inserted = await db.fetchval(
+                # It replaces the turn's provisional record (written when it started).
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed' RETURNING 1",
+                record.turn_id,
+                cid,
+                record.status,
+                record.started_at,
+                msgspec.json.encode(record),
+            )
+            if inserted is None:
+                return False  # a retried commit of a turn already stored
+            await db.executemany(
+                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    (cid, base + i, record.turn_id, role, content, text, at)
+                    for i, (role, content, text, at) in enumerate(rows)
+                ],
+            )
+            await _count_terms(db, "message", [text for _, _, text, _ in rows])
+            await self._extend_segment(db, cid, record, base)
+            await self._apply_effects(db, write.effects)
+            await db.execute(
+                "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
+                " last_message_id = $3, history_start = COALESCE($4, history_start)"
+                " WHERE id = $5",
+                base + len(rows),
+                record.finished_at,
+                record.message_id,
+                write.history_start,
+                cid,
+            )
+        return True
+
+    async def _apply_effects(self, db: Any, effects: tuple[Effect, ...]) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction."""
+        for effect in effects:
+            match effect:
+                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
+                    await db.execute(
+                        "INSERT INTO reminders (text, due_at, created_at, origin)"
+                        " VALUES ($1, $2, $3, $4)",
+                        text,
+                        due,
+                        created,
+                        origin,
+                    )
+                case CompleteReminder(reminder_id=reminder_id, at=at):
+                    await db.execute(
+                        "UPDATE reminders SET completed_at = $1"
+                        " WHERE id = $2 AND completed_at IS NULL",
+                        at,
+                        reminder_id,
+                    )
+                case AddMemory(
+                    text=text, importance=importance, created_at=created, expires_at=expires
+                ):
+                    await _insert_memory(db, text, created, expires, importance)
+
+    async def _extend_segment(self, db: Any, cid: str, record: TurnRecord, first_seq: int) -> None:
+        last = await db.fetchrow(
+            "SELECT id, ended_at FROM segments WHERE continuum_id = $1"
+            " ORDER BY ended_at DESC LIMIT 1",
+            cid,
+        )
+        if last is not None and record.started_at - last[1] <= self._segment_gap:
+            await db.execute(
+                "UPDATE segments SET ended_at = $1, turn_count = turn_count + 1 WHERE id = $2",
+                record.finished_at,
+                last[0],
+            )
+            return
+        await db.execute(
+            "INSERT INTO segments"
+            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES ($1, $2, $3, 1, $4, $5)",
+            cid,
+            record.started_at,
+            record.finished_at,
+            segment_title(record.user_text),
+            first_seq,
+        )
+
+    @_translated
+    async def record_turn(self, record: TurnRecord) -> None:
+        check_record(record)
+        if record.status == "completed":
+            raise InvalidInput("completed turns are stored with commit_turn, with their messages")
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuums (id, created_at) VALUES ($1, $2)"
+                " ON CONFLICT (id) DO NOTHING",
+                record.continuum_id,
+                record.started_at,
+            )
+            await db.execute(
+                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
+                " VALUES ($1, $2, $3, $4, $5)"
+                " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+                " WHERE turns.status != 'completed'",
+                record.turn_id,
+                record.continuum_id,
+                record.status,
+                record.started_at,
+                msgspec.json.encode(record),
+            )
+
+    @_translated
+    async def turns(
+        self,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        where: list[str] = []
+        args: list[Any] = [limit]
+        if continuum_id is not None:
+            await self.continuum(continuum_id)
+            args.append(continuum_id)
+            where.append(f"continuum_id = ${len(args)}")
+        if before is not None:
+            args += [before[0], before[1]]
+            at, turn = f"${len(args) - 1}", f"${len(args)}"
+            where.append(
+                f"(started_at < {at} OR (started_at = {at}"
+                f" AND ord < (SELECT ord FROM turns WHERE id = {turn})))"
+            )
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._pool.fetch(
+            f"SELECT record FROM turns{clause} ORDER BY started_at DESC, ord DESC LIMIT $1",
+            *args,
+        )
+        return [record_decoder.decode(row[0]) for row in reversed(rows)]
+
+    @_translated
+    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
+        check_continuum_id(continuum_id)
+        rows = await self._pool.fetch(
+            "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
+            " FROM segments WHERE continuum_id = $1 ORDER BY ended_at DESC LIMIT $2",
+            continuum_id,
+            limit,
+        )
+        return [Segment(*row) for row in reversed(rows)]
+
+    # -- reminders ------------------------------------------------------------------------
+
+    @_translated
+    async def add_reminder(
+        self,
+        text: str,
+        *,
+        due_at: datetime | None,
+        origin: Literal["user", "agent"],
+        now: float | None = None,
+    ) -> Reminder:
+        check_text(text, "reminder text", MAX_REMINDER_CHARS)
+        if origin not in ("user", "agent"):
+            raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
+        due = None if due_at is None else to_epoch(due_at, "the reminder's due time")
+        created = time.time() if now is None else now
+        async with self._transaction() as db:
+            reminder_id = await db.fetchval(
+                "INSERT INTO reminders (text, due_at, created_at, origin)"
+                " VALUES ($1, $2, $3, $4) RETURNING id",
+                text,
+                due,
+                created,
+                origin,
+            )
+        return Reminder(int(reminder_id), text, due, created, None, origin)
+
+    @_translated
+    async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
+        check_row_id(reminder_id, "reminder id")
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            await db.execute(
+                "UPDATE reminders SET completed_at = $1 WHERE id = $2 AND completed_at IS NULL",
+                at,
+                reminder_id,
+            )
+            row = await db.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
+        if row is None:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*row)
+
+    @_translated
+    async def reminder(self, reminder_id: int) -> Reminder:
+        check_row_id(reminder_id, "reminder id")
+        row = await self._pool.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
+        if row is None:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*row)
+
+    @_translated
+    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]:
+        rows = await self._pool.fetch(
+            f"{_REMINDER} WHERE completed_at IS NULL ORDER BY due_at IS NULL, due_at, id LIMIT $1",
+            limit,
+        )
+        return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]:
+        lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
+        if hi < lo:
+            raise InvalidInput("the end of the range comes before its start")
+        rows = await self._pool.fetch(
+            f"{_REMINDER} WHERE completed_at IS NULL AND due_at >= $1 AND due_at < $2"
+            " ORDER BY due_at",
+            lo,
+            hi,
+        )
+        return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def reminders(
+        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
+    ) -> list[Reminder]:
+        done = "" if include_completed else " AND completed_at IS NULL"
+        rows = await self._pool.fetch(
+            f"{_REMINDER} WHERE id > $2{done} ORDER BY id LIMIT $1", limit, after
+        )
+        return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def delete_reminder(self, reminder_id: int) -> None:
+        async with self._transaction() as db:
+            gone = await db.fetchval(
+                "DELETE FROM reminders WHERE id = $1 RETURNING id", reminder_id
+            )
+        if gone is None:
+            raise NotFound(f"no reminder #{reminder_id}")
+
+    # -- memories ---------------------------------------------------------------------------
+
+    @_translated
+    async def add_memory(
+        self,
+        text: str,
+        *,
+        importance: float = 0.5,
+        expires_at: datetime | None = None,
+        now: float | None = None,
+    ) -> Memory:
+        check_text(text, "memory text", MAX_MEMORY_CHARS)
+        if not 0.0 <= importance <= 1.0:
+            raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
+        expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
+        created = time.time() if now is None else now
+        async with self._transaction() as db:
+            memory_id = await _insert_memory(db, text, created, expires, importance)
+        return Memory(memory_id, text, created, expires, importance)
+
+    @_translated
+    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]:
+        rows = await self._pool.fetch(
+            f"{_MEMORY} FROM memories m WHERE $2::bigint IS NULL OR m.id < $2"
+            " ORDER BY m.id DESC LIMIT $1",
+            limit,
+            before,
+        )
+        return [Memory(*row) for row in rows]
+
+    @_translated
+    async def delete_memory(self, memory_id: int) -> None:
+        async with self._transaction() as db:
+            text = await db.fetchval("DELETE FROM memories WHERE id = $1 RETURNING text", memory_id)
+            if text is None:
+                raise NotFound(f"no memory #{memory_id}")
+            await _uncount_terms(db, "memory", [text])
+
+    async def _tsquery(self, kind: str, text: str) -> str | None:
+        """A tsquery ORing the query's most selective words that occur at all, as SQLite
+        does with fts5vocab: a word in half the rows costs the most and ranks the least.
+        `query_terms` yields only \\w+ words, so no tsquery operator can get through."""
+        terms = query_terms(text)
+        if not terms:
+            return None
+        rows = await self._pool.fetch(
+            "SELECT term, docs FROM term_stats WHERE kind = $1 AND term = ANY($2::text[])",
+            kind,
+            terms,
+        )
+        chosen = selective(terms, {row[0]: int(row[1]) for row in rows})
+        return " | ".join(chosen) if chosen else None
+
+    @_translated
+    async def search_memories(
+        self, query: str, *, limit: int = 5, now: float | None = None
+    ) -> list[MemoryHit]:
+        if limit < 1:
+            return []
+        match = await self._tsquery("memory", query)
+        if match is None:
+            return []
+        at = time.time() if now is None else now
+        rows = await self._pool.fetch(
+            f"{_MEMORY}, ts_rank(m.tsv, q) AS rank"
+            " FROM memories m, to_tsquery('simple', $1) q"
+            " WHERE m.tsv @@ q AND (m.expires_at IS NULL OR m.expires_at > $2)"
+            " ORDER BY rank DESC, m.id DESC LIMIT $3",
+            match,
+            at,
+            limit * 4,
+        )
+        # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank is
+        # higher-is-better, so it goes in negated. The scale does not change the order.
+        hits = [
+            MemoryHit(Memory(*row[:5]), memory_score(-row[5], row[4], at - row[2])) for row in rows
+        ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit]
+
+    @_translated
+    async def search_messages(
+        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[MessageHit]:
+        if limit < 1:
+            return []
+        match = await self._tsquery("message", query)
+        if match is None:
+            return []
+        scope, args = "", [match, limit]
+        if continuum_id is not None:
+            check_continuum_id(continuum_id)
+            scope = " AND m.continuum_id = $3"
+            args.append(continuum_id)
+        rows = await self._pool.fetch(
+            # Like FTS5's snippet(…, 40): a text of up to 40 words whole, else a fragment.
+            "SELECT h.continuum_id, h.seq, h.role,"
+            " CASE WHEN array_length(regexp_split_to_array(btrim(h.text), '\\s+'), 1) <= 40"
+            ' THEN h.text ELSE ts_headline(\'simple\', h.text, h.q, \'StartSel="", StopSel="",'
+            ' MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=" … "\') END,'
+            " h.created_at, h.rank FROM ("
+            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, q,"
+            "   ts_rank(m.tsv, q) AS rank"
+            "  FROM messages m, to_tsquery('simple', $1) q"
+            f"  WHERE m.tsv @@ q{scope} ORDER BY rank DESC, m.id DESC LIMIT $2"
+            " ) h ORDER BY h.rank DESC",
+            *args,
+        )
+        return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
+
+    # -- documents ---------------------------------------------------------------------------
+
+    @_translated
+    async def put_document(self, label: str, content: str, *, now: float | None = None) -> Document:
+        check_label(label)
+        check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO documents (label, content, updated_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (label) DO UPDATE SET content = excluded.content,"
+                " updated_at = excluded.updated_at",
+                label,
+                content,
+                at,
+            )
+        return Document(label, content, at)
+
+    @_translated
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
+        rows = await self._pool.fetch(
+            "SELECT label, content, updated_at FROM documents WHERE label > $2"
+            " ORDER BY label LIMIT $1",
+            None if limit < 0 else limit,
+            after,
+        )
+        return [Document(*row) for row in rows]
+
+    @_translated
+    async def delete_document(self, label: str) -> None:
+        async with self._transaction() as db:
+            gone = await db.fetchval("DELETE FROM documents WHERE label = $1 RETURNING 1", label)
+        if gone is None:
+            raise NotFound(f"no document {label!r}")
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url

@@ -1,0 +1,167 @@
+"""A real PostgreSQL server for the tests, started and removed by the tests themselves.
+
+Debian's `postgresql` package: `initdb` into a temporary directory, `pg_ctl start` on a
+free loopback port with its socket in that directory, trust authentication, and a fresh
+database per test. PostgreSQL refuses to run as root, so as root the server runs as the
+`postgres` system user the package creates.
+
+Where no server can be started: in CI (`CI` is set) the tests fail loudly; on a
+developer's machine without the package they are skipped with the reason shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
+from pathlib import Path
+
+import pytest
+
+__all__ = ["PostgresServer", "find_bin_dir", "start_server"]
+
+_database_numbers = count(1)
+
+
+def find_bin_dir() -> Path | None:
+    """The newest installed server's bin directory, or None."""
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
+    if candidates:
+        return candidates[-1].parent
+    found = shutil.which("initdb")
+    return Path(found).parent if found else None
+
+
+@dataclass
+class PostgresServer:
+    bin_dir: Path
+    data_dir: Path
+    port: int
+    run_as: str | None
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; returns its URL."""
+        name = f"t{os.getpid()}_{next(_database_numbers)}"
+        self.psql(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def psql(self, sql: str) -> str:
+        result = subprocess.run(
+            [str(self.bin_dir / "psql"), "-X", "-q", "-t", "-A", "-c", sql, self.url()],
+            capture_output=True,
+            check=True,
+            text=True,
+        )
+        return result.stdout
+
+    def _command(self, *args: str) -> list[str]:
+        if self.run_as is None:
+            return list(args)
+        return ["runuser", "-u", self.run_as, "--", *args]
+
+    def stop(self) -> None:
+        subprocess.run(
+            self._command(
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ),
+            capture_output=True,
+            check=False,
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(base: Path) -> PostgresServer:
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise FileNotFoundError("no PostgreSQL server is installed (Debian package postgresql)")
+    run_as = "postgres" if os.geteuid() == 0 else None
+    data_dir = base / "pgdata"
+    data_dir.mkdir(parents=True)
+    if run_as is not None:
+        user = pwd.getpwnam(run_as)
+        os.chown(base, user.pw_uid, user.pw_gid)
+        os.chown(data_dir, user.pw_uid, user.pw_gid)
+    server = PostgresServer(bin_dir, data_dir, _free_port(), run_as)
+    subprocess.run(
+        server._command(
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8",
+        ),
+        capture_output=True,
+        check=True,
+    )
+    options = (
+        f"-p {server.port} -k {data_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    )
+    subprocess.run(
+        server._command(
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data_dir),
+            "-o",
+            options,
+            "-l",
+            str(data_dir / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        ),
+        capture_output=True,
+        check=True,
+    )
+    return server
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[PostgresServer]:
+    base = Path(tempfile.mkdtemp(prefix="frontmind-pg-"))
+    os.chmod(base, 0o755)
+    server: PostgresServer | None = None
+    try:
+        try:
+            server = start_server(base)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", b"") or b""
+            reason = f"PostgreSQL could not be started: {exc} {detail!r}"
+            if os.environ.get("CI"):
+                pytest.fail(reason)
+            pytest.skip(reason)
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,151 @@
+"""Daemon replicas sharing one PostgreSQL database, as real child processes over HTTP.
+
+Two `frontmind serve --database URL` processes, 50 continuums, turns sent to a random
+replica, concurrent turns on one continuum through both; then `kill -9` of one replica
+in the middle of a turn, and the conversation goes on through the other.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from tests._daemon import Daemon, daemon, run_cli, sse_events, turn
+from tests._postgres import PostgresServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CONTINUUMS = 50
+ROUNDS = 3
+
+
+def check_history(messages: list[dict[str, Any]]) -> Counter[str]:
+    """No interleaving, no gaps: each turn's messages are contiguous and start with the
+    user's message. Returns the user texts (a duplicated turn shows as a count of 2)."""
+    assert [m["seq"] for m in messages] == list(range(len(messages)))
+    seen: list[str] = []
+    for message in messages:
+        if not seen or seen[-1] != message["turn_id"]:
+            assert message["turn_id"] not in seen, "a turn's messages are interleaved"
+            assert message["role"] == "user"
+            seen.append(message["turn_id"])
+    return Counter(
+        m["content"][0]["text"]
+        for i, m in enumerate(messages)
+        if i == 0 or messages[i - 1]["turn_id"] != m["turn_id"]
+    )
+
+
+async def test_two_replicas_share_one_database(tmp_path: Path, pg_server: PostgresServer) -> None:
+    url = pg_server.new_database()
+    rng = random.Random(16)
+    acknowledged: dict[str, list[str]] = {f"c{i}": [] for i in range(CONTINUUMS)}
+    async with (
+        daemon(tmp_path / "a", "--database", url) as a,
+        daemon(tmp_path / "b", "--database", url) as b,
+        a.client() as ca,
+        b.client() as cb,
+    ):
+        clients = [ca, cb]
+
+        async def one(client: httpx2.AsyncClient, cid: str, text: str) -> None:
+            events = await turn(client, cid, text)
+            name, data = events[-1]
+            assert name == "turn.completed", events[-1]
+            acknowledged[cid].append(text)
+            assert data["text"]
+
+        limiter = anyio.CapacityLimiter(16)
+
+        async def limited(client: httpx2.AsyncClient, cid: str, text: str) -> None:
+            async with limiter:
+                await one(client, cid, text)
+
+        for round_ in range(ROUNDS):
+            async with anyio.create_task_group() as tg:
+                for i in range(CONTINUUMS):
+                    tg.start_soon(limited, rng.choice(clients), f"c{i}", f"round {round_} in c{i}")
+        # The same continuum through both replicas at once: one runs after the other.
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(one, ca, f"c{i}", f"both A c{i}")
+                tg.start_soon(one, cb, f"c{i}", f"both B c{i}")
+
+        # Whatever one replica wrote, the other serves.
+        for i in range(CONTINUUMS):
+            cid = f"c{i}"
+            for client in clients:
+                messages = (await client.get(f"/v1/continuums/{cid}/messages")).json()["messages"]
+                texts = check_history(messages)
+                assert texts == Counter(acknowledged[cid]), cid
+        # A reminder written through A is in B's next context window.
+        created = await ca.post("/v1/reminders", json={"text": "water the ferns"})
+        assert created.status_code == 201
+        context = await cb.get("/v1/continuums/c1/context", params={"message": "what's up?"})
+        assert "water the ferns" in context.text
+
+
+async def _kill_mid_turn(victim: Daemon, client: httpx2.AsyncClient, cid: str) -> None:
+    """Start a turn on `victim` and kill -9 it once the reply has begun streaming."""
+    async with client.stream(
+        "POST", f"/v1/continuums/{cid}/turns", json={"message": "a long story please"}
+    ) as response:
+        assert response.status_code == 200
+        async for name, _ in sse_events(response):
+            if name == "text.delta":
+                victim.process.send_signal(signal.SIGKILL)
+                return
+    raise AssertionError("the turn never started streaming")
+
+
+async def test_a_killed_replica_loses_nothing_acknowledged(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    url = pg_server.new_database()
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    # The killed replica streams slowly, so that the kill lands mid-reply.
+    (slow / "frontmind.toml").write_text("[offline]\ntokens_per_second = 20.0\n")
+    async with daemon(tmp_path / "b", "--database", url) as b, b.client() as cb:
+        for i in range(3):
+            assert (await turn(cb, "story", f"before {i}"))[-1][0] == "turn.completed"
+        async with daemon(slow, "--database", url) as a, a.client() as ca:
+            assert (await turn(ca, "story", "on A"))[-1][0] == "turn.completed"
+            await _kill_mid_turn(a, ca, "story")
+            with anyio.fail_after(30):
+                await a.process.wait()
+        # The lease died with A's session: B goes on at once, from the stored history.
+        with anyio.fail_after(30):
+            after = await turn(cb, "story", "after the crash")
+        assert after[-1][0] == "turn.completed"
+        messages = (await cb.get("/v1/continuums/story/messages")).json()["messages"]
+        texts = check_history(messages)
+        assert texts == Counter(["before 0", "before 1", "before 2", "on A", "after the crash"])
+        records = (await cb.get("/v1/continuums/story/turns")).json()["turns"]
+        statuses = Counter(r["status"] for r in records)
+        assert statuses["completed"] == 5
+        interrupted = [r for r in records if r["user_text"] == "a long story please"]
+        assert len(interrupted) == 1, "the killed replica's in-flight turn left no record"
+        assert interrupted[0]["status"] != "completed"
+
+
+async def test_a_bad_database_url_fails_at_start_with_one_line(tmp_path: Path) -> None:
+    for url, expected in [
+        ("mysql://nobody@127.0.0.1/x", "not a supported database"),
+        ("postgresql://nobody@127.0.0.1:1/x", "cannot connect to the database"),
+    ]:
+        code, out, err = await run_cli(
+            "serve", "--offline", "--port", "0", "--data-dir", str(tmp_path), "--database", url
+        )
+        assert code == 2, (out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert expected in lines[0]
+        assert "Traceback" not in err
