@@ -153,6 +153,7 @@ EXPORTS = {
         "Config",
         "CustomTool",
         "CustomTrinket",
+        "DocumentsConfig",
         "HistorySettings",
         "ModelSettings",
         "OfflineConfig",
