@@ -42,6 +42,7 @@ from ._notification import (
     SHORTENED_MARKER,
     render_notification_center,
 )
+from ._observe import current_turn
 from ._placement import (
     BUILTIN_SECTIONS,
     PLACEMENT_NOTIFICATION,
@@ -143,6 +144,7 @@ __all__ = [
     "build_request",
     "builtin_trinkets",
     "check_user_tools",
+    "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",

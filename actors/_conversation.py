@@ -60,6 +60,7 @@ from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, choose_model
 from ._notification import delimiter
+from ._observe import current_turn, span, turn_span
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
@@ -73,6 +74,8 @@ __all__ = [
     "RunTurn",
     "message_tokens",
 ]
+
+turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 
 UPDATE_HEADER = "[notification center update]"
 # Miss reasons that mean the prefix itself changed (not that an entry expired).
@@ -203,10 +206,30 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 self._state.model = choose_model(self._deps.settings.model, message.model)
             return None
         if self._deps.storage.shared:
-            return self._leased(message)
-        return self._run(message)
+            return self._traced(message, self._leased(message))
+        return self._traced(message, self._run(message))
 
-    async def _leased(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+    async def _traced(
+        self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None]
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn, in its span, with its id on every line logged for it."""
+        current_turn.set(message.turn_id)
+        turn_log.debug("turn started in %s", self._id)
+        with turn_span(message.turn_id, self._id) as failed:
+            async with aclosing(turn) as events:
+                async for event in events:
+                    if isinstance(event, TurnError):
+                        failed(event.message)
+                        turn_log.warning("turn failed: %s: %s", event.type, event.message)
+                    elif isinstance(event, TurnCompleted):
+                        turn_log.info(
+                            "turn completed: %d model calls, %.0f ms",
+                            event.model_calls,
+                            event.timings_ms.total,
+                        )
+                    yield event
+
+    async def _leased(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""
@@ -346,7 +369,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _compose(self, turn: Turn) -> Composed:
         deadline = self._deps.settings.composer.deadline_ms / 1000
         try:
-            with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
+            with (
+                span("frontmind.compose", turn.turn_id),
+                anyio.fail_after(deadline + 5),  # the composer keeps its own deadline
+            ):
                 composed: Composed = await self._composer.ask(Compose(turn))
         except TimeoutError:
             raise ComposeTimeout("the composer did not answer in time") from None
@@ -605,6 +631,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self, request: ModelRequest, run: _TurnRun
     ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
+        model = {"gen_ai.request.model": request.model}
+        with span("frontmind.model_call", run.turn.turn_id, **model):
+            async with aclosing(self._call_once(request, run)) as events:
+                async for event in events:
+                    yield event
+
+    async def _call_once(
+        self, request: ModelRequest, run: _TurnRun
+    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -627,7 +662,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
         timeout = self._deps.tools.timeout_s(use.name)  # the tool's own, else tools.timeout_s
         outcome: ToolOutcome | None = None
-        with anyio.move_on_after(timeout):
+        with (
+            span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),
+            anyio.move_on_after(timeout),
+        ):
             outcome = await self._deps.tools.run(
                 use.name, msgspec.Raw(use.input_json.encode()), turn, effects
             )

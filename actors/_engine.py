@@ -446,6 +446,26 @@ class Engine:
                 stopped.set()
         return idle
 
+    async def unload(self, user: str, continuum_id: str) -> None:
+        """Stop the user's continuum's lane, if it has one; `Busy` while a turn uses it.
+
+        Done before a continuum is deleted, so no actor keeps a history that storage no
+        longer has.
+        """
+        key = (user, continuum_id)
+        lane = self._lanes.get(key)
+        if lane is None:
+            return
+        if lane.users:
+            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
+        try:
+            await self._stop_lane(lane)
+        finally:
+            del self._stopping[key]
+            stopped.set()
+
     async def _stop_lane(self, lane: _Lane) -> None:
         """Stop the lane's actors, the conversation first, its trinkets last."""
         await self._system.stop(lane.conversation)

@@ -26,6 +26,7 @@ from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_i
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from ._groups import unwrap_group
+from ._logs import configure_logging
 from .config import Config, default_data_dir, load_config
 
 __all__ = ["main"]
@@ -58,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             token=args.token,
             token_file=args.token_file,
             announce=_announce,
+            access_log=args.access_log,
             database=args.database,
         )
     )
@@ -245,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
     )
     p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines from this level up (default warning)",
+    )
+    p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
+    p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
+    p.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -362,7 +372,10 @@ def _usage_error(exc: BaseException) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.func is cmd_serve:
+        configure_logging(args.log_level, args.log_format)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         try:
             args.func(args)
