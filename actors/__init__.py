@@ -38,7 +38,13 @@ from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamTex
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._models import MODELS, ModelChoice, ModelInfo, model_info
-from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
+from ._notification import (
+    COMPACT_DELIMITER,
+    DELIMITER,
+    SHORTENED_MARKER,
+    render_notification_center,
+)
+from ._observe import current_turn
 from ._placement import (
     BUILTIN_SECTIONS,
     PLACEMENT_NOTIFICATION,
@@ -63,10 +69,12 @@ from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
 from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
+from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, oracle_plan, plan, policy_for
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
     "BUILTIN_SECTIONS",
+    "COMPACT_DELIMITER",
     "DEFAULT_BASE_PROMPT",
     "DELIMITER",
     "LOOKBACK_BLOCKS",
@@ -77,10 +85,12 @@ __all__ = [
     "SHORTENED_MARKER",
     "SUMMARY_MARKER",
     "TOOL_NAMES",
+    "AdaptivePolicy",
     "AnthropicModel",
     "BackgroundWorker",
     "Busy",
     "CacheSettings",
+    "CacheView",
     "Compose",
     "Composed",
     "ComposerActor",
@@ -89,6 +99,7 @@ __all__ = [
     "Directory",
     "Embedder",
     "Engine",
+    "FixedPolicy",
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
@@ -128,6 +139,7 @@ __all__ = [
     "TrinketEntry",
     "TrinketLoadError",
     "TrinketSettings",
+    "TtlPolicy",
     "Turn",
     "TurnCompleted",
     "TurnError",
@@ -142,13 +154,17 @@ __all__ = [
     "build_request",
     "builtin_trinkets",
     "check_user_tools",
+    "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",
     "input_schema",
     "model_info",
     "neutralize_frame",
+    "oracle_plan",
     "parse_digest",
+    "plan",
+    "policy_for",
     "render_notification_center",
     "summary_instruction",
     "tool",

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import anyio
@@ -31,6 +33,7 @@ from storage import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    TtlChoice,
     TurnRecord,
     TurnStatus,
     TurnUsage,
@@ -57,9 +60,12 @@ from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, choose_model
-from ._settings import Settings
+from ._notification import delimiter
+from ._observe import current_turn, span, turn_span
+from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+from ._ttl import MAX_PAUSES, CacheView, TtlPolicy, policy_for
 
 __all__ = [
     "ConversationActor",
@@ -71,7 +77,11 @@ __all__ = [
     "message_tokens",
 ]
 
+turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
+
 UPDATE_HEADER = "[notification center update]"
+# Miss reasons that mean the prefix itself changed (not that an entry expired).
+_CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
 # Room kept in the model's context window for the system prompt, the notification
 # center and the tools, beside the history and the reply.
 CONTEXT_RESERVE_TOKENS = 20_000
@@ -134,6 +144,7 @@ class ConversationDeps:
     # True once the process is shutting down: a turn that reaches the front of the
     # queue then ends at once with an error event and a record, instead of running.
     draining: Callable[[], bool] = lambda: False
+    ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -181,6 +192,11 @@ class _Loaded(msgspec.Struct):
     last_message_id: str | None
     tokens: int
     model: ModelChoice
+    # For the TTL policy: when recent turns started, what the last one chose, and
+    # whether each recent turn could reuse its predecessor's prefix.
+    turn_times: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES + 1))
+    last_ttl: TtlChoice | None = None
+    reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -199,6 +215,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self._composer = composer
         self._deps = deps
         self._state: _Loaded | None = None
+        cache = deps.settings.cache
+        self._ttl_policy = deps.ttl_policy or policy_for(
+            cache.system_ttl, cache.history_ttl, cache.policy
+        )
 
     async def handle(self, message: ConversationMessage) -> Any:
         if isinstance(message, Preview):
@@ -214,10 +234,30 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 self._state.model = choose_model(self._deps.settings.model, message.model)
             return None
         if self._deps.storage.shared:
-            return self._leased(message)
-        return self._run(message)
+            return self._traced(message, self._leased(message))
+        return self._traced(message, self._run(message))
 
-    async def _leased(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+    async def _traced(
+        self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None]
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn, in its span, with its id on every line logged for it."""
+        current_turn.set(message.turn_id)
+        turn_log.debug("turn started in %s", self._id)
+        with turn_span(message.turn_id, self._id) as failed:
+            async with aclosing(turn) as events:
+                async for event in events:
+                    if isinstance(event, TurnError):
+                        failed(event.message)
+                        turn_log.warning("turn failed: %s: %s", event.type, event.message)
+                    elif isinstance(event, TurnCompleted):
+                        turn_log.info(
+                            "turn completed: %d model calls, %.0f ms",
+                            event.model_calls,
+                            event.timings_ms.total,
+                        )
+                    yield event
+
+    async def _leased(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""
@@ -263,7 +303,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 history = CompactHistory(
                     await storage.history(self._user, self._id), message_tokens
                 )
-                self._state = _Loaded(
+                state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
@@ -271,7 +311,48 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     history.tokens,
                     model,
                 )
+                for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
+                    if record.status == "completed":
+                        state.turn_times.append(record.started_at)
+                        state.last_ttl = record.cache_ttl
+                        state.reused.append(record.cache_miss_reason not in _CHANGED)
+                self._state = state
         return self._state
+
+    def _choose_ttl(
+        self, state: _Loaded, composed: Composed, history: Sequence[Message], now: float
+    ) -> TtlChoice:
+        """This turn's breakpoint TTLs, from the policy (actors/_ttl.py)."""
+        times = list(state.turn_times)
+        pauses = tuple(b - a for a, b in pairwise(times))
+        since_last = now - times[-1] if times else None
+        if since_last is not None:
+            pauses = (*pauses, since_last)
+        tools = sum(
+            estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
+            + BLOCK_FRAMING_TOKENS
+            for t in self._deps.tool_definitions
+        )
+        system = tools + sum(
+            estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
+        )
+        # Token counts from the compact history's columns: nothing is re-estimated.
+        first_seq = history[0].seq if history else None
+        entries = [(s, t, n) for s, t, n in state.history.entries() if s >= (first_seq or 0)]
+        last_turn = entries[-1][1] if entries else None
+        increment = sum(n for _, t, n in entries if t == last_turn)
+        reused = list(state.reused)
+        view = CacheView(
+            now=now,
+            pauses=pauses,
+            since_last=since_last,
+            previous=state.last_ttl,
+            system_tokens=system,
+            history_tokens=sum(n for _, _, n in entries),
+            increment_tokens=increment,
+            reusable=sum(reused) / len(reused) if reused else 1.0,
+        )
+        return self._ttl_policy.choose(view)
 
     def _budget(self, state: _Loaded) -> int:
         """The history's token budget: the configured one, within the model's window."""
@@ -316,7 +397,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _compose(self, turn: Turn) -> Composed:
         deadline = self._deps.settings.composer.deadline_ms / 1000
         try:
-            with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
+            with (
+                span("frontmind.compose", turn.turn_id),
+                anyio.fail_after(deadline + 5),  # the composer keeps its own deadline
+            ):
                 composed: Composed = await self._composer.ask(Compose(turn))
         except TimeoutError:
             raise ComposeTimeout("the composer did not answer in time") from None
@@ -338,8 +422,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         rolling: bool,
         previous_id: str | None,
         model: ModelChoice,
+        ttl: TtlChoice,
     ) -> ModelRequest:
         settings = self._deps.settings
+        cache: CacheSettings = msgspec.structs.replace(
+            settings.cache, system_ttl=ttl.system, history_ttl=ttl.history
+        )
+        notification = composed.notification
+        if settings.composer.channel == "user_message" and notification and tail:
+            # The context rides at the start of the current user message; the stored
+            # history keeps the message without it (only `tail` is committed).
+            first = tail[0]
+            tail = [Message("user", (TextBlock(notification), *first.content)), *tail[1:]]
+            notification = ""
         thinking = None
         if model.thinking == "enabled":
             thinking = ThinkingConfig("enabled", model.budget_tokens)
@@ -352,14 +447,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),
-            notification=composed.notification,
+            notification=notification,
             tail=tail,
-            cache=settings.cache,
+            cache=cache,
             rolling=rolling,
             previous_message_id=previous_id,
             channel=settings.composer.channel,
             thinking=thinking,
             effort=model.effort,
+            delimiter=delimiter(settings.composer.frame),
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
@@ -378,6 +474,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             rolling=False,
             previous_id=state.last_message_id,
             model=state.model,
+            ttl=self._choose_ttl(state, composed, history, self._deps.clock()),
         )
 
     async def _ride(self, ride: RideCache) -> ModelRequest:
@@ -398,6 +495,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             rolling=False,
             previous_id=None,
             model=state.model,
+            # The TTLs the last turn's breakpoints carried: the same prefix, read as cached.
+            ttl=state.last_ttl or self._choose_ttl(state, composed, history, self._deps.clock()),
         )
 
     # -- the turn ------------------------------------------------------------------------------
@@ -424,6 +523,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.sections = composed.sections
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
+            run.ttl = self._choose_ttl(state, composed, history, turn.now)
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
             while True:
@@ -435,6 +535,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     rolling=run.calls > 1,
                     previous_id=previous_id,
                     model=model,
+                    ttl=run.ttl,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
@@ -587,6 +688,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self, request: ModelRequest, run: _TurnRun
     ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
+        model = {"gen_ai.request.model": request.model}
+        with span("frontmind.model_call", run.turn.turn_id, **model):
+            async with aclosing(self._call_once(request, run)) as events:
+                async for event in events:
+                    yield event
+
+    async def _call_once(
+        self, request: ModelRequest, run: _TurnRun
+    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -609,7 +719,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
         timeout = self._deps.tools.timeout_s(use.name)  # the tool's own, else tools.timeout_s
         outcome: ToolOutcome | None = None
-        with anyio.move_on_after(timeout):
+        with (
+            span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),
+            anyio.move_on_after(timeout),
+        ):
             outcome = await self._deps.tools.run(
                 use.name, msgspec.Raw(use.input_json.encode()), turn, effects
             )
@@ -646,6 +759,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.tokens = state.history.tokens
         state.message_count += len(stored)
         state.last_message_id = record.message_id
+        state.turn_times.append(record.started_at)
+        state.last_ttl = record.cache_ttl
+        state.reused.append(record.cache_miss_reason not in _CHANGED)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)
@@ -669,6 +785,7 @@ class _TurnRun:
     calls: int = 0
     cache_miss_reason: str | None = None
     anchor_id: str | None = None  # the first call's message id
+    ttl: TtlChoice | None = None  # the breakpoints' TTLs, chosen once per turn
     sections: tuple[SectionStatus, ...] = ()
     warnings: tuple[str, ...] = ()
     text: list[str] = field(default_factory=list)
@@ -706,6 +823,7 @@ class _TurnRun:
             error=error,
             message_id=self.anchor_id if status == "completed" else None,
             stop_reason=self.stop_reason,
+            cache_ttl=self.ttl,
         )
 
 

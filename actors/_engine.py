@@ -67,6 +67,7 @@ from ._trinkets import (
     StaticTrinket,
     searcher_name,
 )
+from ._ttl import TtlPolicy
 
 __all__ = ["Engine", "LaneKey", "TrinketEntry", "builtin_trinkets", "validate_settings"]
 
@@ -209,6 +210,7 @@ class Engine:
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
         tools: Sequence[Tool] = (),
+        ttl_policy: TtlPolicy | None = None,
     ) -> None:
         validate_settings(settings, [entry.section for entry in trinkets])
         # The tools are fixed for the Engine's life: the `tools` array leads every cached
@@ -286,6 +288,7 @@ class Engine:
             trinkets=(),  # each lane gets its own
             draining=lambda: self._draining,
             segment_closed=self._wake_after.add,
+            ttl_policy=ttl_policy,
         )
 
     def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
@@ -516,6 +519,26 @@ class Engine:
                 del self._stopping[key]
                 stopped.set()
         return idle
+
+    async def unload(self, user: str, continuum_id: str) -> None:
+        """Stop the user's continuum's lane, if it has one; `Busy` while a turn uses it.
+
+        Done before a continuum is deleted, so no actor keeps a history that storage no
+        longer has.
+        """
+        key = (user, continuum_id)
+        lane = self._lanes.get(key)
+        if lane is None:
+            return
+        if lane.users:
+            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
+        try:
+            await self._stop_lane(lane)
+        finally:
+            del self._stopping[key]
+            stopped.set()
 
     async def _stop_lane(self, lane: _Lane) -> None:
         """Stop the lane's actors, the conversation first, its trinkets last."""

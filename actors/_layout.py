@@ -8,7 +8,7 @@
     assistant  the notification center        /  has content; never cached or stored
     user       the current message
     ...        this turn's tool loop          rolling breakpoint on the tail from the
-                                              second call of a loop on
+                                              second call of a loop on (always 5m)
 
 With `composer.channel = "system_message"` the notification center is instead one
 `role: "system"` message right after the current user message (see `build_request`).
@@ -229,9 +229,14 @@ def build_request(
     channel: str = "frame",
     thinking: ThinkingConfig | None = None,
     effort: str | None = None,
+    delimiter: str = DELIMITER,
 ) -> ModelRequest:
     system_cc = CacheControl(cache.system_ttl)
     history_cc = CacheControl(cache.history_ttl)
+    # The rolling breakpoint's prefix holds this turn's notification center: only the
+    # calls of this tool loop, seconds apart, can read it, so the cheaper 5m write is
+    # always enough; and as the last breakpoint it never precedes a longer TTL.
+    rolling_cc = CacheControl("5m")
     last_cached = max((i for i, s in enumerate(system) if s.cached), default=-1)
     system_blocks = tuple(
         OutText(s.text, system_cc if i == last_cached else None) for i, s in enumerate(system)
@@ -260,7 +265,7 @@ def build_request(
             index += 1
         messages.append(OutMessage(message.role, tuple(blocks)))
     if notification and channel == "frame":
-        messages.append(OutMessage("user", (OutText(DELIMITER),)))
+        messages.append(OutMessage("user", (OutText(delimiter),)))
         messages.append(OutMessage("assistant", (OutText(notification),)))
     for position, message in enumerate(tail):
         last_message = position == len(tail) - 1
@@ -268,7 +273,7 @@ def build_request(
             (j for j, b in enumerate(message.content) if not isinstance(b, RawBlock)), default=-1
         )
         blocks = [
-            _out(block, history_cc if rolling and last_message and j == last_typed else None)
+            _out(block, rolling_cc if rolling and last_message and j == last_typed else None)
             for j, block in enumerate(message.content)
         ]
         messages.append(OutMessage(message.role, tuple(blocks)))

@@ -8,6 +8,13 @@ assistant:  NOTIFICATION CENTER
             <blank>
             <section>…</section>  <blank>     each non-empty section
             ════… (60)
+
+The compact frame (`composer.frame = "compact"`) says the same in fewer tokens:
+
+user:       ═══                              the delimiter
+assistant:  NOTIFICATION CENTER (refreshed every turn)
+            <section>…</section>              each non-empty section
+            ═══
 """
 
 from __future__ import annotations
@@ -17,9 +24,18 @@ from collections.abc import Sequence
 from ._markup import FRAME_RULE, HEADER
 from ._tokens import estimate_tokens
 
-__all__ = ["DELIMITER", "SHORTENED_MARKER", "render_notification_center", "wrap_section"]
+__all__ = [
+    "COMPACT_DELIMITER",
+    "DELIMITER",
+    "SHORTENED_MARKER",
+    "delimiter",
+    "render_notification_center",
+    "wrap_section",
+]
 
 DELIMITER = FRAME_RULE
+COMPACT_RULE = "═══"
+COMPACT_DELIMITER = COMPACT_RULE
 SHORTENED_MARKER = "[… shortened to fit the notification center budget]"
 _INTRO = (
     f"{HEADER}\n"
@@ -27,19 +43,30 @@ _INTRO = (
     "to keep important information front-of-mind.\n"
     f"{FRAME_RULE}\n\n"
 )
+# The same header and rule glyph (so the base prompt's description and the frame
+# neutralization hold), without the explanation line and the 60-glyph rules.
+_COMPACT_INTRO = f"{HEADER} (refreshed every turn)\n"
+
+
+def delimiter(frame: str) -> str:
+    """The user message that opens the notification center in this frame."""
+    return COMPACT_DELIMITER if frame == "compact" else DELIMITER
 
 
 def wrap_section(name: str, content: str) -> str:
     return f"<{name}>\n{content.strip()}\n</{name}>"
 
 
-def _render(order: Sequence[str], contents: dict[str, str]) -> str:
+def _render(order: Sequence[str], contents: dict[str, str], frame: str = "seed") -> str:
+    if frame == "compact":
+        body = "".join(wrap_section(n, contents[n]) + "\n" for n in order if n in contents)
+        return _COMPACT_INTRO + body + COMPACT_RULE
     body = "".join(wrap_section(n, contents[n]) + "\n\n" for n in order if n in contents)
     return _INTRO + body + FRAME_RULE
 
 
 def render_notification_center(
-    sections: Sequence[tuple[str, str, int]], budget_tokens: int
+    sections: Sequence[tuple[str, str, int]], budget_tokens: int, frame: str = "seed"
 ) -> tuple[str, set[str]]:
     """(text, names of shortened or dropped sections) for (name, content, priority).
 
@@ -52,7 +79,7 @@ def render_notification_center(
         return "", set()
     order = [n for n, _, _ in present]
     contents = {n: c.strip() for n, c, _ in present}
-    text = _render(order, contents)
+    text = _render(order, contents, frame)
     if estimate_tokens(text) <= budget_tokens:
         return text, set()
     by_priority = [n for n, _, _ in sorted(present, key=lambda item: item[2])]
@@ -65,13 +92,13 @@ def render_notification_center(
         while lines:
             lines.pop()
             contents[name] = "\n".join([*lines, SHORTENED_MARKER])
-            text = _render(order, contents)
+            text = _render(order, contents, frame)
             if estimate_tokens(text) <= budget_tokens:
                 return text, cut
         del contents[name]
         if not contents:
             return "", cut
-        text = _render(order, contents)
+        text = _render(order, contents, frame)
         if estimate_tokens(text) <= budget_tokens:
             return text, cut
     raise AssertionError("unreachable")  # pragma: no cover

@@ -19,9 +19,11 @@ __all__ = [
 ]
 
 TTL = Literal["5m", "1h"]
+TtlPolicyName = Literal["adaptive", "fixed"]
+Frame = Literal["seed", "compact"]
 Thinking = Literal["off", "enabled", "adaptive"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
-Channel = Literal["frame", "system_message"]
+Channel = Literal["frame", "system_message", "user_message"]
 
 
 class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -38,6 +40,9 @@ class CacheSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     system_ttl: TTL = "1h"
     history_ttl: TTL = "5m"
     diagnostics: bool = True  # send diagnostics.previous_message_id
+    # "adaptive": each turn's TTLs chosen from the continuum's pauses (actors/_ttl.py);
+    # "fixed": system_ttl and history_ttl on every turn.
+    policy: TtlPolicyName = "adaptive"
 
 
 class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -48,12 +53,14 @@ class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
     # How the notification center travels: "frame" (a delimiter user message and an
-    # assistant message before the current user message) or "system_message" (one
-    # role-system message after it; only models that accept them).
+    # assistant message before the current user message), "system_message" (one
+    # role-system message after it; only models that accept them) or "user_message" (a
+    # block at the start of the current user message, left out of the stored history).
     channel: Channel = "frame"
     guard_window: int = 20
     guard_threshold: float = 0.3
     guard_min_turns: int = 5
+    frame: Frame = "seed"  # "compact": a shorter delimiter and header, same meaning
 
 
 class HistorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

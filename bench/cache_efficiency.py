@@ -1,206 +1,271 @@
-"""Cache efficiency: one scripted 50-turn conversation, notification center vs legacy,
-and the notification center over both channels (the frame, and a role-system message on
-a model that takes one), with extended thinking off and on.
+"""Cache efficiency: a 50-turn conversation under every layout and TTL policy.
 
-Time passes on a simulated clock shared with the local API's cache (so TTLs expire as
-they would), with reminders, memories, searches and a few tool loops. Per turn: the
-share of input read from the cache, and the input cost with the API's price multipliers;
-the ratio between the two layouts. The physical limit: from the third turn on, a turn's
-first call reads everything an earlier request already sent, i.e. its cache read equals
-the previous turn's read plus its write. The share of turns where that holds is
-printed, and every miss is explained. A PNG chart of the per-turn cached share is written
-when matplotlib is installed (`pip install -e '.[bench]'`).
+Two scripts with the same 50 messages (chat, reminders, memories, searches, tool loops):
+- `benchmark`: quick exchanges (1 to 4 minutes apart) with a lunch break and a night;
+- `realistic`: seeded pauses, 15 of the 49 between 5 and 60 minutes and two overnight,
+  the rest 1 to 4 minutes.
+Each run goes through `frontmind simulate` (frontmind/_simulate.py): the real turn path
+against the local API's cache simulator on a simulated clock, so entries expire over the
+pauses as they would. Per run: input cost in base-price tokens (the API's multipliers),
+tokens read, written and uncached, and the avoidable misses: turns whose first call read
+less than the previous turn's first call had cached, with neither the pause past that
+turn's history TTL nor the layout's own change of its prefix to explain it. Zero means
+no miss was avoidable ("no avoidable miss"); it is not a cost floor (the `none` layout
+and the `oracle` policy are the floors).
+
+Also: the notification center with the compact frame beside the seed's, the TTL
+policies on more realistic seeds, and the channels (frame, role-system message, user
+message) with extended thinking off and on, on a model that takes role-system messages.
+A PNG chart of the input cost per turn by layout (adaptive TTLs, realistic pauses) when
+matplotlib is installed (`pip install -e '.[bench]'`).
 
     .venv/bin/python -m bench.cache_efficiency
 """
 
 from __future__ import annotations
 
-import logging
-import tempfile
-from pathlib import Path
+import random
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from actors import ModelSettings
 from bench._common import RESULTS, run, write_results
-from frontmind._demo import input_cost, run_conversation
-from storage import TurnRecord, TurnUsage
+from frontmind._demo import LAUNCH_PLAN
+from frontmind._exceptions import EdgeError
+from frontmind._simulate import (
+    LAYOUTS,
+    POLICIES,
+    Row,
+    ScriptTurn,
+    layout_available,
+    run_simulation,
+    write_chart,
+)
+from frontmind.config import Config
 
 MINUTE, HOUR = 60.0, 3600.0
-HISTORY_TTL = 5 * MINUTE
+START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo("Europe/Berlin")).timestamp()
+REALISTIC_SEEDS = (1, 2, 3, 4, 5, 6)  # the first gets every layout; all get every TTL policy
+# A model that takes both thinking modes and role-system messages (actors/_models.py).
+CHANNEL_MODEL = "claude-opus-4-8"
+CHANNELS = ("notification", "system_message", "user_message")
+DOCUMENTS = {"launch-plan": LAUNCH_PLAN}
 
 
-def script() -> list[tuple[float, str]]:
-    """50 turns: chat, reminders, memories, searches; two long gaps (lunch, night)."""
-    lines: list[tuple[float, str]] = []
+def messages() -> list[str]:
     topics = ["the launch", "the keynote", "the budget", "hiring", "the roadmap"]
+    lines = []
     for i in range(50):
-        gap = 3 * HOUR if i == 20 else 16 * HOUR if i == 38 else (1 + i % 4) * MINUTE
         topic = topics[i % len(topics)]
         if i % 9 == 3:
-            text = f"Remind me to follow up on {topic} in {30 + i} minutes."
+            lines.append(f"Remind me to follow up on {topic} in {30 + i} minutes.")
         elif i % 9 == 5:
-            text = f"Remember that {topic} is owned by team {i % 4}."
+            lines.append(f"Remember that {topic} is owned by team {i % 4}.")
         elif i % 11 == 7:
-            text = f"Search for {topic.split()[-1]}"
+            lines.append(f"Search for {topic.split()[-1]}")
         elif i % 13 == 12:
-            text = "List my reminders"
+            lines.append("List my reminders")
         else:
-            text = f"Turn {i}: let's talk about {topic}; what should I do next?"
-        lines.append((0.0 if i == 0 else gap, text))
+            lines.append(f"Turn {i}: let's talk about {topic}; what should I do next?")
     return lines
 
 
-# A model that takes both thinking modes and role-system messages (actors/_models.py).
-THINKING_MODEL = "claude-opus-4-8"
-RUNS: tuple[tuple[str, bool, str, ModelSettings | None], ...] = (
-    ("notification center", False, "frame", None),
-    ("legacy placement", True, "frame", None),
-    (
-        "nc, system message",
-        False,
-        "system_message",
-        ModelSettings(name=THINKING_MODEL, max_tokens=4096),
-    ),
-    (
-        "nc, frame, thinking",
-        False,
-        "frame",
-        ModelSettings(name=THINKING_MODEL, max_tokens=4096, thinking="enabled", budget_tokens=1024),
-    ),
-    (
-        "nc, system msg, thinking",
-        False,
-        "system_message",
-        ModelSettings(name=THINKING_MODEL, max_tokens=4096, thinking="enabled", budget_tokens=1024),
-    ),
-)
+def benchmark_gaps() -> list[float]:
+    """The original script: 1 to 4 minutes apart, 3 hours before turn 21, 16 before 39."""
+    return [3 * HOUR if i == 20 else 16 * HOUR if i == 38 else (1 + i % 4) * MINUTE
+            for i in range(1, 50)]  # fmt: skip
 
 
-async def run_layout(
-    legacy: bool,
-    data_dir: Path,
-    channel: str = "frame",
-    model: ModelSettings | None = None,
-) -> list[TurnRecord]:
-    return await run_conversation(
-        script(),
-        legacy=legacy,
-        data_dir=data_dir,
-        model_settings=model,
-        channel="system_message" if channel == "system_message" else "frame",
-    )
-
-
-def explain(index: int, records: list[TurnRecord], gaps: list[float]) -> str:
-    record = records[index]
-    if gaps[index] > HISTORY_TTL:
-        return f"{gaps[index] / 60:.0f} min since the previous turn: the 5m cache expired"
-    if record.cache_miss_reason:
-        return f"the API reports {record.cache_miss_reason}"
-    return "unexplained"
-
-
-def analyse(name: str, records: list[TurnRecord]) -> dict[str, Any]:
-    gaps = [gap for gap, _ in script()]
-    first = [r.call_usage[0] for r in records]
-    shares = [r.usage.cache_read_input_tokens / r.usage.total_input for r in records]
-    holds, misses = 0, []
-    for n in range(2, len(records)):
-        expected = first[n - 1].cache_read_input_tokens + first[n - 1].cache_creation_input_tokens
-        if first[n].cache_read_input_tokens == expected:
-            holds += 1
+def realistic_gaps(seed: int) -> list[float]:
+    """15 of 49 gaps between 5 and 60 minutes, two overnight, the rest 1 to 4 minutes."""
+    rng = random.Random(seed)
+    order = list(range(49))
+    rng.shuffle(order)
+    medium, night = set(order[:15]), set(order[15:17])
+    gaps = []
+    for i in range(49):
+        if i in medium:
+            gaps.append(rng.uniform(5.5, 60) * MINUTE)
+        elif i in night:
+            gaps.append(rng.uniform(9, 15) * HOUR)
         else:
-            misses.append(
-                {
-                    "turn": n + 1,
-                    "read": first[n].cache_read_input_tokens,
-                    "expected": expected,
-                    "why": explain(n, records, gaps),
-                }
-            )
-    total = TurnUsage()
-    for r in records:
-        total = total + r.usage
+            gaps.append(rng.uniform(1, 4.5) * MINUTE)
+    return gaps
+
+
+def script(gaps: Sequence[float]) -> list[ScriptTurn]:
+    at, turns = START, []
+    for gap, text in zip((0.0, *gaps), messages(), strict=True):
+        at += gap
+        turns.append(ScriptTurn(at, text))
+    return turns
+
+
+def _row(row: Row) -> dict[str, Any]:
+    return {**row.as_json(), "per_turn_cost": [round(c, 2) for c in row.per_turn_cost]}
+
+
+def _cost(rows: Sequence[Row], layout: str, ttl: str) -> float:
+    return next(r.input_cost for r in rows if r.layout == layout and r.ttl == ttl)
+
+
+def _table(title: str, rows: Sequence[Row]) -> None:
+    print(f"\n{title}")
+    print(
+        f"  {'layout':<15}{'ttl':<10}{'input cost':>11}{'read':>10}{'written':>9}{'uncached':>9}"
+        f"{'avoidable':>11}"
+    )
+    for r in rows:
+        print(
+            f"  {r.layout:<15}{r.ttl:<10}{r.input_cost:>11,.0f}{r.cache_read:>10,}"
+            f"{r.cache_write:>9,}{r.uncached:>9,}{r.avoidable_misses:>11}"
+        )
+        for miss in r.misses:
+            print(f"      {miss}")
+
+
+def goals(scripts: dict[str, list[Row]], seeds: dict[int, list[Row]]) -> dict[str, Any]:
+    """The issue's goals, measured."""
+    per_seed = {}
+    for seed, rows in seeds.items():
+        five, hour = _cost(rows, "notification", "5m"), _cost(rows, "notification", "1h")
+        adaptive = _cost(rows, "notification", "adaptive")
+        per_seed[seed] = {
+            "adaptive_vs_better_fixed": adaptive / min(five, hour),
+            "adaptive_vs_5m": adaptive / five,
+            "adaptive_vs_oracle": adaptive / _cost(rows, "notification", "oracle"),
+        }
+    totals = {
+        ttl: sum(_cost(rows, "notification", ttl) for rows in seeds.values()) for ttl in POLICIES
+    }
+    bench = scripts["benchmark"]
+    bench_adaptive = _cost(bench, "notification", "adaptive")
+    everything = [r for rows in (*scripts.values(), *seeds.values()) for r in rows]
+    realistic = scripts["realistic"]
     return {
-        "layout": name,
-        "turns": len(records),
-        "per_turn_cached_share": shares,
-        "cached_share": total.cache_read_input_tokens / total.total_input,
-        "input_cost": input_cost(total),
-        "usage": {
-            "read": total.cache_read_input_tokens,
-            "write": total.cache_creation_input_tokens,
-            "uncached": total.input_tokens,
+        "realistic_seeds": per_seed,
+        "realistic_all_seeds": {
+            "adaptive_vs_better_fixed": totals["adaptive"] / min(totals["5m"], totals["1h"]),
+            "adaptive_vs_5m": totals["adaptive"] / totals["5m"],
+            "adaptive_vs_oracle": totals["adaptive"] / totals["oracle"],
         },
-        "limit_holds": holds,
-        "limit_checked": len(records) - 2,
-        "misses": misses,
+        "benchmark": {
+            "adaptive_vs_better_fixed": bench_adaptive
+            / min(_cost(bench, "notification", "5m"), _cost(bench, "notification", "1h")),
+            "adaptive_vs_oracle": bench_adaptive / _cost(bench, "notification", "oracle"),
+        },
+        "avoidable_misses": sum(r.avoidable_misses for r in everything),
+        "notification_vs_user_message": {
+            name: _cost(rows, "notification", "adaptive") / _cost(rows, "user_message", "adaptive")
+            for name, rows in scripts.items()
+        },
+        "realistic_layouts_adaptive": {
+            layout: _cost(realistic, layout, "adaptive")
+            for layout in LAYOUTS
+            if any(r.layout == layout for r in realistic)
+        },
     }
 
 
-def chart(nc: dict[str, Any], legacy: dict[str, Any]) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib is not installed: no chart; pip install -e '.[bench]')")
-        return None
-    figure, axes = plt.subplots(figsize=(9, 4))
-    for result, style in ((nc, "-o"), (legacy, "-s")):
-        shares = [100 * s for s in result["per_turn_cached_share"]]
-        axes.plot(range(1, len(shares) + 1), shares, style, markersize=3, label=result["layout"])
-    axes.set_xlabel("turn")
-    axes.set_ylabel("input read from cache (%)")
-    axes.set_ylim(0, 100)
-    axes.set_title("Per-turn cached share of input, same 50-turn conversation")
-    axes.legend(loc="lower right")
-    axes.grid(alpha=0.3)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / "cache_efficiency.png"
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    return path
-
-
 def main() -> None:
-    # Legacy placement churns the system prompt on purpose; its guard warnings are expected.
-    logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
-
     async def body() -> None:
-        results = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for n, (name, legacy_run, channel, model) in enumerate(RUNS):
-                records = await run_layout(legacy_run, Path(tmp) / str(n), channel, model)
-                results.append(analyse(name, records))
-        nc, legacy = results[0], results[1]
-        for result in results:
-            print(
-                f"{result['layout']:<26} cached share {result['cached_share']:6.1%}  "
-                f"input cost {result['input_cost']:>9,.0f}  "
-                f"limit reached on {result['limit_holds']}/{result['limit_checked']} turns"
+        layouts = [layout for layout in LAYOUTS if layout_available(layout)]
+        scripts: dict[str, list[Row]] = {}
+        for name, gaps in (
+            ("benchmark", benchmark_gaps()),
+            ("realistic", realistic_gaps(REALISTIC_SEEDS[0])),
+        ):
+            rows, _ = await run_simulation(script(gaps), layouts=layouts, documents=DOCUMENTS)
+            scripts[name] = rows
+            _table(f"{name} pauses: every layout and TTL policy", rows)
+        seeds = {REALISTIC_SEEDS[0]: scripts["realistic"]}
+        for seed in REALISTIC_SEEDS[1:]:
+            rows, _ = await run_simulation(
+                script(realistic_gaps(seed)), layouts=["notification"], documents=DOCUMENTS
             )
-            for miss in result["misses"][:6]:
-                print(
-                    f"    turn {miss['turn']:>2}: read {miss['read']:>6,} of {miss['expected']:>6,}"
-                    f" - {miss['why']}"
-                )
-            if len(result["misses"]) > 6:
-                print(f"    … and {len(result['misses']) - 6} more")
-        ratio = legacy["input_cost"] / nc["input_cost"]
-        print(f"legacy / notification center input cost: {ratio:.2f}x")
-        path = chart(nc, legacy)
-        if path is not None:
+            seeds[seed] = rows
+            _table(f"realistic pauses, seed {seed}", rows)
+        compact: dict[str, dict[str, float]] = {}
+        for name, gaps in (
+            ("benchmark", benchmark_gaps()),
+            ("realistic", realistic_gaps(REALISTIC_SEEDS[0])),
+        ):
+            rows, _ = await run_simulation(
+                script(gaps),
+                layouts=["notification"],
+                policies=["adaptive"],
+                documents=DOCUMENTS,
+                frame="compact",
+            )
+            seed_cost = _cost(scripts[name], "notification", "adaptive")
+            compact[name] = {
+                "seed_frame": seed_cost,
+                "compact_frame": rows[0].input_cost,
+                "compact_vs_seed": rows[0].input_cost / seed_cost,
+                "compact_vs_user_message": rows[0].input_cost
+                / _cost(scripts[name], "user_message", "adaptive"),
+            }
+        channels: dict[str, list[Row]] = {}
+        for thinking in ("off", "enabled"):
+            model = ModelSettings(
+                name=CHANNEL_MODEL, max_tokens=4096, thinking=thinking, budget_tokens=1024
+            )
+            rows, _ = await run_simulation(
+                script(benchmark_gaps()),
+                layouts=CHANNELS,
+                policies=["adaptive"],
+                config=Config(model=model),
+                documents=DOCUMENTS,
+            )
+            channels[thinking] = rows
+            _table(f"{CHANNEL_MODEL}, thinking {thinking}, benchmark pauses", rows)
+        measured = goals(scripts, seeds)
+        print("\ngoals")
+        for seed, ratios in measured["realistic_seeds"].items():
+            print(
+                f"  realistic seed {seed}: adaptive / better fixed "
+                f"{ratios['adaptive_vs_better_fixed']:.3f}x, / fixed 5m "
+                f"{ratios['adaptive_vs_5m']:.3f}x, / oracle {ratios['adaptive_vs_oracle']:.3f}x"
+            )
+        t = measured["realistic_all_seeds"]
+        print(
+            f"  realistic, all seeds together: adaptive / better fixed "
+            f"{t['adaptive_vs_better_fixed']:.3f}x, / fixed 5m {t['adaptive_vs_5m']:.3f}x, "
+            f"/ oracle {t['adaptive_vs_oracle']:.3f}x"
+        )
+        b = measured["benchmark"]
+        print(
+            f"  benchmark: adaptive / better fixed {b['adaptive_vs_better_fixed']:.3f}x, "
+            f"/ oracle {b['adaptive_vs_oracle']:.3f}x"
+        )
+        print(f"  avoidable misses, every run: {measured['avoidable_misses']}")
+        for name, ratio in measured["notification_vs_user_message"].items():
+            c = compact[name]
+            print(
+                f"  {name}: notification / user_message {ratio:.3f}x; compact frame "
+                f"{c['compact_frame']:,.0f} = {c['compact_vs_seed']:.3f}x the seed's frame, "
+                f"{c['compact_vs_user_message']:.3f}x user_message"
+            )
+        path = RESULTS / "cache_efficiency.png"
+        RESULTS.mkdir(exist_ok=True)
+        try:
+            write_chart(scripts["realistic"], path)
+        except EdgeError as exc:  # no matplotlib: no chart, and say so
+            print(f"(no chart: {exc})")
+        else:
             print(f"chart written to {path.relative_to(RESULTS.parent.parent)}")
         write_results(
             "cache_efficiency",
             {
-                "notification_center": nc,
-                "legacy": legacy,
-                "cost_ratio_legacy_over_nc": ratio,
-                "variants": results[2:],
+                "scripts": {name: [_row(r) for r in rows] for name, rows in scripts.items()},
+                "realistic_seeds": {
+                    str(seed): [_row(r) for r in rows] for seed, rows in seeds.items()
+                },
+                "compact_frame": compact,
+                "channels": {k: [_row(r) for r in rows] for k, rows in channels.items()},
+                "goals": measured,
             },
         )
 

@@ -22,12 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
-import httpx2
 import msgspec
 
 from actors import (
     FrontmindError,
-    ModelRequest,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -36,8 +34,9 @@ from actors import (
     TurnEvent,
     TurnStarted,
 )
-from storage import StorageError, TurnRecord
+from storage import StorageError
 
+from ._client import Client
 from ._exceptions import EdgeError
 from ._frontmind import Frontmind
 from ._render import render_context, render_stats
@@ -132,54 +131,27 @@ class LocalBackend:
         return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
 
 
-_event_decoder = msgspec.json.Decoder(TurnEvent)
-
-
 class RemoteBackend:
-    """Turns and views from a running daemon, over its HTTP API."""
+    """Turns and views from a running daemon, through `frontmind.Client`."""
 
-    def __init__(self, http: httpx2.AsyncClient, continuum: str) -> None:
-        self._http = http
+    def __init__(self, client: Client, continuum: str) -> None:
+        self._client = client
         self._continuum = continuum
 
     async def turn(self, text: str) -> AsyncGenerator[TurnEvent, None]:
-        async with self._http.stream(
-            "POST", f"/v1/continuums/{self._continuum}/turns", json={"message": text}
-        ) as response:
-            if response.status_code != 200:
-                yield _wire_error(await response.aread(), response.status_code)
-                return
-            async for line in response.aiter_lines():
-                if line.startswith("data: "):
-                    yield _event_decoder.decode(line[6:])
-
-    async def _get(self, path: str, **params: str) -> bytes:
-        response = await self._http.get(path, params=params)
-        if response.status_code != 200:
-            error = _wire_error(response.content, response.status_code)
-            raise EdgeError(f"{error.type}: {error.message}")
-        return response.content
+        async with self._client.turn(self._continuum, text) as events:
+            async for event in events:
+                yield event
 
     async def context(self) -> str:
-        body = await self._get(f"/v1/continuums/{self._continuum}/context", message=NEXT_MESSAGE)
-        return render_context(msgspec.json.decode(body, type=ModelRequest))
+        return render_context(await self._client.context(self._continuum, NEXT_MESSAGE))
 
     async def stats(self) -> str:
-        body = await self._get(f"/v1/continuums/{self._continuum}/turns", limit="1000")
-        return render_stats(msgspec.json.decode(body, type=dict[str, list[TurnRecord]])["turns"])
+        return render_stats(list(await self._client.turns(self._continuum, 1000)))
 
     async def reminders(self) -> str:
-        body = await self._get("/v1/reminders")
-        decoded = msgspec.json.decode(body, type=dict[str, list[_ReminderView]])
-        return _render_reminders(decoded["reminders"])
-
-
-def _wire_error(body: bytes, status: int) -> TurnError:
-    try:
-        error: Any = msgspec.json.decode(body)["error"]
-        return TurnError(str(error["type"]), str(error["message"]))
-    except (msgspec.DecodeError, KeyError, TypeError):
-        return TurnError("http_error", f"the daemon answered {status}")
+        found = await self._client.reminders()
+        return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -308,7 +280,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
                             indicator.stop()
                             out(REPLY, "reply")
                         _show(event, out)
-            except (FrontmindError, StorageError, EdgeError, httpx2.HTTPError) as exc:
+            except (FrontmindError, StorageError, EdgeError) as exc:
                 if indicator is not None:
                     indicator.stop()
                 out(f"\n  error: {exc}\n", "error")
@@ -334,7 +306,7 @@ async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
     elif name in views:
         try:
             out(await views[name]() + "\n")
-        except (FrontmindError, StorageError, EdgeError, httpx2.HTTPError) as exc:
+        except (FrontmindError, StorageError, EdgeError) as exc:
             out(f"  error: {exc}\n", "error")
         except msgspec.ValidationError as exc:
             out(f"  error: the daemon's answer could not be read: {exc}\n", "error")
@@ -469,12 +441,8 @@ async def chat_remote(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(base_url=url, headers=headers, timeout=None) as http:
-        try:
-            (await http.get("/healthz")).raise_for_status()
-        except httpx2.HTTPError as exc:
-            raise EdgeError(f"no Frontmind daemon answers at {url}: {exc}") from None
+    async with Client(url, token=token) as client:
+        await client.health()  # `ClientError` (no daemon answers) before the prompt shows
         await chat(
-            RemoteBackend(http, continuum), history_file=history_file, stdin=stdin, stdout=stdout
+            RemoteBackend(client, continuum), history_file=history_file, stdin=stdin, stdout=stdout
         )

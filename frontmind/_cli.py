@@ -26,7 +26,8 @@ from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_i
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from ._groups import unwrap_group
-from .config import default_data_dir, load_config
+from ._logs import configure_logging
+from .config import Config, default_data_dir, load_config
 
 __all__ = ["main"]
 
@@ -58,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             token=args.token,
             token_file=args.token_file,
             announce=_announce,
+            access_log=args.access_log,
             database=args.database,
         )
     )
@@ -116,6 +118,42 @@ def cmd_stats(args: argparse.Namespace) -> None:
             records = await storage.turns(args.user, args.continuum, limit=100_000)
             jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
         print(render_stats(records, jobs))
+
+    _run(main)
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    import json
+
+    from ._simulate import load_script, render_table, run_simulation, write_chart
+
+    script = load_script(args.script)
+    config = load_config(args.config, Path(".")) if args.config else Config()
+    if args.model:
+        config = msgspec.structs.replace(
+            config, model=msgspec.structs.replace(config.model, name=args.model)
+        )
+    layouts = args.layout or None
+    policies = args.ttl or None
+
+    async def main() -> None:
+        rows, missing = await run_simulation(
+            script,
+            layouts=layouts or ("notification", "system_message", "user_message",
+                                "system_prompt", "none"),
+            policies=policies or ("5m", "1h", "adaptive", "oracle"),
+            config=config,
+            frame=args.frame,
+        )  # fmt: skip
+        if args.json:
+            body: dict[str, object] = {"rows": [row.as_json() for row in rows]}
+            if missing:
+                body["not_available"] = missing
+            print(json.dumps(body))
+        else:
+            print(render_table(rows, missing, len(script)))
+        if args.chart is not None:
+            write_chart(rows, args.chart)
 
     _run(main)
 
@@ -210,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
     )
     p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines from this level up (default warning)",
+    )
+    p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
+    p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
+    p.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -254,6 +300,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", default=DEFAULT_USER, help="whose turns (default: default)")
     p.set_defaults(func=cmd_stats)
 
+    p = sub.add_parser(
+        "simulate",
+        help="replay a conversation offline: cache cost by layout and TTL policy",
+        description=(
+            'Replay SCRIPT (JSON Lines of {"at": ISO 8601 with offset, "message": text}, '
+            'or an exported continuum: {"messages": [...], "turns": [...]}) through '
+            "Frontmind on the local API's cache simulator with a simulated clock."
+        ),
+    )
+    p.add_argument("script", type=Path, help="the conversation to replay")
+    p.add_argument("--json", action="store_true", help='print {"rows": [...]} as JSON')
+    p.add_argument("--chart", type=Path, default=None, help="write cost per turn (PNG)")
+    p.add_argument("--config", type=Path, default=None, help="a frontmind.toml to start from")
+    p.add_argument("--model", default=None, help="the model every run uses (default: config's)")
+    p.add_argument(
+        "--layout",
+        action="append",
+        choices=("notification", "system_message", "user_message", "system_prompt", "none"),
+        help="only this layout (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--ttl",
+        action="append",
+        choices=("5m", "1h", "adaptive", "oracle"),
+        help="only this TTL policy (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--frame", choices=("seed", "compact"), default="seed", help="the notification frame"
+    )
+    p.set_defaults(func=cmd_simulate)
+
     p = sub.add_parser("users", help="add or list the users the daemon accepts tokens of")
     users = p.add_subparsers(dest="users_command", required=True, metavar="ACTION")
     add = users.add_parser("add", help="add a user and print its token (shown once)")
@@ -296,7 +373,10 @@ def _usage_error(exc: BaseException) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.func is cmd_serve:
+        configure_logging(args.log_level, args.log_format)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         try:
             args.func(args)

@@ -3,7 +3,8 @@
 Errors are `{"error": {"type": ..., "message": ...}}` with a fitting status. Bad input
 never changes what is stored, and the daemon keeps serving. A client that disconnects
 mid-stream cancels its turn cleanly. SIGTERM/SIGINT: stop accepting, let running turns
-finish within the grace period (then cancel them cleanly), exit 0.
+finish within the grace period (then cancel them cleanly), exit 0. The routes, bodies
+and events are described at /openapi.json (frontmind/_openapi.py).
 
 Users: every request acts as one user and sees only that user's data, on every route.
 The admin token (`--token` / FRONTMIND_TOKEN) acts as user `default` and alone may add
@@ -19,62 +20,90 @@ import hmac
 import logging
 import re
 import signal
-from collections.abc import AsyncIterator, Callable, Generator
+import time
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStarted
 from runtime import KernelError
-from storage import DEFAULT_USER, InvalidInput, StorageError, check_continuum_id
+from storage import DEFAULT_USER, InvalidInput, StorageError, TurnUsage, check_continuum_id
 
+from ._demo import input_cost
 from ._errors import wire_error
 from ._exceptions import ConfigError, Forbidden
 from ._frontmind import Frontmind, TurnStream
 from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
-from ._metrics import Metrics
+from ._metrics import CONTENT_TYPE, Metrics
+from ._openapi import DOCS_PAGE, openapi_json
 from ._startup import freeze_startup_objects
 from ._wire import (
+    ContinuumPage,
     DocumentBody,
+    DocumentPage,
+    ErrorBody,
+    ErrorDetail,
+    Health,
     MemoryBody,
+    MemoryHitPage,
+    MemoryPage,
+    MessagePage,
     ModelSettingsBody,
+    ModelSettingsReply,
     ReminderBody,
+    ReminderPage,
     TurnBody,
+    TurnPage,
     UserBody,
+    UserCreated,
+    UserList,
     decode_body,
-    message_json,
+    decode_cursor,
+    encode_cursor,
+    summarize,
+    to_wire,
 )
 from .config import Config, load_config
 from .localapi._asgi import SocketLimits, is_loopback, serve_app
 
+K = TypeVar("K")
+
 __all__ = ["TurnStreams", "build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
+access_log = logging.getLogger("frontmind.access")
 _encoder = msgspec.json.Encoder()
+PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json", "/docs"})
+PING_SECONDS = 15.0
+MAX_LIMIT = 10_000
+PING = b": ping\n\n"
 
 
-def _sse_event(event: TurnEvent) -> bytes:
+def _sse_frame(event: TurnEvent, event_id: str) -> bytes:
     name = str(type(event).__struct_config__.tag)
-    return b"event: " + name.encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
+    data = _encoder.encode(to_wire(event))
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event_id.encode(), name.encode(), data)
 
 
-def _error(
-    status: int, kind: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"type": kind, "message": message}}, status_code=status, headers=headers
-    )
+def _error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    response = _json(ErrorBody(ErrorDetail(kind, message)), status)
+    response.headers.update(headers or {})
+    return response
 
 
 def _json(value: Any, status: int = 200) -> Response:
-    return Response(_encoder.encode(value), status_code=status, media_type="application/json")
+    return Response(
+        _encoder.encode(to_wire(value)), status_code=status, media_type="application/json"
+    )
 
 
 _USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
@@ -107,7 +136,8 @@ class UserAuth:
         return None if user is None else (user, False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] != "/healthz":
+        # The health check, and the API description (which holds no data), are public.
+        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
             try:
                 resolved = await self._resolve(scope)
             except StorageError as exc:
@@ -168,12 +198,161 @@ class TurnStreams:
         await self._idle.wait()
 
 
+class Observed:
+    """Outermost ASGI middleware: counts responses by status and writes the access log."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, *, access: bool) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # if the app fails before answering, the server answers 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.metrics.response(status)
+            if self.access:
+                access_log.info(
+                    "%s %s %d %.1fms",
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    (time.perf_counter() - started) * 1000,
+                )
+
+
+class TurnEvents(Response):
+    """A turn as server-sent events: an `id:` on every event, and a `: ping` comment
+    whenever nothing was sent for `ping_seconds`, so an idle proxy keeps the stream.
+
+    The turn's events are pumped by a child task into a channel; waiting on the channel
+    (never on the turn itself) can time out for a ping without disturbing the turn. A
+    client that disconnects cancels the pump, which cancels the turn cleanly. Shutdown
+    after the grace period (`TurnStreams.cancel_all`) ends the stream with a final
+    `shutting_down` error event, and the turn is cancelled with a record saying so.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self, stream: TurnStream, metrics: Metrics, ping_seconds: float, served: TurnStreams
+    ) -> None:
+        super().__init__(
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+            media_type=self.media_type,
+        )
+        # A stream has no length: drop the content-length Response set for an empty body.
+        self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        self.stream = stream
+        self.metrics = metrics
+        self.ping_seconds = ping_seconds
+        self.served = served
+        self.turn_id: str | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        finished = relayed = False
+        with self.served.serving():
+            try:
+                async with self.stream, anyio.create_task_group() as tg:
+                    tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                    events, received = anyio.create_memory_object_stream[TurnEvent](1)
+                    tg.start_soon(self._pump, events)
+                    await send(
+                        {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                    )
+                    finished = await self._relay(received, send)
+                    relayed = True
+                    tg.cancel_scope.cancel()
+                # The turn is closed (cancelled and recorded, if it had not ended) before
+                # the stream ends.
+                if relayed:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            finally:
+                if not finished:
+                    self.metrics.cancelled()
+
+    async def _relay(self, received: MemoryObjectReceiveStream[TurnEvent], send: Send) -> bool:
+        """Send every event with its id; True once the turn ended with a final event."""
+        count, finished = 0, False
+        async with received:
+            while True:
+                with self.served.waiting() as shutdown:
+                    with anyio.move_on_after(self.ping_seconds) as waited:
+                        try:
+                            event = await received.receive()
+                        except anyio.EndOfStream:
+                            return finished
+                if shutdown.cancelled_caught:
+                    self.metrics.error("shutting_down")
+                    event = TurnError(
+                        "shutting_down",
+                        "the service shut down before this turn finished; "
+                        "it was cancelled and nothing of it was stored",
+                        self.turn_id,
+                    )
+                    count += 1
+                    await send(self._body(event, count))
+                    return True
+                if waited.cancelled_caught:
+                    await send({"type": "http.response.body", "body": PING, "more_body": True})
+                    continue
+                if isinstance(event, TurnCompleted):
+                    self.metrics.completed(event)
+                    finished = True
+                elif isinstance(event, TurnError):
+                    self.metrics.error(event.type)
+                    finished = True
+                count += 1
+                await send(self._body(event, count))
+
+    def _body(self, event: TurnEvent, count: int) -> Message:
+        event_id = f"{self.turn_id}:{count}" if self.turn_id else str(count)
+        return {
+            "type": "http.response.body",
+            "body": _sse_frame(event, event_id),
+            "more_body": True,
+        }
+
+    async def _pump(self, events: MemoryObjectSendStream[TurnEvent]) -> None:
+        async with events:
+            try:
+                async for event in self.stream:
+                    if isinstance(event, TurnStarted):
+                        self.turn_id = event.turn_id
+                    await events.send(event)
+            except KernelError as exc:
+                # A bug in the turn's actor (it is restarted): end with an error event
+                # rather than a broken stream.
+                log.error("turn failed inside the runtime", exc_info=exc)
+                await events.send(TurnError("internal_error", str(exc), self.turn_id))
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        scope.cancel()
+
+
 def build_app(
     fm: Frontmind,
     *,
     token: str | None = None,
     streams: TurnStreams | None = None,
     metrics: Metrics | None = None,
+    ping_seconds: float = PING_SECONDS,
+    access_log: bool = False,
     allowed_hosts: tuple[str, ...] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_idle_seconds: float = 30.0,
@@ -196,8 +375,8 @@ def build_app(
         if request.method == "POST":
             body = decode_body(await request.body(), UserBody)
             token = await fm.add_user(body.name)
-            return _json({"name": body.name, "token": token}, 201)
-        return _json({"users": await fm.users()})
+            return _json(UserCreated(body.name, token), 201)
+        return _json(UserList(await fm.users()))
 
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
@@ -205,53 +384,35 @@ def build_app(
         stream = scoped(request).turn(cid, body.user_input())
         # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
         await stream.__aenter__()
-        return StreamingResponse(
-            _sse(stream),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        return TurnEvents(stream, stats, ping_seconds, served)
 
-    async def _sse(stream: TurnStream) -> AsyncIterator[bytes]:
-        turn_id: str | None = None
-        with served.serving():
-            async with stream:
-                try:
-                    while True:
-                        with served.waiting() as scope:
-                            try:
-                                event = await stream.__anext__()
-                            except StopAsyncIteration:
-                                return
-                        if scope.cancelled_caught:
-                            # Shutdown after the grace period: the stream was closed
-                            # above (the turn is cancelled, its record written); say so.
-                            stats.error("shutting_down")
-                            yield _sse_event(
-                                TurnError(
-                                    "shutting_down",
-                                    "the service shut down before this turn finished; "
-                                    "it was cancelled and nothing of it was stored",
-                                    turn_id,
-                                )
-                            )
-                            return
-                        if isinstance(event, TurnStarted):
-                            turn_id = event.turn_id
-                        elif isinstance(event, TurnCompleted):
-                            stats.completed(event)
-                        elif isinstance(event, TurnError):
-                            stats.error(event.type)
-                        yield _sse_event(event)
-                except KernelError as exc:
-                    # A bug in the turn's actor (it is restarted): end with an error event
-                    # rather than a broken stream.
-                    log.error("turn failed inside the runtime", exc_info=exc)
-                    stats.error("internal_error")
-                    yield _sse_event(TurnError("internal_error", str(exc), turn_id))
+    async def list_continuums(request: Request) -> Response:
+        mine = scoped(request)
+        limit, after = _page(request, tuple[float, str])
+        found = await mine.continuums(limit=limit + 1, after=after)
+        shown = found[:limit]
+        usage = await fm.storage.usage_by_continuum(mine.user_name, [c.id for c in shown])
+        summaries = []
+        for c in shown:
+            turns, used = usage.get(c.id, (0, TurnUsage()))
+            total = used.total_input
+            share = used.cache_read_input_tokens / total if total else 0.0
+            summaries.append(summarize(c, turns, input_cost(used), share, used.output_tokens))
+        more = len(found) > limit
+        last = summaries[-1] if summaries else None
+        cursor = encode_cursor([last.last_activity_at, last.id]) if more and last else None
+        return _json(ContinuumPage(cursor, summaries))
+
+    async def delete_continuum(request: Request) -> Response:
+        await scoped(request).delete_continuum(continuum(request))
+        return Response(status_code=204)
 
     async def messages(request: Request) -> Response:
-        history = await scoped(request).history(continuum(request))
-        return _json({"messages": [message_json(m) for m in history]})
+        limit, after = _page(request, int)
+        start = -1 if after is None else after
+        found = await scoped(request).history(continuum(request), limit=limit + 1, after=start)
+        cursor = encode_cursor(found[limit - 1].seq) if len(found) > limit else None
+        return _json(MessagePage(cursor, found[:limit]))
 
     async def context(request: Request) -> Response:
         text = request.query_params.get("message", "")
@@ -276,24 +437,36 @@ def build_app(
             )
         else:
             own, choice = await scoped(request).model_settings(cid)
-        return _json({"own": own, "effective": choice})
+        return _json(ModelSettingsReply(own, choice))
 
     async def turns(request: Request) -> Response:
-        records = await scoped(request).turns(continuum(request), limit=_limit(request))
-        return _json({"turns": records})
+        limit, before = _page(request, tuple[float, str])
+        found = await scoped(request).turns(continuum(request), limit=limit + 1, before=before)
+        # Pages run from the latest turns back; each page is in time order.
+        more = len(found) > limit
+        found = found[1:] if more else found
+        cursor = encode_cursor([found[0].started_at, found[0].turn_id]) if more else None
+        return _json(TurnPage(cursor, found))
 
     async def reminders(request: Request) -> Response:
         mine = scoped(request)
         if request.method == "POST":
             body = decode_body(await request.body(), ReminderBody)
             return _json(await mine.add_reminder(body.text, body.due_at), 201)
+        limit, after = _page(request, int)
         include = request.query_params.get("include_completed") in ("1", "true")
-        return _json({"reminders": await mine.reminders(include_completed=include)})
+        found = await mine.reminders(include, limit=limit + 1, after=after or 0)
+        cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
+        return _json(ReminderPage(cursor, found[:limit]))
 
     async def complete(request: Request) -> Response:
         return _json(
             await scoped(request).complete_reminder(parse_id(request.path_params["reminder_id"]))
         )
+
+    async def delete_reminder(request: Request) -> Response:
+        await scoped(request).delete_reminder(parse_id(request.path_params["reminder_id"]))
+        return Response(status_code=204)
 
     async def memories(request: Request) -> Response:
         mine = scoped(request)
@@ -302,23 +475,45 @@ def build_app(
             return _json(await mine.remember(body.text, body.importance, body.expires_at), 201)
         query = request.query_params.get("q")
         if query is not None:
-            return _json({"memories": await mine.search_memories(query, limit=_limit(request))})
-        return _json({"memories": await mine.memories(limit=_limit(request))})
+            # Search results are ranked, not listed: one page of the best `limit`.
+            limit = _limit(request)
+            return _json(MemoryHitPage(None, await mine.search_memories(query, limit=limit)))
+        limit, before = _page(request, int)
+        found = await mine.memories(limit + 1, before=before)
+        cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
+        return _json(MemoryPage(cursor, found[:limit]))
+
+    async def delete_memory(request: Request) -> Response:
+        await scoped(request).delete_memory(parse_id(request.path_params["memory_id"], "memory id"))
+        return Response(status_code=204)
 
     async def documents(request: Request) -> Response:
         mine = scoped(request)
         if request.method == "POST":
             body = decode_body(await request.body(), DocumentBody)
             return _json(await mine.put_document(body.label, body.content), 201)
-        return _json({"documents": await mine.documents()})
+        limit, after = _page(request, str)
+        found = await mine.documents(limit=limit + 1, after=after or "")
+        cursor = encode_cursor(found[limit - 1].label) if len(found) > limit else None
+        return _json(DocumentPage(cursor, found[:limit]))
+
+    async def delete_document(request: Request) -> Response:
+        await scoped(request).delete_document(request.path_params["label"])
+        return Response(status_code=204)
 
     async def healthz(request: Request) -> Response:
-        return _json({"status": "ok"})
+        return _json(Health("ok"))
 
     async def metrics_route(request: Request) -> Response:
         if not request.scope["state"][_ADMIN_KEY]:
             raise Forbidden("the metrics count every user's turns: only the admin token sees them")
-        return Response(stats.render(), media_type="text/plain; version=0.0.4")
+        return Response(stats.render(), media_type=CONTENT_TYPE)
+
+    async def openapi(request: Request) -> Response:
+        return Response(openapi_json(), media_type="application/json")
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(DOCS_PAGE)
 
     async def known_error(request: Request, exc: Exception) -> Response:
         status, kind = wire_error(exc) or (500, "internal_error")
@@ -341,18 +536,25 @@ def build_app(
         )
 
     routes = [
+        Route("/v1/continuums", list_continuums, methods=["GET"]),
+        Route("/v1/continuums/{continuum_id}", delete_continuum, methods=["DELETE"]),
         Route("/v1/continuums/{continuum_id}/turns", run_turn, methods=["POST"]),
         Route("/v1/continuums/{continuum_id}/turns", turns, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/messages", messages, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/context", context, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/settings", settings, methods=["GET", "PUT"]),
         Route("/v1/reminders", reminders, methods=["GET", "POST"]),
+        Route("/v1/reminders/{reminder_id}", delete_reminder, methods=["DELETE"]),
         Route("/v1/reminders/{reminder_id}/complete", complete, methods=["POST"]),
         Route("/v1/memories", memories, methods=["GET", "POST"]),
+        Route("/v1/memories/{memory_id}", delete_memory, methods=["DELETE"]),
         Route("/v1/documents", documents, methods=["GET", "POST"]),
+        Route("/v1/documents/{label}", delete_document, methods=["DELETE"]),
         Route("/v1/users", users, methods=["GET", "POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
     ]
     app: ASGIApp = Starlette(
         routes=routes,
@@ -365,12 +567,14 @@ def build_app(
         },
     )
     app = UserAuth(app, fm, token)
-    return EdgeGuard(
+    guarded = EdgeGuard(
         app,
         allowed_hosts=allowed_hosts,
         max_body_bytes=max_body_bytes,
         body_idle_seconds=body_idle_seconds,
     )
+    # Outermost: the guard's refusals (403/413/415...) are counted and logged too.
+    return Observed(guarded, stats, access=access_log)
 
 
 _ID = re.compile(r"[0-9]{1,19}")
@@ -387,9 +591,15 @@ def parse_id(raw: str, what: str = "id") -> int:
 
 def _limit(request: Request) -> int:
     raw = request.query_params.get("limit", "100")
-    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= 10_000:
-        raise InvalidInput("limit must be an integer from 1 to 10000")
+    if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}")
     return int(raw)
+
+
+def _page(request: Request, key: type[K]) -> tuple[int, K | None]:
+    """`?limit=&cursor=`: the page size, and the decoded sort key to continue after."""
+    cursor = request.query_params.get("cursor")
+    return _limit(request), None if cursor is None else decode_cursor(cursor, key)
 
 
 async def serve(
@@ -402,6 +612,7 @@ async def serve(
     token: str | None,
     announce: Callable[[str], None],
     token_file: Path | None = None,
+    access_log: bool = False,
     database: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
@@ -426,6 +637,7 @@ async def serve(
             fm,
             token=token,
             streams=streams,
+            access_log=access_log,
             allowed_hosts=config.server.allowed_hosts,
             max_body_bytes=config.server.max_body_bytes,
             body_idle_seconds=config.server.body_timeout_s,

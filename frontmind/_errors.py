@@ -38,7 +38,7 @@ from ._exceptions import (
     UnsupportedMediaType,
 )
 
-__all__ = ["WIRE_ERRORS", "wire_error"]
+__all__ = ["FROM_WIRE", "WIRE_ERRORS", "wire_error"]
 
 WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     BadBody: (400, "invalid_request"),
@@ -64,6 +64,16 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     StorageUnavailable: (503, "storage_unavailable"),
     StorageError: (503, "storage_unavailable"),
     FrontmindError: (500, "internal_error"),
+}
+
+# The other way, for `frontmind.Client`: the class raised for each wire type. Where
+# several classes share a type, the one callers catch (the most general) is named here.
+FROM_WIRE: dict[str, type[BaseException]] = {
+    **{kind: cls for cls, (_, kind) in WIRE_ERRORS.items()},
+    "invalid_request": InvalidInput,
+    "not_found": NotFound,
+    "configuration_error": ConfigError,
+    "storage_unavailable": StorageError,
 }
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "BadBody",
     "BodyTooLarge",
     "BudgetExceeded",
+    "ClientError",
     "ConfigError",
     "DataDirLocked",
     "EdgeError",
@@ -40,6 +41,12 @@ class BadBody(EdgeError):
     """A request body is not valid JSON of the expected shape (HTTP 400)."""
 
     kind = "invalid_request"
+
+
+class ClientError(EdgeError):
+    """`frontmind.Client` could not reach the daemon, or could not read its answer."""
+
+    kind = "client_error"
 
 
 class BodyTooLarge(EdgeError):

@@ -34,6 +34,7 @@ from actors import (
     ModelUnavailable,
     PlacementRegistry,
     Tool,
+    TtlPolicy,
     Turn,
     TurnEvent,
     UserInput,
@@ -46,6 +47,7 @@ from actors import (
 from runtime import ActorStats, ActorSystem, ReplyStream
 from storage import (
     DEFAULT_USER,
+    Continuum,
     ContinuumModel,
     Document,
     Job,
@@ -189,6 +191,7 @@ class Frontmind:
         base_url: str | None = None,
         local_api_clock: Clock | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
+        ttl_policy: TtlPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
@@ -197,6 +200,8 @@ class Frontmind:
         ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. `tools`: functions the model may call
         (see `frontmind.tool`), after the config's `[[tool]]` entries; they are fixed
         for this instance's life, so the cached prefix stays the same on every turn.
+        `ttl_policy` replaces the cache TTL policy `cache.policy` names (`frontmind
+        simulate` passes its oracle).
         """
         try:
             async with cls._open(
@@ -210,6 +215,7 @@ class Frontmind:
                 base_url=base_url,
                 local_api_clock=local_api_clock,
                 tools=tools,
+                ttl_policy=ttl_policy,
             ) as fm:
                 yield fm
         except BaseExceptionGroup as group:
@@ -231,6 +237,7 @@ class Frontmind:
         base_url: str | None,
         local_api_clock: Clock | None,
         tools: Sequence[Tool | Callable[..., Any]],
+        ttl_policy: TtlPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
@@ -274,6 +281,7 @@ class Frontmind:
                 trinkets=[*builtin_trinkets(storage, config, user_tools), *custom],
                 clock=clock,
                 tools=user_tools,
+                ttl_policy=ttl_policy,
             )
             idle = config.turns.idle_minutes * 60
             janitor = await stack.enter_async_context(anyio.create_task_group())
@@ -378,11 +386,33 @@ class Frontmind:
     async def context_json(self, continuum_id: str, text: str) -> Any:
         return msgspec.json.decode(msgspec.json.encode(await self.context(continuum_id, text)))
 
-    async def history(self, continuum_id: str) -> list[Message]:
-        return await self.storage.all_messages(self.user_name, continuum_id)
+    async def history(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        """The continuum's messages in order (from the one after seq `after`)."""
+        return await self.storage.all_messages(
+            self.user_name, continuum_id, limit=limit, after=after
+        )
 
-    async def turns(self, continuum_id: str | None = None, limit: int = 100) -> list[TurnRecord]:
-        return await self.storage.turns(self.user_name, continuum_id, limit=limit)
+    async def turns(
+        self,
+        continuum_id: str | None = None,
+        limit: int = 100,
+        *,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        return await self.storage.turns(self.user_name, continuum_id, limit=limit, before=before)
+
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        """The user's continuums, the most recently active first."""
+        return await self.storage.continuums(self.user_name, limit=limit, after=after)
+
+    async def delete_continuum(self, continuum_id: str) -> None:
+        """Delete a continuum and everything it holds; `Busy` while a turn runs in it."""
+        await self._runtime.unload(self.user_name, continuum_id)
+        await self.storage.delete_continuum(self.user_name, continuum_id)
 
     # -- reminders, memories, documents ------------------------------------------------------
 
@@ -397,8 +427,15 @@ class Frontmind:
     async def complete_reminder(self, reminder_id: int) -> Reminder:
         return await self.storage.complete_reminder(self.user_name, reminder_id)
 
-    async def reminders(self, include_completed: bool = False) -> list[Reminder]:
-        return await self.storage.reminders(self.user_name, include_completed=include_completed)
+    async def reminders(
+        self, include_completed: bool = False, *, limit: int = 200, after: int = 0
+    ) -> list[Reminder]:
+        return await self.storage.reminders(
+            self.user_name, include_completed=include_completed, limit=limit, after=after
+        )
+
+    async def delete_reminder(self, reminder_id: int) -> None:
+        await self.storage.delete_reminder(self.user_name, reminder_id)
 
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
@@ -407,8 +444,11 @@ class Frontmind:
             self.user_name, text, importance=importance, expires_at=expires_at
         )
 
-    async def memories(self, limit: int = 100) -> list[Memory]:
-        return await self.storage.memories(self.user_name, limit=limit)
+    async def memories(self, limit: int = 100, *, before: int | None = None) -> list[Memory]:
+        return await self.storage.memories(self.user_name, limit=limit, before=before)
+
+    async def delete_memory(self, memory_id: int) -> None:
+        await self.storage.delete_memory(self.user_name, memory_id)
 
     async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
         return await self.storage.search_memories(self.user_name, query, limit=limit)
@@ -432,8 +472,11 @@ class Frontmind:
                 )
             return await self.storage.put_document(self.user_name, label, content)
 
-    async def documents(self) -> list[Document]:
-        return await self.storage.documents(self.user_name)
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
+        return await self.storage.documents(self.user_name, limit=limit, after=after)
+
+    async def delete_document(self, label: str) -> None:
+        await self.storage.delete_document(self.user_name, label)
 
     # -- background work -------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from actors import DELIMITER, ModelRequest, block_kind, estimate_tokens
+from actors import COMPACT_DELIMITER, DELIMITER, ModelRequest, block_kind, estimate_tokens
 from storage import Job, TurnRecord, TurnUsage
 
 __all__ = ["render_context", "render_stats"]
@@ -70,9 +70,13 @@ def render_context(request: ModelRequest) -> str:
     for index, message in enumerate(request.messages):
         text = " ".join(_block_text(b) for b in message.content)
         tokens = sum(estimate_tokens(_block_text(b)) for b in message.content)
-        marked = any(getattr(b, "cache_control", None) is not None for b in message.content)
+        controls = [getattr(b, "cache_control", None) for b in message.content]
+        marked = any(c is not None for c in controls)
+        ttl = next((f" [{c.ttl}]" for c in controls if c is not None), "")
         if text == DELIMITER:
             label = "delimiter (═ × 60): opens the notification center"
+        elif text == COMPACT_DELIMITER:
+            label = "delimiter (═ × 3, compact frame): opens the notification center"
         elif message.role == "assistant" and text.startswith("NOTIFICATION CENTER"):
             sections = re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
             label = f"NOTIFICATION CENTER: {', '.join(sections)}"
@@ -80,7 +84,7 @@ def render_context(request: ModelRequest) -> str:
             kinds = {block_kind(b) for b in message.content}
             label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
         note = account(tokens, marked)
-        lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}")
+        lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}{ttl}")
     lines.append(
         f"ESTIMATE  cached prefix ~{cached} tokens, uncached tail ~{pending} tokens "
         f"({request.breakpoints()} breakpoints)"
@@ -170,5 +174,10 @@ def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str
     lines.append(
         "cache misses    " + (", ".join(f"{k}: {v}" for k, v in misses.most_common()) or "none")
     )
+    chosen = [r.cache_ttl for r in done if r.cache_ttl is not None]
+    if chosen:
+        ttls = Counter(f"system {c.system} history {c.history}" for c in chosen)
+        lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
+        lines.append(f"last TTL choice {chosen[-1].reason}")
     lines.extend(render_background(records, jobs))
     return "\n".join(lines)

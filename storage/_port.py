@@ -38,6 +38,7 @@ from ._records import (
     Segment,
     SegmentDigest,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
     User,
 )
@@ -62,7 +63,24 @@ class Storage(Protocol):
         """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
         ...
 
-    async def continuums(self, user: str) -> list[Continuum]: ...
+    async def continuums(
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        """The user's continuums, most recently active first; `after` is the (last
+        activity, id) of the last seen."""
+        ...
+
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        """Turn count and summed usage of each of the user's continuums in `ids` that has
+        turns."""
+        ...
+
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        """Delete the user's continuum with its turns, messages, segments and their search
+        index entries; `UnknownContinuum` if the user has none by that id."""
+        ...
 
     async def history(
         self, user: str, continuum_id: str, *, missing_ok: bool = False
@@ -70,7 +88,9 @@ class Storage(Protocol):
         """The messages inside the continuum's history window, oldest first."""
         ...
 
-    async def all_messages(self, user: str, continuum_id: str) -> list[Message]: ...
+    async def all_messages(
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]: ...
 
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
         """Store a completed turn atomically; False if that turn id was already stored."""
@@ -85,7 +105,12 @@ class Storage(Protocol):
         ...
 
     async def turns(
-        self, user: str, continuum_id: str | None = None, *, limit: int = 100
+        self,
+        user: str,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
         """The user's latest turn records (of one continuum, or of all of theirs)."""
         ...
@@ -182,8 +207,10 @@ class Storage(Protocol):
     ) -> list[Reminder]: ...
 
     async def reminders(
-        self, user: str, *, include_completed: bool = False, limit: int = 200
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]: ...
+
+    async def delete_reminder(self, user: str, reminder_id: int) -> None: ...
 
     # -- memories ----------------------------------------------------------------------
     async def add_memory(
@@ -196,7 +223,13 @@ class Storage(Protocol):
         now: float | None = None,
     ) -> Memory: ...
 
-    async def memories(self, user: str, *, limit: int = 100) -> list[Memory]: ...
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]: ...
+
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        """Delete it and its search index entry; `NotFound` if the user has none by that id."""
+        ...
 
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
         """Memories of any user with no embedding yet (for the background worker's
@@ -230,9 +263,11 @@ class Storage(Protocol):
         self, user: str, label: str, content: str, *, now: float | None = None
     ) -> Document: ...
 
-    async def documents(self, user: str) -> list[Document]:
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
         ...
+
+    async def delete_document(self, user: str, label: str) -> None: ...
 
     # -- users -------------------------------------------------------------------------
     async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:

@@ -55,6 +55,7 @@ from ._records import (
     Segment,
     SegmentDigest,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
     User,
 )
@@ -151,6 +152,22 @@ async def _count_terms(db: Any, kind: str, texts: list[str]) -> None:
         "  FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
         " ) words GROUP BY w ORDER BY w"
         " ON CONFLICT (kind, term) DO UPDATE SET docs = term_stats.docs + excluded.docs",
+        kind,
+        texts,
+    )
+
+
+async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
+    """The reverse of `_count_terms`, for deleted rows (in the deleting transaction)."""
+    if not texts:
+        return
+    await db.execute(
+        "UPDATE term_stats t SET docs = t.docs - c.n FROM ("
+        "  SELECT w, count(*) AS n FROM ("
+        "   SELECT DISTINCT d.n, unnest(tsvector_to_array(to_tsvector('simple', d.t))) AS w"
+        "   FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
+        "  ) words GROUP BY w"
+        " ) c WHERE t.kind = $1 AND t.term = c.w",
         kind,
         texts,
     )
@@ -335,20 +352,82 @@ class PostgresStorage:
         return Continuum(*row)
 
     @_translated
-    async def continuums(self, user: str) -> list[Continuum]:
+    async def continuums(
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        # The user's continuums, most recently active first; `after` is the (activity, id)
+        # of the last one seen.
         check_user_name(user)
+        activity = "COALESCE(last_turn_at, created_at)"
+        where, args = "", []  # type: tuple[str, list[Any]]
+        if after is not None:
+            where = f" AND ({activity} < $3 OR ({activity} = $3 AND id > $4))"
+            args = [after[0], after[1]]
         rows = await self._pool.fetch(
-            f"{_CONTINUUM} WHERE owner = $1 ORDER BY last_turn_at DESC NULLS LAST", user
+            f"{_CONTINUUM} WHERE owner = $2{where} ORDER BY {activity} DESC, id LIMIT $1",
+            None if limit < 0 else limit,
+            user,
+            *args,
         )
         return [Continuum(*row) for row in rows]
 
-    async def _messages(self, user: str, continuum_id: str, start: int) -> list[Message]:
+    @_translated
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(
+            f"SUM((convert_from(record, 'UTF8')::jsonb #>> '{{usage,{f.name}}}')::bigint)"
+            for f in fields
+        )
+        rows = await self._pool.fetch(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
+            " WHERE owner = $1 AND continuum_id = ANY($2::text[]) GROUP BY continuum_id",
+            user,
+            ids,
+        )
+        return {r[0]: (int(r[1]), TurnUsage(*(int(v or 0) for v in r[2:]))) for r in rows}
+
+    @_translated
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            texts = await db.fetch(
+                "DELETE FROM messages WHERE owner = $1 AND continuum_id = $2 RETURNING text",
+                user,
+                continuum_id,
+            )
+            # The per-word counts drive search plans: they must not count deleted rows.
+            await _uncount_terms(db, "message", [r[0] for r in texts])
+            for table in ("segments", "turns", "continuum_settings"):
+                await db.execute(
+                    f"DELETE FROM {table} WHERE owner = $1 AND continuum_id = $2",
+                    user,
+                    continuum_id,
+                )
+            # Last (the others refer to it); none deleted: the transaction rolls back.
+            gone = await db.fetchval(
+                "DELETE FROM continuums WHERE owner = $1 AND id = $2 RETURNING id",
+                user,
+                continuum_id,
+            )
+            if gone is None:
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(
+        self, user: str, continuum_id: str, start: int, limit: int = -1
+    ) -> list[Message]:
         rows = await self._pool.fetch(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE owner = $1 AND continuum_id = $2 AND seq >= $3 ORDER BY seq",
+            " WHERE owner = $1 AND continuum_id = $2 AND seq >= $3 ORDER BY seq LIMIT $4",
             user,
             continuum_id,
             start,
+            None if limit < 0 else limit,
         )
         decode = content_decoder.decode
         return [Message(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
@@ -371,9 +450,11 @@ class PostgresStorage:
         return await self._messages(user, continuum_id, int(start))
 
     @_translated
-    async def all_messages(self, user: str, continuum_id: str) -> list[Message]:
+    async def all_messages(
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
         await self.continuum(user, continuum_id)
-        return await self._messages(user, continuum_id, 0)
+        return await self._messages(user, continuum_id, after + 1, limit)
 
     @_translated
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
@@ -545,25 +626,32 @@ class PostgresStorage:
 
     @_translated
     async def turns(
-        self, user: str, continuum_id: str | None = None, *, limit: int = 100
+        self,
+        user: str,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
         check_user_name(user)
-        if continuum_id is None:
-            rows = await self._pool.fetch(
-                "SELECT record FROM turns WHERE owner = $1"
-                " ORDER BY started_at DESC, ord DESC LIMIT $2",
-                user,
-                limit,
-            )
-        else:
+        where: list[str] = ["owner = $2"]
+        args: list[Any] = [limit, user]
+        if continuum_id is not None:
             await self.continuum(user, continuum_id)
-            rows = await self._pool.fetch(
-                "SELECT record FROM turns WHERE owner = $1 AND continuum_id = $2"
-                " ORDER BY started_at DESC, ord DESC LIMIT $3",
-                user,
-                continuum_id,
-                limit,
+            args.append(continuum_id)
+            where.append(f"continuum_id = ${len(args)}")
+        if before is not None:
+            args += [before[0], before[1]]
+            at, turn = f"${len(args) - 1}", f"${len(args)}"
+            where.append(
+                f"(started_at < {at} OR (started_at = {at}"
+                f" AND ord < (SELECT ord FROM turns WHERE id = {turn})))"
             )
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._pool.fetch(
+            f"SELECT record FROM turns{clause} ORDER BY started_at DESC, ord DESC LIMIT $1",
+            *args,
+        )
         return [record_decoder.decode(row[0]) for row in reversed(rows)]
 
     @_translated
@@ -898,14 +986,29 @@ class PostgresStorage:
 
     @_translated
     async def reminders(
-        self, user: str, *, include_completed: bool = False, limit: int = 200
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._pool.fetch(
-            f"{_REMINDER} WHERE owner = $1{open_only} ORDER BY id LIMIT $2", user, limit
+            f"{_REMINDER} WHERE owner = $1 AND id > $3{open_only} ORDER BY id LIMIT $2",
+            user,
+            limit,
+            after,
         )
         return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def delete_reminder(self, user: str, reminder_id: int) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            gone = await db.fetchval(
+                "DELETE FROM reminders WHERE owner = $1 AND id = $2 RETURNING id",
+                user,
+                reminder_id,
+            )
+        if gone is None:
+            raise NotFound(f"no reminder #{reminder_id}")
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -930,14 +1033,31 @@ class PostgresStorage:
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, user: str, *, limit: int = 100) -> list[Memory]:
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]:
         check_user_name(user)
         rows = await self._pool.fetch(
-            f"{_MEMORY} FROM memories m WHERE m.owner = $1 ORDER BY m.id DESC LIMIT $2",
+            f"{_MEMORY} FROM memories m WHERE m.owner = $1 AND ($3::bigint IS NULL OR m.id < $3)"
+            " ORDER BY m.id DESC LIMIT $2",
             user,
             limit,
+            before,
         )
         return [Memory(*row) for row in rows]
+
+    @_translated
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            text = await db.fetchval(
+                "DELETE FROM memories WHERE owner = $1 AND id = $2 RETURNING text",
+                user,
+                memory_id,
+            )
+            if text is None:
+                raise NotFound(f"no memory #{memory_id}")
+            await _uncount_terms(db, "memory", [text])
 
     async def _tsquery(self, kind: str, text: str) -> str | None:
         """A tsquery ORing the query's most selective words that occur at all, as SQLite
@@ -1038,13 +1158,26 @@ class PostgresStorage:
         return Document(label, content, at)
 
     @_translated
-    async def documents(self, user: str) -> list[Document]:
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         check_user_name(user)
         rows = await self._pool.fetch(
-            "SELECT label, content, updated_at FROM documents WHERE owner = $1 ORDER BY label",
+            "SELECT label, content, updated_at FROM documents WHERE owner = $2 AND label > $3"
+            " ORDER BY label LIMIT $1",
+            None if limit < 0 else limit,
             user,
+            after,
         )
         return [Document(*row) for row in rows]
+
+    @_translated
+    async def delete_document(self, user: str, label: str) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            gone = await db.fetchval(
+                "DELETE FROM documents WHERE owner = $1 AND label = $2 RETURNING 1", user, label
+            )
+        if gone is None:
+            raise NotFound(f"no document {label!r}")
 
     # -- users --------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ __all__ = [
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "TtlChoice",
     "TurnRecord",
     "TurnStatus",
     "TurnUsage",
@@ -129,6 +130,14 @@ class SectionStatus(msgspec.Struct, frozen=True):
     tokens: int = 0
 
 
+class TtlChoice(msgspec.Struct, frozen=True):
+    """The cache TTLs a turn's breakpoints carried, and why they were chosen."""
+
+    system: Literal["5m", "1h"]
+    history: Literal["5m", "1h"]
+    reason: str = ""
+
+
 class TurnRecord(msgspec.Struct, frozen=True):
     """Everything `stats` and the benchmarks need to know about one turn."""
 
@@ -152,6 +161,7 @@ class TurnRecord(msgspec.Struct, frozen=True):
     error: str | None = None
     message_id: str | None = None
     stop_reason: str | None = None  # of the turn's last model call
+    cache_ttl: TtlChoice | None = None  # the TTLs of this turn's breakpoints, with the reason
 
 
 class TurnWrite(msgspec.Struct, frozen=True):

@@ -60,6 +60,7 @@ from ._records import (
     Segment,
     SegmentDigest,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
     User,
 )
@@ -307,20 +308,75 @@ class SQLiteStorage:
         return Continuum(*rows[0])
 
     @_translated
-    async def continuums(self, user: str) -> list[Continuum]:
+    async def continuums(
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        # The user's continuums, most recently active first; `after` is the (activity, id)
+        # of the last one seen.
         check_user_name(user)
+        where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        if after is not None:
+            where = (
+                " AND (COALESCE(last_turn_at, created_at) < ?"
+                " OR (COALESCE(last_turn_at, created_at) = ? AND id > ?))"
+            )
+            args = (after[0], after[0], after[1])
         rows = await self._reader.execute_fetchall(
             "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-            " FROM continuums WHERE owner = ? ORDER BY last_turn_at DESC",
-            (user,),
+            f" FROM continuums WHERE owner = ?{where}"
+            " ORDER BY COALESCE(last_turn_at, created_at) DESC, id LIMIT ?",
+            (user, *args, limit),
         )
         return [Continuum(*row) for row in rows]
 
-    async def _messages(self, user: str, continuum_id: str, start: int) -> list[Message]:
+    @_translated
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: how many, and their
+        summed usage."""
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM(json_extract(r, '$.usage.{f.name}'))" for f in fields)
+        marks = ",".join("?" * len(ids))
+        rows = await self._reader.execute_fetchall(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM"
+            f" (SELECT continuum_id, CAST(record AS TEXT) AS r FROM turns"
+            f"  WHERE owner = ? AND continuum_id IN ({marks})) GROUP BY continuum_id",
+            (user, *ids),
+        )
+        return {row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows}
+
+    @_translated
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        """Delete the user's continuum with its turns, messages (and their search index) and
+        segments, in one transaction; `UnknownContinuum` if the user has none by that id."""
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            # Messages first (their delete trigger drops them from the search index), the
+            # continuum last (the others refer to it); none deleted: the transaction rolls
+            # back with the error.
+            for table in ("messages", "segments", "turns", "continuum_settings"):
+                await db.execute(
+                    f"DELETE FROM {table} WHERE owner = ? AND continuum_id = ?",
+                    (user, continuum_id),
+                )
+            cursor = await db.execute(
+                "DELETE FROM continuums WHERE owner = ? AND id = ?", (user, continuum_id)
+            )
+            if cursor.rowcount == 0:
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(
+        self, user: str, continuum_id: str, start: int, limit: int = -1
+    ) -> list[Message]:
         rows = await self._reader.execute_fetchall(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq",
-            (user, continuum_id, start),
+            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (user, continuum_id, start, limit),
         )
         decode = content_decoder.decode
         return [
@@ -346,9 +402,12 @@ class SQLiteStorage:
         return await self._messages(user, continuum_id, int(rows[0][0]))
 
     @_translated
-    async def all_messages(self, user: str, continuum_id: str) -> list[Message]:
+    async def all_messages(
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        """All the continuum's messages in order, from the one after seq `after`."""
         await self.continuum(user, continuum_id)
-        return await self._messages(user, continuum_id, 0)
+        return await self._messages(user, continuum_id, after + 1, limit)
 
     @_translated
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
@@ -538,22 +597,33 @@ class SQLiteStorage:
 
     @_translated
     async def turns(
-        self, user: str, continuum_id: str | None = None, *, limit: int = 100
+        self,
+        user: str,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
+        """The user's latest `limit` turns, oldest first; with `before` (the started_at and
+        id of a turn), the latest ones before that turn."""
         check_user_name(user)
-        if continuum_id is None:
-            rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns WHERE owner = ?"
-                " ORDER BY started_at DESC, rowid DESC LIMIT ?",
-                (user, limit),
-            )
-        else:
+        where: list[str] = ["owner = ?"]
+        args: list[Any] = [user]
+        if continuum_id is not None:
             await self.continuum(user, continuum_id)
-            rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns WHERE owner = ? AND continuum_id = ?"
-                " ORDER BY started_at DESC, rowid DESC LIMIT ?",
-                (user, continuum_id, limit),
+            where.append("continuum_id = ?")
+            args.append(continuum_id)
+        if before is not None:
+            where.append(
+                "(started_at < ? OR (started_at = ?"
+                " AND rowid < (SELECT rowid FROM turns WHERE id = ?)))"
             )
+            args += [before[0], before[0], before[1]]
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._reader.execute_fetchall(
+            f"SELECT record FROM turns{clause} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+            (*args, limit),
+        )
         return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
@@ -884,14 +954,25 @@ class SQLiteStorage:
 
     @_translated
     async def reminders(
-        self, user: str, *, include_completed: bool = False, limit: int = 200
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE owner = ?{open_only} ORDER BY id LIMIT ?", (user, limit)
+            f"{self._REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT ?",
+            (user, after, limit),
         )
         return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def delete_reminder(self, user: str, reminder_id: int) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "DELETE FROM reminders WHERE owner = ? AND id = ?", (user, reminder_id)
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"no reminder #{reminder_id}")
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -926,13 +1007,29 @@ class SQLiteStorage:
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, user: str, *, limit: int = 100) -> list[Memory]:
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]:
+        """The user's memories, newest first; with `before`, those older than that id."""
         check_user_name(user)
+        where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
         rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m WHERE m.owner = ? ORDER BY m.id DESC LIMIT ?",
-            (user, limit),
+            f"{self._MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
+            (user, *args, limit),
         )
         return [Memory(*row) for row in rows]
+
+    @_translated
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        """Delete one of the user's memories; the delete trigger removes it from the search
+        index too. `NotFound` if the user has none by that id."""
+        check_user_name(user)
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "DELETE FROM memories WHERE owner = ? AND id = ?", (user, memory_id)
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"no memory #{memory_id}")
 
     async def _plan(self, table: str, text: str) -> SearchPlan | None:
         """What to search for `text`: its most selective terms (see `search_plan`).
@@ -1053,13 +1150,25 @@ class SQLiteStorage:
         return Document(label, content, at)
 
     @_translated
-    async def documents(self, user: str) -> list[Document]:
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
+        """The user's documents, in label order (they form that user's system prompt)."""
         check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            "SELECT label, content, updated_at FROM documents WHERE owner = ? ORDER BY label",
-            (user,),
+            "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
+            " ORDER BY label LIMIT ?",
+            (user, after, limit),
         )
         return [Document(*row) for row in rows]
+
+    @_translated
+    async def delete_document(self, user: str, label: str) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "DELETE FROM documents WHERE owner = ? AND label = ?", (user, label)
+            )
+            if cursor.rowcount == 0:
+                raise NotFound(f"no document {label!r}")
 
     # -- users --------------------------------------------------------------------------------
 

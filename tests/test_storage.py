@@ -35,6 +35,7 @@ from storage import (
     ToolResultBlock,
     ToolUseBlock,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
     UnknownContinuum,
     add_memory_effect,
@@ -632,3 +633,106 @@ async def test_jobs_summaries_and_memories_stay_their_users(store: Store) -> Non
     assert await store.search_segments("bob", "Bergen") == []
     with pytest.raises(NotFound):
         await store.segment("bob", segment_id)
+
+
+# -- listing in pages, deleting ----------------------------------------------------------------
+
+
+async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) -> None:
+    for n, cid in enumerate(("a", "b", "c")):
+        await store.commit_turn(
+            DEFAULT_USER, turn(cid, f"{cid}1", at=1000.0 + n, user_text=f"zebra {cid}")
+        )
+    await store.commit_turn(
+        DEFAULT_USER, turn("a", "a2", at=1000.0, user_text="again")
+    )  # same instant
+    await store.set_continuum_model(DEFAULT_USER, "b", ContinuumModel(model="claude-opus-4-7"))
+    first = await store.continuums(DEFAULT_USER, limit=2)
+    rest = await store.continuums(
+        DEFAULT_USER, limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id)
+    )
+    assert [c.id for c in first + rest] == ["c", "b", "a"]
+    usage = await store.usage_by_continuum(DEFAULT_USER, ["a", "b", "zz"])
+    assert usage["a"] == (2, TurnUsage(input_tokens=20, output_tokens=10))
+    assert set(usage) == {"a", "b"}
+    latest = await store.turns(DEFAULT_USER, "a", limit=1)
+    earlier = await store.turns(
+        DEFAULT_USER, "a", limit=5, before=(latest[0].started_at, latest[0].turn_id)
+    )
+    assert [t.turn_id for t in earlier + latest] == ["a1", "a2"]
+    page = await store.all_messages(DEFAULT_USER, "a", limit=3)
+    assert [m.seq for m in page] == [0, 1, 2]
+    assert [m.seq for m in await store.all_messages(DEFAULT_USER, "a", after=2)] == [3]
+
+    # Another user's view and deletes never reach the default user's rows.
+    assert await store.continuums("bob") == []
+    assert await store.usage_by_continuum("bob", ["a", "b"]) == {}
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum("bob", "b")
+
+    before = await table_counts(store)
+    await store.delete_continuum(DEFAULT_USER, "b")
+    after = await table_counts(store)
+    assert before["messages"] - after["messages"] == 2
+    assert before["turns"] - after["turns"] == 1
+    assert before["continuums"] - after["continuums"] == 1
+    assert {h.continuum_id for h in await store.search_messages(DEFAULT_USER, "zebra")} == {
+        "a",
+        "c",
+    }
+    with pytest.raises(UnknownContinuum):
+        await store.continuum(DEFAULT_USER, "b")
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum(DEFAULT_USER, "b")
+    assert await store.continuum_model(DEFAULT_USER, "b") == ContinuumModel()  # settings went too
+
+    memories = [await store.add_memory(DEFAULT_USER, f"walrus fact {n}") for n in range(3)]
+    assert [m.id for m in await store.memories(DEFAULT_USER, limit=5, before=memories[2].id)] == [
+        memories[1].id,
+        memories[0].id,
+    ]
+    await store.delete_memory(DEFAULT_USER, memories[1].id)
+    assert {h.memory.id for h in await store.search_memories(DEFAULT_USER, "walrus", limit=5)} == {
+        memories[0].id,
+        memories[2].id,
+    }
+    with pytest.raises(NotFound):
+        await store.delete_memory(DEFAULT_USER, memories[1].id)
+    with pytest.raises(NotFound):
+        await store.delete_memory("bob", memories[0].id)
+    if isinstance(store, PostgresStorage):
+        # The per-word counts that plan searches forget deleted rows.
+        async with await PostgresStorage.open(store.url) as other:
+            counts = dict(
+                await other._pool.fetch(
+                    "SELECT kind, docs FROM term_stats WHERE term = ANY($1::text[])",
+                    ["zebra", "walrus"],
+                )
+            )
+        assert counts == {"message": 2, "memory": 2}
+
+    reminders = [
+        await store.add_reminder(DEFAULT_USER, f"r{n}", due_at=None, origin="user")
+        for n in range(3)
+    ]
+    assert [r.text for r in await store.reminders(DEFAULT_USER, after=reminders[0].id)] == [
+        "r1",
+        "r2",
+    ]
+    await store.delete_reminder(DEFAULT_USER, reminders[1].id)
+    assert [r.text for r in await store.reminders(DEFAULT_USER)] == ["r0", "r2"]
+    with pytest.raises(NotFound):
+        await store.delete_reminder(DEFAULT_USER, reminders[1].id)
+    with pytest.raises(NotFound):
+        await store.delete_reminder("bob", reminders[0].id)
+
+    for label in ("x", "y", "z"):
+        await store.put_document(DEFAULT_USER, label, "text")
+    assert [d.label for d in await store.documents(DEFAULT_USER, limit=1, after="x")] == ["y"]
+    await store.delete_document(DEFAULT_USER, "y")
+    assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]
+    with pytest.raises(NotFound):
+        await store.delete_document(DEFAULT_USER, "y")
+    with pytest.raises(NotFound):
+        await store.delete_document("bob", "x")
+    assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]

@@ -1,0 +1,214 @@
+"""Choosing each turn's cache TTLs (5m or 1h) from the price model and the pauses seen.
+
+Prices relative to base input (prompt caching, "Pricing"): a 5m write costs 1.25x, a 1h
+write 2x, a read 0.1x; an entry lives for its TTL from its last use, and each read
+refreshes it. A 1h breakpoint may not follow a 5m one in processing order (tools,
+system, messages: "Mixing different TTLs"), so with a system and a history breakpoint
+the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
+
+A turn starts in one of three states, by the pause since the previous turn against the
+TTLs that turn chose: its history entry is alive (only what the previous turn added is
+written), only the system entry is alive (the history is re-written), or nothing is (all
+of it is). The choice sets the price of this turn's writes and, with the next pause,
+the state of the next turn. That is a small Markov decision problem:
+
+    cost(state, choice) = price(system TTL) × system tokens written
+                        + price(history TTL) × history tokens written + 0.1 × the rest
+    next state          = alive if pause <= history TTL, system-only if <= system TTL,
+                          else nothing
+
+weighed by the share of recent turns whose prefix was reusable at all (`reusable`; the
+rest re-write everything: a system prompt that changes every turn gains nothing from a
+longer TTL). The adaptive policy draws the next pause from the pauses this continuum has
+seen and takes the choice with the lowest
+expected discounted cost over the coming turns (`plan`: value iteration over 3 states x
+3 choices x 3 kinds of pause, well under a millisecond). Looking one pause ahead only
+would keep choosing the cheaper 5m write right after a long pause, when everything is
+re-written anyway, and keep missing after the next medium pause.
+
+The oracle (`frontmind simulate`) knows every later pause and solves the same problem
+exactly over them (`oracle_plan`): the floor for any policy with these sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol
+
+import msgspec
+
+from storage import TtlChoice
+
+__all__ = [
+    "CHOICES",
+    "DISCOUNT",
+    "MAX_PAUSES",
+    "PRICE",
+    "READ_PRICE",
+    "STATES",
+    "TTL_SECONDS",
+    "AdaptivePolicy",
+    "CacheView",
+    "FixedPolicy",
+    "TtlPolicy",
+    "next_state",
+    "oracle_plan",
+    "plan",
+    "policy_for",
+    "state_of",
+    "turn_cost",
+]
+
+Ttl = Literal["5m", "1h"]
+TTL_SECONDS: Final[dict[str, float]] = {"5m": 300.0, "1h": 3600.0}
+PRICE: Final[dict[str, float]] = {"5m": 1.25, "1h": 2.0}
+READ_PRICE: Final = 0.1
+# (system, history): never a 1h breakpoint after a 5m one.
+CHOICES: Final[tuple[tuple[Ttl, Ttl], ...]] = (("1h", "1h"), ("1h", "5m"), ("5m", "5m"))
+MAX_PAUSES: Final = 64  # the most recent pauses weigh in; older habits fade out
+
+
+class CacheView(msgspec.Struct, frozen=True, kw_only=True):
+    """What a policy knows when a turn starts."""
+
+    now: float
+    pauses: tuple[float, ...]  # seconds between this continuum's turns, oldest first
+    since_last: float | None  # seconds since the previous turn (None: the first turn)
+    previous: TtlChoice | None  # what the previous turn chose
+    system_tokens: int  # tools and system prompt: the system breakpoint's prefix
+    history_tokens: int  # the history after the system prompt, through its breakpoint
+    increment_tokens: int  # what the previous turn added to the history
+    reusable: float = 1.0  # share of recent turns whose cached prefix was still valid
+
+
+class TtlPolicy(Protocol):
+    def choose(self, view: CacheView) -> TtlChoice: ...
+
+
+State = Literal["alive", "history", "all"]  # what a turn must write beyond its increment
+STATES: Final[tuple[State, ...]] = ("alive", "history", "all")
+DISCOUNT: Final = 0.9  # a turn ten turns ahead weighs about a third
+_ITERATIONS: Final = 60  # 0.9 ** 60 < 0.002: converged for choosing
+
+
+def state_of(view: CacheView) -> State:
+    """What this turn finds alive: from the previous turn's TTLs and the pause since."""
+    if view.previous is None or view.since_last is None:
+        return "all"
+    if view.since_last <= TTL_SECONDS[view.previous.history]:
+        return "alive"
+    if view.since_last <= TTL_SECONDS[view.previous.system]:
+        return "history"
+    return "all"
+
+
+def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
+    """Input cost of the cached prefix (base-price tokens) for one turn in `state`."""
+    s, h, inc = view.system_tokens, view.history_tokens, view.increment_tokens
+    written_system = s if state == "all" else 0
+    written_history = inc if state == "alive" else h
+    kept = (
+        PRICE[system] * written_system
+        + PRICE[history] * written_history
+        + READ_PRICE * (s + h - written_system - written_history)
+    )
+    churned = PRICE[system] * s + PRICE[history] * h
+    return view.reusable * kept + (1.0 - view.reusable) * churned
+
+
+def next_state(pause: float, system: Ttl, history: Ttl) -> State:
+    if pause <= TTL_SECONDS[history]:
+        return "alive"
+    return "history" if pause <= TTL_SECONDS[system] else "all"
+
+
+def _kinds(pauses: Sequence[float]) -> list[tuple[float, float]]:
+    """(a representative pause, its probability) for quick, medium and long pauses."""
+    n = len(pauses)
+    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"])
+    medium = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    return [(60.0, quick / n), (1800.0, medium / n), (7200.0, (n - quick - medium) / n)]
+
+
+def plan(view: CacheView, pauses: Sequence[float]) -> dict[tuple[Ttl, Ttl], float]:
+    """Expected discounted cost of each choice now, then the best choices after it, with
+    the next pauses drawn from `pauses` (which must not be empty)."""
+    kinds = _kinds(pauses)
+    moves = {c: [(next_state(g, *c), p) for g, p in kinds] for c in CHOICES}
+    costs = {(st, c): turn_cost(view, st, *c) for st in STATES for c in CHOICES}
+    value = dict.fromkeys(STATES, 0.0)
+    for _ in range(_ITERATIONS):
+        value = {
+            st: min(
+                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+            )
+            for st in STATES
+        }
+    state = state_of(view)
+    return {
+        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+    }
+
+
+def oracle_plan(view: CacheView, later: Sequence[float]) -> dict[tuple[Ttl, Ttl], float]:
+    """The cost of each choice now, then the best choices for the known later turns
+    (`later`: their times, after `view.now`), by backward induction."""
+    times = [view.now, *later]
+    value = dict.fromkeys(STATES, 0.0)
+    for t in range(len(times) - 1, 0, -1):
+        pause_after = times[t + 1] - times[t] if t + 1 < len(times) else None
+        value = {
+            st: min(
+                turn_cost(view, st, *c)
+                + (0.0 if pause_after is None else value[next_state(pause_after, *c)])
+                for c in CHOICES
+            )
+            for st in STATES
+        }
+    state = state_of(view)
+    first = times[1] - times[0] if len(times) > 1 else None
+    return {
+        c: turn_cost(view, state, *c) + (0.0 if first is None else value[next_state(first, *c)])
+        for c in CHOICES
+    }
+
+
+class FixedPolicy:
+    """The configured TTLs, every turn."""
+
+    def __init__(self, system: Ttl, history: Ttl) -> None:
+        self._choice = TtlChoice(system, history, "fixed: cache.system_ttl and cache.history_ttl")
+
+    def choose(self, view: CacheView) -> TtlChoice:
+        return self._choice
+
+
+class AdaptivePolicy:
+    """The cheapest choice in expectation over the pauses this continuum has seen; the
+    configured TTLs until it has seen one."""
+
+    def __init__(self, system: Ttl, history: Ttl) -> None:
+        self._default = (system, history)
+
+    def choose(self, view: CacheView) -> TtlChoice:
+        pauses = view.pauses[-MAX_PAUSES:]
+        if not pauses:
+            system, history = self._default
+            return TtlChoice(system, history, "adaptive: no pause seen yet, the configured TTLs")
+        costs = plan(view, pauses)
+        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        mid = sum(1 for g in pauses if 300 < g <= 3600)
+        over = sum(1 for g in pauses if g > 3600)
+        runner_up = min(costs[c] for c in CHOICES if c != best)
+        return TtlChoice(
+            best[0],
+            best[1],
+            f"adaptive: of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over "
+            f"an hour; {state_of(view)} to write; expected {costs[best]:,.0f} base-price "
+            f"tokens over the coming turns, {runner_up - costs[best]:,.0f} below the next best",
+        )
+
+
+def policy_for(system: Ttl, history: Ttl, name: str) -> TtlPolicy:
+    """The policy `cache.policy` names, around the configured TTLs."""
+    return AdaptivePolicy(system, history) if name == "adaptive" else FixedPolicy(system, history)

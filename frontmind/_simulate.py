@@ -1,0 +1,457 @@
+"""`frontmind simulate SCRIPT`: what a conversation costs under each layout and TTL policy.
+
+Every run replays the script through the real turn path (a `Frontmind` with its actors,
+storage in a scratch directory, the `anthropic` SDK) against the local Messages API and
+its cache simulator, on a simulated clock that both share, so cache entries expire over
+the script's pauses exactly as they would. Nothing calls Anthropic.
+
+SCRIPT is JSON Lines, one turn a line: `{"at": "<ISO 8601 with offset>", "message": "…"}`,
+or an exported continuum: one JSON object with the `messages` of
+`GET /v1/continuums/{id}/messages` and, for the turns' start times, the `turns` of
+`GET /v1/continuums/{id}/turns` (without them, each turn's messages' `created_at`).
+
+Layouts: where the per-turn context (the notification center) goes.
+- notification: the seed's frame, before the current user message (the default);
+- system_message: one role-system message after it (models that take one);
+- user_message: a block at the start of the current user message, not stored;
+- system_prompt: everything in the system prompt (the legacy placement);
+- none: no per-turn context at all, the floor for any layout.
+TTL policies: 5m (system 1h, history 5m: the fixed default), 1h (both 1h), adaptive
+(actors/_ttl.py), and oracle, which knows the next pause and takes the cheapest choice for
+it: the floor for any policy.
+
+The model is the local API's default responder, made to give the same replies whatever
+the layout (it sees only the user's own words), so the runs differ in layout alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Final, get_args
+
+import msgspec
+
+from actors import (
+    BUILTIN_SECTIONS,
+    PLACEMENT_NOTIFICATION,
+    AdaptivePolicy,
+    AnthropicModel,
+    CacheView,
+    FixedPolicy,
+    TtlPolicy,
+    model_info,
+    oracle_plan,
+)
+from actors._settings import Channel
+from actors._ttl import CHOICES, TTL_SECONDS
+from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
+
+from ._demo import SimulatedClock, input_cost
+from ._exceptions import EdgeError
+from ._frontmind import Frontmind
+from .config import Config
+from .localapi import LocalMessagesAPI, MessagesRequest, Reply, ReplyText
+from .localapi._responder import DefaultResponder
+from .localapi._schema import TextBlock, ToolResultBlock
+
+__all__ = [
+    "LAYOUTS",
+    "POLICIES",
+    "OraclePolicy",
+    "Row",
+    "ScriptTurn",
+    "load_script",
+    "parse_script",
+    "run_simulation",
+    "simulate_run",
+]
+
+LAYOUTS: Final = ("notification", "system_message", "user_message", "system_prompt", "none")
+POLICIES: Final = ("5m", "1h", "adaptive", "oracle")
+CONTINUUM: Final = "simulated"
+# Miss reasons that mean the layout changed the prefix itself: not avoidable by a TTL.
+_LAYOUT_CHURN = frozenset({"system_changed", "tools_changed", "model_changed", "messages_changed"})
+
+
+class ScriptTurn(msgspec.Struct, frozen=True):
+    at: float  # POSIX seconds
+    message: str
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True):
+    at: datetime
+    message: str
+
+
+@dataclass
+class Row:
+    """The totals of one run: a layout under a TTL policy."""
+
+    layout: str
+    ttl: str
+    input_cost: float
+    cache_read: int
+    cache_write: int
+    uncached: int
+    avoidable_misses: int
+    per_turn_cost: list[float] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)  # each avoidable miss, explained
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "layout": self.layout,
+            "ttl": self.ttl,
+            "input_cost": round(self.input_cost, 2),
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "uncached": self.uncached,
+            "avoidable_misses": self.avoidable_misses,
+        }
+
+
+# -- the script -----------------------------------------------------------------------------
+
+
+def _instant(value: object, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if parsed.tzinfo is not None:
+                return parsed.timestamp()
+    raise EdgeError(f"{where}: {value!r} is not an ISO 8601 time with an offset")
+
+
+def _exported(data: Mapping[str, Any]) -> list[ScriptTurn]:
+    """The user's turns of an exported continuum, with their start times."""
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        raise EdgeError("the exported continuum has no 'messages' list")
+    starts: dict[str, float] = {}
+    turns = data.get("turns", [])
+    for i, record in enumerate(turns if isinstance(turns, list) else []):
+        if isinstance(record, dict) and "turn_id" in record and "started_at" in record:
+            starts[str(record["turn_id"])] = _instant(record["started_at"], f"turns[{i}]")
+    script: list[ScriptTurn] = []
+    seen: set[str] = set()
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        turn_id = str(message.get("turn_id", i))
+        if turn_id in seen:
+            continue  # tool results: part of a turn already taken
+        blocks = message.get("content", [])
+        text = "\n".join(
+            str(b.get("text", ""))
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+        if not text.strip():
+            continue
+        seen.add(turn_id)
+        at = starts.get(turn_id)
+        if at is None:
+            at = _instant(message.get("created_at"), f"messages[{i}].created_at")
+        script.append(ScriptTurn(at, text))
+    return script
+
+
+def parse_script(text: str) -> list[ScriptTurn]:
+    """A JSON Lines script, or an exported continuum; refused with the line at fault."""
+    stripped = text.strip()
+    script: list[ScriptTurn] = []
+    exported = False
+    if stripped.startswith("{") and "\n" in stripped:
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError:
+            data = None  # not one object: JSON Lines
+        if isinstance(data, dict) and "messages" in data:
+            script, exported = _exported(data), True
+    if not exported:
+        decoder = msgspec.json.Decoder(_Line)
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                item = decoder.decode(line)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise EdgeError(
+                    f"line {number}: {exc} (expected {{'at': ISO 8601, 'message': text}})"
+                ) from None
+            if item.at.tzinfo is None:
+                raise EdgeError(f"line {number}: 'at' needs a UTC offset ({item.at.isoformat()})")
+            script.append(ScriptTurn(item.at.timestamp(), item.message))
+    if not script:
+        raise EdgeError("the script has no turns")
+    for number, (before, after) in enumerate(pairwise(script), start=2):
+        if after.at < before.at:
+            raise EdgeError(f"turn {number}: its time is before the previous turn's")
+    for number, turn in enumerate(script, start=1):
+        try:
+            check_message(turn.message)
+        except StorageError as exc:
+            raise EdgeError(f"turn {number}: {exc}") from None
+    return script
+
+
+def load_script(path: Path) -> list[ScriptTurn]:
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise EdgeError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_script(text)
+
+
+# -- policies and the model -------------------------------------------------------------------
+
+
+class OraclePolicy:
+    """Knows when every later turn comes, and takes the choice that is cheapest over
+    all of them (`actors._ttl.oracle_plan`)."""
+
+    def __init__(self, times: Sequence[float]) -> None:
+        self._times = sorted(times)
+
+    def choose(self, view: CacheView) -> TtlChoice:
+        later = self._times[bisect.bisect_right(self._times, view.now) :]
+        costs = oracle_plan(view, later)
+        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        why = f"{(later[0] - view.now) / 60:.1f} min" if later else "no next turn"
+        return TtlChoice(best[0], best[1], f"oracle: the next pause is {why}")
+
+
+def _policy(name: str, times: Sequence[float]) -> TtlPolicy:
+    if name == "5m":
+        return FixedPolicy("1h", "5m")
+    if name == "1h":
+        return FixedPolicy("1h", "1h")
+    if name == "adaptive":
+        return AdaptivePolicy("1h", "5m")
+    return OraclePolicy(times)
+
+
+class SameReplies:
+    """The local API's default responder, made independent of the layout: it sees only
+    the user's own words (the last text block of the current message) and does not say
+    which sections it saw, so every layout stores the same history."""
+
+    def __init__(self) -> None:
+        self._inner = DefaultResponder()
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        last = request.messages[-1]
+        content: Any = last.content
+        if isinstance(content, list) and not any(isinstance(b, ToolResultBlock) for b in content):
+            texts = [b for b in content if isinstance(b, TextBlock)]
+            content = texts[-1:] or content
+        messages = [*request.messages[:-1], msgspec.structs.replace(last, content=content)]
+        reply = self._inner.respond(msgspec.structs.replace(request, messages=messages))
+        blocks = tuple(
+            ReplyText(b.text.split(" I can see:")[0]) if isinstance(b, ReplyText) else b
+            for b in reply.blocks
+        )
+        return Reply(blocks, reply.stop_reason)
+
+
+# -- one run ----------------------------------------------------------------------------------
+
+
+def layout_available(layout: str, model: str | None = None) -> bool:
+    """Whether this build has the layout's channel, and the model takes it: role-system
+    messages only some models accept (actors/_models.py)."""
+    if layout in ("system_message", "user_message") and layout not in get_args(Channel):
+        return False
+    if layout == "system_message":
+        return model_info(model or Config().model.name).system_messages
+    return layout in LAYOUTS
+
+
+def layout_config(base: Config, layout: str, frame: str) -> Config:
+    # The deadline bounds a turn's latency, not its cost: a replay waits for every
+    # section, so a loaded machine gives the same sections and the same numbers.
+    composer = msgspec.structs.replace(
+        base.composer, frame=frame, deadline_ms=max(base.composer.deadline_ms, 10_000.0)
+    )
+    config = base
+    if layout == "system_prompt":
+        composer = msgspec.structs.replace(composer, legacy_placement=True)
+    elif layout in ("system_message", "user_message"):
+        composer = msgspec.structs.replace(composer, channel=layout)
+    elif layout == "none":
+        dynamic = [s.name for s in BUILTIN_SECTIONS if s.placement == PLACEMENT_NOTIFICATION]
+        disabled = tuple(sorted({*base.disabled_sections, *dynamic}))
+        config = msgspec.structs.replace(config, disabled_sections=disabled)
+    return msgspec.structs.replace(config, composer=composer)
+
+
+def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
+    """The turns whose first call read less than the previous turn's first call had
+    cached (read + written), with neither the pause past that turn's history TTL nor
+    the layout's own change of the prefix (the API's miss reason) to explain it."""
+    found = []
+    for n in range(2, len(records)):
+        before, record = records[n - 1], records[n]
+        if not before.call_usage or not record.call_usage:
+            continue
+        first, previous = record.call_usage[0], before.call_usage[0]
+        cached = previous.cache_read_input_tokens + previous.cache_creation_input_tokens
+        if first.cache_read_input_tokens >= cached:
+            continue
+        pause = record.started_at - before.started_at
+        ttl = before.cache_ttl.history if before.cache_ttl else "5m"
+        if pause > TTL_SECONDS[ttl] or record.cache_miss_reason in _LAYOUT_CHURN:
+            continue
+        found.append(
+            f"turn {n + 1}: read {first.cache_read_input_tokens:,} of {cached:,} "
+            f"after {pause / 60:.1f} min (history TTL {ttl})"
+        )
+    return found
+
+
+async def simulate_run(
+    script: Sequence[ScriptTurn],
+    *,
+    layout: str,
+    policy: str,
+    config: Config | None = None,
+    frame: str = "seed",
+    documents: Mapping[str, str] | None = None,
+    data_dir: Path | None = None,
+) -> tuple[Row, list[TurnRecord]]:
+    """One replay of the script: its totals and its turn records."""
+    # The system_prompt layout churns the system prompt on purpose: its guard warnings
+    # are expected, not news.
+    logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
+    config = layout_config(config or Config(), layout, frame)
+    times = [turn.at for turn in script]
+    clock = SimulatedClock(times[0])
+    with tempfile.TemporaryDirectory(prefix="frontmind-simulate-") as scratch:
+        root = data_dir or Path(scratch)
+        async with LocalMessagesAPI(clock=clock, responder=SameReplies()) as api:
+            model = AnthropicModel(
+                api_key="offline-simulate", base_url=api.base_url, max_retries=2, timeout=30
+            )
+            try:
+                async with Frontmind.open(
+                    root, config, model=model, clock=clock, ttl_policy=_policy(policy, times)
+                ) as fm:
+                    for label, content in (documents or {}).items():
+                        await fm.put_document(label, content)
+                    for turn in script:
+                        clock.advance(turn.at - clock())
+                        async for _ in fm.turn(CONTINUUM, turn.message):
+                            pass
+                    records = await fm.turns(CONTINUUM, limit=len(script) + 1)
+            finally:
+                await model.aclose()
+    usage = sum((r.usage for r in records), TurnUsage())
+    misses = avoidable_misses(records)
+    row = Row(
+        layout=layout,
+        ttl=policy,
+        input_cost=input_cost(usage),
+        cache_read=usage.cache_read_input_tokens,
+        cache_write=usage.cache_creation_input_tokens,
+        uncached=usage.input_tokens,
+        avoidable_misses=len(misses),
+        per_turn_cost=[input_cost(r.usage) for r in records],
+        misses=misses,
+    )
+    failed = [r for r in records if r.status != "completed"]
+    if failed:
+        raise EdgeError(f"{layout}/{policy}: turn {failed[0].turn_id} failed: {failed[0].error}")
+    return row, records
+
+
+async def run_simulation(
+    script: Sequence[ScriptTurn],
+    *,
+    layouts: Sequence[str] = LAYOUTS,
+    policies: Sequence[str] = POLICIES,
+    config: Config | None = None,
+    frame: str = "seed",
+    documents: Mapping[str, str] | None = None,
+) -> tuple[list[Row], list[str]]:
+    """Every layout under every policy: the rows, and the layouts not available here
+    (this build, or the model, has no such channel)."""
+    rows: list[Row] = []
+    missing: list[str] = []
+    for layout in layouts:
+        if not layout_available(layout, (config or Config()).model.name):
+            missing.append(layout)
+            continue
+        for policy in policies:
+            row, _ = await simulate_run(
+                script,
+                layout=layout,
+                policy=policy,
+                config=config,
+                frame=frame,
+                documents=documents,
+            )
+            rows.append(row)
+    return rows, missing
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str:
+    lines = [
+        f"{turns} turns; input cost in base-price tokens (uncached 1x, cache write 1.25x for "
+        "5m and 2x for 1h, cache read 0.1x)",
+        f"{'layout':<15}{'ttl':<10}{'input cost':>12}{'read':>11}{'written':>10}"
+        f"{'uncached':>10}{'avoidable misses':>18}",
+    ]
+    for row in rows:
+        lines.append(
+            f"{row.layout:<15}{row.ttl:<10}{row.input_cost:>12,.0f}{row.cache_read:>11,}"
+            f"{row.cache_write:>10,}{row.uncached:>10,}{row.avoidable_misses:>18}"
+        )
+        lines.extend(f"    {miss}" for miss in row.misses)
+    for layout in missing:
+        lines.append(
+            f"{layout:<15}not available with this model (role-system messages: "
+            "claude-opus-5, claude-opus-4-8, claude-fable-5; choose one with --model)"
+        )
+    return "\n".join(lines)
+
+
+def write_chart(rows: Sequence[Row], path: Path, policy: str = "adaptive") -> None:
+    """Input cost per turn, one line per layout, under one TTL policy."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise EdgeError(
+            "--chart needs matplotlib: pip install 'frontmind[bench]' (or matplotlib)"
+        ) from None
+    chosen = [r for r in rows if r.ttl == policy] or list(rows)
+    figure, axes = plt.subplots(figsize=(9, 4))
+    for row in chosen:
+        turns = range(1, len(row.per_turn_cost) + 1)
+        axes.plot(turns, row.per_turn_cost, "-o", markersize=2.5, label=row.layout)
+    axes.set_xlabel("turn")
+    axes.set_ylabel("input cost (base-price tokens)")
+    axes.set_yscale("log")
+    axes.set_title(f"Input cost per turn by layout ({chosen[0].ttl} TTL policy)")
+    axes.legend(loc="upper left", fontsize=8)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

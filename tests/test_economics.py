@@ -1,0 +1,367 @@
+"""Cache economics: the adaptive TTL policy, the TTL order rule, the compact frame, the
+user_message channel and `frontmind simulate`."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
+from actors._notification import COMPACT_DELIMITER, DELIMITER
+from actors._ttl import CHOICES, TTL_SECONDS, plan
+from frontmind._render import render_context, render_stats
+from frontmind._simulate import OraclePolicy, parse_script
+from frontmind.localapi import LocalMessagesAPI, ManualClock
+from storage import TtlChoice
+from tests._daemon import run_cli
+from tests._harness import START, FakeClock, cache_marks, completed, config, frontmind, run_turn
+
+MIN, HOUR = 60.0, 3600.0
+
+
+def view(
+    pauses: tuple[float, ...],
+    *,
+    reusable: float = 1.0,
+    history: int = 3000,
+    increment: int = 60,
+    system: int = 1500,
+) -> CacheView:
+    return CacheView(
+        now=START,
+        pauses=pauses,
+        since_last=pauses[-1] if pauses else None,
+        previous=TtlChoice("1h", "5m") if pauses else None,
+        system_tokens=system,
+        history_tokens=history,
+        increment_tokens=increment,
+        reusable=reusable,
+    )
+
+
+def choice(
+    pauses: tuple[float, ...], *, reusable: float = 1.0, history: int = 3000, increment: int = 60
+) -> tuple[str, str]:
+    v = view(pauses, reusable=reusable, history=history, increment=increment)
+    chosen = AdaptivePolicy("1h", "5m").choose(v)
+    return chosen.system, chosen.history
+
+
+# -- the adaptive policy, on crafted pause histories ---------------------------------------
+
+
+def test_before_any_pause_the_configured_ttls_hold() -> None:
+    chosen = AdaptivePolicy("1h", "5m").choose(view(()))
+    assert (chosen.system, chosen.history) == ("1h", "5m")
+    assert "no pause seen yet" in chosen.reason
+
+
+def test_quick_exchanges_keep_the_cheaper_5m_history() -> None:
+    assert choice((1 * MIN, 3 * MIN, 2 * MIN, 4 * MIN) * 10)[1] == "5m"
+
+
+def test_pauses_between_5_and_60_minutes_earn_a_1h_history() -> None:
+    pauses = (2 * MIN, 20 * MIN, 3 * MIN, 45 * MIN, 1 * MIN, 12 * MIN, 2 * MIN)
+    chosen = AdaptivePolicy("1h", "5m").choose(view(pauses))
+    assert (chosen.system, chosen.history) == ("1h", "1h")
+    assert "of 7 pauses, 3 between 5 and 60 min" in chosen.reason
+
+
+def test_one_medium_pause_is_enough_once_the_history_outweighs_the_premium() -> None:
+    # 1h costs 0.75x more on each turn's increment; one re-write of the history in 20
+    # pauses costs more than that once the history is much larger than an increment.
+    pauses = (2 * MIN,) * 10 + (30 * MIN,) + (2 * MIN,) * 9
+    assert choice(pauses, history=200, increment=60)[1] == "5m"
+    assert choice(pauses, history=6000, increment=60)[1] == "1h"
+
+
+def test_daily_check_ins_outlive_any_ttl_so_both_are_written_at_5m() -> None:
+    assert choice((20 * HOUR, 26 * HOUR, 23 * HOUR, 49 * HOUR)) == ("5m", "5m")
+
+
+def test_a_prefix_that_changes_every_turn_gains_nothing_from_1h() -> None:
+    medium = (2 * MIN, 20 * MIN, 30 * MIN, 45 * MIN)
+    assert choice(medium, reusable=1.0) == ("1h", "1h")
+    assert choice(medium, reusable=0.0) == ("5m", "5m")
+
+
+def test_only_the_most_recent_pauses_count() -> None:
+    # Months of quick chat, then a habit of medium pauses: the old habit has faded out.
+    pauses = (2 * MIN,) * 500 + (30 * MIN,) * 64
+    assert choice(pauses) == ("1h", "1h")
+
+
+def test_the_choice_is_the_cheapest_in_expectation_and_keeps_the_ttl_order() -> None:
+    rng = random.Random(15)
+    for _ in range(300):
+        pauses = tuple(
+            rng.choice((rng.uniform(10, 290), rng.uniform(310, 3500), rng.uniform(3700, 90000)))
+            for _ in range(rng.randint(1, 30))
+        )
+        v = view(
+            pauses,
+            reusable=rng.random(),
+            history=rng.randint(0, 50_000),
+            increment=rng.randint(10, 5000),
+            system=rng.randint(0, 20_000),
+        )
+        chosen = AdaptivePolicy("1h", "5m").choose(v)
+        assert TTL_SECONDS[chosen.system] >= TTL_SECONDS[chosen.history]
+        costs = plan(v, pauses)
+        assert costs[chosen.system, chosen.history] == min(costs.values())
+
+
+def test_the_fixed_policy_and_the_oracle() -> None:
+    assert FixedPolicy("1h", "5m").choose(view((30 * MIN,))).history == "5m"
+    times = [START, START + 2 * MIN, START + 32 * MIN, START + 26 * HOUR]
+    oracle = OraclePolicy(times)
+
+    def at(now: float) -> tuple[str, str]:
+        chosen = oracle.choose(msgspec.structs.replace(view((5 * MIN,)), now=now))
+        return chosen.system, chosen.history
+
+    assert at(times[0])[1] == "5m"  # the next turn comes in 2 minutes
+    assert at(times[1]) == ("1h", "1h")  # then 30 minutes
+    assert at(times[2])[1] == "5m"  # then a day: nothing survives it
+    assert at(times[3])[1] == "5m"  # no next turn: the cheapest write
+
+
+# -- the TTL order rule, through the local API ---------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_adaptive_ttls_never_break_the_order_rule_and_are_recorded(tmp_path: Path) -> None:
+    """The local API answers 400 to a 1h breakpoint after a 5m one: a conversation whose
+    pauses move the choice through every combination, with tool loops (whose rolling
+    breakpoint is 5m after a 1h history), completes every turn."""
+    api_clock = ManualClock(START)
+    clock = FakeClock(START)
+    cfg = config(cache={"policy": "adaptive"})
+    # Quick exchanges, then nights apart (nothing survives), then medium pauses.
+    pauses = [0, 2 * MIN, 1 * MIN, 2 * MIN, 26 * HOUR, 2 * MIN, 30 * HOUR, 1 * MIN]
+    pauses += [20 * MIN, 40 * MIN, 15 * MIN, 2 * MIN, 30 * MIN]
+    async with LocalMessagesAPI(clock=api_clock) as api:
+        async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+            for n, pause in enumerate(pauses):
+                clock.advance(pause)
+                api_clock.advance(pause)
+                text = f"Remind me to stretch in {n + 5} minutes." if n % 3 == 2 else f"turn {n}"
+                completed(await run_turn(fm, "ttl", text))
+            records = await fm.turns("ttl", limit=100)
+        bodies = api.message_bodies()
+    choices = {(r.cache_ttl.system, r.cache_ttl.history) for r in records if r.cache_ttl}
+    assert len(records) == len(pauses)
+    assert choices == set(CHOICES), choices  # every combination was used
+    assert all(r.cache_ttl and r.cache_ttl.reason.startswith("adaptive:") for r in records)
+    assert any(r.model_calls > 1 for r in records)
+    for body in bodies:
+        ttls = [ttl for *_, ttl in cache_marks(body)]
+        assert all(TTL_SECONDS[a] >= TTL_SECONDS[b] for a, b in pairwise(ttls)), ttls
+    # The first call of every turn carries the turn's recorded choice.
+    firsts = [b for b in bodies if b["messages"][-1]["content"][0].get("type") == "text"]
+    for record, body in zip(records, firsts, strict=True):
+        marks = cache_marks(body)
+        assert record.cache_ttl is not None
+        assert marks[0][3] == record.cache_ttl.system
+        if len(marks) > 1:
+            assert marks[-1][3] == record.cache_ttl.history
+
+
+@pytest.mark.anyio
+async def test_a_fixed_policy_keeps_the_configured_ttls(tmp_path: Path) -> None:
+    clock = FakeClock(START)
+    async with LocalMessagesAPI(clock=ManualClock(START)) as api:
+        cfg = config(cache={"policy": "fixed", "history_ttl": "5m"})
+        async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+            for pause in (0, 30 * MIN, 30 * MIN, 30 * MIN):
+                clock.advance(pause)
+                completed(await run_turn(fm, "fixed", "hello"))
+            records = await fm.turns("fixed")
+    assert {(r.cache_ttl.system, r.cache_ttl.history) for r in records if r.cache_ttl} == {
+        ("1h", "5m")
+    }
+
+
+# -- the compact frame and the user_message channel ------------------------------------------
+
+
+def test_the_compact_frame_says_the_same_in_fewer_tokens() -> None:
+    sections = [("datetime_section", "Monday 09:00", 50), ("active_reminders", "- call Bob", 40)]
+    seed, _ = render_notification_center(sections, 2000)
+    compact, _ = render_notification_center(sections, 2000, "compact")
+    assert compact.startswith("NOTIFICATION CENTER")
+    assert compact.endswith(COMPACT_DELIMITER)
+    for name, content, _ in sections:
+        assert f"<{name}>\n{content}\n</{name}>" in compact
+    assert len(compact.encode()) < len(seed.encode()) - 300
+    assert len(COMPACT_DELIMITER) < len(DELIMITER)
+
+
+@pytest.mark.anyio
+async def test_compact_frame_and_user_message_channel_on_the_wire(tmp_path: Path) -> None:
+    async with LocalMessagesAPI() as api:
+        cfg = config(composer={"frame": "compact"})
+        async with frontmind(api, tmp_path / "compact", cfg=cfg) as fm:
+            completed(await run_turn(fm, "c", "hello"))
+        body = api.message_bodies()[-1]
+        assert body["messages"][0]["content"][0]["text"] == COMPACT_DELIMITER
+        assert body["messages"][1]["content"][0]["text"].startswith("NOTIFICATION CENTER")
+
+        cfg = config(composer={"channel": "user_message"})
+        async with frontmind(api, tmp_path / "user", cfg=cfg) as fm:
+            completed(await run_turn(fm, "u", "first"))
+            completed(await run_turn(fm, "u", "second"))
+            history = await fm.history("u")
+        body = api.message_bodies()[-1]
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["user", "assistant", "user"]  # no delimiter, no assistant frame
+    current = body["messages"][-1]["content"]
+    assert current[0]["text"].startswith("NOTIFICATION CENTER")
+    assert current[-1]["text"] == "second"
+    # The history keeps the user's words only: the context was stripped.
+    assert [b["text"] for b in body["messages"][0]["content"]] == ["first"]
+    assert [m.text() for m in history if m.role == "user"] == ["first", "second"]
+
+
+# -- frontmind simulate --------------------------------------------------------------------------
+
+
+def _script(tmp_path: Path) -> Path:
+    at = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    pauses = [0, 2, 25, 1, 3, 90, 2, 40, 1]
+    lines = []
+    for n, minutes in enumerate(pauses):
+        at += timedelta(minutes=minutes)
+        text = "Remind me to call Bob in 30 minutes." if n == 3 else f"Turn {n}: what next?"
+        lines.append(json.dumps({"at": at.isoformat(), "message": text}))
+    path = tmp_path / "script.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_json_rows(tmp_path: Path) -> None:
+    code, out, err = await run_cli("simulate", str(_script(tmp_path)), "--json")
+    assert code == 0, err
+    body = json.loads(out)
+    rows = body["rows"]
+    layouts = {r["layout"] for r in rows}
+    assert {"notification", "user_message", "system_prompt", "none"} <= layouts
+    assert set(body.get("not_available", [])) | layouts == {
+        "notification",
+        "system_message",
+        "user_message",
+        "system_prompt",
+        "none",
+    }
+    keys = {"layout", "ttl", "input_cost", "cache_read", "cache_write", "uncached"}
+    assert all(set(r) == keys | {"avoidable_misses"} for r in rows)
+    assert len(rows) == 4 * len(layouts)
+    cost = {(r["layout"], r["ttl"]): r["input_cost"] for r in rows}
+    for layout in layouts:
+        policies = {ttl: cost[(layout, ttl)] for ttl in ("5m", "1h", "adaptive", "oracle")}
+        assert policies["oracle"] <= min(policies.values()), (layout, policies)
+    for ttl in ("5m", "1h", "adaptive", "oracle"):
+        assert cost[("none", ttl)] <= min(cost[(layout, ttl)] for layout in layouts), ttl
+    assert all(r["avoidable_misses"] == 0 for r in rows)
+    assert all(r["cache_read"] > 0 and r["uncached"] > 0 for r in rows)
+    # The system prompt layout re-writes its whole prefix every turn.
+    assert cost[("system_prompt", "5m")] > 2 * cost[("notification", "5m")]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_refuses_a_bad_script_with_the_line_at_fault(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"at": "2026-11-30T09:00:00+00:00", "message": "hi"}\n{"at": "tomorrow"}\n')
+    code, _, err = await run_cli("simulate", str(path))
+    assert code == 2
+    assert "line 2" in err
+    assert "Traceback" not in err
+    path.write_text('{"at": "2026-11-30T09:00:00", "message": "no offset"}\n')
+    code, _, err = await run_cli("simulate", str(path))
+    assert code == 2
+    assert "offset" in err
+
+
+def test_an_exported_continuum_is_a_script() -> None:
+    export = {
+        "messages": [
+            {"seq": 0, "turn_id": "t1", "role": "user", "created_at": START + 5,
+             "content": [{"type": "text", "text": "hello"}]},
+            {"seq": 1, "turn_id": "t1", "role": "assistant", "created_at": START + 5,
+             "content": [{"type": "text", "text": "hi"}]},
+            {"seq": 2, "turn_id": "t2", "role": "user", "created_at": START + 700,
+             "content": [{"type": "text", "text": "remind me"}]},
+            {"seq": 3, "turn_id": "t2", "role": "assistant", "created_at": START + 700,
+             "content": [{"type": "tool_use", "id": "x", "name": "list_reminders", "input": {}}]},
+            {"seq": 4, "turn_id": "t2", "role": "user", "created_at": START + 700,
+             "content": [{"type": "tool_result", "tool_use_id": "x", "content": "none"}]},
+        ],
+        "turns": [
+            {"turn_id": "t1", "started_at": START},
+            {"turn_id": "t2", "started_at": "2026-11-18T11:17:40+00:00"},
+        ],
+    }  # fmt: skip
+    script = parse_script(json.dumps(export, indent=1))
+    assert [(t.at - START, t.message) for t in script] == [(0.0, "hello"), (660.0, "remind me")]
+    del export["turns"]
+    script = parse_script(json.dumps(export, indent=1))
+    assert [t.at - START for t in script] == [5.0, 700.0]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_runs_the_system_message_layout_on_a_model_that_takes_it(
+    tmp_path: Path,
+) -> None:
+    script = str(_script(tmp_path))
+    args = ("--layout", "system_message", "--layout", "notification", "--ttl", "adaptive")
+    code, out, err = await run_cli("simulate", script, "--json", *args)
+    assert code == 0, err
+    assert json.loads(out)["not_available"] == ["system_message"]  # the default model
+    code, out, err = await run_cli(
+        "simulate", script, "--json", "--model", "claude-opus-4-8", *args
+    )
+    assert code == 0, err
+    rows = {r["layout"]: r for r in json.loads(out)["rows"]}
+    assert set(rows) == {"system_message", "notification"}
+    assert rows["system_message"]["avoidable_misses"] == 0
+    # No delimiter message and no assistant frame: fewer uncached tokens every turn.
+    assert rows["system_message"]["uncached"] < rows["notification"]["uncached"]
+
+
+@pytest.mark.anyio
+async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(START)
+    api_clock = ManualClock(START)
+    async with LocalMessagesAPI(clock=api_clock) as api:
+        async with frontmind(api, tmp_path, clock=clock) as fm:
+            for pause in (0, 20 * MIN, 2 * MIN, 30 * MIN):
+                clock.advance(pause)
+                api_clock.advance(pause)
+                completed(await run_turn(fm, "r", "hello"))
+        clock.advance(3 * MIN)
+        api_clock.advance(3 * MIN)
+        async with frontmind(api, tmp_path, clock=clock) as fm:  # a new process, same data
+            completed(await run_turn(fm, "r", "hello again"))
+            records = await fm.turns("r")
+            request = await fm.context("r", "next")
+    last = records[-1].cache_ttl
+    assert last is not None
+    assert "of 4 pauses, 2 between 5 and 60 min" in last.reason
+    assert (last.system, last.history) == ("1h", "1h")
+    stats = render_stats(records)
+    assert "cache TTLs      system 1h history" in stats
+    assert f"last TTL choice {last.reason}" in stats
+    shown = render_context(request)
+    assert "cached through here [1h]" in shown
