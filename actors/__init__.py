@@ -32,6 +32,7 @@ from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamTex
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
+from ._observe import current_turn
 from ._placement import (
     BUILTIN_SECTIONS,
     PLACEMENT_NOTIFICATION,
@@ -113,6 +114,7 @@ __all__ = [
     "TurnStarted",
     "build_request",
     "builtin_trinkets",
+    "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",

@@ -29,6 +29,7 @@ from ._messages import (
     TurnStart,
 )
 from ._notification import render_notification_center, wrap_section
+from ._observe import current_turn, record_span
 from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
 from ._settings import ComposerSettings
 from ._tokens import estimate_tokens
@@ -87,7 +88,9 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
 
     async def _compose(self, message: Compose) -> Composed:
         started = time.perf_counter()
+        started_ns = time.time_ns()
         turn = message.turn
+        current_turn.set(turn.turn_id)  # e.g. the cache guard's warnings name the turn
         deadline = self._settings.deadline_ms / 1000
         result = await scatter_gather(
             self._refs, TurnStart(turn, time.time() + deadline), deadline=deadline
@@ -96,6 +99,10 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         for name, outcome in zip(self._names, result.outcomes, strict=True):
             record = self._sections[name]
             elapsed_ms = outcome.elapsed * 1000
+            ended_ns = started_ns + int(outcome.elapsed * 1e9)
+            failed = not isinstance(outcome, Replied)
+            record_span("frontmind.trinket", turn.turn_id, started_ns, ended_ns, failed=failed,
+                        **{"frontmind.section": name})  # fmt: skip
             if isinstance(outcome, Replied) and isinstance(outcome.value, SectionReply):
                 content = outcome.value.content
                 record.content = content if content.strip() else ""

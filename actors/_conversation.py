@@ -51,11 +51,14 @@ from ._layout import ModelRequest, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
+from ._observe import current_turn, span, turn_span
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
 
 __all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
+
+log = logging.getLogger("frontmind.turn")
 
 UPDATE_HEADER = "[notification center update]"
 
@@ -127,9 +130,27 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             if self._deps.storage.shared:
                 await self._refresh()
             return await self._preview(message.text)
-        if self._deps.storage.shared:
-            return self._leased(message)
-        return self._run(message)
+        return self._traced(message)
+
+    async def _traced(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+        """The turn, in its span, with its id on every line logged for it."""
+        current_turn.set(message.turn_id)
+        log.debug("turn started in %s", self._id)
+        with turn_span(message.turn_id, self._id) as failed:
+            async with aclosing(
+                self._leased(message) if self._deps.storage.shared else self._run(message)
+            ) as events:
+                async for event in events:
+                    if isinstance(event, TurnError):
+                        failed(event.message)
+                        log.warning("turn failed: %s: %s", event.type, event.message)
+                    elif isinstance(event, TurnCompleted):
+                        log.info(
+                            "turn completed: %d model calls, %.0f ms",
+                            event.model_calls,
+                            event.timings_ms.total,
+                        )
+                    yield event
 
     async def _leased(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
         """A turn on a store shared with other replicas: under the continuum's lease (so
@@ -209,7 +230,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _compose(self, turn: Turn) -> Composed:
         deadline = self._deps.settings.composer.deadline_ms / 1000
         try:
-            with anyio.fail_after(deadline + 5):  # the composer keeps its own deadline
+            with (
+                span("frontmind.compose", turn.turn_id),
+                anyio.fail_after(deadline + 5),  # the composer keeps its own deadline
+            ):
                 composed: Composed = await self._composer.ask(Compose(turn))
         except TimeoutError:
             raise ComposeTimeout("the composer did not answer in time") from None
@@ -380,6 +404,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self, request: ModelRequest, run: _TurnRun
     ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
+        model = {"gen_ai.request.model": request.model}
+        with span("frontmind.model_call", run.turn.turn_id, **model):
+            async with aclosing(self._call_once(request, run)) as events:
+                async for event in events:
+                    yield event
+
+    async def _call_once(
+        self, request: ModelRequest, run: _TurnRun
+    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -402,7 +435,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
         timeout = self._deps.settings.tools.timeout_s
         outcome: ToolOutcome | None = None
-        with anyio.move_on_after(timeout):
+        with (
+            span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),
+            anyio.move_on_after(timeout),
+        ):
             outcome = await self._deps.tools.run(
                 use.name, msgspec.Raw(use.input_json.encode()), turn, effects
             )

@@ -309,6 +309,26 @@ class Engine:
                 stopped.set()
         return idle
 
+    async def unload(self, continuum_id: str) -> None:
+        """Stop the continuum's lane, if it has one; `Busy` while a turn uses it.
+
+        Done before a continuum is deleted, so no actor keeps a history that storage no
+        longer has.
+        """
+        lane = self._lanes.get(continuum_id)
+        if lane is None:
+            return
+        if lane.users:
+            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
+        del self._lanes[continuum_id]
+        stopped = self._stopping[continuum_id] = anyio.Event()
+        try:
+            await self._system.stop(lane.conversation)
+            await self._system.stop(lane.composer)
+        finally:
+            del self._stopping[continuum_id]
+            stopped.set()
+
     def lanes(self) -> list[str]:
         """The continuums with a running lane."""
         return list(self._lanes)

@@ -34,7 +34,8 @@ from actors import (
 )
 from storage import InvalidInput, MessageTooLarge, NotFound, StorageError
 
-from ._exceptions import ConfigError
+from ._client import Client, ContinuumSummary, Page
+from ._exceptions import ClientError, ConfigError
 from ._frontmind import Frontmind, TurnStream
 from .config import Config, load_config
 
@@ -45,14 +46,18 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 __all__ = [
     "Busy",
+    "Client",
+    "ClientError",
     "Config",
     "ConfigError",
+    "ContinuumSummary",
     "Frontmind",
     "FrontmindError",
     "InvalidInput",
     "MessageTooLarge",
     "ModelError",
     "NotFound",
+    "Page",
     "StorageError",
     "TextDelta",
     "ToolFinished",

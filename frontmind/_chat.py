@@ -5,20 +5,26 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
-import httpx2
-import msgspec
 
-from actors import TextDelta, ToolFinished, ToolStarted, TurnCompleted, TurnError, TurnEvent
+from actors import (
+    FrontmindError,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnError,
+    TurnEvent,
+)
+from storage import StorageError
 
-from ._exceptions import EdgeError
+from ._client import Client
 from ._frontmind import Frontmind
 
 __all__ = ["chat_in_process", "chat_remote"]
 
-_event_decoder = msgspec.json.Decoder(TurnEvent)
 PROMPT = "you> "
 
 
@@ -92,23 +98,17 @@ async def chat_remote(
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(base_url=url, headers=headers, timeout=None) as http:
-        try:
-            (await http.get("/healthz")).raise_for_status()
-        except httpx2.HTTPError as exc:
-            raise EdgeError(f"no Frontmind daemon answers at {url}: {exc}") from None
+    async with Client(url, token=token) as client:
+        await client.health()
 
         async def turns(text: str) -> AsyncIterator[TurnEvent]:
-            async with http.stream(
-                "POST", f"/v1/continuums/{continuum}/turns", json={"message": text}
-            ) as response:
-                if response.status_code != 200:
-                    error: Any = msgspec.json.decode(await response.aread())["error"]
-                    yield TurnError(error["type"], error["message"])
-                    return
-                async for line in response.aiter_lines():
-                    if line.startswith("data: "):
-                        yield _event_decoder.decode(line[6:])
+            try:
+                async for event in client.turn(continuum, text):
+                    yield event
+            except (
+                FrontmindError,
+                StorageError,
+            ) as exc:  # refused (busy, bad input): shown, chat goes on
+                yield TurnError(getattr(exc, "kind", "error"), str(exc))
 
         await _converse(turns, stdin, stdout)

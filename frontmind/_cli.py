@@ -24,6 +24,7 @@ from storage import SQLiteStorage, StorageError
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel
 from ._groups import unwrap_group
+from ._logs import configure_logging
 from .config import default_data_dir, load_config
 
 __all__ = ["main"]
@@ -43,6 +44,12 @@ def _announce(url: str) -> None:
     print(url, flush=True)
 
 
+def _announce_daemon(url: str) -> None:
+    # The first line stays exactly the API's base URL: tests and scripts read it.
+    print(url, flush=True)
+    print(f"console: {url.rstrip('/')}/ui/", flush=True)
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     from ._daemon import serve
 
@@ -54,8 +61,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
             port=args.port,
             offline=args.offline,
             token=args.token,
-            announce=_announce,
+            announce=_announce_daemon,
             database=args.database,
+            access_log=args.access_log,
         )
     )
 
@@ -164,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
         " default: SQLite in the data dir)",
     )
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="log lines from this level up (default warning)",
+    )
+    p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
+    p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="run the offline demo conversation (both layouts)")
@@ -220,7 +236,10 @@ def _usage_error(exc: BaseException) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.func is cmd_serve:
+        configure_logging(args.log_level, args.log_format)
+    else:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         try:
             args.func(args)

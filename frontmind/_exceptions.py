@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from actors import FrontmindError
 
-__all__ = ["BadBody", "ConfigError", "EdgeError"]
+__all__ = ["BadBody", "ClientError", "ConfigError", "EdgeError"]
 
 
 class EdgeError(FrontmindError):
@@ -29,3 +29,9 @@ class BadBody(EdgeError):
     """A request body is not valid JSON of the expected shape (HTTP 400)."""
 
     kind = "invalid_request"
+
+
+class ClientError(EdgeError):
+    """`frontmind.Client` could not reach the daemon, or could not read its answer."""
+
+    kind = "client_error"

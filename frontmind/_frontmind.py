@@ -38,6 +38,7 @@ from actors import (
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
 from storage import (
+    Continuum,
     Document,
     Memory,
     MemoryHit,
@@ -263,11 +264,31 @@ class Frontmind:
     async def context_json(self, continuum_id: str, text: str) -> Any:
         return msgspec.json.decode(msgspec.json.encode(await self.context(continuum_id, text)))
 
-    async def history(self, continuum_id: str) -> list[Message]:
-        return await self.storage.all_messages(continuum_id)
+    async def history(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        """The continuum's messages in order (from the one after seq `after`)."""
+        return await self.storage.all_messages(continuum_id, limit=limit, after=after)
 
-    async def turns(self, continuum_id: str | None = None, limit: int = 100) -> list[TurnRecord]:
-        return await self.storage.turns(continuum_id, limit=limit)
+    async def turns(
+        self,
+        continuum_id: str | None = None,
+        limit: int = 100,
+        *,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        return await self.storage.turns(continuum_id, limit=limit, before=before)
+
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        """Every continuum, the most recently active first."""
+        return await self.storage.continuums(limit=limit, after=after)
+
+    async def delete_continuum(self, continuum_id: str) -> None:
+        """Delete a continuum and everything it holds; `Busy` while a turn runs in it."""
+        await self._runtime.unload(continuum_id)
+        await self.storage.delete_continuum(continuum_id)
 
     # -- reminders, memories, documents ------------------------------------------------------
 
@@ -282,16 +303,26 @@ class Frontmind:
     async def complete_reminder(self, reminder_id: int) -> Reminder:
         return await self.storage.complete_reminder(reminder_id)
 
-    async def reminders(self, include_completed: bool = False) -> list[Reminder]:
-        return await self.storage.reminders(include_completed=include_completed)
+    async def reminders(
+        self, include_completed: bool = False, *, limit: int = 200, after: int = 0
+    ) -> list[Reminder]:
+        return await self.storage.reminders(
+            include_completed=include_completed, limit=limit, after=after
+        )
+
+    async def delete_reminder(self, reminder_id: int) -> None:
+        await self.storage.delete_reminder(reminder_id)
 
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
     ) -> Memory:
         return await self.storage.add_memory(text, importance=importance, expires_at=expires_at)
 
-    async def memories(self, limit: int = 100) -> list[Memory]:
-        return await self.storage.memories(limit=limit)
+    async def memories(self, limit: int = 100, *, before: int | None = None) -> list[Memory]:
+        return await self.storage.memories(limit=limit, before=before)
+
+    async def delete_memory(self, memory_id: int) -> None:
+        await self.storage.delete_memory(memory_id)
 
     async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
         return await self.storage.search_memories(query, limit=limit)
@@ -299,8 +330,11 @@ class Frontmind:
     async def put_document(self, label: str, content: str) -> Document:
         return await self.storage.put_document(label, content)
 
-    async def documents(self) -> list[Document]:
-        return await self.storage.documents()
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
+        return await self.storage.documents(limit=limit, after=after)
+
+    async def delete_document(self, label: str) -> None:
+        await self.storage.delete_document(label)
 
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()

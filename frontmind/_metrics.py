@@ -1,87 +1,94 @@
-"""Daemon metrics in the Prometheus text format (no client library needed)."""
+"""Daemon metrics with prometheus_client: durations in seconds, histograms, process metrics.
+
+Each daemon app has its own registry (so several apps in one process, as in tests, never
+share counters); the process and platform collectors are registered on it too.
+"""
 
 from __future__ import annotations
 
-import bisect
-from collections import Counter
+from typing import Literal
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from actors import TurnCompleted
 
-__all__ = ["Metrics"]
+__all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
 
-_LATENCY_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
-
-
-class _Histogram:
-    def __init__(self, name: str, help_text: str) -> None:
-        self.name = name
-        self.help = help_text
-        self.counts = [0] * (len(_LATENCY_BUCKETS_MS) + 1)
-        self.total = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(_LATENCY_BUCKETS_MS, value)] += 1
-        self.total += value
-        self.count += 1
-
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        running = 0
-        for bound, count in zip(_LATENCY_BUCKETS_MS, self.counts, strict=False):
-            running += count
-            lines.append(f'{self.name}_bucket{{le="{bound:g}"}} {running}')
-        lines.append(f'{self.name}_bucket{{le="+Inf"}} {self.count}')
-        lines.append(f"{self.name}_sum {self.total:g}")
-        lines.append(f"{self.name}_count {self.count}")
-        return lines
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+TurnOutcome = Literal["completed", "failed", "cancelled"]
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+_TOKEN_KINDS = ("cache_read", "cache_write", "uncached_input", "output")
 
 
 class Metrics:
     def __init__(self) -> None:
-        self.turns: Counter[str] = Counter()
-        self.errors: Counter[str] = Counter()
-        self.tokens: Counter[str] = Counter()
-        self.compose = _Histogram("frontmind_compose_ms", "Time to compose a turn's context.")
-        self.first_token = _Histogram("frontmind_first_token_ms", "Time to the first text.")
-        self.total = _Histogram("frontmind_turn_ms", "Time from request to turn committed.")
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        self.turns = Counter("frontmind_turns", "Turns by outcome.", ["outcome"], registry=registry)
+        self.turn_errors = Counter(
+            "frontmind_turn_errors", "Failed turns by error type.", ["type"], registry=registry
+        )
+        self.tokens = Counter("frontmind_tokens", "Tokens by kind.", ["kind"], registry=registry)
+        self.responses = Counter(
+            "frontmind_http_responses",
+            "HTTP responses by status code (429: busy, 5xx: failures).",
+            ["code"],
+            registry=registry,
+        )
+        self.compose = Histogram(
+            "frontmind_compose_seconds",
+            "Time to compose a turn's context.",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.first_token = Histogram(
+            "frontmind_first_token_seconds",
+            "Time from the turn's start to its first text.",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.turn_time = Histogram(
+            "frontmind_turn_seconds",
+            "Time from the turn's start to its commit.",
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        for outcome in ("completed", "failed", "cancelled"):
+            self.turns.labels(outcome)  # present (at 0) from the start
+        for kind in _TOKEN_KINDS:
+            self.tokens.labels(kind)
 
     def completed(self, event: TurnCompleted) -> None:
-        self.turns["completed"] += 1
-        self.compose.observe(event.timings_ms.compose)
-        if event.timings_ms.first_token is not None:
-            self.first_token.observe(event.timings_ms.first_token)
-        self.total.observe(event.timings_ms.total)
+        self.turns.labels("completed").inc()
+        timings = event.timings_ms
+        self.compose.observe(timings.compose / 1000)
+        if timings.first_token is not None:
+            self.first_token.observe(timings.first_token / 1000)
+        self.turn_time.observe(timings.total / 1000)
         usage = event.usage
-        self.tokens["cache_read"] += usage.cache_read_input_tokens
-        self.tokens["cache_write"] += usage.cache_creation_input_tokens
-        self.tokens["uncached_input"] += usage.input_tokens
-        self.tokens["output"] += usage.output_tokens
+        self.tokens.labels("cache_read").inc(usage.cache_read_input_tokens)
+        self.tokens.labels("cache_write").inc(usage.cache_creation_input_tokens)
+        self.tokens.labels("uncached_input").inc(usage.input_tokens)
+        self.tokens.labels("output").inc(usage.output_tokens)
 
     def error(self, kind: str) -> None:
-        self.turns["failed"] += 1
-        self.errors[kind] += 1
+        self.turns.labels("failed").inc()
+        self.turn_errors.labels(kind).inc()
 
-    def render(self) -> str:
-        lines = [
-            "# HELP frontmind_turns_total Turns by outcome.",
-            "# TYPE frontmind_turns_total counter",
-        ]
-        for status in ("completed", "failed"):
-            lines.append(f'frontmind_turns_total{{status="{status}"}} {self.turns[status]}')
-        lines += [
-            "# HELP frontmind_turn_errors_total Turn errors by type.",
-            "# TYPE frontmind_turn_errors_total counter",
-        ]
-        lines += [
-            f'frontmind_turn_errors_total{{type="{k}"}} {v}' for k, v in sorted(self.errors.items())
-        ]
-        lines += [
-            "# HELP frontmind_tokens_total Tokens by kind.",
-            "# TYPE frontmind_tokens_total counter",
-        ]
-        for kind in ("cache_read", "cache_write", "uncached_input", "output"):
-            lines.append(f'frontmind_tokens_total{{kind="{kind}"}} {self.tokens[kind]}')
-        for histogram in (self.compose, self.first_token, self.total):
-            lines += histogram.render()
-        return "\n".join(lines) + "\n"
+    def cancelled(self) -> None:
+        self.turns.labels("cancelled").inc()
+
+    def response(self, status: int) -> None:
+        self.responses.labels(str(status)).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,26 +1,56 @@
-"""The daemon's JSON bodies, and how stored records are shown over HTTP."""
+"""The daemon's wire format: request bodies, response pages, and how records cross it.
+
+Records and events are the library's own msgspec structs. Two rules change their shape
+on the wire, applied in one place (here) in both directions and in the OpenAPI schema:
+
+- a field named `*_at` is a timestamp: an epoch float in Python, ISO 8601 with a UTC
+  offset on the wire;
+- `input_json` (a tool input kept as exact JSON text) is `input`, a JSON object.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, TypeVar
+import base64
+import binascii
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from storage import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import Continuum, Document, Memory, MemoryHit, Message, Reminder, TurnRecord
 
-from ._exceptions import BadBody
+from ._exceptions import BadBody, ClientError
 
 T = TypeVar("T")
+K = TypeVar("K")
 
 __all__ = [
+    "ContinuumPage",
+    "ContinuumSummary",
     "DocumentBody",
+    "DocumentPage",
+    "ErrorBody",
+    "ErrorDetail",
+    "Health",
     "MemoryBody",
+    "MemoryHitPage",
+    "MemoryPage",
+    "MessagePage",
     "ReminderBody",
+    "ReminderPage",
     "TurnBody",
+    "TurnPage",
     "decode_body",
-    "message_json",
+    "decode_cursor",
+    "encode_cursor",
+    "from_wire",
+    "iso",
+    "summarize",
+    "to_wire",
 ]
+
+# Every timestamp a client sends must say its offset: a bare local time is ambiguous.
+Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class TurnBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -29,18 +59,98 @@ class TurnBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class ReminderBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     text: str
-    due_at: datetime | None = None  # ISO 8601 with a UTC offset
+    due_at: Timestamp | None = None
 
 
 class MemoryBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     text: str
     importance: float = 0.5
-    expires_at: datetime | None = None
+    expires_at: Timestamp | None = None
 
 
 class DocumentBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
     content: str
+
+
+class ErrorDetail(msgspec.Struct, frozen=True):
+    type: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: ErrorDetail
+
+
+class Health(msgspec.Struct, frozen=True):
+    status: str
+
+
+class ContinuumSummary(msgspec.Struct, frozen=True):
+    """One continuum as a console lists it."""
+
+    id: str
+    created_at: float
+    last_activity_at: float
+    turns: int
+    message_count: int
+    cached_share: float  # of all input tokens, the share read from the prompt cache
+    # Input cost so far in base-price input tokens (uncached 1x, 5-minute cache write
+    # 1.25x, 1-hour write 2x, cache read 0.1x); output tokens are counted apart.
+    input_cost_tokens: float
+    output_tokens: int
+
+
+class Page(msgspec.Struct, Generic[T], frozen=True):
+    """Lists come in pages; `next_cursor`, when not null, fetches the next one."""
+
+    next_cursor: str | None
+
+
+class ContinuumPage(Page[ContinuumSummary], frozen=True):
+    continuums: list[ContinuumSummary]
+
+
+class TurnPage(Page[TurnRecord], frozen=True):
+    turns: list[TurnRecord]
+
+
+class MessagePage(Page[Message], frozen=True):
+    messages: list[Message]
+
+
+class ReminderPage(Page[Reminder], frozen=True):
+    reminders: list[Reminder]
+
+
+class MemoryPage(Page[Memory], frozen=True):
+    memories: list[Memory]
+
+
+class MemoryHitPage(Page[MemoryHit], frozen=True):
+    memories: list[MemoryHit]
+
+
+class DocumentPage(Page[Document], frozen=True):
+    documents: list[Document]
+
+
+def summarize(
+    continuum: Continuum, turns: int, input_cost: float, cached_share: float, output: int
+) -> ContinuumSummary:
+    return ContinuumSummary(
+        id=continuum.id,
+        created_at=continuum.created_at,
+        last_activity_at=continuum.last_turn_at or continuum.created_at,
+        turns=turns,
+        message_count=continuum.message_count,
+        cached_share=cached_share,
+        input_cost_tokens=input_cost,
+        output_tokens=output,
+    )
+
+
+# -- bodies and cursors ---------------------------------------------------------------
 
 
 def decode_body(body: bytes, type_: type[T]) -> T:
@@ -54,30 +164,69 @@ def decode_body(body: bytes, type_: type[T]) -> T:
         raise BadBody(f"malformed JSON: {exc}") from None
 
 
-def _block_json(block: Any) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ToolUseBlock):
-        return {
-            "type": "tool_use",
-            "id": block.id,
-            "name": block.name,
-            "input": msgspec.json.decode(block.input_json),
-        }
-    assert isinstance(block, ToolResultBlock)
-    return {
-        "type": "tool_result",
-        "tool_use_id": block.tool_use_id,
-        "content": block.content,
-        "is_error": block.is_error,
-    }
+def encode_cursor(key: Any) -> str:
+    """An opaque cursor: the sort key of the last item a page held."""
+    return base64.urlsafe_b64encode(msgspec.json.encode(key)).decode().rstrip("=")
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    return {
-        "seq": message.seq,
-        "turn_id": message.turn_id,
-        "role": message.role,
-        "created_at": message.created_at,
-        "content": [_block_json(b) for b in message.content],
-    }
+def decode_cursor(cursor: str, type_: type[K]) -> K:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return msgspec.json.decode(raw, type=type_)
+    except (binascii.Error, ValueError, msgspec.DecodeError):
+        raise BadBody(f"invalid cursor {cursor[:40]!r}: pass a next_cursor as given") from None
+
+
+# -- records both ways ----------------------------------------------------------------
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _out(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_out(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    shown: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "input_json" and isinstance(item, str):
+            shown["input"] = msgspec.json.decode(item)
+        elif key.endswith("_at") and isinstance(item, int | float) and not isinstance(item, bool):
+            shown[key] = iso(item)
+        else:
+            shown[key] = _out(item)
+    return shown
+
+
+def to_wire(value: Any) -> Any:
+    """A record, event or page as the JSON-ready value the daemon sends."""
+    return _out(msgspec.to_builtins(value))
+
+
+def _in(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_in(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    read: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "input" and "name" in value and "input_json" not in value:
+            # The same JSON value; its bytes are msgspec's, not necessarily the model's.
+            read["input_json"] = msgspec.json.encode(item).decode()
+        elif key.endswith("_at") and isinstance(item, str):
+            read[key] = datetime.fromisoformat(item).timestamp()
+        else:
+            read[key] = _in(item)
+    return read
+
+
+def from_wire(data: bytes | str, type_: type[T]) -> T:
+    """What `to_wire` sent, back as the library's own type."""
+    try:
+        return msgspec.convert(_in(msgspec.json.decode(data)), type_)
+    except (msgspec.ValidationError, msgspec.DecodeError, ValueError) as exc:
+        name = getattr(type_, "__name__", "event")
+        raise ClientError(f"the daemon sent an unreadable {name}: {exc}") from None
+

@@ -21,6 +21,7 @@ from ._records import (
     Reminder,
     Segment,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
 )
 
@@ -44,13 +45,27 @@ class Storage(Protocol):
         """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
         ...
 
-    async def continuums(self) -> list[Continuum]: ...
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        """Most recently active first; `after` is the (last activity, id) of the last seen."""
+        ...
+
+    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
+        """Turn count and summed usage of each continuum in `ids` that has turns."""
+        ...
+
+    async def delete_continuum(self, continuum_id: str) -> None:
+        """Delete it with its turns, messages, segments and their search index entries."""
+        ...
 
     async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
         """The messages inside the continuum's history window, oldest first."""
         ...
 
-    async def all_messages(self, continuum_id: str) -> list[Message]: ...
+    async def all_messages(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]: ...
 
     async def commit_turn(self, write: TurnWrite) -> bool:
         """Store a completed turn atomically; False if that turn id was already stored."""
@@ -65,7 +80,11 @@ class Storage(Protocol):
         ...
 
     async def turns(
-        self, continuum_id: str | None = None, *, limit: int = 100
+        self,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]: ...
 
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
@@ -93,8 +112,10 @@ class Storage(Protocol):
     async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]: ...
 
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200
+        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]: ...
+
+    async def delete_reminder(self, reminder_id: int) -> None: ...
 
     # -- memories ----------------------------------------------------------------------
     async def add_memory(
@@ -106,7 +127,11 @@ class Storage(Protocol):
         now: float | None = None,
     ) -> Memory: ...
 
-    async def memories(self, *, limit: int = 100) -> list[Memory]: ...
+    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]: ...
+
+    async def delete_memory(self, memory_id: int) -> None:
+        """Delete it and its search index entry; `NotFound` if there is none."""
+        ...
 
     async def search_memories(
         self, query: str, *, limit: int = 5, now: float | None = None
@@ -121,4 +146,6 @@ class Storage(Protocol):
         self, label: str, content: str, *, now: float | None = None
     ) -> Document: ...
 
-    async def documents(self) -> list[Document]: ...
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]: ...
+
+    async def delete_document(self, label: str) -> None: ...

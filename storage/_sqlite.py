@@ -45,6 +45,7 @@ from ._records import (
     Reminder,
     Segment,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
 )
 from ._shared import (
@@ -250,18 +251,61 @@ class SQLiteStorage:
         return Continuum(*rows[0])
 
     @_translated
-    async def continuums(self) -> list[Continuum]:
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        # Most recently active first; `after` is the (activity, id) of the last one seen.
+        where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        if after is not None:
+            where = (
+                " WHERE COALESCE(last_turn_at, created_at) < ?"
+                " OR (COALESCE(last_turn_at, created_at) = ? AND id > ?)"
+            )
+            args = (after[0], after[0], after[1])
         rows = await self._reader.execute_fetchall(
             "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-            " FROM continuums ORDER BY last_turn_at DESC"
+            f" FROM continuums{where} ORDER BY COALESCE(last_turn_at, created_at) DESC, id"
+            " LIMIT ?",
+            (*args, limit),
         )
         return [Continuum(*row) for row in rows]
 
-    async def _messages(self, continuum_id: str, start: int) -> list[Message]:
+    @_translated
+    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
+        """For each continuum in `ids` that has turns: how many, and their summed usage."""
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM(json_extract(r, '$.usage.{f.name}'))" for f in fields)
+        marks = ",".join("?" * len(ids))
+        rows = await self._reader.execute_fetchall(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM"
+            f" (SELECT continuum_id, CAST(record AS TEXT) AS r FROM turns"
+            f"  WHERE continuum_id IN ({marks})) GROUP BY continuum_id",
+            ids,
+        )
+        return {
+            row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows
+        }
+
+    @_translated
+    async def delete_continuum(self, continuum_id: str) -> None:
+        """Delete the continuum with its turns, messages (and their search index) and
+        segments, in one transaction; `UnknownContinuum` if there is none."""
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            # Messages first: their delete trigger drops them from the search index.
+            for table in ("messages", "segments", "turns"):
+                await db.execute(f"DELETE FROM {table} WHERE continuum_id = ?", (continuum_id,))
+            cursor = await db.execute("DELETE FROM continuums WHERE id = ?", (continuum_id,))
+            if cursor.rowcount == 0:
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(self, continuum_id: str, start: int, limit: int = -1) -> list[Message]:
         rows = await self._reader.execute_fetchall(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE continuum_id = ? AND seq >= ? ORDER BY seq",
-            (continuum_id, start),
+            " WHERE continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (continuum_id, start, limit),
         )
         decode = content_decoder.decode
         return [
@@ -283,9 +327,12 @@ class SQLiteStorage:
         return await self._messages(continuum_id, int(rows[0][0]))
 
     @_translated
-    async def all_messages(self, continuum_id: str) -> list[Message]:
+    async def all_messages(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        """All the continuum's messages in order, from the one after seq `after`."""
         await self.continuum(continuum_id)
-        return await self._messages(continuum_id, 0)
+        return await self._messages(continuum_id, after + 1, limit)
 
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:
@@ -412,18 +459,32 @@ class SQLiteStorage:
             )
 
     @_translated
-    async def turns(self, continuum_id: str | None = None, *, limit: int = 100) -> list[TurnRecord]:
-        if continuum_id is None:
-            rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns ORDER BY started_at DESC, rowid DESC LIMIT ?", (limit,)
-            )
-        else:
+    async def turns(
+        self,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        """The latest `limit` turns, oldest first; with `before` (the started_at and id of
+        a turn), the latest ones before that turn."""
+        where: list[str] = []
+        args: list[Any] = []
+        if continuum_id is not None:
             await self.continuum(continuum_id)
-            rows = await self._reader.execute_fetchall(
-                "SELECT record FROM turns WHERE continuum_id = ?"
-                " ORDER BY started_at DESC, rowid DESC LIMIT ?",
-                (continuum_id, limit),
+            where.append("continuum_id = ?")
+            args.append(continuum_id)
+        if before is not None:
+            where.append(
+                "(started_at < ? OR (started_at = ?"
+                " AND rowid < (SELECT rowid FROM turns WHERE id = ?)))"
             )
+            args += [before[0], before[0], before[1]]
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._reader.execute_fetchall(
+            f"SELECT record FROM turns{clause} ORDER BY started_at DESC, rowid DESC LIMIT ?",
+            (*args, limit),
+        )
         return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
@@ -510,13 +571,20 @@ class SQLiteStorage:
 
     @_translated
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200
+        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
-        where = "" if include_completed else " WHERE completed_at IS NULL"
+        done = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER}{where} ORDER BY id LIMIT ?", (limit,)
+            f"{self._REMINDER} WHERE id > ?{done} ORDER BY id LIMIT ?", (after, limit)
         )
         return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def delete_reminder(self, reminder_id: int) -> None:
+        async with self._transaction() as db:
+            cursor = await db.execute("DELETE FROM reminders WHERE id = ?", (reminder_id,))
+            if cursor.rowcount == 0:
+                raise NotFound(f"no reminder #{reminder_id}")
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -547,11 +615,21 @@ class SQLiteStorage:
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, *, limit: int = 100) -> list[Memory]:
+    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]:
+        """Newest first; with `before`, those older than that memory id."""
+        where, args = ("", ()) if before is None else (" WHERE m.id < ?", (before,))
         rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m ORDER BY m.id DESC LIMIT ?", (limit,)
+            f"{self._MEMORY} FROM memories m{where} ORDER BY m.id DESC LIMIT ?", (*args, limit)
         )
         return [Memory(*row) for row in rows]
+
+    @_translated
+    async def delete_memory(self, memory_id: int) -> None:
+        """Delete a memory; the delete trigger removes it from the search index too."""
+        async with self._transaction() as db:
+            cursor = await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            if cursor.rowcount == 0:
+                raise NotFound(f"no memory #{memory_id}")
 
     async def _match(self, vocab: str, text: str) -> str | None:
         """The FTS5 query for `text`: its most selective terms, ORed and quoted."""
@@ -630,8 +708,17 @@ class SQLiteStorage:
         return Document(label, content, at)
 
     @_translated
-    async def documents(self) -> list[Document]:
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
         rows = await self._reader.execute_fetchall(
-            "SELECT label, content, updated_at FROM documents ORDER BY label"
+            "SELECT label, content, updated_at FROM documents WHERE label > ?"
+            " ORDER BY label LIMIT ?",
+            (after, limit),
         )
         return [Document(*row) for row in rows]
+
+    @_translated
+    async def delete_document(self, label: str) -> None:
+        async with self._transaction() as db:
+            cursor = await db.execute("DELETE FROM documents WHERE label = ?", (label,))
+            if cursor.rowcount == 0:
+                raise NotFound(f"no document {label!r}")

@@ -63,8 +63,8 @@ async def test_multi_turn_conversation_over_sse(tmp_path: Path) -> None:
         turns = (await client.get("/v1/continuums/alice/turns")).json()["turns"]
         assert [t["status"] for t in turns] == ["completed"] * 3
         metrics = (await client.get("/metrics")).text
-        assert 'frontmind_turns_total{status="completed"} 3' in metrics
-        assert "frontmind_compose_ms_bucket" in metrics
+        assert 'frontmind_turns_total{outcome="completed"} 3.0' in metrics
+        assert "frontmind_compose_seconds_bucket" in metrics
         assert (await client.get("/healthz")).json() == {"status": "ok"}
         assert await d.stop() == 0
 
@@ -133,7 +133,7 @@ async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> N
                 "/v1/reminders",
                 b'{"text": "x", "due_at": "2026-12-01T10:00:00"}',
                 400,
-                "timezone-aware",
+                "timezone",
             ),
             ("POST", "/v1/reminders/77/complete", b"", 404, "#77"),
             ("POST", "/v1/memories", b'{"text": "x", "importance": 3}', 400, "between 0 and 1"),

@@ -116,14 +116,18 @@ def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path: Path) -> Non
 EXPORTS = {
     frontmind: {
         "Busy",
+        "Client",
+        "ClientError",
         "Config",
         "ConfigError",
+        "ContinuumSummary",
         "Frontmind",
         "FrontmindError",
         "InvalidInput",
         "MessageTooLarge",
         "ModelError",
         "NotFound",
+        "Page",
         "StorageError",
         "TextDelta",
         "ToolFinished",

@@ -1,0 +1,266 @@
+"""`frontmind.Client`: the daemon over HTTP, in the library's shape.
+
+    async with Client("http://127.0.0.1:8765", token=...) as c:
+        async for event in c.turn("ada", "hello"):
+            ...
+
+It returns the library's own event and record types (decoded with msgspec through the
+wire rules of `_wire`), and raises the library's own errors: an error answer is mapped
+back through `_errors.WIRE_ERRORS`, the table the daemon answered with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import httpx2
+import msgspec
+
+from actors import TurnEvent
+from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
+
+from ._errors import WIRE_ERRORS
+from ._exceptions import ClientError
+from ._wire import (
+    ContinuumPage,
+    ContinuumSummary,
+    DocumentPage,
+    MemoryHitPage,
+    MemoryPage,
+    MessagePage,
+    ReminderPage,
+    TurnPage,
+    from_wire,
+)
+
+__all__ = ["Client", "ContinuumSummary", "Page", "RemoteTurn"]
+
+T = TypeVar("T")
+
+# The wire error type back to an exception class. The table lists specific classes
+# before general ones (it is searched along the MRO), so the last row of a type wins:
+# `invalid_request` -> InvalidInput, `not_found` -> NotFound, and so on.
+_ERRORS: dict[str, type[BaseException]] = {kind: cls for cls, (_, kind) in WIRE_ERRORS.items()}
+
+
+class Page(list[T], Generic[T]):
+    """One page of a list: a list, with the cursor of the next page (None at the end)."""
+
+    def __init__(self, items: list[T], next_cursor: str | None) -> None:
+        super().__init__(items)
+        self.next_cursor = next_cursor
+
+
+def _raise_for(status: int, body: bytes) -> None:
+    try:
+        error: Any = msgspec.json.decode(body)["error"]
+        kind, message = str(error["type"]), str(error["message"])
+    except (msgspec.DecodeError, KeyError, TypeError):
+        raise ClientError(f"HTTP {status}: {body[:200]!r}") from None
+    cls = _ERRORS.get(kind)
+    if cls is None:
+        raise ClientError(f"{kind} (HTTP {status}): {message}")
+    raise cls(message)
+
+
+class RemoteTurn:
+    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+
+    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+        self._events = events
+
+    async def __aenter__(self) -> RemoteTurn:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    def __aiter__(self) -> RemoteTurn:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        return await self._events.__anext__()
+
+
+class Client:
+    """An async client for `frontmind serve`; use it with `async with`."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        # Turns stream for as long as the model talks: no read timeout on the stream.
+        self._http = httpx2.AsyncClient(
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=httpx2.Timeout(timeout, read=None),
+        )
+        self.url = url
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
+        try:
+            response = await self._http.request(method, path, **kwargs)
+        except httpx2.HTTPError as exc:
+            raise ClientError(f"no Frontmind daemon answers at {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            _raise_for(response.status_code, response.content)
+        return response.content
+
+    @staticmethod
+    def _params(limit: int, cursor: str | None, **more: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit, **more}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return params
+
+    async def health(self) -> None:
+        """Return when the daemon answers; `ClientError` if it does not."""
+        await self._call("GET", "/healthz")
+
+    # -- turns ----------------------------------------------------------------------------
+
+    def turn(self, continuum_id: str, text: str) -> RemoteTurn:
+        """Run a turn and stream its events (`async for`; `async with` to leave early
+        safely: leaving closes the stream, and the daemon cancels the turn)."""
+        return RemoteTurn(self._turn_events(continuum_id, text))
+
+    async def _turn_events(self, continuum_id: str, text: str) -> AsyncGenerator[TurnEvent, None]:
+        path = f"/v1/continuums/{continuum_id}/turns"
+        try:
+            async with self._http.stream("POST", path, json={"message": text}) as response:
+                if response.status_code >= 400:
+                    _raise_for(response.status_code, await response.aread())
+                async for data in _sse_data(response.aiter_lines()):
+                    yield from_wire(data, TurnEvent)  # type: ignore[arg-type]
+        except httpx2.HTTPError as exc:
+            raise ClientError(f"the turn's stream from {self.url} broke: {exc}") from exc
+
+    async def context(self, continuum_id: str, text: str) -> Any:
+        """The Messages API request a turn with `text` would send now, as JSON."""
+        body = await self._call(
+            "GET", f"/v1/continuums/{continuum_id}/context", params={"message": text}
+        )
+        return msgspec.json.decode(body)
+
+    async def history(
+        self, continuum_id: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[Message]:
+        body = await self._call(
+            "GET", f"/v1/continuums/{continuum_id}/messages", params=self._params(limit, cursor)
+        )
+        page = from_wire(body, MessagePage)
+        return Page(page.messages, page.next_cursor)
+
+    async def turns(
+        self, continuum_id: str, limit: int = 100, *, cursor: str | None = None
+    ) -> Page[TurnRecord]:
+        """The latest turns in time order; the next page holds earlier ones."""
+        body = await self._call(
+            "GET", f"/v1/continuums/{continuum_id}/turns", params=self._params(limit, cursor)
+        )
+        page = from_wire(body, TurnPage)
+        return Page(page.turns, page.next_cursor)
+
+    async def continuums(
+        self, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[ContinuumSummary]:
+        body = await self._call("GET", "/v1/continuums", params=self._params(limit, cursor))
+        page = from_wire(body, ContinuumPage)
+        return Page(page.continuums, page.next_cursor)
+
+    async def delete_continuum(self, continuum_id: str) -> None:
+        await self._call("DELETE", f"/v1/continuums/{continuum_id}")
+
+    # -- reminders, memories, documents --------------------------------------------------
+
+    async def add_reminder(self, text: str, due_at: datetime | None = None) -> Reminder:
+        payload = {"text": text, "due_at": None if due_at is None else due_at.isoformat()}
+        return from_wire(await self._call("POST", "/v1/reminders", json=payload), Reminder)
+
+    async def complete_reminder(self, reminder_id: int) -> Reminder:
+        body = await self._call("POST", f"/v1/reminders/{reminder_id}/complete")
+        return from_wire(body, Reminder)
+
+    async def reminders(
+        self, include_completed: bool = False, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[Reminder]:
+        params = self._params(limit, cursor, include_completed=str(include_completed).lower())
+        page = from_wire(await self._call("GET", "/v1/reminders", params=params), ReminderPage)
+        return Page(page.reminders, page.next_cursor)
+
+    async def delete_reminder(self, reminder_id: int) -> None:
+        await self._call("DELETE", f"/v1/reminders/{reminder_id}")
+
+    async def remember(
+        self, text: str, importance: float = 0.5, expires_at: datetime | None = None
+    ) -> Memory:
+        payload = {
+            "text": text,
+            "importance": importance,
+            "expires_at": None if expires_at is None else expires_at.isoformat(),
+        }
+        return from_wire(await self._call("POST", "/v1/memories", json=payload), Memory)
+
+    async def memories(self, limit: int = 100, *, cursor: str | None = None) -> Page[Memory]:
+        body = await self._call("GET", "/v1/memories", params=self._params(limit, cursor))
+        page = from_wire(body, MemoryPage)
+        return Page(page.memories, page.next_cursor)
+
+    async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
+        body = await self._call("GET", "/v1/memories", params={"q": query, "limit": limit})
+        return from_wire(body, MemoryHitPage).memories
+
+    async def delete_memory(self, memory_id: int) -> None:
+        await self._call("DELETE", f"/v1/memories/{memory_id}")
+
+    async def put_document(self, label: str, content: str) -> Document:
+        body = await self._call("POST", "/v1/documents", json={"label": label, "content": content})
+        return from_wire(body, Document)
+
+    async def documents(self, *, limit: int = 100, cursor: str | None = None) -> Page[Document]:
+        body = await self._call("GET", "/v1/documents", params=self._params(limit, cursor))
+        page = from_wire(body, DocumentPage)
+        return Page(page.documents, page.next_cursor)
+
+    async def delete_document(self, label: str) -> None:
+        await self._call("DELETE", f"/v1/documents/{label}")
+
+
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each server-sent event (comments such as `: ping` and ids skipped).
+
+    Per the SSE format, an event's data lines join with newlines and a blank line ends it.
+    """
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)

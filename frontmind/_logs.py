@@ -1,0 +1,51 @@
+"""The daemon's logging: `--log-level`, `--log-format text|json`, timestamps on every
+line, and the id of the turn a line was logged for (from `actors.current_turn`)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Literal
+
+import msgspec
+
+from actors import current_turn
+
+__all__ = ["LogFormat", "configure_logging"]
+
+LogFormat = Literal["text", "json"]
+
+
+class _TurnId(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.turn_id = current_turn.get() or "-"
+        return True
+
+
+class _Json(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "turn_id": getattr(record, "turn_id", "-"),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return msgspec.json.encode(line).decode()
+
+
+def configure_logging(level: str = "WARNING", fmt: LogFormat = "text") -> None:
+    """Log to stderr at `level`, as text or one JSON object a line."""
+    handler = logging.StreamHandler()
+    handler.addFilter(_TurnId())
+    if fmt == "json":
+        handler.setFormatter(_Json())
+    else:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(turn_id)s] %(message)s")
+        )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,335 @@
+"""The daemon's interfaces: OpenAPI, the client, list/delete routes, SSE ids and pings,
+Prometheus metrics. The real app on a real socket, the real client, the real validator
+and the real Prometheus parser."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from openapi_spec_validator import validate
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from frontmind import (
+    Busy,
+    Client,
+    ClientError,
+    Frontmind,
+    InvalidInput,
+    NotFound,
+    TextDelta,
+    ToolStarted,
+    TurnCompleted,
+    TurnStarted,
+)
+from frontmind._daemon import build_app
+from frontmind._metrics import Metrics
+from frontmind._openapi import openapi
+from frontmind.localapi._asgi import serve_app
+from tests._daemon import daemon
+from tests._harness import config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@asynccontextmanager
+async def served(
+    data_dir: Path,
+    *,
+    ttft: float = 0.0,
+    metrics: Metrics | None = None,
+    turns: dict[str, Any] | None = None,
+    **options: Any,
+) -> AsyncIterator[tuple[Frontmind, str]]:
+    offline = {"time_to_first_token_s": ttft, "tokens_per_second": 0.0}
+    cfg = config(offline=offline, turns=turns or {})
+    async with (
+        Frontmind.open(data_dir, cfg, offline=True) as fm,
+        serve_app(build_app(fm, metrics=metrics, **options), graceful_seconds=10) as app,
+    ):
+        yield fm, app.url
+
+
+def starlette_of(app: Any) -> Starlette:
+    while not isinstance(app, Starlette):
+        app = app.app
+    return app
+
+
+async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> None:
+    spec = openapi()
+    validate(spec)
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        app = starlette_of(build_app(fm, token="secret"))
+        served_routes = {
+            (route.path, method.lower())
+            for route in app.routes
+            if isinstance(route, Route)
+            for method in (route.methods or set()) - {"HEAD"}
+        }
+    described = {(path, method) for path, ops in spec["paths"].items() for method in ops}
+    assert served_routes == described
+    schemas = spec["components"]["schemas"]
+    # The wire rules: timestamps are ISO strings, a tool input is an object.
+    assert schemas["Reminder"]["properties"]["created_at"]["format"] == "date-time"
+    assert "input" in schemas["ToolStarted"]["properties"]
+    assert "input_json" not in schemas["ToolStarted"]["properties"]
+    sse = spec["paths"]["/v1/continuums/{continuum_id}/turns"]["post"]["responses"]["200"]
+    names = set(sse["content"]["text/event-stream"]["schema"]["discriminator"]["mapping"])
+    assert names == {"turn.started", "text.delta", "tool.started", "tool.finished",
+                     "turn.completed", "error"}  # fmt: skip
+    async with served(tmp_path / "d") as (_, url), httpx2.AsyncClient(base_url=url) as http:
+        assert (await http.get("/openapi.json")).json() == spec
+        page = (await http.get("/docs")).text
+        assert "openapi.json" in page
+        assert "<script src" not in page
+        assert "https://" not in page  # no CDN: the page is self-contained
+
+
+async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
+    async with served(tmp_path) as (fm, url), Client(url) as c:
+        events = [e async for e in c.turn("ada", "remind me to water the plants in 10 minutes")]
+        assert isinstance(events[0], TurnStarted)
+        assert isinstance(events[-1], TurnCompleted)
+        assert any(isinstance(e, TextDelta) for e in events)
+        started = next(e for e in events if isinstance(e, ToolStarted))
+        assert '"water the plants"' in started.input_json
+        assert [r.turn_id for r in await c.turns("ada")] == [events[-1].turn_id]
+        history, stored = await c.history("ada"), await fm.history("ada")
+        # The same records; timestamps cross the wire at microsecond precision.
+        assert [(m.role, m.content, m.seq) for m in history] == [
+            (m.role, m.content, m.seq) for m in stored
+        ]
+        for got, want in zip(history, stored, strict=True):
+            assert got.created_at == pytest.approx(want.created_at, abs=1e-5)
+
+        due = datetime.now(UTC) + timedelta(hours=1)
+        reminder = await c.add_reminder("call Bob", due)
+        assert reminder.due_at == pytest.approx(due.timestamp(), abs=1e-3)
+        assert {r.text for r in await c.reminders()} == {"water the plants", "call Bob"}
+        await c.delete_reminder(reminder.id)
+        assert {r.text for r in await c.reminders()} == {"water the plants"}
+        with pytest.raises(NotFound, match="#9999"):
+            await c.complete_reminder(9999)
+        with pytest.raises(InvalidInput, match="timezone"):
+            await c.add_reminder("naive", datetime(2030, 1, 1))
+
+        memory = await c.remember("The cat is named Tom")
+        assert [h.memory.id for h in await c.search_memories("cat Tom")] == [memory.id]
+        await c.delete_memory(memory.id)
+        assert await c.search_memories("cat Tom") == []  # gone from the index too
+        with pytest.raises(NotFound):
+            await c.delete_memory(memory.id)
+
+        await c.put_document("notes", "plants on Tuesdays")
+        assert [d.label for d in await c.documents()] == ["notes"]
+        await c.delete_document("notes")
+        assert list(await c.documents()) == []
+
+
+async def test_every_list_pages_with_a_cursor(tmp_path: Path) -> None:
+    async with served(tmp_path) as (fm, url), Client(url) as c:
+        for n in range(5):
+            await fm.remember(f"memory {n}")
+            await fm.add_reminder(f"reminder {n}")
+            await fm.put_document(f"doc{n}", "x")
+        for cid in ("a", "b", "c"):
+            async for _ in c.turn(cid, "hello"):
+                pass
+        async for _ in c.turn("a", "again"):
+            pass
+
+        async def walk(fetch: Any) -> list[Any]:
+            items, cursor = [], None
+            while True:
+                page = await fetch(cursor)
+                assert len(page) <= 2
+                items += page
+                if page.next_cursor is None:
+                    return items
+                cursor = page.next_cursor
+
+        memories = await walk(lambda cur: c.memories(2, cursor=cur))
+        assert [m.text for m in memories] == [f"memory {n}" for n in reversed(range(5))]
+        reminders = await walk(lambda cur: c.reminders(limit=2, cursor=cur))
+        assert [r.text for r in reminders] == [f"reminder {n}" for n in range(5)]
+        documents = await walk(lambda cur: c.documents(limit=2, cursor=cur))
+        assert [d.label for d in documents] == [f"doc{n}" for n in range(5)]
+        messages = await walk(lambda cur: c.history("a", limit=2, cursor=cur))
+        assert [m.seq for m in messages] == [0, 1, 2, 3]
+        turns = await walk(lambda cur: c.turns("a", 1, cursor=cur))
+        assert [t.user_text for t in turns] == ["again", "hello"]  # latest page first
+        continuums = await walk(lambda cur: c.continuums(limit=2, cursor=cur))
+        assert continuums[0].id == "a"  # the most recently active
+        assert sorted(s.id for s in continuums) == ["a", "b", "c"]
+        a = continuums[0]
+        assert a.turns == 2
+        assert a.message_count == 4
+        assert 0.0 < a.cached_share < 1.0  # the second turn read the cache
+        assert a.input_cost_tokens > 0
+        assert a.output_tokens > 0
+        with pytest.raises(InvalidInput, match="cursor"):
+            await c.memories(cursor="not-a-cursor!")
+
+
+async def test_deleting_a_continuum_leaves_nothing_behind(tmp_path: Path) -> None:
+    async with served(tmp_path) as (fm, url), Client(url) as c:
+        for cid, word in (("gone", "zanzibar"), ("kept", "kyoto")):
+            async for _ in c.turn(cid, f"tell me about {word}"):
+                pass
+        assert await fm.storage.search_messages("zanzibar")
+        await c.delete_continuum("gone")
+        assert [s.id for s in await c.continuums()] == ["kept"]
+        assert await fm.storage.search_messages("zanzibar") == []
+        assert await fm.storage.search_messages("kyoto")
+        assert await fm.turns() == await fm.turns("kept")
+        with pytest.raises(NotFound):
+            await c.history("gone")
+        with pytest.raises(NotFound):
+            await c.delete_continuum("gone")
+        # It can start afresh.
+        events = [e async for e in c.turn("gone", "hello again")]
+        assert isinstance(events[-1], TurnCompleted)
+        assert [m.seq for m in await c.history("gone")] == [0, 1]
+
+
+async def test_timestamps_are_iso_8601_with_an_offset_on_the_wire(tmp_path: Path) -> None:
+    async with served(tmp_path) as (_, url), httpx2.AsyncClient(base_url=url) as http:
+        due = "2030-06-01T09:30:00+02:00"
+        made = (await http.post("/v1/reminders", json={"text": "x", "due_at": due})).json()
+        assert datetime.fromisoformat(made["due_at"]) == datetime.fromisoformat(due)
+        assert made["due_at"].endswith("+00:00")
+        assert datetime.fromisoformat(made["created_at"]).tzinfo is not None
+        async with Client(url) as c:
+            async for _ in c.turn("ada", "hi"):
+                pass
+        listed = (await http.get("/v1/continuums")).json()["continuums"][0]
+        assert listed["last_activity_at"].endswith("+00:00")
+        turn = (await http.get("/v1/continuums/ada/turns")).json()["turns"][0]
+        assert turn["started_at"].endswith("+00:00")
+
+
+async def test_sse_events_have_ids_and_pings_keep_a_slow_stream_alive(tmp_path: Path) -> None:
+    # The first token comes after 0.5 s; pings every 0.02 s fill the silence.
+    async with (
+        served(tmp_path, ttft=0.5, ping_seconds=0.02) as (_, url),
+        httpx2.AsyncClient(base_url=url, timeout=30) as http,
+        http.stream("POST", "/v1/continuums/ada/turns", json={"message": "hi"}) as response,
+    ):
+        blocks: list[list[str]] = [[]]
+        async for line in response.aiter_lines():
+            if line:
+                blocks[-1].append(line)
+            elif blocks[-1]:
+                blocks.append([])
+    blocks = [b for b in blocks if b]
+    pings = [b for b in blocks if b == [": ping"]]
+    events = [b for b in blocks if b != [": ping"]]
+    assert pings, "no ping while the model was silent"
+    for block in events:
+        assert block[0].startswith("id: "), block
+        assert block[1].startswith("event: "), block
+    ids = [block[0][4:] for block in events]
+    assert len(set(ids)) == len(ids)
+    assert events[-1][1] == "event: turn.completed"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            found[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return found
+
+
+async def test_metrics_are_prometheus_in_seconds_with_process_metrics(tmp_path: Path) -> None:
+    metrics = Metrics()
+    async with served(tmp_path, ttft=0.05, metrics=metrics, token="t") as (_, url):
+        async with Client(url, token="t") as c:
+            async for _ in c.turn("ada", "hello"):
+                pass
+            with pytest.raises(ClientError, match="unauthorized"):
+                async with Client(url, token="wrong") as bad:
+                    await bad.memories()
+            with pytest.raises(NotFound):
+                await c.delete_memory(41)
+            # A reply left mid-stream: the turn is cancelled, and counted so.
+            async with httpx2.AsyncClient(base_url=url, headers={"authorization": "Bearer t"}) as h:
+                body = {"message": "a long question " * 6}
+                async with h.stream("POST", "/v1/continuums/ada/turns", json=body) as response:
+                    async for line in response.aiter_lines():
+                        if line.startswith("event: turn.started"):
+                            break
+                text = (await h.get("/metrics")).text
+        found = samples(text)
+        assert found[("frontmind_turns_total", (("outcome", "completed"),))] == 1
+        assert found[("frontmind_http_responses_total", (("code", "401"),))] == 1
+        assert found[("frontmind_http_responses_total", (("code", "404"),))] == 1
+        assert found[("frontmind_turn_seconds_count", ())] == 1
+        assert 0 < found[("frontmind_turn_seconds_sum", ())] < 60  # seconds, not ms
+        assert ("frontmind_first_token_seconds_bucket", (("le", "0.1"),)) in found
+        assert any(name.startswith("process_") for name, _ in found)
+    # The server has finished every response: the hung-up turn was counted cancelled.
+    cancelled = metrics.registry.get_sample_value("frontmind_turns_total", {"outcome": "cancelled"})
+    assert cancelled == 1
+
+
+async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
+    tmp_path: Path,
+) -> None:
+    flags = ("--log-level", "info", "--log-format", "json", "--access-log")
+    async with daemon(tmp_path, *flags) as d, Client(d.url) as c:
+        events = [e async for e in c.turn("ada", "hello")]
+        assert await d.stop() == 0
+        lines = [json.loads(line) for line in (await d.read_stderr()).decode().splitlines()]
+    access = [line for line in lines if line["logger"] == "frontmind.access"]
+    assert any("POST /v1/continuums/ada/turns 200" in line["message"] for line in access)
+    for line in lines:
+        assert datetime.fromisoformat(line["time"]).tzinfo is not None
+        assert {"level", "message", "turn_id"} <= set(line)
+    done = events[-1]
+    assert isinstance(done, TurnCompleted)
+    turn_lines = [line for line in lines if line["logger"] == "frontmind.turn"]
+    assert turn_lines
+    assert all(line["turn_id"] == done.turn_id for line in turn_lines)
+    assert any("turn completed" in line["message"] for line in turn_lines)
+
+
+async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
+    tmp_path: Path,
+) -> None:
+    metrics = Metrics()
+    # A model that takes 30 s to its first token: the first turn is still running
+    # while the rest of the test happens, and is cancelled when its stream is left.
+    async with (
+        served(tmp_path, ttft=30, metrics=metrics, turns={"max_queued": 1}) as (fm, url),
+        Client(url) as c,
+    ):
+        async with (
+            c.turn("ada", "first") as running,
+            httpx2.AsyncClient(base_url=url) as http,
+        ):
+            assert isinstance(await running.__anext__(), TurnStarted)
+            body = {"message": "second"}
+            # The answer's headers come once the turn is queued; its events would not.
+            async with http.stream("POST", "/v1/continuums/ada/turns", json=body) as queued:
+                assert queued.status_code == 200
+                with pytest.raises(Busy, match="waiting"):
+                    await c.turn("ada", "third").__anext__()
+                with pytest.raises(Busy, match="turn in progress"):
+                    await c.delete_continuum("ada")
+        await fm.storage.close()  # storage gone: a 5xx, and the daemon lives on
+        with pytest.raises(ClientError, match="HTTP 500"):
+            await c.memories()
+        await c.health()  # still answering
+    count = metrics.registry.get_sample_value
+    assert count("frontmind_http_responses_total", {"code": "429"}) == 2
+    assert count("frontmind_http_responses_total", {"code": "500"}) == 1

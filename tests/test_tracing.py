@@ -1,0 +1,104 @@
+"""OpenTelemetry spans for a turn and its parts, recorded by the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from frontmind import Frontmind, TurnCompleted, TurnError
+from tests._daemon import ROOT, child_env
+from tests._harness import config
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[InMemorySpanExporter]:
+    # The global provider can be set once per process; these are the only tests that
+    # set it, and spans recorded after them go nowhere once it is shut down.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()
+
+
+def named(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+async def test_a_turn_has_spans_for_compose_trinkets_model_calls_and_tools(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    exporter.clear()
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        events = [e async for e in fm.turn("ada", "remind me to water the plants in 10 minutes")]
+    done = events[-1]
+    assert isinstance(done, TurnCompleted)
+    spans = tuple(s for s in exporter.get_finished_spans() if s.attributes)
+    mine = tuple(s for s in spans if (s.attributes or {}).get("frontmind.turn_id") == done.turn_id)
+    (turn,) = named(mine, "frontmind.turn")
+    assert turn.attributes is not None
+    assert turn.attributes["frontmind.continuum_id"] == "ada"
+    assert turn.status.status_code != StatusCode.ERROR
+    assert len(named(mine, "frontmind.compose")) == 1
+    trinkets = named(mine, "frontmind.trinket")
+    assert {(s.attributes or {})["frontmind.section"] for s in trinkets} == {
+        s.name for s in done.sections
+    }
+    assert len(named(mine, "frontmind.model_call")) == done.model_calls == 2
+    (tool,) = named(mine, "frontmind.tool")
+    assert (tool.attributes or {})["frontmind.tool"] == "add_reminder"
+    assert turn.context is not None
+    for child in mine:
+        if child is turn:
+            continue
+        assert child.parent is not None
+        assert child.parent.span_id == turn.context.span_id, child.name
+        assert child.context is not None
+        assert child.context.trace_id == turn.context.trace_id
+
+
+async def test_a_failed_turn_marks_its_span(tmp_path: Path, exporter: InMemorySpanExporter) -> None:
+    exporter.clear()
+    # Nothing listens on the discard port: every model call fails, and so does the turn.
+    cfg = config(model={"max_retries": 0})
+    async with Frontmind.open(tmp_path, cfg, api_key="k", base_url="http://127.0.0.1:9") as fm:
+        events = [e async for e in fm.turn("ada", "hello")]
+    assert isinstance(events[-1], TurnError)
+    (turn,) = named(exporter.get_finished_spans(), "frontmind.turn")
+    assert turn.status.status_code == StatusCode.ERROR
+    calls = named(exporter.get_finished_spans(), "frontmind.model_call")
+    assert calls
+    assert all(c.status.status_code == StatusCode.ERROR for c in calls)
+
+
+async def test_without_an_sdk_provider_the_hooks_record_nothing(tmp_path: Path) -> None:
+    script = (
+        "import sys; sys.modules['opentelemetry.sdk'] = None\n"
+        "import anyio\n"
+        "from frontmind import Frontmind\n"
+        "from actors._observe import _start\n"
+        "async def main():\n"
+        f"    async with Frontmind.open({str(tmp_path)!r}, offline=True) as fm:\n"
+        "        events = [e async for e in fm.turn('ada', 'hello')]\n"
+        "    assert type(events[-1]).__name__ == 'TurnCompleted', events[-1]\n"
+        "    assert not _start('probe', None, None, {}).is_recording()\n"
+        "    print('ok')\n"
+        "anyio.run(main)\n"
+    )
+    result = await anyio.run_process(
+        [sys.executable, "-c", script], cwd=ROOT, env=child_env(), check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().strip() == "ok"
