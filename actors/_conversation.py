@@ -152,7 +152,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         )
                     yield event
 
-    async def _leased(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+    async def _leased(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""

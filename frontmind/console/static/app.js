@@ -94,7 +94,7 @@ async function listView() {
         h("table", { class: "grid", id: "continuums" },
           h("thead", {}, h("tr", {},
             h("th", {}, "id"), h("th", { class: "num" }, "turns"), h("th", {}, "last activity"),
-            h("th", { class: "num" }, "cached share"), h("th", { class: "num", title: "input cost in base-price tokens" }, "cost so far"),
+            h("th", { class: "num" }, "cached share"), h("th", { class: "num", title: "uncached 1×, cache write 1.25× (5 m) or 2× (1 h), cache read 0.1×" }, "cost so far (base-price tokens)"),
             h("th", { class: "num" }, "output"))),
           body)),
       more));

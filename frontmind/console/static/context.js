@@ -19,19 +19,20 @@ function block(layer) {
   const summary = h("summary", {},
     h("span", { class: "label" }, layer.label),
     h("span", { class: "tokens" }, `≈${fmt(layer.tokens)} tok`));
-  const details = h("details", { class: `block ${layer.kind}` }, summary);
   if (layer.sections) {
-    details.open = true;
-    details.append(h("ul", { class: "sections" }, layer.sections.map((s) =>
-      h("li", { class: "section", "data-section": s.name },
-        h("span", { class: "label" }, s.name),
-        h("span", { class: "tokens" }, `≈${fmt(s.tokens)} tok`),
-        h("div", { class: "clip" }, clip(s.text))))));
-  } else {
-    details.append(h("div", { class: "clip" }, clip(layer.text)));
+    // The notification center: each section labelled, its exact text one click away.
+    return h("div", { class: `block ${layer.kind}` },
+      h("ul", { class: "sections" }, layer.sections.map((s) =>
+        h("li", { class: "section", "data-section": s.name },
+          h("span", { class: "label" }, s.name),
+          h("span", { class: "tokens" }, `≈${fmt(s.tokens)} tok`),
+          h("div", { class: "clip" }, clip(s.text))))),
+      h("details", { class: "block raw" }, h("summary", {}, h("span", { class: "label" }, "exact text"), h("span", { class: "tokens" }, `≈${fmt(layer.tokens)} tok`)),
+        h("pre", { class: "full" }, layer.text)));
   }
-  details.append(h("pre", { class: "full" }, layer.text));
-  return details;
+  return h("details", { class: `block ${layer.kind}` }, summary,
+    h("div", { class: "clip" }, clip(layer.text)),
+    h("pre", { class: "full" }, layer.text));
 }
 
 function sectionsOf(record) {

@@ -15,21 +15,22 @@ export function turnsChart(target, turns) {
     target.replaceChildren(h("p", { class: "muted" }, "No turns yet."));
     return;
   }
-  const height = 140;
-  const bar = 22;
-  const gap = 8;
+  const height = 170;
+  const bar = 26;
+  const gap = 12;
   const left = 44;
   const width = left + turns.length * (bar + gap) + gap;
   const max = Math.max(1, ...turns.map((t) => totalInput(t.usage)));
-  const scale = (height - 20) / max;
+  const scale = (height - 44) / max;
+  const base = height - 16;
   const svg = s("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": "input tokens per turn", id: "turns-chart" });
   svg.append(
-    s("line", { x1: left - 4, x2: width, y1: height - 10, y2: height - 10, class: "axis" }),
-    s("text", { x: left - 8, y: 14, class: "tick", "text-anchor": "end" }, fmt(max)),
-    s("text", { x: left - 8, y: height - 10, class: "tick", "text-anchor": "end" }, "0"));
+    s("line", { x1: left - 4, x2: width, y1: base, y2: base, class: "axis" }),
+    s("text", { x: left - 8, y: base - max * scale + 4, class: "tick", "text-anchor": "end" }, fmt(max)),
+    s("text", { x: left - 8, y: base, class: "tick", "text-anchor": "end" }, "0"));
   turns.forEach((t, i) => {
     const x = left + gap + i * (bar + gap);
-    let y = height - 10;
+    let y = base;
     const g = s("g", { class: "turn", "data-turn": t.turn_id });
     for (const [name, pick] of PARTS) {
       const value = pick(t.usage);
@@ -40,6 +41,10 @@ export function turnsChart(target, turns) {
           s("title", {}, `turn ${i + 1}: ${name} ${fmt(value)} tokens`)));
       }
     }
+    // The turn's number under its bar, its input cost (base-price tokens) above it.
+    g.append(
+      s("text", { x: x + bar / 2, y: height - 4, class: "tick", "text-anchor": "middle" }, i + 1),
+      s("text", { x: x + bar / 2, y: y - 3, class: "cost", "text-anchor": "middle" }, fmt(inputCost(t.usage))));
     svg.append(g);
   });
   target.replaceChildren(svg);
@@ -66,7 +71,7 @@ export function turnsTable(target, turns, onPick, isRecorded) {
       h("td", { class: "num" }, fmt(u.output_tokens)),
       h("td", { class: "num first" }, t.first_token_ms === null ? "–" : fmt(t.first_token_ms, 0)),
       h("td", { class: "num total" }, fmt(t.total_ms, 0)),
-      h("td", {}, statuses(t.sections)),
+      h("td", { class: "sections" }, statuses(t.sections)),
       h("td", { class: "miss" }, t.status !== "completed" ? `${t.status}${t.error ? `: ${t.error}` : ""}` : t.cache_miss_reason || "–"));
     row.addEventListener("click", () => onPick(t));
     row.addEventListener("keydown", (e) => { if (e.key === "Enter") onPick(t); });
