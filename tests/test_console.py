@@ -317,7 +317,7 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
         assert (await http.get("/ui/missing.js")).status_code == 404
         assert (await http.get("/ui/settings.json")).json() == {"token_required": True}
         # Files only: nothing under /ui/ writes.
-        assert (await http.post("/ui/", content=b"{}")).status_code == 405
+        assert (await http.post("/ui/", json={})).status_code == 405
 
 
 def test_static_files_are_in_the_source_tree() -> None:
