@@ -83,7 +83,7 @@ async function listView() {
   const openForm = h(
     "form",
     { class: "inline", onsubmit: (e) => { e.preventDefault(); const id = e.target.elements.id.value.trim(); if (id) go(`/ui/continuums/${q(id)}`); } },
-    h("label", {}, "Open or start ", h("input", { name: "id", placeholder: "continuum id", pattern: "[A-Za-z0-9._:\\-]+", required: true })),
+    h("label", {}, "Open or start ", h("input", { name: "id", placeholder: "continuum id", pattern: "[A-Za-z0-9_\\-]{1,64}", maxlength: 64, required: true })),
     h("button", { type: "submit" }, "Open"),
   );
   view.replaceChildren(
