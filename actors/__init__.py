@@ -4,6 +4,7 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
 from ._composer import ComposerActor, SectionRecord
+from ._content import UserInput, user_content
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
@@ -18,8 +19,10 @@ from ._events import (
 from ._exceptions import (
     Busy,
     FrontmindError,
+    InvalidModelSettings,
     ModelError,
     ModelOverloaded,
+    ModelRefused,
     ModelRejected,
     ModelStreamError,
     ModelUnavailable,
@@ -27,10 +30,11 @@ from ._exceptions import (
     SettingsError,
     TrinketLoadError,
 )
-from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, build_request
+from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
+from ._models import MODELS, ModelChoice, ModelInfo, model_info
 from ._notification import DELIMITER, SHORTENED_MARKER, render_notification_center
 from ._observe import current_turn
 from ._placement import (
@@ -62,6 +66,7 @@ __all__ = [
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
+    "MODELS",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -77,10 +82,14 @@ __all__ = [
     "Engine",
     "FrontmindError",
     "HistorySettings",
+    "InvalidModelSettings",
+    "ModelChoice",
     "ModelClient",
     "ModelError",
     "ModelEvent",
+    "ModelInfo",
     "ModelOverloaded",
+    "ModelRefused",
     "ModelRejected",
     "ModelRequest",
     "ModelSettings",
@@ -112,13 +121,17 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "UserInput",
+    "block_kind",
     "build_request",
     "builtin_trinkets",
     "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "model_info",
     "neutralize_frame",
     "render_notification_center",
+    "user_content",
     "validate_settings",
 ]

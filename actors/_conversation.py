@@ -21,8 +21,11 @@ import msgspec
 
 from runtime import Actor, ActorRef, KernelError
 from storage import (
+    ContentBlock,
+    ContinuumModel,
     Effect,
     Message,
+    RawBlock,
     SectionStatus,
     StorageError,
     TextBlock,
@@ -46,21 +49,38 @@ from ._events import (
     TurnEvent,
     TurnStarted,
 )
-from ._exceptions import ComposeTimeout, FrontmindError, ModelStreamError
-from ._layout import ModelRequest, build_request, previous_boundary
+from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
+from ._models import ModelChoice, choose_model
 from ._observe import current_turn, span, turn_span
 from ._settings import Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
 
-__all__ = ["ConversationActor", "ConversationDeps", "Preview", "RunTurn", "message_tokens"]
+__all__ = [
+    "ConversationActor",
+    "ConversationDeps",
+    "Preview",
+    "Reconfigure",
+    "RunTurn",
+    "message_tokens",
+]
 
-log = logging.getLogger("frontmind.turn")
+turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 
 UPDATE_HEADER = "[notification center update]"
+# Room kept in the model's context window for the system prompt, the notification
+# center and the tools, beside the history and the reply.
+CONTEXT_RESERVE_TOKENS = 20_000
+# Estimated cost of an image: about 1,600 tokens at the largest size the API keeps
+# unscaled ("Images and vision": tokens = width × height / 750).
+IMAGE_TOKENS = 1600
+# The stop reasons after which the reply is whole but cut short.
+TRUNCATED = frozenset({"max_tokens", "model_context_window_exceeded"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
 
 log = logging.getLogger("frontmind.conversation")
 
@@ -70,16 +90,24 @@ INTERRUPTED = "interrupted: the process ended before the turn finished"
 
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
     turn_id: str
-    text: str
+    text: str  # the message's text (for records, search and trinkets)
+    content: tuple[ContentBlock, ...] = ()  # the message as stored; () means `text`
 
 
 class Preview(msgspec.Struct, frozen=True, tag=True):
     """The request a turn with this text would send now; nothing is stored."""
 
     text: str
+    content: tuple[ContentBlock, ...] = ()
 
 
-ConversationMessage = RunTurn | Preview
+class Reconfigure(msgspec.Struct, frozen=True, tag=True):
+    """The continuum's own model settings changed (already stored and checked)."""
+
+    model: ContinuumModel
+
+
+ConversationMessage = RunTurn | Preview | Reconfigure
 
 
 @dataclass(frozen=True)
@@ -93,6 +121,16 @@ class ConversationDeps:
     trinkets: Sequence[ActorRef[Any, Any]]
 
 
+def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
+    """The user's message as stored: its text blocks with any forged frame neutralised;
+    images and documents exactly as sent."""
+    if not content:
+        return (TextBlock(neutralize_frame(text)),)
+    return tuple(
+        TextBlock(neutralize_frame(b.text)) if isinstance(b, TextBlock) else b for b in content
+    )
+
+
 def message_tokens(message: Message) -> int:
     total = 0
     for block in message.content:
@@ -100,8 +138,13 @@ def message_tokens(message: Message) -> int:
             text = block.text
         elif isinstance(block, ToolUseBlock):
             text = block.name + block.input_json
+        elif isinstance(block, RawBlock):
+            if block.kind == "image":
+                total += IMAGE_TOKENS + BLOCK_FRAMING_TOKENS
+                continue
+            text = block.json
         else:
-            text = block.content
+            text = block.content_json or block.content
         total += estimate_tokens(text) + BLOCK_FRAMING_TOKENS
     return total
 
@@ -112,6 +155,7 @@ class _Loaded(msgspec.Struct):
     message_count: int
     last_message_id: str | None
     tokens: int
+    model: ModelChoice
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -129,23 +173,29 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if isinstance(message, Preview):
             if self._deps.storage.shared:
                 await self._refresh()
-            return await self._preview(message.text)
-        return self._traced(message)
+            return await self._preview(message)
+        if isinstance(message, Reconfigure):
+            if self._state is not None:
+                self._state.model = choose_model(self._deps.settings.model, message.model)
+            return None
+        if self._deps.storage.shared:
+            return self._traced(message, self._leased(message))
+        return self._traced(message, self._run(message))
 
-    async def _traced(self, message: RunTurn) -> AsyncIterator[TurnEvent]:
+    async def _traced(
+        self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None]
+    ) -> AsyncIterator[TurnEvent]:
         """The turn, in its span, with its id on every line logged for it."""
         current_turn.set(message.turn_id)
-        log.debug("turn started in %s", self._id)
+        turn_log.debug("turn started in %s", self._id)
         with turn_span(message.turn_id, self._id) as failed:
-            async with aclosing(
-                self._leased(message) if self._deps.storage.shared else self._run(message)
-            ) as events:
+            async with aclosing(turn) as events:
                 async for event in events:
                     if isinstance(event, TurnError):
                         failed(event.message)
-                        log.warning("turn failed: %s: %s", event.type, event.message)
+                        turn_log.warning("turn failed: %s: %s", event.type, event.message)
                     elif isinstance(event, TurnCompleted):
-                        log.info(
+                        turn_log.info(
                             "turn completed: %d model calls, %.0f ms",
                             event.model_calls,
                             event.timings_ms.total,
@@ -177,16 +227,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             )
         if stale:
             self._state = None
+        else:
+            # Another replica may have changed the continuum's model settings.
+            own = await self._deps.storage.continuum_model(self._id)
+            self._state.model = choose_model(self._deps.settings.model, own)
 
     # -- history -----------------------------------------------------------------------
 
     async def _load(self) -> _Loaded:
         if self._state is None:
             storage = self._deps.storage
+            model = choose_model(self._deps.settings.model, await storage.continuum_model(self._id))
             try:
                 continuum = await storage.continuum(self._id)
             except UnknownContinuum:
-                self._state = _Loaded([], 0, 0, None, 0)
+                self._state = _Loaded([], 0, 0, None, 0, model)
             else:
                 history = await storage.history(self._id)
                 self._state = _Loaded(
@@ -195,8 +250,20 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     continuum.message_count,
                     continuum.last_message_id,
                     sum(message_tokens(m) for m in history),
+                    model,
                 )
         return self._state
+
+    def _budget(self, state: _Loaded) -> int:
+        """The history's token budget: the configured one, within the model's window."""
+        settings = self._deps.settings
+        window = (
+            state.model.info.context_window
+            - state.model.max_tokens
+            - settings.composer.notification_budget_tokens
+            - CONTEXT_RESERVE_TOKENS
+        )
+        return max(1, min(settings.history.budget_tokens, window))
 
     async def _trim_point(self, state: _Loaded) -> int | None:
         """A new history start when the history is over budget, else None.
@@ -205,10 +272,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         `keep_fraction` of the budget, so the prefix changes only on the turns where
         trimming happens, and the cache survives all the others.
         """
-        budget = self._deps.settings.history
-        if state.tokens <= budget.budget_tokens:
+        budget_tokens = self._budget(state)
+        if state.tokens <= budget_tokens:
             return None
-        target = budget.budget_tokens * budget.keep_fraction
+        target = budget_tokens * self._deps.settings.history.keep_fraction
         segments = await self._deps.storage.recent_segments(self._id, limit=10_000)
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
@@ -254,11 +321,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         *,
         rolling: bool,
         previous_id: str | None,
+        model: ModelChoice,
     ) -> ModelRequest:
         settings = self._deps.settings
+        thinking = None
+        if model.thinking == "enabled":
+            thinking = ThinkingConfig("enabled", model.budget_tokens)
+        elif model.thinking == "adaptive":
+            thinking = ThinkingConfig("adaptive")
         return build_request(
-            model=settings.model.name,
-            max_tokens=settings.model.max_tokens,
+            model=model.name,
+            max_tokens=model.max_tokens,
             tools=self._deps.tool_definitions,
             system=composed.system,
             history=history,
@@ -268,18 +341,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             cache=settings.cache,
             rolling=rolling,
             previous_message_id=previous_id,
+            channel=settings.composer.channel,
+            thinking=thinking,
+            effort=model.effort,
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
         return Turn(turn_id, self._id, text, self._deps.clock(), self._deps.settings.timezone)
 
-    async def _preview(self, text: str) -> ModelRequest:
+    async def _preview(self, preview: Preview) -> ModelRequest:
         state = await self._load()
-        composed = await self._compose(self._turn("preview", text))
+        composed = await self._compose(self._turn("preview", preview.text))
         history, _ = await self._window(state)
-        user = Message("user", (TextBlock(neutralize_frame(text)),))
+        user = Message("user", _user_blocks(preview.content, preview.text))
         return self._request(
-            composed, history, [user], rolling=False, previous_id=state.last_message_id
+            composed,
+            history,
+            [user],
+            rolling=False,
+            previous_id=state.last_message_id,
+            model=state.model,
         )
 
     # -- the turn ------------------------------------------------------------------------------
@@ -294,17 +375,24 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             # middle of the turn still leaves its record (and the user's message).
             await self._record_unfinished(run, "failed", INTERRUPTED)
             state = await self._load()
+            model = state.model  # fixed for the whole turn
+            run.model = model.name
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
-            tail: list[Message] = [Message("user", (TextBlock(neutralize_frame(message.text)),))]
+            tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
             while True:
                 run.calls += 1
                 request = self._request(
-                    composed, history, tail, rolling=run.calls > 1, previous_id=previous_id
+                    composed,
+                    history,
+                    tail,
+                    rolling=run.calls > 1,
+                    previous_id=previous_id,
+                    model=model,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
@@ -321,8 +409,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id
                 previous_id = done.message_id
-                content = done.content or (TextBlock("(no reply)"),)
+                run.stop_reason = done.stop_reason
+                content = self._settle(done, run, model)
                 tail.append(Message("assistant", content))
+                if done.stop_reason == "pause_turn":
+                    # A server tool's loop paused: send the reply back as it is, and the
+                    # model continues the same turn (Stop reasons and fallback,
+                    # https://platform.claude.com/docs/en/build-with-claude/handling-stop-reasons).
+                    if run.calls >= deps.settings.tools.max_iterations:
+                        run.warnings += ("the turn stayed paused (pause_turn) at the loop limit",)
+                        break
+                    continue
                 uses = [b for b in content if isinstance(b, ToolUseBlock)]
                 if done.stop_reason != "tool_use" or not uses:
                     break
@@ -367,7 +464,44 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             cache_miss_reason=run.cache_miss_reason,
             model_calls=run.calls,
             warnings=run.warnings,
+            stop_reason=run.stop_reason,
         )
+
+    def _settle(
+        self, done: StreamDone, run: _TurnRun, model: ModelChoice
+    ) -> tuple[ContentBlock, ...]:
+        """The reply's content as it will be stored, by its stop reason.
+
+        - refusal: the turn is left out of the history, as the docs require ("reset the
+          conversation context by removing or updating the turn that was refused",
+          https://platform.claude.com/docs/en/test-and-evaluate/strengthen-guardrails/
+          handle-streaming-refusals); the caller gets an error saying so.
+        - max_tokens, model_context_window_exceeded: the reply is kept as far as it
+          went, without its tool calls (a cut-off or unanswered tool_use would make the
+          stored history invalid); the caller is told through the turn's warnings.
+        """
+        if done.stop_reason == "refusal":
+            raise ModelRefused(
+                "the model declined this message (stop_reason refusal); the turn is left "
+                "out of the history: rephrase it, or try another model"
+            )
+        content = done.content
+        if done.stop_reason in TRUNCATED:
+            content = tuple(b for b in content if not isinstance(b, ToolUseBlock))
+            limit = (
+                f"max_tokens ({model.max_tokens})"
+                if done.stop_reason == "max_tokens"
+                else "the model's context window"
+            )
+            run.warnings += (
+                f"the reply was cut off at {limit}; its unfinished parts were left out",
+            )
+        elif done.dropped:
+            run.warnings += (f"{done.dropped} unfinished block(s) of the reply were left out",)
+        if all(isinstance(b, RawBlock) and b.kind in _THINKING for b in content):
+            # Nothing but thinking (or nothing at all): the stored turn still needs a reply.
+            content = (*content, TextBlock("(no reply)"))
+        return content
 
     async def _tool_round(
         self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message], effects: list[Effect]
@@ -492,6 +626,7 @@ class _TurnRun:
     continuum_id: str
     model: str
     started_at: float  # wall clock, for the record
+    stop_reason: str | None = None
     started: float = field(default_factory=time.perf_counter)  # for durations
     compose_ms: float = 0.0
     first_token_ms: float | None = None
@@ -534,6 +669,7 @@ class _TurnRun:
             warnings=self.warnings,
             error=error,
             message_id=self.anchor_id if status == "completed" else None,
+            stop_reason=self.stop_reason,
         )
 
 

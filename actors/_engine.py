@@ -22,15 +22,24 @@ from runtime import (
     RestartLimitReached,
     RestartPolicy,
 )
-from storage import Storage, StorageError, TurnRecord, check_continuum_id, check_message
+from storage import ContinuumModel, Storage, StorageError, TurnRecord, check_continuum_id
 
 from ._composer import ComposerActor
-from ._conversation import ConversationActor, ConversationDeps, Preview, RunTurn, new_turn_id
+from ._content import UserInput, user_content
+from ._conversation import (
+    ConversationActor,
+    ConversationDeps,
+    Preview,
+    Reconfigure,
+    RunTurn,
+    new_turn_id,
+)
 from ._events import TurnError, TurnEvent
-from ._exceptions import Busy, SettingsError
+from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._messages import Compose, Composed, Turn
+from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._settings import Settings
@@ -93,6 +102,17 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
+    try:
+        check_model_choice(
+            choose_model(settings.model, ContinuumModel()), settings.composer.channel
+        )
+    except SettingsError as exc:
+        message = str(exc)  # name the key as the config file spells it
+        if message.startswith("model:"):
+            message = "model.name:" + message.removeprefix("model:")
+        elif not message.startswith("composer."):
+            message = "model." + message
+        raise SettingsError(message) from None
 
 
 def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]:
@@ -147,6 +167,7 @@ class Engine:
         for entry in trinkets:
             registry.spec(entry.section)  # an unknown section is an error now, not later
         self._system = system
+        self._storage = storage
         self._settings = settings
         self._registry = registry
         self._lanes: dict[str, _Lane] = {}
@@ -215,16 +236,20 @@ class Engine:
             lane.last_used = time.monotonic()
 
     @asynccontextmanager
-    async def turn(self, continuum_id: str, text: str) -> AsyncIterator[ReplyStream[TurnEvent]]:
+    async def turn(
+        self, continuum_id: str, message: UserInput
+    ) -> AsyncIterator[ReplyStream[TurnEvent]]:
         """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
 
-        Bad input (`InvalidInput`, `MessageTooLarge`) is refused here, before anything
-        is composed, sent to the model or stored.
+        `message` is text or a list of content blocks (text, images, documents). Bad
+        input (`InvalidInput`, `MessageTooLarge`) is refused here, before anything is
+        composed, sent to the model or stored.
         """
-        check_message(text)
+        content, text = user_content(message)
+        turn_id = new_turn_id()
+        run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
         async with self._using(continuum_id) as lane:
-            turn_id = new_turn_id()
-            stream = lane.conversation.stream(RunTurn(turn_id, text), wait=False)
+            stream = lane.conversation.stream(run, wait=False)
             try:
                 events = await stream.__aenter__()
             except MailboxFull:
@@ -258,12 +283,13 @@ class Engine:
                 await self._drop_unused(turn.continuum_id)
         return composed
 
-    async def preview(self, continuum_id: str, text: str) -> ModelRequest:
-        check_message(text)
+    async def preview(self, continuum_id: str, message: UserInput) -> ModelRequest:
+        content, text = user_content(message)
+        preview = Preview(text, () if isinstance(message, str) else content)
         transient = continuum_id not in self._lanes
         try:
             async with self._using(continuum_id) as lane:
-                request: ModelRequest = await lane.conversation.ask(Preview(text))
+                request: ModelRequest = await lane.conversation.ask(preview)
         except RestartLimitReached as exc:
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
         finally:
@@ -286,6 +312,33 @@ class Engine:
         finally:
             del self._stopping[continuum_id]
             stopped.set()
+
+    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
+        """The continuum's own model settings, and what its turns run with."""
+        check_continuum_id(continuum_id)
+        own = await self._storage.continuum_model(continuum_id)
+        return own, choose_model(self._settings.model, own)
+
+    async def set_model_settings(
+        self, continuum_id: str, own: ContinuumModel
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """Replace the continuum's own model settings (None fields: the config's).
+
+        Checked against the model before anything is stored; turns already queued run
+        with the settings they were queued under, later ones with these.
+        """
+        check_continuum_id(continuum_id)
+        try:
+            choice = check_model_choice(
+                choose_model(self._settings.model, own), self._settings.composer.channel
+            )
+        except SettingsError as exc:
+            raise InvalidModelSettings(str(exc)) from None
+        await self._storage.set_continuum_model(continuum_id, own)
+        lane = self._lanes.get(continuum_id)
+        if lane is not None:
+            await lane.conversation.ask(Reconfigure(own))
+        return own, choice
 
     async def evict_idle(self, idle_seconds: float) -> list[str]:
         """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.

@@ -58,6 +58,9 @@ class TurnCompleted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.co
     cache_miss_reason: str | None
     model_calls: int
     warnings: tuple[str, ...] = ()
+    # Why the last model call stopped: end_turn, stop_sequence, max_tokens (the reply
+    # was cut off; see warnings), pause_turn, model_context_window_exceeded.
+    stop_reason: str | None = None
 
 
 class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):

@@ -6,8 +6,10 @@ __all__ = [
     "Busy",
     "ComposeTimeout",
     "FrontmindError",
+    "InvalidModelSettings",
     "ModelError",
     "ModelOverloaded",
+    "ModelRefused",
     "ModelRejected",
     "ModelStreamError",
     "ModelUnavailable",
@@ -71,6 +73,12 @@ class ModelRejected(ModelError):
     kind = "invalid_request"
 
 
+class ModelRefused(ModelError):
+    """The model declined the message (`stop_reason: "refusal"`)."""
+
+    kind = "refusal"
+
+
 class ModelStreamError(ModelError):
     """The stream broke after it started (an `event: error` or a dropped connection)."""
 
@@ -81,3 +89,9 @@ class SettingsError(FrontmindError):
     """A setting has a value the runtime cannot work with (the message names it)."""
 
     kind = "configuration_error"
+
+
+class InvalidModelSettings(SettingsError):
+    """A continuum's model settings were refused (the message names the setting)."""
+
+    kind = "invalid_request"

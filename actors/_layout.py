@@ -10,11 +10,21 @@
     ...        this turn's tool loop          rolling breakpoint on the tail from the
                                               second call of a loop on
 
+With `composer.channel = "system_message"` the notification center is instead one
+`role: "system"` message right after the current user message (see `build_request`).
+
+Blocks Frontmind does not interpret (thinking, images, documents, server tools) go out
+as the exact JSON they were stored as, and never carry a breakpoint: a breakpoint goes
+on the last typed block at or before the chosen position (thinking blocks cannot carry
+`cache_control` at all), which caches a little less but stays the same position from
+turn to turn.
+
 Nothing per-turn carries a breakpoint, there is no top-level `cache_control` and no
 sampling parameter. At most 4 breakpoints, and TTLs never increase along the prefix.
-When a turn grew the history past the API's lookback (20 positions counting the
-breakpoint itself), one intermediate breakpoint sits 19 blocks after the previous turn's,
-so this request still reads it.
+When a turn grew the history by more than the API's 20-position lookback (counting the
+breakpoint itself; a run of tool_use or of tool_result blocks is one position), one
+intermediate breakpoint sits 19 positions after the previous turn's, so this request
+still reads it.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from typing import Literal
 
 import msgspec
 
-from storage import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
 from ._messages import SystemSection
 from ._notification import DELIMITER
@@ -37,6 +47,7 @@ __all__ = [
     "CacheControl",
     "ModelRequest",
     "OutMessage",
+    "block_kind",
     "build_request",
     "previous_boundary",
 ]
@@ -66,17 +77,38 @@ class OutToolResult(
     msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
 ):
     tool_use_id: str
-    content: str
+    content: str | msgspec.Raw
     is_error: bool = False
     cache_control: CacheControl | None = None
 
 
-OutBlock = OutText | OutToolUse | OutToolResult
+# msgspec.Raw: a stored block Frontmind does not interpret, sent as its exact bytes.
+OutBlock = OutText | OutToolUse | OutToolResult | msgspec.Raw
+
+
+def block_kind(block: OutBlock) -> str:
+    """The block's "type" (for display; decodes a raw block's JSON)."""
+    if isinstance(block, msgspec.Raw):
+        return str(msgspec.json.decode(block, type=dict).get("type", "raw"))
+    return str(type(block).__struct_config__.tag)
+
+
+def _marked(block: OutBlock) -> bool:
+    return not isinstance(block, msgspec.Raw) and block.cache_control is not None
 
 
 class OutMessage(msgspec.Struct, frozen=True):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     content: tuple[OutBlock, ...]
+
+
+class ThinkingConfig(msgspec.Struct, frozen=True, omit_defaults=True):
+    type: Literal["enabled", "adaptive"]
+    budget_tokens: int | None = None
+
+
+class OutputConfig(msgspec.Struct, frozen=True):
+    effort: str
 
 
 class OutTool(msgspec.Struct, frozen=True):
@@ -98,10 +130,12 @@ class ModelRequest(msgspec.Struct, frozen=True, omit_defaults=True):
     system: tuple[OutText, ...] = ()
     tools: tuple[OutTool, ...] = ()
     diagnostics: Diagnostics | None = None
+    thinking: ThinkingConfig | None = None
+    output_config: OutputConfig | None = None
 
     def breakpoints(self) -> int:
         blocks = [*self.system, *(b for m in self.messages for b in m.content)]
-        return sum(1 for b in blocks if b.cache_control is not None)
+        return sum(1 for b in blocks if _marked(b))
 
 
 def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
@@ -109,8 +143,57 @@ def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
         return OutText(block.text, cache)
     if isinstance(block, ToolUseBlock):
         return OutToolUse(block.id, block.name, msgspec.Raw(block.input_json.encode()), cache)
-    assert isinstance(block, ToolResultBlock)
-    return OutToolResult(block.tool_use_id, block.content, block.is_error, cache)
+    if isinstance(block, RawBlock):
+        return msgspec.Raw(block.json.encode())
+    content = msgspec.Raw(block.content_json.encode()) if block.content_json else block.content
+    return OutToolResult(block.tool_use_id, content, block.is_error, cache)
+
+
+def _lookback_end(history: Sequence[Message], boundary: int, history_bp: int) -> int | None:
+    """The last block still within the lookback of the breakpoint at `boundary`, when
+    `history_bp` lies beyond it; else None.
+
+    The lookback counts 20 positions including the breakpoint itself (an entry at 15
+    and a breakpoint at 35 is a miss), and a run of consecutive tool_use blocks is one
+    position, as is a run of consecutive tool_result blocks (prompt caching docs).
+    Only the blocks after the previous turn's breakpoint are walked, and nothing is
+    copied: this runs on every request.
+    """
+    position = 0
+    index = 0
+    last_within = boundary
+    for message in history:
+        if index + len(message.content) <= boundary + 1:
+            index += len(message.content)
+            continue
+        previous: type | None = None
+        for block in message.content:
+            if index > boundary:
+                kind = type(block)
+                if not (kind is previous and kind in (ToolUseBlock, ToolResultBlock)):
+                    position += 1
+                if position > LOOKBACK_BLOCKS - 1:
+                    return last_within if history_bp > last_within else None
+                last_within = index
+                previous = kind
+            index += 1
+    return None
+
+
+def _typed_at_or_before(history: Sequence[Message], index: int, floor: int) -> int | None:
+    """The last block index <= `index` (and > `floor`) that may carry a breakpoint:
+    walked back from the end, without copying the history."""
+    first = sum(len(m.content) for m in history)
+    for message in reversed(history):
+        first -= len(message.content)
+        if first > index:
+            continue
+        for j in range(min(len(message.content) - 1, index - first), -1, -1):
+            if first + j <= floor:
+                return None
+            if not isinstance(message.content[j], RawBlock):
+                return first + j
+    return None
 
 
 def previous_boundary(history: Sequence[Message]) -> int | None:
@@ -143,6 +226,9 @@ def build_request(
     cache: CacheSettings,
     rolling: bool,
     previous_message_id: str | None,
+    channel: str = "frame",
+    thinking: ThinkingConfig | None = None,
+    effort: str | None = None,
 ) -> ModelRequest:
     system_cc = CacheControl(cache.system_ttl)
     history_cc = CacheControl(cache.history_ttl)
@@ -155,11 +241,15 @@ def build_request(
     marks: set[int] = set()
     last_assistant = max((i for i, m in enumerate(history) if m.role == "assistant"), default=-1)
     if last_assistant >= 0:
-        history_bp = sum(len(m.content) for m in history[: last_assistant + 1]) - 1
-        marks.add(history_bp)
-        # A breakpoint sees LOOKBACK_BLOCKS positions counting its own: 19 blocks back.
-        if boundary is not None and history_bp - boundary >= LOOKBACK_BLOCKS:
-            marks.add(boundary + LOOKBACK_BLOCKS - 1)
+        end = sum(len(m.content) for m in history[: last_assistant + 1]) - 1
+        history_bp = _typed_at_or_before(history, end, -1)
+        if history_bp is not None:
+            marks.add(history_bp)
+            last = None if boundary is None else _lookback_end(history, boundary, history_bp)
+            if last is not None and boundary is not None:
+                middle = _typed_at_or_before(history, last, boundary)
+                if middle is not None:
+                    marks.add(middle)
 
     messages: list[OutMessage] = []
     index = 0
@@ -169,19 +259,26 @@ def build_request(
             blocks.append(_out(block, history_cc if index in marks else None))
             index += 1
         messages.append(OutMessage(message.role, tuple(blocks)))
-    if notification:
+    if notification and channel == "frame":
         messages.append(OutMessage("user", (OutText(DELIMITER),)))
         messages.append(OutMessage("assistant", (OutText(notification),)))
     for position, message in enumerate(tail):
         last_message = position == len(tail) - 1
+        last_typed = max(
+            (j for j, b in enumerate(message.content) if not isinstance(b, RawBlock)), default=-1
+        )
         blocks = [
-            _out(
-                block,
-                history_cc if rolling and last_message and j == len(message.content) - 1 else None,
-            )
+            _out(block, history_cc if rolling and last_message and j == last_typed else None)
             for j, block in enumerate(message.content)
         ]
         messages.append(OutMessage(message.role, tuple(blocks)))
+        if position == 0 and notification and channel == "system_message":
+            # A role-system message must follow a user turn and be the last message or
+            # be followed by an assistant turn, never open `messages` (Mid-conversation
+            # system messages, https://platform.claude.com/docs/en/build-with-claude/
+            # mid-conversation-system-messages): so it sits right after the current
+            # user message, where it also stays put through the turn's tool loop.
+            messages.append(OutMessage("system", (OutText(notification),)))
     return ModelRequest(
         model=model,
         max_tokens=max_tokens,
@@ -189,4 +286,6 @@ def build_request(
         system=system_blocks,
         tools=tuple(OutTool(t.name, t.description, t.input_schema) for t in tools),
         diagnostics=Diagnostics(previous_message_id) if cache.diagnostics else None,
+        thinking=thinking,
+        output_config=None if effort is None else OutputConfig(effort),
     )

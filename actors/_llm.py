@@ -13,7 +13,7 @@ import anthropic
 import httpx2
 import msgspec
 
-from storage import ContentBlock, TextBlock, ToolUseBlock, TurnUsage
+from storage import ContentBlock, RawBlock, TextBlock, ToolUseBlock, TurnUsage
 
 from ._exceptions import (
     ModelError,
@@ -37,6 +37,8 @@ class StreamDone(msgspec.Struct, frozen=True):
     usage: TurnUsage
     cache_miss_reason: str | None
     content: tuple[ContentBlock, ...]
+    stop_sequence: str | None = None
+    dropped: int = 0  # blocks cut off unfinished (a truncated tool_use or thinking block)
 
 
 ModelEvent = StreamText | StreamDone
@@ -48,37 +50,222 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _usage(message: Any) -> TurnUsage:
-    u = message.usage
-    split = u.cache_creation
+# -- stream assembly ----------------------------------------------------------------------
+#
+# The reply is assembled from the server-sent events themselves rather than from the
+# SDK's parsed message: a block Frontmind does not interpret keeps the exact JSON the API
+# sent (its keys in their order, its values untouched), and only what streamed in as
+# deltas (thinking text, the signature, a tool input's JSON) is filled in.
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation: dict[str, int] | None = None
+
+
+class _MissReason(msgspec.Struct):
+    type: str
+
+
+class _Diagnostics(msgspec.Struct):
+    cache_miss_reason: _MissReason | None = None
+
+
+class _Message(msgspec.Struct):
+    id: str
+    usage: _Usage = msgspec.field(default_factory=_Usage)
+    diagnostics: _Diagnostics | None = None
+
+
+_ABSENT = msgspec.Raw(b"")  # msgspec takes no `Raw | None`: an empty Raw means absent
+
+
+class _Delta(msgspec.Struct):
+    type: str = ""
+    text: str = ""
+    partial_json: str = ""
+    thinking: str = ""
+    signature: str = ""
+    citation: msgspec.Raw = _ABSENT
+    stop_reason: str | None = None
+    stop_sequence: str | None = None
+
+
+class _Error(msgspec.Struct):
+    type: str = "api_error"
+    message: str = ""
+
+
+class _Event(msgspec.Struct):
+    type: str
+    index: int = -1
+    message: _Message | None = None
+    content_block: msgspec.Raw = _ABSENT
+    delta: _Delta | None = None
+    usage: _Usage | None = None
+    error: _Error | None = None
+
+
+_event_decoder = msgspec.json.Decoder(_Event)
+_block_decoder = msgspec.json.Decoder(dict[str, Any])
+_json_encoder = msgspec.json.Encoder()
+
+
+class _Block:
+    """One content block while it streams in."""
+
+    __slots__ = ("citations", "fields", "parts", "raw", "signature", "streamed")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.fields: dict[str, Any] = _block_decoder.decode(raw)
+        self.parts: list[str] = []  # text, thinking or a tool input's JSON, as streamed
+        self.signature: str | None = None
+        self.citations: list[msgspec.Raw] = []
+        self.streamed = False
+
+    def add(self, delta: _Delta) -> str | None:
+        """Apply one delta; returns text to show the caller, if any."""
+        self.streamed = True
+        if delta.type == "text_delta":
+            self.parts.append(delta.text)
+            return delta.text
+        if delta.type == "input_json_delta":
+            self.parts.append(delta.partial_json)
+        elif delta.type == "thinking_delta":
+            self.parts.append(delta.thinking)
+        elif delta.type == "signature_delta":
+            self.signature = (self.signature or "") + delta.signature
+        elif delta.type == "citations_delta" and delta.citation:
+            self.citations.append(delta.citation)
+        return None
+
+    def finish(self) -> ContentBlock | None:
+        """The finished block; None for an empty text block or one cut off unfinished."""
+        kind = str(self.fields.get("type", ""))
+        joined = "".join(self.parts)
+        if kind == "text" and not self.citations and not self.fields.get("citations"):
+            text = str(self.fields.get("text", "")) + joined
+            # The API can emit empty text blocks, and rejects them on replay.
+            return TextBlock(text) if text.strip() else None
+        if kind == "tool_use":
+            input_json = joined or _json_encoder.encode(self.fields.get("input", {})).decode()
+            try:
+                msgspec.json.decode(input_json)
+            except msgspec.DecodeError:
+                return None  # cut off by max_tokens: never replayed broken
+            return ToolUseBlock(str(self.fields["id"]), str(self.fields["name"]), input_json)
+        if not self.streamed:
+            return RawBlock(kind, self.raw.decode())
+        fields = self.fields
+        if kind == "thinking":
+            fields["thinking"] = str(fields.get("thinking", "")) + joined
+            if self.signature is not None:
+                fields["signature"] = str(fields.get("signature", "")) + self.signature
+            if not fields.get("signature"):
+                return None  # unsigned: cut off, and the API would refuse it back
+        elif kind == "text":
+            fields["text"] = str(fields.get("text", "")) + joined
+            if self.citations:
+                fields["citations"] = [*(fields.get("citations") or []), *self.citations]
+        elif joined:
+            try:
+                msgspec.json.decode(joined)
+            except msgspec.DecodeError:
+                return None
+            fields["input"] = msgspec.Raw(joined.encode())
+        return RawBlock(kind, _json_encoder.encode(fields).decode())
+
+
+def _usage(start: _Usage, final: _Usage | None) -> TurnUsage:
+    u = start
+    if final is not None:
+        # message_delta's usage is cumulative; it overrides whatever it carries.
+        u = _Usage(
+            *(
+                b if b is not None else a
+                for a, b in zip(
+                    msgspec.structs.astuple(start), msgspec.structs.astuple(final), strict=True
+                )
+            )
+        )
+    split = u.cache_creation or {}
     return TurnUsage(
-        input_tokens=u.input_tokens,
+        input_tokens=u.input_tokens or 0,
         cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
         cache_read_input_tokens=u.cache_read_input_tokens or 0,
-        output_tokens=u.output_tokens,
-        cache_creation_5m=split.ephemeral_5m_input_tokens if split else 0,
-        cache_creation_1h=split.ephemeral_1h_input_tokens if split else 0,
+        output_tokens=u.output_tokens or 0,
+        cache_creation_5m=split.get("ephemeral_5m_input_tokens", 0),
+        cache_creation_1h=split.get("ephemeral_1h_input_tokens", 0),
     )
 
 
-def _content(message: Any) -> tuple[ContentBlock, ...]:
-    blocks: list[ContentBlock] = []
-    for block in message.content:
-        if block.type == "text":
-            # The API can emit empty text blocks, and rejects them on replay.
-            if block.text.strip():
-                blocks.append(TextBlock(block.text))
-        elif block.type == "tool_use":
-            blocks.append(
-                ToolUseBlock(block.id, block.name, msgspec.json.encode(block.input).decode())
-            )
-    return tuple(blocks)
+class _Assembly:
+    """Folds the events of one stream into its StreamDone."""
 
+    def __init__(self) -> None:
+        self.message: _Message | None = None
+        self.blocks: dict[int, _Block] = {}
+        self.finished: dict[int, ContentBlock | None] = {}
+        self.final_usage: _Usage | None = None
+        self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
+        self.dropped = 0
+        self.stopped = False
 
-def _miss_reason(message: Any) -> str | None:
-    diagnostics = getattr(message, "diagnostics", None)
-    reason = getattr(diagnostics, "cache_miss_reason", None)
-    return None if reason is None else str(reason.type)
+    def _close(self, index: int, block: _Block, *, cut: bool = False) -> None:
+        result = None if cut else block.finish()
+        if result is None and block.fields.get("type") != "text":
+            self.dropped += 1  # an empty text block is not a loss; anything else is
+        self.finished[index] = result
+
+    def feed(self, event: _Event) -> str | None:
+        if event.type == "message_start" and event.message is not None:
+            self.message = event.message
+        elif event.type == "content_block_start" and event.content_block:
+            self.blocks[event.index] = _Block(bytes(event.content_block))
+        elif event.type == "content_block_delta" and event.delta is not None:
+            block = self.blocks.get(event.index)
+            if block is not None:
+                return block.add(event.delta)
+        elif event.type == "content_block_stop":
+            block = self.blocks.pop(event.index, None)
+            if block is not None:
+                self._close(event.index, block)
+        elif event.type == "message_delta":
+            if event.delta is not None:
+                self.stop_reason = event.delta.stop_reason
+                self.stop_sequence = event.delta.stop_sequence
+            self.final_usage = event.usage
+        elif event.type == "message_stop":
+            self.stopped = True
+        elif event.type == "error":
+            error = event.error or _Error()
+            raise ModelStreamError(f"the stream broke: {error.type}: {error.message}")
+        return None
+
+    def done(self) -> StreamDone:
+        if self.message is None or not self.stopped:
+            raise ModelStreamError("the stream ended before message_stop")
+        # A block still open when the stream ended was cut off.
+        for index, block in self.blocks.items():
+            self._close(index, block, cut=True)
+        ordered = (self.finished[i] for i in sorted(self.finished))
+        content = tuple(b for b in ordered if b is not None)
+        diagnostics = self.message.diagnostics
+        reason = diagnostics.cache_miss_reason if diagnostics is not None else None
+        return StreamDone(
+            message_id=self.message.id,
+            stop_reason=self.stop_reason,
+            usage=_usage(self.message.usage, self.final_usage),
+            cache_miss_reason=None if reason is None else reason.type,
+            content=content,
+            stop_sequence=self.stop_sequence,
+            dropped=self.dropped,
+        )
 
 
 class AnthropicModel:
@@ -119,21 +306,32 @@ class AnthropicModel:
         return ModelRejected(f"{where} rejected the request: {exc}")
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        params = msgspec.json.decode(msgspec.json.encode(request))
+        params = msgspec.json.decode(_json_encoder.encode(request))
+        assembly = _Assembly()
         started = False
         try:
-            async with self._client.messages.stream(**params) as stream:
+            async with self._client.messages.with_streaming_response.create(
+                **params, stream=True
+            ) as response:
                 started = True
-                async for event in stream:
-                    if event.type == "text" and event.text:
-                        yield StreamText(event.text)
-                final = await stream.get_final_message()
+                event_name = ""
+                data: list[str] = []
+                async for line in response.iter_lines():
+                    if line.startswith("event:"):
+                        event_name = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data.append(line[5:].lstrip())
+                    elif not line and data:
+                        payload, data = "\n".join(data), []
+                        if event_name == "ping":
+                            continue
+                        try:
+                            event = _event_decoder.decode(payload)
+                        except msgspec.DecodeError as exc:
+                            raise ModelStreamError(f"a malformed stream event: {exc}") from exc
+                        text = assembly.feed(event)
+                        if text:
+                            yield StreamText(text)
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._translate(exc, started=started) from exc
-        yield StreamDone(
-            message_id=final.id,
-            stop_reason=final.stop_reason,
-            usage=_usage(final),
-            cache_miss_reason=_miss_reason(final),
-            content=_content(final),
-        )
+        yield assembly.done()

@@ -18,11 +18,17 @@ __all__ = [
 ]
 
 TTL = Literal["5m", "1h"]
+Thinking = Literal["off", "enabled", "adaptive"]
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+Channel = Literal["frame", "system_message"]
 
 
 class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str = "claude-sonnet-4-6"
     max_tokens: int = 1024
+    thinking: Thinking = "off"  # "enabled" takes budget_tokens; "adaptive" the model decides
+    budget_tokens: int = 2048
+    effort: Effort | None = None  # output_config.effort; None: the model's default
     max_retries: int = 2  # the SDK's retries for 408/409/429/5xx before the stream starts
     timeout_s: float = 120.0
 
@@ -37,6 +43,10 @@ class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     deadline_ms: float = 250.0
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
+    # How the notification center travels: "frame" (a delimiter user message and an
+    # assistant message before the current user message) or "system_message" (one
+    # role-system message after it; only models that accept them).
+    channel: Channel = "frame"
     guard_window: int = 20
     guard_threshold: float = 0.3
     guard_min_turns: int = 5

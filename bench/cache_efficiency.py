@@ -1,4 +1,6 @@
-"""Cache efficiency: one scripted 50-turn conversation, notification center vs legacy.
+"""Cache efficiency: one scripted 50-turn conversation, notification center vs legacy,
+and the notification center over both channels (the frame, and a role-system message on
+a model that takes one), with extended thinking off and on.
 
 Time passes on a simulated clock shared with the local API's cache (so TTLs expire as
 they would), with reminders, memories, searches and a few tool loops. Per turn: the
@@ -19,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from actors import ModelSettings
 from bench._common import RESULTS, run, write_results
 from frontmind._demo import input_cost, run_conversation
 from storage import TurnRecord, TurnUsage
@@ -48,8 +51,45 @@ def script() -> list[tuple[float, str]]:
     return lines
 
 
-async def run_layout(legacy: bool, data_dir: Path) -> list[TurnRecord]:
-    return await run_conversation(script(), legacy=legacy, data_dir=data_dir)
+# A model that takes both thinking modes and role-system messages (actors/_models.py).
+THINKING_MODEL = "claude-opus-4-8"
+RUNS: tuple[tuple[str, bool, str, ModelSettings | None], ...] = (
+    ("notification center", False, "frame", None),
+    ("legacy placement", True, "frame", None),
+    (
+        "nc, system message",
+        False,
+        "system_message",
+        ModelSettings(name=THINKING_MODEL, max_tokens=4096),
+    ),
+    (
+        "nc, frame, thinking",
+        False,
+        "frame",
+        ModelSettings(name=THINKING_MODEL, max_tokens=4096, thinking="enabled", budget_tokens=1024),
+    ),
+    (
+        "nc, system msg, thinking",
+        False,
+        "system_message",
+        ModelSettings(name=THINKING_MODEL, max_tokens=4096, thinking="enabled", budget_tokens=1024),
+    ),
+)
+
+
+async def run_layout(
+    legacy: bool,
+    data_dir: Path,
+    channel: str = "frame",
+    model: ModelSettings | None = None,
+) -> list[TurnRecord]:
+    return await run_conversation(
+        script(),
+        legacy=legacy,
+        data_dir=data_dir,
+        model_settings=model,
+        channel="system_message" if channel == "system_message" else "frame",
+    )
 
 
 def explain(index: int, records: list[TurnRecord], gaps: list[float]) -> str:
@@ -130,12 +170,15 @@ def main() -> None:
     logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
 
     async def body() -> None:
+        results = []
         with tempfile.TemporaryDirectory() as tmp:
-            nc = analyse("notification center", await run_layout(False, Path(tmp) / "nc"))
-            legacy = analyse("legacy placement", await run_layout(True, Path(tmp) / "legacy"))
-        for result in (nc, legacy):
+            for n, (name, legacy_run, channel, model) in enumerate(RUNS):
+                records = await run_layout(legacy_run, Path(tmp) / str(n), channel, model)
+                results.append(analyse(name, records))
+        nc, legacy = results[0], results[1]
+        for result in results:
             print(
-                f"{result['layout']:<22} cached share {result['cached_share']:6.1%}  "
+                f"{result['layout']:<26} cached share {result['cached_share']:6.1%}  "
                 f"input cost {result['input_cost']:>9,.0f}  "
                 f"limit reached on {result['limit_holds']}/{result['limit_checked']} turns"
             )
@@ -153,7 +196,12 @@ def main() -> None:
             print(f"chart written to {path.relative_to(RESULTS.parent.parent)}")
         write_results(
             "cache_efficiency",
-            {"notification_center": nc, "legacy": legacy, "cost_ratio_legacy_over_nc": ratio},
+            {
+                "notification_center": nc,
+                "legacy": legacy,
+                "cost_ratio_legacy_over_nc": ratio,
+                "variants": results[2:],
+            },
         )
 
     run(body)

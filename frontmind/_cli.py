@@ -62,8 +62,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
             offline=args.offline,
             token=args.token,
             announce=_announce_daemon,
-            database=args.database,
             access_log=args.access_log,
+            database=args.database,
         )
     )
 
@@ -166,13 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token clients must send (required off loopback; or FRONTMIND_TOKEN)",
     )
     p.add_argument(
-        "--database",
-        default=None,
-        metavar="URL",
-        help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
-        " default: SQLite in the data dir)",
-    )
-    p.add_argument(
         "--log-level",
         default="warning",
         choices=["debug", "info", "warning", "error"],
@@ -180,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
     p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
+        " default: SQLite in the data dir)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="run the offline demo conversation (both layouts)")

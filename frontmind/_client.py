@@ -22,7 +22,7 @@ import msgspec
 from actors import TurnEvent
 from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
 
-from ._errors import WIRE_ERRORS
+from ._errors import FROM_WIRE
 from ._exceptions import ClientError
 from ._wire import (
     ContinuumPage,
@@ -40,11 +40,6 @@ __all__ = ["Client", "ContinuumSummary", "Page", "RemoteTurn"]
 
 T = TypeVar("T")
 
-# The wire error type back to an exception class. The table lists specific classes
-# before general ones (it is searched along the MRO), so the last row of a type wins:
-# `invalid_request` -> InvalidInput, `not_found` -> NotFound, and so on.
-_ERRORS: dict[str, type[BaseException]] = {kind: cls for cls, (_, kind) in WIRE_ERRORS.items()}
-
 
 class Page(list[T], Generic[T]):
     """One page of a list: a list, with the cursor of the next page (None at the end)."""
@@ -60,7 +55,7 @@ def _raise_for(status: int, body: bytes) -> None:
         kind, message = str(error["type"]), str(error["message"])
     except (msgspec.DecodeError, KeyError, TypeError):
         raise ClientError(f"HTTP {status}: {body[:200]!r}") from None
-    cls = _ERRORS.get(kind)
+    cls = FROM_WIRE.get(kind)
     if cls is None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
     raise cls(message)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
@@ -54,12 +54,9 @@ class _ConsoleFiles(StaticFiles):
         return response
 
 
-async def _to_slash(request: Request) -> Response:
-    return RedirectResponse(CONSOLE_PREFIX + "/", status_code=308)
-
-
 def console_routes(*, token_required: bool) -> list[BaseRoute]:
-    """The routes to add to the daemon's app: /ui redirects to /ui/, /ui/* is the console.
+    """The one route to add to the daemon's app: a mount at /ui (the router redirects /ui
+    to /ui/), so the console stays out of the API's routes and their description.
 
     /ui/settings.json tells the page whether to ask for a token before its first call,
     so a daemon with a token never has to refuse the page's requests to say so.
@@ -69,8 +66,13 @@ def console_routes(*, token_required: bool) -> list[BaseRoute]:
     async def settings_route(request: Request) -> Response:
         return JSONResponse(settings, headers=_HEADERS)
 
+    files = _ConsoleFiles(directory=STATIC_DIR, html=True)
     return [
-        Route(CONSOLE_PREFIX, _to_slash, methods=["GET", "HEAD"]),
-        Route(CONSOLE_PREFIX + "/settings.json", settings_route, methods=["GET"]),
-        Mount(CONSOLE_PREFIX, app=_ConsoleFiles(directory=STATIC_DIR, html=True), name="ui"),
+        Mount(
+            CONSOLE_PREFIX,
+            routes=[
+                Route("/settings.json", settings_route, methods=["GET"]),
+                Mount("", app=files),
+            ],
+        )
     ]

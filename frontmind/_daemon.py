@@ -48,6 +48,8 @@ from ._wire import (
     MemoryHitPage,
     MemoryPage,
     MessagePage,
+    ModelSettingsBody,
+    ModelSettingsReply,
     ReminderBody,
     ReminderPage,
     TurnBody,
@@ -242,7 +244,7 @@ def build_app(
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
-        stream = fm.turn(cid, body.message)
+        stream = fm.turn(cid, body.user_input())
         # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
         await stream.__aenter__()
         return TurnEvents(stream, stats, ping_seconds)
@@ -282,6 +284,22 @@ def build_app(
             _encoder.encode(await fm.context(continuum(request), text)),
             media_type="application/json",
         )
+
+    async def settings(request: Request) -> Response:
+        cid = continuum(request)
+        if request.method == "PUT":
+            body = decode_body(await request.body(), ModelSettingsBody)
+            own, choice = await fm.set_model_settings(
+                cid,
+                model=body.model,
+                thinking=body.thinking,
+                budget_tokens=body.budget_tokens,
+                max_tokens=body.max_tokens,
+                effort=body.effort,
+            )
+        else:
+            own, choice = await fm.model_settings(cid)
+        return _json(ModelSettingsReply(own, choice))
 
     async def turns(request: Request) -> Response:
         limit, before = _page(request, tuple[float, str])
@@ -382,6 +400,7 @@ def build_app(
         Route("/v1/continuums/{continuum_id}/turns", turns, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/messages", messages, methods=["GET"]),
         Route("/v1/continuums/{continuum_id}/context", context, methods=["GET"]),
+        Route("/v1/continuums/{continuum_id}/settings", settings, methods=["GET", "PUT"]),
         Route("/v1/reminders", reminders, methods=["GET", "POST"]),
         Route("/v1/reminders/{reminder_id}", delete_reminder, methods=["DELETE"]),
         Route("/v1/reminders/{reminder_id}/complete", complete, methods=["POST"]),
@@ -431,8 +450,8 @@ async def serve(
     offline: bool,
     token: str | None,
     announce: Callable[[str], None],
-    database: str | None = None,
     access_log: bool = False,
+    database: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)

@@ -15,12 +15,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 from zoneinfo import ZoneInfo
 
 import msgspec
 
-from actors import AnthropicModel, ComposerSettings, TurnCompleted, TurnError
+from actors import AnthropicModel, ComposerSettings, ModelSettings, TurnCompleted, TurnError
 from storage import TurnRecord, TurnUsage
 
 from ._frontmind import Frontmind
@@ -155,14 +155,21 @@ async def run_conversation(
     data_dir: Path,
     on_turn: TurnReport | None = None,
     continuum: str = "demo",
+    model_settings: ModelSettings | None = None,
+    channel: Literal["frame", "system_message"] = "frame",
 ) -> list[TurnRecord]:
     """Run a script (seconds since the previous turn, text) offline on a simulated clock
     that the local API's cache shares; returns the turn records.
 
-    `on_turn(index, now, text, record, last_event)` is called after every turn.
+    `on_turn(index, now, text, record, last_event)` is called after every turn; `model_settings`
+    and `channel` choose the model settings and the notification center's channel.
     """
     clock = SimulatedClock(START)
-    config = Config(timezone=ZONE, composer=ComposerSettings(legacy_placement=legacy))
+    config = Config(
+        timezone=ZONE,
+        composer=ComposerSettings(legacy_placement=legacy, channel=channel),
+        model=model_settings or ModelSettings(),
+    )
     async with LocalMessagesAPI(clock=clock) as api:
         model = AnthropicModel(
             api_key="offline-demo", base_url=api.base_url, max_retries=2, timeout=30

@@ -10,6 +10,7 @@ from __future__ import annotations
 from actors import (
     Busy,
     FrontmindError,
+    InvalidModelSettings,
     ModelError,
     ModelOverloaded,
     ModelRejected,
@@ -27,7 +28,7 @@ from storage import (
 
 from ._exceptions import BadBody, ConfigError
 
-__all__ = ["WIRE_ERRORS", "wire_error"]
+__all__ = ["FROM_WIRE", "WIRE_ERRORS", "wire_error"]
 
 WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     BadBody: (400, "invalid_request"),
@@ -36,6 +37,7 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
     Busy: (429, "busy"),
+    InvalidModelSettings: (400, "invalid_request"),
     SettingsError: (400, "configuration_error"),
     ConfigError: (400, "configuration_error"),
     ModelRejected: (502, "model_rejected"),
@@ -45,6 +47,16 @@ WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     StorageUnavailable: (503, "storage_unavailable"),
     StorageError: (503, "storage_unavailable"),
     FrontmindError: (500, "internal_error"),
+}
+
+# The other way, for `frontmind.Client`: the class raised for each wire type. Where
+# several classes share a type, the one callers catch (the most general) is named here.
+FROM_WIRE: dict[str, type[BaseException]] = {
+    **{kind: cls for cls, (_, kind) in WIRE_ERRORS.items()},
+    "invalid_request": InvalidInput,
+    "not_found": NotFound,
+    "configuration_error": ConfigError,
+    "storage_unavailable": StorageError,
 }
 
 

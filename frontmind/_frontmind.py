@@ -26,6 +26,7 @@ from actors import (
     AnthropicModel,
     Composed,
     Engine,
+    ModelChoice,
     ModelClient,
     ModelEvent,
     ModelRequest,
@@ -33,12 +34,14 @@ from actors import (
     PlacementRegistry,
     Turn,
     TurnEvent,
+    UserInput,
     builtin_trinkets,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
 from storage import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -248,13 +251,41 @@ class Frontmind:
 
     # -- turns ---------------------------------------------------------------------------
 
-    def turn(self, continuum_id: str, text: str) -> TurnStream:
-        """Run a turn and stream its events; `Busy` if too many are queued."""
-        return TurnStream(self._runtime.turn(continuum_id, text))
+    def turn(self, continuum_id: str, message: UserInput) -> TurnStream:
+        """Run a turn and stream its events; `Busy` if too many are queued.
 
-    async def context(self, continuum_id: str, text: str) -> ModelRequest:
-        """The request a turn with `text` would send now. Nothing is sent or stored."""
-        return await self._runtime.preview(continuum_id, text)
+        `message` is text, or a list of content blocks in the Messages API's shape:
+        `{"type": "text", ...}`, `{"type": "image", "source": ...}`,
+        `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
+        its exact bytes). Out-of-limit input is refused before anything happens.
+        """
+        return TurnStream(self._runtime.turn(continuum_id, message))
+
+    async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
+        """The request a turn with `message` would send now. Nothing is sent or stored."""
+        return await self._runtime.preview(continuum_id, message)
+
+    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
+        """The continuum's own model settings, and the settings its turns run with."""
+        return await self._runtime.model_settings(continuum_id)
+
+    async def set_model_settings(
+        self,
+        continuum_id: str,
+        *,
+        model: str | None = None,
+        thinking: Literal["off", "enabled", "adaptive"] | None = None,
+        budget_tokens: int | None = None,
+        max_tokens: int | None = None,
+        effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """Choose the continuum's model settings; each None falls back to `[model]`.
+
+        Refused (`InvalidModelSettings`) when the model would refuse them: thinking
+        budget not below max_tokens, a thinking mode the model lacks, and so on.
+        """
+        own = ContinuumModel(model, thinking, budget_tokens, max_tokens, effort)
+        return await self._runtime.set_model_settings(continuum_id, own)
 
     async def compose(self, continuum_id: str, text: str) -> Composed:
         """The sections a turn with `text` would get now, with their statuses."""

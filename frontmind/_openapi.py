@@ -27,6 +27,8 @@ from ._wire import (
     MemoryHitPage,
     MemoryPage,
     MessagePage,
+    ModelSettingsBody,
+    ModelSettingsReply,
     ReminderBody,
     ReminderPage,
     TurnBody,
@@ -120,6 +122,21 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
+        "/v1/continuums/{continuum_id}/settings",
+        "The continuum's own model settings, and those its turns run with.",
+        reply=ModelSettingsReply,
+        params=(CONTINUUM,),
+    ),
+    Operation(
+        "put",
+        "/v1/continuums/{continuum_id}/settings",
+        "Choose the continuum's model settings (null: the config's).",
+        reply=ModelSettingsReply,
+        body=ModelSettingsBody,
+        params=(CONTINUUM,),
+    ),
+    Operation(
+        "get",
         "/v1/reminders",
         "List reminders (open ones unless include_completed).",
         reply=ReminderPage,
@@ -200,9 +217,26 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 
-def _wire_rules(schema: dict[str, Any]) -> dict[str, Any]:
+_RAW_BLOCK = {
+    "type": "object",
+    "description": "a block kept as the exact JSON it came as: thinking, redacted"
+    " thinking, image, document, server tool use or result (see the Messages API)",
+    "properties": {"type": {"type": "string"}},
+    "required": ["type"],
+}
+
+
+def _wire_rules(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     """Apply the wire rules of `_wire` to one component schema."""
+    if name == "RawBlock":
+        return dict(_RAW_BLOCK)
+    _drop_raw_discriminators(schema)
     props = schema.get("properties")
+    if name == "ToolResultBlock" and props and "content_json" in props:
+        del props["content_json"]
+        props["content"] = {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]
+        }
     if not props:
         return schema
     for name in list(props):
@@ -219,6 +253,19 @@ def _wire_rules(schema: dict[str, Any]) -> dict[str, Any]:
                 "input" if r == "input_json" else r for r in schema.get("required", [])
             ]
     return schema
+
+
+def _drop_raw_discriminators(schema: Any) -> None:
+    """A raw block's `type` is its own (thinking, image, …): no tag discriminates it."""
+    if isinstance(schema, dict):
+        mapping = schema.get("discriminator", {}).get("mapping", {})
+        if "raw" in mapping:
+            del schema["discriminator"]
+        for value in schema.values():
+            _drop_raw_discriminators(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _drop_raw_discriminators(value)
 
 
 def _error_responses(statuses: tuple[int, ...]) -> dict[str, Any]:
@@ -295,7 +342,7 @@ def openapi() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {name: _wire_rules(s) for name, s in components.items()},
+            "schemas": {name: _wire_rules(name, s) for name, s in components.items()},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -7,7 +7,9 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from actors import DELIMITER, ModelRequest, estimate_tokens
+import msgspec
+
+from actors import DELIMITER, ModelRequest, block_kind, estimate_tokens
 from storage import TurnRecord
 
 __all__ = ["render_context", "render_stats"]
@@ -17,6 +19,8 @@ _BREAK = "◆ breakpoint"
 
 
 def _block_text(block: object) -> str:
+    if isinstance(block, msgspec.Raw):
+        return bytes(block).decode()  # a block carried as-is (thinking, an image, ...)
     text = getattr(block, "text", None)
     if text is not None:
         return str(text)
@@ -73,7 +77,7 @@ def render_context(request: ModelRequest) -> str:
             sections = re.findall(r"^<([a-z_]+)>$", text, flags=re.MULTILINE)
             label = f"NOTIFICATION CENTER: {', '.join(sections)}"
         else:
-            kinds = {str(type(b).__struct_config__.tag) for b in message.content}
+            kinds = {block_kind(b) for b in message.content}
             label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
         note = account(tokens, marked)
         lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}")

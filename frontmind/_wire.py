@@ -5,7 +5,12 @@ on the wire, applied in one place (here) in both directions and in the OpenAPI s
 
 - a field named `*_at` is a timestamp: an epoch float in Python, ISO 8601 with a UTC
   offset on the wire;
-- `input_json` (a tool input kept as exact JSON text) is `input`, a JSON object.
+- `input_json` (a tool input kept as exact JSON text) is `input`, a JSON object;
+- in a message's content, a block kept as exact JSON (`RawBlock`: thinking, images,
+  documents, server tools) is that JSON itself, and a tool result's `content_json` (a
+  list of blocks) is its `content`.
+
+Reading back, such JSON is re-encoded: the same value, not necessarily the same bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +22,17 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from storage import Continuum, Document, Memory, MemoryHit, Message, Reminder, TurnRecord
+from actors import ModelChoice
+from storage import (
+    Continuum,
+    ContinuumModel,
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    Reminder,
+    TurnRecord,
+)
 
 from ._exceptions import BadBody, ClientError
 
@@ -36,6 +51,8 @@ __all__ = [
     "MemoryHitPage",
     "MemoryPage",
     "MessagePage",
+    "ModelSettingsBody",
+    "ModelSettingsReply",
     "ReminderBody",
     "ReminderPage",
     "TurnBody",
@@ -54,7 +71,25 @@ Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class TurnBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    message: str
+    """`{"message": "text"}` or `{"content": [blocks]}`; each block is kept as the
+    exact JSON the client sent."""
+
+    message: str | None = None
+    content: list[msgspec.Raw] | None = None
+
+    def user_input(self) -> str | list[msgspec.Raw]:
+        if (self.message is None) == (self.content is None):
+            raise BadBody("give either 'message' (text) or 'content' (a list of blocks)")
+        return self.message if self.message is not None else list(self.content or ())
+
+
+# PUT /v1/continuums/{id}/settings: the continuum's own model settings (null: config's).
+ModelSettingsBody = ContinuumModel
+
+
+class ModelSettingsReply(msgspec.Struct, frozen=True):
+    own: ContinuumModel  # what the continuum chose (null: the config's)
+    effective: ModelChoice  # what its turns run with
 
 
 class ReminderBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -184,17 +219,32 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat()
 
 
+def _block_out(block: Any) -> Any:
+    if isinstance(block, dict) and block.get("type") == "raw" and "json" in block:
+        return msgspec.json.decode(block["json"])
+    if isinstance(block, dict) and block.get("type") == "tool_result":
+        block = dict(block)
+        kept = block.pop("content_json", "")
+        if kept:
+            block["content"] = msgspec.json.decode(kept)
+    return _out(block)
+
+
 def _out(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_out(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if "role" in value and isinstance(value.get("content"), list | tuple):
+        value = {**value, "content": [_block_out(b) for b in value["content"]]}
     shown: dict[str, Any] = {}
     for key, item in value.items():
         if key == "input_json" and isinstance(item, str):
             shown["input"] = msgspec.json.decode(item)
         elif key.endswith("_at") and isinstance(item, int | float) and not isinstance(item, bool):
             shown[key] = iso(item)
+        elif key == "content" and "role" in value:
+            shown[key] = item  # the blocks, shown above
         else:
             shown[key] = _out(item)
     return shown
@@ -205,11 +255,29 @@ def to_wire(value: Any) -> Any:
     return _out(msgspec.to_builtins(value))
 
 
+_KNOWN_BLOCKS = ("text", "tool_use", "tool_result")
+
+
+def _block_in(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    if kind not in _KNOWN_BLOCKS:
+        return {"type": "raw", "kind": str(kind), "json": msgspec.json.encode(block).decode()}
+    if kind == "tool_result" and isinstance(block.get("content"), list):
+        blocks = block["content"]
+        text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        block = {**block, "content": text, "content_json": msgspec.json.encode(blocks).decode()}
+    return _in(block)
+
+
 def _in(value: Any) -> Any:
     if isinstance(value, list):
         return [_in(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if "role" in value and isinstance(value.get("content"), list):
+        value = {**value, "content": [_block_in(b) for b in value["content"]]}
     read: dict[str, Any] = {}
     for key, item in value.items():
         if key == "input" and "name" in value and "input_json" not in value:
@@ -217,6 +285,8 @@ def _in(value: Any) -> Any:
             read["input_json"] = msgspec.json.encode(item).decode()
         elif key.endswith("_at") and isinstance(item, str):
             read[key] = datetime.fromisoformat(item).timestamp()
+        elif key == "content" and "role" in value:
+            read[key] = item  # the blocks, read above
         else:
             read[key] = _in(item)
     return read
@@ -229,4 +299,3 @@ def from_wire(data: bytes | str, type_: type[T]) -> T:
     except (msgspec.ValidationError, msgspec.DecodeError, ValueError) as exc:
         name = getattr(type_, "__name__", "event")
         raise ClientError(f"the daemon sent an unreadable {name}: {exc}") from None
-

@@ -96,5 +96,14 @@ CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
 CREATE VIRTUAL TABLE messages_vocab USING fts5vocab(messages_fts, 'row');
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+# v4: each continuum's own model settings (model, thinking, max tokens, effort), as
+# JSON. Its own table, so settings can be chosen before the continuum's first turn.
+_V4 = """
+CREATE TABLE continuum_settings (
+    continuum_id TEXT PRIMARY KEY,
+    settings BLOB NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -89,5 +89,14 @@ INSERT INTO term_stats (kind, term, docs)
     SELECT 'memory', word, ndoc FROM ts_stat('SELECT tsv FROM memories');
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2))
+# Each continuum's own model settings (JSON); a table of their own, so they can be chosen
+# before the continuum's first turn.
+_V3 = """
+CREATE TABLE continuum_settings (
+    continuum_id TEXT PRIMARY KEY,
+    settings BYTEA NOT NULL
+);
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

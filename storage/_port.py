@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -86,6 +87,14 @@ class Storage(Protocol):
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]: ...
+
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        """The continuum's own model settings (all None when it has none)."""
+        ...
+
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        """Replace the continuum's own model settings."""
+        ...
 
     async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
 

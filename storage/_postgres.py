@@ -40,6 +40,7 @@ from ._fts import memory_score, query_terms, selective
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -48,6 +49,7 @@ from ._records import (
     Reminder,
     Segment,
     TurnRecord,
+    TurnUsage,
     TurnWrite,
 )
 from ._shared import (
@@ -84,6 +86,9 @@ _CONTINUUM = (
 )
 _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
 _MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance"
+
+
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 
 
 def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -124,6 +129,22 @@ async def _count_terms(db: Any, kind: str, texts: list[str]) -> None:
         "  FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
         " ) words GROUP BY w ORDER BY w"
         " ON CONFLICT (kind, term) DO UPDATE SET docs = term_stats.docs + excluded.docs",
+        kind,
+        texts,
+    )
+
+
+async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
+    """The reverse of `_count_terms`, for deleted rows (in the deleting transaction)."""
+    if not texts:
+        return
+    await db.execute(
+        "UPDATE term_stats t SET docs = t.docs - c.n FROM ("
+        "  SELECT w, count(*) AS n FROM ("
+        "   SELECT DISTINCT d.n, unnest(tsvector_to_array(to_tsvector('simple', d.t))) AS w"
+        "   FROM unnest($2::text[]) WITH ORDINALITY AS d(t, n)"
+        "  ) words GROUP BY w"
+        " ) c WHERE t.kind = $1 AND t.term = c.w",
         kind,
         texts,
     )
@@ -268,6 +289,25 @@ class PostgresStorage:
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        raw = await self._pool.fetchval(
+            "SELECT settings FROM continuum_settings WHERE continuum_id = $1", continuum_id
+        )
+        return ContinuumModel() if raw is None else _model_decoder.decode(raw)
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES ($1, $2)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                continuum_id,
+                msgspec.json.encode(settings),
+            )
+
+    @_translated
     async def continuum(self, continuum_id: str) -> Continuum:
         check_continuum_id(continuum_id)
         row = await self._pool.fetchrow(f"{_CONTINUUM} WHERE id = $1", continuum_id)
@@ -276,16 +316,64 @@ class PostgresStorage:
         return Continuum(*row)
 
     @_translated
-    async def continuums(self) -> list[Continuum]:
-        rows = await self._pool.fetch(f"{_CONTINUUM} ORDER BY last_turn_at DESC NULLS LAST")
+    async def continuums(
+        self, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        # Most recently active first; `after` is the (activity, id) of the last one seen.
+        activity = "COALESCE(last_turn_at, created_at)"
+        where, args = "", []  # type: tuple[str, list[Any]]
+        if after is not None:
+            where = f" WHERE ({activity} < $2 OR ({activity} = $2 AND id > $3))"
+            args = [after[0], after[1]]
+        rows = await self._pool.fetch(
+            f"{_CONTINUUM}{where} ORDER BY {activity} DESC, id LIMIT $1",
+            None if limit < 0 else limit,
+            *args,
+        )
         return [Continuum(*row) for row in rows]
 
-    async def _messages(self, continuum_id: str, start: int) -> list[Message]:
+    @_translated
+    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(
+            f"SUM((convert_from(record, 'UTF8')::jsonb #>> '{{usage,{f.name}}}')::bigint)"
+            for f in fields
+        )
+        rows = await self._pool.fetch(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
+            " WHERE continuum_id = ANY($1::text[]) GROUP BY continuum_id",
+            ids,
+        )
+        return {r[0]: (int(r[1]), TurnUsage(*(int(v or 0) for v in r[2:]))) for r in rows}
+
+    @_translated
+    async def delete_continuum(self, continuum_id: str) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            texts = await db.fetch(
+                "DELETE FROM messages WHERE continuum_id = $1 RETURNING text", continuum_id
+            )
+            await _uncount_terms(db, "message", [r[0] for r in texts])
+            for table in ("segments", "turns"):
+                await db.execute(f"DELETE FROM {table} WHERE continuum_id = $1", continuum_id)
+            await db.execute(
+                "DELETE FROM continuum_settings WHERE continuum_id = $1", continuum_id
+            )
+            gone = await db.fetchval(
+                "DELETE FROM continuums WHERE id = $1 RETURNING id", continuum_id
+            )
+            if gone is None:
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(self, continuum_id: str, start: int, limit: int = -1) -> list[Message]:
         rows = await self._pool.fetch(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE continuum_id = $1 AND seq >= $2 ORDER BY seq",
+            " WHERE continuum_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
             continuum_id,
             start,
+            None if limit < 0 else limit,
         )
         decode = content_decoder.decode
         return [Message(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
@@ -303,9 +391,11 @@ class PostgresStorage:
         return await self._messages(continuum_id, int(start))
 
     @_translated
-    async def all_messages(self, continuum_id: str) -> list[Message]:
+    async def all_messages(
+        self, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
         await self.continuum(continuum_id)
-        return await self._messages(continuum_id, 0)
+        return await self._messages(continuum_id, after + 1, limit)
 
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:
@@ -434,19 +524,31 @@ class PostgresStorage:
             )
 
     @_translated
-    async def turns(self, continuum_id: str | None = None, *, limit: int = 100) -> list[TurnRecord]:
-        if continuum_id is None:
-            rows = await self._pool.fetch(
-                "SELECT record FROM turns ORDER BY started_at DESC, ord DESC LIMIT $1", limit
-            )
-        else:
+    async def turns(
+        self,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        where: list[str] = []
+        args: list[Any] = [limit]
+        if continuum_id is not None:
             await self.continuum(continuum_id)
-            rows = await self._pool.fetch(
-                "SELECT record FROM turns WHERE continuum_id = $1"
-                " ORDER BY started_at DESC, ord DESC LIMIT $2",
-                continuum_id,
-                limit,
+            args.append(continuum_id)
+            where.append(f"continuum_id = ${len(args)}")
+        if before is not None:
+            args += [before[0], before[1]]
+            at, turn = f"${len(args) - 1}", f"${len(args)}"
+            where.append(
+                f"(started_at < {at} OR (started_at = {at}"
+                f" AND ord < (SELECT ord FROM turns WHERE id = {turn})))"
             )
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._pool.fetch(
+            f"SELECT record FROM turns{clause} ORDER BY started_at DESC, ord DESC LIMIT $1",
+            *args,
+        )
         return [record_decoder.decode(row[0]) for row in reversed(rows)]
 
     @_translated
@@ -533,11 +635,22 @@ class PostgresStorage:
 
     @_translated
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200
+        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
-        where = "" if include_completed else " WHERE completed_at IS NULL"
-        rows = await self._pool.fetch(f"{_REMINDER}{where} ORDER BY id LIMIT $1", limit)
+        done = "" if include_completed else " AND completed_at IS NULL"
+        rows = await self._pool.fetch(
+            f"{_REMINDER} WHERE id > $2{done} ORDER BY id LIMIT $1", limit, after
+        )
         return [Reminder(*row) for row in rows]
+
+    @_translated
+    async def delete_reminder(self, reminder_id: int) -> None:
+        async with self._transaction() as db:
+            gone = await db.fetchval(
+                "DELETE FROM reminders WHERE id = $1 RETURNING id", reminder_id
+            )
+        if gone is None:
+            raise NotFound(f"no reminder #{reminder_id}")
 
     # -- memories ---------------------------------------------------------------------------
 
@@ -560,11 +673,22 @@ class PostgresStorage:
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, *, limit: int = 100) -> list[Memory]:
+    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]:
         rows = await self._pool.fetch(
-            f"{_MEMORY} FROM memories m ORDER BY m.id DESC LIMIT $1", limit
+            f"{_MEMORY} FROM memories m WHERE $2::bigint IS NULL OR m.id < $2"
+            " ORDER BY m.id DESC LIMIT $1",
+            limit,
+            before,
         )
         return [Memory(*row) for row in rows]
+
+    @_translated
+    async def delete_memory(self, memory_id: int) -> None:
+        async with self._transaction() as db:
+            text = await db.fetchval("DELETE FROM memories WHERE id = $1 RETURNING text", memory_id)
+            if text is None:
+                raise NotFound(f"no memory #{memory_id}")
+            await _uncount_terms(db, "memory", [text])
 
     async def _tsquery(self, kind: str, text: str) -> str | None:
         """A tsquery ORing the query's most selective words that occur at all, as SQLite
@@ -657,11 +781,21 @@ class PostgresStorage:
         return Document(label, content, at)
 
     @_translated
-    async def documents(self) -> list[Document]:
+    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
         rows = await self._pool.fetch(
-            "SELECT label, content, updated_at FROM documents ORDER BY label"
+            "SELECT label, content, updated_at FROM documents WHERE label > $2"
+            " ORDER BY label LIMIT $1",
+            None if limit < 0 else limit,
+            after,
         )
         return [Document(*row) for row in rows]
+
+    @_translated
+    async def delete_document(self, label: str) -> None:
+        async with self._transaction() as db:
+            gone = await db.fetchval("DELETE FROM documents WHERE label = $1 RETURNING 1", label)
+        if gone is None:
+            raise NotFound(f"no document {label!r}")
 
 
 def _redact(url: str) -> str:

@@ -18,11 +18,13 @@ from ._effects import Effect
 __all__ = [
     "ContentBlock",
     "Continuum",
+    "ContinuumModel",
     "Document",
     "Memory",
     "MemoryHit",
     "Message",
     "MessageHit",
+    "RawBlock",
     "Reminder",
     "SectionStatus",
     "Segment",
@@ -50,9 +52,25 @@ class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field=
     tool_use_id: str
     content: str
     is_error: bool = False
+    # When the result is a list of blocks (text with images or documents), their exact
+    # JSON array; `content` then holds only the text, for search and display.
+    content_json: str = ""
 
 
-ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+class RawBlock(msgspec.Struct, frozen=True, tag="raw", tag_field="type"):
+    """A block Frontmind carries but does not interpret, as the exact JSON it came as.
+
+    Thinking (with its signature), redacted thinking, images, documents, server tool
+    use and server tool results: replayed byte for byte, never re-rendered, because the
+    API refuses a thinking block whose text or signature changed, and any drift would
+    break the prompt cache of every later turn.
+    """
+
+    kind: str  # the block's own "type", e.g. "thinking"
+    json: str  # the whole block, exactly as received
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | RawBlock
 Role = Literal["user", "assistant"]
 
 
@@ -127,6 +145,7 @@ class TurnRecord(msgspec.Struct, frozen=True):
     warnings: tuple[str, ...] = ()
     error: str | None = None
     message_id: str | None = None
+    stop_reason: str | None = None  # of the turn's last model call
 
 
 class TurnWrite(msgspec.Struct, frozen=True):
@@ -136,6 +155,20 @@ class TurnWrite(msgspec.Struct, frozen=True):
     messages: tuple[Message, ...]
     history_start: int | None = None  # move the continuum's history window, if set
     effects: tuple[Effect, ...] = ()  # what the turn's tools staged, applied with it
+
+
+ThinkingMode = Literal["off", "enabled", "adaptive"]
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+
+
+class ContinuumModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A continuum's own model settings; None means "the configured default"."""
+
+    model: str | None = None
+    thinking: ThinkingMode | None = None
+    budget_tokens: int | None = None  # with thinking = "enabled"
+    max_tokens: int | None = None
+    effort: Effort | None = None
 
 
 class Continuum(msgspec.Struct, frozen=True):

@@ -37,6 +37,7 @@ from ._fts import fts_query, memory_score, query_terms, selective
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
+    ContinuumModel,
     Document,
     Memory,
     MemoryHit,
@@ -71,6 +72,7 @@ __all__ = ["SQLiteStorage"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 
@@ -295,7 +297,7 @@ class SQLiteStorage:
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             # Messages first: their delete trigger drops them from the search index.
-            for table in ("messages", "segments", "turns"):
+            for table in ("messages", "segments", "turns", "continuum_settings"):
                 await db.execute(f"DELETE FROM {table} WHERE continuum_id = ?", (continuum_id,))
             cursor = await db.execute("DELETE FROM continuums WHERE id = ?", (continuum_id,))
             if cursor.rowcount == 0:
@@ -333,6 +335,27 @@ class SQLiteStorage:
         """All the continuum's messages in order, from the one after seq `after`."""
         await self.continuum(continuum_id)
         return await self._messages(continuum_id, after + 1, limit)
+
+    @_translated
+    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+        check_continuum_id(continuum_id)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT settings FROM continuum_settings WHERE continuum_id = ?",
+                (continuum_id,),
+            )
+        )
+        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+
+    @_translated
+    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (continuum_id, settings) VALUES (?, ?)"
+                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                (continuum_id, msgspec.json.encode(settings)),
+            )
 
     @_translated
     async def commit_turn(self, write: TurnWrite) -> bool:

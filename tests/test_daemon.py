@@ -110,7 +110,7 @@ async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> N
             ("POST", "/v1/continuums/alice/turns", b"{not json", 400, "malformed JSON"),
             ("POST", "/v1/continuums/alice/turns", b"{}", 400, "message"),
             ("POST", "/v1/continuums/alice/turns", b'{"message": "  "}', 400, "empty"),
-            ("POST", "/v1/continuums/alice/turns", b'{"message": 5}', 400, "Expected `str`"),
+            ("POST", "/v1/continuums/alice/turns", b'{"message": 5}', 400, "Expected `str"),
             (
                 "POST",
                 "/v1/continuums/alice/turns",

@@ -33,7 +33,9 @@ from frontmind import (
 from frontmind._daemon import build_app
 from frontmind._metrics import Metrics
 from frontmind._openapi import openapi
+from frontmind._wire import from_wire, to_wire
 from frontmind.localapi._asgi import serve_app
+from storage import Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from tests._daemon import daemon
 from tests._harness import config
 
@@ -333,3 +335,43 @@ async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
     count = metrics.registry.get_sample_value
     assert count("frontmind_http_responses_total", {"code": "429"}) == 2
     assert count("frontmind_http_responses_total", {"code": "500"}) == 1
+
+
+def test_every_block_kind_crosses_the_wire_and_reads_back() -> None:
+    thinking = '{"type":"thinking","thinking":"hmm","signature":"c2ln"}'
+    image = [{"type": "text", "text": "a chart"}, {"type": "image", "source": {"type": "x"}}]
+    message = Message(
+        "assistant",
+        (
+            RawBlock("thinking", thinking),
+            TextBlock("Here."),
+            ToolUseBlock("toolu_1", "look", '{"q": "cats", "n": 2}'),
+            ToolResultBlock("toolu_1", "a chart", content_json=json.dumps(image)),
+            ToolResultBlock("toolu_2", "plain", is_error=True),
+        ),
+        seq=3,
+        turn_id="turn_1",
+        created_at=1_700_000_000.25,
+    )
+    shown = to_wire(message)
+    assert shown["created_at"] == "2023-11-14T22:13:20.250000+00:00"
+    assert shown["content"][0] == json.loads(thinking)  # the block's own JSON
+    assert shown["content"][2]["input"] == {"q": "cats", "n": 2}
+    assert shown["content"][3]["content"] == image
+    assert shown["content"][4]["content"] == "plain"
+    assert "content_json" not in shown["content"][4]
+    back = from_wire(json.dumps(shown), Message)
+    assert back.created_at == message.created_at
+    raw = back.content[0]
+    assert isinstance(raw, RawBlock)
+    assert raw.kind == "thinking"
+    assert json.loads(raw.json) == json.loads(thinking)
+    assert back.content[1] == message.content[1]
+    use = back.content[2]
+    assert isinstance(use, ToolUseBlock)
+    assert json.loads(use.input_json) == {"q": "cats", "n": 2}
+    result = back.content[3]
+    assert isinstance(result, ToolResultBlock)
+    assert result.content == "a chart"
+    assert json.loads(result.content_json) == image
+    assert back.content[4] == message.content[4]

@@ -22,15 +22,20 @@ import pytest
 
 from storage import (
     SCHEMA_VERSION,
+    ContinuumModel,
     InvalidInput,
     Message,
     NotFound,
     PostgresStorage,
+    RawBlock,
     SchemaTooNew,
     SQLiteStorage,
     TextBlock,
+    ToolResultBlock,
     ToolUseBlock,
     TurnRecord,
+    TurnUsage,
+    TurnWrite,
     UnknownContinuum,
     add_memory_effect,
     add_reminder_effect,
@@ -81,7 +86,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 3
+        assert await store.schema_version() == SCHEMA_VERSION == 4
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -105,7 +110,7 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNew, match=r"schema version 99.*only up to 3"):
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99.*only up to {SCHEMA_VERSION}"):
         await SQLiteStorage.open(path)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 99
@@ -381,3 +386,91 @@ async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> Non
     assert not await store.commit_turn(msgspec.structs.replace(write, effects=effects))
     assert len(await store.reminders(include_completed=True)) == 2
     assert len(await store.memories()) == 1
+
+
+# -- blocks carried as they came, and a continuum's model settings -----------------------
+
+
+async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
+    thinking = RawBlock("thinking", '{"type":"thinking","thinking":"Hm.","signature":"c2ln"}')
+    image = RawBlock("image", '{"type": "image", "source": {"type": "url", "url": "https://x"}}')
+    result = ToolResultBlock("toolu_1", "chart", content_json=f"[{image.json}]")
+    messages = (
+        Message("user", (image, TextBlock("look"))),
+        Message("assistant", (thinking, ToolUseBlock("toolu_1", "plot", '{"x": 1.50}'))),
+        Message("user", (result,)),
+        Message("assistant", (thinking, TextBlock("done"))),
+    )
+    record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
+    await store.commit_turn(TurnWrite(record, messages))
+    stored = await store.history("c1")
+    assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
+    assert await store.continuum_model("c1") == ContinuumModel()
+    own = ContinuumModel("claude-opus-4-8", "enabled", 2048, 8192, "high")
+    await store.set_continuum_model("not-yet", own)  # before the continuum's first turn
+    assert await store.continuum_model("not-yet") == own
+    await store.set_continuum_model("not-yet", ContinuumModel(max_tokens=512))
+    assert await store.continuum_model("not-yet") == ContinuumModel(max_tokens=512)
+
+
+# -- listing in pages, deleting ----------------------------------------------------------------
+
+
+async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) -> None:
+    for n, cid in enumerate(("a", "b", "c")):
+        await store.commit_turn(turn(cid, f"{cid}1", at=1000.0 + n, user_text=f"zebra {cid}"))
+    await store.commit_turn(turn("a", "a2", at=1000.0, user_text="again"))  # same instant
+    await store.set_continuum_model("b", ContinuumModel(model="claude-opus-4-7"))
+    first = await store.continuums(limit=2)
+    rest = await store.continuums(limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id))
+    assert [c.id for c in first + rest] == ["c", "b", "a"]
+    usage = await store.usage_by_continuum(["a", "b", "zz"])
+    assert usage["a"] == (2, TurnUsage(input_tokens=20, output_tokens=10))
+    assert set(usage) == {"a", "b"}
+    latest = await store.turns("a", limit=1)
+    earlier = await store.turns("a", limit=5, before=(latest[0].started_at, latest[0].turn_id))
+    assert [t.turn_id for t in earlier + latest] == ["a1", "a2"]
+    page = await store.all_messages("a", limit=3)
+    assert [m.seq for m in page] == [0, 1, 2]
+    assert [m.seq for m in await store.all_messages("a", after=2)] == [3]
+
+    before = await table_counts(store)
+    await store.delete_continuum("b")
+    after = await table_counts(store)
+    assert before["messages"] - after["messages"] == 2
+    assert before["turns"] - after["turns"] == 1
+    assert before["continuums"] - after["continuums"] == 1
+    assert {h.continuum_id for h in await store.search_messages("zebra")} == {"a", "c"}
+    with pytest.raises(UnknownContinuum):
+        await store.continuum("b")
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum("b")
+    assert await store.continuum_model("b") == ContinuumModel()  # settings went too
+
+    memories = [await store.add_memory(f"walrus fact {n}") for n in range(3)]
+    assert [m.id for m in await store.memories(limit=5, before=memories[2].id)] == [
+        memories[1].id,
+        memories[0].id,
+    ]
+    await store.delete_memory(memories[1].id)
+    assert {h.memory.id for h in await store.search_memories("walrus", limit=5)} == {
+        memories[0].id,
+        memories[2].id,
+    }
+    with pytest.raises(NotFound):
+        await store.delete_memory(memories[1].id)
+
+    reminders = [await store.add_reminder(f"r{n}", due_at=None, origin="user") for n in range(3)]
+    assert [r.text for r in await store.reminders(after=reminders[0].id)] == ["r1", "r2"]
+    await store.delete_reminder(reminders[1].id)
+    assert [r.text for r in await store.reminders()] == ["r0", "r2"]
+    with pytest.raises(NotFound):
+        await store.delete_reminder(reminders[1].id)
+
+    for label in ("x", "y", "z"):
+        await store.put_document(label, "text")
+    assert [d.label for d in await store.documents(limit=1, after="x")] == ["y"]
+    await store.delete_document("y")
+    assert [d.label for d in await store.documents()] == ["x", "z"]
+    with pytest.raises(NotFound):
+        await store.delete_document("y")

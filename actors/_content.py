@@ -1,0 +1,174 @@
+"""A user message made of content blocks: checked where it enters, before any model call.
+
+A message is either text, or a list of blocks in the Messages API's own shape: `text`,
+`image` and `document`. Text becomes a typed `TextBlock`; an image or a document is kept
+as the exact JSON it came as (`RawBlock`), and is replayed as those bytes on every later
+turn.
+
+Limits, from the API documentation (late 2026):
+- Images: base64, URL or Files API sources; JPEG, PNG, GIF or WebP; at most 5 MB each
+  ("Images and vision", https://platform.claude.com/docs/en/build-with-claude/vision:
+  the API refuses larger images); at most 100 images per request for 200K-window models
+  (600 for the others): Frontmind holds each message to 100.
+- Documents: PDF (base64, URL or file) or plain text sources ("PDF support",
+  https://platform.claude.com/docs/en/build-with-claude/pdf-support).
+- A request is at most 32 MB on the standard endpoints ("Request size limits",
+  https://platform.claude.com/docs/en/api/overview#request-size-limits): one message
+  may use at most that, less room for the rest of the request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from storage import (
+    MAX_MESSAGE_CHARS,
+    ContentBlock,
+    InvalidInput,
+    MessageTooLarge,
+    RawBlock,
+    TextBlock,
+    check_message,
+)
+
+__all__ = [
+    "IMAGE_MEDIA_TYPES",
+    "MAX_IMAGES_PER_MESSAGE",
+    "MAX_IMAGE_BYTES",
+    "MAX_USER_CONTENT_BYTES",
+    "UserInput",
+    "user_content",
+]
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # per image, as base64 text
+MAX_IMAGES_PER_MESSAGE = 100
+MAX_USER_CONTENT_BYTES = 30 * 1024 * 1024  # of the 32 MB request: room for the rest
+IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_SOURCES = {
+    "image": frozenset({"base64", "url", "file"}),
+    "document": frozenset({"base64", "url", "file", "text", "content"}),
+}
+_DOCUMENT_KEYS = frozenset({"type", "source", "title", "context", "citations"})
+_encoder = msgspec.json.Encoder()
+
+UserInput = str | Sequence[Mapping[str, Any] | msgspec.Raw]
+
+
+def _decoded(block: Mapping[str, Any] | msgspec.Raw, position: int) -> tuple[dict[str, Any], bytes]:
+    if isinstance(block, msgspec.Raw):
+        raw = bytes(block)
+        try:
+            fields = msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise InvalidInput(f"content[{position}]: malformed JSON: {exc}") from None
+    elif isinstance(block, Mapping):
+        fields = dict(block)
+        try:
+            raw = _encoder.encode(fields)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise InvalidInput(f"content[{position}]: not JSON: {exc}") from None
+    else:
+        raise InvalidInput(f"content[{position}]: a block is an object, not {type(block).__name__}")
+    if not isinstance(fields, dict):
+        raise InvalidInput(f"content[{position}]: a block is an object")
+    return fields, raw
+
+
+def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
+    source = fields.get("source")
+    if not isinstance(source, dict):
+        raise InvalidInput(f"{where}: an {kind} needs a 'source' object")
+    source_type = source.get("type")
+    if source_type not in _SOURCES[kind]:
+        allowed = ", ".join(sorted(_SOURCES[kind]))
+        raise InvalidInput(f"{where}.source.type: must be one of {allowed}, not {source_type!r}")
+    if source_type == "url" and not str(source.get("url", "")).startswith(("https://", "http://")):
+        raise InvalidInput(f"{where}.source.url: must be an http(s) URL")
+    if source_type == "file" and not isinstance(source.get("file_id"), str):
+        raise InvalidInput(f"{where}.source.file_id: must be a string")
+    if source_type == "text" and not isinstance(source.get("data"), str):
+        raise InvalidInput(f"{where}.source.data: must be text")
+    if source_type == "base64":
+        media = source.get("media_type")
+        if kind == "image" and media not in IMAGE_MEDIA_TYPES:
+            allowed = ", ".join(sorted(IMAGE_MEDIA_TYPES))
+            raise InvalidInput(f"{where}.source.media_type: must be one of {allowed}")
+        if kind == "document" and media != "application/pdf":
+            raise InvalidInput(f"{where}.source.media_type: must be application/pdf")
+        data = source.get("data")
+        if not isinstance(data, str) or not data:
+            raise InvalidInput(f"{where}.source.data: must be base64 text")
+        if kind == "image" and len(data) > MAX_IMAGE_BYTES:
+            raise MessageTooLarge(
+                f"{where}: the image is {len(data)} bytes of base64; the API's limit is "
+                f"{MAX_IMAGE_BYTES} (5 MB) per image"
+            )
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput(f"{where}.source.data: not valid base64") from None
+
+
+def user_content(message: UserInput) -> tuple[tuple[ContentBlock, ...], str]:
+    """(the blocks to store, the message's text for records and search), or an error
+    saying what was wrong: `InvalidInput` (400) or `MessageTooLarge` (413)."""
+    if isinstance(message, str):
+        return (TextBlock(check_message(message)),), message
+    items: Sequence[Any] = message
+    if isinstance(items, bytes | bytearray) or not isinstance(items, Sequence):
+        raise InvalidInput("a message is text or a list of content blocks")
+    if not message:
+        raise InvalidInput("the message has no content blocks")
+    blocks: list[ContentBlock] = []
+    texts: list[str] = []
+    size = images = 0
+    for position, item in enumerate(items):
+        where = f"content[{position}]"
+        fields, raw = _decoded(item, position)
+        size += len(raw)
+        if size > MAX_USER_CONTENT_BYTES:
+            raise MessageTooLarge(
+                f"the message is over {MAX_USER_CONTENT_BYTES} bytes; the API takes at most "
+                "32 MB per request"
+            )
+        kind = fields.get("type")
+        if "cache_control" in fields:
+            raise InvalidInput(f"{where}: Frontmind places cache breakpoints itself")
+        if kind == "text":
+            text = fields.get("text")
+            if not isinstance(text, str) or set(fields) - {"type", "text"}:
+                raise InvalidInput(f"{where}: a text block is {{'type': 'text', 'text': ...}}")
+            if not text.strip():
+                raise InvalidInput(f"{where}: the text is empty (the API refuses empty text)")
+            texts.append(text)
+            blocks.append(TextBlock(text))
+        elif kind in ("image", "document"):
+            allowed = {"type", "source"} if kind == "image" else _DOCUMENT_KEYS
+            extra = sorted(set(fields) - allowed)
+            if extra:
+                raise InvalidInput(f"{where}: unknown fields {extra} in an {kind} block")
+            _check_source(kind, fields, where)
+            if kind == "image":
+                images += 1
+                if images > MAX_IMAGES_PER_MESSAGE:
+                    raise InvalidInput(
+                        f"the message has more than {MAX_IMAGES_PER_MESSAGE} images, the "
+                        "API's limit per request"
+                    )
+            texts.append(f"[{kind}]")
+            blocks.append(RawBlock(kind, raw.decode()))
+        else:
+            raise InvalidInput(
+                f"{where}.type: a user message takes text, image and document blocks, not {kind!r}"
+            )
+    text = "\n".join(texts)
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise MessageTooLarge(
+            f"the message's text is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}"
+        )
+    return tuple(blocks), text
