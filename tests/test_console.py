@@ -19,6 +19,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
 from frontmind._demo import input_cost
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
@@ -212,7 +213,22 @@ async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None
             assert await page.locator("#stack section[data-kind=history] .breakpoint").count() == 1
             sections = page.locator("#stack section[data-kind=notification] .section .label")
             assert "datetime_section" in await sections.all_inner_texts()
-            await page.locator("#stack section[data-kind=current]").wait_for()
+
+            # Token estimates per block are Frontmind's (4 UTF-8 bytes a token, 3 a block).
+            def shown(text: str) -> str:
+                return f"≈{num(estimate_tokens(text) + BLOCK_FRAMING_TOKENS)} tok"
+
+            current = page.locator("#stack section[data-kind=current] .block .tokens")
+            assert await current.inner_text() == shown("(the next message)")
+            delimiter = next(
+                m["content"][0]["text"]
+                for m in expected["messages"]
+                if m["role"] == "user" and set(m["content"][0]["text"]) == {"═"}
+            )
+            block = page.locator("#stack section[data-kind=delimiter] .block .tokens")
+            assert await block.inner_text() == shown(delimiter)
+            prompt = page.locator("#stack section[data-kind=system] .block .tokens").first
+            assert await prompt.inner_text() == shown(expected["system"][0]["text"])
             await shot(page, "context", element="#context-panel")
 
             # A past turn: the one this tab sent has its request, the one before does not.
