@@ -290,7 +290,8 @@ async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None
 
 async def test_console_at_a_phone_width(tmp_path: Path) -> None:
     async with daemon(tmp_path / "data") as d, d.client() as api:
-        await turn(api, "pocket", "Hello from a small screen")
+        for i in range(5):
+            await turn(api, "pocket", f"Hello from a small screen, {i + 1} of 5")
         async with browser_page(width=390, height=844) as page:
             await page.goto(f"{d.url}/ui/continuums/pocket")
             await page.wait_for_selector("#turns-table tbody tr")
@@ -298,6 +299,11 @@ async def test_console_at_a_phone_width(tmp_path: Path) -> None:
             # No token asked for (none set), and nothing wider than the screen but the
             # tables, which scroll inside their own box.
             assert await page.locator("#token-form").is_hidden()
+            # Ten history blocks fold away; the history breakpoint stays in sight after them.
+            history = page.locator("#stack section[data-kind=history]")
+            fold = history.locator("details.fold > summary .label")
+            assert await fold.inner_text() == "10 blocks"
+            assert await history.locator("details.fold + .breakpoint").count() == 1
             width = await page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, width
             await shot(page, "phone")

@@ -5,6 +5,17 @@ import { fmt, h } from "./dom.js";
 import { layers } from "./measure.js";
 
 const PREVIEW_CHARS = 160;
+const FOLD_OVER = 8; // blocks in a run between breakpoints shown unfolded
+
+// Split a layer's blocks into runs that each end at a breakpoint (or at the end).
+function runs(members) {
+  const out = [[]];
+  for (const layer of members) {
+    out[out.length - 1].push(layer);
+    if (layer.cache) out.push([]);
+  }
+  return out.filter((run) => run.length);
+}
 
 function clip(text) {
   const flat = text.replace(/\s+/g, " ").trim();
@@ -58,20 +69,27 @@ export function contextPanel(target, request, title, record) {
   parts.push(h("p", { class: "summary" },
     `${request.model} · ≈${fmt(total)} input tokens estimated · ${marks} breakpoint${marks === 1 ? "" : "s"}`));
   const stack = h("div", { class: "stack", id: "stack" });
-  let group = null;
-  let groupKind = null;
-  for (const layer of all) {
-    if (layer.kind !== groupKind) {
-      groupKind = layer.kind;
-      const count = all.filter((l) => l.kind === layer.kind);
-      const sum = count.reduce((n, l) => n + l.tokens, 0);
-      group = h("section", { class: `layer ${layer.kind}`, "data-kind": layer.kind },
-        h("h3", {}, layer.kind === "notification" ? "notification center" : layer.kind === "current" ? "current message" : layer.kind,
-          h("span", { class: "tokens" }, `${count.length} block${count.length === 1 ? "" : "s"} · ≈${fmt(sum)} tok`)));
-      stack.append(group);
+  const kinds = [...new Set(all.map((l) => l.kind))];
+  for (const kind of kinds) {
+    const members = all.filter((l) => l.kind === kind);
+    const sum = members.reduce((n, l) => n + l.tokens, 0);
+    const group = h("section", { class: `layer ${kind}`, "data-kind": kind },
+      h("h3", {}, kind === "notification" ? "notification center" : kind === "current" ? "current message" : kind,
+        h("span", { class: "tokens" }, `${members.length} block${members.length === 1 ? "" : "s"} · ≈${fmt(sum)} tok`)));
+    for (const run of runs(members)) {
+      if (run.length > FOLD_OVER) {
+        // A long run without a breakpoint folds away; the breakpoints stay in sight.
+        const tokens = run.reduce((n, l) => n + l.tokens, 0);
+        group.append(h("details", { class: "fold" },
+          h("summary", {}, h("span", { class: "label" }, `${run.length} blocks`), h("span", { class: "tokens" }, `≈${fmt(tokens)} tok`)),
+          run.map(block)));
+      } else {
+        group.append(...run.map(block));
+      }
+      const last = run[run.length - 1];
+      if (last.cache) group.append(breakpoint(last.cache));
     }
-    group.append(block(layer));
-    if (layer.cache) group.append(breakpoint(layer.cache));
+    stack.append(group);
   }
   parts.push(stack);
   target.replaceChildren(...parts);
