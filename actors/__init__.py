@@ -28,6 +28,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ToolDefinitionError,
     TrinketLoadError,
 )
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
@@ -56,7 +57,8 @@ from ._settings import (
     TurnSettings,
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import TOOL_NAMES
+from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
+from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
 
 __all__ = [
@@ -106,7 +108,11 @@ __all__ = [
     "SystemSection",
     "TextDelta",
     "Timings",
+    "Tool",
+    "ToolDefinition",
+    "ToolDefinitionError",
     "ToolFinished",
+    "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
     "Trinket",
@@ -122,16 +128,20 @@ __all__ = [
     "TurnStart",
     "TurnStarted",
     "UserInput",
+    "as_tool",
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_user_tools",
     "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "input_schema",
     "model_info",
     "neutralize_frame",
     "render_notification_center",
+    "tool",
     "user_content",
     "validate_settings",
 ]

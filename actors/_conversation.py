@@ -567,7 +567,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 retried = True
 
     async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
-        timeout = self._deps.settings.tools.timeout_s
+        timeout = self._deps.tools.timeout_s(use.name)  # the tool's own, else tools.timeout_s
         outcome: ToolOutcome | None = None
         with (
             span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),

@@ -43,6 +43,7 @@ from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._settings import Settings
+from ._tool_spec import Tool
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
 from ._trinket import Directory, Trinket, TrinketActor, composer_name, trinket_name
 from ._trinkets import (
@@ -115,8 +116,11 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError(message) from None
 
 
-def builtin_trinkets(storage: Storage, settings: Settings) -> list[TrinketEntry]:
-    definitions = tool_definitions(settings.tools.enabled)
+def builtin_trinkets(
+    storage: Storage, settings: Settings, tools: Sequence[Tool] = ()
+) -> list[TrinketEntry]:
+    """The built-in trinkets; `tools` (the user's) join the tool guidance and hints."""
+    definitions = tool_definitions(settings.tools.enabled, tools)
     base = settings.base_prompt or DEFAULT_BASE_PROMPT
     t = settings.trinkets
     gap = settings.history.segment_gap_minutes * 60
@@ -160,8 +164,12 @@ class Engine:
         trinkets: Sequence[TrinketEntry],
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
+        tools: Sequence[Tool] = (),
     ) -> None:
         validate_settings(settings)
+        # The tools are fixed for the Engine's life: the `tools` array leads every cached
+        # prefix, so it must not change between turns.
+        definitions = tool_definitions(settings.tools.enabled, tools)
         if settings.composer.legacy_placement:
             registry = registry.legacy()
         for entry in trinkets:
@@ -191,11 +199,16 @@ class Engine:
             name=searcher_name(),
             mailbox=64,
         )
-        definitions = tool_definitions(settings.tools.enabled)
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
-            tools=ToolRunner(storage, directory, settings.tools.enabled),
+            tools=ToolRunner(
+                storage,
+                directory,
+                settings.tools.enabled,
+                tools,
+                timeout_s=settings.tools.timeout_s,
+            ),
             tool_definitions=definitions,
             settings=settings,
             clock=clock,

@@ -15,6 +15,7 @@ __all__ = [
     "ModelUnavailable",
     "SectionConfigError",
     "SettingsError",
+    "ToolDefinitionError",
     "TrinketLoadError",
 ]
 
@@ -33,6 +34,12 @@ class SectionConfigError(FrontmindError):
 
 class TrinketLoadError(FrontmindError):
     """A configured trinket could not be imported or constructed."""
+
+    kind = "configuration_error"
+
+
+class ToolDefinitionError(FrontmindError):
+    """A tool cannot be declared: a bad name, no description, a signature with no schema."""
 
     kind = "configuration_error"
 

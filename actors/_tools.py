@@ -1,8 +1,9 @@
-"""The built-in tools: their definitions, guidance, and execution.
+"""The tools: the built-in tools' definitions and guidance, the user's tools, execution.
 
 Tool definitions are part of the cached prefix (tools come first), so they are built
-once, in a fixed order, from fixed text. Tool inputs are decoded into typed Structs; a
-bad input goes back to the model as an error result, never an exception.
+once, in a fixed order: the built-in ones generated at import from their input Structs
+(see _tool_spec), the user's when they are declared. Tool inputs are decoded into typed
+Structs; a bad input goes back to the model as an error result, never an exception.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Annotated
 
 import msgspec
 
@@ -26,140 +28,125 @@ from storage import (
     complete_reminder_effect,
 )
 
+from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._messages import SearchRequested, Turn
+from ._tool_spec import Tool, ToolDefinition, ToolOutcome, builtin_definition
 from ._trinket import Directory, trinket_name
 from ._trinkets._reminders import describe_reminder
 
-__all__ = ["TOOL_NAMES", "ToolDefinition", "ToolOutcome", "ToolRunner", "tool_definitions"]
+__all__ = [
+    "TOOL_NAMES",
+    "ToolDefinition",
+    "ToolOutcome",
+    "ToolRunner",
+    "check_user_tools",
+    "tool_definitions",
+]
+
+
+def _described(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+# Each built-in tool's input: what the model's JSON is decoded into, and (docstring and
+# field descriptions) what its definition is generated from.
 
 
 class AddReminder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    text: str
-    due_in_minutes: int | None = None
-    due_at: str | None = None  # ISO 8601 with a UTC offset
+    """Create a reminder for the user, optionally due at a time."""
+
+    text: Annotated[str, _described("What to remind the user of.")]
+    due_in_minutes: Annotated[int | None, _described("Due this many minutes from now.")] = None
+    due_at: Annotated[str | None, _described("Due time, ISO 8601 with a UTC offset.")] = None
 
 
 class ListReminders(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    pass
+    """List the user's open reminders with their ids."""
 
 
 class CompleteReminder(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    id: int
+    """Mark a reminder as done by its id."""
+
+    id: Annotated[int, _described("The reminder's id (#N).")]
 
 
 class Remember(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    text: str
-    importance: float = 0.5
+    """Store a memory about the user or the work for later conversations."""
+
+    text: Annotated[str, _described("A self-contained statement.")]
+    importance: Annotated[float, _described("0 (trivia) to 1 (essential).")] = 0.5
 
 
 class SearchContext(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    query: str
+    """Search past messages and memories; results appear in the notification center."""
+
+    query: Annotated[str, _described("Keywords to search for.")]
 
 
-class ToolDefinition(msgspec.Struct, frozen=True):
-    name: str
-    description: str
-    input_schema: msgspec.Raw
-    guidance: str
-
-
-def _schema(properties: dict[str, object], required: Sequence[str]) -> msgspec.Raw:
-    schema = {"type": "object", "properties": properties, "required": list(required)}
-    return msgspec.Raw(msgspec.json.encode(schema))
-
-
-_DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
+_BUILTIN: dict[str, tuple[type[msgspec.Struct], str]] = {
     "add_reminder": (
         AddReminder,
-        ToolDefinition(
-            "add_reminder",
-            "Create a reminder for the user, optionally due at a time.",
-            _schema(
-                {
-                    "text": {"type": "string", "description": "What to remind the user of."},
-                    "due_in_minutes": {
-                        "type": "integer",
-                        "description": "Due this many minutes from now.",
-                    },
-                    "due_at": {
-                        "type": "string",
-                        "description": "Due time, ISO 8601 with a UTC offset.",
-                    },
-                },
-                ["text"],
-            ),
-            "add_reminder: when the user asks to be reminded of something, or agrees to a "
-            "follow-up, create a reminder with a short imperative text. Give due_in_minutes for "
-            "relative times and due_at (ISO 8601 with offset) for absolute ones; leave both out "
-            "when no time was named. New reminders show up in active_reminders.",
-        ),
+        "add_reminder: when the user asks to be reminded of something, or agrees to a "
+        "follow-up, create a reminder with a short imperative text. Give due_in_minutes for "
+        "relative times and due_at (ISO 8601 with offset) for absolute ones; leave both out "
+        "when no time was named. New reminders show up in active_reminders.",
     ),
     "list_reminders": (
         ListReminders,
-        ToolDefinition(
-            "list_reminders",
-            "List the user's open reminders with their ids.",
-            _schema({}, []),
-            "list_reminders: the notification center already shows active reminders; call "
-            "this only when you need the ids or the full list.",
-        ),
+        "list_reminders: the notification center already shows active reminders; call "
+        "this only when you need the ids or the full list.",
     ),
     "complete_reminder": (
         CompleteReminder,
-        ToolDefinition(
-            "complete_reminder",
-            "Mark a reminder as done by its id.",
-            _schema({"id": {"type": "integer", "description": "The reminder's id (#N)."}}, ["id"]),
-            "complete_reminder: when the user says a reminder is done, complete it by its "
-            "#id from active_reminders. Never complete a reminder on your own initiative.",
-        ),
+        "complete_reminder: when the user says a reminder is done, complete it by its "
+        "#id from active_reminders. Never complete a reminder on your own initiative.",
     ),
     "remember": (
         Remember,
-        ToolDefinition(
-            "remember",
-            "Store a memory about the user or the work for later conversations.",
-            _schema(
-                {
-                    "text": {"type": "string", "description": "A self-contained statement."},
-                    "importance": {"type": "number", "description": "0 (trivia) to 1 (essential)."},
-                },
-                ["text"],
-            ),
-            "remember: store durable facts (preferences, decisions, names, commitments) as one "
-            "self-contained sentence each. Relevant memories come back in relevant_memories.",
-        ),
+        "remember: store durable facts (preferences, decisions, names, commitments) as one "
+        "self-contained sentence each. Relevant memories come back in relevant_memories.",
     ),
     "search_context": (
         SearchContext,
-        ToolDefinition(
-            "search_context",
-            "Search past messages and memories; results appear in the notification center.",
-            _schema(
-                {"query": {"type": "string", "description": "Keywords to search for."}}, ["query"]
-            ),
-            "search_context: when the user refers to something not in view, start a search "
-            "with a few keywords. It runs in the background; its passages appear in "
-            "context_search_results on this or the next turn.",
-        ),
+        "search_context: when the user refers to something not in view, start a search "
+        "with a few keywords. It runs in the background; its passages appear in "
+        "context_search_results on this or the next turn.",
     ),
+}
+
+# Generated once, at import: the same bytes on every turn.
+_DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
+    name: (struct, builtin_definition(name, struct, guidance))
+    for name, (struct, guidance) in _BUILTIN.items()
 }
 
 TOOL_NAMES = tuple(_DEFINITIONS)
 
 
-def tool_definitions(enabled: Sequence[str]) -> tuple[ToolDefinition, ...]:
+def check_user_tools(tools: Sequence[Tool]) -> None:
+    """User tools need names of their own: none twice, none a built-in's."""
+    seen: set[str] = set()
+    for user_tool in tools:
+        if user_tool.name in _DEFINITIONS:
+            raise ToolDefinitionError(
+                f"tool {user_tool.name!r}: the name is a built-in tool's; choose another"
+            )
+        if user_tool.name in seen:
+            raise ToolDefinitionError(f"tool {user_tool.name!r} is declared twice")
+        seen.add(user_tool.name)
+
+
+def tool_definitions(
+    enabled: Sequence[str], user_tools: Sequence[Tool] = ()
+) -> tuple[ToolDefinition, ...]:
+    """The enabled built-in tools in their fixed order, then the user's in theirs."""
     unknown = [name for name in enabled if name not in _DEFINITIONS]
     if unknown:
         raise ValueError(f"unknown tools {unknown}; the built-in tools are {list(TOOL_NAMES)}")
-    return tuple(_DEFINITIONS[name][1] for name in TOOL_NAMES if name in enabled)
-
-
-class ToolOutcome(msgspec.Struct, frozen=True):
-    content: str
-    is_error: bool = False
-    update: str | None = None  # a change the notification center would show next turn
+    check_user_tools(user_tools)
+    builtin = tuple(_DEFINITIONS[name][1] for name in TOOL_NAMES if name in enabled)
+    return builtin + tuple(t.definition for t in user_tools)
 
 
 # The furthest ahead a relative due time may point: a century covers any real reminder,
@@ -173,14 +160,36 @@ class ToolRunner:
     """Runs one tool call. Writes are staged on `effects` (applied by the turn's commit);
     whatever a tool raises comes back as an error result the model can read."""
 
-    def __init__(self, storage: Storage, directory: Directory, enabled: Sequence[str]) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        directory: Directory,
+        enabled: Sequence[str],
+        user_tools: Sequence[Tool] = (),
+        *,
+        timeout_s: float = 10.0,
+    ) -> None:
+        check_user_tools(user_tools)
         self._storage = storage
         self._directory = directory
         self._enabled = frozenset(enabled)
+        self._user = {t.name: t for t in user_tools}
+        self._timeout_s = timeout_s
+
+    def timeout_s(self, name: str) -> float:
+        """How long a call of `name` may run: its own timeout, else `tools.timeout_s`."""
+        user_tool = self._user.get(name)
+        if user_tool is not None and user_tool.timeout_s is not None:
+            return user_tool.timeout_s
+        return self._timeout_s
 
     async def run(
         self, name: str, raw_input: msgspec.Raw, turn: Turn, effects: list[Effect]
     ) -> ToolOutcome:
+        user_tool = self._user.get(name)
+        if user_tool is not None:
+            # The user's own code: its effects are its own, outside the turn's commit.
+            return await user_tool.invoke(raw_input, turn)
         entry = _DEFINITIONS.get(name)
         if entry is None or name not in self._enabled:
             return ToolOutcome(f"there is no tool named {name!r}", is_error=True)

@@ -21,6 +21,7 @@ from actors import (
     FrontmindError,
     ModelError,
     TextDelta,
+    Tool,
     ToolFinished,
     ToolStarted,
     Trinket,
@@ -31,6 +32,7 @@ from actors import (
     TurnStarted,
     escape_field,
     escape_text,
+    tool,
 )
 from storage import InvalidInput, MessageTooLarge, NotFound, StorageError
 
@@ -60,6 +62,7 @@ __all__ = [
     "Page",
     "StorageError",
     "TextDelta",
+    "Tool",
     "ToolFinished",
     "ToolStarted",
     "Trinket",
@@ -73,4 +76,5 @@ __all__ = [
     "escape_field",
     "escape_text",
     "load_config",
+    "tool",
 ]

@@ -1,13 +1,28 @@
-"""`frontmind chat`: an interactive terminal chat, against a daemon or in-process."""
+"""`frontmind chat`: an interactive terminal chat, against a daemon or in-process.
+
+On a terminal the prompt is a real line editor (prompt_toolkit): editing keys, history
+kept across sessions, multi-line input (Enter sends; Alt-Enter or Esc then Enter adds a
+line; a bracketed paste stays one message), Ctrl-C cancels the reply in progress, and
+Ctrl-C or Ctrl-D at an empty prompt leaves. Without a terminal (a pipe) each line of
+input is one message and nothing is coloured or animated.
+
+Where turns come from is behind `ChatBackend`: the library in-process, or a daemon.
+"""
 
 from __future__ import annotations
 
+import itertools
+import os
+import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import ExitStack, aclosing
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
+import msgspec
 
 from actors import (
     FrontmindError,
@@ -17,64 +32,386 @@ from actors import (
     TurnCompleted,
     TurnError,
     TurnEvent,
+    TurnStarted,
 )
 from storage import StorageError
 
 from ._client import Client
+from ._exceptions import EdgeError
 from ._frontmind import Frontmind
+from ._render import render_context, render_stats
 
-__all__ = ["chat_in_process", "chat_remote"]
+if TYPE_CHECKING:  # prompt_toolkit loads only for an interactive terminal
+    from prompt_toolkit import PromptSession
 
+__all__ = [
+    "HISTORY_FILE",
+    "ChatBackend",
+    "LocalBackend",
+    "RemoteBackend",
+    "chat",
+    "chat_in_process",
+    "chat_remote",
+]
+
+HISTORY_FILE = "chat_history"
 PROMPT = "you> "
+REPLY = "frontmind> "
+NEXT_MESSAGE = "(next message)"  # what /context previews the next turn with
+
+HELP = """\
+Commands
+  /help        this help
+  /context     the context window the next turn would send (sections, breakpoints)
+  /stats       cache hit share and latencies of this conversation
+  /reminders   the open reminders
+  /quit        leave (or /exit)
+Keys
+  Enter                   send the message
+  Alt-Enter, Esc Enter    start a new line (a pasted text stays one message)
+  Up, Down                earlier messages (kept across sessions); Ctrl-R searches them
+  Ctrl-C                  cancel the reply in progress; clear the line; leave at an empty prompt
+  Ctrl-D                  leave (at an empty prompt)"""
 
 
-async def _lines(stdin: TextIO) -> AsyncIterator[str]:
+class ChatBackend(Protocol):
+    """Where the chat's turns and views come from (the library in-process, or a daemon)."""
+
+    def turn(self, text: str) -> AsyncGenerator[TurnEvent, None]:
+        """The events of one turn; closing the iterator early cancels the turn."""
+        ...
+
+    async def context(self) -> str: ...
+
+    async def stats(self) -> str: ...
+
+    async def reminders(self) -> str: ...
+
+
+class _ReminderView(msgspec.Struct, frozen=True):
+    """What the chat shows of a reminder (a daemon may send times as epoch or ISO)."""
+
+    id: int
+    text: str
+    due_at: float | str | None = None
+
+
+def _render_reminders(reminders: list[_ReminderView]) -> str:
+    if not reminders:
+        return "no open reminders"
+    lines = []
+    for r in reminders:
+        due = r.due_at
+        if isinstance(due, float | int):
+            due = datetime.fromtimestamp(due, UTC).isoformat(timespec="minutes")
+        lines.append(f"#{r.id} {r.text}" + (f" (due {due})" if due else ""))
+    return "\n".join(lines)
+
+
+class LocalBackend:
+    """Turns and views from a `Frontmind` opened in this process."""
+
+    def __init__(self, fm: Frontmind, continuum: str) -> None:
+        self._fm = fm
+        self._continuum = continuum
+
+    async def turn(self, text: str) -> AsyncGenerator[TurnEvent, None]:
+        async with self._fm.turn(self._continuum, text) as events:
+            async for event in events:
+                yield event
+
+    async def context(self) -> str:
+        return render_context(await self._fm.context(self._continuum, NEXT_MESSAGE))
+
+    async def stats(self) -> str:
+        return render_stats(await self._fm.turns(self._continuum, limit=100_000))
+
+    async def reminders(self) -> str:
+        found = await self._fm.reminders()
+        return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
+
+
+class RemoteBackend:
+    """Turns and views from a running daemon, through `frontmind.Client`."""
+
+    def __init__(self, client: Client, continuum: str) -> None:
+        self._client = client
+        self._continuum = continuum
+
+    async def turn(self, text: str) -> AsyncGenerator[TurnEvent, None]:
+        async with self._client.turn(self._continuum, text) as events:
+            async for event in events:
+                yield event
+
+    async def context(self) -> str:
+        return render_context(await self._client.context(self._continuum, NEXT_MESSAGE))
+
+    async def stats(self) -> str:
+        return render_stats(list(await self._client.turns(self._continuum, 1000)))
+
+    async def reminders(self) -> str:
+        found = await self._client.reminders()
+        return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def colour_wanted(stream: TextIO, environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except ValueError:  # a closed stream
+        return False
+
+
+_STYLES = {
+    "you": "\x1b[1;32m",
+    "reply": "\x1b[1;36m",
+    "tool": "\x1b[33m",
+    "error": "\x1b[31m",
+    "dim": "\x1b[2m",
+}
+
+
+class _Out:
+    def __init__(self, stream: TextIO, colour: bool) -> None:
+        self._stream = stream
+        self.colour = colour
+
+    def __call__(self, text: str, style: str | None = None) -> None:
+        if self.colour and style is not None:
+            text = f"{_STYLES[style]}{text}\x1b[0m"
+        self._stream.write(text)
+        self._stream.flush()
+
+
+class _Indicator:
+    """A spinner until the first token, erased when it comes (terminal only)."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, out: _Out) -> None:
+        self._out = out
+        self._scope = anyio.CancelScope()
+        self.active = True
+        self._shown = False
+
+    def _frame(self, frame: str) -> None:
+        self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim")
+        self._shown = True
+
+    def show(self) -> None:
+        """The first frame, at once: before the turn is even sent."""
+        self._frame(self.FRAMES[0])
+
+    async def run(self) -> None:
+        with self._scope:
+            for frame in itertools.cycle(self.FRAMES[1:] + self.FRAMES[:1]):
+                await anyio.sleep(0.1)
+                if not self.active:
+                    return
+                self._frame(frame)
+
+    def stop(self) -> None:
+        if self.active:
+            self.active = False
+            self._scope.cancel()
+            if self._shown:
+                self._out("\r\x1b[K")
+
+
+def _show(event: TurnEvent, out: _Out) -> None:
+    if isinstance(event, TextDelta):
+        out(event.text)
+    elif isinstance(event, ToolStarted):
+        out(f"\n  [tool {event.name} …]", "tool")
+    elif isinstance(event, ToolFinished):
+        out(f" {'failed' if event.is_error else 'done'}\n", "error" if event.is_error else "tool")
+    elif isinstance(event, TurnCompleted):
+        u = event.usage
+        out(
+            f"\n  (cache read {u.cache_read_input_tokens}, write {u.cache_creation_input_tokens}, "
+            f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)\n",
+            "dim",
+        )
+    elif isinstance(event, TurnError):
+        out(f"\n  error ({event.type}): {event.message}\n", "error")
+
+
+# -- the conversation -----------------------------------------------------------------------
+
+
+async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> None:
+    """Stream one reply. On a terminal, Ctrl-C (SIGINT: the prompt is not reading keys
+    now) cancels the turn, which the runtime unwinds cleanly, and returns to the prompt."""
+    interrupted = False
+    indicator = _Indicator(out) if interactive else None
+    if indicator is None:
+        out(REPLY, "reply")
+    with ExitStack() as stack:
+        # Installed before the turn starts, so no Ctrl-C falls to Python's default handler.
+        signals = (
+            stack.enter_context(anyio.open_signal_receiver(signal.SIGINT)) if interactive else None
+        )
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_on_interrupt() -> None:
+                nonlocal interrupted
+                assert signals is not None
+                async for _ in signals:
+                    interrupted = True
+                    tg.cancel_scope.cancel()
+                    return
+
+            if interactive:
+                tg.start_soon(cancel_on_interrupt)
+            if indicator is not None:
+                indicator.show()
+                tg.start_soon(indicator.run)
+            try:
+                async with aclosing(backend.turn(text)) as events:
+                    async for event in events:
+                        if isinstance(event, TurnStarted):
+                            continue  # accepted, but nothing to show yet: keep the spinner
+                        if indicator is not None and indicator.active:
+                            indicator.stop()
+                            out(REPLY, "reply")
+                        _show(event, out)
+            except (FrontmindError, StorageError, EdgeError) as exc:
+                if indicator is not None:
+                    indicator.stop()
+                out(f"\n  error: {exc}\n", "error")
+            tg.cancel_scope.cancel()
+    if indicator is not None:
+        indicator.stop()
+    if interrupted:
+        out("\n  (reply cancelled)\n", "dim")
+
+
+async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
+    """Run a /command; False means leave the chat."""
+    name = text.split()[0].lower()
+    if name in ("/quit", "/exit"):
+        return False
+    views: dict[str, Callable[[], Any]] = {
+        "/context": backend.context,
+        "/stats": backend.stats,
+        "/reminders": backend.reminders,
+    }
+    if name == "/help":
+        out(HELP + "\n")
+    elif name in views:
+        try:
+            out(await views[name]() + "\n")
+        except (FrontmindError, StorageError, EdgeError) as exc:
+            out(f"  error: {exc}\n", "error")
+        except msgspec.ValidationError as exc:
+            out(f"  error: the daemon's answer could not be read: {exc}\n", "error")
+    else:
+        out(f"  unknown command {name}; /help lists them\n", "error")
+    return True
+
+
+async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> bool:
+    if text.startswith("/"):
+        return await _command(backend, text, out)
+    await _reply(backend, text, out, interactive)
+    return True
+
+
+async def _plain(backend: ChatBackend, stdin: TextIO, out: _Out) -> None:
+    """No terminal: one message per line, no editing, no colour."""
+    out(PROMPT)
     while True:
         line = await anyio.to_thread.run_sync(stdin.readline)
         if not line:
             return
         text = line.strip()
-        if text in ("/quit", "/exit"):
+        if text and not await _handle(backend, text, out, interactive=False):
             return
-        if text:
-            yield text
-
-
-def _show(event: TurnEvent, out: Callable[[str], None]) -> None:
-    if isinstance(event, TextDelta):
-        out(event.text)
-    elif isinstance(event, ToolStarted):
-        out(f"\n  [tool {event.name} …]")
-    elif isinstance(event, ToolFinished):
-        out(f" {'failed' if event.is_error else 'done'}\n")
-    elif isinstance(event, TurnCompleted):
-        u = event.usage
-        out(
-            f"\n  (cache read {u.cache_read_input_tokens}, write {u.cache_creation_input_tokens}, "
-            f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)\n"
-        )
-    elif isinstance(event, TurnError):
-        out(f"\n  error ({event.type}): {event.message}\n")
-
-
-def _writer(stdout: TextIO) -> Callable[[str], None]:
-    def write(text: str) -> None:
-        stdout.write(text)
-        stdout.flush()
-
-    return write
-
-
-async def _converse(
-    turns: Callable[[str], AsyncIterator[TurnEvent]], stdin: TextIO, stdout: TextIO
-) -> None:
-    out = _writer(stdout)
-    out(PROMPT)
-    async for text in _lines(stdin):
-        out("frontmind> ")
-        async for event in turns(text):
-            _show(event, out)
         out(PROMPT)
+
+
+def _session(history_file: Path | None, colour: bool) -> PromptSession[str]:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.filters import is_searching
+    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.output import ColorDepth
+    from prompt_toolkit.styles import Style
+
+    bindings = KeyBindings()
+
+    @bindings.add("enter", filter=~is_searching)
+    def _send(event: KeyPressEvent) -> None:
+        event.current_buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter", filter=~is_searching)  # also Alt-Enter
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("c-c", filter=~is_searching)
+    def _interrupt(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.text:
+            buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    history: History = InMemoryHistory()
+    if history_file is not None:
+        try:
+            history_file.parent.mkdir(parents=True, exist_ok=True)
+            history_file.touch(exist_ok=True)
+            history = FileHistory(str(history_file))
+        except OSError:
+            pass  # an unwritable data dir: history for this session only
+
+    def continuation(width: int, line_number: int, wrap_count: int) -> str:
+        return "… ".rjust(width)
+
+    return PromptSession(
+        history=history,
+        key_bindings=bindings,
+        multiline=True,
+        prompt_continuation=continuation,
+        style=Style.from_dict({"you": "bold ansigreen", "continuation": "ansigray"}),
+        color_depth=None if colour else ColorDepth.DEPTH_1_BIT,
+        enable_open_in_editor=False,
+    )
+
+
+async def _interactive(backend: ChatBackend, out: _Out, history_file: Path | None) -> None:
+    session = _session(history_file, out.colour)
+    message: Any = [("class:you", PROMPT)] if out.colour else PROMPT
+    out("Frontmind chat. Enter sends, Alt-Enter adds a line, /help lists the rest.\n", "dim")
+    while True:
+        try:
+            text = await session.prompt_async(message)
+        except (KeyboardInterrupt, EOFError):
+            return
+        text = text.strip()
+        if text and not await _handle(backend, text, out, interactive=True):
+            return
+
+
+async def chat(
+    backend: ChatBackend,
+    *,
+    history_file: Path | None,
+    stdin: TextIO = sys.stdin,
+    stdout: TextIO = sys.stdout,
+) -> None:
+    """Converse with `backend` until the user leaves."""
+    interactive = stdin.isatty() and stdout.isatty()
+    out = _Out(stdout, colour_wanted(stdout) if interactive else False)
+    if interactive:
+        await _interactive(backend, out, history_file)
+    else:
+        await _plain(backend, stdin, out)
 
 
 async def chat_in_process(
@@ -87,7 +424,12 @@ async def chat_in_process(
     stdout: TextIO = sys.stdout,
 ) -> None:
     async with Frontmind.open(data_dir, config_file=config_file, offline=offline) as fm:
-        await _converse(lambda text: fm.turn(continuum, text), stdin, stdout)
+        await chat(
+            LocalBackend(fm, continuum),
+            history_file=data_dir / HISTORY_FILE,
+            stdin=stdin,
+            stdout=stdout,
+        )
 
 
 async def chat_remote(
@@ -95,20 +437,12 @@ async def chat_remote(
     continuum: str,
     *,
     token: str | None,
+    history_file: Path | None = None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
 ) -> None:
     async with Client(url, token=token) as client:
-        await client.health()
-
-        async def turns(text: str) -> AsyncIterator[TurnEvent]:
-            try:
-                async for event in client.turn(continuum, text):
-                    yield event
-            except (
-                FrontmindError,
-                StorageError,
-            ) as exc:  # refused (busy, bad input): shown, chat goes on
-                yield TurnError(getattr(exc, "kind", "error"), str(exc))
-
-        await _converse(turns, stdin, stdout)
+        await client.health()  # `ClientError` (no daemon answers) before the prompt shows
+        await chat(
+            RemoteBackend(client, continuum), history_file=history_file, stdin=stdin, stdout=stdout
+        )

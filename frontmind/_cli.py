@@ -78,10 +78,17 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> None:
-    from ._chat import chat_in_process, chat_remote
+    from ._chat import HISTORY_FILE, chat_in_process, chat_remote
 
     if args.url:
-        _run(lambda: chat_remote(args.url, args.continuum, token=args.token))
+        _run(
+            lambda: chat_remote(
+                args.url,
+                args.continuum,
+                token=args.token,
+                history_file=args.data_dir / HISTORY_FILE,
+            )
+        )
     else:
         _run(
             lambda: chat_in_process(

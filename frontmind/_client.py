@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import httpx2
 import msgspec
 
-from actors import TurnEvent
+from actors import ModelRequest, TurnEvent
 from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
 
 from ._errors import FROM_WIRE
@@ -153,12 +153,15 @@ class Client:
         except httpx2.HTTPError as exc:
             raise ClientError(f"the turn's stream from {self.url} broke: {exc}") from exc
 
-    async def context(self, continuum_id: str, text: str) -> Any:
-        """The Messages API request a turn with `text` would send now, as JSON."""
+    async def context(self, continuum_id: str, text: str) -> ModelRequest:
+        """The Messages API request a turn with `text` would send now (nothing is sent)."""
         body = await self._call(
             "GET", f"/v1/continuums/{continuum_id}/context", params={"message": text}
         )
-        return msgspec.json.decode(body)
+        try:
+            return msgspec.json.decode(body, type=ModelRequest)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise ClientError(f"the daemon sent an unreadable request: {exc}") from None
 
     async def history(
         self, continuum_id: str, *, limit: int = 100, cursor: str | None = None

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -32,10 +32,13 @@ from actors import (
     ModelRequest,
     ModelUnavailable,
     PlacementRegistry,
+    Tool,
     Turn,
     TurnEvent,
     UserInput,
+    as_tool,
     builtin_trinkets,
+    check_user_tools,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
@@ -55,7 +58,7 @@ from storage import (
 
 from ._exceptions import ConfigError
 from ._groups import unwrap_group
-from .config import Config, custom_trinkets, load_config
+from .config import Config, custom_tools, custom_trinkets, load_config
 
 if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
     from .localapi import Clock, LocalMessagesAPI
@@ -164,12 +167,15 @@ class Frontmind:
         api_key: str | None = None,
         base_url: str | None = None,
         local_api_clock: Clock | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
         `offline=True` runs the built-in local Messages API in-process and points the
         SDK at it. Otherwise the key and URL come from the arguments, else from
-        ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+        ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. `tools`: functions the model may call
+        (see `frontmind.tool`), after the config's `[[tool]]` entries; they are fixed
+        for this instance's life, so the cached prefix stays the same on every turn.
         """
         try:
             async with cls._open(
@@ -182,6 +188,7 @@ class Frontmind:
                 api_key=api_key,
                 base_url=base_url,
                 local_api_clock=local_api_clock,
+                tools=tools,
             ) as fm:
                 yield fm
         except BaseExceptionGroup as group:
@@ -202,11 +209,14 @@ class Frontmind:
         api_key: str | None,
         base_url: str | None,
         local_api_clock: Clock | None,
+        tools: Sequence[Tool | Callable[..., Any]],
     ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
+        user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
+        check_user_tools(user_tools)  # before anything starts: a clash is a startup error
         async with AsyncExitStack() as stack:
             local_api: LocalMessagesAPI | None = None
             if model is None:
@@ -239,8 +249,9 @@ class Frontmind:
                 model=model,
                 settings=config,
                 registry=registry,
-                trinkets=[*builtin_trinkets(storage, config), *custom],
+                trinkets=[*builtin_trinkets(storage, config, user_tools), *custom],
                 clock=clock,
+                tools=user_tools,
             )
             idle = config.turns.idle_minutes * 60
             if idle > 0:

@@ -27,6 +27,8 @@ from actors import (
     SectionSpec,
     Settings,
     SettingsError,
+    Tool,
+    ToolDefinitionError,
     ToolSettings,
     Trinket,
     TrinketEntry,
@@ -44,6 +46,7 @@ __all__ = [
     "CacheSettings",
     "ComposerSettings",
     "Config",
+    "CustomTool",
     "CustomTrinket",
     "HistorySettings",
     "ModelSettings",
@@ -72,6 +75,16 @@ class CustomTrinket(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     options: dict[str, str | int | float | bool] = {}
 
 
+class CustomTool(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[[tool]]`: a function the model may call; its schema comes from its type hints."""
+
+    use: str  # "package.module:function" (a plain function or one decorated with @tool)
+    name: str | None = None  # default: the function's name
+    description: str | None = None  # default: the docstring
+    guidance: str | None = None  # the tool guidance line (default: the docstring's first)
+    timeout_s: float | None = None  # default: tools.timeout_s
+
+
 class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8765
@@ -97,6 +110,7 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     storage: StorageConfig = StorageConfig()
     offline: OfflineConfig = OfflineConfig()
     trinket: tuple[CustomTrinket, ...] = ()
+    tool: tuple[CustomTool, ...] = ()
 
 
 def default_data_dir() -> Path:
@@ -138,6 +152,51 @@ def load_config(
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
     return config
+
+
+def _import(use: str, what: str, shape: str) -> object:
+    """The object `use` ("package.module:attribute") names; `what` says whose entry it is."""
+    module_name, _, attribute = use.partition(":")
+    if not module_name or not attribute:
+        raise ToolDefinitionError(f"{what}: use = {use!r} must look like {shape!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolDefinitionError(f"{what}: cannot import {module_name!r}: {exc}") from exc
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise ToolDefinitionError(f"{what}: {module_name!r} has no attribute {attribute!r}")
+    return found
+
+
+def custom_tools(config: Config) -> list[Tool]:
+    """The config's `[[tool]]` entries as tools, built now so a bad entry fails at startup."""
+    tools = []
+    for index, entry in enumerate(config.tool):
+        what = f"[[tool]] #{index + 1} ({entry.use})"
+        found = _import(entry.use, what, "package.module:function")
+        if not callable(found):
+            raise ToolDefinitionError(f"{what}: {entry.use!r} is not a function")
+        try:
+            if isinstance(found, Tool):
+                built = found.with_options(
+                    name=entry.name,
+                    description=entry.description,
+                    guidance=entry.guidance,
+                    timeout_s=entry.timeout_s,
+                )
+            else:
+                built = Tool(
+                    found,
+                    name=entry.name,
+                    description=entry.description,
+                    guidance=entry.guidance,
+                    timeout_s=entry.timeout_s,
+                )
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"{what}: {exc}") from None
+        tools.append(built)
+    return tools
 
 
 def _load_class(entry: CustomTrinket) -> type[Trinket]:

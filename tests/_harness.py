@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ async def frontmind(
     cfg: Settings | None = None,
     clock: FakeClock | None = None,
     max_retries: int = 2,
+    tools: Sequence[Callable[..., Any]] = (),
 ) -> AsyncIterator[Frontmind]:
     model = AnthropicModel(
         api_key="test-key", base_url=api.base_url, max_retries=max_retries, timeout=10
@@ -58,6 +59,7 @@ async def frontmind(
             cfg if isinstance(cfg, Config) else config(),
             model=model,
             clock=clock or FakeClock(),
+            tools=tools,
         ) as fm:
             yield fm
     finally:

@@ -1,0 +1,280 @@
+"""Tool definitions generated from code: a msgspec Struct or a function's signature.
+
+One source of truth: the Struct a tool's input is decoded into is also what its JSON
+schema is generated from (`msgspec.json.schema`), for the built-in tools and for the
+user's own (`@tool`). A user tool is a plain function, sync or async; its parameters'
+type hints (or a single msgspec Struct parameter) give the schema, its docstring the
+description. Definitions are built once, when the tool is declared, so the `tools`
+array, the first part of every cached prefix, is byte-identical on every turn.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, get_type_hints, overload
+
+import anyio
+import msgspec
+
+from ._exceptions import ToolDefinitionError
+from ._messages import Turn
+
+__all__ = ["Tool", "ToolDefinition", "ToolOutcome", "as_tool", "input_schema", "tool"]
+
+log = logging.getLogger("frontmind.tools")
+
+# The Messages API's rule for `tools[].name` (API reference, "tools": name must match
+# ^[a-zA-Z0-9_-]{1,64}$); a name that breaks it would fail every request, so refuse it here.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+class ToolDefinition(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+    input_schema: msgspec.Raw
+    guidance: str
+
+
+class ToolOutcome(msgspec.Struct, frozen=True):
+    content: str
+    is_error: bool = False
+    update: str | None = None  # a change the notification center would show next turn
+
+
+def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
+    """`node` with every `$ref` replaced by its definition (one self-contained object)."""
+    if isinstance(node, list):
+        return [_inline(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name in seen:
+            raise ToolDefinitionError(f"{name} refers to itself; a tool input cannot be recursive")
+        return _inline(defs[name], defs, (*seen, name))
+    return {key: _inline(value, defs, seen) for key, value in node.items()}
+
+
+def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON schema of `struct` as a tool's `input_schema`: an object at the root,
+    references inlined, without the root's title and description (the tool's own
+    description says what it does; repeating it would only cost tokens)."""
+    try:
+        generated = msgspec.json.schema(struct)
+    except TypeError as exc:
+        raise ToolDefinitionError(f"{struct.__name__}: {exc}") from None
+    defs = generated.get("$defs", {})
+    root = _inline(generated, defs, ())
+    if root.get("type") != "object":  # pragma: no cover - a Struct is always an object
+        raise ToolDefinitionError(f"{struct.__name__}: a tool input must be an object")
+    root.pop("title", None)
+    root.pop("description", None)
+    return dict(root)
+
+
+def _encode_schema(struct: type[msgspec.Struct]) -> msgspec.Raw:
+    return msgspec.Raw(msgspec.json.encode(input_schema(struct)))
+
+
+def builtin_definition(name: str, struct: type[msgspec.Struct], guidance: str) -> ToolDefinition:
+    """A built-in tool's definition: its description is the Struct's docstring."""
+    description = inspect.getdoc(struct)
+    if not description:  # pragma: no cover - every built-in struct has one
+        raise ToolDefinitionError(f"{name}: the input struct needs a docstring")
+    return ToolDefinition(name, description, _encode_schema(struct), guidance)
+
+
+class Tool:
+    """A function the model may call, with its definition generated from the signature.
+
+    Build one with `@tool` (or `tool(fn, name=…)`); call it like the function it wraps.
+    A parameter annotated `Turn` is not part of the schema: it receives the current turn
+    (continuum id, time, timezone).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        guidance: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name if name is not None else getattr(fn, "__name__", "")
+        where = f"tool {self.name!r}"
+        if not TOOL_NAME.fullmatch(self.name):
+            raise ToolDefinitionError(
+                f"{where}: a tool name must be 1-64 of A-Z a-z 0-9 _ - (pass name=…)"
+            )
+        text = description if description is not None else inspect.getdoc(fn)
+        if not text or not text.strip():
+            raise ToolDefinitionError(
+                f"{where}: needs a description (a docstring, or description=…)"
+            )
+        self.description = text.strip()
+        if timeout_s is not None and not timeout_s > 0:
+            raise ToolDefinitionError(f"{where}: timeout_s must be greater than 0, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._options = {
+            "name": name,
+            "description": description,
+            "guidance": guidance,
+            "timeout_s": timeout_s,
+        }
+        self._input, self._struct_param, self._turn_params = _signature(fn, where)
+        try:
+            schema = _encode_schema(self._input)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"{where}: {exc}") from None
+        first_line = self.description.splitlines()[0]
+        self.definition = ToolDefinition(
+            self.name,
+            self.description,
+            schema,
+            guidance.strip() if guidance else f"{self.name}: {first_line}",
+        )
+        self._is_async = inspect.iscoroutinefunction(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r}, timeout_s={self.timeout_s})"
+
+    def with_options(self, **options: Any) -> Tool:
+        """This tool with some of name/description/guidance/timeout_s replaced (None keeps)."""
+        merged = {**self._options, **{k: v for k, v in options.items() if v is not None}}
+        return Tool(self.fn, **merged)
+
+    async def invoke(self, raw_input: msgspec.Raw, turn: Turn) -> ToolOutcome:
+        """Run the tool on the model's input. Bad input and failures become error
+        results for the model; cancellation (the caller's timeout) propagates."""
+        try:
+            arguments = msgspec.json.decode(raw_input, type=self._input)
+        except msgspec.DecodeError as exc:
+            return ToolOutcome(f"invalid input for {self.name}: {exc}", is_error=True)
+        if self._struct_param is not None:
+            kwargs: dict[str, Any] = {self._struct_param: arguments}
+        else:
+            kwargs = msgspec.structs.asdict(arguments)
+        kwargs.update(dict.fromkeys(self._turn_params, turn))
+        try:
+            if self._is_async:
+                result = await self.fn(**kwargs)
+            else:
+                # A sync tool runs in a worker thread so it cannot stall the event loop; at
+                # its timeout the turn moves on and the thread is left to finish alone.
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(self.fn, **kwargs), abandon_on_cancel=True
+                )
+            if inspect.isawaitable(result):
+                result = await result
+            content = _render(result)
+        except Exception as exc:  # the user's code: any failure goes back to the model
+            log.warning("tool %s failed", self.name, exc_info=True)
+            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        return ToolOutcome(content)
+
+
+def _render(result: Any) -> str:
+    """A tool's return value as the text of its tool_result."""
+    if isinstance(result, str):
+        return result
+    if result is None:
+        return "done"
+    return msgspec.json.encode(result).decode()
+
+
+def _signature(
+    fn: Callable[..., Any], where: str
+) -> tuple[type[msgspec.Struct], str | None, tuple[str, ...]]:
+    """The Struct the model's input decodes into, the name of the parameter that takes it
+    whole (if the function has a single Struct parameter), and the `Turn` parameters."""
+    if not callable(fn):
+        raise ToolDefinitionError(f"{where}: {fn!r} is not callable")
+    try:
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError, ValueError) as exc:
+        raise ToolDefinitionError(f"{where}: cannot read the signature: {exc}") from None
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    turn_params: list[str] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ToolDefinitionError(
+                f"{where}: parameter {param.name!r} must be an ordinary named parameter"
+            )
+        if param.name not in hints:
+            raise ToolDefinitionError(f"{where}: parameter {param.name!r} needs a type hint")
+        hint = hints[param.name]
+        if hint is Turn:
+            turn_params.append(param.name)
+        elif param.default is param.empty:
+            fields.append((param.name, hint))
+        else:
+            fields.append((param.name, hint, param.default))
+    if len(fields) == 1 and len(fields[0]) == 2:
+        only, hint = fields[0][0], fields[0][1]
+        if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+            return hint, only, tuple(turn_params)
+    struct = msgspec.defstruct(
+        f"{getattr(fn, '__name__', 'tool')}_input",
+        fields,
+        kw_only=True,
+        frozen=True,
+        forbid_unknown_fields=True,
+    )
+    return struct, None, tuple(turn_params)
+
+
+def as_tool(candidate: Tool | Callable[..., Any]) -> Tool:
+    """A `Tool` as it is, or a plain function made into one."""
+    return candidate if isinstance(candidate, Tool) else Tool(candidate)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    guidance: str | None = None,
+    timeout_s: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    guidance: str | None = None,
+    timeout_s: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a function as a tool the model may call: `@tool` or `@tool(timeout_s=5)`.
+
+    The schema comes from the type hints (or a single msgspec Struct parameter), the
+    description from the docstring. `guidance` is the line the system prompt's tool
+    guidance gets (default: the docstring's first line); `timeout_s` overrides
+    `tools.timeout_s`. Pass the tools to `Frontmind.open(..., tools=[...])` or name
+    them in the config (`[[tool]] use = "package.module:function"`).
+    """
+
+    def build(function: Callable[..., Any]) -> Tool:
+        return Tool(
+            function, name=name, description=description, guidance=guidance, timeout_s=timeout_s
+        )
+
+    return build if fn is None else build(fn)

@@ -1,0 +1,276 @@
+"""`frontmind chat` on a real pseudo-terminal.
+
+The chat runs as a child process on a pty (pexpect); its output goes through a VT100
+emulator (pyte), which also answers the cursor-position requests a terminal answers, so
+the assertions are on the screen a user would see. Every wait is for output to appear,
+never a sleep."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pexpect
+import pyte
+import pytest
+
+from frontmind._chat import HISTORY_FILE
+from storage import SQLiteStorage, ToolResultBlock
+from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
+
+pytestmark = pytest.mark.slow
+
+WAIT_S = 60.0  # an upper bound for a loaded machine, never a pause
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+ENTER, ALT_ENTER, CTRL_C, CTRL_D, UP = "\r", "\x1b\r", "\x03", "\x04", "\x1b[A"
+# An SGR sequence that sets a colour (30-38, 40-48, 90-97, 100-107): NO_COLOR forbids them.
+_SGR = re.compile(rb"\x1b\[([0-9;]*)m")
+
+
+def _colours(raw: bytes) -> list[bytes]:
+    found = []
+    for match in _SGR.finditer(raw):
+        for param in match.group(1).split(b";"):
+            if param and (30 <= int(param) <= 48 or 90 <= int(param) <= 107):
+                found.append(match.group(0))
+    return found
+
+
+class _Screen(pyte.HistoryScreen):
+    """A screen that keeps what scrolled off, and answers the terminal's queries (the
+    cursor position) to the child as a terminal would."""
+
+    def __init__(self, columns: int, lines: int, child: pexpect.spawn) -> None:
+        super().__init__(columns, lines, history=5000)
+        self._child = child
+
+    def write_process_input(self, data: str) -> None:
+        self._child.send(data)
+
+
+class Terminal:
+    def __init__(self, child: pexpect.spawn, columns: int, lines: int) -> None:
+        self.child = child
+        self.screen = _Screen(columns, lines, child)
+        self.stream = pyte.ByteStream(self.screen)
+        self.raw = b""
+
+    def text(self) -> str:
+        """Everything on the screen and above it, one line per row."""
+        columns = self.screen.columns
+        above = ["".join(row[x].data for x in range(columns)) for row in self.screen.history.top]
+        return "\n".join(line.rstrip() for line in [*above, *self.screen.display])
+
+    def _feed(self, timeout: float) -> None:
+        data = self.child.read_nonblocking(65536, timeout=timeout)
+        self.raw += data
+        self.stream.feed(data)
+
+    def wait_raw(self, needle: bytes, *, since: int = 0) -> int:
+        """Wait until `needle` has been written (even if it was erased since); its offset."""
+        while needle not in self.raw[since:]:
+            self._step(WAIT_S, f"{needle!r} never written")
+        return self.raw.index(needle, since)
+
+    def wait(self, pattern: str, *, count: int = 1) -> None:
+        """Wait until the screen shows `pattern` (a regex) at least `count` times."""
+        compiled = re.compile(pattern, re.MULTILINE)
+        while len(compiled.findall(self.text())) < count:
+            self._step(WAIT_S, f"screen never showed {pattern!r} x{count}")
+
+    def _step(self, timeout: float, what: str) -> None:
+        try:
+            self._feed(timeout)
+        except pexpect.TIMEOUT:
+            pytest.fail(f"{what}; the screen:\n{self.text()}")
+        except pexpect.EOF:
+            pytest.fail(f"{what}: the chat exited; the screen:\n{self.text()}")
+
+    def send(self, keys: str) -> None:
+        self.child.send(keys)
+
+    def wait_prompt(self, count: int) -> None:
+        self.wait(r"^you>( |$)", count=count)
+
+    def wait_exit(self) -> int:
+        while True:
+            try:
+                self._feed(WAIT_S)
+            except pexpect.EOF:
+                break
+            except pexpect.TIMEOUT:
+                pytest.fail(f"the chat did not exit; the screen:\n{self.text()}")
+        self.child.close()
+        status: int = self.child.exitstatus
+        return status
+
+
+@contextmanager
+def terminal(*args: str, columns: int = 110, lines: int = 60, **env: str) -> Iterator[Terminal]:
+    environment = child_env(TERM="xterm-256color", **env)
+    environment.pop("NO_COLOR", None)
+    if "NO_COLOR" in env:
+        environment["NO_COLOR"] = env["NO_COLOR"]
+    child = pexpect.spawn(
+        COMMAND[0],
+        [*COMMAND[1:], "chat", *args],
+        cwd=str(ROOT),
+        env=environment,
+        dimensions=(lines, columns),
+    )
+    try:
+        yield Terminal(child, columns, lines)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
+def chat_config(path: Path, first_token_s: float, tokens_per_second: float) -> Path:
+    path.write_text(
+        f"[offline]\ntime_to_first_token_s = {first_token_s}\n"
+        f"tokens_per_second = {tokens_per_second}\n"
+    )
+    return path
+
+
+async def user_messages(data_dir: Path, continuum: str = "default") -> list[str]:
+    async with await SQLiteStorage.open(data_dir / "frontmind.db") as storage:
+        history = await storage.all_messages(continuum)
+        records = await storage.turns(continuum, limit=100)
+    typed = [
+        m
+        for m in history
+        if m.role == "user" and not any(isinstance(b, ToolResultBlock) for b in m.content)
+    ]
+    texts = ["".join(getattr(b, "text", "") for b in m.content) for m in typed]
+    return texts + [f"record:{r.status}" for r in reversed(records) if r.status != "completed"]
+
+
+@pytest.mark.anyio
+async def test_editing_paste_commands_and_history(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ("--offline", "--data-dir", str(data))
+    with terminal(*args) as t:
+        t.wait_prompt(1)
+        t.send("hello there" + ENTER)
+        t.wait("You said: “hello there”")
+        t.wait("cache read")
+        t.wait_prompt(2)
+        # A bracketed paste of three lines stays one message; Enter then sends it.
+        t.send(PASTE_START + "line one\rline two\rline three" + PASTE_END)
+        t.wait(r"^ *… line three", count=1)
+        t.send(ENTER)
+        t.wait("line three”")
+        t.wait_prompt(3)
+        # Alt-Enter adds a line instead of sending.
+        t.send("first" + ALT_ENTER + "second" + ENTER)
+        t.wait("second”")
+        t.wait_prompt(4)
+        t.send("remind me to stretch in 5 minutes" + ENTER)
+        t.wait(r"\[tool add_reminder … *\] done|\[tool add_reminder …\] done")
+        t.wait_prompt(5)
+        t.send("/reminders" + ENTER)
+        t.wait(r"#1 stretch")
+        t.send("/stats" + ENTER)
+        t.wait(r"cache hit share")
+        t.send("/context" + ENTER)
+        t.wait(r"ESTIMATE  cached prefix")
+        t.send("/help" + ENTER)
+        t.wait(r"Alt-Enter, Esc Enter")
+        t.send("/nope" + ENTER)
+        t.wait(r"unknown command /nope")
+        t.wait_prompt(10)
+        # Colour on a terminal: the reply label is styled.
+        assert b"\x1b[1;36mfrontmind> " in t.raw
+        # Ctrl-D at an empty prompt leaves at once.
+        t.send(CTRL_D)
+        assert t.wait_exit() == 0
+    assert await user_messages(data) == [
+        "hello there",
+        "line one\nline two\nline three",
+        "first\nsecond",
+        "remind me to stretch in 5 minutes",
+    ]
+    history = (data / HISTORY_FILE).read_text()
+    assert "+line one\n+line two\n+line three\n" in history
+    # A new session: Up brings back the last message from the history file.
+    with terminal(*args) as t:
+        t.wait_prompt(1)
+        t.send(UP)
+        t.wait(r"^you> /nope$")
+        t.send(UP)
+        t.wait(r"^you> /help$")
+        t.send(CTRL_C)  # clears the line; a second Ctrl-C at the empty prompt leaves
+        t.wait(r"^you>$")
+        t.send(CTRL_C)
+        assert t.wait_exit() == 0
+
+
+@pytest.mark.anyio
+async def test_indicator_and_cancelling_a_reply_without_colour(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    config = chat_config(tmp_path / "slow.toml", first_token_s=0.5, tokens_per_second=8)
+    long_message = "please tell me a long story about " + "turtles and " * 8 + "the sea"
+    with terminal("--offline", "--data-dir", str(data), "--config", str(config), NO_COLOR="1") as t:
+        t.wait_prompt(1)
+        sent = len(t.raw)
+        t.send(long_message + ENTER)
+        # The indicator shows until the first token, then gives way to the reply.
+        spinner = t.wait_raw(b"thinking", since=sent)
+        reply = t.wait_raw(b"frontmind> You said", since=sent)
+        assert spinner < reply
+        # It keeps turning while the model has not answered yet (0.5 s to the first token).
+        assert "⠙ thinking".encode() in t.raw[spinner:reply]
+        t.send(CTRL_C)  # mid-reply: cancels it and returns to the prompt
+        t.wait(r"\(reply cancelled\)")
+        t.wait_prompt(2)
+        assert "the sea”" not in t.text()  # the reply never finished
+        assert _colours(t.raw) == []
+        t.send(CTRL_C)  # at the empty prompt: leave
+        assert t.wait_exit() == 0
+    # The cancelled turn left nothing half-written: a record says so, no messages.
+    assert await user_messages(data) == ["record:cancelled"]
+
+
+@pytest.mark.anyio
+async def test_chat_against_a_daemon_on_a_terminal(tmp_path: Path) -> None:
+    async with daemon(tmp_path / "d") as d:
+        args = ("--url", d.url, "--continuum", "tty", "--data-dir", str(tmp_path / "home"))
+        with terminal(*args) as t:
+            t.wait_prompt(1)
+            t.send("remind me to water the plants in 10 minutes" + ENTER)
+            t.wait(r"\[tool add_reminder")
+            t.wait("cache read")
+            t.wait_prompt(2)
+            t.send("/reminders" + ENTER)
+            t.wait(r"#1 water the plants \(due ")
+            t.send("/stats" + ENTER)
+            t.wait(r"turns           1  \(completed 1\)")
+            t.send("/context" + ENTER)
+            t.wait(r"ESTIMATE  cached prefix")
+            t.wait_prompt(5)
+            t.send(CTRL_D)
+            assert await anyio.to_thread.run_sync(t.wait_exit) == 0
+        assert (tmp_path / "home" / HISTORY_FILE).is_file()
+        assert await d.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured(
+    tmp_path: Path,
+) -> None:
+    code, out, err = await run_cli(
+        "chat",
+        "--offline",
+        "--data-dir",
+        str(tmp_path),
+        stdin=b"hello\n/reminders\n/help\nsecond line\n",
+    )
+    assert code == 0, err
+    assert "\x1b" not in out  # no colour, no spinner, no cursor movement
+    assert "no open reminders" in out
+    assert "Alt-Enter, Esc Enter" in out
+    assert await user_messages(tmp_path) == ["hello", "second line"]

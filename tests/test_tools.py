@@ -1,0 +1,396 @@
+"""Tools: definitions generated from code, and the user's own tools end to end.
+
+Schemas are checked as generated; the user tools run through the real SDK against the
+local Messages API, with a scripted model that calls them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import msgspec
+import pytest
+
+import frontmind as fm_module
+from actors import TOOL_NAMES, Tool, ToolDefinitionError, input_schema
+from actors._tools import AddReminder, tool_definitions
+from frontmind import ConfigError, Frontmind, ToolFinished, ToolStarted, Turn, tool
+from frontmind.config import load_config
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
+from tests._harness import completed, config, frontmind, run_turn
+from tests.test_readme import example as readme_example
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
+    responder = ScriptedResponder()
+    async with LocalMessagesAPI(responder=responder) as server:
+        yield server, responder
+
+
+def schema(t: Tool) -> Any:
+    return msgspec.json.decode(t.definition.input_schema)
+
+
+# -- definitions ------------------------------------------------------------------------------
+
+
+class Address(msgspec.Struct, frozen=True):
+    """A postal address."""
+
+    street: str
+    city: Annotated[str, msgspec.Meta(description="The city.")]
+
+
+class Shipment(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What to ship where."""
+
+    item: str
+    to: Address
+    express: bool = False
+
+
+def test_schema_from_type_hints_and_docstring() -> None:
+    @tool
+    def book(
+        room: Annotated[str, msgspec.Meta(description="The room's name.")],
+        hours: Annotated[int, msgspec.Meta(ge=1, le=8)] = 1,
+        kind: Literal["meeting", "focus"] = "meeting",
+        attendees: list[str] | None = None,
+        *,
+        turn: Turn,
+    ) -> str:
+        """Book a room.
+
+        Longer text the model also sees."""
+        return f"{room} for {hours}h by {turn.continuum_id}"
+
+    assert book.name == "book"
+    assert book.description == "Book a room.\n\nLonger text the model also sees."
+    assert schema(book) == {
+        "type": "object",
+        "properties": {
+            "room": {"description": "The room's name.", "type": "string"},
+            "hours": {"type": "integer", "minimum": 1, "maximum": 8, "default": 1},
+            "kind": {"enum": ["focus", "meeting"], "default": "meeting"},
+            "attendees": {
+                "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}],
+                "default": None,
+            },
+        },
+        "required": ["room"],
+        "additionalProperties": False,
+    }
+    # The `Turn` parameter is filled in by Frontmind, never asked of the model.
+    assert "turn" not in schema(book)["properties"]
+    # The default guidance line is the docstring's first line; the function still works.
+    assert book.definition.guidance == "book: Book a room."
+    turn = Turn("t", "ada", "x", 0.0, "UTC")
+    assert book("lab", turn=turn) == "lab for 1h by ada"
+
+
+def test_schema_from_a_struct_parameter_is_inlined() -> None:
+    @tool(name="ship-it", timeout_s=2.5, guidance="ship-it: only when asked to ship.")
+    async def ship(order: Shipment) -> str:
+        """Ship an item."""
+        return order.item
+
+    assert (ship.name, ship.timeout_s) == ("ship-it", 2.5)
+    assert ship.definition.guidance == "ship-it: only when asked to ship."
+    generated = schema(ship)
+    assert generated == {
+        "type": "object",
+        "properties": {
+            "item": {"type": "string"},
+            "to": {
+                "title": "Address",
+                "description": "A postal address.",
+                "type": "object",
+                "properties": {
+                    "street": {"type": "string"},
+                    "city": {"description": "The city.", "type": "string"},
+                },
+                "required": ["street", "city"],
+            },
+            "express": {"type": "boolean", "default": False},
+        },
+        "required": ["item", "to"],
+        "additionalProperties": False,
+    }
+    assert "$ref" not in json.dumps(generated)  # one self-contained object
+
+
+def test_builtin_definitions_are_generated_from_their_structs() -> None:
+    definitions = tool_definitions(TOOL_NAMES)
+    assert [d.name for d in definitions] == list(TOOL_NAMES)
+    add = definitions[0]
+    assert add.description == "Create a reminder for the user, optionally due at a time."
+    assert msgspec.json.decode(add.input_schema) == input_schema(AddReminder)
+    generated = msgspec.json.decode(add.input_schema)
+    assert generated["required"] == ["text"]
+    assert generated["properties"]["text"] == {
+        "description": "What to remind the user of.",
+        "type": "string",
+    }
+    assert generated["properties"]["due_in_minutes"]["description"] == (
+        "Due this many minutes from now."
+    )
+    assert generated["additionalProperties"] is False
+    complete = next(d for d in definitions if d.name == "complete_reminder")
+    assert msgspec.json.decode(complete.input_schema)["required"] == ["id"]
+    # Generated once: the very same bytes every time (the tools lead the cached prefix).
+    assert tool_definitions(TOOL_NAMES) == definitions
+    assert tool_definitions(TOOL_NAMES)[0].input_schema is add.input_schema
+
+
+class Node(msgspec.Struct):
+    value: int
+    children: list[Node] = []
+
+
+def _no_doc(x: int) -> int:
+    return x
+
+
+def _no_hint(x) -> str:  # type: ignore[no-untyped-def]
+    """Has no hint."""
+    return str(x)
+
+
+def _star(*values: int) -> str:
+    """Takes *args."""
+    return str(values)
+
+
+def _unsupported(when: object) -> str:
+    """Takes an object."""
+    return str(when)
+
+
+def _recursive(tree: Node) -> str:
+    """Walks a tree."""
+    return str(tree)
+
+
+def _fine(x: int) -> str:
+    """Fine."""
+    return str(x)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Tool(_no_doc), "needs a description"),
+        (lambda: Tool(_no_hint), "parameter 'x' needs a type hint"),
+        (lambda: Tool(_star), "parameter 'values' must be an ordinary named parameter"),
+        (lambda: Tool(_unsupported), "tool '_unsupported'"),
+        (lambda: Tool(_recursive), "Node refers to itself"),
+        (lambda: Tool(lambda x: x, description="anon"), "a tool name must be 1-64 of"),
+        (lambda: Tool(_fine, name="has space"), "a tool name must be 1-64 of"),
+        (lambda: Tool(_fine, timeout_s=0), "timeout_s must be greater than 0"),
+        (lambda: tool_definitions(TOOL_NAMES, [Tool(_fine, name="remember")]), "built-in"),
+        (lambda: tool_definitions((), [Tool(_fine), Tool(_fine)]), "declared twice"),
+    ],
+)
+def test_bad_declarations_are_refused_with_the_reason(build: Any, message: str) -> None:
+    with pytest.raises(ToolDefinitionError) as caught:
+        build()
+    assert message in str(caught.value)
+    assert isinstance(caught.value, fm_module.FrontmindError)
+
+
+# -- user tools through the real SDK ------------------------------------------------------------
+
+
+@tool(guidance="lookup_stock: check stock before promising a delivery date.")
+async def lookup_stock(sku: str, warehouse: str = "main") -> dict[str, object]:
+    """How many of an item are in stock."""
+    return {"sku": sku, "warehouse": warehouse, "count": 7}
+
+
+async def test_the_model_calls_a_user_tool(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    seen_turns: list[str] = []
+
+    def shout(text: str, turn: Turn) -> str:  # plain and sync: runs in a worker thread
+        """Upper-case a text."""
+        seen_turns.append(turn.continuum_id)
+        return text.upper()
+
+    responder.push(
+        Reply(
+            (
+                ReplyText("Checking."),
+                ReplyToolUse("lookup_stock", {"sku": "A-1"}, "toolu_s"),
+                ReplyToolUse("shout", {"text": "hey"}, "toolu_h"),
+            )
+        ),
+        "Seven in stock.",
+        "Again, seven.",
+    )
+    async with frontmind(api, tmp_path, tools=[lookup_stock, shout]) as fm:
+        events = await run_turn(fm, "c1", "is A-1 in stock?")
+        await run_turn(fm, "c1", "thanks")
+        history = await fm.history("c1")
+    started = [e for e in events if isinstance(e, ToolStarted)]
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.name for e in started] == ["lookup_stock", "shout"]
+    assert [(e.is_error, e.content) for e in finished] == [
+        (False, '{"sku":"A-1","warehouse":"main","count":7}'),
+        (False, "HEY"),
+    ]
+    assert seen_turns == ["c1"]
+    assert completed(events).model_calls == 2
+    bodies = api.message_bodies()
+    assert len(bodies) == 3
+    # The user's tools follow the built-in ones, and the list is byte-identical on every
+    # call of the loop and every turn: the tools lead the cached prefix.
+    names = [t["name"] for t in bodies[0]["tools"]]
+    assert names == [*TOOL_NAMES, "lookup_stock", "shout"]
+    assert bodies[0]["tools"] == bodies[1]["tools"] == bodies[2]["tools"]
+    stock = bodies[0]["tools"][-2]
+    assert stock["description"] == "How many of an item are in stock."
+    assert stock["input_schema"]["required"] == ["sku"]
+    # The guidance lives in the cached system prompt, the same on every request.
+    systems = [json.dumps(b["system"]) for b in bodies]
+    assert systems[0] == systems[1] == systems[2]
+    assert "lookup_stock: check stock before promising a delivery date." in systems[0]
+    assert "shout: Upper-case a text." in systems[0]
+    assert "lookup_stock, shout" in systems[0]  # the tool hints name them
+    results = bodies[1]["messages"][-1]["content"]
+    assert [r["tool_use_id"] for r in results[:2]] == ["toolu_s", "toolu_h"]
+    assert not any(r.get("is_error") for r in results[:2])
+    # Stored: the tool exchange of the first turn, then the plain second turn.
+    assert [m.role for m in history] == ["user", "assistant"] * 3
+
+
+async def test_failures_timeouts_and_bad_input_go_back_as_errors(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    never = anyio.Event()
+
+    @tool
+    def explode(reason: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"boom: {reason}")
+
+    @tool(timeout_s=0.2)
+    async def hang() -> str:
+        """Never answers."""
+        await never.wait()
+        return "unreachable"
+
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("explode", {"reason": "test"}, "toolu_1"),
+                ReplyToolUse("hang", {}, "toolu_2"),
+                ReplyToolUse("lookup_stock", {"count": 3}, "toolu_3"),
+            )
+        ),
+        "All three failed.",
+    )
+    # The per-tool timeout wins over a generous global one.
+    cfg = config(tools={"timeout_s": 60})
+    async with frontmind(api, tmp_path, cfg=cfg, tools=[explode, hang, lookup_stock]) as fm:
+        events = await run_turn(fm, "c1", "try the tools")
+        records = await fm.turns("c1")
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.is_error for e in finished] == [True, True, True]
+    assert finished[0].content == "explode failed: RuntimeError: boom: test"
+    assert finished[1].content == "hang timed out after 0.2s"
+    assert finished[2].content.startswith("invalid input for lookup_stock:")
+    assert completed(events).text == "All three failed."
+    results = api.message_bodies()[1]["messages"][-1]["content"]
+    assert [r.get("is_error") for r in results] == [True, True, True]
+    assert results[0]["content"] == "explode failed: RuntimeError: boom: test"
+    assert records[0].status == "completed"
+
+
+async def test_tools_from_the_config_file(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    config_file = tmp_path / "tools.toml"
+    config_file.write_text(
+        "[[tool]]\n"
+        'use = "tests._user_tools:weather"\n'
+        "timeout_s = 4\n"
+        "\n"
+        "[[tool]]\n"
+        'use = "tests._user_tools:convert"\n'
+        'name = "to_miles"\n'
+    )
+    cfg = load_config(config_file, tmp_path / "data")
+    assert [t.use for t in cfg.tool] == ["tests._user_tools:weather", "tests._user_tools:convert"]
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("weather", {"city": "Oslo"}, "toolu_w"),
+                ReplyToolUse("to_miles", {"value": 10}, "toolu_m"),
+            )
+        ),
+        "Sunny, 6.2 miles.",
+    )
+    async with frontmind(api, tmp_path / "data", cfg=cfg) as fm:
+        events = await run_turn(fm, "trip", "weather and distance?")
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [(e.name, e.content) for e in finished] == [
+        ("weather", "sunny in Oslo"),
+        ("to_miles", '{"miles":6.214,"in":"trip"}'),
+    ]
+    tools = {t["name"]: t for t in api.message_bodies()[0]["tools"]}
+    assert tools["weather"]["input_schema"]["properties"]["city"]["description"] == "A city name."
+    assert "turn" not in tools["to_miles"]["input_schema"]["properties"]
+    system = json.dumps(api.message_bodies()[0]["system"])
+    # The decorator's guidance survives the rename in the config.
+    assert "convert: use it for every unit conversion." in system
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('use = "tests._user_tools"', "#1 (tests._user_tools): use = 'tests._user_tools' must"),
+        ('use = "tests._no_such_module:f"', "#1 (tests._no_such_module:f): cannot import"),
+        ('use = "tests._user_tools:missing"', "has no attribute 'missing'"),
+        ('use = "tests._user_tools:NOT_A_FUNCTION"', "'tests._user_tools:NOT_A_FUNCTION' is not a"),
+        (
+            'use = "tests._user_tools:weather"\nname = "remember"',
+            "'remember': the name is a built-in",
+        ),
+        ('use = "tests._user_tools:weather"\ntimeout_s = -1', "timeout_s must be greater than 0"),
+    ],
+)
+async def test_a_bad_tool_entry_fails_at_startup(tmp_path: Path, entry: str, message: str) -> None:
+    config_file = tmp_path / "frontmind.toml"
+    config_file.write_text(f"[[tool]]\n{entry}\n")
+    with pytest.raises(fm_module.FrontmindError) as caught:
+        async with Frontmind.open(tmp_path, config_file=config_file, offline=True):
+            pytest.fail("opened with a bad tool")
+    assert message in str(caught.value)
+    assert not (tmp_path / "frontmind.db").exists()  # refused before anything was created
+
+
+async def test_a_tool_entry_with_an_unknown_key_is_a_config_error(tmp_path: Path) -> None:
+    config_file = tmp_path / "frontmind.toml"
+    config_file.write_text('[[tool]]\nuse = "tests._user_tools:weather"\ncolour = "red"\n')
+    with pytest.raises(ConfigError, match=r"colour"):
+        load_config(config_file, tmp_path)
+
+
+def test_the_readme_tool_example_declares_a_tool() -> None:
+    namespace: dict[str, Any] = {}
+    exec(readme_example("### Your own tools"), namespace)
+    stock = namespace["stock"]
+    assert isinstance(stock, Tool)
+    assert (stock.name, stock.timeout_s) == ("stock", 5)
+    assert schema(stock)["required"] == ["sku"]
+    assert "turn" not in schema(stock)["properties"]
