@@ -72,6 +72,11 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         self._names = [name for name, _ in trinkets]
         self._refs = refs
         self._settings = settings
+        # Each section's own deadline (seconds); the gather waits for the longest.
+        self._deadlines = [
+            settings.deadlines.get(name, settings.deadline_ms) / 1000 for name in self._names
+        ]
+        self._deadline = max(self._deadlines, default=settings.deadline_ms / 1000)
         self._guard = CacheGuard(
             window=settings.guard_window,
             threshold=settings.guard_threshold,
@@ -91,9 +96,12 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         started_ns = time.time_ns()
         turn = message.turn
         current_turn.set(turn.turn_id)  # e.g. the cache guard's warnings name the turn
-        deadline = self._settings.deadline_ms / 1000
+        deadline = self._deadline
         result = await scatter_gather(
-            self._refs, TurnStart(turn, time.time() + deadline), deadline=deadline
+            self._refs,
+            TurnStart(turn, time.time() + deadline),
+            deadline=deadline,
+            deadlines=self._deadlines,
         )
         statuses: dict[str, SectionStatus] = {}
         for name, outcome in zip(self._names, result.outcomes, strict=True):

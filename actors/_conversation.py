@@ -50,6 +50,7 @@ from ._events import (
     TurnStarted,
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._history import CompactHistory
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
@@ -119,6 +120,9 @@ class ConversationDeps:
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
+    # True once the process is shutting down: a turn that reaches the front of the
+    # queue then ends at once with an error event and a record, instead of running.
+    draining: Callable[[], bool] = lambda: False
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -150,7 +154,7 @@ def message_tokens(message: Message) -> int:
 
 
 class _Loaded(msgspec.Struct):
-    history: list[Message]
+    history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
@@ -162,8 +166,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     protocol = ConversationMessage
 
     def __init__(
-        self, continuum_id: str, composer: ActorRef[Any, Any], deps: ConversationDeps
+        self,
+        continuum_id: str,
+        composer: ActorRef[Any, Any],
+        deps: ConversationDeps,
+        *,
+        user: str,
     ) -> None:
+        self._user = user  # the continuum is the user's own: every read and write is theirs
         self._id = continuum_id
         self._composer = composer
         self._deps = deps
@@ -206,7 +216,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""
-        async with self._deps.storage.continuum_lease(self._id):
+        async with self._deps.storage.continuum_lease(self._user, self._id):
             await self._refresh()
             async with aclosing(self._run(message)) as events:
                 async for event in events:
@@ -217,7 +227,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if self._state is None:
             return
         try:
-            stored = await self._deps.storage.continuum(self._id)
+            stored = await self._deps.storage.continuum(self._user, self._id)
         except UnknownContinuum:
             stale = self._state.message_count != 0
         else:
@@ -229,7 +239,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             self._state = None
         else:
             # Another replica may have changed the continuum's model settings.
-            own = await self._deps.storage.continuum_model(self._id)
+            own = await self._deps.storage.continuum_model(self._user, self._id)
             self._state.model = choose_model(self._deps.settings.model, own)
 
     # -- history -----------------------------------------------------------------------
@@ -237,19 +247,23 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _load(self) -> _Loaded:
         if self._state is None:
             storage = self._deps.storage
-            model = choose_model(self._deps.settings.model, await storage.continuum_model(self._id))
+            model = choose_model(
+                self._deps.settings.model, await storage.continuum_model(self._user, self._id)
+            )
             try:
-                continuum = await storage.continuum(self._id)
+                continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
-                self._state = _Loaded([], 0, 0, None, 0, model)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0, model)
             else:
-                history = await storage.history(self._id)
+                history = CompactHistory(
+                    await storage.history(self._user, self._id), message_tokens
+                )
                 self._state = _Loaded(
                     history,
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    sum(message_tokens(m) for m in history),
+                    history.tokens,
                     model,
                 )
         return self._state
@@ -276,20 +290,20 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if state.tokens <= budget_tokens:
             return None
         target = budget_tokens * self._deps.settings.history.keep_fraction
-        segments = await self._deps.storage.recent_segments(self._id, limit=10_000)
+        segments = await self._deps.storage.recent_segments(self._user, self._id, limit=10_000)
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
         turn_start: int | None = None
         previous_turn: str | None = None
-        for message in state.history:
-            starts_turn = message.turn_id != previous_turn
-            previous_turn = message.turn_id
+        for seq, turn_id, tokens in state.history.entries():
+            starts_turn = turn_id != previous_turn
+            previous_turn = turn_id
             if starts_turn and remaining <= target:
-                if message.seq in segment_starts:
-                    return message.seq
+                if seq in segment_starts:
+                    return seq
                 if turn_start is None:
-                    turn_start = message.seq
-            remaining -= message_tokens(message)
+                    turn_start = seq
+            remaining -= tokens
         return turn_start
 
     # -- composition and requests -----------------------------------------------------------
@@ -310,8 +324,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history this turn sends, and the new history start if it trims."""
         start = await self._trim_point(state)
         if start is None:
-            return state.history, None
-        return [m for m in state.history if m.seq >= start], start
+            return state.history.messages(), None
+        return state.history.messages(start), start
 
     def _request(
         self,
@@ -347,7 +361,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
 
     def _turn(self, turn_id: str, text: str) -> Turn:
-        return Turn(turn_id, self._id, text, self._deps.clock(), self._deps.settings.timezone)
+        settings = self._deps.settings
+        return Turn(turn_id, self._id, text, self._deps.clock(), settings.timezone, self._user)
 
     async def _preview(self, preview: Preview) -> ModelRequest:
         state = await self._load()
@@ -370,6 +385,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
         yield TurnStarted(turn.turn_id, self._id)
+        if deps.draining():
+            reason = "the service is shutting down; this turn did not start"
+            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
+            yield TurnError("shutting_down", reason, turn.turn_id)
+            return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message).
@@ -454,7 +474,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for trinket in deps.trinkets:
             # A trinket that is gone or full misses one warm-up; the turn stands.
             with suppress(KernelError):
-                trinket.tell(TurnCommitted(self._id, turn.turn_id))
+                trinket.tell(TurnCommitted(self._user, self._id, turn.turn_id))
         yield TurnCompleted(
             turn_id=turn.turn_id,
             text="".join(run.text),
@@ -596,18 +616,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             effects=tuple(effects),
         )
         with anyio.CancelScope(shield=True):
-            await self._deps.storage.commit_turn(write)
+            await self._deps.storage.commit_turn(self._user, write)
         base = state.message_count
         stored = [
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
             for i, m in enumerate(tail)
         ]
         if new_start is not None:
-            state.history = [m for m in state.history if m.seq >= new_start]
+            state.history.drop_before(new_start)
             state.history_start = new_start
-            state.tokens = sum(message_tokens(m) for m in state.history)
         state.history.extend(stored)
-        state.tokens += sum(message_tokens(m) for m in stored)
+        state.tokens = state.history.tokens
         state.message_count += len(stored)
         state.last_message_id = record.message_id
 
@@ -615,7 +634,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-            await self._deps.storage.record_turn(record)
+            await self._deps.storage.record_turn(self._user, record)
 
 
 @dataclass

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -22,7 +22,14 @@ from runtime import (
     RestartLimitReached,
     RestartPolicy,
 )
-from storage import ContinuumModel, Storage, StorageError, TurnRecord, check_continuum_id
+from storage import (
+    ContinuumModel,
+    Storage,
+    StorageError,
+    TurnRecord,
+    check_continuum_id,
+    check_user_name,
+)
 
 from ._composer import ComposerActor
 from ._content import UserInput, user_content
@@ -58,7 +65,11 @@ from ._trinkets import (
     searcher_name,
 )
 
-__all__ = ["Engine", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+__all__ = ["Engine", "LaneKey", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+
+# A conversation is identified by its user and the user's continuum id: two users may
+# both have a continuum "main", and each gets its own lane.
+LaneKey = tuple[str, str]  # (user, continuum id)
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,12 @@ class TrinketEntry:
 
     section: str
     factory: Callable[[Directory], Trinket]
+    deadline_ms: float | None = None  # None: the composer's (or `[composer.deadlines]`)
 
 
-def validate_settings(settings: Settings) -> None:
+def validate_settings(settings: Settings, sections: Sequence[str] | None = None) -> None:
+    """Refuse unusable settings, naming the key; `sections`, when given, are the sections
+    that exist (for the keys of `[composer.deadlines]`)."""
     try:
         ZoneInfo(settings.timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -103,6 +117,12 @@ def validate_settings(settings: Settings) -> None:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
+    for name, value in settings.composer.deadlines.items():
+        if not value > 0:
+            raise SettingsError(f"composer.deadlines.{name}: must be greater than 0, got {value}")
+    unknown = sorted(set(settings.composer.deadlines) - set(sections or known))
+    if sections is not None and unknown:
+        raise SettingsError(f"composer.deadlines: unknown sections {unknown}")
     try:
         check_model_choice(
             choose_model(settings.model, ContinuumModel()), settings.composer.channel
@@ -148,9 +168,13 @@ def builtin_trinkets(
 class Engine:
     """The running actors of one Frontmind instance.
 
-    Trinket actors are shared by all continuums; each continuum gets its own composer
-    (its sections and their last good content are its own) and conversation actor
-    (its turns run one at a time; other continuums' run concurrently).
+    Each continuum gets its own lane: its trinket actors (one per section, so no
+    continuum's composition ever waits behind another's render), its composer (its
+    sections and their last good content are its own) and its conversation actor (its
+    turns run one at a time; other continuums' run concurrently). The lane is spawned on
+    first use and stopped whole when evicted. Lanes are keyed by (user, continuum id), so
+    no trinket or composer state (system sections, the user's documents included) is
+    ever shared between users.
     """
 
     def __init__(
@@ -166,7 +190,7 @@ class Engine:
         trinket_policy: RestartPolicy | None = None,
         tools: Sequence[Tool] = (),
     ) -> None:
-        validate_settings(settings)
+        validate_settings(settings, [entry.section for entry in trinkets])
         # The tools are fixed for the Engine's life: the `tools` array leads every cached
         # prefix, so it must not change between turns.
         definitions = tool_definitions(settings.tools.enabled, tools)
@@ -174,26 +198,36 @@ class Engine:
             registry = registry.legacy()
         for entry in trinkets:
             registry.spec(entry.section)  # an unknown section is an error now, not later
+            if entry.deadline_ms is not None and not entry.deadline_ms > 0:
+                raise SettingsError(
+                    f"trinket {entry.section!r}: deadline_ms must be greater than 0, "
+                    f"got {entry.deadline_ms}"
+                )
+        # A trinket's own deadline is the default; `[composer.deadlines]` overrides it.
+        deadlines = {
+            e.section: e.deadline_ms for e in trinkets if e.deadline_ms is not None
+        } | dict(settings.composer.deadlines)
+        composer = msgspec.structs.replace(settings.composer, deadlines=deadlines)
+        self._composer_settings = composer
+        longest = max(
+            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets],
+            default=composer.deadline_ms,
+        )
+        self._early_by = {
+            e.section: (longest - deadlines.get(e.section, composer.deadline_ms)) / 1000
+            for e in trinkets
+        }
         self._system = system
         self._storage = storage
         self._settings = settings
         self._registry = registry
-        self._lanes: dict[str, _Lane] = {}
-        self._stopping: dict[str, anyio.Event] = {}
-        directory: Directory = system.lookup
-        self._trinkets: list[tuple[str, ActorRef[Any, Any]]] = []
-        policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
-        for entry in trinkets:
-            # A restart builds the trinket afresh from its factory: no state survives a crash.
-            def make(
-                factory: Callable[[Directory], Trinket] = entry.factory,
-                section: str = entry.section,
-            ) -> TrinketActor:
-                return TrinketActor(section, factory(directory), directory)
-
-            # Every continuum composes through the same trinkets: room for many at once.
-            ref = system.spawn(make, name=trinket_name(entry.section), mailbox=256, policy=policy)
-            self._trinkets.append((entry.section, ref))
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._stopping: dict[LaneKey, anyio.Event] = {}
+        self._draining = False
+        self._directory: Directory = system.lookup
+        directory = self._directory
+        self._entries = list(trinkets)
+        self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         system.spawn(
             lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),
             name=searcher_name(),
@@ -212,35 +246,65 @@ class Engine:
             tool_definitions=definitions,
             settings=settings,
             clock=clock,
-            trinkets=[ref for _, ref in self._trinkets],
+            trinkets=(),  # each lane gets its own
+            draining=lambda: self._draining,
         )
 
-    async def _lane(self, continuum_id: str) -> _Lane:
+    def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
+        """The continuum's trinket actors, one per section."""
+        refs: list[tuple[str, ActorRef[Any, Any]]] = []
+        directory = self._directory
+        for entry in self._entries:
+            # A restart builds the trinket afresh from its factory: no state survives a crash.
+            def make(
+                factory: Callable[[Directory], Trinket] = entry.factory,
+                section: str = entry.section,
+            ) -> TrinketActor:
+                early_by = self._early_by[section]
+                return TrinketActor(section, factory(directory), directory, early_by=early_by)
+
+            # One composer asks one turn at a time; the rest is committed-turn and search
+            # news. A trinket hung for more turns than this fails fast instead of queueing.
+            ref = self._system.spawn(
+                make,
+                name=trinket_name(entry.section, user, continuum_id),
+                mailbox=16,
+                policy=self._trinket_policy,
+            )
+            refs.append((entry.section, ref))
+        return refs
+
+    async def _lane(self, user: str, continuum_id: str) -> _Lane:
         """The continuum's lane (composer and conversation actor), spawned on first use."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        stopping = self._stopping.get(continuum_id)
+        key = (user, continuum_id)
+        stopping = self._stopping.get(key)
         if stopping is not None:
             await stopping.wait()  # evicted just now: wait, then start afresh
-        lane = self._lanes.get(continuum_id)
+        lane = self._lanes.get(key)
         if lane is None:
+            trinkets = self._spawn_trinkets(user, continuum_id)
             composer = self._system.spawn(
-                lambda: ComposerActor(self._registry, self._trinkets, self._settings.composer),
-                name=composer_name(continuum_id),
+                lambda: ComposerActor(self._registry, trinkets, self._composer_settings),
+                name=composer_name(user, continuum_id),
                 mailbox=64,
             )
+            deps = replace(self._deps, trinkets=tuple(ref for _, ref in trinkets))
             conversation = self._system.spawn(
-                lambda: ConversationActor(continuum_id, composer, self._deps),
-                name=f"conversation:{continuum_id}",
+                lambda: ConversationActor(continuum_id, composer, deps, user=user),
+                name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = self._lanes[continuum_id] = _Lane(composer, conversation)
+            lane = _Lane(composer, conversation, [ref for _, ref in trinkets])
+            self._lanes[key] = lane
         lane.last_used = time.monotonic()
         return lane
 
     @asynccontextmanager
-    async def _using(self, continuum_id: str) -> AsyncIterator[_Lane]:
+    async def _using(self, user: str, continuum_id: str) -> AsyncIterator[_Lane]:
         """Hold the lane: a lane in use is never evicted."""
-        lane = await self._lane(continuum_id)
+        lane = await self._lane(user, continuum_id)
         lane.users += 1
         try:
             yield lane
@@ -250,7 +314,7 @@ class Engine:
 
     @asynccontextmanager
     async def turn(
-        self, continuum_id: str, message: UserInput
+        self, continuum_id: str, message: UserInput, *, user: str
     ) -> AsyncIterator[ReplyStream[TurnEvent]]:
         """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
 
@@ -261,7 +325,7 @@ class Engine:
         content, text = user_content(message)
         turn_id = new_turn_id()
         run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
-        async with self._using(continuum_id) as lane:
+        async with self._using(user, continuum_id) as lane:
             stream = lane.conversation.stream(run, wait=False)
             try:
                 events = await stream.__aenter__()
@@ -278,7 +342,7 @@ class Engine:
                 self._settings.model.name, text,
             )  # fmt: skip
             try:
-                yield _GuardedEvents(events, record, self._deps.storage, self._deps.clock)
+                yield _GuardedEvents(events, user, record, self._deps.storage, self._deps.clock)
             except BaseException as exc:
                 if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
                     raise
@@ -287,59 +351,64 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
-        transient = turn.continuum_id not in self._lanes
+        key = (turn.user, turn.continuum_id)
+        transient = key not in self._lanes
         try:
-            async with self._using(turn.continuum_id) as lane:
+            async with self._using(*key) as lane:
                 composed: Composed = await lane.composer.ask(Compose(turn))
         finally:
             if transient:
-                await self._drop_unused(turn.continuum_id)
+                await self._drop_unused(key)
         return composed
 
-    async def preview(self, continuum_id: str, message: UserInput) -> ModelRequest:
+    async def preview(self, continuum_id: str, message: UserInput, *, user: str) -> ModelRequest:
         content, text = user_content(message)
         preview = Preview(text, () if isinstance(message, str) else content)
-        transient = continuum_id not in self._lanes
+        key = (user, continuum_id)
+        transient = key not in self._lanes
         try:
-            async with self._using(continuum_id) as lane:
+            async with self._using(*key) as lane:
                 request: ModelRequest = await lane.conversation.ask(preview)
         except RestartLimitReached as exc:
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
         finally:
             if transient:
-                await self._drop_unused(continuum_id)
+                await self._drop_unused(key)
         return request
 
-    async def _drop_unused(self, continuum_id: str) -> None:
+    async def _drop_unused(self, key: LaneKey) -> None:
         """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
         previews of unknown continuums must leave no actors behind."""
-        lane = self._lanes.get(continuum_id)
+        lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
             return
-        del self._lanes[continuum_id]
-        stopped = self._stopping[continuum_id] = anyio.Event()
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
         try:
             with anyio.CancelScope(shield=True):
-                await self._system.stop(lane.conversation)
-                await self._system.stop(lane.composer)
+                await self._stop_lane(lane)
         finally:
-            del self._stopping[continuum_id]
+            del self._stopping[key]
             stopped.set()
 
-    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
-        """The continuum's own model settings, and what its turns run with."""
+    async def model_settings(
+        self, continuum_id: str, *, user: str
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """The user's continuum's own model settings, and what its turns run with."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        own = await self._storage.continuum_model(continuum_id)
+        own = await self._storage.continuum_model(user, continuum_id)
         return own, choose_model(self._settings.model, own)
 
     async def set_model_settings(
-        self, continuum_id: str, own: ContinuumModel
+        self, continuum_id: str, own: ContinuumModel, *, user: str
     ) -> tuple[ContinuumModel, ModelChoice]:
-        """Replace the continuum's own model settings (None fields: the config's).
+        """Replace the user's continuum's own model settings (None fields: the config's).
 
         Checked against the model before anything is stored; turns already queued run
         with the settings they were queued under, later ones with these.
         """
+        check_user_name(user)
         check_continuum_id(continuum_id)
         try:
             choice = check_model_choice(
@@ -347,14 +416,14 @@ class Engine:
             )
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
-        await self._storage.set_continuum_model(continuum_id, own)
-        lane = self._lanes.get(continuum_id)
+        await self._storage.set_continuum_model(user, continuum_id, own)
+        lane = self._lanes.get((user, continuum_id))
         if lane is not None:
             await lane.conversation.ask(Reconfigure(own))
         return own, choice
 
-    async def evict_idle(self, idle_seconds: float) -> list[str]:
-        """Stop the lanes unused for `idle_seconds` (none in use); returns their ids.
+    async def evict_idle(self, idle_seconds: float) -> list[LaneKey]:
+        """Stop the lanes unused for `idle_seconds` (none in use); returns their keys.
 
         A long-lived daemon meets many continuums; each lane holds two actors and the
         continuum's history window in memory. An evicted continuum loses nothing: its
@@ -362,41 +431,52 @@ class Engine:
         """
         cutoff = time.monotonic() - idle_seconds
         idle = [
-            cid for cid, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
+            key for key, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
         ]
-        for cid in idle:
-            lane = self._lanes.pop(cid)
-            stopped = self._stopping[cid] = anyio.Event()
+        for key in idle:
+            lane = self._lanes.pop(key)
+            stopped = self._stopping[key] = anyio.Event()
             try:
-                await self._system.stop(lane.conversation)
-                await self._system.stop(lane.composer)
+                await self._stop_lane(lane)
             finally:
-                del self._stopping[cid]
+                del self._stopping[key]
                 stopped.set()
         return idle
 
-    async def unload(self, continuum_id: str) -> None:
-        """Stop the continuum's lane, if it has one; `Busy` while a turn uses it.
+    async def unload(self, user: str, continuum_id: str) -> None:
+        """Stop the user's continuum's lane, if it has one; `Busy` while a turn uses it.
 
         Done before a continuum is deleted, so no actor keeps a history that storage no
         longer has.
         """
-        lane = self._lanes.get(continuum_id)
+        key = (user, continuum_id)
+        lane = self._lanes.get(key)
         if lane is None:
             return
         if lane.users:
             raise Busy(f"continuum {continuum_id!r} has a turn in progress")
-        del self._lanes[continuum_id]
-        stopped = self._stopping[continuum_id] = anyio.Event()
+        del self._lanes[key]
+        stopped = self._stopping[key] = anyio.Event()
         try:
-            await self._system.stop(lane.conversation)
-            await self._system.stop(lane.composer)
+            await self._stop_lane(lane)
         finally:
-            del self._stopping[continuum_id]
+            del self._stopping[key]
             stopped.set()
 
-    def lanes(self) -> list[str]:
-        """The continuums with a running lane."""
+    async def _stop_lane(self, lane: _Lane) -> None:
+        """Stop the lane's actors, the conversation first, its trinkets last."""
+        await self._system.stop(lane.conversation)
+        await self._system.stop(lane.composer)
+        for trinket in lane.trinkets:
+            await self._system.stop(trinket)
+
+    def drain(self) -> None:
+        """Shutting down: turns still queued end with an error event and a record
+        (`shutting_down`) when their turn comes, instead of running."""
+        self._draining = True
+
+    def lanes(self) -> list[LaneKey]:
+        """The (user, continuum id) of every running lane."""
         return list(self._lanes)
 
 
@@ -405,16 +485,18 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
     the caller gets an error event with the turn's id and the turn gets a record (the
     actor records every ending it sees; this covers the one it cannot)."""
 
-    __slots__ = ("_clock", "_ended", "_record", "_storage")
+    __slots__ = ("_clock", "_ended", "_record", "_storage", "_user")
 
     def __init__(
         self,
         inner: ReplyStream[TurnEvent],
+        user: str,
         record: TurnRecord,
         storage: Storage,
         clock: Callable[[], float],
     ) -> None:
         super().__init__(inner._slot)
+        self._user = user
         self._record = record
         self._storage = storage
         self._clock = clock
@@ -438,7 +520,7 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
             )
             # If the actor recorded the turn, this adds nothing (one record per turn id).
             with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-                await self._storage.record_turn(record)
+                await self._storage.record_turn(self._user, record)
             return TurnError("internal_error", detail, record.turn_id)
 
 
@@ -446,5 +528,6 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
 class _Lane:
     composer: ActorRef[Any, Any]
     conversation: ActorRef[Any, Any]
+    trinkets: list[ActorRef[Any, Any]]
     last_used: float = 0.0
-    users: int = 0
+    users: int = 0  # callers holding the lane (it is never evicted while held)

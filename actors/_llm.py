@@ -6,12 +6,14 @@ named by what the user can do about it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Awaitable
+from typing import Any, Protocol, cast
 
 import anthropic
 import httpx2
 import msgspec
+from anthropic._constants import RAW_RESPONSE_HEADER
+from anthropic._response import AsyncAPIResponse, AsyncResponseContextManager
 
 from storage import ContentBlock, RawBlock, TextBlock, ToolUseBlock, TurnUsage
 
@@ -305,14 +307,36 @@ class AnthropicModel:
             return ModelOverloaded(f"{where} failed: {exc}")
         return ModelRejected(f"{where} rejected the request: {exc}")
 
+    def _open(self, request: ModelRequest) -> AsyncResponseContextManager[AsyncAPIResponse[Any]]:
+        """`messages.with_streaming_response.create(stream=True)` for a body already
+        encoded: the request leaves as the bytes of one encoding.
+
+        `create(**params)` would need the whole history as dicts (a second copy, alive
+        for the whole stream) which the SDK then serializes again (a third, and a young
+        collection's worth of garbage per turn). The SDK's own `post` takes `content`
+        bytes; the raw-response header and context manager are what
+        `with_streaming_response` wraps `create` in.
+        """
+        encoded = _json_encoder.encode(request)
+        body = b"".join((memoryview(encoded)[:-1], b',"stream":true}'))
+        del encoded  # only `body` lives on, for the SDK's retries
+        make_request = self._client.post(
+            "/v1/messages",
+            content=body,
+            options={
+                "headers": {RAW_RESPONSE_HEADER: "stream", "content-type": "application/json"}
+            },
+            cast_to=anthropic.types.Message,
+            stream=True,
+            stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+        )
+        return AsyncResponseContextManager(cast(Awaitable[AsyncAPIResponse[Any]], make_request))
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        params = msgspec.json.decode(_json_encoder.encode(request))
         assembly = _Assembly()
         started = False
         try:
-            async with self._client.messages.with_streaming_response.create(
-                **params, stream=True
-            ) as response:
+            async with self._open(request) as response:
                 started = True
                 event_name = ""
                 data: list[str] = []

@@ -69,7 +69,36 @@ def _is_rule(char: str) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
+def _plain(char: str) -> str:
+    """The character as neutralized text: "" for a format character, "=" for a rule.
+
+    Cached per character: every section passes through here on every turn, and the
+    Unicode lookups cost microseconds a character (bench/compose.py).
+    """
+    if char not in _JOINERS and unicodedata.category(char) == "Cf":
+        return ""
+    return "=" if _is_rule(char) else char
+
+
+class _FoldTable(dict[int, str]):
+    """`_fold` as a `str.translate` table, filled as characters are met."""
+
+    def __missing__(self, code: int) -> str:
+        if len(self) > 65_536:  # bounded, whatever text passes through
+            self.clear()
+        folded = self[code] = _fold(chr(code))
+        return folded
+
+
+_FOLD_TABLE = _FoldTable()
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
 def _neutralize_header(text: str) -> str:
+    # Most text holds no header at all: find that out at C speed first.
+    if not _SKELETON_HEADER.search(_NOT_ALNUM.sub("", text.translate(_FOLD_TABLE))):
+        return text
     # The skeleton keeps letters and digits only, each with the index of the original
     # character it came from: a match is then mapped back onto the original text.
     letters: list[str] = []
@@ -99,10 +128,8 @@ def neutralize_frame(text: str) -> str:
         # Nothing to normalize: only the header can be imitated with ASCII.
         text = _HEADER_WORDS.sub(_PLAIN_HEADER, text) if "otif" in text.lower() else text
         return _DASH_RUN.sub(lambda m: "-" * len(m.group(0)), text)
-    chars = [
-        "=" if _is_rule(c) else c for c in text if c in _JOINERS or unicodedata.category(c) != "Cf"
-    ]
-    text = _DASH_RUN.sub(lambda m: "-" * len(m.group(0)), "".join(chars))
+    text = "".join(map(_plain, text))
+    text = _DASH_RUN.sub(lambda m: "-" * len(m.group(0)), text)
     return _neutralize_header(text)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from storage import SectionStatus
+from storage import DEFAULT_USER, SectionStatus
 
 __all__ = [
     "Compose",
@@ -31,6 +31,9 @@ class Turn(msgspec.Struct, frozen=True):
     user_text: str
     now: float  # seconds since the epoch
     timezone: str
+    # Whose turn it is: a trinket reads only this user's data (the continuum id is the
+    # user's own, so (user, continuum_id) is what identifies the conversation).
+    user: str = DEFAULT_USER
 
 
 class TurnStart(msgspec.Struct, frozen=True, tag=True):
@@ -39,11 +42,13 @@ class TurnStart(msgspec.Struct, frozen=True, tag=True):
 
 
 class TurnCommitted(msgspec.Struct, frozen=True, tag=True):
+    user: str
     continuum_id: str
     turn_id: str
 
 
 class SearchRequested(msgspec.Struct, frozen=True, tag=True):
+    user: str
     continuum_id: str
     query: str
 
@@ -55,6 +60,7 @@ class Passage(msgspec.Struct, frozen=True):
 
 
 class SearchFinished(msgspec.Struct, frozen=True, tag=True):
+    user: str
     continuum_id: str
     query: str
     passages: tuple[Passage, ...]
@@ -72,6 +78,7 @@ class SectionReply(msgspec.Struct, frozen=True, tag=True):
 class SectionLate(msgspec.Struct, frozen=True, tag=True):
     """A render that finished after its turn's deadline, kept for the next turn."""
 
+    user: str
     continuum_id: str
     section: str
     content: str

@@ -41,6 +41,9 @@ class CacheSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
 class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     deadline_ms: float = 250.0
+    # Per-section deadlines in ms, replacing `deadline_ms` for those sections, e.g.
+    # `[composer.deadlines] relevant_memories = 100` (a `[[trinket]]` sets its own).
+    deadlines: dict[str, float] = {}
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
     # How the notification center travels: "frame" (a delimiter user message and an

@@ -241,7 +241,7 @@ class ToolRunner:
                     update=f"active_reminders: + (new) {described}",
                 )
             case ListReminders():
-                reminders = await storage.active_reminders()
+                reminders = await storage.active_reminders(turn.user)
                 lines = [describe_reminder(r, turn.now, turn.timezone) for r in reminders]
                 lines.extend(
                     f"(new, saved with this turn) {escape_field(e.text, 200)}"
@@ -252,7 +252,7 @@ class ToolRunner:
             case CompleteReminder(id=reminder_id):
                 completion = complete_reminder_effect(reminder_id, now=turn.now)
                 try:
-                    reminder = await storage.reminder(completion.reminder_id)
+                    reminder = await storage.reminder(turn.user, completion.reminder_id)
                 except NotFound as exc:
                     return ToolOutcome(str(exc), is_error=True)
                 if reminder.completed_at is not None:
@@ -268,11 +268,13 @@ class ToolRunner:
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)
-                target = self._directory(trinket_name("context_search_results"))
+                target = self._directory(
+                    trinket_name("context_search_results", turn.user, turn.continuum_id)
+                )
                 if target is None:
                     return ToolOutcome("context search is not running", is_error=True)
                 try:
-                    target.tell(SearchRequested(turn.continuum_id, query))
+                    target.tell(SearchRequested(turn.user, turn.continuum_id, query))
                 except KernelError as exc:
                     return ToolOutcome(f"search could not start: {exc}", is_error=True)
                 return ToolOutcome(

@@ -38,12 +38,15 @@ log = logging.getLogger("frontmind.trinkets")
 _TRUSTED_SECTIONS = frozenset({"base_prompt"})
 
 
-def composer_name(continuum_id: str) -> str:
-    return f"composer:{continuum_id}"
+def composer_name(user: str, continuum_id: str) -> str:
+    # Neither a user name nor a continuum id can hold "/": the name is unambiguous.
+    return f"composer:{user}/{continuum_id}"
 
 
-def trinket_name(section: str) -> str:
-    return f"trinket:{section}"
+def trinket_name(section: str, user: str, continuum_id: str) -> str:
+    """Each continuum has its own trinket actors: no continuum waits behind another's
+    render, and a trinket's state (search results, say) is its continuum's alone."""
+    return f"trinket:{user}/{continuum_id}:{section}"
 
 
 class Trinket:
@@ -77,19 +80,24 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
     protocol = TrinketMessage
     replies = SectionReply | None
 
-    def __init__(self, section: str, trinket: Trinket, directory: Directory) -> None:
+    def __init__(
+        self, section: str, trinket: Trinket, directory: Directory, *, early_by: float = 0.0
+    ) -> None:
         self._section = section
         self._trinket = trinket
         self._directory = directory
+        # A section with its own, shorter deadline is due this much before the turn's.
+        self._early_by = early_by
 
     async def handle(self, message: TrinketMessage) -> SectionReply | None:
         if isinstance(message, TurnStart):
-            if time.time() > message.deadline_at:
+            due = message.deadline_at - self._early_by
+            if time.time() > due:
                 # It waited behind a slow render until its turn had moved on: rendering
                 # it now would only build a backlog of work nobody waits for.
                 return None
             content = await self._render(message.turn)
-            if time.time() > message.deadline_at:
+            if time.time() > due:
                 self._warm_next_turn(message.turn, content)
             return SectionReply(self._section, content)
         try:
@@ -124,9 +132,11 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
 
     def _warm_next_turn(self, turn: Turn, content: str) -> None:
         """Nobody waits for this reply any more: hand it to the composer for next time."""
-        composer = self._directory(composer_name(turn.continuum_id))
+        composer = self._directory(composer_name(turn.user, turn.continuum_id))
         if composer is None:
             return
         # If the composer is gone or full, the next turn simply renders afresh.
         with suppress(KernelError):
-            composer.tell(SectionLate(turn.continuum_id, self._section, content, time.time()))
+            composer.tell(
+                SectionLate(turn.user, turn.continuum_id, self._section, content, time.time())
+            )

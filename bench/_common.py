@@ -7,6 +7,7 @@ import platform
 import statistics
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,13 @@ def write_results(name: str, results: dict[str, Any]) -> Path:
     path.write_text(json.dumps(results, indent=2) + "\n")
     print(f"results written to {path.relative_to(RESULTS.parent.parent)}")
     return path
+
+
+def loaded(fm: Any, continuum: str) -> AbstractAsyncContextManager[object]:
+    """Hold the continuum's lane loaded, as a conversation in progress does.
+
+    `Frontmind.compose` on a continuum with no lane builds one and stops it again
+    (previews leave no actors behind): that is not what a turn's composition costs.
+    """
+    lane: AbstractAsyncContextManager[object] = fm._runtime._using(continuum)
+    return lane

@@ -7,7 +7,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from storage import Message, SQLiteStorage, TextBlock, TurnRecord, TurnUsage, TurnWrite
+from storage import (
+    DEFAULT_USER,
+    Message,
+    SQLiteStorage,
+    TextBlock,
+    TurnRecord,
+    TurnUsage,
+    TurnWrite,
+)
 
 CONTINUUM = "bench"
 _SYLLABLES = "ka lo mi ne ru sa ti vo ber lin dex cha pro gra mon tes ver dal fin sor".split()
@@ -61,10 +69,15 @@ async def build_store(
                 usage=TurnUsage(),
             )
             start = messages - window if i == turns - 1 else None
-            await storage.commit_turn(TurnWrite(record, (user, reply), history_start=start))
+            await storage.commit_turn(
+                DEFAULT_USER, TurnWrite(record, (user, reply), history_start=start)
+            )
         for _ in range(memories):
             await storage.add_memory(
-                sentence(rng, 12), importance=rng.random(), now=now - rng.random() * 200 * 86400
+                DEFAULT_USER,
+                sentence(rng, 12),
+                importance=rng.random(),
+                now=now - rng.random() * 200 * 86400,
             )
         for i in range(reminders):
             due = (
@@ -72,9 +85,9 @@ async def build_store(
                 if i % 5 == 0
                 else datetime.fromtimestamp(now + rng.uniform(-3, 30) * 86400, UTC)
             )
-            await storage.add_reminder(sentence(rng, 5), due_at=due, origin="user")
+            await storage.add_reminder(DEFAULT_USER, sentence(rng, 5), due_at=due, origin="user")
             if i % 3 == 0:
-                await storage.complete_reminder(i + 1)
+                await storage.complete_reminder(DEFAULT_USER, i + 1)
     return now
 
 

@@ -32,7 +32,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from bench._common import run, summary, write_results
 from bench._store import sentence
 from bench.load import one_turn
-from storage import Message, PostgresStorage, TextBlock, TurnRecord, TurnWrite
+from storage import DEFAULT_USER, Message, PostgresStorage, TextBlock, TurnRecord, TurnWrite
 from tests._postgres import running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,14 +48,17 @@ async def fill(store: PostgresStorage, *, messages: int, memories: int, reminder
         reply = Message("assistant", (TextBlock(sentence(rng, 40)),))
         record = TurnRecord(f"t{i}", CONTINUUM, "completed", now, now + 2, "bench", user.text())
         start = messages - 200 if i == messages // 2 - 1 else None
-        await store.commit_turn(TurnWrite(record, (user, reply), history_start=start))
+        await store.commit_turn(DEFAULT_USER, TurnWrite(record, (user, reply), history_start=start))
     for _ in range(memories):
         await store.add_memory(
-            sentence(rng, 12), importance=rng.random(), now=now - rng.random() * 200 * 86400
+            DEFAULT_USER,
+            sentence(rng, 12),
+            importance=rng.random(),
+            now=now - rng.random() * 200 * 86400,
         )
     for _ in range(reminders):
         due = datetime.fromtimestamp(now + rng.uniform(-3, 30) * 86400, UTC)
-        await store.add_reminder(sentence(rng, 5), due_at=due, origin="user")
+        await store.add_reminder(DEFAULT_USER, sentence(rng, 5), due_at=due, origin="user")
     return now
 
 
@@ -66,10 +69,10 @@ async def reads(url: str, samples: int) -> dict[str, Any]:
         print(f"  filled the store in {time.perf_counter() - started:.0f} s")
         rng = random.Random(3)
         calls: dict[str, Callable[[], Awaitable[object]]] = {
-            "history_window": lambda: store.history(CONTINUUM),
-            "active_reminders": lambda: store.active_reminders(),
-            "memory_search": lambda: store.search_memories(sentence(rng, 8), now=now),
-            "message_search": lambda: store.search_messages(sentence(rng, 8)),
+            "history_window": lambda: store.history(DEFAULT_USER, CONTINUUM),
+            "active_reminders": lambda: store.active_reminders(DEFAULT_USER),
+            "memory_search": lambda: store.search_memories(DEFAULT_USER, sentence(rng, 8), now=now),
+            "message_search": lambda: store.search_messages(DEFAULT_USER, sentence(rng, 8)),
         }
         results = {}
         for name, call in calls.items():

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 
 from actors import FrontmindError
-from storage import SQLiteStorage, StorageError
+from storage import DEFAULT_USER, SQLiteStorage, StorageError
 
 from ._exceptions import EdgeError
-from ._frontmind import DATABASE_FILE, Frontmind, NoModel
+from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from ._groups import unwrap_group
 from ._logs import configure_logging
 from .config import default_data_dir, load_config
@@ -61,6 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             port=args.port,
             offline=args.offline,
             token=args.token,
+            token_file=args.token_file,
             announce=_announce_daemon,
             access_log=args.access_log,
             database=args.database,
@@ -103,7 +105,7 @@ def cmd_inspect(args: argparse.Namespace) -> None:
     async def main() -> None:
         config = load_config(args.config, args.data_dir)
         async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
-            request = await fm.context(args.continuum, args.message)
+            request = await fm.user(args.user).context(args.continuum, args.message)
         print(render_context(request))
 
     _run(main)
@@ -117,8 +119,40 @@ def cmd_stats(args: argparse.Namespace) -> None:
         if not path.exists():
             raise EdgeError(f"no Frontmind database in {args.data_dir}")
         async with await SQLiteStorage.open(path) as storage:
-            records = await storage.turns(args.continuum, limit=100_000)
+            records = await storage.turns(args.user, args.continuum, limit=100_000)
         print(render_stats(records))
+
+    _run(main)
+
+
+def cmd_users(args: argparse.Namespace) -> None:
+    from ._users import new_token, token_digest
+
+    async def main() -> None:
+        # Storage alone (no actors, no model): this works beside a running daemon, which
+        # looks tokens up on every request and so knows the new user at once. The store
+        # is the daemon's: SQLite in the data dir, or the configured PostgreSQL database.
+        config = load_config(args.config, args.data_dir)
+        if args.database is not None:
+            config = msgspec.structs.replace(
+                config, storage=msgspec.structs.replace(config.storage, url=args.database)
+            )
+        storage = await open_storage(config, args.data_dir)
+        try:
+            if args.users_command == "add":
+                token = new_token()
+                await storage.add_user(args.name, token_digest(token))
+                print(token)
+                print(
+                    f"added user {args.name!r}: this token is shown only now; "
+                    "it is stored only as a hash",
+                    file=sys.stderr,
+                )
+                return
+            for user in await storage.users():
+                print(user.name)
+        finally:
+            await storage.close()
 
     _run(main)
 
@@ -158,6 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
             help="config file (default: frontmind.toml in the data dir, if any)",
         )
 
+    def database_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--database",
+            default=None,
+            metavar="URL",
+            help="the daemon's PostgreSQL URL, if it has one (or FRONTMIND_DATABASE_URL)",
+        )
+
     p = sub.add_parser("serve", help="run the HTTP daemon")
     data_options(p)
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
@@ -180,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
     p.add_argument("--access-log", action="store_true", help="log every request (at info level)")
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="read the bearer token from this file (keeps it out of ps and shell history)",
+    )
     p.add_argument(
         "--database",
         default=None,
@@ -210,12 +258,26 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(p)
     p.add_argument("--continuum", default="default", help="conversation id")
     p.add_argument("--message", default="(next message)", help="the next user message")
+    p.add_argument("--user", default=DEFAULT_USER, help="whose continuum (default: default)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("stats", help="cache hit share, latencies and section misses")
     data_options(p)
     p.add_argument("--continuum", default=None, help="one conversation (default: all)")
+    p.add_argument("--user", default=DEFAULT_USER, help="whose turns (default: default)")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("users", help="add or list the users the daemon accepts tokens of")
+    users = p.add_subparsers(dest="users_command", required=True, metavar="ACTION")
+    add = users.add_parser("add", help="add a user and print its token (shown once)")
+    data_options(add)
+    database_option(add)
+    add.add_argument("name", help="1 to 64 of A-Z a-z 0-9 _ -")
+    add.set_defaults(func=cmd_users)
+    listing = users.add_parser("list", help="list the users, one name a line")
+    data_options(listing)
+    database_option(listing)
+    listing.set_defaults(func=cmd_users)
 
     p = sub.add_parser("local-api", help="run the local Messages API server on its own")
     p.add_argument("--host", default="127.0.0.1")

@@ -92,7 +92,11 @@ class Client:
     """An async client for `frontmind serve`; use it with `async with`."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
+        # The daemon's edge takes a POST only as JSON, a bodyless one too (it refuses 415
+        # otherwise, so no cross-site form can post): every request says it is JSON.
+        headers = {"content-type": "application/json"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
         # Turns stream for as long as the model talks: no read timeout on the stream.
         self._http = httpx2.AsyncClient(
             base_url=url.rstrip("/"),

@@ -24,18 +24,35 @@ from storage import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 
-from ._exceptions import BadBody, ConfigError
+from ._exceptions import (
+    BadBody,
+    BodyTooLarge,
+    BudgetExceeded,
+    ConfigError,
+    Forbidden,
+    ForbiddenRequest,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
 
 __all__ = ["FROM_WIRE", "WIRE_ERRORS", "wire_error"]
 
 WIRE_ERRORS: dict[type[BaseException], tuple[int, str]] = {
     BadBody: (400, "invalid_request"),
+    BodyTooLarge: (413, "request_too_large"),
+    BudgetExceeded: (413, "budget_exceeded"),
+    ForbiddenRequest: (403, "forbidden"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
+    RequestTimeout: (408, "request_timeout"),
     InvalidInput: (400, "invalid_request"),
     MessageTooLarge: (413, "request_too_large"),
     UnknownContinuum: (404, "not_found"),
     NotFound: (404, "not_found"),
+    Forbidden: (403, "forbidden"),
+    UserExists: (409, "conflict"),
     Busy: (429, "busy"),
     InvalidModelSettings: (400, "invalid_request"),
     SettingsError: (400, "configuration_error"),

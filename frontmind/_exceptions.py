@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from actors import FrontmindError
 
-__all__ = ["BadBody", "ClientError", "ConfigError", "EdgeError"]
+__all__ = [
+    "BadBody",
+    "BodyTooLarge",
+    "BudgetExceeded",
+    "ClientError",
+    "ConfigError",
+    "DataDirLocked",
+    "EdgeError",
+    "Forbidden",
+    "ForbiddenRequest",
+    "RequestTimeout",
+    "UnsupportedMediaType",
+]
 
 
 class EdgeError(FrontmindError):
@@ -35,3 +47,46 @@ class ClientError(EdgeError):
     """`frontmind.Client` could not reach the daemon, or could not read its answer."""
 
     kind = "client_error"
+
+
+class BodyTooLarge(EdgeError):
+    """A request body is over `server.max_body_bytes` (HTTP 413), refused unread."""
+
+    kind = "request_too_large"
+
+
+class BudgetExceeded(EdgeError):
+    """A write would take a total over its configured budget (HTTP 413); names the key."""
+
+    kind = "budget_exceeded"
+
+
+class ForbiddenRequest(EdgeError):
+    """A foreign `Host` or `Origin`: cross-site use or DNS rebinding (HTTP 403)."""
+
+    kind = "forbidden"
+
+
+class UnsupportedMediaType(EdgeError):
+    """A state-changing request without `Content-Type: application/json` (HTTP 415)."""
+
+    kind = "unsupported_media_type"
+
+
+class RequestTimeout(EdgeError):
+    """The request body stalled longer than the idle timeout (HTTP 408)."""
+
+    kind = "request_timeout"
+
+
+class DataDirLocked(EdgeError):
+    """Another process holds the data directory's lock."""
+
+    kind = "data_dir_locked"
+
+
+class Forbidden(EdgeError):
+    """The request's token is valid but may not do this: only the admin token manages
+    users (HTTP 403)."""
+
+    kind = "forbidden"

@@ -39,10 +39,12 @@ from actors import (
     as_tool,
     builtin_trinkets,
     check_user_tools,
+    estimate_tokens,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
 from storage import (
+    DEFAULT_USER,
     Continuum,
     ContinuumModel,
     Document,
@@ -54,10 +56,14 @@ from storage import (
     SQLiteStorage,
     Storage,
     TurnRecord,
+    User,
+    check_user_name,
 )
 
-from ._exceptions import ConfigError
+from ._exceptions import BudgetExceeded, ConfigError
 from ._groups import unwrap_group
+from ._lock import data_dir_lock
+from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
 if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
@@ -131,7 +137,14 @@ class TurnStream:
 
 
 class Frontmind:
-    """One Frontmind instance: storage, actors and a model client, in one data directory."""
+    """One Frontmind instance: storage, actors and a model client, in one data directory.
+
+    Every conversation, reminder, memory and document belongs to a user. The instance
+    `open` gives is user `default` (all a single-person setup ever needs);
+    `fm.user("alice")` is the same API scoped to alice: her turns, context, history,
+    reminders, memories and documents (her own system prompt), and nobody else's.
+    Instance-wide operations (users, statistics, unloading) are the same from any scope.
+    """
 
     def __init__(
         self,
@@ -143,7 +156,10 @@ class Frontmind:
         local_api: LocalMessagesAPI | None,
         model: ModelClient,
         clock: Callable[[], float],
+        user: str = DEFAULT_USER,
+        documents_locks: dict[str, anyio.Lock] | None = None,
     ) -> None:
+        self.user_name = check_user_name(user)
         self._runtime = runtime
         self.storage = storage
         self._system = system
@@ -152,6 +168,9 @@ class Frontmind:
         self.local_api = local_api
         self.model = model
         self._clock = clock
+        # One lock per user, shared by every scope of this instance: a budget check and
+        # its write happen as one, however many requests write documents at once.
+        self._documents_locks = {} if documents_locks is None else documents_locks
 
     @classmethod
     @asynccontextmanager
@@ -218,6 +237,7 @@ class Frontmind:
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
         check_user_tools(user_tools)  # before anything starts: a clash is a startup error
         async with AsyncExitStack() as stack:
+            stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
             if model is None:
                 if offline:
@@ -260,6 +280,42 @@ class Frontmind:
                 janitor.start_soon(_unload_idle, runtime, idle)
             yield cls(runtime, storage, system, config, directory, local_api, model, clock)
 
+    # -- users ---------------------------------------------------------------------------
+
+    def user(self, name: str) -> Frontmind:
+        """The same API, scoped to user `name`: only that user's data is seen or changed.
+
+        Any well-formed name may be used in the library (like a continuum, a user's data
+        starts with its first write); `add_user` gives a user a token for the daemon.
+        """
+        return Frontmind(
+            self._runtime,
+            self.storage,
+            self._system,
+            self.config,
+            self.data_dir,
+            self.local_api,
+            self.model,
+            self._clock,
+            user=name,
+            documents_locks=self._documents_locks,
+        )
+
+    async def add_user(self, name: str) -> str:
+        """Add a user and return its bearer token. The token is shown this once: only its
+        SHA-256 digest is stored. `UserExists` if the name is taken."""
+        token = new_token()
+        await self.storage.add_user(name, token_digest(token))
+        return token
+
+    async def users(self) -> list[User]:
+        """The users added with `add_user` (`default` is built in and not listed)."""
+        return await self.storage.users()
+
+    async def user_for_token(self, token: str) -> str | None:
+        """The name of the user whose token this is, or None."""
+        return await self.storage.user_for_token_hash(token_digest(token))
+
     # -- turns ---------------------------------------------------------------------------
 
     def turn(self, continuum_id: str, message: UserInput) -> TurnStream:
@@ -270,15 +326,15 @@ class Frontmind:
         `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
-        return TurnStream(self._runtime.turn(continuum_id, message))
+        return TurnStream(self._runtime.turn(continuum_id, message, user=self.user_name))
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
         """The request a turn with `message` would send now. Nothing is sent or stored."""
-        return await self._runtime.preview(continuum_id, message)
+        return await self._runtime.preview(continuum_id, message, user=self.user_name)
 
     async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
         """The continuum's own model settings, and the settings its turns run with."""
-        return await self._runtime.model_settings(continuum_id)
+        return await self._runtime.model_settings(continuum_id, user=self.user_name)
 
     async def set_model_settings(
         self,
@@ -296,11 +352,13 @@ class Frontmind:
         budget not below max_tokens, a thinking mode the model lacks, and so on.
         """
         own = ContinuumModel(model, thinking, budget_tokens, max_tokens, effort)
-        return await self._runtime.set_model_settings(continuum_id, own)
+        return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
 
     async def compose(self, continuum_id: str, text: str) -> Composed:
         """The sections a turn with `text` would get now, with their statuses."""
-        turn = Turn("preview", continuum_id, text, self._clock(), self.config.timezone)
+        turn = Turn(
+            "preview", continuum_id, text, self._clock(), self.config.timezone, self.user_name
+        )
         return await self._runtime.compose(turn)
 
     async def context_json(self, continuum_id: str, text: str) -> Any:
@@ -310,7 +368,9 @@ class Frontmind:
         self, continuum_id: str, *, limit: int = -1, after: int = -1
     ) -> list[Message]:
         """The continuum's messages in order (from the one after seq `after`)."""
-        return await self.storage.all_messages(continuum_id, limit=limit, after=after)
+        return await self.storage.all_messages(
+            self.user_name, continuum_id, limit=limit, after=after
+        )
 
     async def turns(
         self,
@@ -319,18 +379,18 @@ class Frontmind:
         *,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
-        return await self.storage.turns(continuum_id, limit=limit, before=before)
+        return await self.storage.turns(self.user_name, continuum_id, limit=limit, before=before)
 
     async def continuums(
         self, *, limit: int = -1, after: tuple[float, str] | None = None
     ) -> list[Continuum]:
-        """Every continuum, the most recently active first."""
-        return await self.storage.continuums(limit=limit, after=after)
+        """The user's continuums, the most recently active first."""
+        return await self.storage.continuums(self.user_name, limit=limit, after=after)
 
     async def delete_continuum(self, continuum_id: str) -> None:
         """Delete a continuum and everything it holds; `Busy` while a turn runs in it."""
-        await self._runtime.unload(continuum_id)
-        await self.storage.delete_continuum(continuum_id)
+        await self._runtime.unload(self.user_name, continuum_id)
+        await self.storage.delete_continuum(self.user_name, continuum_id)
 
     # -- reminders, memories, documents ------------------------------------------------------
 
@@ -340,54 +400,80 @@ class Frontmind:
         due_at: datetime | None = None,
         origin: Literal["user", "agent"] = "user",
     ) -> Reminder:
-        return await self.storage.add_reminder(text, due_at=due_at, origin=origin)
+        return await self.storage.add_reminder(self.user_name, text, due_at=due_at, origin=origin)
 
     async def complete_reminder(self, reminder_id: int) -> Reminder:
-        return await self.storage.complete_reminder(reminder_id)
+        return await self.storage.complete_reminder(self.user_name, reminder_id)
 
     async def reminders(
         self, include_completed: bool = False, *, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
         return await self.storage.reminders(
-            include_completed=include_completed, limit=limit, after=after
+            self.user_name, include_completed=include_completed, limit=limit, after=after
         )
 
     async def delete_reminder(self, reminder_id: int) -> None:
-        await self.storage.delete_reminder(reminder_id)
+        await self.storage.delete_reminder(self.user_name, reminder_id)
 
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
     ) -> Memory:
-        return await self.storage.add_memory(text, importance=importance, expires_at=expires_at)
+        return await self.storage.add_memory(
+            self.user_name, text, importance=importance, expires_at=expires_at
+        )
 
     async def memories(self, limit: int = 100, *, before: int | None = None) -> list[Memory]:
-        return await self.storage.memories(limit=limit, before=before)
+        return await self.storage.memories(self.user_name, limit=limit, before=before)
 
     async def delete_memory(self, memory_id: int) -> None:
-        await self.storage.delete_memory(memory_id)
+        await self.storage.delete_memory(self.user_name, memory_id)
 
     async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
-        return await self.storage.search_memories(query, limit=limit)
+        return await self.storage.search_memories(self.user_name, query, limit=limit)
 
     async def put_document(self, label: str, content: str) -> Document:
-        return await self.storage.put_document(label, content)
+        """Add or replace a document; `BudgetExceeded` if all documents together would be
+        over `documents.budget_tokens` (they are all in every turn's system prompt)."""
+        lock = self._documents_locks.setdefault(self.user_name, anyio.Lock())
+        async with lock:
+            budget = self.config.documents.budget_tokens
+            others = sum(
+                estimate_tokens(d.content)
+                for d in await self.storage.documents(self.user_name)
+                if d.label != label
+            )
+            total = others + estimate_tokens(content)
+            if total > budget:
+                raise BudgetExceeded(
+                    f"documents would total about {total} tokens, over the budget of {budget} "
+                    f"(documents.budget_tokens); {others} are already used by other documents"
+                )
+            return await self.storage.put_document(self.user_name, label, content)
 
     async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
-        return await self.storage.documents(limit=limit, after=after)
+        return await self.storage.documents(self.user_name, limit=limit, after=after)
 
     async def delete_document(self, label: str) -> None:
-        await self.storage.delete_document(label)
+        await self.storage.delete_document(self.user_name, label)
+
+    def drain(self) -> None:
+        """Begin shutting down: running turns go on; queued and later turns end at once
+        with a `shutting_down` error event, each leaving a turn record."""
+        self._runtime.drain()
 
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()
 
     async def unload_idle(self, idle_seconds: float) -> list[str]:
-        """Unload the continuums unused for `idle_seconds` now (also done periodically,
-        after `turns.idle_minutes`); their next turn reloads them from storage."""
-        return await self._runtime.evict_idle(idle_seconds)
+        """Unload every user's continuums unused for `idle_seconds` now (also done
+        periodically, after `turns.idle_minutes`); their next turn reloads them from
+        storage. Returns the ids of this user's continuums that were unloaded."""
+        unloaded = await self._runtime.evict_idle(idle_seconds)
+        return [cid for user, cid in unloaded if user == self.user_name]
 
     def loaded_continuums(self) -> list[str]:
-        return self._runtime.lanes()
+        """This user's continuums that have running actors."""
+        return [cid for user, cid in self._runtime.lanes() if user == self.user_name]
 
 
 async def open_storage(config: Config, data_dir: Path) -> Storage:

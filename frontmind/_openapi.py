@@ -33,6 +33,9 @@ from ._wire import (
     ReminderPage,
     TurnBody,
     TurnPage,
+    UserBody,
+    UserCreated,
+    UserList,
 )
 
 __all__ = ["DOCS_PAGE", "OPERATIONS", "openapi", "openapi_json"]
@@ -196,13 +199,29 @@ OPERATIONS: tuple[Operation, ...] = (
         params=(Param("label", "path", _LABEL),),
         errors=(404,),
     ),
+    Operation(
+        "post",
+        "/v1/users",
+        "Add a user (admin token only); the answer holds its token, shown this once.",
+        ok=201,
+        reply=UserCreated,
+        body=UserBody,
+        errors=(400, 403, 409),
+    ),
+    Operation(
+        "get",
+        "/v1/users",
+        "List the added users (admin token only; `default` is built in).",
+        reply=UserList,
+        errors=(403,),
+    ),
     Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
     Operation(
         "get",
         "/metrics",
-        "Prometheus metrics (text exposition format).",
+        "Prometheus metrics (text exposition format; admin token only).",
         reply=str,
-        errors=(),
+        errors=(403,),
         media="text/plain",
     ),
     Operation("get", "/openapi.json", "This description (needs no token).", reply=dict, errors=()),

@@ -32,6 +32,7 @@ from storage import (
     Message,
     Reminder,
     TurnRecord,
+    User,
 )
 
 from ._exceptions import BadBody, ClientError
@@ -57,6 +58,9 @@ __all__ = [
     "ReminderPage",
     "TurnBody",
     "TurnPage",
+    "UserBody",
+    "UserCreated",
+    "UserList",
     "decode_body",
     "decode_cursor",
     "encode_cursor",
@@ -106,6 +110,21 @@ class MemoryBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class DocumentBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str
     content: str
+
+
+class UserBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+
+
+class UserCreated(msgspec.Struct, frozen=True):
+    """A user just added, with its token: the only time the token is shown."""
+
+    name: str
+    token: str
+
+
+class UserList(msgspec.Struct, frozen=True):
+    users: list[User]
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from actors import (
+    BUILTIN_SECTIONS,
     CacheSettings,
     ComposerSettings,
     Directory,
@@ -48,6 +49,7 @@ __all__ = [
     "Config",
     "CustomTool",
     "CustomTrinket",
+    "DocumentsConfig",
     "HistorySettings",
     "ModelSettings",
     "OfflineConfig",
@@ -72,6 +74,7 @@ class CustomTrinket(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     placement: Literal["system", "notification"]
     order: int
     priority: int = 0
+    deadline_ms: float | None = None  # None: the composer's deadline
     options: dict[str, str | int | float | bool] = {}
 
 
@@ -89,7 +92,22 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
+    token_file: str | None = None  # a file holding the token (used if no token is given)
     grace_seconds: int = 10
+    # Host names (or name:port) besides the bound address that clients may use.
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 32 << 20
+    max_connections: int = 1000
+    header_timeout_s: float = 10.0  # to deliver a whole request head
+    body_timeout_s: float = 30.0  # longest pause while a request body arrives
+    keep_alive_s: int = 5  # an idle kept-alive connection is closed after this
+
+
+class DocumentsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[documents]`: every document goes into every system prompt, so their total is
+    capped (in estimated tokens); a write over it is refused."""
+
+    budget_tokens: int = 50_000
 
 
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -107,6 +125,7 @@ class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    documents: DocumentsConfig = DocumentsConfig()
     storage: StorageConfig = StorageConfig()
     offline: OfflineConfig = OfflineConfig()
     trinket: tuple[CustomTrinket, ...] = ()
@@ -147,7 +166,9 @@ def load_config(
     if config.base_prompt is None and prompt_file.is_file():
         config = msgspec.structs.replace(config, base_prompt=prompt_file.read_text("utf-8"))
     try:
-        validate_settings(config)  # an unusable value fails here, naming its key
+        # An unusable value fails here, naming its key.
+        names = [*(s.name for s in BUILTIN_SECTIONS), *(t.name for t in config.trinket)]
+        validate_settings(config, names)
     except SettingsError as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
@@ -242,7 +263,13 @@ def custom_trinkets(
             raise TrinketLoadError(
                 f"trinket {entry.name!r}: {entry.use} could not be constructed: {exc}"
             ) from exc
-        entries.append(TrinketEntry(entry.name, _factory(cls, dict(entry.options))))
+        if entry.deadline_ms is not None and not entry.deadline_ms > 0:
+            raise TrinketLoadError(
+                f"trinket {entry.name!r}: deadline_ms must be greater than 0, "
+                f"got {entry.deadline_ms}"
+            )
+        factory = _factory(cls, dict(entry.options))
+        entries.append(TrinketEntry(entry.name, factory, deadline_ms=entry.deadline_ms))
     return registry, entries
 
 

@@ -17,14 +17,19 @@ R = TypeVar("R")
 
 
 async def scatter_gather(
-    refs: Sequence[ActorRef[M, R]], message: M, *, deadline: float
+    refs: Sequence[ActorRef[M, R]],
+    message: M,
+    *,
+    deadline: float,
+    deadlines: Sequence[float] | None = None,
 ) -> GatherResult[R]:
     """Send `message` to every actor at once and gather replies for at most `deadline` s.
 
     Never waits on a full mailbox: that actor's slot fails at once. An actor that is
     stopped, given up on, or crashes on this message settles its slot as failed the moment
     that happens. Replies after the deadline are dropped. One deadline covers the whole
-    gather, not one per actor.
+    gather, not one per actor; `deadlines`, one per actor, gives some of them less time
+    (an actor's slot times out at the smaller of its own deadline and `deadline`).
     """
     slots = GatherSlots([ref.name for ref in refs])
     try:
@@ -34,7 +39,7 @@ async def scatter_gather(
                 cell.put_nowait(cell.envelope(message, slots, index))
             except KernelError as exc:
                 slots.fail(index, exc)
-        await slots.wait(deadline)
+        await slots.wait(deadline, deadlines)
     finally:
         result = slots.close()
     return result

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -80,13 +82,13 @@ class GatherSlots:
         if not names:
             self._done.set_result(None)
 
-    def _settle(self, index: int, outcome: Replied[Any] | Failed) -> None:
+    def _settle(self, index: int, outcome: Replied[Any] | Failed | TimedOut) -> None:
         if self.closed or self._outcomes[index] is not None:
             return
         self._outcomes[index] = outcome
         self._pending -= 1
         if not self._pending:
-            self._done.set_result(None)
+            _resolve(self._done)  # the deadline may have resolved it a moment ago
 
     def reply(self, index: int, value: Any) -> None:
         self._settle(index, Replied(self._names[index], value, time.perf_counter() - self._start))
@@ -94,7 +96,13 @@ class GatherSlots:
     def fail(self, index: int, error: BaseException) -> None:
         self._settle(index, Failed(self._names[index], error, time.perf_counter() - self._start))
 
-    async def wait(self, deadline: float) -> None:
+    def expire(self, indices: Sequence[int]) -> None:
+        """These slots' own deadlines have passed: they time out now."""
+        now = time.perf_counter() - self._start
+        for index in indices:
+            self._settle(index, TimedOut(self._names[index], now))
+
+    async def wait(self, deadline: float, deadlines: Sequence[float] | None = None) -> None:
         """Until every slot is settled or `deadline` seconds have passed.
 
         The deadline is a loop timer resolving the same future, not a cancel scope:
@@ -103,11 +111,21 @@ class GatherSlots:
         propagates through the await as usual.
         """
         done = self._done
-        timer = _Deadline(asyncio.get_running_loop(), done, deadline)
+        loop = asyncio.get_running_loop()
+        timers = [_Deadline(loop, partial(_resolve, done), deadline)]
+        if deadlines is not None:
+            # One timer per distinct shorter deadline, each expiring its slots together.
+            groups: dict[float, list[int]] = {}
+            for index, own in enumerate(deadlines):
+                if own < deadline:
+                    groups.setdefault(own, []).append(index)
+            for own, indices in groups.items():
+                timers.append(_Deadline(loop, partial(self.expire, indices), own))
         try:
             await done
         finally:
-            timer.cancel()
+            for timer in timers:
+                timer.cancel()
 
     def close(self) -> GatherResult[Any]:
         """Stop accepting replies; whatever has not answered has timed out."""
@@ -119,8 +137,13 @@ class GatherSlots:
         return GatherResult(outcomes, now)
 
 
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
 class _Deadline:
-    """Resolves `done` at the deadline, precisely.
+    """Calls `fire` at the deadline, precisely.
 
     A long event-loop wait can overshoot in proportion to its length (seen here: 2.8 ms
     late on a 250 ms `asyncio.sleep`), and loop timers round up to whole milliseconds. So
@@ -129,15 +152,16 @@ class _Deadline:
     millisecond, at the cost of a little CPU only when someone is actually late.
     """
 
-    __slots__ = ("_done", "_end", "_handle", "_loop")
+    __slots__ = ("_end", "_fired", "_handle", "_loop", "_on_time")
 
     _handle: asyncio.Handle
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[None], seconds: float
+        self, loop: asyncio.AbstractEventLoop, on_time: Callable[[], None], seconds: float
     ) -> None:
         self._loop = loop
-        self._done = done
+        self._on_time = on_time
+        self._fired = False
         self._end = loop.time() + seconds
         self._handle = self._arm()
 
@@ -149,12 +173,13 @@ class _Deadline:
         return self._loop.call_later(step, self._fire)
 
     def _fire(self) -> None:
-        if self._done.done():
+        if self._fired:
             return
         if self._loop.time() < self._end:
             self._handle = self._arm()
         else:
-            self._done.set_result(None)
+            self._fired = True
+            self._on_time()
 
     def cancel(self) -> None:
         self._handle.cancel()

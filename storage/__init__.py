@@ -21,6 +21,7 @@ from ._exceptions import (
     StorageError,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
@@ -45,9 +46,11 @@ from ._records import (
     TurnStatus,
     TurnUsage,
     TurnWrite,
+    User,
 )
 from ._sqlite import SQLiteStorage
 from ._validation import (
+    DEFAULT_USER,
     EARLIEST,
     LATEST,
     MAX_DOCUMENT_CHARS,
@@ -59,9 +62,12 @@ from ._validation import (
     check_instant,
     check_message,
     check_row_id,
+    check_token_hash,
+    check_user_name,
 )
 
 __all__ = [
+    "DEFAULT_USER",
     "EARLIEST",
     "LATEST",
     "MAX_DOCUMENT_CHARS",
@@ -103,11 +109,15 @@ __all__ = [
     "TurnUsage",
     "TurnWrite",
     "UnknownContinuum",
+    "User",
+    "UserExists",
     "add_memory_effect",
     "add_reminder_effect",
     "check_continuum_id",
     "check_instant",
     "check_message",
     "check_row_id",
+    "check_token_hash",
+    "check_user_name",
     "complete_reminder_effect",
 ]

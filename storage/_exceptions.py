@@ -10,6 +10,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailable",
     "UnknownContinuum",
+    "UserExists",
 ]
 
 
@@ -31,6 +32,10 @@ class UnknownContinuum(StorageError, LookupError):
 
 class NotFound(StorageError, LookupError):
     """The record the call names does not exist."""
+
+
+class UserExists(StorageError):
+    """`add_user` named a user that already exists (a token is issued once, never again)."""
 
 
 class SchemaTooNew(StorageError):

@@ -6,8 +6,19 @@ User text never reaches FTS5 syntax: it is cut into words, each quoted, joined b
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["MAX_SELECTIVE_TERMS", "fts_query", "memory_score", "query_terms", "selective"]
+__all__ = [
+    "COUNT_CAP",
+    "MAX_SELECTIVE_TERMS",
+    "SearchPlan",
+    "fts_query",
+    "matched_terms",
+    "memory_score",
+    "query_terms",
+    "search_plan",
+    "selective",
+]
 
 _STOPWORDS = frozenset(
     (
@@ -20,6 +31,12 @@ _STOPWORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 24
 MAX_SELECTIVE_TERMS = 6
+# A term's documents are counted up to this many: counting further would cost exactly
+# the rows a common word has, and past it a word is common whatever its true count.
+COUNT_CAP = 300
+# The rows a ranked search may score, across its terms. BM25 counts every document of
+# each term it ranks by (its IDF), so ranking by a common word costs the whole table.
+ROW_BUDGET = 1000
 
 
 def query_terms(text: str) -> list[str]:
@@ -43,6 +60,41 @@ def selective(terms: list[str], doc_counts: dict[str, int]) -> list[str]:
     present = [t for t in terms if doc_counts.get(t, 0) > 0]
     present.sort(key=lambda t: doc_counts[t])
     return present[:MAX_SELECTIVE_TERMS]
+
+
+class SearchPlan(NamedTuple):
+    """What to ask FTS5: `terms` to match; `ranked` by BM25 (all of them rare enough), or
+    else (every word common) the most recent matches, ranked by how many terms they hold."""
+
+    terms: list[str]
+    ranked: bool
+
+
+def search_plan(terms: list[str], doc_counts: dict[str, int]) -> SearchPlan | None:
+    """The terms to search for, with work bounded whatever the size of the store.
+
+    `doc_counts` are capped at COUNT_CAP. Rare terms are taken rarest first while their
+    documents together stay within ROW_BUDGET (the rarest always): the rare words decide
+    a BM25 ranking anyway. A query of only common words is not ranked by BM25 at all.
+    """
+    present = selective(terms, doc_counts)
+    if not present:
+        return None
+    if doc_counts[present[0]] >= COUNT_CAP:
+        return SearchPlan(present, ranked=False)
+    chosen, rows = [present[0]], doc_counts[present[0]]
+    for term in present[1:]:
+        rows += doc_counts[term]
+        if doc_counts[term] >= COUNT_CAP or rows > ROW_BUDGET:
+            break
+        chosen.append(term)
+    return SearchPlan(chosen, ranked=True)
+
+
+def matched_terms(text: str, terms: list[str]) -> int:
+    """How many of `terms` occur in `text` (the score of an unranked search)."""
+    words = set(_WORD.findall(text.lower()))
+    return sum(1 for term in terms if term in words)
 
 
 def fts_query(terms: list[str]) -> str | None:

@@ -1,6 +1,8 @@
 """The schema, as ordered migrations applied at open.
 
-The version lives in `schema_version`. A database whose version is newer than the
+The version lives in `schema_version`. Migrations run with foreign keys off (so a table
+can be rebuilt under a new key) and are checked with `PRAGMA foreign_key_check` before
+they commit. A database whose version is newer than the
 newest migration here was written by newer code and is refused, never touched.
 """
 
@@ -105,5 +107,114 @@ CREATE TABLE continuum_settings (
 );
 """
 
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+# v5: users. Every continuum, turn, message, segment, reminder, memory and document has
+# an owner; what existed before belongs to the user `default`. A continuum is identified
+# by (owner, id), so tables keyed or referenced by the continuum id alone are rebuilt
+# (rows, rowids and so the full-text indexes are kept). `migrate` runs this with foreign
+# keys off and checks them before committing, as SQLite's ALTER TABLE guide prescribes.
+# A user's token is stored only as its SHA-256 digest.
+_V5 = """
+CREATE TABLE users (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
+CREATE TABLE continuums_v5 (
+    owner TEXT NOT NULL,
+    id TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    history_start INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    last_turn_at REAL,
+    last_message_id TEXT,
+    PRIMARY KEY (owner, id)
+);
+INSERT INTO continuums_v5
+    SELECT 'default', id, created_at, history_start, message_count, last_turn_at, last_message_id
+    FROM continuums;
+CREATE TABLE turns_v5 (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('completed', 'failed', 'cancelled')),
+    started_at REAL NOT NULL,
+    record BLOB NOT NULL,
+    FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id)
+);
+INSERT INTO turns_v5 (rowid, id, owner, continuum_id, status, started_at, record)
+    SELECT rowid, id, 'default', continuum_id, status, started_at, record FROM turns;
+CREATE TABLE messages_v5 (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    turn_id TEXT NOT NULL REFERENCES turns(id),
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    content BLOB NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    UNIQUE (owner, continuum_id, seq),
+    FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id)
+);
+INSERT INTO messages_v5
+    SELECT id, 'default', continuum_id, seq, turn_id, role, content, text, created_at
+    FROM messages;
+CREATE TABLE segments_v5 (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    turn_count INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id)
+);
+INSERT INTO segments_v5
+    SELECT id, 'default', continuum_id, started_at, ended_at, turn_count, title, first_seq
+    FROM segments;
+CREATE TABLE documents_v5 (
+    owner TEXT NOT NULL,
+    label TEXT NOT NULL,
+    content TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (owner, label)
+);
+INSERT INTO documents_v5 SELECT 'default', label, content, updated_at FROM documents;
+DROP TABLE segments;
+DROP TABLE messages;
+DROP TABLE turns;
+DROP TABLE continuums;
+DROP TABLE documents;
+ALTER TABLE continuums_v5 RENAME TO continuums;
+ALTER TABLE turns_v5 RENAME TO turns;
+ALTER TABLE messages_v5 RENAME TO messages;
+ALTER TABLE segments_v5 RENAME TO segments;
+ALTER TABLE documents_v5 RENAME TO documents;
+CREATE INDEX turns_by_continuum ON turns(owner, continuum_id, started_at);
+CREATE INDEX segments_by_continuum ON segments(owner, continuum_id, ended_at);
+CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+ALTER TABLE reminders ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+DROP INDEX reminders_active;
+CREATE INDEX reminders_active ON reminders(owner, due_at) WHERE completed_at IS NULL;
+ALTER TABLE memories ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+CREATE INDEX memories_by_owner ON memories(owner, id);
+CREATE TABLE continuum_settings_v5 (
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    settings BLOB NOT NULL,
+    PRIMARY KEY (owner, continuum_id)
+);
+INSERT INTO continuum_settings_v5
+    SELECT 'default', continuum_id, settings FROM continuum_settings;
+DROP TABLE continuum_settings;
+ALTER TABLE continuum_settings_v5 RENAME TO continuum_settings;
+"""
+
+MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
 SCHEMA_VERSION = MIGRATIONS[-1][0]

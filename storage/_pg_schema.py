@@ -98,5 +98,46 @@ CREATE TABLE continuum_settings (
 );
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3))
+# Users (as SQLite's v5): every continuum, turn, message, segment, reminder, memory and
+# document has an owner, and what existed before belongs to `default`. A continuum is
+# identified by (owner, id), so its key and every reference to it are re-made. A user's
+# token is stored only as its SHA-256 digest.
+_V4 = """
+CREATE TABLE users (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL
+);
+ALTER TABLE continuums ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE messages ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE segments ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE reminders ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE memories ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE documents ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE turns DROP CONSTRAINT turns_continuum_id_fkey;
+ALTER TABLE messages DROP CONSTRAINT messages_continuum_id_fkey;
+ALTER TABLE segments DROP CONSTRAINT segments_continuum_id_fkey;
+ALTER TABLE messages DROP CONSTRAINT messages_continuum_id_seq_key;
+ALTER TABLE continuums DROP CONSTRAINT continuums_pkey;
+ALTER TABLE continuums ADD PRIMARY KEY (owner, id);
+ALTER TABLE turns ADD FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id);
+ALTER TABLE messages ADD FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id);
+ALTER TABLE messages ADD UNIQUE (owner, continuum_id, seq);
+ALTER TABLE segments ADD FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id);
+ALTER TABLE documents DROP CONSTRAINT documents_pkey;
+ALTER TABLE documents ADD PRIMARY KEY (owner, label);
+DROP INDEX turns_by_continuum;
+CREATE INDEX turns_by_continuum ON turns(owner, continuum_id, started_at);
+DROP INDEX segments_by_continuum;
+CREATE INDEX segments_by_continuum ON segments(owner, continuum_id, ended_at);
+DROP INDEX reminders_active;
+CREATE INDEX reminders_active ON reminders(owner, due_at) WHERE completed_at IS NULL;
+CREATE INDEX memories_by_owner ON memories(owner, id);
+ALTER TABLE continuum_settings ADD COLUMN owner TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE continuum_settings DROP CONSTRAINT continuum_settings_pkey;
+ALTER TABLE continuum_settings ADD PRIMARY KEY (owner, continuum_id);
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

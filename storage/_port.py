@@ -3,6 +3,18 @@
 Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
 default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
 adapters pass.
+
+Ownership: every continuum, turn, message, segment, reminder, memory and document
+belongs to one user, and every data method takes that user (`user`, always the first
+argument) and reads or changes only that user's rows. A continuum is identified by
+(user, continuum id): two users may both have a continuum `main`. A reminder or memory
+id is unique across users, but naming another user's id behaves as if it did not exist
+(`NotFound`). Full-text search returns only the caller's rows. With no users configured
+everything belongs to `DEFAULT_USER` ("default"); a database from before users existed
+is migrated so that all its rows are `default`'s.
+
+Users themselves (`add_user`, `users`, `user_for_token_hash`) are stored by name with
+only the SHA-256 digest of their token (lowercase hex); an adapter never sees a token.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from ._records import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    User,
 )
 
 __all__ = ["Storage"]
@@ -36,43 +49,50 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
-    def continuum_lease(self, continuum_id: str) -> AbstractAsyncContextManager[None]:
-        """Hold the right to run the continuum's next turn, across every process that
-        shares the store; waiters are served in arrival order."""
+    def continuum_lease(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to run the user's continuum's next turn, across every process
+        that shares the store; waiters are served in arrival order."""
         ...
 
     # -- continuums and turns ------------------------------------------------------
-    async def continuum(self, continuum_id: str) -> Continuum:
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
         """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
         ...
 
     async def continuums(
-        self, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
     ) -> list[Continuum]:
-        """Most recently active first; `after` is the (last activity, id) of the last seen."""
+        """The user's continuums, most recently active first; `after` is the (last
+        activity, id) of the last seen."""
         ...
 
-    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
-        """Turn count and summed usage of each continuum in `ids` that has turns."""
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        """Turn count and summed usage of each of the user's continuums in `ids` that has
+        turns."""
         ...
 
-    async def delete_continuum(self, continuum_id: str) -> None:
-        """Delete it with its turns, messages, segments and their search index entries."""
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        """Delete the user's continuum with its turns, messages, segments and their search
+        index entries; `UnknownContinuum` if the user has none by that id."""
         ...
 
-    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
         """The messages inside the continuum's history window, oldest first."""
         ...
 
     async def all_messages(
-        self, continuum_id: str, *, limit: int = -1, after: int = -1
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
     ) -> list[Message]: ...
 
-    async def commit_turn(self, write: TurnWrite) -> bool:
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
         """Store a completed turn atomically; False if that turn id was already stored."""
         ...
 
-    async def record_turn(self, record: TurnRecord) -> None:
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
         """Store the record of a failed or cancelled turn (no history).
 
         A turn's record is written when it starts (failed, "interrupted") and replaced
@@ -82,25 +102,33 @@ class Storage(Protocol):
 
     async def turns(
         self,
+        user: str,
         continuum_id: str | None = None,
         *,
         limit: int = 100,
         before: tuple[float, str] | None = None,
-    ) -> list[TurnRecord]: ...
+    ) -> list[TurnRecord]:
+        """The user's latest turn records (of one continuum, or of all of theirs)."""
+        ...
 
-    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
         """The continuum's own model settings (all None when it has none)."""
         ...
 
-    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
         """Replace the continuum's own model settings."""
         ...
 
-    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]: ...
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]: ...
 
     # -- reminders -------------------------------------------------------------------
     async def add_reminder(
         self,
+        user: str,
         text: str,
         *,
         due_at: datetime | None,
@@ -109,26 +137,31 @@ class Storage(Protocol):
     ) -> Reminder: ...
 
     async def complete_reminder(
-        self, reminder_id: int, *, now: float | None = None
-    ) -> Reminder: ...
-
-    async def reminder(self, reminder_id: int) -> Reminder:
-        """One reminder by id, completed or not; `NotFound` if there is none."""
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        """`NotFound` if the user has no reminder with that id (another user's counts as none)."""
         ...
 
-    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]: ...
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        """One of the user's reminders by id, completed or not; `NotFound` if there is none."""
+        ...
 
-    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]: ...
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]: ...
 
-    async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
     ) -> list[Reminder]: ...
 
-    async def delete_reminder(self, reminder_id: int) -> None: ...
+    async def reminders(
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
+    ) -> list[Reminder]: ...
+
+    async def delete_reminder(self, user: str, reminder_id: int) -> None: ...
 
     # -- memories ----------------------------------------------------------------------
     async def add_memory(
         self,
+        user: str,
         text: str,
         *,
         importance: float = 0.5,
@@ -136,25 +169,43 @@ class Storage(Protocol):
         now: float | None = None,
     ) -> Memory: ...
 
-    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]: ...
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]: ...
 
-    async def delete_memory(self, memory_id: int) -> None:
-        """Delete it and its search index entry; `NotFound` if there is none."""
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        """Delete it and its search index entry; `NotFound` if the user has none by that id."""
         ...
 
     async def search_memories(
-        self, query: str, *, limit: int = 5, now: float | None = None
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]: ...
 
     async def search_messages(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]: ...
 
     # -- documents ---------------------------------------------------------------------
     async def put_document(
-        self, label: str, content: str, *, now: float | None = None
+        self, user: str, label: str, content: str, *, now: float | None = None
     ) -> Document: ...
 
-    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]: ...
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
+        """The user's documents, in label order (they form that user's system prompt)."""
+        ...
 
-    async def delete_document(self, label: str) -> None: ...
+    async def delete_document(self, user: str, label: str) -> None: ...
+
+    # -- users -------------------------------------------------------------------------
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        """Add a user with the SHA-256 digest of its token; `UserExists` if the name is
+        taken, `InvalidInput` for a malformed name or for `default` (built in)."""
+        ...
+
+    async def users(self) -> list[User]:
+        """The added users, by name (`default` is built in and not listed)."""
+        ...
+
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        """The name of the user whose token has this digest, or None."""
+        ...

@@ -17,6 +17,7 @@ milliseconds on loopback.
 from __future__ import annotations
 
 import functools
+import hmac
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from ._exceptions import (
     SchemaTooNew,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
 from ._fts import memory_score, query_terms, selective
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
@@ -51,6 +53,7 @@ from ._records import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    User,
 )
 from ._shared import (
     check_record,
@@ -60,6 +63,7 @@ from ._shared import (
     segment_title,
 )
 from ._validation import (
+    DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_REMINDER_CHARS,
@@ -67,6 +71,8 @@ from ._validation import (
     check_label,
     check_row_id,
     check_text,
+    check_token_hash,
+    check_user_name,
     to_epoch,
 )
 
@@ -105,11 +111,12 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
 
 
 async def _insert_memory(
-    db: Any, text: str, created: float, expires: float | None, importance: float
+    db: Any, user: str, text: str, created: float, expires: float | None, importance: float
 ) -> int:
     memory_id = await db.fetchval(
-        "INSERT INTO memories (text, created_at, expires_at, importance)"
-        " VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+        " VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        user,
         text,
         created,
         expires,
@@ -150,11 +157,12 @@ async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
     )
 
 
-def _lease_key(continuum_id: str) -> int:
-    """A stable signed 64-bit advisory-lock key for a continuum (FNV-1a of its id:
-    Python's own hash() differs between processes)."""
+def _lease_key(user: str, continuum_id: str) -> int:
+    """A stable signed 64-bit advisory-lock key for a user's continuum (FNV-1a of the
+    pair: Python's own hash() differs between processes)."""
     value = 0xCBF29CE484222325
-    for byte in ("frontmind:" + continuum_id).encode():
+    # Neither a user name nor a continuum id can hold "/": the text is unambiguous.
+    for byte in f"frontmind:{user}/{continuum_id}".encode():
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -270,14 +278,15 @@ class PostgresStorage:
                 yield conn
 
     @asynccontextmanager
-    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+    async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
         """Hold the continuum's turn lease (across every replica) for the block.
 
         Waiters are served in arrival order (PostgreSQL queues lock requests). The lock
         is tied to the connection's session: a replica that dies releases it at once.
         """
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        key = _lease_key(continuum_id)
+        key = _lease_key(user, continuum_id)
         async with self._leases.acquire() as conn:
             await conn.execute("SELECT pg_advisory_lock($1)", key)
             try:
@@ -289,51 +298,68 @@ class PostgresStorage:
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
-    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         raw = await self._pool.fetchval(
-            "SELECT settings FROM continuum_settings WHERE continuum_id = $1", continuum_id
+            "SELECT settings FROM continuum_settings WHERE owner = $1 AND continuum_id = $2",
+            user,
+            continuum_id,
         )
         return ContinuumModel() if raw is None else _model_decoder.decode(raw)
 
     @_translated
-    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO continuum_settings (continuum_id, settings) VALUES ($1, $2)"
-                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
+                "INSERT INTO continuum_settings (owner, continuum_id, settings)"
+                " VALUES ($1, $2, $3)"
+                " ON CONFLICT (owner, continuum_id) DO UPDATE SET settings = excluded.settings",
+                user,
                 continuum_id,
                 msgspec.json.encode(settings),
             )
 
     @_translated
-    async def continuum(self, continuum_id: str) -> Continuum:
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
+        check_user_name(user)
         check_continuum_id(continuum_id)
-        row = await self._pool.fetchrow(f"{_CONTINUUM} WHERE id = $1", continuum_id)
+        row = await self._pool.fetchrow(
+            f"{_CONTINUUM} WHERE owner = $1 AND id = $2", user, continuum_id
+        )
         if row is None:
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
         return Continuum(*row)
 
     @_translated
     async def continuums(
-        self, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
     ) -> list[Continuum]:
-        # Most recently active first; `after` is the (activity, id) of the last one seen.
+        # The user's continuums, most recently active first; `after` is the (activity, id)
+        # of the last one seen.
+        check_user_name(user)
         activity = "COALESCE(last_turn_at, created_at)"
         where, args = "", []  # type: tuple[str, list[Any]]
         if after is not None:
-            where = f" WHERE ({activity} < $2 OR ({activity} = $2 AND id > $3))"
+            where = f" AND ({activity} < $3 OR ({activity} = $3 AND id > $4))"
             args = [after[0], after[1]]
         rows = await self._pool.fetch(
-            f"{_CONTINUUM}{where} ORDER BY {activity} DESC, id LIMIT $1",
+            f"{_CONTINUUM} WHERE owner = $2{where} ORDER BY {activity} DESC, id LIMIT $1",
             None if limit < 0 else limit,
+            user,
             *args,
         )
         return [Continuum(*row) for row in rows]
 
     @_translated
-    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        check_user_name(user)
         if not ids:
             return {}
         fields = msgspec.structs.fields(TurnUsage)
@@ -343,34 +369,46 @@ class PostgresStorage:
         )
         rows = await self._pool.fetch(
             f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
-            " WHERE continuum_id = ANY($1::text[]) GROUP BY continuum_id",
+            " WHERE owner = $1 AND continuum_id = ANY($2::text[]) GROUP BY continuum_id",
+            user,
             ids,
         )
         return {r[0]: (int(r[1]), TurnUsage(*(int(v or 0) for v in r[2:]))) for r in rows}
 
     @_translated
-    async def delete_continuum(self, continuum_id: str) -> None:
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             texts = await db.fetch(
-                "DELETE FROM messages WHERE continuum_id = $1 RETURNING text", continuum_id
+                "DELETE FROM messages WHERE owner = $1 AND continuum_id = $2 RETURNING text",
+                user,
+                continuum_id,
             )
+            # The per-word counts drive search plans: they must not count deleted rows.
             await _uncount_terms(db, "message", [r[0] for r in texts])
-            for table in ("segments", "turns"):
-                await db.execute(f"DELETE FROM {table} WHERE continuum_id = $1", continuum_id)
-            await db.execute(
-                "DELETE FROM continuum_settings WHERE continuum_id = $1", continuum_id
-            )
+            for table in ("segments", "turns", "continuum_settings"):
+                await db.execute(
+                    f"DELETE FROM {table} WHERE owner = $1 AND continuum_id = $2",
+                    user,
+                    continuum_id,
+                )
+            # Last (the others refer to it); none deleted: the transaction rolls back.
             gone = await db.fetchval(
-                "DELETE FROM continuums WHERE id = $1 RETURNING id", continuum_id
+                "DELETE FROM continuums WHERE owner = $1 AND id = $2 RETURNING id",
+                user,
+                continuum_id,
             )
             if gone is None:
                 raise UnknownContinuum(f"no continuum {continuum_id!r}")
 
-    async def _messages(self, continuum_id: str, start: int, limit: int = -1) -> list[Message]:
+    async def _messages(
+        self, user: str, continuum_id: str, start: int, limit: int = -1
+    ) -> list[Message]:
         rows = await self._pool.fetch(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE continuum_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+            " WHERE owner = $1 AND continuum_id = $2 AND seq >= $3 ORDER BY seq LIMIT $4",
+            user,
             continuum_id,
             start,
             None if limit < 0 else limit,
@@ -379,47 +417,62 @@ class PostgresStorage:
         return [Message(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
 
     @_translated
-    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         start = await self._pool.fetchval(
-            "SELECT history_start FROM continuums WHERE id = $1", continuum_id
+            "SELECT history_start FROM continuums WHERE owner = $1 AND id = $2",
+            user,
+            continuum_id,
         )
         if start is None:
             if missing_ok:
                 return []
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
-        return await self._messages(continuum_id, int(start))
+        return await self._messages(user, continuum_id, int(start))
 
     @_translated
     async def all_messages(
-        self, continuum_id: str, *, limit: int = -1, after: int = -1
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
     ) -> list[Message]:
-        await self.continuum(continuum_id)
-        return await self._messages(continuum_id, after + 1, limit)
+        await self.continuum(user, continuum_id)
+        return await self._messages(user, continuum_id, after + 1, limit)
 
     @_translated
-    async def commit_turn(self, write: TurnWrite) -> bool:
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
+        check_user_name(user)
         record = write.record
         rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
+            done = await db.fetchval(
+                "SELECT 1 FROM turns WHERE id = $1 AND status = 'completed'", record.turn_id
+            )
+            if done is not None:
+                return False  # a retried commit of a turn already stored: nothing to write
             await db.execute(
-                "INSERT INTO continuums (id, created_at) VALUES ($1, $2)"
-                " ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO continuums (owner, id, created_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (owner, id) DO NOTHING",
+                user,
                 cid,
                 record.started_at,
             )
             # The row lock orders concurrent commits of one continuum (from any replica).
             base = await db.fetchval(
-                "SELECT message_count FROM continuums WHERE id = $1 FOR UPDATE", cid
+                "SELECT message_count FROM continuums WHERE owner = $1 AND id = $2 FOR UPDATE",
+                user,
+                cid,
             )
             inserted = await db.fetchval(
                 # It replaces the turn's provisional record (written when it started).
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES ($1, $2, $3, $4, $5)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES ($1, $2, $3, $4, $5, $6)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed' RETURNING 1",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner RETURNING 1",
                 record.turn_id,
+                user,
                 cid,
                 record.status,
                 record.started_at,
@@ -428,36 +481,40 @@ class PostgresStorage:
             if inserted is None:
                 return False  # a retried commit of a turn already stored
             await db.executemany(
-                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO messages"
+                " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 [
-                    (cid, base + i, record.turn_id, role, content, text, at)
+                    (user, cid, base + i, record.turn_id, role, content, text, at)
                     for i, (role, content, text, at) in enumerate(rows)
                 ],
             )
             await _count_terms(db, "message", [text for _, _, text, _ in rows])
-            await self._extend_segment(db, cid, record, base)
-            await self._apply_effects(db, write.effects)
+            await self._extend_segment(db, user, cid, record, base)
+            await self._apply_effects(db, user, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
                 " last_message_id = $3, history_start = COALESCE($4, history_start)"
-                " WHERE id = $5",
+                " WHERE owner = $5 AND id = $6",
                 base + len(rows),
                 record.finished_at,
                 record.message_id,
                 write.history_start,
+                user,
                 cid,
             )
         return True
 
-    async def _apply_effects(self, db: Any, effects: tuple[Effect, ...]) -> None:
-        """The writes a turn's tools staged, inside the turn's transaction."""
+    async def _apply_effects(self, db: Any, user: str, effects: tuple[Effect, ...]) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction, as the turn's
+        user: what they add is that user's, and they complete only that user's reminders."""
         for effect in effects:
             match effect:
                 case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
                     await db.execute(
-                        "INSERT INTO reminders (text, due_at, created_at, origin)"
-                        " VALUES ($1, $2, $3, $4)",
+                        "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                        " VALUES ($1, $2, $3, $4, $5)",
+                        user,
                         text,
                         due,
                         created,
@@ -466,19 +523,23 @@ class PostgresStorage:
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await db.execute(
                         "UPDATE reminders SET completed_at = $1"
-                        " WHERE id = $2 AND completed_at IS NULL",
+                        " WHERE owner = $2 AND id = $3 AND completed_at IS NULL",
                         at,
+                        user,
                         reminder_id,
                     )
                 case AddMemory(
                     text=text, importance=importance, created_at=created, expires_at=expires
                 ):
-                    await _insert_memory(db, text, created, expires, importance)
+                    await _insert_memory(db, user, text, created, expires, importance)
 
-    async def _extend_segment(self, db: Any, cid: str, record: TurnRecord, first_seq: int) -> None:
+    async def _extend_segment(
+        self, db: Any, user: str, cid: str, record: TurnRecord, first_seq: int
+    ) -> None:
         last = await db.fetchrow(
-            "SELECT id, ended_at FROM segments WHERE continuum_id = $1"
+            "SELECT id, ended_at FROM segments WHERE owner = $1 AND continuum_id = $2"
             " ORDER BY ended_at DESC LIMIT 1",
+            user,
             cid,
         )
         if last is not None and record.started_at - last[1] <= self._segment_gap:
@@ -490,8 +551,9 @@ class PostgresStorage:
             return
         await db.execute(
             "INSERT INTO segments"
-            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
-            " VALUES ($1, $2, $3, 1, $4, $5)",
+            " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES ($1, $2, $3, $4, 1, $5, $6)",
+            user,
             cid,
             record.started_at,
             record.finished_at,
@@ -500,23 +562,26 @@ class PostgresStorage:
         )
 
     @_translated
-    async def record_turn(self, record: TurnRecord) -> None:
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
+        check_user_name(user)
         check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO continuums (id, created_at) VALUES ($1, $2)"
-                " ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO continuums (owner, id, created_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (owner, id) DO NOTHING",
+                user,
                 record.continuum_id,
                 record.started_at,
             )
             await db.execute(
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES ($1, $2, $3, $4, $5)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES ($1, $2, $3, $4, $5, $6)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed'",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 record.turn_id,
+                user,
                 record.continuum_id,
                 record.status,
                 record.started_at,
@@ -526,15 +591,17 @@ class PostgresStorage:
     @_translated
     async def turns(
         self,
+        user: str,
         continuum_id: str | None = None,
         *,
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
-        where: list[str] = []
-        args: list[Any] = [limit]
+        check_user_name(user)
+        where: list[str] = ["owner = $2"]
+        args: list[Any] = [limit, user]
         if continuum_id is not None:
-            await self.continuum(continuum_id)
+            await self.continuum(user, continuum_id)
             args.append(continuum_id)
             where.append(f"continuum_id = ${len(args)}")
         if before is not None:
@@ -552,11 +619,16 @@ class PostgresStorage:
         return [record_decoder.decode(row[0]) for row in reversed(rows)]
 
     @_translated
-    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = await self._pool.fetch(
             "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
-            " FROM segments WHERE continuum_id = $1 ORDER BY ended_at DESC LIMIT $2",
+            " FROM segments WHERE owner = $1 AND continuum_id = $2"
+            " ORDER BY ended_at DESC LIMIT $3",
+            user,
             continuum_id,
             limit,
         )
@@ -567,12 +639,14 @@ class PostgresStorage:
     @_translated
     async def add_reminder(
         self,
+        user: str,
         text: str,
         *,
         due_at: datetime | None,
         origin: Literal["user", "agent"],
         now: float | None = None,
     ) -> Reminder:
+        check_user_name(user)
         check_text(text, "reminder text", MAX_REMINDER_CHARS)
         if origin not in ("user", "agent"):
             raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
@@ -580,8 +654,9 @@ class PostgresStorage:
         created = time.time() if now is None else now
         async with self._transaction() as db:
             reminder_id = await db.fetchval(
-                "INSERT INTO reminders (text, due_at, created_at, origin)"
-                " VALUES ($1, $2, $3, $4) RETURNING id",
+                "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                " VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                user,
                 text,
                 due,
                 created,
@@ -590,44 +665,59 @@ class PostgresStorage:
         return Reminder(int(reminder_id), text, due, created, None, origin)
 
     @_translated
-    async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
+    async def complete_reminder(
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "UPDATE reminders SET completed_at = $1 WHERE id = $2 AND completed_at IS NULL",
+                "UPDATE reminders SET completed_at = $1"
+                " WHERE owner = $2 AND id = $3 AND completed_at IS NULL",
                 at,
+                user,
                 reminder_id,
             )
-            row = await db.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
+            row = await db.fetchrow(f"{_REMINDER} WHERE owner = $1 AND id = $2", user, reminder_id)
         if row is None:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*row)
 
     @_translated
-    async def reminder(self, reminder_id: int) -> Reminder:
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
-        row = await self._pool.fetchrow(f"{_REMINDER} WHERE id = $1", reminder_id)
+        row = await self._pool.fetchrow(
+            f"{_REMINDER} WHERE owner = $1 AND id = $2", user, reminder_id
+        )
         if row is None:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*row)
 
     @_translated
-    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]:
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
+        check_user_name(user)
         rows = await self._pool.fetch(
-            f"{_REMINDER} WHERE completed_at IS NULL ORDER BY due_at IS NULL, due_at, id LIMIT $1",
+            f"{_REMINDER} WHERE owner = $1 AND completed_at IS NULL"
+            " ORDER BY due_at IS NULL, due_at, id LIMIT $2",
+            user,
             limit,
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
-    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]:
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
+    ) -> list[Reminder]:
+        check_user_name(user)
         lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
         if hi < lo:
             raise InvalidInput("the end of the range comes before its start")
         rows = await self._pool.fetch(
-            f"{_REMINDER} WHERE completed_at IS NULL AND due_at >= $1 AND due_at < $2"
-            " ORDER BY due_at",
+            f"{_REMINDER} WHERE owner = $1 AND completed_at IS NULL"
+            " AND due_at >= $2 AND due_at < $3 ORDER BY due_at",
+            user,
             lo,
             hi,
         )
@@ -635,19 +725,26 @@ class PostgresStorage:
 
     @_translated
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
-        done = "" if include_completed else " AND completed_at IS NULL"
+        check_user_name(user)
+        open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._pool.fetch(
-            f"{_REMINDER} WHERE id > $2{done} ORDER BY id LIMIT $1", limit, after
+            f"{_REMINDER} WHERE owner = $1 AND id > $3{open_only} ORDER BY id LIMIT $2",
+            user,
+            limit,
+            after,
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
-    async def delete_reminder(self, reminder_id: int) -> None:
+    async def delete_reminder(self, user: str, reminder_id: int) -> None:
+        check_user_name(user)
         async with self._transaction() as db:
             gone = await db.fetchval(
-                "DELETE FROM reminders WHERE id = $1 RETURNING id", reminder_id
+                "DELETE FROM reminders WHERE owner = $1 AND id = $2 RETURNING id",
+                user,
+                reminder_id,
             )
         if gone is None:
             raise NotFound(f"no reminder #{reminder_id}")
@@ -657,35 +754,46 @@ class PostgresStorage:
     @_translated
     async def add_memory(
         self,
+        user: str,
         text: str,
         *,
         importance: float = 0.5,
         expires_at: datetime | None = None,
         now: float | None = None,
     ) -> Memory:
+        check_user_name(user)
         check_text(text, "memory text", MAX_MEMORY_CHARS)
         if not 0.0 <= importance <= 1.0:
             raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
         expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
         created = time.time() if now is None else now
         async with self._transaction() as db:
-            memory_id = await _insert_memory(db, text, created, expires, importance)
+            memory_id = await _insert_memory(db, user, text, created, expires, importance)
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]:
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]:
+        check_user_name(user)
         rows = await self._pool.fetch(
-            f"{_MEMORY} FROM memories m WHERE $2::bigint IS NULL OR m.id < $2"
-            " ORDER BY m.id DESC LIMIT $1",
+            f"{_MEMORY} FROM memories m WHERE m.owner = $1 AND ($3::bigint IS NULL OR m.id < $3)"
+            " ORDER BY m.id DESC LIMIT $2",
+            user,
             limit,
             before,
         )
         return [Memory(*row) for row in rows]
 
     @_translated
-    async def delete_memory(self, memory_id: int) -> None:
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        check_user_name(user)
         async with self._transaction() as db:
-            text = await db.fetchval("DELETE FROM memories WHERE id = $1 RETURNING text", memory_id)
+            text = await db.fetchval(
+                "DELETE FROM memories WHERE owner = $1 AND id = $2 RETURNING text",
+                user,
+                memory_id,
+            )
             if text is None:
                 raise NotFound(f"no memory #{memory_id}")
             await _uncount_terms(db, "memory", [text])
@@ -707,8 +815,9 @@ class PostgresStorage:
 
     @_translated
     async def search_memories(
-        self, query: str, *, limit: int = 5, now: float | None = None
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
+        check_user_name(user)
         if limit < 1:
             return []
         match = await self._tsquery("memory", query)
@@ -718,9 +827,10 @@ class PostgresStorage:
         rows = await self._pool.fetch(
             f"{_MEMORY}, ts_rank(m.tsv, q) AS rank"
             " FROM memories m, to_tsquery('simple', $1) q"
-            " WHERE m.tsv @@ q AND (m.expires_at IS NULL OR m.expires_at > $2)"
-            " ORDER BY rank DESC, m.id DESC LIMIT $3",
+            " WHERE m.tsv @@ q AND m.owner = $2 AND (m.expires_at IS NULL OR m.expires_at > $3)"
+            " ORDER BY rank DESC, m.id DESC LIMIT $4",
             match,
+            user,
             at,
             limit * 4,
         )
@@ -734,17 +844,18 @@ class PostgresStorage:
 
     @_translated
     async def search_messages(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        check_user_name(user)
         if limit < 1:
             return []
         match = await self._tsquery("message", query)
         if match is None:
             return []
-        scope, args = "", [match, limit]
+        scope, args = " AND m.owner = $3", [match, limit, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
-            scope = " AND m.continuum_id = $3"
+            scope += " AND m.continuum_id = $4"
             args.append(continuum_id)
         rows = await self._pool.fetch(
             # Like FTS5's snippet(…, 40): a text of up to 40 words whole, else a fragment.
@@ -765,15 +876,19 @@ class PostgresStorage:
     # -- documents ---------------------------------------------------------------------------
 
     @_translated
-    async def put_document(self, label: str, content: str, *, now: float | None = None) -> Document:
+    async def put_document(
+        self, user: str, label: str, content: str, *, now: float | None = None
+    ) -> Document:
+        check_user_name(user)
         check_label(label)
         check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO documents (label, content, updated_at) VALUES ($1, $2, $3)"
-                " ON CONFLICT (label) DO UPDATE SET content = excluded.content,"
+                "INSERT INTO documents (owner, label, content, updated_at) VALUES ($1, $2, $3, $4)"
+                " ON CONFLICT (owner, label) DO UPDATE SET content = excluded.content,"
                 " updated_at = excluded.updated_at",
+                user,
                 label,
                 content,
                 at,
@@ -781,21 +896,68 @@ class PostgresStorage:
         return Document(label, content, at)
 
     @_translated
-    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
+        check_user_name(user)
         rows = await self._pool.fetch(
-            "SELECT label, content, updated_at FROM documents WHERE label > $2"
+            "SELECT label, content, updated_at FROM documents WHERE owner = $2 AND label > $3"
             " ORDER BY label LIMIT $1",
             None if limit < 0 else limit,
+            user,
             after,
         )
         return [Document(*row) for row in rows]
 
     @_translated
-    async def delete_document(self, label: str) -> None:
+    async def delete_document(self, user: str, label: str) -> None:
+        check_user_name(user)
         async with self._transaction() as db:
-            gone = await db.fetchval("DELETE FROM documents WHERE label = $1 RETURNING 1", label)
+            gone = await db.fetchval(
+                "DELETE FROM documents WHERE owner = $1 AND label = $2 RETURNING 1", user, label
+            )
         if gone is None:
             raise NotFound(f"no document {label!r}")
+
+    # -- users --------------------------------------------------------------------------------
+
+    @_translated
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token and tokenless"
+                " loopback requests act as it); choose another name"
+            )
+        check_token_hash(token_hash)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            added = await db.fetchval(
+                "INSERT INTO users (name, token_hash, created_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (name) DO NOTHING RETURNING 1",
+                name,
+                token_hash,
+                at,
+            )
+        if added is None:
+            raise UserExists(f"a user named {name!r} already exists")
+        return User(name, at)
+
+    @_translated
+    async def users(self) -> list[User]:
+        rows = await self._pool.fetch("SELECT name, created_at FROM users ORDER BY name")
+        return [User(*row) for row in rows]
+
+    @_translated
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        check_token_hash(token_hash)
+        rows = await self._pool.fetch(
+            "SELECT name, token_hash FROM users WHERE token_hash = $1", token_hash
+        )
+        # The lookup is by digest (it reveals nothing of the token); the final compare is
+        # constant-time all the same.
+        for name, stored in rows:
+            if hmac.compare_digest(str(stored), token_hash):
+                return str(name)
+        return None
 
 
 def _redact(url: str) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "TurnStatus",
     "TurnUsage",
     "TurnWrite",
+    "User",
 ]
 
 
@@ -225,3 +226,10 @@ class Document(msgspec.Struct, frozen=True):
     label: str
     content: str
     updated_at: float
+
+
+class User(msgspec.Struct, frozen=True):
+    """A user with a token (the built-in `default` user has none and is not listed)."""
+
+    name: str
+    created_at: float

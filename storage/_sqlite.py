@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import hmac
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -32,8 +33,17 @@ from ._exceptions import (
     SchemaTooNew,
     StorageUnavailable,
     UnknownContinuum,
+    UserExists,
 )
-from ._fts import fts_query, memory_score, query_terms, selective
+from ._fts import (
+    COUNT_CAP,
+    SearchPlan,
+    fts_query,
+    matched_terms,
+    memory_score,
+    query_terms,
+    search_plan,
+)
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
     Continuum,
@@ -48,6 +58,7 @@ from ._records import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    User,
 )
 from ._shared import (
     check_record,
@@ -57,6 +68,7 @@ from ._shared import (
     segment_title,
 )
 from ._validation import (
+    DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
     MAX_REMINDER_CHARS,
@@ -64,6 +76,8 @@ from ._validation import (
     check_label,
     check_row_id,
     check_text,
+    check_token_hash,
+    check_user_name,
     to_epoch,
 )
 
@@ -89,6 +103,9 @@ def _translated(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutin
     return wrapper
 
 
+_READER_MMAP_BYTES = 256 * 1024 * 1024
+
+
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(path, isolation_level=None)
     try:
@@ -99,6 +116,10 @@ async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
         await conn.execute("PRAGMA busy_timeout=5000")
         if reader:
             await conn.execute("PRAGMA query_only=ON")
+            # Searches join index hits to their rows at random: through the OS page cache
+            # by memory map that is a pointer away, through read() a system call per page
+            # (bench/compose.py: message search 12 → 3 ms at 100k messages).
+            await conn.execute(f"PRAGMA mmap_size={_READER_MMAP_BYTES}")
     except BaseException:
         await conn.close()
         raise
@@ -116,21 +137,38 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
             f"{path} has schema version {current}, but this Frontmind understands only up to "
             f"{SCHEMA_VERSION}: upgrade Frontmind or use another data directory"
         )
-    for version, script in MIGRATIONS:
-        if version <= current or (upto is not None and version > upto):
-            continue
-        bump = (
-            f"UPDATE schema_version SET version = {version};"
-            if has_row
-            else f"INSERT INTO schema_version (version) VALUES ({version});"
-        )
-        try:
-            await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}\nCOMMIT;")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                await conn.execute("ROLLBACK")
-            raise
-        current, has_row = version, True
+    pending = [
+        (version, script)
+        for version, script in MIGRATIONS
+        if version > current and (upto is None or version <= upto)
+    ]
+    if not pending:
+        return current
+    # Rebuilding a table under a new key needs foreign keys off (a no-op inside a
+    # transaction, so it is switched here); each migration is checked before it commits.
+    await conn.execute("PRAGMA foreign_keys=OFF")
+    try:
+        for version, script in pending:
+            bump = (
+                f"UPDATE schema_version SET version = {version};"
+                if has_row
+                else f"INSERT INTO schema_version (version) VALUES ({version});"
+            )
+            try:
+                await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}")
+                broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
+                if broken:
+                    raise sqlite3.IntegrityError(
+                        f"migration {version} leaves broken references: {broken[:3]}"
+                    )
+                await conn.execute("COMMIT")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    await conn.execute("ROLLBACK")
+                raise
+            current, has_row = version, True
+    finally:
+        await conn.execute("PRAGMA foreign_keys=ON")
     return current
 
 
@@ -232,20 +270,21 @@ class SQLiteStorage:
                 await self._writer.execute("COMMIT")
 
     @asynccontextmanager
-    async def continuum_lease(self, continuum_id: str) -> AsyncIterator[None]:
+    async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
         """Turns of a continuum already run one at a time in its one owning process."""
         yield
 
     # -- continuums and turns -----------------------------------------------------------
 
     @_translated
-    async def continuum(self, continuum_id: str) -> Continuum:
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
                 "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-                " FROM continuums WHERE id = ?",
-                (continuum_id,),
+                " FROM continuums WHERE owner = ? AND id = ?",
+                (user, continuum_id),
             )
         )
         if not rows:
@@ -254,27 +293,33 @@ class SQLiteStorage:
 
     @_translated
     async def continuums(
-        self, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
     ) -> list[Continuum]:
-        # Most recently active first; `after` is the (activity, id) of the last one seen.
+        # The user's continuums, most recently active first; `after` is the (activity, id)
+        # of the last one seen.
+        check_user_name(user)
         where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
         if after is not None:
             where = (
-                " WHERE COALESCE(last_turn_at, created_at) < ?"
-                " OR (COALESCE(last_turn_at, created_at) = ? AND id > ?)"
+                " AND (COALESCE(last_turn_at, created_at) < ?"
+                " OR (COALESCE(last_turn_at, created_at) = ? AND id > ?))"
             )
             args = (after[0], after[0], after[1])
         rows = await self._reader.execute_fetchall(
             "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
-            f" FROM continuums{where} ORDER BY COALESCE(last_turn_at, created_at) DESC, id"
-            " LIMIT ?",
-            (*args, limit),
+            f" FROM continuums WHERE owner = ?{where}"
+            " ORDER BY COALESCE(last_turn_at, created_at) DESC, id LIMIT ?",
+            (user, *args, limit),
         )
         return [Continuum(*row) for row in rows]
 
     @_translated
-    async def usage_by_continuum(self, ids: list[str]) -> dict[str, tuple[int, TurnUsage]]:
-        """For each continuum in `ids` that has turns: how many, and their summed usage."""
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: how many, and their
+        summed usage."""
+        check_user_name(user)
         if not ids:
             return {}
         fields = msgspec.structs.fields(TurnUsage)
@@ -283,31 +328,39 @@ class SQLiteStorage:
         rows = await self._reader.execute_fetchall(
             f"SELECT continuum_id, COUNT(*), {sums} FROM"
             f" (SELECT continuum_id, CAST(record AS TEXT) AS r FROM turns"
-            f"  WHERE continuum_id IN ({marks})) GROUP BY continuum_id",
-            ids,
+            f"  WHERE owner = ? AND continuum_id IN ({marks})) GROUP BY continuum_id",
+            (user, *ids),
         )
-        return {
-            row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows
-        }
+        return {row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows}
 
     @_translated
-    async def delete_continuum(self, continuum_id: str) -> None:
-        """Delete the continuum with its turns, messages (and their search index) and
-        segments, in one transaction; `UnknownContinuum` if there is none."""
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        """Delete the user's continuum with its turns, messages (and their search index) and
+        segments, in one transaction; `UnknownContinuum` if the user has none by that id."""
+        check_user_name(user)
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
-            # Messages first: their delete trigger drops them from the search index.
+            # Messages first (their delete trigger drops them from the search index), the
+            # continuum last (the others refer to it); none deleted: the transaction rolls
+            # back with the error.
             for table in ("messages", "segments", "turns", "continuum_settings"):
-                await db.execute(f"DELETE FROM {table} WHERE continuum_id = ?", (continuum_id,))
-            cursor = await db.execute("DELETE FROM continuums WHERE id = ?", (continuum_id,))
+                await db.execute(
+                    f"DELETE FROM {table} WHERE owner = ? AND continuum_id = ?",
+                    (user, continuum_id),
+                )
+            cursor = await db.execute(
+                "DELETE FROM continuums WHERE owner = ? AND id = ?", (user, continuum_id)
+            )
             if cursor.rowcount == 0:
                 raise UnknownContinuum(f"no continuum {continuum_id!r}")
 
-    async def _messages(self, continuum_id: str, start: int, limit: int = -1) -> list[Message]:
+    async def _messages(
+        self, user: str, continuum_id: str, start: int, limit: int = -1
+    ) -> list[Message]:
         rows = await self._reader.execute_fetchall(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-            (continuum_id, start, limit),
+            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (user, continuum_id, start, limit),
         )
         decode = content_decoder.decode
         return [
@@ -315,50 +368,59 @@ class SQLiteStorage:
         ]
 
     @_translated
-    async def history(self, continuum_id: str, *, missing_ok: bool = False) -> list[Message]:
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
-                "SELECT history_start FROM continuums WHERE id = ?", (continuum_id,)
+                "SELECT history_start FROM continuums WHERE owner = ? AND id = ?",
+                (user, continuum_id),
             )
         )
         if not rows:
             if missing_ok:
                 return []
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
-        return await self._messages(continuum_id, int(rows[0][0]))
+        return await self._messages(user, continuum_id, int(rows[0][0]))
 
     @_translated
     async def all_messages(
-        self, continuum_id: str, *, limit: int = -1, after: int = -1
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
     ) -> list[Message]:
         """All the continuum's messages in order, from the one after seq `after`."""
-        await self.continuum(continuum_id)
-        return await self._messages(continuum_id, after + 1, limit)
+        await self.continuum(user, continuum_id)
+        return await self._messages(user, continuum_id, after + 1, limit)
 
     @_translated
-    async def continuum_model(self, continuum_id: str) -> ContinuumModel:
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
             await self._reader.execute_fetchall(
-                "SELECT settings FROM continuum_settings WHERE continuum_id = ?",
-                (continuum_id,),
+                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+                (user, continuum_id),
             )
         )
         return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
 
     @_translated
-    async def set_continuum_model(self, continuum_id: str, settings: ContinuumModel) -> None:
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO continuum_settings (continuum_id, settings) VALUES (?, ?)"
-                " ON CONFLICT (continuum_id) DO UPDATE SET settings = excluded.settings",
-                (continuum_id, msgspec.json.encode(settings)),
+                "INSERT INTO continuum_settings (owner, continuum_id, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (owner, continuum_id) DO UPDATE SET settings = excluded.settings",
+                (user, continuum_id, msgspec.json.encode(settings)),
             )
 
     @_translated
-    async def commit_turn(self, write: TurnWrite) -> bool:
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
+        check_user_name(user)
         record = write.record
         rows = check_write(write)
         cid = record.continuum_id
@@ -371,20 +433,21 @@ class SQLiteStorage:
             if seen:
                 return False  # a retried commit of a turn already stored
             await db.execute(
-                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
-                (cid, record.started_at),
+                "INSERT OR IGNORE INTO continuums (owner, id, created_at) VALUES (?, ?, ?)",
+                (user, cid, record.started_at),
             )
             ((base,),) = await db.execute_fetchall(
-                "SELECT message_count FROM continuums WHERE id = ?", (cid,)
+                "SELECT message_count FROM continuums WHERE owner = ? AND id = ?", (user, cid)
             )
             await db.execute(
                 # It replaces the turn's provisional record (written when it started).
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed'",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
+                    user,
                     cid,
                     record.status,
                     record.started_at,
@@ -392,55 +455,71 @@ class SQLiteStorage:
                 ),
             )
             await db.executemany(
-                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages"
+                " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (cid, base + i, record.turn_id, role, content, text, at)
+                    (user, cid, base + i, record.turn_id, role, content, text, at)
                     for i, (role, content, text, at) in enumerate(rows)
                 ],
             )
-            await self._extend_segment(db, cid, record, base)
-            await self._apply_effects(db, write.effects)
+            await self._extend_segment(db, user, cid, record, base)
+            await self._apply_effects(db, user, write.effects)
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
-                " history_start = COALESCE(?, history_start) WHERE id = ?",
-                (base + len(rows), record.finished_at, record.message_id, write.history_start, cid),
+                " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
+                (
+                    base + len(rows),
+                    record.finished_at,
+                    record.message_id,
+                    write.history_start,
+                    user,
+                    cid,
+                ),
             )
         return True
 
-    async def _apply_effects(self, db: aiosqlite.Connection, effects: tuple[Effect, ...]) -> None:
-        """The writes a turn's tools staged, inside the turn's transaction."""
+    async def _apply_effects(
+        self, db: aiosqlite.Connection, user: str, effects: tuple[Effect, ...]
+    ) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction, as the turn's
+        user: what they add is that user's, and they complete only that user's reminders."""
         for effect in effects:
             match effect:
                 case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
                     await db.execute(
-                        "INSERT INTO reminders (text, due_at, created_at, origin)"
-                        " VALUES (?, ?, ?, ?)",
-                        (text, due, created, origin),
+                        "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, due, created, origin),
                     )
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await db.execute(
                         "UPDATE reminders SET completed_at = ?"
-                        " WHERE id = ? AND completed_at IS NULL",
-                        (at, reminder_id),
+                        " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+                        (at, user, reminder_id),
                     )
                 case AddMemory(
                     text=text, importance=importance, created_at=created, expires_at=expires
                 ):
                     await db.execute(
-                        "INSERT INTO memories (text, created_at, expires_at, importance)"
-                        " VALUES (?, ?, ?, ?)",
-                        (text, created, expires, importance),
+                        "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (user, text, created, expires, importance),
                     )
 
     async def _extend_segment(
-        self, db: aiosqlite.Connection, cid: str, record: TurnRecord, first_seq: int
+        self,
+        db: aiosqlite.Connection,
+        user: str,
+        cid: str,
+        record: TurnRecord,
+        first_seq: int,
     ) -> None:
         last = list(
             await db.execute_fetchall(
-                "SELECT id, ended_at FROM segments WHERE continuum_id = ?"
+                "SELECT id, ended_at FROM segments WHERE owner = ? AND continuum_id = ?"
                 " ORDER BY ended_at DESC LIMIT 1",
-                (cid,),
+                (user, cid),
             )
         )
         if last and record.started_at - last[0][1] <= self._segment_gap:
@@ -452,28 +531,30 @@ class SQLiteStorage:
         title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
-            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
-            " VALUES (?, ?, ?, 1, ?, ?)",
-            (cid, record.started_at, record.finished_at, title, first_seq),
+            " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES (?, ?, ?, ?, 1, ?, ?)",
+            (user, cid, record.started_at, record.finished_at, title, first_seq),
         )
 
     @_translated
-    async def record_turn(self, record: TurnRecord) -> None:
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
+        check_user_name(user)
         check_record(record)
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
             await db.execute(
-                "INSERT OR IGNORE INTO continuums (id, created_at) VALUES (?, ?)",
-                (record.continuum_id, record.started_at),
+                "INSERT OR IGNORE INTO continuums (owner, id, created_at) VALUES (?, ?, ?)",
+                (user, record.continuum_id, record.started_at),
             )
             await db.execute(
-                "INSERT INTO turns (id, continuum_id, status, started_at, record)"
-                " VALUES (?, ?, ?, ?, ?)"
+                "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
-                " WHERE turns.status != 'completed'",
+                " WHERE turns.status != 'completed' AND turns.owner = excluded.owner",
                 (
                     record.turn_id,
+                    user,
                     record.continuum_id,
                     record.status,
                     record.started_at,
@@ -484,17 +565,19 @@ class SQLiteStorage:
     @_translated
     async def turns(
         self,
+        user: str,
         continuum_id: str | None = None,
         *,
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
-        """The latest `limit` turns, oldest first; with `before` (the started_at and id of
-        a turn), the latest ones before that turn."""
-        where: list[str] = []
-        args: list[Any] = []
+        """The user's latest `limit` turns, oldest first; with `before` (the started_at and
+        id of a turn), the latest ones before that turn."""
+        check_user_name(user)
+        where: list[str] = ["owner = ?"]
+        args: list[Any] = [user]
         if continuum_id is not None:
-            await self.continuum(continuum_id)
+            await self.continuum(user, continuum_id)
             where.append("continuum_id = ?")
             args.append(continuum_id)
         if before is not None:
@@ -511,12 +594,15 @@ class SQLiteStorage:
         return [record_decoder.decode(row[0]) for row in reversed(list(rows))]
 
     @_translated
-    async def recent_segments(self, continuum_id: str, *, limit: int = 10) -> list[Segment]:
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]:
+        check_user_name(user)
         check_continuum_id(continuum_id)
         rows = await self._reader.execute_fetchall(
             "SELECT id, continuum_id, started_at, ended_at, turn_count, title, first_seq"
-            " FROM segments WHERE continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
-            (continuum_id, limit),
+            " FROM segments WHERE owner = ? AND continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
+            (user, continuum_id, limit),
         )
         return [Segment(*row) for row in reversed(list(rows))]
 
@@ -527,12 +613,14 @@ class SQLiteStorage:
     @_translated
     async def add_reminder(
         self,
+        user: str,
         text: str,
         *,
         due_at: datetime | None,
         origin: Literal["user", "agent"],
         now: float | None = None,
     ) -> Reminder:
+        check_user_name(user)
         check_text(text, "reminder text", MAX_REMINDER_CHARS)
         if origin not in ("user", "agent"):
             raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
@@ -540,72 +628,93 @@ class SQLiteStorage:
         created = time.time() if now is None else now
         async with self._transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO reminders (text, due_at, created_at, origin) VALUES (?, ?, ?, ?)",
-                (text, due, created, origin),
+                "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (user, text, due, created, origin),
             )
             reminder_id = cursor.lastrowid
         assert reminder_id is not None
         return Reminder(reminder_id, text, due, created, None, origin)
 
     @_translated
-    async def complete_reminder(self, reminder_id: int, *, now: float | None = None) -> Reminder:
+    async def complete_reminder(
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "UPDATE reminders SET completed_at = ? WHERE id = ? AND completed_at IS NULL",
-                (at, reminder_id),
+                "UPDATE reminders SET completed_at = ?"
+                " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+                (at, user, reminder_id),
             )
-            rows = list(await db.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,)))
+            rows = list(
+                await db.execute_fetchall(
+                    f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
+                )
+            )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])
 
     @_translated
-    async def reminder(self, reminder_id: int) -> Reminder:
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         rows = list(
-            await self._reader.execute_fetchall(f"{self._REMINDER} WHERE id = ?", (reminder_id,))
+            await self._reader.execute_fetchall(
+                f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
+            )
         )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
         return Reminder(*rows[0])
 
     @_translated
-    async def active_reminders(self, *, limit: int = 50) -> list[Reminder]:
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE completed_at IS NULL"
+            f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
             " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
-            (limit,),
+            (user, limit),
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
-    async def reminders_due_between(self, start: datetime, end: datetime) -> list[Reminder]:
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
+    ) -> list[Reminder]:
+        check_user_name(user)
         lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
         if hi < lo:
             raise InvalidInput("the end of the range comes before its start")
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE completed_at IS NULL AND due_at >= ? AND due_at < ?"
-            " ORDER BY due_at",
-            (lo, hi),
+            f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
+            " AND due_at >= ? AND due_at < ? ORDER BY due_at",
+            (user, lo, hi),
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
     async def reminders(
-        self, *, include_completed: bool = False, limit: int = 200, after: int = 0
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
-        done = "" if include_completed else " AND completed_at IS NULL"
+        check_user_name(user)
+        open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._reader.execute_fetchall(
-            f"{self._REMINDER} WHERE id > ?{done} ORDER BY id LIMIT ?", (after, limit)
+            f"{self._REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT ?",
+            (user, after, limit),
         )
         return [Reminder(*row) for row in rows]
 
     @_translated
-    async def delete_reminder(self, reminder_id: int) -> None:
+    async def delete_reminder(self, user: str, reminder_id: int) -> None:
+        check_user_name(user)
         async with self._transaction() as db:
-            cursor = await db.execute("DELETE FROM reminders WHERE id = ?", (reminder_id,))
+            cursor = await db.execute(
+                "DELETE FROM reminders WHERE owner = ? AND id = ?", (user, reminder_id)
+            )
             if cursor.rowcount == 0:
                 raise NotFound(f"no reminder #{reminder_id}")
 
@@ -616,12 +725,14 @@ class SQLiteStorage:
     @_translated
     async def add_memory(
         self,
+        user: str,
         text: str,
         *,
         importance: float = 0.5,
         expires_at: datetime | None = None,
         now: float | None = None,
     ) -> Memory:
+        check_user_name(user)
         check_text(text, "memory text", MAX_MEMORY_CHARS)
         if not 0.0 <= importance <= 1.0:
             raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
@@ -629,60 +740,88 @@ class SQLiteStorage:
         created = time.time() if now is None else now
         async with self._transaction() as db:
             cursor = await db.execute(
-                "INSERT INTO memories (text, created_at, expires_at, importance)"
-                " VALUES (?, ?, ?, ?)",
-                (text, created, expires, importance),
+                "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (user, text, created, expires, importance),
             )
             memory_id = cursor.lastrowid
         assert memory_id is not None
         return Memory(memory_id, text, created, expires, importance)
 
     @_translated
-    async def memories(self, *, limit: int = 100, before: int | None = None) -> list[Memory]:
-        """Newest first; with `before`, those older than that memory id."""
-        where, args = ("", ()) if before is None else (" WHERE m.id < ?", (before,))
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]:
+        """The user's memories, newest first; with `before`, those older than that id."""
+        check_user_name(user)
+        where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
         rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m{where} ORDER BY m.id DESC LIMIT ?", (*args, limit)
+            f"{self._MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
+            (user, *args, limit),
         )
         return [Memory(*row) for row in rows]
 
     @_translated
-    async def delete_memory(self, memory_id: int) -> None:
-        """Delete a memory; the delete trigger removes it from the search index too."""
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        """Delete one of the user's memories; the delete trigger removes it from the search
+        index too. `NotFound` if the user has none by that id."""
+        check_user_name(user)
         async with self._transaction() as db:
-            cursor = await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            cursor = await db.execute(
+                "DELETE FROM memories WHERE owner = ? AND id = ?", (user, memory_id)
+            )
             if cursor.rowcount == 0:
                 raise NotFound(f"no memory #{memory_id}")
 
-    async def _match(self, vocab: str, text: str) -> str | None:
-        """The FTS5 query for `text`: its most selective terms, ORed and quoted."""
+    async def _plan(self, table: str, text: str) -> SearchPlan | None:
+        """What to search for `text`: its most selective terms (see `search_plan`).
+
+        Each term's documents are counted only up to COUNT_CAP, all in one statement: a
+        common word costs no more to count than a rare one.
+        """
         terms = query_terms(text)
         if not terms:
             return None
-        marks = ",".join("?" * len(terms))
-        rows = await self._reader.execute_fetchall(
-            f"SELECT term, doc FROM {vocab} WHERE term IN ({marks})", terms
+        count = (
+            f"SELECT ?, count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?"
+            f" LIMIT {COUNT_CAP})"
         )
+        args: list[str] = []
+        for term in terms:
+            args += [term, fts_query([term]) or ""]
+        rows = await self._reader.execute_fetchall(" UNION ALL ".join([count] * len(terms)), args)
         counts: dict[str, int] = {str(row[0]): int(row[1]) for row in rows}
-        return fts_query(selective(terms, counts))
+        return search_plan(terms, counts)
 
     @_translated
     async def search_memories(
-        self, query: str, *, limit: int = 5, now: float | None = None
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
+        check_user_name(user)
         if limit < 1:
             return []
-        match = await self._match("memories_vocab", query)
-        if match is None:
+        plan = await self._plan("memories_fts", query)
+        if plan is None:
             return []
         at = time.time() if now is None else now
-        rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY}, bm25(memories_fts) FROM memories_fts"
-            " JOIN memories m ON m.id = memories_fts.rowid"
-            " WHERE memories_fts MATCH ? AND (m.expires_at IS NULL OR m.expires_at > ?)"
-            " ORDER BY bm25(memories_fts) LIMIT ?",
-            (match, at, limit * 4),
+        alive = (
+            "memories_fts MATCH ? AND m.owner = ? AND (m.expires_at IS NULL OR m.expires_at > ?)"
         )
+        source = " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+        rows: list[tuple[Any, ...]]
+        if plan.ranked:
+            found = await self._reader.execute_fetchall(
+                f"{self._MEMORY}, bm25(memories_fts){source} WHERE {alive}"
+                " ORDER BY bm25(memories_fts) LIMIT ?",
+                (fts_query(plan.terms), user, at, limit * 4),
+            )
+            rows = [tuple(row) for row in found]
+        else:  # every word common: the most recent matches, by how many words they hold
+            recent = await self._reader.execute_fetchall(
+                f"{self._MEMORY}{source} WHERE {alive} ORDER BY memories_fts.rowid DESC LIMIT ?",
+                (fts_query(plan.terms), user, at, COUNT_CAP),
+            )
+            rows = [(*row, -matched_terms(row[1], plan.terms)) for row in recent]
         hits = [
             MemoryHit(Memory(*row[:5]), memory_score(row[5], row[4], at - row[2])) for row in rows
         ]
@@ -691,57 +830,127 @@ class SQLiteStorage:
 
     @_translated
     async def search_messages(
-        self, query: str, *, continuum_id: str | None = None, limit: int = 5
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        check_user_name(user)
         if limit < 1:
             return []
-        match = await self._match("messages_vocab", query)
-        if match is None:
+        plan = await self._plan("messages_fts", query)
+        if plan is None:
             return []
-        scope, args = "", [match]
+        scope, args = " AND m.owner = ?", [fts_query(plan.terms), user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
-            scope = " AND m.continuum_id = ?"
+            scope += " AND m.continuum_id = ?"
             args.append(continuum_id)
-        rows = await self._reader.execute_fetchall(
+        columns = (
             "SELECT m.continuum_id, m.seq, m.role,"
-            " snippet(messages_fts, 0, '', '', '…', 40), m.created_at, bm25(messages_fts)"
-            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            f" WHERE messages_fts MATCH ?{scope} ORDER BY bm25(messages_fts) LIMIT ?",
-            (*args, limit),
+            " snippet(messages_fts, 0, '', '', '…', 40), m.created_at"
         )
-        return [
-            MessageHit(cid, seq, role, text, at, -score) for cid, seq, role, text, at, score in rows
+        source = " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+        if plan.ranked:
+            rows = await self._reader.execute_fetchall(
+                f"{columns}, bm25(messages_fts){source} WHERE messages_fts MATCH ?{scope}"
+                " ORDER BY bm25(messages_fts) LIMIT ?",
+                (*args, limit),
+            )
+            return [
+                MessageHit(cid, seq, role, text, at, -score)
+                for cid, seq, role, text, at, score in rows
+            ]
+        # Every word common: the most recent matches, by how many of the words they hold.
+        recent = await self._reader.execute_fetchall(
+            f"{columns}, m.text{source} WHERE messages_fts MATCH ?{scope}"
+            " ORDER BY messages_fts.rowid DESC LIMIT ?",
+            (*args, COUNT_CAP),
+        )
+        hits = [
+            MessageHit(cid, seq, role, text, at, float(matched_terms(full, plan.terms)))
+            for cid, seq, role, text, at, full in recent
         ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties
+        return hits[:limit]
 
     # -- documents ---------------------------------------------------------------------------
 
     @_translated
-    async def put_document(self, label: str, content: str, *, now: float | None = None) -> Document:
+    async def put_document(
+        self, user: str, label: str, content: str, *, now: float | None = None
+    ) -> Document:
+        check_user_name(user)
         check_label(label)
         check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
         at = time.time() if now is None else now
         async with self._transaction() as db:
             await db.execute(
-                "INSERT INTO documents (label, content, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (label) DO UPDATE SET content = excluded.content,"
+                "INSERT INTO documents (owner, label, content, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (owner, label) DO UPDATE SET content = excluded.content,"
                 " updated_at = excluded.updated_at",
-                (label, content, at),
+                (user, label, content, at),
             )
         return Document(label, content, at)
 
     @_translated
-    async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
+        """The user's documents, in label order (they form that user's system prompt)."""
+        check_user_name(user)
         rows = await self._reader.execute_fetchall(
-            "SELECT label, content, updated_at FROM documents WHERE label > ?"
+            "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
             " ORDER BY label LIMIT ?",
-            (after, limit),
+            (user, after, limit),
         )
         return [Document(*row) for row in rows]
 
     @_translated
-    async def delete_document(self, label: str) -> None:
+    async def delete_document(self, user: str, label: str) -> None:
+        check_user_name(user)
         async with self._transaction() as db:
-            cursor = await db.execute("DELETE FROM documents WHERE label = ?", (label,))
+            cursor = await db.execute(
+                "DELETE FROM documents WHERE owner = ? AND label = ?", (user, label)
+            )
             if cursor.rowcount == 0:
                 raise NotFound(f"no document {label!r}")
+
+    # -- users --------------------------------------------------------------------------------
+
+    @_translated
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token and tokenless"
+                " loopback requests act as it); choose another name"
+            )
+        check_token_hash(token_hash)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            taken = list(await db.execute_fetchall("SELECT 1 FROM users WHERE name = ?", (name,)))
+            if taken:
+                raise UserExists(f"a user named {name!r} already exists")
+            await db.execute(
+                "INSERT INTO users (name, token_hash, created_at) VALUES (?, ?, ?)",
+                (name, token_hash, at),
+            )
+        return User(name, at)
+
+    @_translated
+    async def users(self) -> list[User]:
+        rows = await self._reader.execute_fetchall(
+            "SELECT name, created_at FROM users ORDER BY name"
+        )
+        return [User(*row) for row in rows]
+
+    @_translated
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        check_token_hash(token_hash)
+        rows = list(
+            await self._reader.execute_fetchall(
+                "SELECT name, token_hash FROM users WHERE token_hash = ?", (token_hash,)
+            )
+        )
+        # The lookup is by digest (it reveals nothing of the token); the final compare is
+        # constant-time all the same.
+        for name, stored in rows:
+            if hmac.compare_digest(str(stored), token_hash):
+                return str(name)
+        return None

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from ._exceptions import InvalidInput, MessageTooLarge
 
 __all__ = [
+    "DEFAULT_USER",
     "EARLIEST",
     "LATEST",
     "MAX_DOCUMENT_CHARS",
@@ -22,6 +23,8 @@ __all__ = [
     "check_message",
     "check_row_id",
     "check_text",
+    "check_token_hash",
+    "check_user_name",
     "to_epoch",
 ]
 
@@ -44,6 +47,25 @@ _LATEST_EPOCH = LATEST.timestamp()
 
 _CONTINUUM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_USER_NAME = _CONTINUUM_ID  # no "/" or ":" either, so "user/continuum" names stay unambiguous
+_TOKEN_HASH = re.compile(r"[0-9a-f]{64}")
+
+# The owner of everything when no users are configured (and of every row written before
+# users existed): a single-person setup never names a user at all.
+DEFAULT_USER = "default"
+
+
+def check_user_name(name: str) -> str:
+    if not isinstance(name, str) or not _USER_NAME.fullmatch(name):
+        raise InvalidInput(f"user name {name!r} is malformed: use 1 to 64 of A-Z a-z 0-9 _ -")
+    return name
+
+
+def check_token_hash(token_hash: str) -> str:
+    """A token's SHA-256 digest, lowercase hex: the only form in which a token is stored."""
+    if not isinstance(token_hash, str) or not _TOKEN_HASH.fullmatch(token_hash):
+        raise InvalidInput("a token hash is the SHA-256 digest of the token, in lowercase hex")
+    return token_hash
 
 
 def check_continuum_id(continuum_id: str) -> str:

@@ -10,7 +10,7 @@ import sys
 
 import anyio
 
-from storage import SQLiteStorage
+from storage import DEFAULT_USER, SQLiteStorage
 from tests._factories import every_block_type, turn
 
 
@@ -21,8 +21,8 @@ async def main(path: str, prefix: str) -> None:
         while True:
             turn_id = f"{prefix}-{i}"
             write = turn("killme", turn_id, at=1000.0 + i, messages=every_block_type(turn_id))
-            await storage.commit_turn(write)
-            await storage.add_memory(f"memory {turn_id} " + "x" * 500)
+            await storage.commit_turn(DEFAULT_USER, write)
+            await storage.add_memory(DEFAULT_USER, f"memory {turn_id} " + "x" * 500)
             print(f"committed {turn_id}", flush=True)
             i += 1
 

@@ -99,7 +99,9 @@ async def test_a_stored_value_that_breaks_a_render_fails_one_section_for_one_tur
         for _ in range(8):  # more than any restart limit
             done = completed(await run_turn(fm, "ada", "hello"))
             assert {s.name: s.status for s in done.sections}["active_reminders"] == "failed"
-        trinket = next(s for s in fm.statistics() if s.name == "trinket:active_reminders")
+        trinket = next(
+            s for s in fm.statistics() if s.name == "trinket:default/ada:active_reminders"
+        )
         assert trinket.state == "running"
         assert trinket.restarts == 0
         await fm.complete_reminder(bad.id)  # and the section is back at once

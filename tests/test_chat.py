@@ -18,7 +18,7 @@ import pyte
 import pytest
 
 from frontmind._chat import HISTORY_FILE
-from storage import SQLiteStorage, ToolResultBlock
+from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
 pytestmark = pytest.mark.slow
@@ -138,8 +138,8 @@ def chat_config(path: Path, first_token_s: float, tokens_per_second: float) -> P
 
 async def user_messages(data_dir: Path, continuum: str = "default") -> list[str]:
     async with await SQLiteStorage.open(data_dir / "frontmind.db") as storage:
-        history = await storage.all_messages(continuum)
-        records = await storage.turns(continuum, limit=100)
+        history = await storage.all_messages(DEFAULT_USER, continuum)
+        records = await storage.turns(DEFAULT_USER, continuum, limit=100)
     typed = [
         m
         for m in history

@@ -33,7 +33,7 @@ from frontmind.localapi import (
     ScriptedResponder,
     StatusFault,
 )
-from storage import TextBlock, ToolResultBlock, ToolUseBlock
+from storage import DEFAULT_USER, TextBlock, ToolResultBlock, ToolUseBlock
 from tests._harness import (
     FakeClock,
     cache_marks,
@@ -308,7 +308,7 @@ async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path
         for i in range(24):
             clock.advance(60 if i % 4 else 3600)  # a new segment every 4 turns
             completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 12))
-            starts.append((await fm.storage.continuum("c1")).history_start)
+            starts.append((await fm.storage.continuum(DEFAULT_USER, "c1")).history_start)
         records = await fm.turns("c1")
         body = await fm.context_json("c1", "what now")
     steps = [b for a, b in itertools.pairwise(starts) if b != a]

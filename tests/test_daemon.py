@@ -97,7 +97,7 @@ async def test_context_reminders_and_memories(tmp_path: Path) -> None:
         assert (await client.get("/v1/continuums/bob/messages")).status_code == 404
         found = (await client.get("/v1/memories", params={"q": "cat"})).json()["memories"]
         assert found[0]["memory"]["text"] == "The cat is named Tom"
-        done = await client.post(f"/v1/reminders/{reminder_id}/complete")
+        done = await client.post(f"/v1/reminders/{reminder_id}/complete", json={})
         assert done.json()["completed_at"] is not None
         assert (await client.get("/v1/reminders")).json()["reminders"] == []
         assert await d.stop() == 0
@@ -141,7 +141,9 @@ async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> N
             ("GET", "/v1/continuums/alice/context", b"", 400, "message"),
         ]
         for method, path, body, status, fragment in cases:
-            response = await client.request(method, path, content=body)
+            response = await client.request(
+                method, path, content=body, headers={"content-type": "application/json"}
+            )
             assert response.status_code == status, (path, response.text)
             error = response.json()["error"]
             assert fragment in error["message"], (path, error)

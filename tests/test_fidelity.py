@@ -33,6 +33,7 @@ from frontmind.localapi import (
 from frontmind.localapi._asgi import serve_app
 from frontmind.localapi._thinking import ThinkingSigner
 from storage import (
+    DEFAULT_USER,
     ContinuumModel,
     InvalidInput,
     Message,
@@ -274,13 +275,13 @@ async def test_every_block_round_trips_through_sqlite(tmp_path: Path) -> None:
     )
     record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
     async with await SQLiteStorage.open(tmp_path / "db.sqlite") as store:
-        await store.commit_turn(TurnWrite(record, messages))
-        stored = await store.history("c1")
+        await store.commit_turn(DEFAULT_USER, TurnWrite(record, messages))
+        stored = await store.history(DEFAULT_USER, "c1")
         assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
-        assert await store.continuum_model("c1") == ContinuumModel()
+        assert await store.continuum_model(DEFAULT_USER, "c1") == ContinuumModel()
         own = ContinuumModel("claude-opus-4-8", "enabled", 2048, 8192, "high")
-        await store.set_continuum_model("new-one", own)  # before its first turn
-        assert await store.continuum_model("new-one") == own
+        await store.set_continuum_model(DEFAULT_USER, "new-one", own)  # before its first turn
+        assert await store.continuum_model(DEFAULT_USER, "new-one") == own
 
 
 # -- user content -----------------------------------------------------------------------------
@@ -338,7 +339,7 @@ async def test_a_message_of_blocks_is_stored_and_replayed_byte_for_byte(
         with pytest.raises(MessageTooLarge):
             await too_big.__aenter__()
         assert api.requests == []
-        assert await fm.storage.continuums() == []
+        assert await fm.storage.continuums(DEFAULT_USER) == []
 
 
 # -- stop reasons ----------------------------------------------------------------------------

@@ -154,6 +154,7 @@ EXPORTS = {
         "Config",
         "CustomTool",
         "CustomTrinket",
+        "DocumentsConfig",
         "HistorySettings",
         "ModelSettings",
         "OfflineConfig",

@@ -51,12 +51,12 @@ STATUS = SectionStatus("datetime_section", "notification", "stale", 3.5, age_s=6
 
 SAMPLES: list[tuple[Any, Any]] = [
     (TurnStart(TURN, 1_795_000_000.75), TrinketMessage),
-    (TurnCommitted("c1", "t1"), TrinketMessage),
-    (SearchRequested("c1", "launch date"), TrinketMessage),
-    (SearchFinished("c1", "q", (Passage("memory", "text", 1.0),), None), TrinketMessage),
+    (TurnCommitted("default", "c1", "t1"), TrinketMessage),
+    (SearchRequested("default", "c1", "launch date"), TrinketMessage),
+    (SearchFinished("default", "c1", "q", (Passage("memory", "text", 1.0),), None), TrinketMessage),
     (SectionReply("datetime_section", "Now: 10:00"), SectionReply | None),
     (Compose(TURN), ComposerMessage),
-    (SectionLate("c1", "relevant_memories", "- cats", 5.0), ComposerMessage),
+    (SectionLate("default", "c1", "relevant_memories", "- cats", 5.0), ComposerMessage),
     (
         Composed(
             (SystemSection("base_prompt", "Be kind.", True),),

@@ -21,6 +21,7 @@ import msgspec
 import pytest
 
 from storage import (
+    DEFAULT_USER,
     SCHEMA_VERSION,
     ContinuumModel,
     InvalidInput,
@@ -86,27 +87,52 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 4
+        assert await store.schema_version() == SCHEMA_VERSION == 5
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def write_v1_turn(path: Path, cid: str, turn_id: str, text: str) -> None:
+    """A turn as code of schema 1 to 3 stored it (no owners yet), in raw SQL."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO continuums (id, created_at, message_count) VALUES (?, 0, 2)", (cid,)
+        )
+        conn.execute(
+            "INSERT INTO turns VALUES (?, ?, 'completed', 0, ?)",
+            (turn_id, cid, msgspec.json.encode(turn(cid, turn_id, user_text=text).record)),
+        )
+        for seq, (role, said) in enumerate((("user", text), ("assistant", "noted"))):
+            content = msgspec.json.encode([{"type": "text", "text": said}])
+            conn.execute(
+                "INSERT INTO messages (continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, 0)",
+                (cid, seq, turn_id, role, content, said),
+            )
+        conn.execute(
+            "INSERT INTO segments"
+            " (continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES (?, 0, 0, 1, ?, 0)",
+            (cid, text),
+        )
 
 
 async def test_upgrade_keeps_data_and_indexes_old_messages(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     async with await SQLiteStorage.open(path, schema_upto=1) as old:
         assert await old.schema_version() == 1
-        await old.commit_turn(turn("c1", "t1", user_text="the quarterly budget review"))
+    write_v1_turn(path, "c1", "t1", "the quarterly budget review")
     async with await SQLiteStorage.open(path) as new:
         assert await new.schema_version() == SCHEMA_VERSION
-        hits = await new.search_messages("budget")
+        hits = await new.search_messages(DEFAULT_USER, "budget")
         assert [h.seq for h in hits] == [0]
-        assert len(await new.history("c1")) == 2
+        assert len(await new.history(DEFAULT_USER, "c1")) == 2
 
 
 async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
     async with await SQLiteStorage.open(path) as store:
-        await store.commit_turn(turn("c1", "t1"))
+        await store.commit_turn(DEFAULT_USER, turn("c1", "t1"))
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     before = path.read_bytes()
@@ -123,8 +149,8 @@ async def test_newer_database_is_refused_untouched(tmp_path: Path) -> None:
 
 async def test_every_block_type_replays_byte_identically(store: Store) -> None:
     messages = every_block_type("t1")
-    assert await store.commit_turn(turn("c1", "t1", messages=messages))
-    history = await store.history("c1")
+    assert await store.commit_turn(DEFAULT_USER, turn("c1", "t1", messages=messages))
+    history = await store.history(DEFAULT_USER, "c1")
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
     assert [m.seq for m in history] == [0, 1, 2, 3]
     for original, stored in zip(messages, history, strict=True):
@@ -135,7 +161,7 @@ async def test_every_block_type_replays_byte_identically(store: Store) -> None:
     assert tool_use.input_json == '{"z": 1.50, "a":[1, 2e3, "\\u00e9"], "nested": {"k": null}}'
     # And again after reopening the file.
     async with await reopen(store) as again:
-        replay = await again.history("c1")
+        replay = await again.history(DEFAULT_USER, "c1")
     assert [content_bytes(m.content) for m in replay] == [
         content_bytes(m.content) for m in messages
     ]
@@ -143,34 +169,38 @@ async def test_every_block_type_replays_byte_identically(store: Store) -> None:
 
 async def test_commit_is_idempotent_by_turn_id(store: Store) -> None:
     write = turn("c1", "t1")
-    assert await store.commit_turn(write) is True
-    assert await store.commit_turn(write) is False
-    assert len(await store.history("c1")) == 2
-    assert (await store.continuum("c1")).message_count == 2
+    assert await store.commit_turn(DEFAULT_USER, write) is True
+    assert await store.commit_turn(DEFAULT_USER, write) is False
+    assert len(await store.history(DEFAULT_USER, "c1")) == 2
+    assert (await store.continuum(DEFAULT_USER, "c1")).message_count == 2
 
 
 async def test_history_window_and_segments(store: Store) -> None:
-    await store.commit_turn(turn("c1", "t1", at=0, user_text="morning planning"))
-    await store.commit_turn(turn("c1", "t2", at=100))
-    await store.commit_turn(turn("c1", "t3", at=5000, user_text="afternoon " + "x" * 80))
-    segments = await store.recent_segments("c1")
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=0, user_text="morning planning"))
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=100))
+    await store.commit_turn(
+        DEFAULT_USER, turn("c1", "t3", at=5000, user_text="afternoon " + "x" * 80)
+    )
+    segments = await store.recent_segments(DEFAULT_USER, "c1")
     assert [(s.turn_count, s.first_seq) for s in segments] == [(2, 0), (1, 4)]
     assert segments[0].title == "morning planning"
     assert segments[1].title.endswith("…")
     assert len(segments[1].title) == 60
     window = turn("c1", "t4", at=5100)
-    await store.commit_turn(type(window)(window.record, window.messages, history_start=4))
-    assert [m.seq for m in await store.history("c1")] == [4, 5, 6, 7]
-    assert len(await store.all_messages("c1")) == 8
+    await store.commit_turn(
+        DEFAULT_USER, type(window)(window.record, window.messages, history_start=4)
+    )
+    assert [m.seq for m in await store.history(DEFAULT_USER, "c1")] == [4, 5, 6, 7]
+    assert len(await store.all_messages(DEFAULT_USER, "c1")) == 8
 
 
 async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -> None:
     record = TurnRecord(
         "t9", "c2", "failed", 1.0, 2.0, "m", user_text="please keep me", error="overloaded"
     )
-    await store.record_turn(record)
-    assert await store.history("c2") == []
-    (stored,) = await store.turns("c2")
+    await store.record_turn(DEFAULT_USER, record)
+    assert await store.history(DEFAULT_USER, "c2") == []
+    (stored,) = await store.turns(DEFAULT_USER, "c2")
     assert stored.status == "failed"
     assert stored.user_text == "please keep me"
 
@@ -181,9 +211,9 @@ async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -
 async def test_cancelled_before_commit_leaves_nothing(store: Store) -> None:
     with anyio.CancelScope() as scope:
         scope.cancel()
-        await store.commit_turn(turn("c1", "t1"))
+        await store.commit_turn(DEFAULT_USER, turn("c1", "t1"))
     with pytest.raises(UnknownContinuum):
-        await store.history("c1")
+        await store.history(DEFAULT_USER, "c1")
 
 
 async def test_cancellation_at_any_moment_leaves_whole_turns_or_none(
@@ -194,14 +224,14 @@ async def test_cancellation_at_any_moment_leaves_whole_turns_or_none(
         turn_id = f"t{i}"
         with anyio.move_on_after(rng.random() * 0.004):
             await store.commit_turn(
-                turn("c1", turn_id, at=float(i), messages=every_block_type(turn_id))
+                DEFAULT_USER, turn("c1", turn_id, at=float(i), messages=every_block_type(turn_id))
             )
-    all_messages = await store.all_messages("c1")
+    all_messages = await store.all_messages(DEFAULT_USER, "c1")
     by_turn: dict[str, int] = {}
     for message in all_messages:
         by_turn[message.turn_id] = by_turn.get(message.turn_id, 0) + 1
     assert set(by_turn.values()) <= {4}
-    records = {r.turn_id for r in await store.turns("c1")}
+    records = {r.turn_id for r in await store.turns(DEFAULT_USER, "c1")}
     assert records == set(by_turn)
     assert [m.seq for m in all_messages] == list(range(len(all_messages)))
 
@@ -231,8 +261,8 @@ def test_kill_during_writes_never_corrupts_or_loses_commits(tmp_path: Path) -> N
 
     async def check() -> None:
         async with await SQLiteStorage.open(path) as store:
-            messages = await store.all_messages("killme")
-            turns = {r.turn_id for r in await store.turns("killme", limit=10_000)}
+            messages = await store.all_messages(DEFAULT_USER, "killme")
+            turns = {r.turn_id for r in await store.turns(DEFAULT_USER, "killme", limit=10_000)}
         per_turn: dict[str, int] = {}
         for m in messages:
             per_turn[m.turn_id] = per_turn.get(m.turn_id, 0) + 1
@@ -253,14 +283,14 @@ async def test_reads_do_not_wait_for_an_open_write(tmp_path: Path) -> None:
 
 
 async def _reads_do_not_wait(store: SQLiteStorage) -> None:
-    await store.commit_turn(turn("c1", "t1"))
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1"))
     other = sqlite3.connect(store.path, isolation_level=None, timeout=0)
     try:
         other.execute("BEGIN IMMEDIATE")
-        other.execute("INSERT INTO documents VALUES ('x', 'uncommitted', 0)")
+        other.execute("INSERT INTO documents VALUES ('default', 'x', 'uncommitted', 0)")
         with anyio.fail_after(2):
-            assert len(await store.history("c1")) == 2
-            assert await store.documents() == []
+            assert len(await store.history(DEFAULT_USER, "c1")) == 2
+            assert await store.documents(DEFAULT_USER) == []
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -272,31 +302,32 @@ async def _reads_do_not_wait(store: SQLiteStorage) -> None:
 async def test_memory_search_ranks_by_relevance_then_recency(store: Store) -> None:
     now = 10_000_000.0
     day = 86400.0
-    await store.add_memory("dogs love bones", now=now)
-    await store.add_memory("the cat sat on the mat", now=now - 300 * day)
-    await store.add_memory("Tom the cat: a cat person's cat", now=now)
-    await store.add_memory("the cat sat on the mat", now=now - day)
+    await store.add_memory(DEFAULT_USER, "dogs love bones", now=now)
+    await store.add_memory(DEFAULT_USER, "the cat sat on the mat", now=now - 300 * day)
+    await store.add_memory(DEFAULT_USER, "Tom the cat: a cat person's cat", now=now)
+    await store.add_memory(DEFAULT_USER, "the cat sat on the mat", now=now - day)
     await store.add_memory(
+        DEFAULT_USER,
         "cat facts that expired",
         now=now,
         expires_at=datetime.fromtimestamp(now - 1, UTC),
     )
-    hits = await store.search_memories("tell me about my cat", limit=5, now=now)
+    hits = await store.search_memories(DEFAULT_USER, "tell me about my cat", limit=5, now=now)
     texts = [h.memory.text for h in hits]
     assert texts[0] == "Tom the cat: a cat person's cat"
     assert texts[1:] == ["the cat sat on the mat", "the cat sat on the mat"]
     assert hits[1].memory.created_at > hits[2].memory.created_at  # newer first
     assert "cat facts that expired" not in texts
-    assert await store.search_memories("the and of", now=now) == []
-    assert await store.search_memories('"; DROP TABLE memories; --', now=now) == []
+    assert await store.search_memories(DEFAULT_USER, "the and of", now=now) == []
+    assert await store.search_memories(DEFAULT_USER, '"; DROP TABLE memories; --', now=now) == []
 
 
 async def test_message_search_scoped_to_a_continuum(store: Store) -> None:
-    await store.commit_turn(turn("a", "t1", user_text="the launch date is friday"))
-    await store.commit_turn(turn("b", "t2", user_text="launch party snacks"))
-    everywhere = await store.search_messages("launch")
+    await store.commit_turn(DEFAULT_USER, turn("a", "t1", user_text="the launch date is friday"))
+    await store.commit_turn(DEFAULT_USER, turn("b", "t2", user_text="launch party snacks"))
+    everywhere = await store.search_messages(DEFAULT_USER, "launch")
     assert {h.continuum_id for h in everywhere} == {"a", "b"}
-    only_a = await store.search_messages("launch", continuum_id="a")
+    only_a = await store.search_messages(DEFAULT_USER, "launch", continuum_id="a")
     assert [h.text for h in only_a] == ["the launch date is friday"]
 
 
@@ -306,70 +337,78 @@ async def test_message_search_scoped_to_a_continuum(store: Store) -> None:
 async def test_reminder_due_queries_across_timezones(store: Store) -> None:
     new_york, tokyo = ZoneInfo("America/New_York"), ZoneInfo("Asia/Tokyo")
     late_ny = await store.add_reminder(
-        "call mom", due_at=datetime(2026, 11, 29, 23, 30, tzinfo=new_york), origin="user"
+        DEFAULT_USER,
+        "call mom",
+        due_at=datetime(2026, 11, 29, 23, 30, tzinfo=new_york),
+        origin="user",
     )
     morning_utc = await store.add_reminder(
-        "standup", due_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC), origin="agent"
+        DEFAULT_USER, "standup", due_at=datetime(2026, 11, 29, 10, 0, tzinfo=UTC), origin="agent"
     )
-    await store.add_reminder("someday", due_at=None, origin="user")
+    await store.add_reminder(DEFAULT_USER, "someday", due_at=None, origin="user")
     ny_day = datetime(2026, 11, 29, tzinfo=new_york)
-    in_ny = await store.reminders_due_between(ny_day, ny_day + timedelta(days=1))
+    in_ny = await store.reminders_due_between(DEFAULT_USER, ny_day, ny_day + timedelta(days=1))
     assert [r.id for r in in_ny] == [morning_utc.id, late_ny.id]
     tokyo_day = datetime(2026, 11, 30, tzinfo=tokyo)  # 15:00 UTC on the 29th onwards
-    in_tokyo = await store.reminders_due_between(tokyo_day, tokyo_day + timedelta(days=1))
+    in_tokyo = await store.reminders_due_between(
+        DEFAULT_USER, tokyo_day, tokyo_day + timedelta(days=1)
+    )
     assert [r.id for r in in_tokyo] == [late_ny.id]
-    active = await store.active_reminders()
+    active = await store.active_reminders(DEFAULT_USER)
     assert [r.text for r in active] == ["standup", "call mom", "someday"]
-    done = await store.complete_reminder(morning_utc.id, now=5.0)
+    done = await store.complete_reminder(DEFAULT_USER, morning_utc.id, now=5.0)
     assert done.completed_at == 5.0
-    assert [r.text for r in await store.active_reminders()] == ["call mom", "someday"]
-    assert len(await store.reminders(include_completed=True)) == 3
+    assert [r.text for r in await store.active_reminders(DEFAULT_USER)] == ["call mom", "someday"]
+    assert len(await store.reminders(DEFAULT_USER, include_completed=True)) == 3
 
 
 # -- bad input --------------------------------------------------------------------------------
 
 
 async def test_bad_input_is_refused_and_changes_nothing(store: Store) -> None:
-    await store.commit_turn(turn("c1", "t1"))
-    await store.add_reminder("keep", due_at=None, origin="user")
-    await store.add_memory("keep this")
-    await store.put_document("notes", "keep")
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1"))
+    await store.add_reminder(DEFAULT_USER, "keep", due_at=None, origin="user")
+    await store.add_memory(DEFAULT_USER, "keep this")
+    await store.put_document(DEFAULT_USER, "notes", "keep")
     before = await table_counts(store)
     naive = datetime(2026, 11, 29, 12, 0)
     refusals = [
-        (store.commit_turn(turn("bad id!", "t2")), "malformed"),
-        (store.commit_turn(turn("c1", "t3", user_text="x" * 100_001)), "limit is 100000"),
+        (store.commit_turn(DEFAULT_USER, turn("bad id!", "t2")), "malformed"),
+        (
+            store.commit_turn(DEFAULT_USER, turn("c1", "t3", user_text="x" * 100_001)),
+            "limit is 100000",
+        ),
         (
             store.commit_turn(
-                turn("c1", "t4", messages=(Message("assistant", (TextBlock("hi"),)),))
+                DEFAULT_USER, turn("c1", "t4", messages=(Message("assistant", (TextBlock("hi"),)),))
             ),
             "starts with the user",
         ),
-        (store.add_reminder("   ", due_at=None, origin="user"), "is empty"),
-        (store.add_reminder("x" * 1001, due_at=None, origin="user"), "limit is 1000"),
-        (store.add_reminder("ok", due_at=naive, origin="user"), "timezone-aware"),
-        (store.add_memory("ok", importance=2.0), "between 0 and 1"),
-        (store.put_document("bad label/..", "x"), "malformed"),
-        (store.complete_reminder(0), "integer from 1 to 9223372036854775807"),
+        (store.add_reminder(DEFAULT_USER, "   ", due_at=None, origin="user"), "is empty"),
+        (store.add_reminder(DEFAULT_USER, "x" * 1001, due_at=None, origin="user"), "limit is 1000"),
+        (store.add_reminder(DEFAULT_USER, "ok", due_at=naive, origin="user"), "timezone-aware"),
+        (store.add_memory(DEFAULT_USER, "ok", importance=2.0), "between 0 and 1"),
+        (store.put_document(DEFAULT_USER, "bad label/..", "x"), "malformed"),
+        (store.complete_reminder(DEFAULT_USER, 0), "integer from 1 to 9223372036854775807"),
     ]
     for call, message in refusals:
         with pytest.raises(InvalidInput, match=message):
             await call
     with pytest.raises(UnknownContinuum, match="nobody"):
-        await store.history("nobody")
+        await store.history(DEFAULT_USER, "nobody")
     with pytest.raises(UnknownContinuum):
-        await store.turns("nobody")
+        await store.turns(DEFAULT_USER, "nobody")
     with pytest.raises(NotFound, match="#999"):
-        await store.complete_reminder(999)
+        await store.complete_reminder(DEFAULT_USER, 999)
     assert await table_counts(store) == before
-    assert len(await store.history("c1")) == 2
+    assert len(await store.history(DEFAULT_USER, "c1")) == 2
 
 
 # -- tool effects -------------------------------------------------------------------------
 
 
 async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> None:
-    kept = await store.add_reminder("done by the tool", due_at=None, origin="user")
+    kept = await store.add_reminder(DEFAULT_USER, "done by the tool", due_at=None, origin="user")
     due = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     effects = (
         add_reminder_effect("call the dentist", due, now=100.0),
@@ -377,15 +416,17 @@ async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> Non
         add_memory_effect("prefers mornings for calls", 0.7, now=102.0),
     )
     write = turn("c1", "t1")
-    assert await store.commit_turn(msgspec.structs.replace(write, effects=effects))
-    assert [r.text for r in await store.active_reminders()] == ["call the dentist"]
-    assert (await store.reminder(kept.id)).completed_at == 101.0
-    hits = await store.search_memories("mornings", now=200.0)
+    assert await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, effects=effects))
+    assert [r.text for r in await store.active_reminders(DEFAULT_USER)] == ["call the dentist"]
+    assert (await store.reminder(DEFAULT_USER, kept.id)).completed_at == 101.0
+    hits = await store.search_memories(DEFAULT_USER, "mornings", now=200.0)
     assert [h.memory.text for h in hits] == ["prefers mornings for calls"]
     # A retried commit of the same turn applies nothing twice.
-    assert not await store.commit_turn(msgspec.structs.replace(write, effects=effects))
-    assert len(await store.reminders(include_completed=True)) == 2
-    assert len(await store.memories()) == 1
+    assert not await store.commit_turn(
+        DEFAULT_USER, msgspec.structs.replace(write, effects=effects)
+    )
+    assert len(await store.reminders(DEFAULT_USER, include_completed=True)) == 2
+    assert len(await store.memories(DEFAULT_USER)) == 1
 
 
 # -- blocks carried as they came, and a continuum's model settings -----------------------
@@ -402,15 +443,17 @@ async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
         Message("assistant", (thinking, TextBlock("done"))),
     )
     record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
-    await store.commit_turn(TurnWrite(record, messages))
-    stored = await store.history("c1")
+    await store.commit_turn(DEFAULT_USER, TurnWrite(record, messages))
+    stored = await store.history(DEFAULT_USER, "c1")
     assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
-    assert await store.continuum_model("c1") == ContinuumModel()
+    assert await store.continuum_model(DEFAULT_USER, "c1") == ContinuumModel()
     own = ContinuumModel("claude-opus-4-8", "enabled", 2048, 8192, "high")
-    await store.set_continuum_model("not-yet", own)  # before the continuum's first turn
-    assert await store.continuum_model("not-yet") == own
-    await store.set_continuum_model("not-yet", ContinuumModel(max_tokens=512))
-    assert await store.continuum_model("not-yet") == ContinuumModel(max_tokens=512)
+    await store.set_continuum_model(
+        DEFAULT_USER, "not-yet", own
+    )  # before the continuum's first turn
+    assert await store.continuum_model(DEFAULT_USER, "not-yet") == own
+    await store.set_continuum_model(DEFAULT_USER, "not-yet", ContinuumModel(max_tokens=512))
+    assert await store.continuum_model(DEFAULT_USER, "not-yet") == ContinuumModel(max_tokens=512)
 
 
 # -- listing in pages, deleting ----------------------------------------------------------------
@@ -418,59 +461,99 @@ async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
 
 async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) -> None:
     for n, cid in enumerate(("a", "b", "c")):
-        await store.commit_turn(turn(cid, f"{cid}1", at=1000.0 + n, user_text=f"zebra {cid}"))
-    await store.commit_turn(turn("a", "a2", at=1000.0, user_text="again"))  # same instant
-    await store.set_continuum_model("b", ContinuumModel(model="claude-opus-4-7"))
-    first = await store.continuums(limit=2)
-    rest = await store.continuums(limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id))
+        await store.commit_turn(
+            DEFAULT_USER, turn(cid, f"{cid}1", at=1000.0 + n, user_text=f"zebra {cid}")
+        )
+    await store.commit_turn(
+        DEFAULT_USER, turn("a", "a2", at=1000.0, user_text="again")
+    )  # same instant
+    await store.set_continuum_model(DEFAULT_USER, "b", ContinuumModel(model="claude-opus-4-7"))
+    first = await store.continuums(DEFAULT_USER, limit=2)
+    rest = await store.continuums(
+        DEFAULT_USER, limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id)
+    )
     assert [c.id for c in first + rest] == ["c", "b", "a"]
-    usage = await store.usage_by_continuum(["a", "b", "zz"])
+    usage = await store.usage_by_continuum(DEFAULT_USER, ["a", "b", "zz"])
     assert usage["a"] == (2, TurnUsage(input_tokens=20, output_tokens=10))
     assert set(usage) == {"a", "b"}
-    latest = await store.turns("a", limit=1)
-    earlier = await store.turns("a", limit=5, before=(latest[0].started_at, latest[0].turn_id))
+    latest = await store.turns(DEFAULT_USER, "a", limit=1)
+    earlier = await store.turns(
+        DEFAULT_USER, "a", limit=5, before=(latest[0].started_at, latest[0].turn_id)
+    )
     assert [t.turn_id for t in earlier + latest] == ["a1", "a2"]
-    page = await store.all_messages("a", limit=3)
+    page = await store.all_messages(DEFAULT_USER, "a", limit=3)
     assert [m.seq for m in page] == [0, 1, 2]
-    assert [m.seq for m in await store.all_messages("a", after=2)] == [3]
+    assert [m.seq for m in await store.all_messages(DEFAULT_USER, "a", after=2)] == [3]
+
+    # Another user's view and deletes never reach the default user's rows.
+    assert await store.continuums("bob") == []
+    assert await store.usage_by_continuum("bob", ["a", "b"]) == {}
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum("bob", "b")
 
     before = await table_counts(store)
-    await store.delete_continuum("b")
+    await store.delete_continuum(DEFAULT_USER, "b")
     after = await table_counts(store)
     assert before["messages"] - after["messages"] == 2
     assert before["turns"] - after["turns"] == 1
     assert before["continuums"] - after["continuums"] == 1
-    assert {h.continuum_id for h in await store.search_messages("zebra")} == {"a", "c"}
+    assert {h.continuum_id for h in await store.search_messages(DEFAULT_USER, "zebra")} == {
+        "a",
+        "c",
+    }
     with pytest.raises(UnknownContinuum):
-        await store.continuum("b")
+        await store.continuum(DEFAULT_USER, "b")
     with pytest.raises(UnknownContinuum):
-        await store.delete_continuum("b")
-    assert await store.continuum_model("b") == ContinuumModel()  # settings went too
+        await store.delete_continuum(DEFAULT_USER, "b")
+    assert await store.continuum_model(DEFAULT_USER, "b") == ContinuumModel()  # settings went too
 
-    memories = [await store.add_memory(f"walrus fact {n}") for n in range(3)]
-    assert [m.id for m in await store.memories(limit=5, before=memories[2].id)] == [
+    memories = [await store.add_memory(DEFAULT_USER, f"walrus fact {n}") for n in range(3)]
+    assert [m.id for m in await store.memories(DEFAULT_USER, limit=5, before=memories[2].id)] == [
         memories[1].id,
         memories[0].id,
     ]
-    await store.delete_memory(memories[1].id)
-    assert {h.memory.id for h in await store.search_memories("walrus", limit=5)} == {
+    await store.delete_memory(DEFAULT_USER, memories[1].id)
+    assert {h.memory.id for h in await store.search_memories(DEFAULT_USER, "walrus", limit=5)} == {
         memories[0].id,
         memories[2].id,
     }
     with pytest.raises(NotFound):
-        await store.delete_memory(memories[1].id)
-
-    reminders = [await store.add_reminder(f"r{n}", due_at=None, origin="user") for n in range(3)]
-    assert [r.text for r in await store.reminders(after=reminders[0].id)] == ["r1", "r2"]
-    await store.delete_reminder(reminders[1].id)
-    assert [r.text for r in await store.reminders()] == ["r0", "r2"]
+        await store.delete_memory(DEFAULT_USER, memories[1].id)
     with pytest.raises(NotFound):
-        await store.delete_reminder(reminders[1].id)
+        await store.delete_memory("bob", memories[0].id)
+    if isinstance(store, PostgresStorage):
+        # The per-word counts that plan searches forget deleted rows.
+        async with await PostgresStorage.open(store.url) as other:
+            counts = dict(
+                await other._pool.fetch(
+                    "SELECT kind, docs FROM term_stats WHERE term = ANY($1::text[])",
+                    ["zebra", "walrus"],
+                )
+            )
+        assert counts == {"message": 2, "memory": 2}
+
+    reminders = [
+        await store.add_reminder(DEFAULT_USER, f"r{n}", due_at=None, origin="user")
+        for n in range(3)
+    ]
+    assert [r.text for r in await store.reminders(DEFAULT_USER, after=reminders[0].id)] == [
+        "r1",
+        "r2",
+    ]
+    await store.delete_reminder(DEFAULT_USER, reminders[1].id)
+    assert [r.text for r in await store.reminders(DEFAULT_USER)] == ["r0", "r2"]
+    with pytest.raises(NotFound):
+        await store.delete_reminder(DEFAULT_USER, reminders[1].id)
+    with pytest.raises(NotFound):
+        await store.delete_reminder("bob", reminders[0].id)
 
     for label in ("x", "y", "z"):
-        await store.put_document(label, "text")
-    assert [d.label for d in await store.documents(limit=1, after="x")] == ["y"]
-    await store.delete_document("y")
-    assert [d.label for d in await store.documents()] == ["x", "z"]
+        await store.put_document(DEFAULT_USER, label, "text")
+    assert [d.label for d in await store.documents(DEFAULT_USER, limit=1, after="x")] == ["y"]
+    await store.delete_document(DEFAULT_USER, "y")
+    assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]
     with pytest.raises(NotFound):
-        await store.delete_document("y")
+        await store.delete_document(DEFAULT_USER, "y")
+    with pytest.raises(NotFound):
+        await store.delete_document("bob", "x")
+    assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]

@@ -20,7 +20,7 @@ from actors._trinkets import (
     SearchTrinket,
 )
 from runtime import Actor, ActorSystem
-from storage import SQLiteStorage
+from storage import DEFAULT_USER, SQLiteStorage
 from tests._factories import turn as stored_turn
 
 pytestmark = pytest.mark.anyio
@@ -46,10 +46,16 @@ async def test_datetime_in_the_users_zone_to_the_minute() -> None:
 
 
 async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteStorage) -> None:
-    await storage.add_reminder("plan the week", due_at=NOW + timedelta(days=3), origin="user")
-    await storage.add_reminder("water plants", due_at=NOW + timedelta(hours=2), origin="user")
-    await storage.add_reminder("call the bank", due_at=NOW - timedelta(minutes=90), origin="agent")
-    await storage.add_reminder("read a book", due_at=None, origin="user")
+    await storage.add_reminder(
+        DEFAULT_USER, "plan the week", due_at=NOW + timedelta(days=3), origin="user"
+    )
+    await storage.add_reminder(
+        DEFAULT_USER, "water plants", due_at=NOW + timedelta(hours=2), origin="user"
+    )
+    await storage.add_reminder(
+        DEFAULT_USER, "call the bank", due_at=NOW - timedelta(minutes=90), origin="agent"
+    )
+    await storage.add_reminder(DEFAULT_USER, "read a book", due_at=None, origin="user")
     text = await RemindersTrinket(storage).render(at(NOW))
     assert text.splitlines() == [
         "OVERDUE:",
@@ -74,7 +80,9 @@ async def test_manifest_groups_segments_by_day(storage: SQLiteStorage) -> None:
             (NOW - timedelta(minutes=20), "Launch prep"),
         ]
     ):
-        await storage.commit_turn(stored_turn("c1", f"t{i}", at=when.timestamp(), user_text=text))
+        await storage.commit_turn(
+            DEFAULT_USER, stored_turn("c1", f"t{i}", at=when.timestamp(), user_text=text)
+        )
     text = await ManifestTrinket(storage, segments=8, gap_seconds=1800).render(at(NOW))
     assert text.splitlines() == [
         "Wednesday, 25 November 2026",
@@ -93,8 +101,10 @@ async def test_manifest_groups_segments_by_day(storage: SQLiteStorage) -> None:
 
 
 async def test_memories_most_relevant_with_their_age(storage: SQLiteStorage) -> None:
-    await storage.add_memory("Bob likes green tea", now=(NOW - timedelta(days=2)).timestamp())
-    await storage.add_memory("The car needs new tyres", now=NOW.timestamp())
+    await storage.add_memory(
+        DEFAULT_USER, "Bob likes green tea", now=(NOW - timedelta(days=2)).timestamp()
+    )
+    await storage.add_memory(DEFAULT_USER, "The car needs new tyres", now=NOW.timestamp())
     text = await MemoriesTrinket(storage, top_k=5).render(at(NOW, "what tea does Bob like?"))
     assert text == "- (2 days ago) Bob likes green tea"
     assert await MemoriesTrinket(storage, top_k=5).render(at(NOW, "the and of")) == ""
@@ -111,21 +121,21 @@ async def test_search_results_pending_then_shown_then_gone() -> None:
     async with ActorSystem() as system:
         system.spawn(Swallow, name="searcher")
         trinket = SearchTrinket(system.lookup, keep_turns=2)
-        await trinket.on_message(SearchRequested("c1", "launch date"))
+        await trinket.on_message(SearchRequested("default", "c1", "launch date"))
         await anyio.wait_all_tasks_blocked()
         assert await trinket.render(at(NOW)) == 'Search "launch date": still running…'
         assert await trinket.render(at(NOW, continuum="c2")) == ""
-        await trinket.on_message(SearchFinished("c1", "launch date", (), None))
+        await trinket.on_message(SearchFinished("default", "c1", "launch date", (), None))
         assert await trinket.render(at(NOW)) == 'Search "launch date": nothing found'
-        await trinket.on_turn_committed(TurnCommitted("c1", "t1"))
+        await trinket.on_turn_committed(TurnCommitted("default", "c1", "t1"))
         assert await trinket.render(at(NOW)) != ""
-        await trinket.on_turn_committed(TurnCommitted("c1", "t2"))
+        await trinket.on_turn_committed(TurnCommitted("default", "c1", "t2"))
         assert await trinket.render(at(NOW)) == "", "results stay for keep_turns turns"
 
 
 async def test_search_without_a_searcher_says_so() -> None:
     async with ActorSystem() as system:
         trinket = SearchTrinket(system.lookup, keep_turns=1)
-        await trinket.on_message(SearchRequested("c1", "anything"))
+        await trinket.on_message(SearchRequested("default", "c1", "anything"))
         text = await trinket.render(at(NOW))
     assert text == 'Search "anything": failed (the actor is not running)'

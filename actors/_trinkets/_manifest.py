@@ -20,10 +20,12 @@ class ManifestTrinket(Trinket):
 
     async def render(self, turn: Turn) -> str:
         try:
-            continuum = await self._storage.continuum(turn.continuum_id)
+            continuum = await self._storage.continuum(turn.user, turn.continuum_id)
         except UnknownContinuum:
             return ""
-        segments = await self._storage.recent_segments(turn.continuum_id, limit=self._limit)
+        segments = await self._storage.recent_segments(
+            turn.user, turn.continuum_id, limit=self._limit
+        )
         if not segments:
             return ""
         today = local(turn.now, turn.timezone).date()

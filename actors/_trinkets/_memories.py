@@ -18,7 +18,9 @@ class MemoriesTrinket(Trinket):
         self._top_k = top_k
 
     async def render(self, turn: Turn) -> str:
-        hits = await self._storage.search_memories(turn.user_text, limit=self._top_k, now=turn.now)
+        hits = await self._storage.search_memories(
+            turn.user, turn.user_text, limit=self._top_k, now=turn.now
+        )
         return "\n".join(
             f"- ({relative(hit.memory.created_at, turn.now).replace('now', 'just now')}) "
             f"{escape_field(hit.memory.text, 400)}"

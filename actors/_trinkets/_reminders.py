@@ -26,7 +26,7 @@ class RemindersTrinket(Trinket):
         self._limit = limit
 
     async def render(self, turn: Turn) -> str:
-        reminders = await self._storage.active_reminders(limit=self._limit)
+        reminders = await self._storage.active_reminders(turn.user, limit=self._limit)
         if not reminders:
             return ""
         today = local(turn.now, turn.timezone).date()

@@ -63,10 +63,11 @@ class SearchTrinket(Trinket):
     def __init__(self, directory: Directory, *, keep_turns: int) -> None:
         self._directory = directory
         self._keep_turns = keep_turns
-        self._state: dict[str, _Continuum] = {}
+        # Keyed by (user, continuum id): each user's searches are their own.
+        self._state: dict[tuple[str, str], _Continuum] = {}
 
     async def on_message(self, message: SearchRequested | SearchFinished) -> None:
-        state = self._state.setdefault(message.continuum_id, _Continuum())
+        state = self._state.setdefault((message.user, message.continuum_id), _Continuum())
         if isinstance(message, SearchRequested):
             state.searches = [s for s in state.searches if s.query != message.query]
             state.searches.append(_Search(message.query))
@@ -83,7 +84,7 @@ class SearchTrinket(Trinket):
                 search.turns_left = self._keep_turns
 
     async def on_turn_committed(self, event: TurnCommitted) -> None:
-        state = self._state.get(event.continuum_id)
+        state = self._state.get((event.user, event.continuum_id))
         if state is None:
             return
         for search in state.searches:
@@ -92,7 +93,7 @@ class SearchTrinket(Trinket):
         state.searches = [s for s in state.searches if not s.done or s.turns_left > 0]
 
     async def render(self, turn: Turn) -> str:
-        state = self._state.get(turn.continuum_id)
+        state = self._state.get((turn.user, turn.continuum_id))
         if state is None or not state.searches:
             return ""
         lines: list[str] = []
@@ -130,16 +131,22 @@ class ContextSearcher(Actor[SearchRequested, None]):
         passages: list[Passage] = []
         try:
             hits = await self._storage.search_messages(
-                message.query, continuum_id=message.continuum_id, limit=self._limit
+                message.user, message.query, continuum_id=message.continuum_id, limit=self._limit
             )
             passages.extend(Passage("message", h.text, h.created_at) for h in hits)
-            memories = await self._storage.search_memories(message.query, limit=self._limit)
+            memories = await self._storage.search_memories(
+                message.user, message.query, limit=self._limit
+            )
             passages.extend(Passage("memory", m.memory.text, m.memory.created_at) for m in memories)
         except StorageError as exc:  # shown in the section; the next search may succeed
             error = f"{type(exc).__name__}: {exc}"
-        trinket = self._directory(trinket_name(SECTION))
+        trinket = self._directory(trinket_name(SECTION, message.user, message.continuum_id))
         if trinket is not None:
             result = SearchFinished(
-                message.continuum_id, message.query, tuple(passages[: self._limit]), error
+                message.user,
+                message.continuum_id,
+                message.query,
+                tuple(passages[: self._limit]),
+                error,
             )
             _tell(trinket, result)  # if the trinket is gone, nobody is left to show it to

@@ -20,13 +20,15 @@ class StaticTrinket(Trinket):
 
 
 class DomainDocTrinket(Trinket):
-    """The stored documents, in label order (stable, so it stays cached)."""
+    """The turn's user's documents, in label order (stable, so it stays cached): each
+    user's documents form that user's own system prompt. Nothing is kept between
+    renders, so no user's documents can outlive a render for another user."""
 
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
 
     async def render(self, turn: Turn) -> str:
-        documents = await self._storage.documents()
+        documents = await self._storage.documents(turn.user)
         return "\n\n".join(
             f'<document label="{doc.label}">\n{escape_text(doc.content)}\n</document>'
             for doc in documents

@@ -1,0 +1,261 @@
+"""The daemon's outer guard: a pure ASGI middleware, so it covers streaming routes too.
+
+What it refuses, before any route runs:
+- a `Host` that is not the address the connection came in on (or `localhost` for a
+  loopback address), nor one of `server.allowed_hosts`: DNS rebinding points a
+  foreign name at 127.0.0.1, so only names we were told about may reach us (403);
+- a browser `Origin` (or `Sec-Fetch-Site: cross-site`) that is not the daemon's own
+  origin: a page elsewhere must not drive the daemon. Same-origin requests — a
+  console served by the daemon itself — pass (403);
+- a POST/PUT/PATCH, or any request with a body, whose `Content-Type` is not
+  `application/json`. A cross-site page can send `text/plain` or a form without a
+  CORS preflight, but not JSON; bodyless DELETEs are always preflighted (415);
+- a body over `max_body_bytes`: refused from `Content-Length` before a byte is read,
+  and counted chunk by chunk from `receive()` otherwise, so it is never read whole
+  (413); a body that stalls longer than `body_idle_seconds` (408).
+
+And it is the last line for errors: any exception a route lets escape becomes a JSON
+500 (logged once here), never a plain-text body.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import anyio
+import msgspec
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._errors import wire_error
+from ._exceptions import (
+    BodyTooLarge,
+    EdgeError,
+    ForbiddenRequest,
+    RequestTimeout,
+    UnsupportedMediaType,
+)
+
+__all__ = ["EdgeGuard", "bearer_token", "error_body"]
+
+log = logging.getLogger("frontmind.daemon")
+
+# Room for a turn with a few images (each up to 5 MB, base64 adds a third); the image
+# and message limits themselves are checked per field, with their own 413s.
+DEFAULT_MAX_BODY_BYTES = 32 << 20
+_CHANGING = frozenset({"POST", "PUT", "PATCH"})
+_DEFAULT_PORT = {"http": 80, "https": 443}
+_encoder = msgspec.json.Encoder()
+
+
+def error_body(kind: str, message: str) -> bytes:
+    return _encoder.encode({"error": {"type": kind, "message": message}})
+
+
+def bearer_token(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The credentials of an `Authorization: Bearer …` header; the scheme in any case
+    (RFC 9110 §11.1: auth schemes are case-insensitive)."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, credentials = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer" and credentials.strip():
+                return credentials.strip()
+            return None
+    return None
+
+
+def _split_host(value: str, default_port: int) -> tuple[str, int] | None:
+    """("name", port) from `name[:port]` / `[v6][:port]`, lower-cased; None if malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, sep, rest = value[1:].partition("]")
+        if not sep:
+            return None
+        port_text = rest[1:] if rest.startswith(":") else ("" if not rest else None)
+    elif value.count(":") == 1:
+        name, _, port_text = value.partition(":")
+    elif ":" in value:
+        return None  # an unbracketed IPv6 address is not a valid Host
+    else:
+        name, port_text = value, ""
+    if port_text is None or not name:
+        return None
+    if not port_text:
+        return name, default_port
+    if not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
+        return None
+    return name, int(port_text)
+
+
+def _is_loopback(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class EdgeGuard:
+    """Host, Origin, Content-Type and body-size checks, and the catch-all JSON 500."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: Iterable[str] = (),
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        body_idle_seconds: float = 30.0,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_idle_seconds = body_idle_seconds
+        # "name" allows that name on any port (a proxy in front); "name:port" that port.
+        self.any_port: set[str] = set()
+        self.exact: set[tuple[str, int]] = set()
+        for entry in allowed_hosts:
+            parsed = _split_host(entry, -1)
+            if parsed is None:
+                raise ValueError(f"server.allowed_hosts: {entry!r} is not a host[:port]")
+            if parsed[1] == -1:
+                self.any_port.add(parsed[0])
+            else:
+                self.exact.add(parsed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+        close = False  # set when the body is refused part-read: the connection must go
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                if close:
+                    headers = [*message["headers"], (b"connection", b"close")]
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            length = self._check(scope)
+        except EdgeError as exc:
+            await _send_error(send, exc, close=isinstance(exc, BodyTooLarge))
+            return
+
+        received = 0
+        body_done = False
+
+        async def capped_receive() -> Message:
+            nonlocal received, body_done, close
+            if body_done:
+                return await receive()
+            try:
+                with anyio.fail_after(self.body_idle_seconds):
+                    message = await receive()
+            except TimeoutError:
+                close = True
+                raise RequestTimeout(
+                    f"the request body stalled for over {self.body_idle_seconds:g} s"
+                ) from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    close = True
+                    raise BodyTooLarge(self._too_large())
+                body_done = not message.get("more_body", False)
+            else:
+                body_done = True
+            return message
+
+        try:
+            await self.app(scope, capped_receive if length != 0 else receive, tracked_send)
+        except Exception as exc:  # the edge's last line: JSON, never a plain-text trace
+            status, _ = wire_error(exc) or (500, "internal_error")
+            if status >= 500:
+                log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+            if not started:
+                await _send_error(send, exc, close=close)
+
+    def _too_large(self) -> str:
+        return (
+            f"the request body is over the limit of {self.max_body_bytes} bytes "
+            "(server.max_body_bytes)"
+        )
+
+    def _check(self, scope: Scope) -> int | None:
+        """Raise for a refused request; return the declared Content-Length (or None)."""
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope["headers"]:
+            if name in headers and name in (b"host", b"content-length", b"origin"):
+                raise ForbiddenRequest(f"more than one {name.decode()} header")
+            headers[name] = value
+        server = scope.get("server") or ("", 0)
+        host = headers.get(b"host")
+        if host is None:
+            raise ForbiddenRequest("a Host header is required")
+        if not self._allowed(host.decode("latin-1"), "http", server):
+            raise ForbiddenRequest(
+                f"Host {host.decode('latin-1')!r} is not this daemon's address; "
+                "add it to server.allowed_hosts if it is yours"
+            )
+        origin = headers.get(b"origin")
+        if origin is not None and not self._same_origin(origin.decode("latin-1"), server):
+            raise ForbiddenRequest(
+                f"cross-origin requests are refused (Origin {origin.decode('latin-1')!r})"
+            )
+        if headers.get(b"sec-fetch-site", b"").lower() == b"cross-site":
+            raise ForbiddenRequest("cross-site requests are refused (Sec-Fetch-Site)")
+        length = _content_length(headers)
+        has_body = bool(length) or b"transfer-encoding" in headers
+        if scope["method"] in _CHANGING or has_body:
+            media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            if media != b"application/json":
+                raise UnsupportedMediaType(
+                    f"{scope['method']} requests need Content-Type: application/json"
+                )
+        if length is not None and length > self.max_body_bytes:
+            raise BodyTooLarge(self._too_large())
+        return length
+
+    def _allowed(self, host: str, scheme: str, server: tuple[str, int]) -> bool:
+        parsed = _split_host(host, _DEFAULT_PORT.get(scheme, 80))
+        if parsed is None:
+            return False
+        name, port = parsed
+        if name in self.any_port or (name, port) in self.exact:
+            return True
+        address, bound_port = server[0].lower(), server[1]
+        own = name == address or (name == "localhost" and _is_loopback(address))
+        return own and port == bound_port
+
+    def _same_origin(self, origin: str, server: tuple[str, int]) -> bool:
+        parts = urlsplit(origin.strip())
+        if parts.scheme not in _DEFAULT_PORT or not parts.netloc or parts.path not in ("", "/"):
+            return False  # includes "null" (sandboxed frames, file: pages)
+        return self._allowed(parts.netloc, parts.scheme, server)
+
+
+def _content_length(headers: dict[bytes, bytes]) -> int | None:
+    raw = headers.get(b"content-length")
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise BodyTooLarge("Content-Length must be a (reasonable) number of bytes")
+    return int(raw)
+
+
+async def _send_error(send: Send, exc: Exception, *, close: bool) -> None:
+    row = wire_error(exc)
+    status, kind = row or (500, "internal_error")
+    message = (str(exc) or kind) if row else "internal error (logged by the daemon)"
+    body = error_body(kind, message)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

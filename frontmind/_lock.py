@@ -1,0 +1,48 @@
+"""One process per data directory: an exclusive `flock` on `frontmind.lock` inside it.
+
+Two daemons (or a daemon and a library user) on one directory would each keep their own
+view of every conversation and miss the other's turns. The lock is held for the life of
+`Frontmind.open`; the kernel drops it when the process dies, however it dies, so a stale
+file never blocks a restart. The file holds the holder's pid, for the error message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from storage import StorageUnavailable
+
+from ._exceptions import DataDirLocked
+
+__all__ = ["LOCK_FILE", "data_dir_lock"]
+
+LOCK_FILE = "frontmind.lock"
+
+
+@contextmanager
+def data_dir_lock(directory: Path) -> Iterator[None]:
+    """Hold the directory's lock for the block; `DataDirLocked` if another holds it."""
+    path = directory / LOCK_FILE
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StorageUnavailable(f"cannot open the data directory {directory}: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise DataDirLocked(
+                f"the data directory {directory} is in use by another Frontmind process "
+                f"(pid {holder})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -1,0 +1,83 @@
+"""The fuzz corpus (tests/fuzz_cases.py) against one real daemon: no 5xx, no
+plain-text error body, whatever the request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from frontmind import Config, Frontmind
+from frontmind._daemon import build_app
+from frontmind._frontmind import NoModel
+from tests._daemon import daemon
+from tests._raw import address
+from tests.fuzz_cases import Case, RouteInfo, corpus
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def app_routes(app: Any) -> list[RouteInfo]:
+    """The routes of the app build_app makes, through its middleware layers."""
+    while not hasattr(app, "routes"):
+        app = app.app
+    return [
+        RouteInfo(route.path, frozenset(route.methods))
+        for route in app.routes
+        if getattr(route, "methods", None)
+    ]
+
+
+def problem(case: Case, status: int, content_type: str, body: bytes) -> str | None:
+    if status >= 500:
+        return f"{status}"
+    if case.expect is not None and status != case.expect:
+        return f"{status}, expected {case.expect}"
+    if status >= 400:
+        if not content_type.startswith("application/json"):
+            return f"{status} with content-type {content_type!r}"
+        try:
+            error = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            return f"{status} with a body that is not a JSON error: {body[:80]!r}"
+        if not (isinstance(error.get("type"), str) and isinstance(error.get("message"), str)):
+            return f"{status} with a malformed error: {error!r}"
+    return None
+
+
+async def test_fuzz_corpus_gets_no_5xx_and_only_json_errors(tmp_path: Path) -> None:
+    async with Frontmind.open(tmp_path / "routes", Config(), model=NoModel()) as fm:
+        routes = app_routes(build_app(fm))
+    assert {"/v1/reminders", "/v1/continuums/{continuum_id}/turns"} <= {r.path for r in routes}
+    data = tmp_path / "data"
+    data.mkdir()
+    # The corpus's oversize bodies are just over 1 MiB.
+    (data / "frontmind.toml").write_text("[server]\nmax_body_bytes = 1048576\n")
+    async with daemon(data) as d, d.client() as client:
+        host, port = address(d.url)
+        cases = corpus(routes, host, port)
+        assert len(cases) >= 250
+        failures = []
+        for case in cases:
+            try:
+                response = await client.request(
+                    case.method, case.path, content=case.body, headers=case.headers
+                )
+            except httpx2.TransportError as exc:
+                failures.append(f"{case.name}: no answer ({exc!r})")
+                continue
+            found = problem(
+                case,
+                response.status_code,
+                response.headers.get("content-type", ""),
+                response.content,
+            )
+            if found:
+                failures.append(f"{case.name}: {found}")
+        assert failures == [], f"{len(failures)} of {len(cases)}:\n" + "\n".join(failures[:60])
+        assert (await client.get("/healthz")).status_code == 200
+        assert await d.stop() == 0
+        assert b"Traceback" not in await d.read_stderr()

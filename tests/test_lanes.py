@@ -1,0 +1,176 @@
+"""Per-continuum lanes: every continuum composes through its own trinket actors, so none
+waits behind another's render; per-section deadlines beside the composer's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import anyio
+import pytest
+
+from actors import Composed, Trinket, TrinketLoadError, Turn
+from frontmind import ConfigError, Frontmind
+from frontmind.config import load_config
+from runtime import ActorSystem, Replied, TimedOut, scatter_gather
+
+from .test_kernel import Block, Gate, Recorder
+
+pytestmark = pytest.mark.anyio
+
+CONTINUUMS = 20
+
+
+class Rendezvous(Trinket):
+    """A 30 ms render that only finishes once every continuum's render has started.
+
+    Renders served one at a time (one trinket actor for every continuum) never all
+    start together, so each would wait for the composer's deadline and time out.
+    """
+
+    started: ClassVar[int] = 0
+    everyone: ClassVar[anyio.Event | None] = None
+
+    async def render(self, turn: Turn) -> str:
+        cls = type(self)
+        assert cls.everyone is not None
+        cls.started += 1
+        if cls.started == CONTINUUMS:
+            cls.everyone.set()
+        await cls.everyone.wait()
+        await anyio.sleep(0.03)  # the render's own work
+        return f"rendered for {turn.continuum_id}"
+
+
+class Hang(Trinket):
+    """Renders only once the test lets it (after the compose it is late for)."""
+
+    release: ClassVar[anyio.Event | None] = None
+
+    async def render(self, turn: Turn) -> str:
+        assert self.release is not None
+        await self.release.wait()
+        return "too late"
+
+
+def write_config(tmp_path: Path, text: str) -> None:
+    (tmp_path / "frontmind.toml").write_text(text)
+
+
+def section(composed: Composed, name: str) -> tuple[str, float]:
+    found = next(s for s in composed.sections if s.name == name)
+    return found.status, found.elapsed_ms
+
+
+async def test_twenty_continuums_compose_at_once_without_timeouts(tmp_path: Path) -> None:
+    Rendezvous.started, Rendezvous.everyone = 0, anyio.Event()
+    write_config(
+        tmp_path,
+        """
+[composer]
+deadline_ms = 10000
+
+[[trinket]]
+name = "rendezvous"
+use = "tests.test_lanes:Rendezvous"
+placement = "notification"
+order = 60
+""",
+    )
+    results: dict[str, Composed] = {}
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+
+        async def compose(cid: str) -> None:
+            results[cid] = await fm.compose(cid, "hello")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(CONTINUUMS):
+                tg.start_soon(compose, f"c{i}")
+    assert Rendezvous.started == CONTINUUMS
+    for cid, composed in results.items():
+        assert {s.status for s in composed.sections} <= {"fresh", "empty"}, composed.sections
+        assert f"rendered for {cid}" in composed.notification
+
+
+async def test_a_section_deadline_stops_waiting_before_the_composers(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        """
+[composer]
+deadline_ms = 60000
+
+[composer.deadlines]
+relevant_memories = 40
+
+[[trinket]]
+name = "hang"
+use = "tests.test_lanes:Hang"
+placement = "notification"
+order = 60
+deadline_ms = 50
+""",
+    )
+    Hang.release = anyio.Event()
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        with anyio.fail_after(30):  # a regression waits out the composer's 60 s
+            composed = await fm.compose("c1", "hello")
+        Hang.release.set()
+    status, elapsed_ms = section(composed, "hang")
+    assert status == "timeout"
+    assert 49 <= elapsed_ms < 60000
+    assert section(composed, "datetime_section")[0] == "fresh"
+
+
+async def test_lanes_are_stopped_whole(tmp_path: Path) -> None:
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        for cid in ("c1", "c2"):
+            assert [e async for e in fm.turn(cid, "hello")]
+        names = {s.name for s in fm.statistics()}
+        assert "trinket:default/c1:relevant_memories" in names
+        assert "trinket:default/c2:relevant_memories" in names
+        assert await fm._runtime.evict_idle(0) == [("default", "c1"), ("default", "c2")]
+        names = {s.name for s in fm.statistics()}
+    assert not any(name.startswith("trinket:") for name in names)
+
+
+def test_deadline_settings_are_checked_where_they_enter(tmp_path: Path) -> None:
+    write_config(tmp_path, "[composer.deadlines]\nno_such_section = 10\n")
+    with pytest.raises(ConfigError, match=r"composer\.deadlines: unknown sections.*no_such"):
+        load_config(None, tmp_path)
+    write_config(tmp_path, "[composer.deadlines]\nrelevant_memories = 0\n")
+    with pytest.raises(ConfigError, match=r"composer\.deadlines\.relevant_memories: must be"):
+        load_config(None, tmp_path)
+    write_config(
+        tmp_path,
+        '[[trinket]]\nname = "hang"\nuse = "tests.test_lanes:Hang"\n'
+        'placement = "notification"\norder = 60\n\n[composer.deadlines]\nhang = 20\n',
+    )
+    assert load_config(None, tmp_path).composer.deadlines == {"hang": 20}
+
+
+async def test_a_bad_trinket_deadline_is_a_startup_error(tmp_path: Path) -> None:
+    write_config(
+        tmp_path,
+        '[[trinket]]\nname = "hang"\nuse = "tests.test_lanes:Hang"\n'
+        'placement = "notification"\norder = 60\ndeadline_ms = -1\n',
+    )
+    with pytest.raises(TrinketLoadError, match="'hang': deadline_ms must be greater than 0"):
+        async with Frontmind.open(tmp_path, offline=True):
+            pass
+
+
+async def test_gather_times_out_each_slot_at_its_own_deadline() -> None:
+    gate, open_gate = Gate(), Gate()
+    open_gate.open.set()
+    async with ActorSystem(stop_grace=0.05) as system:
+        blocked = system.spawn(lambda: Recorder(gate), name="blocked")
+        answering = system.spawn(lambda: Recorder(open_gate), name="answering")
+        with anyio.fail_after(30):  # a regression waits out the gather's 60 s
+            result = await scatter_gather(
+                [blocked, answering], Block(), deadline=60, deadlines=[0.05, 60]
+            )
+        assert isinstance(result.outcomes[0], TimedOut)
+        assert result.outcomes[0].elapsed >= 0.05
+        # The other slot kept its own (longer) deadline and answered.
+        assert result.outcomes[1] == Replied("answering", -1, result.outcomes[1].elapsed)
+        gate.open.set()
