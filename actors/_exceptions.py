@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from storage import InvalidInput
+
 __all__ = [
     "Busy",
     "ComposeTimeout",
@@ -98,7 +100,8 @@ class SettingsError(FrontmindError):
     kind = "configuration_error"
 
 
-class InvalidModelSettings(SettingsError):
-    """A continuum's model settings were refused (the message names the setting)."""
+class InvalidModelSettings(SettingsError, InvalidInput):
+    """A continuum's model settings were refused (the message names the setting); an
+    `InvalidInput` too, like every other refused input."""
 
     kind = "invalid_request"

@@ -11,6 +11,7 @@ import argparse
 import errno
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -20,7 +21,7 @@ import anyio
 import msgspec
 
 from actors import FrontmindError
-from storage import DEFAULT_USER, SQLiteStorage, StorageError
+from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_id
 
 from ._exceptions import EdgeError
 from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
@@ -80,6 +81,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> None:
+    check_continuum_id(args.continuum)  # refused at start, not at the first message
     from ._chat import HISTORY_FILE, chat_in_process, chat_remote
 
     if args.url:
@@ -300,6 +302,10 @@ def _usage_error(exc: BaseException) -> str | None:
         return f"the address is already in use ({exc.strerror}): choose another --port"
     if isinstance(exc, (NotADirectoryError, FileExistsError, PermissionError)):
         return f"{exc.strerror}: {exc.filename}"
+    if isinstance(exc, socket.gaierror):
+        return f"the host cannot be resolved ({exc.strerror}): check --host"
+    if isinstance(exc, OverflowError) and "port" in str(exc):
+        return f"{exc}: check --port"
     return None
 
 

@@ -26,6 +26,7 @@ from actors import (
     AnthropicModel,
     Composed,
     Engine,
+    InvalidModelSettings,
     ModelChoice,
     ModelClient,
     ModelEvent,
@@ -351,7 +352,17 @@ class Frontmind:
         Refused (`InvalidModelSettings`) when the model would refuse them: thinking
         budget not below max_tokens, a thinking mode the model lacks, and so on.
         """
-        own = ContinuumModel(model, thinking, budget_tokens, max_tokens, effort)
+        given = {
+            "model": model,
+            "thinking": thinking,
+            "budget_tokens": budget_tokens,
+            "max_tokens": max_tokens,
+            "effort": effort,
+        }
+        try:  # the same type checks the daemon's JSON body gets
+            own = msgspec.convert(given, ContinuumModel)
+        except msgspec.ValidationError as exc:
+            raise InvalidModelSettings(f"model settings: {exc}") from None
         return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
 
     async def compose(self, continuum_id: str, text: str) -> Composed:

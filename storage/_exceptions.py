@@ -26,12 +26,12 @@ class MessageTooLarge(InvalidInput):
     """A user message is over `MAX_MESSAGE_CHARS` (the daemon answers 413)."""
 
 
-class UnknownContinuum(StorageError, LookupError):
-    """A read-only query named a continuum that has never had a turn."""
-
-
 class NotFound(StorageError, LookupError):
     """The record the call names does not exist."""
+
+
+class UnknownContinuum(NotFound):
+    """A read-only query named a continuum that has never had a turn."""
 
 
 class UserExists(StorageError):

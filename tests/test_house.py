@@ -242,6 +242,9 @@ async def test_version_and_module_entry_point() -> None:
         (("inspect", "--data-dir", "{file}"), "{file}"),
         (("inspect", "--config", "{bad_config}"), "composer"),
         (("serve", "--offline", "--port", "{busy_port}"), "already in use"),
+        (("serve", "--offline", "--port", "99999"), "check --port"),
+        (("local-api", "--host", "nosuchhost.invalid"), "cannot be resolved"),
+        (("chat", "--offline", "--continuum", "bad id"), "continuum id 'bad id' is malformed"),
     ],
 )
 async def test_common_mistakes_print_one_line(
@@ -256,7 +259,7 @@ async def test_common_mistakes_print_one_line(
     values = {"file": str(a_file), "bad_config": str(bad_config), "busy_port": str(busy_port)}
     try:
         argv = [a.format(**values) for a in args]
-        if "--data-dir" not in argv:
+        if "--data-dir" not in argv and argv[0] != "local-api":
             argv += ["--data-dir", str(tmp_path / "data")]
         code, out, err = await run_cli(*argv)
     finally:

@@ -66,3 +66,16 @@ def test_a_bad_config_value_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="deadline_ms"):
         load_config(None, tmp_path)
     assert Config(composer=ComposerSettings(deadline_ms=100)).composer.deadline_ms == 100
+
+
+async def test_library_errors_are_the_documented_ones(tmp_path: Path) -> None:
+    from frontmind import NotFound
+
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        with pytest.raises(NotFound):  # an unknown continuum is a NotFound like any other
+            await fm.history("nobody")
+        with pytest.raises(InvalidInput, match="max_tokens"):
+            await fm.set_model_settings("ada", max_tokens="9")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="budget"):
+            await fm.set_model_settings("ada", thinking="enabled", budget_tokens=10)
+        assert api.requests == []
