@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-SCRIPTS = ("kernel", "compose", "deadline", "turn_overhead", "cache_efficiency", "load")
+SCRIPTS = ("kernel", "compose", "deadline", "turn_overhead", "cache_efficiency", "load", "postgres")
 
 
 def main() -> None:
