@@ -13,6 +13,7 @@ SCRIPTS = (
     "turn_overhead",
     "cache_efficiency",
     "load",
+    "postgres",
     "summary_cost",
 )
 

@@ -46,6 +46,12 @@ def _announce(url: str) -> None:
     print(url, flush=True)
 
 
+def _announce_daemon(url: str) -> None:
+    # The first line stays exactly the API's base URL: tests and scripts read it.
+    print(url, flush=True)
+    print(f"console: {url.rstrip('/')}/ui/", flush=True)
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     from ._daemon import serve
 
@@ -58,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             offline=args.offline,
             token=args.token,
             token_file=args.token_file,
-            announce=_announce,
+            announce=_announce_daemon,
             access_log=args.access_log,
             database=args.database,
         )

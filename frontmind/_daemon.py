@@ -38,6 +38,7 @@ from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStar
 from runtime import KernelError
 from storage import DEFAULT_USER, InvalidInput, StorageError, TurnUsage, check_continuum_id
 
+from ._console import console_routes, is_console_path
 from ._demo import input_cost
 from ._errors import wire_error
 from ._exceptions import ConfigError, Forbidden
@@ -136,8 +137,10 @@ class UserAuth:
         return None if user is None else (user, False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The health check, and the API description (which holds no data), are public.
-        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
+        # The health check, the API description and the console's files (none of which
+        # holds data) are public.
+        path = scope["path"] if scope["type"] == "http" else ""
+        if path and path not in PUBLIC_PATHS and not is_console_path(path):
             try:
                 resolved = await self._resolve(scope)
             except StorageError as exc:
@@ -555,6 +558,7 @@ def build_app(
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
+        *console_routes(token_required=bool(token)),
     ]
     app: ASGIApp = Starlette(
         routes=routes,

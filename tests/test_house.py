@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -316,7 +317,15 @@ async def test_a_non_editable_install_works_from_another_directory(tmp_path: Pat
         assert process.stdout is not None
         with anyio.fail_after(30):
             line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 1000)
-        assert line.decode().startswith("http://127.0.0.1:")
+        url = line.decode().strip()
+        assert url.startswith("http://127.0.0.1:")
+        # The console's files came with the wheel (package data), deep links included.
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            page = await http.get("/ui/continuums/ada")
+            assert page.status_code == 200
+            assert "/ui/app.js" in page.text
+            for name in ("app.js", "api.js", "context.js", "turns.js", "console.css"):
+                assert (await http.get(f"/ui/{name}")).status_code == 200, name
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):
             assert await process.wait() == 0

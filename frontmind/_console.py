@@ -1,0 +1,78 @@
+"""The console: a single-page web app served by the daemon itself at /ui/.
+
+Its files ship inside the package (frontmind/console/static/, package data), plain ES
+modules with no build step. The page holds no data: it asks for the token and reads
+everything through the token-guarded API, so the files themselves are public. Any
+/ui/ path that names no file (a deep link such as /ui/continuums/c1) is answered with
+index.html, and the page's router draws the view.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+
+__all__ = ["CONSOLE_PREFIX", "console_routes", "is_console_path"]
+
+CONSOLE_PREFIX = "/ui"
+STATIC_DIR = Path(__file__).resolve().parent / "console" / "static"
+
+# Scripts, styles and API calls only from the daemon itself; SVG is drawn through the DOM.
+_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+def is_console_path(path: str) -> bool:
+    """True for the console's files, which need no token (they hold no data)."""
+    return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+
+
+class _ConsoleFiles(StaticFiles):
+    """StaticFiles that answers an extensionless path it has no file for with the page."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        try:
+            response = await super().get_response(path, scope)
+        except HTTPException as exc:
+            if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
+                raise
+            response = await super().get_response("index.html", scope)
+        response.headers.update(_HEADERS)
+        return response
+
+
+def console_routes(*, token_required: bool) -> list[BaseRoute]:
+    """The one route to add to the daemon's app: a mount at /ui (the router redirects /ui
+    to /ui/), so the console stays out of the API's routes and their description.
+
+    /ui/settings.json tells the page whether to ask for a token before its first call,
+    so a daemon with a token never has to refuse the page's requests to say so.
+    """
+    settings = {"token_required": token_required}
+
+    async def settings_route(request: Request) -> Response:
+        return JSONResponse(settings, headers=_HEADERS)
+
+    files = _ConsoleFiles(directory=STATIC_DIR, html=True)
+    return [
+        Mount(
+            CONSOLE_PREFIX,
+            routes=[
+                Route("/settings.json", settings_route, methods=["GET"]),
+                Mount("", app=files),
+            ],
+        )
+    ]

@@ -1,0 +1,265 @@
+// The console's router and views. Paths under /ui/ are views; the daemon answers any of
+// them with this page, so a deep link such as /ui/continuums/c1 loads directly.
+
+import { api, ApiError, q, setToken, streamTurn, token } from "./api.js";
+import { fmt, h, when } from "./dom.js";
+import { contextPanel } from "./context.js";
+import { turnsChart, turnsTable } from "./turns.js";
+import { libraryView } from "./library.js";
+
+const view = document.getElementById("view");
+const statusLine = document.getElementById("status");
+const tokenForm = document.getElementById("token-form");
+const tokenInput = document.getElementById("token-input");
+
+// The requests this tab previewed just before sending each turn, by turn id. The daemon
+// stores no request bodies; this is what the console can show for the turns it sent.
+const sentRequests = new Map();
+
+export function say(message, kind = "info") {
+  statusLine.hidden = !message;
+  statusLine.textContent = message || "";
+  statusLine.className = `status ${kind}`;
+}
+
+export function failed(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    askToken(token() ? "That token was refused." : "This daemon needs its bearer token.");
+  }
+  say(error instanceof ApiError ? `${error.type}: ${error.message}` : String(error), "error");
+}
+
+function askToken(why) {
+  tokenForm.hidden = false;
+  tokenInput.value = "";
+  tokenInput.focus();
+  if (why) say(why, "error");
+}
+
+document.getElementById("token-button").addEventListener("click", () => {
+  if (tokenForm.hidden) askToken();
+  else tokenForm.hidden = true;
+});
+
+tokenForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  setToken(tokenInput.value.trim());
+  tokenForm.hidden = true;
+  say("");
+  render();
+});
+
+export function go(path) {
+  history.pushState(null, "", path);
+  render();
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest("a[data-link]");
+  if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+  event.preventDefault();
+  go(link.getAttribute("href"));
+});
+
+window.addEventListener("popstate", render);
+
+function render() {
+  say("");
+  const path = location.pathname.replace(/\/+$/, "");
+  const match = /^\/ui\/continuums\/([^/]+)$/.exec(path);
+  let task;
+  if (match) task = continuumView(decodeURIComponent(match[1]));
+  else if (path === "/ui/library") task = libraryView(view, failed);
+  else task = listView();
+  task.catch(failed);
+}
+
+// -- the continuums ------------------------------------------------------------------
+
+async function listView() {
+  document.title = "Continuums · Frontmind";
+  const body = h("tbody");
+  const more = h("button", { type: "button", hidden: true }, "More");
+  const openForm = h(
+    "form",
+    { class: "inline", onsubmit: (e) => { e.preventDefault(); const id = e.target.elements.id.value.trim(); if (id) go(`/ui/continuums/${q(id)}`); } },
+    h("label", {}, "Open or start ", h("input", { name: "id", placeholder: "continuum id", pattern: "[A-Za-z0-9_\\-]{1,64}", maxlength: 64, required: true })),
+    h("button", { type: "submit" }, "Open"),
+  );
+  view.replaceChildren(
+    h("section", { class: "panel" },
+      h("h1", {}, "Continuums"),
+      openForm,
+      h("div", { class: "scroll" },
+        h("table", { class: "grid", id: "continuums" },
+          h("thead", {}, h("tr", {},
+            h("th", {}, "id"), h("th", { class: "num" }, "turns"), h("th", {}, "last activity"),
+            h("th", { class: "num" }, "cached share"), h("th", { class: "num", title: "uncached 1×, cache write 1.25× (5 m) or 2× (1 h), cache read 0.1×" }, "cost so far (base-price tokens)"),
+            h("th", { class: "num" }, "output"))),
+          body)),
+      more));
+  let cursor = null;
+  const load = async () => {
+    const page = await api(`/v1/continuums?limit=50${cursor ? `&cursor=${q(cursor)}` : ""}`);
+    for (const c of page.continuums) {
+      body.append(h("tr", {},
+        h("td", {}, h("a", { href: `/ui/continuums/${q(c.id)}`, "data-link": true }, c.id)),
+        h("td", { class: "num" }, fmt(c.turns)),
+        h("td", {}, when(c.last_activity_at)),
+        h("td", { class: "num" }, `${fmt(c.cached_share * 100, 1)}%`),
+        h("td", { class: "num" }, fmt(c.input_cost_tokens, 1)),
+        h("td", { class: "num" }, fmt(c.output_tokens))));
+    }
+    if (!body.children.length) body.append(h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No continuums yet: open one by id to start it.")));
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+  };
+  more.addEventListener("click", () => load().catch(failed));
+  await load();
+}
+
+// -- one continuum -------------------------------------------------------------------
+
+async function continuumView(id) {
+  document.title = `${id} · Frontmind`;
+  const transcript = h("div", { class: "transcript", id: "transcript" });
+  const input = h("textarea", { name: "message", rows: 2, placeholder: "Say something…", required: true });
+  const send = h("button", { type: "submit" }, "Send");
+  const chat = h("form", { class: "chat", id: "chat" }, input, send);
+  const chart = h("div", { class: "chart", id: "chart" });
+  const table = h("div", { class: "scroll", id: "turns" });
+  const context = h("div", { id: "context" });
+  const contextMessage = h("input", { name: "preview", value: "(the next message)", "aria-label": "message to preview" });
+  const preview = h("form", { class: "inline", id: "preview" }, h("label", {}, "Next request with ", contextMessage), h("button", { type: "submit" }, "Show"));
+
+  view.replaceChildren(
+    h("div", { class: "crumbs" }, h("a", { href: "/ui/", "data-link": true }, "Continuums"), " / ", h("strong", {}, id)),
+    h("div", { class: "columns" },
+      h("section", { class: "panel" }, h("h2", {}, "Chat"), transcript, chat),
+      h("section", { class: "panel", id: "context-panel" }, h("h2", {}, "Context window"), preview, context)),
+    h("section", { class: "panel" }, h("h2", {}, "Turns"),
+      h("p", { class: "legend" },
+        h("span", { class: "key read" }), "read from cache ",
+        h("span", { class: "key written" }), "written to cache ",
+        h("span", { class: "key uncached" }), "uncached ",
+        h("span", { class: "muted" }, "· cost in base-price input tokens: write 1.25× (5 m) or 2× (1 h), read 0.1×")),
+      chart, table));
+
+  const showNext = async () => {
+    const text = contextMessage.value.trim() || "(the next message)";
+    const request = await api(`/v1/continuums/${q(id)}/context?message=${q(text)}`);
+    contextPanel(context, request, "The next request (nothing is sent)");
+  };
+  const showTurn = (record) => {
+    const request = sentRequests.get(record.turn_id);
+    if (request) contextPanel(context, request, `Turn ${record.turn_id}: the request previewed just before it was sent`, record);
+    else contextPanel(context, null, `Turn ${record.turn_id}: its request was not recorded (this tab records the turns it sends)`, record);
+    document.getElementById("context-panel").scrollIntoView({ block: "start" });
+  };
+  const refreshTurns = async () => {
+    let page;
+    try {
+      page = await api(`/v1/continuums/${q(id)}/turns?limit=100`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) page = { turns: [] };
+      else throw error;
+    }
+    turnsChart(chart, page.turns);
+    turnsTable(table, page.turns, showTurn, (t) => sentRequests.has(t.turn_id));
+  };
+  preview.addEventListener("submit", (e) => { e.preventDefault(); showNext().catch(failed); });
+
+  chat.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    input.value = "";
+    send.disabled = true;
+    runTurn(id, text, transcript)
+      .then(() => Promise.all([refreshTurns(), showNext()]))
+      .catch(failed)
+      .finally(() => { send.disabled = false; input.focus(); });
+  });
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); chat.requestSubmit(); }
+  });
+
+  const [history] = await Promise.all([
+    api(`/v1/continuums/${q(id)}/messages?limit=200`).catch((error) => {
+      if (error instanceof ApiError && error.status === 404) return { messages: [] };
+      throw error;
+    }),
+    refreshTurns(),
+    showNext(),
+  ]);
+  for (const m of history.messages) transcript.append(messageView(m));
+  if (!history.messages.length) transcript.append(h("p", { class: "muted" }, "No messages yet."));
+  transcript.scrollTop = transcript.scrollHeight;
+}
+
+function messageView(m) {
+  const parts = m.content.map((b) => {
+    if (b.type === "text") return h("div", { class: "text" }, b.text);
+    if (b.type === "tool_use") return h("div", { class: "tool" }, `⚙ ${b.name} ${JSON.stringify(b.input)}`);
+    if (b.type === "tool_result") return h("div", { class: "tool" }, `↳ ${typeof b.content === "string" ? b.content : JSON.stringify(b.content)}`);
+    return h("div", { class: "tool" }, `[${b.type}]`);
+  });
+  return h("div", { class: `msg ${m.role}` }, h("span", { class: "role" }, m.role), parts);
+}
+
+async function runTurn(id, text, transcript) {
+  transcript.querySelector("p.muted")?.remove();
+  // Record the request this turn will send, as previewed just before sending it.
+  const request = await api(`/v1/continuums/${q(id)}/context?message=${q(text)}`);
+  transcript.append(messageView({ role: "user", content: [{ type: "text", text }] }));
+  const reply = h("div", { class: "text streaming" });
+  const bubble = h("div", { class: "msg assistant live", id: "live" }, h("span", { class: "role" }, "assistant"), reply);
+  transcript.append(bubble);
+  const tools = new Map();
+  await streamTurn(id, text, (name, data) => {
+    if (name === "turn.started") {
+      sentRequests.set(data.turn_id, request);
+      bubble.dataset.turn = data.turn_id;
+    } else if (name === "text.delta") {
+      reply.textContent += data.text;
+    } else if (name === "tool.started") {
+      const line = h("div", { class: "tool running" }, `⚙ ${data.name} ${data.input_json}`);
+      tools.set(data.id, line);
+      reply.before(line);
+    } else if (name === "tool.finished") {
+      const line = tools.get(data.id);
+      if (line) {
+        line.classList.remove("running");
+        line.append(h("div", { class: data.is_error ? "error" : "muted" }, `↳ ${data.content}`));
+      }
+    } else if (name === "turn.completed") {
+      bubble.classList.remove("live");
+      reply.classList.remove("streaming");
+      reply.textContent = data.text;
+      bubble.append(completedLine(data));
+    } else if (name === "error") {
+      bubble.classList.remove("live");
+      reply.classList.remove("streaming");
+      bubble.append(h("div", { class: "error" }, `${data.type}: ${data.message}`));
+    }
+    transcript.scrollTop = transcript.scrollHeight;
+  });
+  bubble.removeAttribute("id");
+}
+
+function completedLine(done) {
+  const u = done.usage;
+  return h("div", { class: "completed" },
+    `read ${fmt(u.cache_read_input_tokens)} · written ${fmt(u.cache_creation_input_tokens)} · uncached ${fmt(u.input_tokens)} · out ${fmt(u.output_tokens)} · `,
+    `first token ${fmt(done.timings_ms.first_token, 0)} ms · total ${fmt(done.timings_ms.total, 0)} ms`,
+    done.cache_miss_reason ? ` · miss: ${done.cache_miss_reason}` : "");
+}
+
+// Whether this daemon wants a token, asked without one (so no request is refused).
+fetch("/ui/settings.json", { credentials: "omit" })
+  .then((r) => r.json())
+  .then((settings) => {
+    if (settings.token_required && !token()) askToken("This daemon needs its bearer token.");
+    else render();
+  })
+  .catch(failed);

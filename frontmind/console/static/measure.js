@@ -1,0 +1,112 @@
+// Frontmind's numbers, computed the way the daemon computes them.
+
+const encoder = new TextEncoder();
+
+// actors/_tokens.py: one token per 4 UTF-8 bytes (rounded up) plus 3 per content block.
+export const BLOCK_FRAMING_TOKENS = 3;
+
+export function estimateTokens(text) {
+  return Math.floor((encoder.encode(text).length + 3) / 4);
+}
+
+export function blockTokens(text) {
+  return estimateTokens(text) + BLOCK_FRAMING_TOKENS;
+}
+
+// Input cost in base-price tokens, as frontmind/_demo.py's input_cost: uncached 1x,
+// 5-minute cache write 1.25x, 1-hour write 2x, cache read 0.1x.
+export const WEIGHTS = { uncached: 1, write5m: 1.25, write1h: 2, read: 0.1 };
+
+export function inputCost(u) {
+  return (
+    u.input_tokens * WEIGHTS.uncached +
+    u.cache_creation_5m * WEIGHTS.write5m +
+    u.cache_creation_1h * WEIGHTS.write1h +
+    u.cache_read_input_tokens * WEIGHTS.read
+  );
+}
+
+export function totalInput(u) {
+  return u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+}
+
+const FRAME = /^═+$/;
+const SECTION = /<([A-Za-z_][\w-]*)>\n([\s\S]*?)\n<\/\1>/g;
+
+function blockText(block) {
+  if (block.type === "text") return block.text;
+  if (block.type === "tool_use") return `${block.name} ${JSON.stringify(block.input)}`;
+  if (block.type === "tool_result") {
+    return typeof block.content === "string" ? block.content : JSON.stringify(block.content);
+  }
+  return JSON.stringify(block);
+}
+
+function firstTag(text) {
+  const m = /^\s*<([A-Za-z_][\w-]*)>/.exec(text);
+  return m ? m[1] : null;
+}
+
+// A request body (POST /v1/messages) as the layers Frontmind lays out, top to bottom:
+// tools, system blocks, history, the delimiter, the notification center (with its
+// sections), the current message, then any tool loop. Each entry has a kind, a label,
+// its text, its token estimate and its breakpoint (cache_control) if it has one.
+export function layers(request) {
+  const out = [];
+  for (const tool of request.tools || []) {
+    const text = `${tool.name}\n${tool.description}\n${JSON.stringify(tool.input_schema)}`;
+    out.push({ kind: "tools", label: `tool ${tool.name}`, text, tokens: blockTokens(text), cache: tool.cache_control });
+  }
+  (request.system || []).forEach((block, i) => {
+    const tag = firstTag(block.text);
+    out.push({
+      kind: "system",
+      label: tag ? `system · ${tag}` : i === 0 ? "system · prompt" : `system · block ${i + 1}`,
+      text: block.text,
+      tokens: blockTokens(block.text),
+      cache: block.cache_control,
+    });
+  });
+  const messages = request.messages || [];
+  // The delimiter is a user message that is one frame rule; the notification center is
+  // the assistant message right after it. The current message is the first user message
+  // after those (or the last message that is not part of a tool loop).
+  let delim = -1;
+  messages.forEach((m, i) => {
+    if (m.role === "user" && m.content.length === 1 && m.content[0].type === "text" && FRAME.test(m.content[0].text)) delim = i;
+  });
+  let current = -1;
+  if (delim >= 0) current = delim + 2;
+  else {
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const m = messages[i];
+      if (m.role === "user" && m.content.some((b) => b.type === "text")) { current = i; break; }
+    }
+  }
+  const historyEnd = delim >= 0 ? delim : current;
+  messages.forEach((m, i) => {
+    let kind = "history";
+    if (i === delim) kind = "delimiter";
+    else if (delim >= 0 && i === delim + 1) kind = "notification";
+    else if (i === current) kind = "current";
+    else if (i > historyEnd && current >= 0 && i > current) kind = "loop";
+    m.content.forEach((block, j) => {
+      const text = blockText(block);
+      const entry = {
+        kind,
+        label: kind === "history" ? `history · ${m.role}${block.type === "text" ? "" : " · " + block.type}` : kind === "loop" ? `tool loop · ${m.role} · ${block.type}` : kind === "current" ? "current message" : kind,
+        text,
+        tokens: blockTokens(text),
+        cache: block.cache_control,
+        index: i,
+        block: j,
+      };
+      if (kind === "notification") {
+        entry.label = "notification center";
+        entry.sections = [...text.matchAll(SECTION)].map((s) => ({ name: s[1], text: s[2], tokens: estimateTokens(s[0]) }));
+      }
+      out.push(entry);
+    });
+  });
+  return out;
+}

@@ -1,0 +1,359 @@
+"""The console at /ui/, driven in a real headless Chromium (Debian's `chromium`, through
+Playwright for Python pointed at that executable) against a real daemon child process.
+
+Screenshots of each view go to tests/artifacts/console/ (ignored by git). Without
+Chromium or Playwright these tests skip, except in CI (the CI variable set), where they
+fail: CI installs chromium (.ci/run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
+from frontmind._demo import input_cost
+from storage import TurnUsage
+from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = ROOT / "tests" / "artifacts" / "console"
+TOKEN = "console-test-token"
+WAIT_MS = 30_000
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"the console tests need Chromium and Playwright in CI: {why}")
+    pytest.skip(why)
+
+
+@asynccontextmanager
+async def browser_page(width: int = 1280, height: int = 900) -> AsyncIterator[Any]:
+    """A page in headless Chromium whose console errors and page errors are collected
+    and must be none when the block ends."""
+    if not os.access(CHROMIUM, os.X_OK):
+        _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        from playwright.async_api import Error as PlaywrightError
+        from playwright.async_api import async_playwright
+    except ImportError as exc:
+        _unavailable(f"playwright is not installed: {exc}")
+    async with async_playwright() as pw:
+        try:
+            browser = await pw.chromium.launch(
+                executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+            )
+        except PlaywrightError as exc:
+            _unavailable(f"Chromium would not start: {exc}")
+        try:
+            context = await browser.new_context(viewport={"width": width, "height": height})
+            page = await context.new_page()
+            page.set_default_timeout(WAIT_MS)
+            problems: list[str] = []
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "assert")
+                    else None
+                ),
+            )
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            yield page
+            assert problems == [], problems
+        finally:
+            await browser.close()
+
+
+async def shot(page: Any, name: str, *, element: str | None = None) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    if element:
+        await page.locator(element).screenshot(path=str(path))
+    else:
+        await page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+def num(value: float, digits: int = 0) -> str:
+    """A number as the console shows it (en-US grouping, rounded half away from zero)."""
+    quantum = Decimal(1).scaleb(-digits)
+    rounded = Decimal(str(round(value, 6))).quantize(quantum, rounding=ROUND_HALF_UP)
+    return f"{rounded:,.{digits}f}"
+
+
+async def send_and_watch(page: Any, text: str) -> list[str]:
+    """Send `text` from the chat box; the reply texts seen while it streamed."""
+    # Every text the live reply held, from the mutation records themselves: a batch of
+    # deltas that arrives in one network read still shows as one record per delta.
+    await page.evaluate(
+        """() => {
+          window.__seen = [];
+          const t = document.getElementById('transcript');
+          new MutationObserver((records) => {
+            for (const r of records) {
+              const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+              if (!el || !el.matches('.msg.assistant .text')) continue;
+              for (const n of r.addedNodes) if (n.nodeType === 3) window.__seen.push(n.data);
+            }
+          }).observe(t, {childList: true, subtree: true, characterData: true});
+        }"""
+    )
+    await page.fill("#chat textarea", text)
+    await page.click("#chat button[type=submit]")
+    await page.wait_for_selector("#transcript .msg.assistant:last-child .completed")
+    await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+    seen: list[str] = await page.evaluate("window.__seen")
+    return seen
+
+
+async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None:
+    async with (
+        daemon(tmp_path / "data", "--token", TOKEN) as d,
+        d.client(headers={"authorization": f"Bearer {TOKEN}"}) as api,
+    ):
+        # The page is public (it holds no data), the API is not.
+        async with d.client() as anonymous:
+            assert (await anonymous.get("/ui/")).status_code == 200
+            assert (await anonymous.get("/v1/continuums")).status_code == 401
+        first = await turn(api, "garden", "What should I plant in spring?")
+        assert first[-1][0] == "turn.completed"
+
+        async with browser_page() as page:
+            # The list, after giving the token once.
+            await page.goto(f"{d.url}/ui/")
+            await page.fill("#token-input", TOKEN)
+            await page.press("#token-input", "Enter")
+            row = page.locator("#continuums tbody tr", has_text="garden")
+            await row.wait_for()
+            listed = (await api.get("/v1/continuums")).json()["continuums"][0]
+            cells = await row.locator("td").all_inner_texts()
+            assert cells[0] == "garden"
+            assert cells[1] == "1"
+            assert cells[3] == f"{num(listed['cached_share'] * 100, 1)}%"
+            assert cells[4] == num(listed["input_cost_tokens"], 1)
+            await shot(page, "list")
+
+            # A continuum by deep link (the token stays in the tab's session storage).
+            await page.goto(f"{d.url}/ui/continuums/garden")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.wait_for_selector("#stack")
+            assert await page.locator("#transcript .msg").count() == 2
+
+            # A turn streams into the chat box.
+            seen = await send_and_watch(page, "And which of them likes shade?")
+            reply = await page.locator("#transcript .msg.assistant .text").last.inner_text()
+            assert reply.startswith("You said: “And which of them likes shade?”")
+            partial = [s for s in seen if s and s != reply]
+            assert partial, f"the reply never showed partly streamed: {seen}"
+
+            # Its row and bar carry the numbers the API reports.
+            records = (await api.get("/v1/continuums/garden/turns")).json()["turns"]
+            assert len(records) == 2
+            last = records[-1]
+            usage = last["usage"]
+            rows = page.locator("#turns-table tbody tr")
+            assert await rows.count() == 2
+            cells = await rows.nth(1).locator("td").all_inner_texts()
+            assert cells[2] == "And which of them likes shade?"
+            assert cells[3] == num(usage["cache_read_input_tokens"])
+            assert cells[4].startswith(num(usage["cache_creation_input_tokens"]))
+            assert cells[5] == num(usage["input_tokens"])
+            assert cells[6] == num(input_cost(TurnUsage(**usage)), 1)
+            assert cells[8] == num(last["first_token_ms"])
+            assert cells[9] == num(last["total_ms"])
+            for section in last["sections"]:
+                shown = "left out" if section["status"] == "empty" else section["status"]
+                assert f"{section['name']}: {shown}" in cells[10]
+            assert usage["cache_read_input_tokens"] > 0  # the second turn reads the first's
+            bar = page.locator(f"#turns-chart g.turn[data-turn='{last['turn_id']}'] rect.read")
+            assert await bar.get_attribute("data-value") == str(usage["cache_read_input_tokens"])
+            assert await page.locator("#turns-chart g.turn").count() == 2
+            await shot(page, "continuum")
+
+            # The next request as a stack: the notification center with its sections, and
+            # both breakpoints (system, history).
+            await page.wait_for_selector("#stack section[data-kind=notification]")
+            expected = (
+                await api.get("/v1/continuums/garden/context", params={"message": "x"})
+            ).json()
+            marks = [
+                b
+                for b in [
+                    *expected["system"],
+                    *(c for m in expected["messages"] for c in m["content"]),
+                ]
+                if "cache_control" in b
+            ]
+            assert len(marks) == 2
+            assert await page.locator("#stack .breakpoint").count() == 2
+            assert await page.locator("#stack section[data-kind=system] .breakpoint").count() == 1
+            assert await page.locator("#stack section[data-kind=history] .breakpoint").count() == 1
+            sections = page.locator("#stack section[data-kind=notification] .section .label")
+            assert "datetime_section" in await sections.all_inner_texts()
+
+            # Token estimates per block are Frontmind's (4 UTF-8 bytes a token, 3 a block).
+            def shown(text: str) -> str:
+                return f"≈{num(estimate_tokens(text) + BLOCK_FRAMING_TOKENS)} tok"
+
+            current = page.locator("#stack section[data-kind=current] .block .tokens")
+            assert await current.inner_text() == shown("(the next message)")
+            delimiter = next(
+                m["content"][0]["text"]
+                for m in expected["messages"]
+                if m["role"] == "user" and set(m["content"][0]["text"]) == {"═"}
+            )
+            block = page.locator("#stack section[data-kind=delimiter] .block .tokens")
+            assert await block.inner_text() == shown(delimiter)
+            prompt = page.locator("#stack section[data-kind=system] .block .tokens").first
+            assert await prompt.inner_text() == shown(expected["system"][0]["text"])
+            await shot(page, "context", element="#context-panel")
+
+            # A past turn: the one this tab sent has its request, the one before does not.
+            await rows.nth(1).click()
+            await page.wait_for_selector("#context-title:has-text('previewed just before')")
+            assert await page.locator("#stack .breakpoint").count() == 2
+            await rows.nth(0).click()
+            await page.wait_for_selector("#context-title:has-text('not recorded')")
+            assert await page.locator("#stack").count() == 0
+
+            # A reminder added in the console shows in the next turn's notification center.
+            await page.click("a[href='/ui/library']")
+            await page.fill("#add-reminder input[name=text]", "water the ferns")
+            await page.click("#add-reminder button[type=submit]")
+            await page.locator("#reminder-list li", has_text="water the ferns").wait_for()
+            await page.fill("#add-memory input[name=text]", "ferns like shade")
+            await page.click("#add-memory button[type=submit]")
+            await page.locator("#memory-list li", has_text="ferns like shade").wait_for()
+            await page.fill("#add-document input[name=label]", "garden-plan")
+            await page.fill("#add-document textarea[name=content]", "Beds: north, south.")
+            await page.click("#add-document button[type=submit]")
+            await page.locator("#document-list li", has_text="garden-plan").wait_for()
+            await shot(page, "library")
+
+            await page.go_back()
+            await page.wait_for_selector("#turns-table tbody tr")
+            # This turn calls a tool: the call and its result show in the chat as they run.
+            await send_and_watch(page, "Remind me to repot the basil in 2 hours")
+            tool = page.locator("#transcript .msg.assistant").last.locator(".tool")
+            assert (await tool.inner_text()).startswith("⚙ add_reminder")
+            assert await tool.locator(".muted").count() == 1  # its result, not an error
+            await page.locator("#turns-table tbody tr").nth(2).click()
+            await page.wait_for_selector("#context-title:has-text('previewed just before')")
+            reminder = page.locator(
+                "#stack section[data-kind=notification] .section", has_text="water the ferns"
+            )
+            await reminder.wait_for()
+            await shot(page, "turn-request", element="#context-panel")
+
+            # Complete and delete from the console; the API agrees.
+            await page.goto(f"{d.url}/ui/library")
+            item = page.locator("#reminder-list li", has_text="water the ferns")
+            await item.get_by_role("button", name="Complete").click()
+            await page.locator("#reminder-list li", has_text="water the ferns").wait_for(
+                state="detached"
+            )
+            reminders = (await api.get("/v1/reminders?include_completed=true")).json()
+            done = {r["text"]: r["completed_at"] is not None for r in reminders["reminders"]}
+            assert done == {"water the ferns": True, "repot the basil": False}
+            memory = page.locator("#memory-list li", has_text="ferns like shade")
+            await memory.get_by_role("button", name="Delete").click()
+            await memory.wait_for(state="detached")
+            document = page.locator("#document-list li", has_text="garden-plan")
+            await document.get_by_role("button", name="Delete").click()
+            await document.wait_for(state="detached")
+            assert (await api.get("/v1/memories")).json()["memories"] == []
+            assert (await api.get("/v1/documents")).json()["documents"] == []
+
+
+async def test_console_at_a_phone_width(tmp_path: Path) -> None:
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        for i in range(5):
+            await turn(api, "pocket", f"Hello from a small screen, {i + 1} of 5")
+        async with browser_page(width=390, height=844) as page:
+            await page.goto(f"{d.url}/ui/continuums/pocket")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.wait_for_selector("#stack section[data-kind=notification]")
+            # No token asked for (none set), and nothing wider than the screen but the
+            # tables, which scroll inside their own box.
+            assert await page.locator("#token-form").is_hidden()
+            # Ten history blocks fold away; the history breakpoint stays in sight after them.
+            history = page.locator("#stack section[data-kind=history]")
+            fold = history.locator("details.fold > summary .label")
+            assert await fold.inner_text() == "10 blocks"
+            assert await history.locator("details.fold + .breakpoint").count() == 1
+            width = await page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, width
+            await shot(page, "phone")
+
+
+async def test_serve_prints_the_console_address_second(tmp_path: Path) -> None:
+    command = [*COMMAND, "serve", "--port", "0", "--offline", "--data-dir", str(tmp_path)]
+    process = await anyio.open_process(command, cwd=ROOT, env=child_env())
+    try:
+        assert process.stdout is not None
+        stdout = BufferedByteReceiveStream(process.stdout)
+        with anyio.fail_after(30):
+            api = (await stdout.receive_until(b"\n", 1000)).decode()
+            console = (await stdout.receive_until(b"\n", 1000)).decode()
+        assert api.startswith("http://127.0.0.1:")
+        assert console == f"console: {api}/ui/"
+    finally:
+        process.terminate()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+        await process.aclose()
+
+
+async def test_console_files_and_deep_links(tmp_path: Path) -> None:
+    async with daemon(tmp_path / "data", "--token", TOKEN) as d, d.client() as http:
+        page = await http.get("/ui/")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        deep = await http.get("/ui/continuums/anything")
+        assert deep.status_code == 200
+        assert deep.text == page.text
+        assert (await http.get("/ui")).headers["location"].endswith("/ui/")
+        script = await http.get("/ui/app.js")
+        assert script.headers["content-type"].startswith(
+            ("text/javascript", "application/javascript")
+        )
+        assert (await http.get("/ui/missing.js")).status_code == 404
+        assert (await http.get("/ui/settings.json")).json() == {"token_required": True}
+        # Files only: nothing under /ui/ writes.
+        assert (await http.post("/ui/", json={})).status_code == 405
+
+
+def test_static_files_are_in_the_source_tree() -> None:
+    # Guard against a file the page imports but the package would not ship.
+    static = ROOT / "frontmind" / "console" / "static"
+    names = {p.name for p in static.iterdir()}
+    assert {"index.html", "app.js", "api.js", "console.css"} <= names
+    for script in static.glob("*.js"):
+        for line in script.read_text().splitlines():
+            if line.startswith("import ") and '"./' in line:
+                imported = line.split('"./', 1)[1].split('"', 1)[0]
+                assert imported in names, (script.name, imported)
