@@ -38,7 +38,14 @@ from ._exceptions import (
     UnknownContinuum,
     UserExists,
 )
-from ._fts import memory_score, query_terms, selective
+from ._fts import (
+    COUNT_CAP,
+    SearchPlan,
+    matched_terms,
+    memory_score,
+    query_terms,
+    search_plan,
+)
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
@@ -1059,10 +1066,11 @@ class PostgresStorage:
                 raise NotFound(f"no memory #{memory_id}")
             await _uncount_terms(db, "memory", [text])
 
-    async def _tsquery(self, kind: str, text: str) -> str | None:
-        """A tsquery ORing the query's most selective words that occur at all, as SQLite
-        does with fts5vocab: a word in half the rows costs the most and ranks the least.
-        `query_terms` yields only \\w+ words, so no tsquery operator can get through."""
+    async def _plan(self, kind: str, text: str) -> SearchPlan | None:
+        """The query's search plan, as SQLite makes it (storage/_fts.py): the rarest
+        words that occur at all, within a budget of rows to rank; a query of only common
+        words is not ranked. `query_terms` yields only \\w+ words, so no tsquery
+        operator can get through."""
         terms = query_terms(text)
         if not terms:
             return None
@@ -1071,8 +1079,7 @@ class PostgresStorage:
             kind,
             terms,
         )
-        chosen = selective(terms, {row[0]: int(row[1]) for row in rows})
-        return " | ".join(chosen) if chosen else None
+        return search_plan(terms, {row[0]: min(int(row[1]), COUNT_CAP) for row in rows})
 
     @_translated
     async def search_memories(
@@ -1081,24 +1088,36 @@ class PostgresStorage:
         check_user_name(user)
         if limit < 1:
             return []
-        match = await self._tsquery("memory", query)
-        if match is None:
+        plan = await self._plan("memory", query)
+        if plan is None:
             return []
         at = time.time() if now is None else now
-        rows = await self._pool.fetch(
-            f"{_MEMORY}, ts_rank(m.tsv, q) AS rank"
-            " FROM memories m, to_tsquery('simple', $1) q"
-            " WHERE m.tsv @@ q AND m.owner = $2 AND (m.expires_at IS NULL OR m.expires_at > $3)"
-            " ORDER BY rank DESC, m.id DESC LIMIT $4",
-            match,
-            user,
-            at,
-            limit * 4,
-        )
-        # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank is
-        # higher-is-better, so it goes in negated. The scale does not change the order.
+        alive = "m.tsv @@ q AND m.owner = $2 AND (m.expires_at IS NULL OR m.expires_at > $3)"
+        source = " FROM memories m, to_tsquery('simple', $1) q"
+        match = " | ".join(plan.terms)
+        # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank and the
+        # count of matched words are higher-is-better, so they go in negated.
+        if plan.ranked:
+            found = await self._pool.fetch(
+                f"{_MEMORY}, ts_rank(m.tsv, q) AS rank{source} WHERE {alive}"
+                " ORDER BY rank DESC, m.id DESC LIMIT $4",
+                match,
+                user,
+                at,
+                limit * 4,
+            )
+            rows = [(*row[:7], -row[7]) for row in found]
+        else:  # every word common: the most recent matches, by how many words they hold
+            recent = await self._pool.fetch(
+                f"{_MEMORY}{source} WHERE {alive} ORDER BY m.id DESC LIMIT $4",
+                match,
+                user,
+                at,
+                COUNT_CAP,
+            )
+            rows = [(*row[:7], -matched_terms(row[1], plan.terms)) for row in recent]
         hits = [
-            MemoryHit(Memory(*row[:7]), memory_score(-row[7], row[4], at - row[2], row[6]))
+            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
             for row in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
@@ -1111,10 +1130,14 @@ class PostgresStorage:
         check_user_name(user)
         if limit < 1:
             return []
-        match = await self._tsquery("message", query)
-        if match is None:
+        plan = await self._plan("message", query)
+        if plan is None:
             return []
-        scope, args = " AND m.owner = $3", [match, limit, user]
+        match = " | ".join(plan.terms)
+        # Ranked: the best matches by ts_rank. Every word common: the most recent matches
+        # (ranking them would score every row of those words), by how many words they hold.
+        order, count = ("rank DESC, m.id DESC", limit) if plan.ranked else ("m.id DESC", COUNT_CAP)
+        scope, args = " AND m.owner = $3", [match, count, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
             scope += " AND m.continuum_id = $4"
@@ -1125,15 +1148,22 @@ class PostgresStorage:
             " CASE WHEN array_length(regexp_split_to_array(btrim(h.text), '\\s+'), 1) <= 40"
             ' THEN h.text ELSE ts_headline(\'simple\', h.text, h.q, \'StartSel="", StopSel="",'
             ' MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=" … "\') END,'
-            " h.created_at, h.rank FROM ("
-            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, q,"
-            "   ts_rank(m.tsv, q) AS rank"
+            " h.created_at, h.rank, h.text FROM ("
+            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, m.id, q,"
+            f"   {'ts_rank(m.tsv, q)' if plan.ranked else '0.0::real'} AS rank"
             "  FROM messages m, to_tsquery('simple', $1) q"
-            f"  WHERE m.tsv @@ q{scope} ORDER BY rank DESC, m.id DESC LIMIT $2"
-            " ) h ORDER BY h.rank DESC",
+            f"  WHERE m.tsv @@ q{scope} ORDER BY {order} LIMIT $2"
+            " ) h ORDER BY h.rank DESC, h.id DESC",
             *args,
         )
-        return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
+        if plan.ranked:
+            return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
+        hits = [
+            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], plan.terms)))
+            for r in rows
+        ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties
+        return hits[:limit]
 
     # -- documents ---------------------------------------------------------------------------
 

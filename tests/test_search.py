@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from storage import DEFAULT_USER, SQLiteStorage
+from storage import DEFAULT_USER, PostgresStorage, SQLiteStorage
 from storage._fts import COUNT_CAP, ROW_BUDGET, search_plan
 from tests._factories import turn
+from tests._postgres import PostgresServer
 
 U = DEFAULT_USER
 pytestmark = pytest.mark.anyio
@@ -18,9 +19,18 @@ pytestmark = pytest.mark.anyio
 NOW = 10_000_000.0
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
-    storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+Store = SQLiteStorage | PostgresStorage
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Both adapters keep the same ranking contract."""
+    storage: Store
+    if request.param == "sqlite":
+        storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+    else:
+        server: PostgresServer = request.getfixturevalue("pg_server")
+        storage = await PostgresStorage.open(server.new_database(), segment_gap=600)
     async with storage:
         yield storage
 
@@ -39,7 +49,7 @@ def test_the_plan_keeps_rare_terms_within_the_row_budget() -> None:
 
 
 async def test_a_rare_word_decides_the_ranking_beside_a_common_one(
-    store: SQLiteStorage,
+    store: Store,
 ) -> None:
     for i in range(COUNT_CAP + 20):  # "weather" is now too common to count or rank by
         await store.add_memory(U, f"weather note {i}", now=NOW - i)
@@ -54,7 +64,7 @@ async def test_a_rare_word_decides_the_ranking_beside_a_common_one(
 
 
 async def test_a_query_of_common_words_finds_recent_matches_holding_most_of_them(
-    store: SQLiteStorage,
+    store: Store,
 ) -> None:
     for i in range(COUNT_CAP + 20):
         await store.commit_turn(
