@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
+import anthropic
 import pytest
 
 from tests._postgres import PostgresServer, running_server
@@ -19,3 +21,24 @@ def pg_server() -> Iterator[PostgresServer]:
     """One real PostgreSQL server for the session (each test makes its own database)."""
     with running_server() as server:
         yield server
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
+    """Makes SDK clients and closes them before the event loop goes away."""
+    made: list[anthropic.AsyncAnthropic] = []
+
+    def make(base_url: str, **options: Any) -> anthropic.AsyncAnthropic:
+        options.setdefault("max_retries", 0)
+        made.append(anthropic.AsyncAnthropic(api_key="test-key", base_url=base_url, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.close()
+
+
+@pytest.fixture
+def client(api: Any, clients: Callable[..., anthropic.AsyncAnthropic]) -> anthropic.AsyncAnthropic:
+    """An SDK client of the test module's own `api` fixture (a LocalMessagesAPI)."""
+    return clients(api.base_url)

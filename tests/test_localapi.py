@@ -70,28 +70,6 @@ async def api(clock: ManualClock) -> AsyncIterator[LocalMessagesAPI]:
         yield server
 
 
-@pytest.fixture
-async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
-    """Makes SDK clients and closes them before the event loop goes away."""
-    made: list[anthropic.AsyncAnthropic] = []
-
-    def make(base_url: str, **options: Any) -> anthropic.AsyncAnthropic:
-        options.setdefault("max_retries", 0)
-        made.append(anthropic.AsyncAnthropic(api_key="test-key", base_url=base_url, **options))
-        return made[-1]
-
-    yield make
-    for client in made:
-        await client.close()
-
-
-@pytest.fixture
-def client(
-    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
-) -> anthropic.AsyncAnthropic:
-    return clients(api.base_url)
-
-
 async def create(client: anthropic.AsyncAnthropic, **kwargs: Any) -> Any:
     kwargs.setdefault("model", MODEL)
     kwargs.setdefault("max_tokens", 64)
