@@ -59,7 +59,10 @@ Effect = AddReminder | CompleteReminder | AddMemory
 def add_reminder_effect(
     text: str, due_at: datetime | None, *, now: float, origin: Literal["user", "agent"] = "agent"
 ) -> AddReminder:
+    """The one check of a new reminder: staged by a tool, or written at once by an adapter."""
     check_text(text, "reminder text", MAX_REMINDER_CHARS)
+    if origin not in ("user", "agent"):
+        raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
     due = None if due_at is None else to_epoch(due_at, "the reminder's due time")
     return AddReminder(text, due, now, origin)
 
@@ -68,8 +71,12 @@ def complete_reminder_effect(reminder_id: object, *, now: float) -> CompleteRemi
     return CompleteReminder(check_row_id(reminder_id, "reminder id"), now)
 
 
-def add_memory_effect(text: str, importance: float, *, now: float) -> AddMemory:
+def add_memory_effect(
+    text: str, importance: float, *, now: float, expires_at: datetime | None = None
+) -> AddMemory:
+    """The one check of a new memory: staged by a tool, or written at once by an adapter."""
     check_text(text, "memory text", MAX_MEMORY_CHARS)
     if not 0.0 <= importance <= 1.0:
         raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
-    return AddMemory(text, importance, now)
+    expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
+    return AddMemory(text, importance, now, expires)

@@ -26,7 +26,14 @@ import aiosqlite
 import anyio
 import msgspec
 
-from ._effects import AddMemory, AddReminder, CompleteReminder, Effect
+from ._effects import (
+    AddMemory,
+    AddReminder,
+    CompleteReminder,
+    Effect,
+    add_memory_effect,
+    add_reminder_effect,
+)
 from ._exceptions import (
     InvalidInput,
     NotFound,
@@ -78,8 +85,6 @@ from ._shared import (
 from ._validation import (
     DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
-    MAX_MEMORY_CHARS,
-    MAX_REMINDER_CHARS,
     check_continuum_id,
     check_label,
     check_row_id,
@@ -877,11 +882,8 @@ class SQLiteStorage:
         now: float | None = None,
     ) -> Reminder:
         check_user_name(user)
-        check_text(text, "reminder text", MAX_REMINDER_CHARS)
-        if origin not in ("user", "agent"):
-            raise InvalidInput(f"reminder origin must be 'user' or 'agent', not {origin!r}")
-        due = None if due_at is None else to_epoch(due_at, "the reminder's due time")
         created = time.time() if now is None else now
+        due = add_reminder_effect(text, due_at, now=created, origin=origin).due_at
         async with self._transaction() as db:
             cursor = await db.execute(
                 "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
@@ -991,11 +993,8 @@ class SQLiteStorage:
         now: float | None = None,
     ) -> Memory:
         check_user_name(user)
-        check_text(text, "memory text", MAX_MEMORY_CHARS)
-        if not 0.0 <= importance <= 1.0:
-            raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
-        expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
         created = time.time() if now is None else now
+        expires = add_memory_effect(text, importance, now=created, expires_at=expires_at).expires_at
         async with self._transaction() as db:
             cursor = await db.execute(
                 "INSERT INTO memories (owner, text, created_at, expires_at, importance)"
