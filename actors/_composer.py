@@ -8,13 +8,14 @@ marked stale with its age, or its section is left out; the statuses say which.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
-from runtime import Actor, ActorRef, Failed, Replied, scatter_gather
+from runtime import Actor, ActorRef, Failed, MessageFailed, Replied, scatter_gather
 from storage import SectionStatus
 
 from ._cache_guard import CacheGuard
@@ -33,8 +34,13 @@ from ._observe import current_turn, record_span
 from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
 from ._settings import ComposerSettings
 from ._tokens import estimate_tokens
+from ._trinket import Trinket, render_section
 
 __all__ = ["ComposerActor", "SectionRecord"]
+
+# The inline sections' text is the same for every continuum (and, but for the clock,
+# every turn): neutralized once, and one string shared by every composer that keeps it.
+_neutralized = functools.lru_cache(maxsize=64)(neutralize_frame)
 
 
 class SectionRecord(msgspec.Struct):
@@ -60,16 +66,23 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
     def __init__(
         self,
         registry: PlacementRegistry,
-        trinkets: Sequence[tuple[str, ActorRef[Any, Any]]],
+        trinkets: Sequence[tuple[str, ActorRef[Any, Any] | Trinket]],
         settings: ComposerSettings,
     ) -> None:
         self._sections: dict[str, SectionRecord] = {}
         refs: list[ActorRef[Any, Any]] = []
-        for name, ref in trinkets:
+        self._names: list[str] = []
+        # Built-ins that can neither wait nor fail (fixed text, the clock) are rendered
+        # here, in place: no actor per continuum to keep, no hop to wait for.
+        self._inline: list[tuple[str, Trinket]] = []
+        for name, source in trinkets:
             self._sections[name] = SectionRecord(registry.spec(name))  # refuses unknown names
-            refs.append(ref)
+            if isinstance(source, Trinket):
+                self._inline.append((name, source))
+            else:
+                self._names.append(name)
+                refs.append(source)
         self._order = [s.name for s in registry.ordered() if s.name in self._sections]
-        self._names = [name for name, _ in trinkets]
         self._refs = refs
         self._settings = settings
         # Each section's own deadline (seconds); the gather waits for the longest.
@@ -104,6 +117,17 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             deadlines=self._deadlines,
         )
         statuses: dict[str, SectionStatus] = {}
+        for name, trinket in self._inline:
+            record = self._sections[name]
+            try:
+                content = await render_section(name, trinket, turn, _neutralized)
+            except MessageFailed:
+                statuses[name] = SectionStatus(name, record.placement, "failed", 0.0)
+                continue
+            record.content = content if content.strip() else ""
+            record.rendered_at = turn.now
+            shown: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
+            statuses[name] = SectionStatus(name, record.placement, shown, 0.0)
         for name, outcome in zip(self._names, result.outcomes, strict=True):
             record = self._sections[name]
             elapsed_ms = outcome.elapsed * 1000

@@ -83,6 +83,9 @@ class TrinketEntry:
     section: str
     factory: Callable[[Directory], Trinket]
     deadline_ms: float | None = None  # None: the composer's (or `[composer.deadlines]`)
+    # Rendered by each composer in place, from one trinket shared by every continuum: only
+    # for built-ins that neither wait nor fail and keep no state (fixed text, the clock).
+    inline: bool = False
 
 
 def validate_settings(settings: Settings, sections: Sequence[str] | None = None) -> None:
@@ -159,11 +162,13 @@ def builtin_trinkets(
     gap = settings.history.segment_gap_minutes * 60
     embedder = _embedder(settings)
     entries = [
-        TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
+        TrinketEntry("base_prompt", lambda _: StaticTrinket(base), inline=True),
         TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
-        TrinketEntry("tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions))),
-        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions))),
-        TrinketEntry("datetime_section", lambda _: DateTimeTrinket()),
+        TrinketEntry(
+            "tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions)), inline=True
+        ),
+        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions)), inline=True),
+        TrinketEntry("datetime_section", lambda _: DateTimeTrinket(), inline=True),
         TrinketEntry(
             "conversation_manifest",
             lambda _: ManifestTrinket(storage, segments=t.manifest_segments, gap_seconds=gap),
@@ -232,7 +237,7 @@ class Engine:
         composer = msgspec.structs.replace(settings.composer, deadlines=deadlines)
         self._composer_settings = composer
         longest = max(
-            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets],
+            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets if not e.inline],
             default=composer.deadline_ms,
         )
         self._early_by = {
@@ -248,7 +253,10 @@ class Engine:
         self._draining = False
         self._directory: Directory = system.lookup
         directory = self._directory
-        self._entries = list(trinkets)
+        # In the composer's order (the entries'): an inline trinket is built once, here.
+        self._sources: list[tuple[str, Callable[[Directory], Trinket] | Trinket]] = [
+            (e.section, e.factory(directory) if e.inline else e.factory) for e in trinkets
+        ]
         self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         system.spawn(
             lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),
@@ -291,15 +299,19 @@ class Engine:
             ttl_policy=ttl_policy,
         )
 
-    def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
-        """The continuum's trinket actors, one per section."""
-        refs: list[tuple[str, ActorRef[Any, Any]]] = []
+    def _spawn_trinkets(
+        self, user: str, continuum_id: str
+    ) -> list[tuple[str, ActorRef[Any, Any] | Trinket]]:
+        """The continuum's trinket actors, one per section (the inline ones as they are)."""
+        refs: list[tuple[str, ActorRef[Any, Any] | Trinket]] = []
         directory = self._directory
-        for entry in self._entries:
+        for section, source in self._sources:
+            if isinstance(source, Trinket):
+                refs.append((section, source))
+                continue
             # A restart builds the trinket afresh from its factory: no state survives a crash.
             def make(
-                factory: Callable[[Directory], Trinket] = entry.factory,
-                section: str = entry.section,
+                factory: Callable[[Directory], Trinket] = source, section: str = section
             ) -> TrinketActor:
                 early_by = self._early_by[section]
                 return TrinketActor(section, factory(directory), directory, early_by=early_by)
@@ -308,11 +320,11 @@ class Engine:
             # news. A trinket hung for more turns than this fails fast instead of queueing.
             ref = self._system.spawn(
                 make,
-                name=trinket_name(entry.section, user, continuum_id),
+                name=trinket_name(section, user, continuum_id),
                 mailbox=16,
                 policy=self._trinket_policy,
             )
-            refs.append((entry.section, ref))
+            refs.append((section, ref))
         return refs
 
     def _busy_continuums(self) -> list[tuple[str, str]]:
@@ -351,13 +363,14 @@ class Engine:
                 name=composer_name(user, continuum_id),
                 mailbox=64,
             )
-            deps = replace(self._deps, trinkets=tuple(ref for _, ref in trinkets))
+            actors = [ref for _, ref in trinkets if not isinstance(ref, Trinket)]
+            deps = replace(self._deps, trinkets=tuple(actors))
             conversation = self._system.spawn(
                 lambda: ConversationActor(continuum_id, composer, deps, user=user),
                 name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = _Lane(composer, conversation, [ref for _, ref in trinkets])
+            lane = _Lane(composer, conversation, actors)
             self._lanes[key] = lane
         lane.last_used = time.monotonic()
         return lane
