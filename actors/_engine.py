@@ -309,6 +309,7 @@ class Engine:
             if isinstance(source, Trinket):
                 refs.append((section, source))
                 continue
+
             # A restart builds the trinket afresh from its factory: no state survives a crash.
             def make(
                 factory: Callable[[Directory], Trinket] = source, section: str = section
