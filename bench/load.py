@@ -136,12 +136,17 @@ class Pinger:
 
 
 @asynccontextmanager
-async def daemon(url: str, data: Path) -> AsyncIterator[tuple[Process, str]]:
-    """The daemon on `data`, talking to the model server at `url`; yields it and its URL."""
+async def daemon(
+    url: str, data: Path, probe: Path | None = None
+) -> AsyncIterator[tuple[Process, str]]:
+    """The daemon on `data`, talking to the model server at `url`; yields it and its URL.
+    With `probe`, it runs under bench/_probe.py, which writes its timings there at exit."""
     (data / "frontmind.toml").write_text("[turns]\nmax_queued = 4\n")
-    command = [sys.executable, "-m", "frontmind", "serve", "--port", "0"]
-    command += ["--data-dir", str(data)]
+    module = "frontmind" if probe is None else "bench._probe"
+    command = [sys.executable, "-m", module, "serve", "--port", "0", "--data-dir", str(data)]
     env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
+    if probe is not None:
+        env["FRONTMIND_PROBE_OUT"] = str(probe)
     process = await anyio.open_process(command, cwd=ROOT, env=env)
     assert process.stdout is not None
     async with process:
@@ -155,7 +160,17 @@ async def daemon(url: str, data: Path) -> AsyncIterator[tuple[Process, str]]:
             await process.wait()
 
 
-async def one_turn(client: httpx2.AsyncClient, continuum: str, text: str) -> dict[str, Any]:
+async def one_turn(
+    client: httpx2.AsyncClient, continuum: str, text: str
+) -> tuple[float, dict[str, Any]]:
+    """One turn over SSE: its time, and its last event ({name: data}) or {"error": ...}."""
+    done = await timed_turn(client, continuum, text)
+    seconds = done.pop("seconds", 0.0)
+    done.pop("first_s", None)
+    return seconds, done
+
+
+async def timed_turn(client: httpx2.AsyncClient, continuum: str, text: str) -> dict[str, Any]:
     """One turn over SSE: its whole time, time to first text, and how it ended."""
     started = time.perf_counter()
     first: float | None = None
@@ -180,11 +195,19 @@ async def one_turn(client: httpx2.AsyncClient, continuum: str, text: str) -> dic
 
 
 async def level(
-    url: str, model_pid: int, continuums: int, turns: int, share: float, limit: float
+    url: str,
+    model_pid: int,
+    continuums: int,
+    turns: int,
+    share: float,
+    limit: float,
+    probe: bool = False,
 ) -> dict[str, Any]:
     """One fresh daemon, `continuums` conversations of `turns` turns each, all at once."""
+    waits: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory() as tmp:
-        async with daemon(url, Path(tmp)) as (process, base_url):
+        probe_file = Path(tmp) / "probe.json" if probe else None
+        async with daemon(url, Path(tmp), probe_file) as (process, base_url):
             limits = httpx2.Limits(max_connections=continuums * 2)
             async with httpx2.AsyncClient(base_url=base_url, timeout=300, limits=limits) as client:
                 await one_turn(client, "warmup", "hello")
@@ -200,7 +223,7 @@ async def level(
                     for turn in range(turns):
                         if time.monotonic() > stop_at:
                             return
-                        done = await one_turn(
+                        done = await timed_turn(
                             client, f"load-{index}", f"message {turn} from user {index}"
                         )
                         if "turn.completed" in done:
@@ -220,12 +243,18 @@ async def level(
                 cpu_after = cpu_seconds(process.pid), cpu_seconds(model_pid), time.process_time()
                 rss_after = rss_anon_kib(process.pid)
                 sections: dict[str, dict[str, int]] = {}
+                first_turns = 0  # sections left out of a continuum's first turn
                 for index in range(continuums):
                     records = (await client.get(f"/v1/continuums/load-{index}/turns")).json()
-                    for record in records["turns"]:
+                    ordered = sorted(records["turns"], key=lambda r: r["started_at"])
+                    for number, record in enumerate(ordered):
                         for section in record["sections"]:
+                            if number == 0 and section["status"] in LEFT_OUT:
+                                first_turns += 1
                             counts = sections.setdefault(section["status"], {})
                             counts[section["name"]] = counts.get(section["name"], 0) + 1
+        if probe_file is not None and probe_file.exists():
+            waits = json.loads(probe_file.read_text())
     count = len(totals)
     by_status = {status: sum(names.values()) for status, names in sections.items()}
     left_out = sum(by_status.get(status, 0) for status in LEFT_OUT)
@@ -259,8 +288,10 @@ async def level(
             status: names for status, names in sections.items() if status in (*LEFT_OUT, "stale")
         },
         "sections_left_out": left_out,
+        "sections_left_out_of_first_turns": first_turns,
         "sections_stale": stale,
         "sections_total": all_sections,
+        "sections_left_out_share": left_out / all_sections,
         "sections_left_out_or_stale_share": (left_out + stale) / all_sections,
         "daemon_cpu_ms_per_turn": daemon_cpu * 1000 / max(count, 1),
         "daemon_cores": daemon_cpu / wall,
@@ -270,6 +301,7 @@ async def level(
         "rss_anon_kib_before": rss_before,
         "rss_anon_kib_after": rss_after,
         "rss_anon_kib_per_continuum": (rss_after - rss_before) / continuums,
+        "waits_ms": waits,
     }
     ms = 1000
     print(
@@ -286,7 +318,8 @@ async def level(
     )
     print(
         f"      sections left out {left_out}, stale {stale} of {all_sections} "
-        f"({result['sections_left_out_or_stale_share']:.2%}, goal ≤ 0.1%)"
+        f"({result['sections_left_out_share']:.2%} left out, goal ≤ 0.1%; "
+        f"{first_turns} of those in first turns)"
         + (f" {result['left_out_by_section']}" if left_out + stale else "")
     )
     print(
@@ -296,6 +329,13 @@ async def level(
         + (" (machine saturated)" if result["machine_saturated"] else "")
         + f"; {result['rss_anon_kib_per_continuum']:.0f} KiB per continuum"
     )
+    if waits:
+        parts = [
+            f"{name} {w['median']:.1f}/{w['p99']:.1f}" + (" ms" if name != "sql_depth" else "")
+            for name, w in waits.items()
+            if w.get("n")
+        ]
+        print("      waits p50/p99: " + ", ".join(parts))
     return result
 
 
@@ -364,6 +404,7 @@ def main() -> None:
     parser.add_argument("--level-timeout", type=float, default=120.0)
     parser.add_argument("--memory-continuums", type=int, default=150)
     parser.add_argument("--history-turns", type=int, default=100)
+    parser.add_argument("--probe", action="store_true", help="time the waits (bench/_probe.py)")
     args = parser.parse_args()
     if not 0 < args.cpu_share <= 1:
         parser.error("--cpu-share must be in (0, 1]")
@@ -380,7 +421,13 @@ def main() -> None:
             for continuums in levels:
                 results.append(
                     await level(
-                        url, model.pid, continuums, args.turns, args.cpu_share, args.level_timeout
+                        url,
+                        model.pid,
+                        continuums,
+                        args.turns,
+                        args.cpu_share,
+                        args.level_timeout,
+                        args.probe,
                     )
                 )
             if args.memory_continuums:

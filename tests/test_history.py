@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
@@ -74,6 +75,9 @@ def test_the_kept_history_gives_the_collector_nothing_to_walk() -> None:
     assert compact <= allocated(history.messages)
 
 
+ROLES: tuple[Literal["user", "assistant"], ...] = ("user", "assistant")
+
+
 def test_a_kept_message_costs_its_text_and_little_more() -> None:
     # 100 turns of short chat: the window's bookkeeping, not its text, is what a loaded
     # continuum could waste (bench/load.py's memory figure is per continuum at 100 turns).
@@ -81,7 +85,7 @@ def test_a_kept_message_costs_its_text_and_little_more() -> None:
         Message(role, (TextBlock(f"{role} says {'words ' * 30}{turn}"),), 2 * turn + i,
                 f"turn_{turn:032x}", 1e9 + turn)
         for turn in range(100)
-        for i, role in enumerate(("user", "assistant"))
+        for i, role in enumerate(ROLES)
     ]  # fmt: skip
     text = sum(len(m.content[0].text) for m in messages if isinstance(m.content[0], TextBlock))
     size = allocated(lambda: CompactHistory(messages, message_tokens))
