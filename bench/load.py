@@ -17,13 +17,17 @@ Memory at 100 turns: continuums given 100 turns of history (short chat: 14 words
 40 answered) straight through storage, then loaded by one turn each; the daemon's
 RssAnon growth per continuum (goal ≤ 100 KiB), with the text's own share beside it.
 
-`--cpu-share F` runs the daemon on a fraction F of one core (stopped and continued in
-2 ms / 20 ms slices, as a scheduler shares a busy machine): what a loaded machine does
-to the sections, reproducibly. A level that outlasts `--level-timeout` starts no more
-turns and reports what finished.
+`--cpu-share F` runs the daemon on a fraction F of one core (continued for F × 20 ms of
+every 20 ms, stopped for the rest, as a scheduler shares a busy machine): what a loaded
+machine does to the sections, reproducibly. The `--busy-levels` (200) run again that way
+on `--busy-share` (a quarter) of a core. A level that outlasts `--level-timeout` starts
+no more turns and reports what finished. `--probe` runs the daemon under
+bench/_probe.py and prints where compositions waited (the reader connections' queues,
+the statements, the event loop's lag, the trinkets' mailboxes, garbage collections).
 
     .venv/bin/python -m bench.load [--levels 50,200,500] [--turns 4] [--ttft-ms 100]
-        [--cpu-share 1.0] [--memory-continuums 150] [--level-timeout 120]
+        [--cpu-share 1.0] [--busy-levels 200] [--busy-share 0.25]
+        [--memory-continuums 150] [--history-turns 100] [--level-timeout 120] [--probe]
 """
 
 from __future__ import annotations
@@ -401,13 +405,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--ttft-ms", type=float, default=100.0)
     parser.add_argument("--cpu-share", type=float, default=1.0)
+    parser.add_argument(
+        "--busy-levels", default="200", help="levels run again on a quarter of a core"
+    )
+    parser.add_argument("--busy-share", type=float, default=0.25)
     parser.add_argument("--level-timeout", type=float, default=120.0)
     parser.add_argument("--memory-continuums", type=int, default=150)
     parser.add_argument("--history-turns", type=int, default=100)
     parser.add_argument("--probe", action="store_true", help="time the waits (bench/_probe.py)")
     args = parser.parse_args()
-    if not 0 < args.cpu_share <= 1:
-        parser.error("--cpu-share must be in (0, 1]")
+    if not (0 < args.cpu_share <= 1 and 0 < args.busy_share <= 1):
+        parser.error("--cpu-share and --busy-share must be in (0, 1]")
 
     async def body() -> None:
         levels = [int(n) for n in args.levels.split(",") if n]
@@ -415,7 +423,9 @@ def main() -> None:
             f"{args.turns} turns per continuum, time to first token {args.ttft_ms:.0f} ms, "
             f"daemon CPU share {args.cpu_share:g}"
         )
+        busy_levels = [int(n) for n in args.busy_levels.split(",") if n]
         results = []
+        busy = []
         mem: dict[str, Any] | None = None
         async with model_server(args.ttft_ms, 400) as (url, model):
             for continuums in levels:
@@ -430,6 +440,20 @@ def main() -> None:
                         args.probe,
                     )
                 )
+            if busy_levels:
+                print(f"a busy machine: the daemon on {args.busy_share:g} of a core")
+            for continuums in busy_levels:
+                busy.append(
+                    await level(
+                        url,
+                        model.pid,
+                        continuums,
+                        args.turns,
+                        args.busy_share,
+                        args.level_timeout,
+                        args.probe,
+                    )
+                )
             if args.memory_continuums:
                 mem = await memory(url, args.memory_continuums, args.history_turns)
         write_results(
@@ -439,10 +463,12 @@ def main() -> None:
                 "turns_per_continuum": args.turns,
                 "cpu_share": args.cpu_share,
                 "levels": results,
+                "busy_share": args.busy_share,
+                "busy_levels": busy,
                 "memory": mem,
             },
         )
-        failed = sum(r["errors"] for r in results)
+        failed = sum(r["errors"] for r in (*results, *busy))
         if failed:
             raise SystemExit(f"{failed} turns failed")
 
