@@ -136,11 +136,16 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         statuses: dict[str, SectionStatus] = {}
         for name, trinket in self._inline:
             record = self._sections[name]
+            rendered_ns = time.time_ns()
             try:
                 content = await render_section(name, trinket, turn, _neutralized)
             except MessageFailed:
                 statuses[name] = SectionStatus(name, record.placement, "failed", 0.0)
+                record_span("frontmind.trinket", turn.turn_id, rendered_ns, time.time_ns(),
+                            failed=True, **{"frontmind.section": name})  # fmt: skip
                 continue
+            record_span("frontmind.trinket", turn.turn_id, rendered_ns, time.time_ns(),
+                        failed=False, **{"frontmind.section": name})  # fmt: skip
             record.content = content if content.strip() else ""
             record.rendered_at = turn.now
             shown: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
