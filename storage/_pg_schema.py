@@ -169,5 +169,35 @@ ALTER TABLE memories ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE memories ADD COLUMN embedding BYTEA;
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+# Context searches, durable (as SQLite's v7), claimed with FOR UPDATE SKIP LOCKED; and
+# each job's continuum lease key (the advisory lock a turn of that continuum holds), so
+# that a worker can leave alone the continuums with a turn running on any replica.
+_V6 = """
+CREATE TABLE searches (
+    id BIGSERIAL PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    query TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'done')),
+    requested_at DOUBLE PRECISION NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claimed_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    turns_left INTEGER,
+    passages BYTEA,
+    error TEXT
+);
+CREATE INDEX searches_by_continuum ON searches(owner, continuum_id, id);
+CREATE INDEX searches_open ON searches(id) WHERE state != 'done';
+ALTER TABLE jobs ADD COLUMN lease_key BIGINT;
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6),
+)
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -56,6 +56,7 @@ from ._fts import (
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
+    ContextSearch,
     Continuum,
     ContinuumModel,
     Document,
@@ -65,6 +66,7 @@ from ._records import (
     MemoryHit,
     Message,
     MessageHit,
+    Passage,
     Reminder,
     Segment,
     SegmentDigest,
@@ -73,6 +75,7 @@ from ._records import (
     TurnWrite,
     User,
 )
+from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
 from ._shared import (
     check_digest,
     check_record,
@@ -120,7 +123,10 @@ _JOB = (
     "SELECT id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
     " last_error, created_at, finished_at, record FROM jobs"
 )
-
+_SEARCH = (
+    "SELECT id, owner, continuum_id, query, state, requested_at, attempts, claimed_at,"
+    " finished_at, turns_left, passages, error FROM searches"
+)
 
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
 
@@ -415,7 +421,7 @@ class PostgresStorage:
             )
             # The per-word counts drive search plans: they must not count deleted rows.
             await _uncount_terms(db, "message", [r[0] for r in texts])
-            for table in ("segments", "turns", "continuum_settings"):
+            for table in ("segments", "turns", "continuum_settings", "searches"):
                 await db.execute(
                     f"DELETE FROM {table} WHERE owner = $1 AND continuum_id = $2",
                     user,
@@ -520,6 +526,16 @@ class PostgresStorage:
             await _count_terms(db, "message", [text for _, _, text, _ in rows])
             await self._extend_segment(db, user, cid, record, base, write.history_start)
             await self._apply_effects(db, user, write.effects)
+            # Each committed turn counts the continuum's finished searches down (one
+            # statement: the two parts touch different rows).
+            await db.execute(
+                "WITH gone AS (DELETE FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 AND turns_left <= 1)"
+                " UPDATE searches SET turns_left = turns_left - 1"
+                " WHERE owner = $1 AND continuum_id = $2 AND turns_left > 1",
+                user,
+                cid,
+            )
             await db.execute(
                 "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
                 " last_message_id = $3, history_start = COALESCE($4, history_start)"
@@ -589,13 +605,14 @@ class PostgresStorage:
             # The turn closes the previous segment: its summary job is due, written in
             # this transaction so that it survives whatever happens next.
             await db.execute(
-                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES ($1, $2, $3, $4, 'pending', $5, $5)",
+                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at,"
+                " created_at, lease_key) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6)",
                 user,
                 SEGMENT_SUMMARY,
                 cid,
                 segment_job_payload(int(last[0])).encode(),
                 record.finished_at,
+                _lease_key(user, cid),
             )
         await db.execute(
             "INSERT INTO segments"
@@ -739,13 +756,15 @@ class PostgresStorage:
         at = time.time() if now is None else now
         async with self._transaction() as db:
             job_id = await db.fetchval(
-                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES ($1, $2, $3, $4, 'pending', $5, $5) RETURNING id",
+                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at,"
+                " created_at, lease_key) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6)"
+                " RETURNING id",
                 user,
                 kind,
                 continuum_id,
                 payload.encode(),
                 at,
+                _lease_key(user, continuum_id),
             )
         return Job(int(job_id), user, kind, continuum_id, payload, "pending", 0, at, None, None, at)
 
@@ -754,15 +773,26 @@ class PostgresStorage:
         self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
     ) -> Job | None:
         """One due job, claimed atomically: SKIP LOCKED lets every replica's worker claim
-        a different one at the same moment, none waiting on another's row lock."""
+        a different one at the same moment, none waiting on another's row lock.
+
+        A job whose continuum has a turn running or waiting on any replica is left for
+        later: that turn holds (or waits for) the continuum's lease, an advisory lock
+        every session sees in pg_locks (a bigint key shows as classid, its high half,
+        and objid, its low half, with objsubid 1)."""
         async with self._transaction() as db:
             row = await db.fetchrow(
                 "UPDATE jobs SET state = 'running', claimed_at = $1, attempts = attempts + 1"
-                " WHERE id = (SELECT id FROM jobs"
-                "  WHERE ((state = 'pending' AND next_at <= $1)"
-                "   OR (state = 'running' AND claimed_at <= $2))"
-                "   AND NOT (owner || ':' || continuum_id = ANY($3::text[]))"
-                "  ORDER BY next_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                " WHERE id = (SELECT j.id FROM jobs j"
+                "  WHERE ((j.state = 'pending' AND j.next_at <= $1)"
+                "   OR (j.state = 'running' AND j.claimed_at <= $2))"
+                "   AND NOT (j.owner || ':' || j.continuum_id = ANY($3::text[]))"
+                "   AND NOT EXISTS (SELECT 1 FROM pg_locks l"
+                "    WHERE l.locktype = 'advisory' AND l.objsubid = 1"
+                "     AND l.database = (SELECT oid FROM pg_database"
+                "      WHERE datname = current_database())"
+                "     AND l.classid::bigint = (j.lease_key >> 32) & 4294967295"
+                "     AND l.objid::bigint = j.lease_key & 4294967295)"
+                "  ORDER BY j.next_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED)"
                 " RETURNING id, owner, kind, continuum_id, payload, state, attempts, next_at,"
                 " claimed_at, last_error, created_at, finished_at, record",
                 now,
@@ -866,6 +896,86 @@ class PostgresStorage:
                 limit,
             )
         return [job_from_row(tuple(row)) for row in rows]
+
+    # -- context searches ---------------------------------------------------------------
+
+    @_translated
+    async def request_search(
+        self, user: str, continuum_id: str, query: str, *, now: float | None = None
+    ) -> ContextSearch:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        check_query(query)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            search_id = await db.fetchval(
+                "WITH same AS (DELETE FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 AND query = $3)"
+                " INSERT INTO searches (owner, continuum_id, query, state, requested_at)"
+                " VALUES ($1, $2, $3, 'pending', $4) RETURNING id",
+                user,
+                continuum_id,
+                query,
+                at,
+            )
+            await db.execute(
+                "DELETE FROM searches WHERE owner = $1 AND continuum_id = $2 AND id < ("
+                " SELECT min(id) FROM (SELECT id FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 ORDER BY id DESC LIMIT $3) newest)",
+                user,
+                continuum_id,
+                MAX_SEARCHES,
+            )
+        return ContextSearch(int(search_id), user, continuum_id, query, "pending", at)
+
+    @_translated
+    async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
+        """One search, claimed atomically (SKIP LOCKED: replicas claim different ones)."""
+        async with self._transaction() as db:
+            row = await db.fetchrow(
+                "UPDATE searches SET state = 'running', claimed_at = $1, attempts = attempts + 1"
+                " WHERE id = (SELECT id FROM searches WHERE state != 'done'"
+                "  AND (state = 'pending' OR claimed_at <= $2)"
+                "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                " RETURNING id, owner, continuum_id, query, state, requested_at, attempts,"
+                " claimed_at, finished_at, turns_left, passages, error",
+                now,
+                now - lease_seconds,
+            )
+        return None if row is None else search_from_row(tuple(row))
+
+    @_translated
+    async def finish_search(
+        self,
+        search: ContextSearch,
+        *,
+        now: float,
+        passages: Sequence[Passage],
+        error: str | None,
+        keep_turns: int,
+    ) -> bool:
+        async with self._transaction() as db:
+            done = await db.fetchval(
+                "UPDATE searches SET state = 'done', finished_at = $1, turns_left = $2,"
+                " passages = $3, error = $4"
+                " WHERE id = $5 AND state = 'running' AND claimed_at = $6 RETURNING 1",
+                now,
+                max(keep_turns, 1),
+                encode_passages(passages),
+                None if error is None else error[:2000],
+                search.id,
+                search.claimed_at,
+            )
+        return done is not None
+
+    @_translated
+    async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        rows = await self._pool.fetch(
+            f"{_SEARCH} WHERE owner = $1 AND continuum_id = $2 ORDER BY id", user, continuum_id
+        )
+        return [search_from_row(tuple(row)) for row in rows]
 
     @_translated
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
