@@ -47,11 +47,11 @@ from ._exceptions import (
 )
 from ._fts import (
     COUNT_CAP,
-    SearchPlan,
+    MAX_SELECTIVE_TERMS,
+    ROW_BUDGET,
     matched_terms,
     memory_score,
     query_terms,
-    search_plan,
 )
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
@@ -188,6 +188,37 @@ async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
         " ) c WHERE t.kind = $1 AND t.term = c.w",
         kind,
         texts,
+    )
+
+
+def _plan_cte(kind: Literal["memory", "message"]) -> str:
+    """`plan`, a CTE of one row (none if no word occurs at all): the search plan of the
+    words in $1 (text[]), made in SQL exactly as `search_plan` makes it in Python
+    (storage/_fts.py), so that the plan and the search are one statement, one round
+    trip. `ranked`: all chosen words are rare enough to rank by; `terms`: the chosen
+    words, rarest first (the query's order among equals); `q`: their OR as a tsquery
+    (the words are \\w+ words from `query_terms`: no tsquery operator gets through).
+
+    The rarest word is always chosen; after it, words are taken while each is rarer than
+    COUNT_CAP and their rows together stay within ROW_BUDGET (counts are capped at
+    COUNT_CAP and sorted, so that is a prefix). If even the rarest is common, every
+    present word (at most MAX_SELECTIVE_TERMS) is matched, unranked."""
+    return (
+        "words AS ("
+        f" SELECT w.term, w.n, least(s.docs, {COUNT_CAP}) AS docs,"
+        f"  row_number() OVER (ORDER BY least(s.docs, {COUNT_CAP}), w.n) AS i"
+        " FROM unnest($1::text[]) WITH ORDINALITY AS w(term, n)"
+        f" JOIN term_stats s ON s.kind = '{kind}' AND s.term = w.term WHERE s.docs > 0"
+        "), selective AS ("
+        "  SELECT term, docs, i, sum(docs) OVER (ORDER BY i) AS rows_so_far FROM words"
+        f"  WHERE i <= {MAX_SELECTIVE_TERMS}"
+        "), plan AS ("
+        f" SELECT h.docs < {COUNT_CAP} AS ranked, array_agg(c.term ORDER BY c.i) AS terms,"
+        "  to_tsquery('simple', string_agg(c.term, ' | ' ORDER BY c.i)) AS q"
+        " FROM selective h JOIN selective c ON h.i = 1"
+        f"  AND (h.docs >= {COUNT_CAP} OR c.i = 1"
+        f"   OR (c.docs < {COUNT_CAP} AND c.rows_so_far <= {ROW_BUDGET}))"
+        " GROUP BY h.docs)"
     )
 
 
@@ -1175,59 +1206,47 @@ class PostgresStorage:
                 raise NotFound(f"no memory #{memory_id}")
             await _uncount_terms(db, "memory", [text])
 
-    async def _plan(self, kind: str, text: str) -> SearchPlan | None:
-        """The query's search plan, as SQLite makes it (storage/_fts.py): the rarest
-        words that occur at all, within a budget of rows to rank; a query of only common
-        words is not ranked. `query_terms` yields only \\w+ words, so no tsquery
-        operator can get through."""
-        terms = query_terms(text)
-        if not terms:
-            return None
-        rows = await self._pool.fetch(
-            "SELECT term, docs FROM term_stats WHERE kind = $1 AND term = ANY($2::text[])",
-            kind,
-            terms,
-        )
-        return search_plan(terms, {row[0]: min(int(row[1]), COUNT_CAP) for row in rows})
-
     @_translated
     async def search_memories(
         self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
+        """One round trip: the statement plans from term_stats and searches (a memory
+        search is on every turn's path)."""
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("memory", query)
-        if plan is None:
+        terms = query_terms(query)
+        if not terms:
             return []
         at = time.time() if now is None else now
-        alive = "m.tsv @@ q AND m.owner = $2 AND (m.expires_at IS NULL OR m.expires_at > $3)"
-        source = " FROM memories m, to_tsquery('simple', $1) q"
-        match = " | ".join(plan.terms)
+        found = await self._pool.fetch(
+            f"WITH {_plan_cte('memory')}"
+            f" {_MEMORY}, CASE WHEN (SELECT ranked FROM plan)"
+            "  THEN ts_rank(m.tsv, (SELECT q FROM plan)) ELSE 0 END AS rank,"
+            " (SELECT ranked FROM plan), (SELECT terms FROM plan)"
+            " FROM memories m WHERE m.tsv @@ (SELECT q FROM plan) AND m.owner = $2"
+            " AND (m.expires_at IS NULL OR m.expires_at > $3)"
+            " ORDER BY rank DESC, m.id DESC"
+            f" LIMIT (SELECT CASE WHEN ranked THEN $4 ELSE {COUNT_CAP} END FROM plan)",
+            terms,
+            user,
+            at,
+            limit * 4,
+        )
         # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank and the
-        # count of matched words are higher-is-better, so they go in negated.
-        if plan.ranked:
-            found = await self._pool.fetch(
-                f"{_MEMORY}, ts_rank(m.tsv, q) AS rank{source} WHERE {alive}"
-                " ORDER BY rank DESC, m.id DESC LIMIT $4",
-                match,
-                user,
-                at,
-                limit * 4,
-            )
-            rows = [(*row[:7], -row[7]) for row in found]
-        else:  # every word common: the most recent matches, by how many words they hold
-            recent = await self._pool.fetch(
-                f"{_MEMORY}{source} WHERE {alive} ORDER BY m.id DESC LIMIT $4",
-                match,
-                user,
-                at,
-                COUNT_CAP,
-            )
-            rows = [(*row[:7], -matched_terms(row[1], plan.terms)) for row in recent]
+        # count of matched words are higher-is-better, so they go in negated. Every word
+        # common (not ranked): the most recent matches, by how many words they hold.
         hits = [
-            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
-            for row in rows
+            MemoryHit(
+                Memory(*row[:7]),
+                memory_score(
+                    -row[7] if row[8] else -matched_terms(row[1], list(row[9])),
+                    row[4],
+                    at - row[2],
+                    row[6],
+                ),
+            )
+            for row in found
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]
@@ -1236,39 +1255,43 @@ class PostgresStorage:
     async def search_messages(
         self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        """One round trip, as `search_memories`. Ranked: the best matches by ts_rank.
+        Every word common: the most recent matches (ranking them would score every row
+        of those words), by how many words they hold."""
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("message", query)
-        if plan is None:
+        terms = query_terms(query)
+        if not terms:
             return []
-        match = " | ".join(plan.terms)
-        # Ranked: the best matches by ts_rank. Every word common: the most recent matches
-        # (ranking them would score every row of those words), by how many words they hold.
-        order, count = ("rank DESC, m.id DESC", limit) if plan.ranked else ("m.id DESC", COUNT_CAP)
-        scope, args = " AND m.owner = $3", [match, count, user]
+        scope, args = " AND m.owner = $3", [terms, limit, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
             scope += " AND m.continuum_id = $4"
             args.append(continuum_id)
         rows = await self._pool.fetch(
+            f"WITH {_plan_cte('message')}"
             # Like FTS5's snippet(…, 40): a text of up to 40 words whole, else a fragment.
-            "SELECT h.continuum_id, h.seq, h.role,"
+            " SELECT h.continuum_id, h.seq, h.role,"
             " CASE WHEN array_length(regexp_split_to_array(btrim(h.text), '\\s+'), 1) <= 40"
-            ' THEN h.text ELSE ts_headline(\'simple\', h.text, h.q, \'StartSel="", StopSel="",'
-            ' MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=" … "\') END,'
-            " h.created_at, h.rank, h.text FROM ("
-            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, m.id, q,"
-            f"   {'ts_rank(m.tsv, q)' if plan.ranked else '0.0::real'} AS rank"
-            "  FROM messages m, to_tsquery('simple', $1) q"
-            f"  WHERE m.tsv @@ q{scope} ORDER BY {order} LIMIT $2"
+            " THEN h.text ELSE ts_headline('simple', h.text, (SELECT q FROM plan),"
+            ' \'StartSel="", StopSel="", MaxWords=40, MinWords=20, MaxFragments=1,'
+            ' FragmentDelimiter=" … "\') END,'
+            " h.created_at, h.rank, h.text, (SELECT ranked FROM plan), (SELECT terms FROM plan)"
+            " FROM ("
+            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, m.id,"
+            "   CASE WHEN (SELECT ranked FROM plan)"
+            "    THEN ts_rank(m.tsv, (SELECT q FROM plan)) ELSE 0.0::real END AS rank"
+            f"  FROM messages m WHERE m.tsv @@ (SELECT q FROM plan){scope}"
+            "  ORDER BY rank DESC, m.id DESC"
+            f"  LIMIT (SELECT CASE WHEN ranked THEN $2 ELSE {COUNT_CAP} END FROM plan)"
             " ) h ORDER BY h.rank DESC, h.id DESC",
             *args,
         )
-        if plan.ranked:
+        if not rows or rows[0][7]:
             return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
         hits = [
-            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], plan.terms)))
+            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], list(r[8]))))
             for r in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties

@@ -263,3 +263,16 @@ async def test_a_job_waits_while_its_continuum_has_a_turn_anywhere(
     after = await store.claim_job(now=NOW, lease_seconds=60)
     assert after is not None
     assert after.id == job.id
+
+
+async def test_a_long_message_is_found_as_a_fragment_around_its_words(store: Store) -> None:
+    filler = " ".join(f"word{i}" for i in range(60))
+    text = f"{filler} the lighthouse keeper {filler}"
+    await store.commit_turn(U, turn("c1", "t1", at=NOW, user_text=text))
+    await store.commit_turn(U, turn("c1", "t2", at=NOW + 1, user_text="a short lighthouse note"))
+    hits = await store.search_messages(U, "lighthouse", continuum_id="c1", limit=5)
+    assert sorted(h.seq for h in hits) == [0, 2]
+    by_seq = {h.seq: h.text for h in hits}
+    assert by_seq[2] == "a short lighthouse note", "a short text comes whole"
+    assert "lighthouse" in by_seq[0]
+    assert len(by_seq[0].split()) <= 42, "a long one as a fragment of about 40 words"
