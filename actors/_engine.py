@@ -336,11 +336,6 @@ class Engine:
         with suppress(MailboxFull):
             self._searcher.tell(Wake())
 
-    async def run_searches(self) -> int:
-        """Run every claimable context search now and return how many ran."""
-        ran = await self._searcher.ask(Drain())
-        return int(ran or 0)
-
     async def run_background(self) -> int:
         """Run every background job due now and return how many ran (done or failed)."""
         ran = await self._background.ask(Drain())
