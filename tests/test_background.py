@@ -271,13 +271,13 @@ async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
         frontmind(api, tmp_path / "a", cfg=cfg, tools=[hold]) as a,
         frontmind(api, tmp_path / "b", cfg=cfg) as b,
     ):
-        # Due now; its segment does not exist, so running it fails (and counts as run).
-        job = await b.storage.enqueue_job(
-            DEFAULT_USER, SEGMENT_SUMMARY, "c1", segment_job_payload(999), now=FakeClock().now
-        )
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_turn, a, "c1", "hold on")
             await entered.wait()  # A's turn holds the continuum's lease
+            # Due now; its segment does not exist, so running it fails (and counts as run).
+            job = await b.storage.enqueue_job(
+                DEFAULT_USER, SEGMENT_SUMMARY, "c1", segment_job_payload(999), now=FakeClock().now
+            )
             assert await b.run_background() == 0
             (waiting,) = await b.jobs("c1")
             assert (waiting.id, waiting.state, waiting.attempts) == (job.id, "pending", 0)
