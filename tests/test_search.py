@@ -276,3 +276,21 @@ async def test_a_long_message_is_found_as_a_fragment_around_its_words(store: Sto
     assert by_seq[2] == "a short lighthouse note", "a short text comes whole"
     assert "lighthouse" in by_seq[0]
     assert len(by_seq[0].split()) <= 42, "a long one as a fragment of about 40 words"
+
+
+async def test_searches_survive_a_restart_of_the_embedded_store(tmp_path: Path) -> None:
+    path = tmp_path / "frontmind.db"
+    async with await SQLiteStorage.open(path) as store:
+        await store.add_memory(U, "the ferry leaves at noon", now=NOW - 60)
+        await store.request_search(U, "c1", "ferry", now=NOW)  # then the process stops
+    async with await SQLiteStorage.open(path) as store:
+        assert await SearchTrinket(store).render(for_turn()) == 'Search "ferry": still running…'
+        async with ActorSystem() as system:
+            ref = system.spawn(lambda: searcher(store), name="searcher")
+            assert await ref.ask(Drain()) == 1
+    async with await SQLiteStorage.open(path) as store:
+        shown = await SearchTrinket(store).render(for_turn())
+    assert shown.splitlines() == [
+        'Search "ferry": 1 passages',
+        "- [memory, 1 minute ago] the ferry leaves at noon",
+    ]
