@@ -42,6 +42,7 @@ from storage import TtlChoice
 __all__ = [
     "CHOICES",
     "DISCOUNT",
+    "FULL_STATES",
     "MAX_PAUSES",
     "PRICE",
     "READ_PRICE",
@@ -51,11 +52,14 @@ __all__ = [
     "CacheView",
     "FixedPolicy",
     "TtlPolicy",
+    "full_state_of",
+    "next_full",
     "next_state",
     "oracle_plan",
     "plan",
     "policy_for",
     "state_of",
+    "system_entry_after",
     "turn_cost",
 ]
 
@@ -79,6 +83,10 @@ class CacheView(msgspec.Struct, frozen=True, kw_only=True):
     history_tokens: int  # the history after the system prompt, through its breakpoint
     increment_tokens: int  # what the previous turn added to the history
     reusable: float = 1.0  # share of recent turns whose cached prefix was still valid
+    # The TTL the system entry was written with, if it was alive at the previous turn
+    # (which refreshed it); None: none was. Unknown (older records): `previous.system`.
+    system_entry: Ttl | None = None
+    system_entry_known: bool = False
 
 
 class TtlPolicy(Protocol):
@@ -87,19 +95,56 @@ class TtlPolicy(Protocol):
 
 State = Literal["alive", "history", "all"]  # what a turn must write beyond its increment
 STATES: Final[tuple[State, ...]] = ("alive", "history", "all")
+# A turn's full state: what it must write, and the TTL of the system entry that is alive
+# (None: none is). The system entry keeps the TTL it was written with: a later 1h mark
+# on it is read, not written (see `system_entry_after`).
+Full = tuple[State, Ttl | None]
+FULL_STATES: Final[tuple[Full, ...]] = (
+    ("alive", None), ("alive", "5m"), ("alive", "1h"), ("history", "5m"), ("history", "1h"),
+    ("all", None),
+)  # fmt: skip
 DISCOUNT: Final = 0.9  # a turn ten turns ahead weighs about a third
 _ITERATIONS: Final = 60  # 0.9 ** 60 < 0.002: converged for choosing
 
 
-def state_of(view: CacheView) -> State:
-    """What this turn finds alive: from the previous turn's TTLs and the pause since."""
+def _system_entry(view: CacheView) -> Ttl | None:
+    if view.system_entry_known:
+        return view.system_entry
+    return None if view.previous is None else view.previous.system
+
+
+def full_state_of(view: CacheView) -> Full:
+    """What this turn finds alive: the previous turn's history entry (its TTL), the
+    system entry (the TTL it was written with), and the pause since."""
     if view.previous is None or view.since_last is None:
-        return "all"
+        return ("all", None)
+    entry = _system_entry(view)
+    if entry is not None and view.since_last > TTL_SECONDS[entry]:
+        entry = None
     if view.since_last <= TTL_SECONDS[view.previous.history]:
-        return "alive"
-    if view.since_last <= TTL_SECONDS[view.previous.system]:
-        return "history"
-    return "all"
+        return ("alive", entry)
+    return ("history", entry) if entry is not None else ("all", None)
+
+
+def state_of(view: CacheView) -> State:
+    return full_state_of(view)[0]
+
+
+def system_entry_after(
+    entry: tuple[Ttl, float] | None, at: float, wrote_system: bool, chosen: TtlChoice | None
+) -> tuple[Ttl, float] | None:
+    """The system entry (its TTL, when last used) after a turn that started at `at`.
+
+    A turn that wrote its whole prefix wrote the system entry with the TTL it chose.
+    Otherwise the turn read through the system breakpoint: a live entry is refreshed for
+    the TTL it was written with, and a 1h mark does not lengthen it, since only what lies
+    after the highest cache hit is written ("Mixing different TTLs", https://
+    platform.claude.com/docs/en/build-with-claude/prompt-caching)."""
+    if wrote_system and chosen is not None:
+        return (chosen.system, at)
+    if entry is not None and at - entry[1] <= TTL_SECONDS[entry[0]]:
+        return (entry[0], at)
+    return None
 
 
 def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
@@ -117,9 +162,21 @@ def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float
 
 
 def next_state(pause: float, system: Ttl, history: Ttl) -> State:
+    """The next state when this turn wrote the system entry at `system` (or it stays
+    alive at that TTL)."""
+    return next_full((("all", None)), pause, system, history)[0]
+
+
+def next_full(state: Full, pause: float, system: Ttl, history: Ttl) -> Full:
+    """The state of the next turn, `pause` after a turn in `state` that chose
+    (system, history)."""
+    phase, entry = state
+    after: Ttl | None = system if phase == "all" else entry
+    if after is not None and pause > TTL_SECONDS[after]:
+        after = None
     if pause <= TTL_SECONDS[history]:
-        return "alive"
-    return "history" if pause <= TTL_SECONDS[system] else "all"
+        return ("alive", after)
+    return ("history", after) if after is not None else ("all", None)
 
 
 def _kinds(pauses: Sequence[float]) -> list[tuple[float, float]]:
@@ -134,19 +191,25 @@ def plan(view: CacheView, pauses: Sequence[float]) -> dict[tuple[Ttl, Ttl], floa
     """Expected discounted cost of each choice now, then the best choices after it, with
     the next pauses drawn from `pauses` (which must not be empty)."""
     kinds = _kinds(pauses)
-    moves = {c: [(next_state(g, *c), p) for g, p in kinds] for c in CHOICES}
-    costs = {(st, c): turn_cost(view, st, *c) for st in STATES for c in CHOICES}
-    value = dict.fromkeys(STATES, 0.0)
+    costs = {(st, c): turn_cost(view, st[0], *c) for st in FULL_STATES for c in CHOICES}
+    moves = {
+        (st, c): [(next_full(st, g, *c), p) for g, p in kinds]
+        for st in FULL_STATES
+        for c in CHOICES
+    }
+    value = dict.fromkeys(FULL_STATES, 0.0)
     for _ in range(_ITERATIONS):
         value = {
             st: min(
-                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[st, c])
+                for c in CHOICES
             )
-            for st in STATES
+            for st in FULL_STATES
         }
-    state = state_of(view)
+    state = full_state_of(view)
     return {
-        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[state, c])
+        for c in CHOICES
     }
 
 
@@ -154,21 +217,22 @@ def oracle_plan(view: CacheView, later: Sequence[float]) -> dict[tuple[Ttl, Ttl]
     """The cost of each choice now, then the best choices for the known later turns
     (`later`: their times, after `view.now`), by backward induction."""
     times = [view.now, *later]
-    value = dict.fromkeys(STATES, 0.0)
+    value = dict.fromkeys(FULL_STATES, 0.0)
     for t in range(len(times) - 1, 0, -1):
         pause_after = times[t + 1] - times[t] if t + 1 < len(times) else None
         value = {
             st: min(
-                turn_cost(view, st, *c)
-                + (0.0 if pause_after is None else value[next_state(pause_after, *c)])
+                turn_cost(view, st[0], *c)
+                + (0.0 if pause_after is None else value[next_full(st, pause_after, *c)])
                 for c in CHOICES
             )
-            for st in STATES
+            for st in FULL_STATES
         }
-    state = state_of(view)
+    state = full_state_of(view)
     first = times[1] - times[0] if len(times) > 1 else None
     return {
-        c: turn_cost(view, state, *c) + (0.0 if first is None else value[next_state(first, *c)])
+        c: turn_cost(view, state[0], *c)
+        + (0.0 if first is None else value[next_full(state, first, *c)])
         for c in CHOICES
     }
 

@@ -220,7 +220,14 @@ async def test_ttl_expires_from_last_use_and_hits_refresh(
     clock.advance(301)
     expired = await create(client, system=sys_blocks(), messages=conversation(1))
     assert usage_of(expired) == (13, 1103, 0)
-    await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    # A 1h mark on a prefix read from the 5m entry writes nothing (only what lies after
+    # the highest hit is billed as a write), so the entry stays a 5m one.
+    marked = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    assert usage_of(marked) == (13, 0, 1103)
+    clock.advance(301)
+    rewritten = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    assert usage_of(rewritten) == (13, 1103, 0)
+    assert rewritten.usage.cache_creation.ephemeral_1h_input_tokens == 1103
     clock.advance(3000)
     long_lived = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
     assert usage_of(long_lived) == (13, 0, 1103)
