@@ -93,6 +93,8 @@ def _system_entry(
     wrote = first is not None and first.cache_read_input_tokens == 0
     wrote = wrote and first is not None and first.cache_creation_input_tokens > 0
     return system_entry_after(entry, record.started_at, wrote, record.cache_ttl)
+
+
 # Room kept in the model's context window for the system prompt, the notification
 # center and the tools, beside the history and the reply.
 CONTEXT_RESERVE_TOKENS = 20_000

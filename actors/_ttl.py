@@ -45,6 +45,7 @@ __all__ = [
     "FULL_STATES",
     "MAX_PAUSES",
     "PRICE",
+    "PRIOR_PAUSES",
     "READ_PRICE",
     "STATES",
     "TTL_SECONDS",
@@ -70,6 +71,10 @@ READ_PRICE: Final = 0.1
 # (system, history): never a 1h breakpoint after a 5m one.
 CHOICES: Final[tuple[tuple[Ttl, Ttl], ...]] = (("1h", "1h"), ("1h", "5m"), ("5m", "5m"))
 MAX_PAUSES: Final = 64  # the most recent pauses weigh in; older habits fade out
+# One pause's worth of doubt, spread evenly over quick, medium and long pauses (a uniform
+# Dirichlet prior): a few quick pauses seen do not yet make medium ones impossible, and
+# the first turn, with none seen, is planned on this alone.
+PRIOR_PAUSES: Final = 1.0
 
 
 class CacheView(msgspec.Struct, frozen=True, kw_only=True):
@@ -180,10 +185,12 @@ def next_full(state: Full, pause: float, system: Ttl, history: Ttl) -> Full:
 
 
 def _kinds(pauses: Sequence[float]) -> list[tuple[float, float]]:
-    """(a representative pause, its probability) for quick, medium and long pauses."""
-    n = len(pauses)
-    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"])
-    medium = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    """(a representative pause, its probability) for quick, medium and long pauses: the
+    pauses seen, plus `PRIOR_PAUSES` spread evenly over the three kinds."""
+    n = len(pauses) + PRIOR_PAUSES
+    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"]) + PRIOR_PAUSES / 3
+    medium: float = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    medium += PRIOR_PAUSES / 3
     return [(60.0, quick / n), (1800.0, medium / n), (7200.0, (n - quick - medium) / n)]
 
 
@@ -248,28 +255,30 @@ class FixedPolicy:
 
 
 class AdaptivePolicy:
-    """The cheapest choice in expectation over the pauses this continuum has seen; the
-    configured TTLs until it has seen one."""
+    """The cheapest choice in expectation over the pauses this continuum has seen (and a
+    weak prior: `PRIOR_PAUSES`); the configured TTLs break ties."""
 
     def __init__(self, system: Ttl, history: Ttl) -> None:
         self._default = (system, history)
 
     def choose(self, view: CacheView) -> TtlChoice:
         pauses = view.pauses[-MAX_PAUSES:]
-        if not pauses:
-            system, history = self._default
-            return TtlChoice(system, history, "adaptive: no pause seen yet, the configured TTLs")
         costs = plan(view, pauses)
-        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        best = min(CHOICES, key=lambda c: (costs[c], c != self._default, CHOICES.index(c)))
         mid = sum(1 for g in pauses if 300 < g <= 3600)
         over = sum(1 for g in pauses if g > 3600)
         runner_up = min(costs[c] for c in CHOICES if c != best)
+        seen = (
+            f"of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over an hour"
+            if pauses
+            else "no pause seen yet, the prior alone"
+        )
         return TtlChoice(
             best[0],
             best[1],
-            f"adaptive: of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over "
-            f"an hour; {state_of(view)} to write; expected {costs[best]:,.0f} base-price "
-            f"tokens over the coming turns, {runner_up - costs[best]:,.0f} below the next best",
+            f"adaptive: {seen}; {state_of(view)} to write; expected {costs[best]:,.0f} "
+            f"base-price tokens over the coming turns, {runner_up - costs[best]:,.0f} below "
+            "the next best",
         )
 
 
