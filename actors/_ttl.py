@@ -6,25 +6,38 @@ refreshes it. A 1h breakpoint may not follow a 5m one in processing order (tools
 system, messages: "Mixing different TTLs"), so with a system and a history breakpoint
 the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
 
-A turn starts in one of three states, by the pause since the previous turn against the
-TTLs that turn chose: its history entry is alive (only what the previous turn added is
-written), only the system entry is alive (the history is re-written), or nothing is (all
-of it is). The choice sets the price of this turn's writes and, with the next pause,
-the state of the next turn. That is a small Markov decision problem:
+A turn starts in one of three states, by the pause since the previous turn: its history
+entry is alive (only what the previous turn added is written), only the system entry is
+alive (the history is re-written), or nothing is (all of it is). Each entry lives by the
+TTL it was written with: the history entry by the previous turn's history TTL, the
+system entry by the TTL of the last turn that wrote it, since a read refreshes an entry
+for its own TTL and a 1h mark at or before the highest hit writes nothing (only what
+lies after it is billed as a write, "Mixing different TTLs"), so a system prompt cached
+at 5m stays a 5m entry under later 1h marks. The choice sets the price of this turn's
+writes and, with the next pause, the state of the next turn. That is a small Markov
+decision problem over (state, the system entry's TTL if it is alive):
 
     cost(state, choice) = price(system TTL) × system tokens written
                         + price(history TTL) × history tokens written + 0.1 × the rest
-    next state          = alive if pause <= history TTL, system-only if <= system TTL,
-                          else nothing
+    next state          = alive if pause <= history TTL, system-only if the system
+                          entry (written now at the system TTL, or kept) outlives the
+                          pause, else nothing
 
 weighed by the share of recent turns whose prefix was reusable at all (`reusable`; the
 rest re-write everything: a system prompt that changes every turn gains nothing from a
 longer TTL). The adaptive policy draws the next pause from the pauses this continuum has
-seen and takes the choice with the lowest
-expected discounted cost over the coming turns (`plan`: value iteration over 3 states x
-3 choices x 3 kinds of pause, well under a millisecond). Looking one pause ahead only
-would keep choosing the cheaper 5m write right after a long pause, when everything is
-re-written anyway, and keep missing after the next medium pause.
+seen plus a weak prior (`PRIOR_PAUSES`: one pause's worth, spread evenly over quick,
+medium and long pauses, so that three quick pauses do not make a medium one impossible)
+and takes the choice with the lowest expected discounted cost over the coming turns
+(`plan`: value iteration over 6 states x 3 choices x 3 kinds of pause, well under a
+millisecond). Looking one pause ahead only would keep choosing the cheaper 5m write
+right after a long pause, when everything is re-written anyway, and keep missing after
+the next medium pause.
+
+What no policy that sees only the past can avoid: after a full re-write, 5m is the
+cheaper bet whenever medium pauses are not the rule, and it loses when a medium pause
+follows; writing only part of the prefix at 1h does not soften that, since the cost is
+linear in where the split lies (its ends are the choices above).
 
 The oracle (`frontmind simulate`) knows every later pause and solves the same problem
 exactly over them (`oracle_plan`): the floor for any policy with these sizes.
