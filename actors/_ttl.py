@@ -182,7 +182,7 @@ def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float
 def next_state(pause: float, system: Ttl, history: Ttl) -> State:
     """The next state when this turn wrote the system entry at `system` (or it stays
     alive at that TTL)."""
-    return next_full((("all", None)), pause, system, history)[0]
+    return next_full(("all", None), pause, system, history)[0]
 
 
 def next_full(state: Full, pause: float, system: Ttl, history: Ttl) -> Full:
