@@ -13,12 +13,13 @@ import msgspec
 import pytest
 
 from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
+from actors._conversation import _system_entry
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
 from frontmind._render import render_context, render_stats
 from frontmind._simulate import OraclePolicy, parse_script
 from frontmind.localapi import LocalMessagesAPI, ManualClock
-from storage import TtlChoice
+from storage import TtlChoice, TurnRecord, TurnUsage
 from tests._daemon import run_cli
 from tests._harness import START, FakeClock, cache_marks, completed, config, frontmind, run_turn
 
@@ -137,6 +138,22 @@ def test_the_system_entry_keeps_the_ttl_it_was_written_with() -> None:
     assert system_entry_after(entry, START + 40 * MIN, False, TtlChoice("1h", "1h")) is None
     entry = system_entry_after(None, START, True, TtlChoice("1h", "5m"))
     assert system_entry_after(entry, START + 40 * MIN, False, None) == ("1h", START + 40 * MIN)
+
+
+def test_the_system_entry_is_read_off_the_turn_records() -> None:
+    # What the conversation actor keeps (and rebuilds from stored records on a restart).
+    def record(at: float, read: int, written: int, ttl: TtlChoice) -> TurnRecord:
+        usage = TurnUsage(cache_creation_input_tokens=written, cache_read_input_tokens=read)
+        return TurnRecord(
+            "t", "c", "completed", at, at + 1, "m", "hi", call_usage=(usage,), cache_ttl=ttl
+        )
+
+    entry = _system_entry(None, record(START, 0, 1500, TtlChoice("5m", "5m")))
+    assert entry == ("5m", START)  # read nothing, wrote: the system prompt at 5m
+    later = record(START + 2 * MIN, 1500, 40, TtlChoice("1h", "1h"))
+    assert _system_entry(entry, later) == ("5m", START + 2 * MIN)
+    gone = record(START + 40 * MIN, 1540, 40, TtlChoice("1h", "1h"))  # read the 1h history
+    assert _system_entry(("5m", START + 2 * MIN), gone) is None
 
 
 def test_what_a_turn_finds_alive_follows_each_entry_s_own_ttl() -> None:
