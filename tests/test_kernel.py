@@ -294,6 +294,7 @@ async def test_shutdown_finishes_message_in_hand_and_refuses_the_rest(encoded: b
     async with anyio.create_task_group() as tg, ActorSystem(encoded=encoded) as system:
         first = system.spawn(lambda: Recorder(log=order, name="first"), name="first")
         second = system.spawn(lambda: Recorder(gate, order, "second"), name="second")
+        assert await first.ask(Echo(0)) == 0  # built at its first message
         tg.start_soon(ask, second, "in_hand", Block())
         await gate.entered.wait()
         tg.start_soon(ask, second, "queued", Echo(1))

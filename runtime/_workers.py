@@ -1,0 +1,128 @@
+"""The worker tasks that run active actors; an idle actor holds no task.
+
+When a message reaches an idle actor, the pool hands its cell to a parked worker (a
+task in the actor system's anyio task group, waiting on a future), or starts a new
+worker when none is parked. The worker drains the cell (runs its messages in order
+until the mailbox is empty) and parks again. A cell has at most one worker at a time:
+the cell records it, and only a cell without one is activated.
+
+Why parked workers and not a task per activation: anyio's `start_soon` costs about
+10 µs a task (its task handle, cancel scope and done callback), eight of them four times
+a whole `asyncio.gather` of eight; handing a cell to a parked worker costs about 1 µs
+(bench/kernel.py). Every worker is still an ordinary child of the system's task group,
+inside a cancel scope of its own: killing an actor cancels its worker's scope (anyio's
+cancellation, so shielded sections such as a storage commit finish first), and
+cancelling the system cancels every worker as any task group does.
+
+Workers parked longer than `IDLE_S` leave the pool (checked whenever one parks), so the
+pool follows the concurrency of recent traffic, not its all-time peak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._exceptions import ActorStopped
+
+if TYPE_CHECKING:
+    from ._cell import Cell
+
+__all__ = ["IDLE_S", "Worker", "Workers"]
+
+IDLE_S = 10.0  # a worker parked this long leaves the pool
+
+
+class Worker:
+    """One worker task: the scope that cancels it and the future it parks on."""
+
+    __slots__ = ("parked", "scope", "since")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.parked: asyncio.Future[Cell | None] | None = None
+        self.since = 0.0
+
+
+class Workers:
+    """The pool of workers of one actor system."""
+
+    __slots__ = ("_closed", "_idle", "_loop", "_tg")
+
+    def __init__(self, tg: TaskGroup) -> None:
+        self._tg = tg
+        self._loop = asyncio.get_running_loop()
+        self._idle: deque[Worker] = deque()  # parked, the most recently parked last
+        self._closed = False
+
+    def activate(self, cell: Cell) -> None:
+        """Start draining `cell`, which has no worker: a parked one, or a new one."""
+        idle = self._idle
+        while idle:
+            worker = idle.pop()
+            parked = worker.parked
+            assert parked is not None
+            if not parked.done():  # done: cancelled while parked, and on its way out
+                cell.worker = worker
+                parked.set_result(cell)
+                return
+        if self._closed:
+            raise ActorStopped(f"actor {cell.name!r}: the actor system is closing")
+        worker = Worker()
+        cell.worker = worker
+        try:
+            self._tg.start_soon(self._run, worker, cell, name="actor worker")
+        except BaseException:
+            cell.worker = None
+            raise
+
+    def close(self) -> None:
+        """No more parking: every parked worker ends; busy ones end after their drain."""
+        self._closed = True
+        while self._idle:
+            parked = self._idle.pop().parked
+            if parked is not None and not parked.done():
+                parked.set_result(None)
+
+    async def _run(self, worker: Worker, first: Cell) -> None:
+        cell: Cell | None = first
+        with worker.scope:
+            while cell is not None:
+                try:
+                    await cell.drain()
+                finally:
+                    # The drain returned on an empty mailbox with no await since: from
+                    # here on, the next message activates the cell again.
+                    cell.worker = None
+                cell = await self._park(worker)
+
+    async def _park(self, worker: Worker) -> Cell | None:
+        if self._closed:
+            return None
+        loop = self._loop
+        now = loop.time()
+        idle = self._idle
+        if idle and now - idle[0].since > IDLE_S:
+            oldest = idle.popleft().parked
+            if oldest is not None and not oldest.done():
+                oldest.set_result(None)
+        worker.since = now
+        worker.parked = parked = loop.create_future()
+        idle.append(worker)
+        try:
+            return await parked
+        except BaseException:
+            if parked.done() and not parked.cancelled():
+                handed = parked.result()
+                if handed is not None:
+                    # A cell was handed over just as we were cancelled: it ends here,
+                    # as it would have had it been running (its senders are told).
+                    handed.worker = None
+                    handed.abort()
+            elif worker in idle:
+                idle.remove(worker)
+            raise
