@@ -58,7 +58,8 @@ class ActorSystem:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._tg is not None and self._workers is not None
+        assert self._tg is not None
+        assert self._workers is not None
         self._closing = True
         try:
             # Shielded so that stopping is orderly even when we leave by cancellation;

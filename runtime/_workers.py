@@ -89,7 +89,11 @@ class Workers:
                 parked.set_result(None)
 
     async def _run(self, worker: Worker, first: Cell) -> None:
+        # Parking is written out here, not in a helper: every activation resumes this
+        # coroutine, and each frame on the way costs (bench/kernel.py).
         cell: Cell | None = first
+        loop = self._loop
+        idle = self._idle
         with worker.scope:
             while cell is not None:
                 try:
@@ -98,31 +102,29 @@ class Workers:
                     # The drain returned on an empty mailbox with no await since: from
                     # here on, the next message activates the cell again.
                     cell.worker = None
-                cell = await self._park(worker)
+                if self._closed:
+                    return
+                now = loop.time()
+                if idle and now - idle[0].since > IDLE_S:
+                    oldest = idle.popleft().parked
+                    if oldest is not None and not oldest.done():
+                        oldest.set_result(None)
+                worker.since = now
+                worker.parked = parked = loop.create_future()
+                idle.append(worker)
+                try:
+                    cell = await parked
+                except BaseException:
+                    self._cancelled_while_parked(worker, parked)
+                    raise
 
-    async def _park(self, worker: Worker) -> Cell | None:
-        if self._closed:
-            return None
-        loop = self._loop
-        now = loop.time()
-        idle = self._idle
-        if idle and now - idle[0].since > IDLE_S:
-            oldest = idle.popleft().parked
-            if oldest is not None and not oldest.done():
-                oldest.set_result(None)
-        worker.since = now
-        worker.parked = parked = loop.create_future()
-        idle.append(worker)
-        try:
-            return await parked
-        except BaseException:
-            if parked.done() and not parked.cancelled():
-                handed = parked.result()
-                if handed is not None:
-                    # A cell was handed over just as we were cancelled: it ends here,
-                    # as it would have had it been running (its senders are told).
-                    handed.worker = None
-                    handed.abort()
-            elif worker in idle:
-                idle.remove(worker)
-            raise
+    def _cancelled_while_parked(self, worker: Worker, parked: asyncio.Future[Cell | None]) -> None:
+        if parked.done() and not parked.cancelled():
+            handed = parked.result()
+            if handed is not None:
+                # A cell was handed over just as we were cancelled: it ends here, as it
+                # would have had it been running (its senders are told).
+                handed.worker = None
+                handed.abort()
+        elif worker in self._idle:
+            self._idle.remove(worker)
