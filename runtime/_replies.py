@@ -139,6 +139,8 @@ class GatherSlots:
         """Stop accepting replies; whatever has not answered has timed out."""
         self.closed = True
         now = time.perf_counter() - self._start
+        if not self._pending:  # everyone answered: the usual case, and the fast one
+            return GatherResult(tuple(self._outcomes), now)  # type: ignore[arg-type]
         outcomes = tuple(
             TimedOut(self._names[i], now) if o is None else o for i, o in enumerate(self._outcomes)
         )
