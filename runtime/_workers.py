@@ -16,11 +16,18 @@ cancelling the system cancels every worker as any task group does.
 
 Workers parked longer than `IDLE_S` leave the pool (checked whenever one parks), so the
 pool follows the concurrency of recent traffic, not its all-time peak.
+
+Context variables: a worker starts in a copy of the system's context (never its first
+sender's). A handler that sets a context variable (`actors.current_turn`, say) changes
+its worker's context, and the next actor that worker drained would see the value; so a
+worker whose context changed during a drain leaves the pool instead of parking, and each
+drain starts from the system's context, as each actor's own task used to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -51,10 +58,11 @@ class Worker:
 class Workers:
     """The pool of workers of one actor system."""
 
-    __slots__ = ("_closed", "_idle", "_loop", "_tg")
+    __slots__ = ("_closed", "_context", "_idle", "_loop", "_tg")
 
     def __init__(self, tg: TaskGroup) -> None:
         self._tg = tg
+        self._context = contextvars.copy_context()  # every worker starts from a copy
         self._loop = asyncio.get_running_loop()
         self._idle: deque[Worker] = deque()  # parked, the most recently parked last
         self._closed = False
@@ -75,10 +83,13 @@ class Workers:
         worker = Worker()
         cell.worker = worker
         try:
-            self._tg.start_soon(self._run, worker, cell, name="actor worker")
+            self._context.run(self._spawn, worker, cell)
         except BaseException:
             cell.worker = None
             raise
+
+    def _spawn(self, worker: Worker, cell: Cell) -> None:
+        self._tg.start_soon(self._run, worker, cell, name="actor worker")
 
     def close(self) -> None:
         """No more parking: every parked worker ends; busy ones end after their drain."""
@@ -94,6 +105,8 @@ class Workers:
         cell: Cell | None = first
         loop = self._loop
         idle = self._idle
+        copy_context = contextvars.copy_context
+        context = copy_context()
         with worker.scope:
             while cell is not None:
                 try:
@@ -102,8 +115,8 @@ class Workers:
                     # The drain returned on an empty mailbox with no await since: from
                     # here on, the next message activates the cell again.
                     cell.worker = None
-                if self._closed:
-                    return
+                if self._closed or copy_context() != context:
+                    return  # closing, or a handler set a context variable: retire
                 now = loop.time()
                 if idle and now - idle[0].since > IDLE_S:
                     oldest = idle.popleft().parked

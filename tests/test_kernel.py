@@ -6,6 +6,7 @@ Every test runs twice: with direct mailboxes and with encoded (msgpack) mailboxe
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -617,3 +618,25 @@ async def test_cancelling_the_system_cancels_running_actors() -> None:
     assert ref.stats().state == "stopped"
     assert idle.stats().state == "stopped"
     assert tasks() == before
+
+
+async def test_context_variables_never_leak_between_actors_or_from_senders() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("kernel_test_var", default="unset")
+
+    class Setter(Actor[str, str]):
+        async def handle(self, message: str) -> str:
+            var.set(message)
+            return var.get()
+
+    class Reader(Actor[str, str]):
+        async def handle(self, message: str) -> str:
+            return var.get()
+
+    async with ActorSystem() as system:
+        setter = system.spawn(Setter, name="setter")
+        reader = system.spawn(Reader, name="reader")
+        var.set("sender")  # the sender's context is not the actors'
+        assert await reader.ask("?") == "unset"
+        for _ in range(3):  # one after another: the same worker would drain both
+            assert await setter.ask("A") == "A"
+            assert await reader.ask("?") == "unset"
