@@ -39,15 +39,19 @@ class Echo(Actor[Ping, Pong]):
         return Pong(message.n)
 
 
-async def _rounds(fn: Any, rounds: int) -> list[float]:
+async def _interleaved(fns: list[Any], rounds: int) -> list[list[float]]:
+    """Time each function `rounds` times, taking turns round by round, so that noise
+    from a shared machine falls on all of them alike."""
     for _ in range(min(200, rounds)):  # warm up
-        await fn()
-    samples = []
+        for fn in fns:
+            await fn()
+    samples: list[list[float]] = [[] for _ in fns]
     clock = time.perf_counter
     for _ in range(rounds):
-        start = clock()
-        await fn()
-        samples.append(clock() - start)
+        for fn, out in zip(fns, samples, strict=True):
+            start = clock()
+            await fn()
+            out.append(clock() - start)
     return samples
 
 
@@ -68,12 +72,7 @@ async def measure(n: int, rounds: int, encoded: bool) -> dict[str, Any]:
             for h in handlers:
                 await h.handle(message)
 
-        # Interleave the three so that machine noise hits them alike.
-        a, g, s = [], [], []
-        for _ in range(5):
-            a += await _rounds(actors, rounds // 5)
-            g += await _rounds(gathered, rounds // 5)
-            s += await _rounds(sequential, rounds // 5)
+        a, g, s = await _interleaved([actors, gathered, sequential], rounds)
     actor, gather, seq = summary(a), summary(g), summary(s)
     return {
         "n": n,

@@ -14,8 +14,10 @@ inside a cancel scope of its own: killing an actor cancels its worker's scope (a
 cancellation, so shielded sections such as a storage commit finish first), and
 cancelling the system cancels every worker as any task group does.
 
-Workers parked longer than `IDLE_S` leave the pool (checked whenever one parks), so the
-pool follows the concurrency of recent traffic, not its all-time peak.
+Workers that were not needed for a whole `IDLE_S` leave the pool: the pool tracks the
+fewest workers parked at once since its last trim (a comparison per activation, no clock
+read), and a timer every `IDLE_S`, armed only while workers are parked, retires that
+many. The pool follows the concurrency of recent traffic, not its all-time peak.
 
 Context variables: a worker starts in a copy of the system's context (never its first
 sender's). A handler that sets a context variable (`actors.current_turn`, say) changes
@@ -41,30 +43,31 @@ if TYPE_CHECKING:
 
 __all__ = ["IDLE_S", "Worker", "Workers"]
 
-IDLE_S = 10.0  # a worker parked this long leaves the pool
+IDLE_S = 10.0  # workers not needed for this long leave the pool
 
 
 class Worker:
     """One worker task: the scope that cancels it and the future it parks on."""
 
-    __slots__ = ("parked", "scope", "since")
+    __slots__ = ("parked", "scope")
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.parked: asyncio.Future[Cell | None] | None = None
-        self.since = 0.0
 
 
 class Workers:
     """The pool of workers of one actor system."""
 
-    __slots__ = ("_closed", "_context", "_idle", "_loop", "_tg")
+    __slots__ = ("_closed", "_context", "_idle", "_loop", "_low", "_tg", "_timer")
 
     def __init__(self, tg: TaskGroup) -> None:
         self._tg = tg
         self._context = contextvars.copy_context()  # every worker starts from a copy
         self._loop = asyncio.get_running_loop()
         self._idle: deque[Worker] = deque()  # parked, the most recently parked last
+        self._low = 0  # the fewest parked at once since the last trim: not needed
+        self._timer: asyncio.TimerHandle | None = None  # the next trim, while any park
         self._closed = False
 
     def activate(self, cell: Cell) -> None:
@@ -77,7 +80,10 @@ class Workers:
             if not parked.done():  # done: cancelled while parked, and on its way out
                 cell.worker = worker
                 parked.set_result(cell)
+                if len(idle) < self._low:
+                    self._low = len(idle)
                 return
+        self._low = 0
         if self._closed:
             raise ActorStopped(f"actor {cell.name!r}: the actor system is closing")
         worker = Worker()
@@ -91,9 +97,27 @@ class Workers:
     def _spawn(self, worker: Worker, cell: Cell) -> None:
         self._tg.start_soon(self._run, worker, cell, name="actor worker")
 
+    def trim(self) -> None:
+        """Retire the workers not needed since the last trim (the longest parked)."""
+        idle = self._idle
+        for _ in range(min(self._low, len(idle))):
+            parked = idle.popleft().parked
+            if parked is not None and not parked.done():
+                parked.set_result(None)
+        self._low = len(idle)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.trim()
+        if self._idle and not self._closed:
+            self._timer = self._loop.call_later(IDLE_S, self._on_timer)
+
     def close(self) -> None:
         """No more parking: every parked worker ends; busy ones end after their drain."""
         self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         while self._idle:
             parked = self._idle.pop().parked
             if parked is not None and not parked.done():
@@ -117,14 +141,10 @@ class Workers:
                     cell.worker = None
                 if self._closed or copy_context() != context:
                     return  # closing, or a handler set a context variable: retire
-                now = loop.time()
-                if idle and now - idle[0].since > IDLE_S:
-                    oldest = idle.popleft().parked
-                    if oldest is not None and not oldest.done():
-                        oldest.set_result(None)
-                worker.since = now
                 worker.parked = parked = loop.create_future()
                 idle.append(worker)
+                if self._timer is None:
+                    self._timer = loop.call_later(IDLE_S, self._on_timer)
                 try:
                     cell = await parked
                 except BaseException:
