@@ -119,8 +119,10 @@ class GatherSlots:
         propagates through the await as usual.
         """
         done = self._done
+        if done.done():
+            return
         loop = asyncio.get_running_loop()
-        timers = [_Deadline(loop, partial(_resolve, done), deadline)]
+        timers = [_Deadline(loop, self._time_up, deadline)]
         if deadlines is not None:
             # One timer per distinct shorter deadline, each expiring its slots together.
             groups: dict[float, list[int]] = {}
@@ -134,6 +136,9 @@ class GatherSlots:
         finally:
             for timer in timers:
                 timer.cancel()
+
+    def _time_up(self) -> None:
+        _resolve(self._done)
 
     def close(self) -> GatherResult[Any]:
         """Stop accepting replies; whatever has not answered has timed out."""
