@@ -107,9 +107,7 @@ async def test_idle_policy_counts_full_collections_by_when_they_ran(
     """The daemon uses the policy unless told otherwise, and says so in its metrics."""
     async with daemon(tmp_path) as d, d.client() as client:
         for i in range(3):
-            response = await client.post(
-                "/v1/continuums/c1/turns", json={"message": f"turn {i}"}
-            )
+            response = await client.post("/v1/continuums/c1/turns", json={"message": f"turn {i}"})
             assert response.status_code == 200
         metrics = (await client.get("/metrics")).text
         assert 'frontmind_gc_full_collections_total{when="turn"} 0.0' in metrics
@@ -130,3 +128,19 @@ def test_a_bad_gc_policy_is_refused_naming_its_key(tmp_path: Path) -> None:
     (tmp_path / "frontmind.toml").write_text('[runtime]\ngc = "idle"\n')
     assert load_config(None, tmp_path, environ={}).runtime.gc == "idle"
 
+
+async def test_a_turns_history_and_request_are_not_tracked_by_the_collector(
+    tmp_path: Path, api: LocalMessagesAPI
+) -> None:
+    """Thousands of them per turn at a long history: tracked, they alone set off young
+    collections on every turn. Frozen and holding only strings, they cannot form cycles."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "remind me to water the plants in 10 minutes"))
+        history = await fm.history("c1")
+        request = await fm.context("c1", "and again")
+    blocks = [b for m in history for b in m.content]
+    assert {type(b).__name__ for b in blocks} >= {"TextBlock", "ToolUseBlock", "ToolResultBlock"}
+    assert not any(gc.is_tracked(x) for x in [*history, *blocks])
+    out = [b for m in request.messages for b in m.content]
+    assert not any(gc.is_tracked(x) for x in [*request.messages, *out])
+    assert any(getattr(b, "cache_control", None) is not None for b in out)
