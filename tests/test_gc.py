@@ -101,7 +101,7 @@ async def test_idle_policy_keeps_full_collections_off_the_turn_path(
         gc.callbacks.remove(watch)
 
 
-async def test_idle_policy_counts_full_collections_by_when_they_ran(
+async def test_the_daemon_keeps_full_collections_off_turns_unless_told_otherwise(
     tmp_path: Path,
 ) -> None:
     """The daemon uses the policy unless told otherwise, and says so in its metrics."""
