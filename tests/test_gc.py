@@ -82,7 +82,7 @@ async def test_idle_policy_keeps_full_collections_off_the_turn_path(
             for _ in range(saved[2] + 1):
                 gc.collect(1)
             assert gc.get_count()[2] > saved[2]
-            ballast = [[] for _ in range(saved[0] - gc.get_count()[0])]
+            ballast: list[list[int]] = [[] for _ in range(saved[0] - gc.get_count()[0])]
             watch.full_after = anyio.Event()  # opening collected in full, twice
             watch.in_turn = True
             events = await run_turn(fm, "c1", "hello again")
