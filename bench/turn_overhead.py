@@ -160,7 +160,7 @@ def main() -> None:
                                 (cpu_fm if name == "frontmind" else cpu_bare).append(cpu)
                             await anyio.sleep(pause)
                         collections.phase = None
-                    idle_collections = fm.collector.collections if fm.collector else 0
+                    idle_collections = fm._collector.collections if fm._collector else 0
                 await model.aclose()
                 await client.close()
         # Each pair ran back to back under the same conditions: its difference is the

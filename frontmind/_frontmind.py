@@ -178,7 +178,7 @@ class Frontmind:
         # its write happen as one, however many requests write documents at once.
         self._documents_locks = {} if documents_locks is None else documents_locks
         # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
-        self.collector = collector
+        self._collector = collector
 
     @classmethod
     @asynccontextmanager
@@ -331,7 +331,7 @@ class Frontmind:
             self._clock,
             user=name,
             documents_locks=self._documents_locks,
-            collector=self.collector,
+            collector=self._collector,
         )
 
     async def add_user(self, name: str) -> str:
@@ -360,8 +360,8 @@ class Frontmind:
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
         turn = self._runtime.turn(continuum_id, message, user=self.user_name)
-        if self.collector is not None:
-            turn = self.collector.around(turn)  # in flight: no idle collection now
+        if self._collector is not None:
+            turn = self._collector.around(turn)  # in flight: no idle collection now
         return TurnStream(turn)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:

@@ -57,7 +57,7 @@ async def test_the_library_leaves_the_collector_alone_by_default(
 ) -> None:
     before = _process_gc()
     async with frontmind(api, tmp_path) as fm:
-        assert fm.collector is None
+        assert fm._collector is None
         completed(await run_turn(fm, "c1", "hello"))
         assert _process_gc() == before
     assert _process_gc() == before
@@ -72,7 +72,7 @@ async def test_idle_policy_keeps_full_collections_off_the_turn_path(
     gc.callbacks.append(watch)
     try:
         async with frontmind(api, tmp_path, cfg=config(runtime={"gc": "idle"})) as fm:
-            assert fm.collector is not None
+            assert fm._collector is not None
             assert gc.get_threshold() == (saved[0], saved[1], saved[2] * VALVE)
             assert gc.get_freeze_count() > 0  # startup's objects are out of the walk
             completed(await run_turn(fm, "c1", "a first turn loads the continuum"))
@@ -90,11 +90,11 @@ async def test_idle_policy_keeps_full_collections_off_the_turn_path(
             completed(events)
             assert 0 in watch.during_turn, "the turn ran no young collection at all"
             assert 2 not in watch.during_turn
-            assert fm.collector.collections == 0
+            assert fm._collector.collections == 0
             # Once no turn is in flight, the full collection CPython wanted runs.
             with anyio.fail_after(10):
                 await watch.full_after.wait()
-            assert fm.collector.collections == 1
+            assert fm._collector.collections == 1
             del ballast
         assert _process_gc() == (before[0], [*before[1], watch], before[2])
     finally:

@@ -69,6 +69,7 @@ def test_the_kept_history_gives_the_collector_nothing_to_walk() -> None:
     # What every full collection walked before: each message's content tuple (messages
     # and blocks themselves are untracked structs, gc=False, but their tuples are not).
     assert as_structs >= len(messages)
-    # ...and it takes no more memory than the structs it replaces.
+    # ...and it takes about the memory of the structs it replaces (untracked, they lost
+    # the collector's 16-byte header each and are now some 10% smaller than the bytes).
     compact = allocated(lambda: CompactHistory(history.messages(), message_tokens))
-    assert compact <= allocated(history.messages)
+    assert compact <= 1.15 * allocated(history.messages)
