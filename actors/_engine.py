@@ -169,9 +169,7 @@ def builtin_trinkets(
             lambda _: ManifestTrinket(storage, segments=t.manifest_segments, gap_seconds=gap),
         ),
         TrinketEntry("active_reminders", lambda _: RemindersTrinket(storage)),
-        TrinketEntry(
-            "context_search_results", lambda d: SearchTrinket(d, keep_turns=t.search_keep_turns)
-        ),
+        TrinketEntry("context_search_results", lambda _: SearchTrinket(storage)),
         TrinketEntry(
             "relevant_memories",
             lambda d: MemoriesTrinket(
@@ -250,10 +248,15 @@ class Engine:
         directory = self._directory
         self._entries = list(trinkets)
         self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
-        system.spawn(
-            lambda: ContextSearcher(storage, directory, limit=settings.trinkets.search_results),
+        self._searcher = system.spawn(
+            lambda: ContextSearcher(
+                storage,
+                limit=settings.trinkets.search_results,
+                keep_turns=settings.trinkets.search_keep_turns,
+                clock=clock,
+            ),
             name=searcher_name(),
-            mailbox=64,
+            mailbox=16,
         )
         embedder = _embedder(settings)
         # Continuums with a turn running in this process: their background jobs wait.
@@ -326,9 +329,12 @@ class Engine:
         return request
 
     def wake_background(self) -> None:
-        """Look for due background jobs now (a full mailbox already has a wake queued)."""
+        """Look for due background jobs and searches now (a full mailbox already has a
+        wake queued); searches left by a replica that died are among them."""
         with suppress(MailboxFull):
             self._background.tell(Wake())
+        with suppress(MailboxFull):
+            self._searcher.tell(Wake())
 
     async def run_background(self) -> int:
         """Run every background job due now and return how many ran (done or failed)."""

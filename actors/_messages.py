@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from storage import DEFAULT_USER, SectionStatus
+from storage import DEFAULT_USER, Passage, SectionStatus
 
 __all__ = [
     "Compose",
@@ -13,8 +13,6 @@ __all__ = [
     "Drain",
     "MemoriesSurfaced",
     "Passage",
-    "SearchFinished",
-    "SearchRequested",
     "SectionLate",
     "SectionReply",
     "SystemSection",
@@ -50,27 +48,7 @@ class TurnCommitted(msgspec.Struct, frozen=True, tag=True):
     turn_id: str
 
 
-class SearchRequested(msgspec.Struct, frozen=True, tag=True):
-    user: str
-    continuum_id: str
-    query: str
-
-
-class Passage(msgspec.Struct, frozen=True):
-    source: str  # "message" | "memory" | "summary"
-    text: str
-    created_at: float
-
-
-class SearchFinished(msgspec.Struct, frozen=True, tag=True):
-    user: str
-    continuum_id: str
-    query: str
-    passages: tuple[Passage, ...]
-    error: str | None = None
-
-
-TrinketMessage = TurnStart | TurnCommitted | SearchRequested | SearchFinished
+TrinketMessage = TurnStart | TurnCommitted
 
 
 class SectionReply(msgspec.Struct, frozen=True, tag=True):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -19,6 +20,7 @@ from runtime import KernelError
 from storage import AddReminder as StagedReminder
 from storage import (
     Effect,
+    InvalidInput,
     NotFound,
     Reminder,
     Storage,
@@ -30,10 +32,12 @@ from storage import (
 
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
-from ._messages import SearchRequested, Turn
+from ._messages import Turn, Wake
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, builtin_definition
 from ._trinket import Directory, trinket_name
 from ._trinkets._reminders import describe_reminder
+from ._trinkets._search import SECTION as SEARCH_SECTION
+from ._trinkets._search import searcher_name
 
 __all__ = [
     "TOOL_NAMES",
@@ -268,15 +272,23 @@ class ToolRunner:
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)
-                target = self._directory(
-                    trinket_name("context_search_results", turn.user, turn.continuum_id)
-                )
-                if target is None:
+                section = trinket_name(SEARCH_SECTION, turn.user, turn.continuum_id)
+                if self._directory(section) is None:
                     return ToolOutcome("context search is not running", is_error=True)
+                # Stored, so that any replica's searcher runs it and any replica's next
+                # turn shows it; the search itself runs off the turn path.
                 try:
-                    target.tell(SearchRequested(turn.user, turn.continuum_id, query))
-                except KernelError as exc:
+                    await storage.request_search(turn.user, turn.continuum_id, query, now=turn.now)
+                except InvalidInput as exc:
+                    return ToolOutcome(str(exc), is_error=True)
+                except StorageError as exc:
                     return ToolOutcome(f"search could not start: {exc}", is_error=True)
+                searcher = self._directory(searcher_name())
+                if searcher is not None:
+                    # A full mailbox has a wake queued already; a missed wake is made up
+                    # by the ticker.
+                    with suppress(KernelError):
+                        searcher.tell(Wake())
                 return ToolOutcome(
                     f'search for "{query}" started; results will appear in context_search_results',
                     update=f'context_search_results: search "{query}" started',

@@ -17,8 +17,6 @@ from runtime import Actor, ActorRef, KernelError, MessageFailed
 
 from ._markup import neutralize_frame
 from ._messages import (
-    SearchFinished,
-    SearchRequested,
     SectionLate,
     SectionReply,
     TrinketMessage,
@@ -67,9 +65,6 @@ class Trinket:
     async def on_turn_committed(self, event: TurnCommitted) -> None:
         """Called after each committed turn; override to keep state warm."""
 
-    async def on_message(self, message: SearchRequested | SearchFinished) -> None:
-        """Other messages addressed to this trinket (built-ins use these)."""
-
 
 class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
     """Runs one trinket. Whatever the trinket raises is contained here: a failed render
@@ -101,11 +96,8 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
                 self._warm_next_turn(message.turn, content)
             return SectionReply(self._section, content)
         try:
-            if isinstance(message, TurnCommitted):
-                await self._trinket.on_turn_committed(message)
-            else:
-                await self._trinket.on_message(message)
-        # The boundary: a trinket's bug misses one warm-up or one message, no more.
+            await self._trinket.on_turn_committed(message)
+        # The boundary: a trinket's bug misses one warm-up, no more.
         except Exception:
             log.exception("trinket %r failed on %s", self._section, type(message).__name__)
         return None

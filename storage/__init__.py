@@ -37,6 +37,7 @@ from ._port import Storage
 from ._postgres import PostgresStorage
 from ._records import (
     ContentBlock,
+    ContextSearch,
     Continuum,
     ContinuumModel,
     Document,
@@ -48,6 +49,7 @@ from ._records import (
     MemoryProposal,
     Message,
     MessageHit,
+    Passage,
     RawBlock,
     Reminder,
     SectionStatus,
@@ -63,6 +65,7 @@ from ._records import (
     TurnWrite,
     User,
 )
+from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sqlite import SQLiteStorage
 from ._validation import (
     DEFAULT_USER,
@@ -92,12 +95,15 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "MAX_REMINDER_CHARS",
     "MAX_ROW_ID",
+    "MAX_SEARCH_ATTEMPTS",
     "SCHEMA_VERSION",
+    "SEARCH_LEASE_SECONDS",
     "SEGMENT_SUMMARY",
     "AddMemory",
     "AddReminder",
     "CompleteReminder",
     "ContentBlock",
+    "ContextSearch",
     "Continuum",
     "ContinuumModel",
     "Document",
@@ -113,6 +119,7 @@ __all__ = [
     "MessageHit",
     "MessageTooLarge",
     "NotFound",
+    "Passage",
     "PostgresStorage",
     "RawBlock",
     "Reminder",

@@ -252,6 +252,28 @@ CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
 END;
 """
 
+# v7: context searches, durable: each one a row, pending until a searcher claims it
+# (a claim older than its lease is claimable again), then holding its passages (JSON)
+# or its error, shown for `turns_left` more turns of its continuum.
+_V7 = """
+CREATE TABLE searches (
+    id INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    query TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'done')),
+    requested_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claimed_at REAL,
+    finished_at REAL,
+    turns_left INTEGER,
+    passages BLOB,
+    error TEXT
+);
+CREATE INDEX searches_by_continuum ON searches(owner, continuum_id, id);
+CREATE INDEX searches_open ON searches(id) WHERE state != 'done';
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -259,5 +281,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -169,5 +169,46 @@ ALTER TABLE memories ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE memories ADD COLUMN embedding BYTEA;
 """
 
-PG_MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+# Context searches, durable (as SQLite's v7), claimed with FOR UPDATE SKIP LOCKED; and
+# each job's continuum lease key (the advisory lock a turn of that continuum holds), so
+# that a worker can leave alone the continuums with a turn running on any replica.
+# GIN pending lists kept short: a GIN index with `fastupdate` queues new entries in a
+# pending list (up to 4 MB) until a vacuum, and every search scans all of it, so a
+# memory search over a freshly written store cost several milliseconds. Memories are
+# written rarely: their index is updated at once. Messages are written every turn: their
+# list is flushed every 64 kB (the least allowed) instead.
+_V6 = """
+CREATE TABLE searches (
+    id BIGSERIAL PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    query TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'running', 'done')),
+    requested_at DOUBLE PRECISION NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claimed_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    turns_left INTEGER,
+    passages BYTEA,
+    error TEXT
+);
+CREATE INDEX searches_by_continuum ON searches(owner, continuum_id, id);
+CREATE INDEX searches_open ON searches(id) WHERE state != 'done';
+ALTER TABLE jobs ADD COLUMN lease_key BIGINT;
+ALTER INDEX memories_fts SET (fastupdate = off);
+ALTER INDEX messages_fts SET (gin_pending_list_limit = 64);
+ALTER INDEX segments_fts SET (gin_pending_list_limit = 64);
+SELECT gin_clean_pending_list('memories_fts'::regclass);
+SELECT gin_clean_pending_list('messages_fts'::regclass);
+SELECT gin_clean_pending_list('segments_fts'::regclass);
+"""
+
+PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6),
+)
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from ._records import (
+    ContextSearch,
     Continuum,
     ContinuumModel,
     Document,
@@ -34,6 +35,7 @@ from ._records import (
     MemoryHit,
     Message,
     MessageHit,
+    Passage,
     Reminder,
     Segment,
     SegmentDigest,
@@ -155,8 +157,10 @@ class Storage(Protocol):
         self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
     ) -> Job | None:
         """Claim one due job of any user (pending and due, or running with a claim older
-        than the lease) not of the `exclude`d (user, continuum) pairs, atomically; None
-        if there is none. The worker serves every user; the job names its user."""
+        than the lease) atomically; None if there is none. The worker serves every user;
+        the job names its user. Background work yields to turns: a job of an `exclude`d
+        (user, continuum) pair, or of a continuum whose lease is held or awaited (by a
+        turn in any process sharing the store), is not claimed now."""
         ...
 
     async def finish_job(
@@ -178,6 +182,39 @@ class Storage(Protocol):
     async def jobs(
         self, user: str, continuum_id: str | None = None, *, limit: int = 1000
     ) -> list[Job]: ...
+
+    # -- context searches ----------------------------------------------------------------
+    # Durable and shared: any replica's searcher runs a search, any replica shows it.
+
+    async def request_search(
+        self, user: str, continuum_id: str, query: str, *, now: float | None = None
+    ) -> ContextSearch:
+        """Store a pending search of the user's continuum (replacing one of the same
+        query); the continuum keeps only its newest searches (MAX_SEARCHES)."""
+        ...
+
+    async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
+        """Claim one search of any user (pending, or running with a claim older than the
+        lease: its searcher died), atomically; None if there is none."""
+        ...
+
+    async def finish_search(
+        self,
+        search: ContextSearch,
+        *,
+        now: float,
+        passages: Sequence[Passage],
+        error: str | None,
+        keep_turns: int,
+    ) -> bool:
+        """Store the search's passages (or its error), to be shown for `keep_turns` more
+        committed turns; False, writing nothing, if the claim was lost meanwhile."""
+        ...
+
+    async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
+        """The continuum's searches to show (running, or finished with turns left), oldest
+        first: one indexed read, on the turn path."""
+        ...
 
     # -- reminders -------------------------------------------------------------------
     async def add_reminder(

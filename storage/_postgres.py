@@ -47,15 +47,16 @@ from ._exceptions import (
 )
 from ._fts import (
     COUNT_CAP,
-    SearchPlan,
+    MAX_SELECTIVE_TERMS,
+    ROW_BUDGET,
     matched_terms,
     memory_score,
     query_terms,
-    search_plan,
 )
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import (
+    ContextSearch,
     Continuum,
     ContinuumModel,
     Document,
@@ -65,6 +66,7 @@ from ._records import (
     MemoryHit,
     Message,
     MessageHit,
+    Passage,
     Reminder,
     Segment,
     SegmentDigest,
@@ -73,6 +75,7 @@ from ._records import (
     TurnWrite,
     User,
 )
+from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
 from ._shared import (
     check_digest,
     check_record,
@@ -120,7 +123,10 @@ _JOB = (
     "SELECT id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
     " last_error, created_at, finished_at, record FROM jobs"
 )
-
+_SEARCH = (
+    "SELECT id, owner, continuum_id, query, state, requested_at, attempts, claimed_at,"
+    " finished_at, turns_left, passages, error FROM searches"
+)
 
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
 
@@ -182,6 +188,37 @@ async def _uncount_terms(db: Any, kind: str, texts: list[str]) -> None:
         " ) c WHERE t.kind = $1 AND t.term = c.w",
         kind,
         texts,
+    )
+
+
+def _plan_cte(kind: Literal["memory", "message"]) -> str:
+    """`plan`, a CTE of one row (none if no word occurs at all): the search plan of the
+    words in $1 (text[]), made in SQL exactly as `search_plan` makes it in Python
+    (storage/_fts.py), so that the plan and the search are one statement, one round
+    trip. `ranked`: all chosen words are rare enough to rank by; `terms`: the chosen
+    words, rarest first (the query's order among equals); `q`: their OR as a tsquery
+    (the words are \\w+ words from `query_terms`: no tsquery operator gets through).
+
+    The rarest word is always chosen; after it, words are taken while each is rarer than
+    COUNT_CAP and their rows together stay within ROW_BUDGET (counts are capped at
+    COUNT_CAP and sorted, so that is a prefix). If even the rarest is common, every
+    present word (at most MAX_SELECTIVE_TERMS) is matched, unranked."""
+    return (
+        "words AS ("
+        f" SELECT w.term, w.n, least(s.docs, {COUNT_CAP}) AS docs,"
+        f"  row_number() OVER (ORDER BY least(s.docs, {COUNT_CAP}), w.n) AS i"
+        " FROM unnest($1::text[]) WITH ORDINALITY AS w(term, n)"
+        f" JOIN term_stats s ON s.kind = '{kind}' AND s.term = w.term WHERE s.docs > 0"
+        "), selective AS ("
+        "  SELECT term, docs, i, sum(docs) OVER (ORDER BY i) AS rows_so_far FROM words"
+        f"  WHERE i <= {MAX_SELECTIVE_TERMS}"
+        "), plan AS ("
+        f" SELECT h.docs < {COUNT_CAP} AS ranked, array_agg(c.term ORDER BY c.i) AS terms,"
+        "  to_tsquery('simple', string_agg(c.term, ' | ' ORDER BY c.i)) AS q"
+        " FROM selective h JOIN selective c ON h.i = 1"
+        f"  AND (h.docs >= {COUNT_CAP} OR c.i = 1"
+        f"   OR (c.docs < {COUNT_CAP} AND c.rows_so_far <= {ROW_BUDGET}))"
+        " GROUP BY h.docs)"
     )
 
 
@@ -415,7 +452,7 @@ class PostgresStorage:
             )
             # The per-word counts drive search plans: they must not count deleted rows.
             await _uncount_terms(db, "message", [r[0] for r in texts])
-            for table in ("segments", "turns", "continuum_settings"):
+            for table in ("segments", "turns", "continuum_settings", "searches"):
                 await db.execute(
                     f"DELETE FROM {table} WHERE owner = $1 AND continuum_id = $2",
                     user,
@@ -520,6 +557,16 @@ class PostgresStorage:
             await _count_terms(db, "message", [text for _, _, text, _ in rows])
             await self._extend_segment(db, user, cid, record, base, write.history_start)
             await self._apply_effects(db, user, write.effects)
+            # Each committed turn counts the continuum's finished searches down (one
+            # statement: the two parts touch different rows).
+            await db.execute(
+                "WITH gone AS (DELETE FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 AND turns_left <= 1)"
+                " UPDATE searches SET turns_left = turns_left - 1"
+                " WHERE owner = $1 AND continuum_id = $2 AND turns_left > 1",
+                user,
+                cid,
+            )
             await db.execute(
                 "UPDATE continuums SET message_count = $1, last_turn_at = $2,"
                 " last_message_id = $3, history_start = COALESCE($4, history_start)"
@@ -589,13 +636,14 @@ class PostgresStorage:
             # The turn closes the previous segment: its summary job is due, written in
             # this transaction so that it survives whatever happens next.
             await db.execute(
-                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES ($1, $2, $3, $4, 'pending', $5, $5)",
+                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at,"
+                " created_at, lease_key) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6)",
                 user,
                 SEGMENT_SUMMARY,
                 cid,
                 segment_job_payload(int(last[0])).encode(),
                 record.finished_at,
+                _lease_key(user, cid),
             )
         await db.execute(
             "INSERT INTO segments"
@@ -739,13 +787,15 @@ class PostgresStorage:
         at = time.time() if now is None else now
         async with self._transaction() as db:
             job_id = await db.fetchval(
-                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at)"
-                " VALUES ($1, $2, $3, $4, 'pending', $5, $5) RETURNING id",
+                "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at,"
+                " created_at, lease_key) VALUES ($1, $2, $3, $4, 'pending', $5, $5, $6)"
+                " RETURNING id",
                 user,
                 kind,
                 continuum_id,
                 payload.encode(),
                 at,
+                _lease_key(user, continuum_id),
             )
         return Job(int(job_id), user, kind, continuum_id, payload, "pending", 0, at, None, None, at)
 
@@ -754,15 +804,26 @@ class PostgresStorage:
         self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
     ) -> Job | None:
         """One due job, claimed atomically: SKIP LOCKED lets every replica's worker claim
-        a different one at the same moment, none waiting on another's row lock."""
+        a different one at the same moment, none waiting on another's row lock.
+
+        A job whose continuum has a turn running or waiting on any replica is left for
+        later: that turn holds (or waits for) the continuum's lease, an advisory lock
+        every session sees in pg_locks (a bigint key shows as classid, its high half,
+        and objid, its low half, with objsubid 1)."""
         async with self._transaction() as db:
             row = await db.fetchrow(
                 "UPDATE jobs SET state = 'running', claimed_at = $1, attempts = attempts + 1"
-                " WHERE id = (SELECT id FROM jobs"
-                "  WHERE ((state = 'pending' AND next_at <= $1)"
-                "   OR (state = 'running' AND claimed_at <= $2))"
-                "   AND NOT (owner || ':' || continuum_id = ANY($3::text[]))"
-                "  ORDER BY next_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                " WHERE id = (SELECT j.id FROM jobs j"
+                "  WHERE ((j.state = 'pending' AND j.next_at <= $1)"
+                "   OR (j.state = 'running' AND j.claimed_at <= $2))"
+                "   AND NOT (j.owner || ':' || j.continuum_id = ANY($3::text[]))"
+                "   AND NOT EXISTS (SELECT 1 FROM pg_locks l"
+                "    WHERE l.locktype = 'advisory' AND l.objsubid = 1"
+                "     AND l.database = (SELECT oid FROM pg_database"
+                "      WHERE datname = current_database())"
+                "     AND l.classid::bigint = (j.lease_key >> 32) & 4294967295"
+                "     AND l.objid::bigint = j.lease_key & 4294967295)"
+                "  ORDER BY j.next_at, j.id LIMIT 1 FOR UPDATE OF j SKIP LOCKED)"
                 " RETURNING id, owner, kind, continuum_id, payload, state, attempts, next_at,"
                 " claimed_at, last_error, created_at, finished_at, record",
                 now,
@@ -866,6 +927,86 @@ class PostgresStorage:
                 limit,
             )
         return [job_from_row(tuple(row)) for row in rows]
+
+    # -- context searches ---------------------------------------------------------------
+
+    @_translated
+    async def request_search(
+        self, user: str, continuum_id: str, query: str, *, now: float | None = None
+    ) -> ContextSearch:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        check_query(query)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            search_id = await db.fetchval(
+                "WITH same AS (DELETE FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 AND query = $3)"
+                " INSERT INTO searches (owner, continuum_id, query, state, requested_at)"
+                " VALUES ($1, $2, $3, 'pending', $4) RETURNING id",
+                user,
+                continuum_id,
+                query,
+                at,
+            )
+            await db.execute(
+                "DELETE FROM searches WHERE owner = $1 AND continuum_id = $2 AND id < ("
+                " SELECT min(id) FROM (SELECT id FROM searches"
+                "  WHERE owner = $1 AND continuum_id = $2 ORDER BY id DESC LIMIT $3) newest)",
+                user,
+                continuum_id,
+                MAX_SEARCHES,
+            )
+        return ContextSearch(int(search_id), user, continuum_id, query, "pending", at)
+
+    @_translated
+    async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
+        """One search, claimed atomically (SKIP LOCKED: replicas claim different ones)."""
+        async with self._transaction() as db:
+            row = await db.fetchrow(
+                "UPDATE searches SET state = 'running', claimed_at = $1, attempts = attempts + 1"
+                " WHERE id = (SELECT id FROM searches WHERE state != 'done'"
+                "  AND (state = 'pending' OR claimed_at <= $2)"
+                "  ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                " RETURNING id, owner, continuum_id, query, state, requested_at, attempts,"
+                " claimed_at, finished_at, turns_left, passages, error",
+                now,
+                now - lease_seconds,
+            )
+        return None if row is None else search_from_row(tuple(row))
+
+    @_translated
+    async def finish_search(
+        self,
+        search: ContextSearch,
+        *,
+        now: float,
+        passages: Sequence[Passage],
+        error: str | None,
+        keep_turns: int,
+    ) -> bool:
+        async with self._transaction() as db:
+            done = await db.fetchval(
+                "UPDATE searches SET state = 'done', finished_at = $1, turns_left = $2,"
+                " passages = $3, error = $4"
+                " WHERE id = $5 AND state = 'running' AND claimed_at = $6 RETURNING 1",
+                now,
+                max(keep_turns, 1),
+                encode_passages(passages),
+                None if error is None else error[:2000],
+                search.id,
+                search.claimed_at,
+            )
+        return done is not None
+
+    @_translated
+    async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        rows = await self._pool.fetch(
+            f"{_SEARCH} WHERE owner = $1 AND continuum_id = $2 ORDER BY id", user, continuum_id
+        )
+        return [search_from_row(tuple(row)) for row in rows]
 
     @_translated
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
@@ -1065,59 +1206,47 @@ class PostgresStorage:
                 raise NotFound(f"no memory #{memory_id}")
             await _uncount_terms(db, "memory", [text])
 
-    async def _plan(self, kind: str, text: str) -> SearchPlan | None:
-        """The query's search plan, as SQLite makes it (storage/_fts.py): the rarest
-        words that occur at all, within a budget of rows to rank; a query of only common
-        words is not ranked. `query_terms` yields only \\w+ words, so no tsquery
-        operator can get through."""
-        terms = query_terms(text)
-        if not terms:
-            return None
-        rows = await self._pool.fetch(
-            "SELECT term, docs FROM term_stats WHERE kind = $1 AND term = ANY($2::text[])",
-            kind,
-            terms,
-        )
-        return search_plan(terms, {row[0]: min(int(row[1]), COUNT_CAP) for row in rows})
-
     @_translated
     async def search_memories(
         self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
+        """One round trip: the statement plans from term_stats and searches (a memory
+        search is on every turn's path)."""
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("memory", query)
-        if plan is None:
+        terms = query_terms(query)
+        if not terms:
             return []
         at = time.time() if now is None else now
-        alive = "m.tsv @@ q AND m.owner = $2 AND (m.expires_at IS NULL OR m.expires_at > $3)"
-        source = " FROM memories m, to_tsquery('simple', $1) q"
-        match = " | ".join(plan.terms)
+        found = await self._pool.fetch(
+            f"WITH {_plan_cte('memory')}"
+            f" {_MEMORY}, CASE WHEN (SELECT ranked FROM plan)"
+            "  THEN ts_rank(m.tsv, (SELECT q FROM plan)) ELSE 0 END AS rank,"
+            " (SELECT ranked FROM plan), (SELECT terms FROM plan)"
+            " FROM memories m WHERE m.tsv @@ (SELECT q FROM plan) AND m.owner = $2"
+            " AND (m.expires_at IS NULL OR m.expires_at > $3)"
+            " ORDER BY rank DESC, m.id DESC"
+            f" LIMIT (SELECT CASE WHEN ranked THEN $4 ELSE {COUNT_CAP} END FROM plan)",
+            terms,
+            user,
+            at,
+            limit * 4,
+        )
         # memory_score takes a lower-is-better relevance (FTS5's bm25); ts_rank and the
-        # count of matched words are higher-is-better, so they go in negated.
-        if plan.ranked:
-            found = await self._pool.fetch(
-                f"{_MEMORY}, ts_rank(m.tsv, q) AS rank{source} WHERE {alive}"
-                " ORDER BY rank DESC, m.id DESC LIMIT $4",
-                match,
-                user,
-                at,
-                limit * 4,
-            )
-            rows = [(*row[:7], -row[7]) for row in found]
-        else:  # every word common: the most recent matches, by how many words they hold
-            recent = await self._pool.fetch(
-                f"{_MEMORY}{source} WHERE {alive} ORDER BY m.id DESC LIMIT $4",
-                match,
-                user,
-                at,
-                COUNT_CAP,
-            )
-            rows = [(*row[:7], -matched_terms(row[1], plan.terms)) for row in recent]
+        # count of matched words are higher-is-better, so they go in negated. Every word
+        # common (not ranked): the most recent matches, by how many words they hold.
         hits = [
-            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
-            for row in rows
+            MemoryHit(
+                Memory(*row[:7]),
+                memory_score(
+                    -row[7] if row[8] else -matched_terms(row[1], list(row[9])),
+                    row[4],
+                    at - row[2],
+                    row[6],
+                ),
+            )
+            for row in found
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]
@@ -1126,39 +1255,43 @@ class PostgresStorage:
     async def search_messages(
         self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        """One round trip, as `search_memories`. Ranked: the best matches by ts_rank.
+        Every word common: the most recent matches (ranking them would score every row
+        of those words), by how many words they hold."""
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("message", query)
-        if plan is None:
+        terms = query_terms(query)
+        if not terms:
             return []
-        match = " | ".join(plan.terms)
-        # Ranked: the best matches by ts_rank. Every word common: the most recent matches
-        # (ranking them would score every row of those words), by how many words they hold.
-        order, count = ("rank DESC, m.id DESC", limit) if plan.ranked else ("m.id DESC", COUNT_CAP)
-        scope, args = " AND m.owner = $3", [match, count, user]
+        scope, args = " AND m.owner = $3", [terms, limit, user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
             scope += " AND m.continuum_id = $4"
             args.append(continuum_id)
         rows = await self._pool.fetch(
+            f"WITH {_plan_cte('message')}"
             # Like FTS5's snippet(…, 40): a text of up to 40 words whole, else a fragment.
-            "SELECT h.continuum_id, h.seq, h.role,"
+            " SELECT h.continuum_id, h.seq, h.role,"
             " CASE WHEN array_length(regexp_split_to_array(btrim(h.text), '\\s+'), 1) <= 40"
-            ' THEN h.text ELSE ts_headline(\'simple\', h.text, h.q, \'StartSel="", StopSel="",'
-            ' MaxWords=40, MinWords=20, MaxFragments=1, FragmentDelimiter=" … "\') END,'
-            " h.created_at, h.rank, h.text FROM ("
-            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, m.id, q,"
-            f"   {'ts_rank(m.tsv, q)' if plan.ranked else '0.0::real'} AS rank"
-            "  FROM messages m, to_tsquery('simple', $1) q"
-            f"  WHERE m.tsv @@ q{scope} ORDER BY {order} LIMIT $2"
+            " THEN h.text ELSE ts_headline('simple', h.text, (SELECT q FROM plan),"
+            ' \'StartSel="", StopSel="", MaxWords=40, MinWords=20, MaxFragments=1,'
+            ' FragmentDelimiter=" … "\') END,'
+            " h.created_at, h.rank, h.text, (SELECT ranked FROM plan), (SELECT terms FROM plan)"
+            " FROM ("
+            "  SELECT m.continuum_id, m.seq, m.role, m.text, m.created_at, m.id,"
+            "   CASE WHEN (SELECT ranked FROM plan)"
+            "    THEN ts_rank(m.tsv, (SELECT q FROM plan)) ELSE 0.0::real END AS rank"
+            f"  FROM messages m WHERE m.tsv @@ (SELECT q FROM plan){scope}"
+            "  ORDER BY rank DESC, m.id DESC"
+            f"  LIMIT (SELECT CASE WHEN ranked THEN $2 ELSE {COUNT_CAP} END FROM plan)"
             " ) h ORDER BY h.rank DESC, h.id DESC",
             *args,
         )
-        if plan.ranked:
+        if not rows or rows[0][7]:
             return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
         hits = [
-            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], plan.terms)))
+            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], list(r[8]))))
             for r in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties

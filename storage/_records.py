@@ -17,6 +17,7 @@ from ._effects import Effect
 
 __all__ = [
     "ContentBlock",
+    "ContextSearch",
     "Continuum",
     "ContinuumModel",
     "Document",
@@ -28,8 +29,10 @@ __all__ = [
     "MemoryProposal",
     "Message",
     "MessageHit",
+    "Passage",
     "RawBlock",
     "Reminder",
+    "SearchState",
     "SectionStatus",
     "Segment",
     "SegmentDigest",
@@ -301,6 +304,36 @@ class SegmentDigest(msgspec.Struct, frozen=True):
     title: str
     summary: str
     memories: tuple[MemoryProposal, ...] = ()
+
+
+class Passage(msgspec.Struct, frozen=True):
+    """One passage a context search found."""
+
+    source: str  # "message" | "memory" | "summary"
+    text: str
+    created_at: float
+
+
+SearchState = Literal["pending", "running", "done"]
+
+
+class ContextSearch(msgspec.Struct, frozen=True):
+    """A context search the model asked for: requested during a turn, claimed and run by
+    one replica's searcher off the turn path, its result kept beside the continuum and
+    shown by whichever replica composes its next turns (`turns_left` more turns)."""
+
+    id: int
+    user: str
+    continuum_id: str
+    query: str
+    state: SearchState
+    requested_at: float
+    attempts: int = 0
+    claimed_at: float | None = None
+    finished_at: float | None = None
+    turns_left: int | None = None  # None until it is done
+    passages: tuple[Passage, ...] = ()
+    error: str | None = None
 
 
 class User(msgspec.Struct, frozen=True):

@@ -54,6 +54,7 @@ from ._fts import (
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
+    ContextSearch,
     Continuum,
     ContinuumModel,
     Document,
@@ -63,6 +64,7 @@ from ._records import (
     MemoryHit,
     Message,
     MessageHit,
+    Passage,
     Reminder,
     Segment,
     SegmentDigest,
@@ -71,6 +73,7 @@ from ._records import (
     TurnWrite,
     User,
 )
+from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
 from ._shared import (
     check_digest,
     check_record,
@@ -107,6 +110,10 @@ _SEGMENT = (
 _JOB = (
     "SELECT id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
     " last_error, created_at, finished_at, record FROM jobs"
+)
+_SEARCH = (
+    "SELECT id, owner, continuum_id, query, state, requested_at, attempts, claimed_at,"
+    " finished_at, turns_left, passages, error FROM searches"
 )
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
@@ -212,6 +219,8 @@ class SQLiteStorage:
         self._segment_gap = segment_gap
         self._write_lock = anyio.Lock()
         self._closed = False
+        # Continuums whose lease is held (a turn running): claim_job leaves them alone.
+        self._leased: dict[tuple[str, str], int] = {}
 
     @classmethod
     async def open(
@@ -292,8 +301,16 @@ class SQLiteStorage:
 
     @asynccontextmanager
     async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
-        """Turns of a continuum already run one at a time in its one owning process."""
-        yield
+        """Turns of a continuum already run one at a time in its one owning process; the
+        lease only marks the continuum busy, so that background jobs wait for it."""
+        key = (user, continuum_id)
+        self._leased[key] = self._leased.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._leased.pop(key) - 1
+            if left:
+                self._leased[key] = left
 
     # -- continuums and turns -----------------------------------------------------------
 
@@ -364,7 +381,7 @@ class SQLiteStorage:
             # Messages first (their delete trigger drops them from the search index), the
             # continuum last (the others refer to it); none deleted: the transaction rolls
             # back with the error.
-            for table in ("messages", "segments", "turns", "continuum_settings"):
+            for table in ("messages", "segments", "turns", "continuum_settings", "searches"):
                 await db.execute(
                     f"DELETE FROM {table} WHERE owner = ? AND continuum_id = ?",
                     (user, continuum_id),
@@ -486,6 +503,16 @@ class SQLiteStorage:
             )
             await self._extend_segment(db, user, cid, record, base, write.history_start)
             await self._apply_effects(db, user, write.effects)
+            # Each committed turn counts the continuum's finished searches down.
+            await db.execute(
+                "DELETE FROM searches WHERE owner = ? AND continuum_id = ? AND turns_left <= 1",
+                (user, cid),
+            )
+            await db.execute(
+                "UPDATE searches SET turns_left = turns_left - 1"
+                " WHERE owner = ? AND continuum_id = ? AND turns_left IS NOT NULL",
+                (user, cid),
+            )
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
                 " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
@@ -716,7 +743,7 @@ class SQLiteStorage:
     async def claim_job(
         self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
     ) -> Job | None:
-        keys = [job_key(user, cid) for user, cid in exclude]
+        keys = sorted({job_key(user, cid) for user, cid in (*exclude, *self._leased)})
         marks = ",".join("?" * len(keys))
         skip = f" AND owner || ':' || continuum_id NOT IN ({marks})" if keys else ""
         async with self._transaction() as db:
@@ -827,6 +854,90 @@ class SQLiteStorage:
                 (user, continuum_id, limit),
             )
         return [job_from_row(tuple(row)) for row in rows]
+
+    # -- context searches ---------------------------------------------------------------
+
+    @_translated
+    async def request_search(
+        self, user: str, continuum_id: str, query: str, *, now: float | None = None
+    ) -> ContextSearch:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        check_query(query)
+        at = time.time() if now is None else now
+        async with self._transaction() as db:
+            await db.execute(
+                "DELETE FROM searches WHERE owner = ? AND continuum_id = ? AND query = ?",
+                (user, continuum_id, query),
+            )
+            cursor = await db.execute(
+                "INSERT INTO searches (owner, continuum_id, query, state, requested_at)"
+                " VALUES (?, ?, ?, 'pending', ?)",
+                (user, continuum_id, query, at),
+            )
+            search_id = cursor.lastrowid
+            await db.execute(
+                "DELETE FROM searches WHERE owner = ? AND continuum_id = ? AND id NOT IN"
+                " (SELECT id FROM searches WHERE owner = ? AND continuum_id = ?"
+                "  ORDER BY id DESC LIMIT ?)",
+                (user, continuum_id, user, continuum_id, MAX_SEARCHES),
+            )
+        assert search_id is not None
+        return ContextSearch(search_id, user, continuum_id, query, "pending", at)
+
+    @_translated
+    async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
+        async with self._transaction() as db:
+            rows = list(
+                await db.execute_fetchall(
+                    "SELECT id FROM searches WHERE state != 'done'"
+                    " AND (state = 'pending' OR claimed_at <= ?) ORDER BY id LIMIT 1",
+                    (now - lease_seconds,),
+                )
+            )
+            if not rows:
+                return None
+            await db.execute(
+                "UPDATE searches SET state = 'running', claimed_at = ?, attempts = attempts + 1"
+                " WHERE id = ?",
+                (now, rows[0][0]),
+            )
+            (row,) = await db.execute_fetchall(f"{_SEARCH} WHERE id = ?", (rows[0][0],))
+        return search_from_row(tuple(row))
+
+    @_translated
+    async def finish_search(
+        self,
+        search: ContextSearch,
+        *,
+        now: float,
+        passages: Sequence[Passage],
+        error: str | None,
+        keep_turns: int,
+    ) -> bool:
+        async with self._transaction() as db:
+            cursor = await db.execute(
+                "UPDATE searches SET state = 'done', finished_at = ?, turns_left = ?,"
+                " passages = ?, error = ? WHERE id = ? AND state = 'running' AND claimed_at = ?",
+                (
+                    now,
+                    max(keep_turns, 1),
+                    encode_passages(passages),
+                    None if error is None else error[:2000],
+                    search.id,
+                    search.claimed_at,
+                ),
+            )
+        return cursor.rowcount > 0
+
+    @_translated
+    async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        rows = await self._reader.execute_fetchall(
+            f"{_SEARCH} WHERE owner = ? AND continuum_id = ? ORDER BY id", (user, continuum_id)
+        )
+        return [search_from_row(tuple(row)) for row in rows]
 
     @_translated
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:

@@ -10,13 +10,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from actors import SUMMARY_MARKER
+from frontmind import tool
 from frontmind._render import input_cost, render_stats
-from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
-from storage import DEFAULT_USER, TurnUsage
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, segment_job_payload
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
+from tests._postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 
@@ -244,3 +247,43 @@ async def test_a_users_segments_are_summarised_into_that_users_memories(
         assert await fm.jobs() == []  # default's own jobs: none
         assert [m.text for m in await alice.memories()] == ["The user said: My dog is called Rex"]
         assert await fm.memories() == []
+
+
+async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """Two replicas (each its own Frontmind, connections and worker) on one database: B's
+    worker leaves alone the continuum whose turn runs on A, and takes it up after."""
+    entered, release = anyio.Event(), anyio.Event()
+
+    @tool()
+    async def hold() -> str:
+        """Waits until the test lets go."""
+        entered.set()
+        await release.wait()
+        return "released"
+
+    responder = ScriptedResponder()
+    responder.push(Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
+    cfg = config(storage={"url": pg_server.new_database()})
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path / "a", cfg=cfg, tools=[hold]) as a,
+        frontmind(api, tmp_path / "b", cfg=cfg) as b,
+    ):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_turn, a, "c1", "hold on")
+            await entered.wait()  # A's turn holds the continuum's lease
+            # Due now; its segment does not exist, so running it fails (and counts as run).
+            job = await b.storage.enqueue_job(
+                DEFAULT_USER, SEGMENT_SUMMARY, "c1", segment_job_payload(999), now=FakeClock().now
+            )
+            assert await b.run_background() == 0
+            (waiting,) = await b.jobs("c1")
+            assert (waiting.id, waiting.state, waiting.attempts) == (job.id, "pending", 0)
+            release.set()
+        await b.run_background()  # A's worker, woken by its ticker, may have run it first
+        (ran,) = await b.jobs("c1")
+        assert ran.attempts == 1
+        assert ran.last_error is not None
+        assert "segment #999" in ran.last_error

@@ -32,9 +32,6 @@ from actors import (
 from actors._conversation import ConversationMessage, Preview, RunTurn
 from actors._messages import (
     ComposerMessage,
-    Passage,
-    SearchFinished,
-    SearchRequested,
     SectionLate,
     SectionReply,
     TrinketMessage,
@@ -52,8 +49,6 @@ STATUS = SectionStatus("datetime_section", "notification", "stale", 3.5, age_s=6
 SAMPLES: list[tuple[Any, Any]] = [
     (TurnStart(TURN, 1_795_000_000.75), TrinketMessage),
     (TurnCommitted("default", "c1", "t1"), TrinketMessage),
-    (SearchRequested("default", "c1", "launch date"), TrinketMessage),
-    (SearchFinished("default", "c1", "q", (Passage("memory", "text", 1.0),), None), TrinketMessage),
     (SectionReply("datetime_section", "Now: 10:00"), SectionReply | None),
     (Compose(TURN), ComposerMessage),
     (SectionLate("default", "c1", "relevant_memories", "- cats", 5.0), ComposerMessage),

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import random
 import signal
+import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import anyio
 import httpx2
 import pytest
 
+from storage import DEFAULT_USER, SEARCH_LEASE_SECONDS, PostgresStorage
 from tests._daemon import Daemon, daemon, run_cli, sse_events, turn
 from tests._postgres import PostgresServer
 
@@ -134,6 +137,59 @@ async def test_a_killed_replica_loses_nothing_acknowledged(
         interrupted = [r for r in records if r["user_text"] == "a long story please"]
         assert len(interrupted) == 1, "the killed replica's in-flight turn left no record"
         assert interrupted[0]["status"] != "completed"
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+async def searched(client: httpx2.AsyncClient, cid: str, query: str) -> str:
+    """The continuum's next context window, as this replica composes it, once the search
+    for `query` has finished (on whichever replica ran it)."""
+    with anyio.fail_after(30):
+        while True:
+            response = await client.get(f"/v1/continuums/{cid}/context", params={"message": "hm"})
+            assert response.status_code == 200, response.text
+            text = "\n".join(strings(response.json()))
+            if f'Search "{query}":' in text and f'Search "{query}": still running' not in text:
+                return text
+
+
+async def test_a_search_through_one_replica_is_shown_and_run_by_another(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    url = pg_server.new_database()
+    async with daemon(tmp_path / "b", "--database", url) as b, b.client() as cb:
+        async with daemon(tmp_path / "a", "--database", url) as a, a.client() as ca:
+            created = await ca.post("/v1/memories", json={"text": "the harbour opens at six"})
+            assert created.status_code == 201
+            assert (await turn(ca, "port", "search for harbour"))[-1][0] == "turn.completed"
+            # B composes the next turn from the store: A's search, with what it found.
+            context = await searched(cb, "port", "harbour")
+            assert "the harbour opens at six" in context
+        # A replica claims a search and dies before finishing it (its claim is older than
+        # the lease); the live replica's searcher runs it when next woken.
+        async with await PostgresStorage.open(url) as dead:
+            await dead.request_search(DEFAULT_USER, "port", "harbour hours", now=time.time())
+            claim = await dead.claim_search(
+                now=time.time() - SEARCH_LEASE_SECONDS - 1, lease_seconds=SEARCH_LEASE_SECONDS
+            )
+            assert claim is not None
+            assert claim.query == "harbour hours"
+        assert (await turn(cb, "port", "search for ferry"))[-1][0] == "turn.completed"
+        context = await searched(cb, "port", "harbour hours")
+        assert "the harbour opens at six" in context.split('Search "harbour hours":')[1]
+        async with await PostgresStorage.open(url) as store:
+            runs = {s.query: s.attempts for s in await store.searches(DEFAULT_USER, "port")}
+        assert runs["harbour hours"] == 2, "claimed by the dead replica, then run by B"
 
 
 async def test_a_bad_database_url_fails_at_start_with_one_line(tmp_path: Path) -> None:

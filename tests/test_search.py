@@ -1,14 +1,31 @@
 """Search whose cost does not grow with the store: the ranking contract at the edges
-where a word becomes too common to count or to rank by."""
+where a word becomes too common to count or to rank by; context searches as durable
+work, stored, claimed under a lease and shown from the store; background jobs that
+yield to turns running anywhere. Every test runs on both adapters."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
-from storage import DEFAULT_USER, PostgresStorage, SQLiteStorage
+from actors import Turn
+from actors._messages import Drain
+from actors._trinkets._search import ContextSearcher, SearchTrinket
+from runtime import ActorSystem
+from storage import (
+    DEFAULT_USER,
+    MAX_SEARCH_ATTEMPTS,
+    SEGMENT_SUMMARY,
+    InvalidInput,
+    Passage,
+    PostgresStorage,
+    SegmentDigest,
+    SQLiteStorage,
+    segment_job_payload,
+)
 from storage._fts import COUNT_CAP, ROW_BUDGET, search_plan
 from tests._factories import turn
 from tests._postgres import PostgresServer
@@ -22,17 +39,34 @@ NOW = 10_000_000.0
 Store = SQLiteStorage | PostgresStorage
 
 
+Opener = Callable[[], Awaitable[Store]]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Both adapters keep the same ranking contract."""
-    storage: Store
-    if request.param == "sqlite":
-        storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
-    else:
+async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
+    """Opens a store on one database, as many times as asked (each open is what one more
+    replica would hold); all are closed afterwards."""
+    url = None
+    if request.param == "postgres":
         server: PostgresServer = request.getfixturevalue("pg_server")
-        storage = await PostgresStorage.open(server.new_database(), segment_gap=600)
-    async with storage:
-        yield storage
+        url = server.new_database()
+    async with AsyncExitStack() as stack:
+
+        async def open_store() -> Store:
+            storage: Store
+            if url is None:
+                storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+            else:
+                storage = await PostgresStorage.open(url, segment_gap=600)
+            return await stack.enter_async_context(storage)
+
+        yield open_store
+
+
+@pytest.fixture
+async def store(opener: Opener) -> Store:
+    """Both adapters keep the same ranking contract."""
+    return await opener()
 
 
 def test_the_plan_keeps_rare_terms_within_the_row_budget() -> None:
@@ -80,3 +114,183 @@ async def test_a_query_of_common_words_finds_recent_matches_holding_most_of_them
     assert [h.score for h in hits] == [2.0, 2.0, 2.0]
     memories = await store.search_memories(U, "coffee budget", now=NOW)
     assert memories == []
+
+
+# -- context searches: durable, shared, shown from the store ----------------------------
+
+
+def for_turn(continuum: str = "c1", now: float = NOW) -> Turn:
+    return Turn("t", continuum, "and now?", now, "UTC", user=U)
+
+
+def searcher(store: Store, *, keep_turns: int = 2) -> ContextSearcher:
+    return ContextSearcher(store, limit=5, keep_turns=keep_turns, clock=lambda: NOW)
+
+
+async def test_a_search_is_pending_then_found_then_gone_after_its_turns(store: Store) -> None:
+    await store.commit_turn(U, turn("c1", "t0", at=NOW - 7300, user_text="the launch is in May"))
+    await store.add_memory(U, "launch party at the harbour", now=NOW - 86400)
+    trinket = SearchTrinket(store)
+    requested = await store.request_search(U, "c1", "launch date", now=NOW)
+    assert requested.state == "pending"
+    assert await trinket.render(for_turn()) == 'Search "launch date": still running…'
+    assert await trinket.render(for_turn("c2")) == "", "a search is its continuum's own"
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: searcher(store, keep_turns=2), name="searcher")
+        assert await ref.ask(Drain()) == 1
+        assert await ref.ask(Drain()) == 0, "a finished search is not run again"
+    shown = await trinket.render(for_turn())
+    assert shown.splitlines() == [
+        'Search "launch date": 2 passages',
+        "- [message, 2 hours ago] the launch is in May",
+        "- [memory, 1 day ago] launch party at the harbour",
+    ]
+    await store.commit_turn(U, turn("c1", "t1", at=NOW + 10))
+    assert await trinket.render(for_turn()) == shown, "shown for keep_turns turns"
+    await store.commit_turn(U, turn("c1", "t2", at=NOW + 20))
+    assert await trinket.render(for_turn()) == ""
+    assert await store.searches(U, "c1") == []
+
+
+async def test_summaries_come_first_and_errors_are_shown(store: Store) -> None:
+    await store.commit_turn(U, turn("c1", "t0", at=NOW - 4000, user_text="budget for the boat"))
+    await store.commit_turn(U, turn("c1", "t1", at=NOW - 100, user_text="something else"))
+    (job,) = await store.jobs(U, "c1")
+    claimed = await store.claim_job(now=NOW, lease_seconds=60)
+    assert claimed is not None
+    assert claimed.id == job.id
+    (segment, _) = await store.recent_segments(U, "c1")
+    digest = SegmentDigest(segment.id, "Boat budget", "The boat budget was set.")
+    assert await store.finish_job(claimed, now=NOW, digest=digest)
+    await store.request_search(U, "c1", "boat budget", now=NOW)
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: searcher(store), name="searcher")
+        assert await ref.ask(Drain()) == 1
+    lines = (await SearchTrinket(store).render(for_turn())).splitlines()
+    assert lines[0] == 'Search "boat budget": 2 passages'
+    assert lines[1].startswith("- [summary, ")
+    assert "Boat budget: The boat budget was set." in lines[1]
+    assert lines[2].startswith("- [message, ")
+    assert "budget for the boat" in lines[2]
+    failed = await store.request_search(U, "c1", "weather", now=NOW)
+    claim = await store.claim_search(now=NOW, lease_seconds=60)
+    assert claim is not None
+    assert claim.id == failed.id
+    assert await store.finish_search(
+        claim, now=NOW, passages=(), error="StorageUnavailable: gone", keep_turns=1
+    )
+    rendered = await SearchTrinket(store).render(for_turn())
+    assert rendered.splitlines()[-1] == 'Search "weather": failed (StorageUnavailable: gone)'
+
+
+async def test_a_repeated_query_replaces_and_a_continuum_keeps_five(store: Store) -> None:
+    for i in range(7):
+        await store.request_search(U, "c1", f"query {i}", now=NOW + i)
+    await store.request_search(U, "c1", "query 3", now=NOW + 10)
+    # The newest five; the repeated query moves to the end.
+    assert [s.query for s in await store.searches(U, "c1")] == [
+        "query 2",
+        "query 4",
+        "query 5",
+        "query 6",
+        "query 3",
+    ]
+    with pytest.raises(InvalidInput):
+        await store.request_search(U, "c1", "   ", now=NOW)
+    with pytest.raises(InvalidInput):
+        await store.request_search(U, "c1", "x" * 1001, now=NOW)
+    await store.commit_turn(U, turn("c1", "t1", at=NOW))
+    await store.delete_continuum(U, "c1")
+    assert await store.searches(U, "c1") == []
+
+
+async def test_a_claim_whose_replica_died_is_run_by_another(opener: Opener) -> None:
+    mine, other = await opener(), await opener()
+    search = await mine.request_search(U, "c1", "harbour", now=NOW)
+    await mine.add_memory(U, "the harbour opens at six", now=NOW - 60)
+    dead = await mine.claim_search(now=NOW, lease_seconds=60)  # then its replica dies
+    assert dead is not None
+    assert dead.id == search.id
+    assert dead.attempts == 1
+    assert await other.claim_search(now=NOW + 59, lease_seconds=60) is None, "still leased"
+    assert (await other.searches(U, "c1"))[0].state == "running"
+    async with ActorSystem() as system:
+        ref = system.spawn(
+            lambda: ContextSearcher(other, limit=5, keep_turns=2, clock=lambda: NOW + 61),
+            name="searcher",
+        )
+        assert await ref.ask(Drain()) == 1
+    assert not await mine.finish_search(dead, now=NOW + 62, passages=(), error=None, keep_turns=2)
+    (found,) = await mine.searches(U, "c1")
+    assert found.state == "done"
+    assert found.attempts == 2
+    assert found.passages == (Passage("memory", "the harbour opens at six", NOW - 60),)
+
+
+async def test_a_search_whose_searchers_keep_dying_is_shown_as_failed(store: Store) -> None:
+    await store.request_search(U, "c1", "cursed", now=NOW)
+    for attempt in range(MAX_SEARCH_ATTEMPTS):
+        claim = await store.claim_search(now=NOW + 100 * attempt, lease_seconds=60)
+        assert claim is not None
+        assert claim.attempts == attempt + 1
+    async with ActorSystem() as system:
+        ref = system.spawn(
+            lambda: ContextSearcher(store, limit=5, keep_turns=1, clock=lambda: NOW + 1000),
+            name="searcher",
+        )
+        assert await ref.ask(Drain()) == 1
+    rendered = await SearchTrinket(store).render(for_turn())
+    assert rendered == f'Search "cursed": failed (interrupted {MAX_SEARCH_ATTEMPTS} times)'
+
+
+# -- background jobs yield to turns running in any process sharing the store -------------
+
+
+async def test_a_job_waits_while_its_continuum_has_a_turn_anywhere(
+    opener: Opener, request: pytest.FixtureRequest
+) -> None:
+    store = await opener()
+    # On PostgreSQL the turn runs on another replica (its own sessions); a SQLite file
+    # has one owning process.
+    replica = store if isinstance(store, SQLiteStorage) else await opener()
+    job = await store.enqueue_job(U, SEGMENT_SUMMARY, "c1", segment_job_payload(1), now=NOW)
+    other = await store.enqueue_job(U, SEGMENT_SUMMARY, "c2", segment_job_payload(2), now=NOW)
+    async with replica.continuum_lease(U, "c1"):
+        first = await store.claim_job(now=NOW, lease_seconds=60)
+        assert first is not None
+        assert first.id == other.id, "c2 has no turn: its job runs"
+        assert await store.claim_job(now=NOW, lease_seconds=60) is None, "c1 has a turn"
+    after = await store.claim_job(now=NOW, lease_seconds=60)
+    assert after is not None
+    assert after.id == job.id
+
+
+async def test_a_long_message_is_found_as_a_fragment_around_its_words(store: Store) -> None:
+    filler = " ".join(f"word{i}" for i in range(60))
+    text = f"{filler} the lighthouse keeper {filler}"
+    await store.commit_turn(U, turn("c1", "t1", at=NOW, user_text=text))
+    await store.commit_turn(U, turn("c1", "t2", at=NOW + 1, user_text="a short lighthouse note"))
+    hits = await store.search_messages(U, "lighthouse", continuum_id="c1", limit=5)
+    assert sorted(h.seq for h in hits) == [0, 2]
+    by_seq = {h.seq: h.text for h in hits}
+    assert by_seq[2] == "a short lighthouse note", "a short text comes whole"
+    assert "lighthouse" in by_seq[0]
+    assert len(by_seq[0].split()) <= 42, "a long one as a fragment of about 40 words"
+
+
+async def test_searches_survive_a_restart_of_the_embedded_store(tmp_path: Path) -> None:
+    path = tmp_path / "frontmind.db"
+    async with await SQLiteStorage.open(path) as store:
+        await store.add_memory(U, "the ferry leaves at noon", now=NOW - 60)
+        await store.request_search(U, "c1", "ferry", now=NOW)  # then the process stops
+    async with await SQLiteStorage.open(path) as store:
+        assert await SearchTrinket(store).render(for_turn()) == 'Search "ferry": still running…'
+        async with ActorSystem() as system:
+            ref = system.spawn(lambda: searcher(store), name="searcher")
+            assert await ref.ask(Drain()) == 1
+    async with await SQLiteStorage.open(path) as store:
+        shown = await SearchTrinket(store).render(for_turn())
+    assert shown.splitlines() == [
+        'Search "ferry": 1 passages',
+        "- [memory, 1 minute ago] the ferry leaves at noon",
+    ]

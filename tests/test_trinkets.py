@@ -7,19 +7,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import anyio
 import pytest
 
 from actors import Turn
-from actors._messages import SearchFinished, SearchRequested, TurnCommitted
 from actors._trinkets import (
     DateTimeTrinket,
     ManifestTrinket,
     MemoriesTrinket,
     RemindersTrinket,
-    SearchTrinket,
 )
-from runtime import Actor, ActorSystem
 from storage import DEFAULT_USER, SQLiteStorage
 from tests._factories import turn as stored_turn
 
@@ -108,34 +104,3 @@ async def test_memories_most_relevant_with_their_age(storage: SQLiteStorage) -> 
     text = await MemoriesTrinket(storage, top_k=5).render(at(NOW, "what tea does Bob like?"))
     assert text == "- (2 days ago) Bob likes green tea"
     assert await MemoriesTrinket(storage, top_k=5).render(at(NOW, "the and of")) == ""
-
-
-class Swallow(Actor[SearchRequested, None]):
-    """A searcher that never answers: the search stays pending."""
-
-    async def handle(self, message: SearchRequested) -> None:
-        return None
-
-
-async def test_search_results_pending_then_shown_then_gone() -> None:
-    async with ActorSystem() as system:
-        system.spawn(Swallow, name="searcher")
-        trinket = SearchTrinket(system.lookup, keep_turns=2)
-        await trinket.on_message(SearchRequested("default", "c1", "launch date"))
-        await anyio.wait_all_tasks_blocked()
-        assert await trinket.render(at(NOW)) == 'Search "launch date": still running…'
-        assert await trinket.render(at(NOW, continuum="c2")) == ""
-        await trinket.on_message(SearchFinished("default", "c1", "launch date", (), None))
-        assert await trinket.render(at(NOW)) == 'Search "launch date": nothing found'
-        await trinket.on_turn_committed(TurnCommitted("default", "c1", "t1"))
-        assert await trinket.render(at(NOW)) != ""
-        await trinket.on_turn_committed(TurnCommitted("default", "c1", "t2"))
-        assert await trinket.render(at(NOW)) == "", "results stay for keep_turns turns"
-
-
-async def test_search_without_a_searcher_says_so() -> None:
-    async with ActorSystem() as system:
-        trinket = SearchTrinket(system.lookup, keep_turns=1)
-        await trinket.on_message(SearchRequested("default", "c1", "anything"))
-        text = await trinket.render(at(NOW))
-    assert text == 'Search "anything": failed (the actor is not running)'

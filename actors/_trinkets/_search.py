@@ -1,105 +1,54 @@
 """Context search: the model starts it with a tool call; results arrive in the background.
 
-The search trinket answers every turn at once from its state (pending, or the found
-passages); the searching itself runs in the `ContextSearcher` actor, so a slow search
-never holds up a turn.
+A search is durable, shared work: the tool stores it (`Storage.request_search`) and
+wakes the `ContextSearcher`; a searcher (this replica's, or any other's sharing the
+store) claims it, runs it off the turn path and stores its passages. A claim whose
+replica died runs out (SEARCH_LEASE_SECONDS) and is claimed again. The search trinket
+renders from the store, in one indexed read, so whichever replica composes the
+continuum's next turn shows the search, pending or found, for `search_keep_turns` turns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import logging
+from collections.abc import Callable
 
-from runtime import Actor, ActorRef, KernelError
-from storage import Storage, StorageError
+from runtime import Actor
+from storage import (
+    MAX_SEARCH_ATTEMPTS,
+    SEARCH_LEASE_SECONDS,
+    ContextSearch,
+    Passage,
+    Storage,
+    StorageError,
+)
 
 from .._markup import escape_field
-from .._messages import (
-    Passage,
-    SearchFinished,
-    SearchRequested,
-    Turn,
-    TurnCommitted,
-)
-from .._trinket import Directory, Trinket, trinket_name
+from .._messages import Drain, Turn, Wake
+from .._trinket import Trinket
 from ._timefmt import relative
 
 __all__ = ["ContextSearcher", "SearchTrinket", "searcher_name"]
 
 SECTION = "context_search_results"
-_MAX_SEARCHES = 5
+
+log = logging.getLogger("frontmind.search")
 
 
 def searcher_name() -> str:
     return "searcher"
 
 
-def _tell(ref: ActorRef[Any, Any] | None, message: object) -> str | None:
-    """Tell without raising; returns what went wrong, if anything."""
-    if ref is None:
-        return "the actor is not running"
-    try:
-        ref.tell(message)
-    except KernelError as exc:
-        return str(exc)
-    return None
-
-
-@dataclass
-class _Search:
-    query: str
-    passages: tuple[Passage, ...] = ()
-    done: bool = False
-    error: str | None = None
-    turns_left: int = 0
-
-
-@dataclass
-class _Continuum:
-    searches: list[_Search] = field(default_factory=list)
-
-
 class SearchTrinket(Trinket):
-    def __init__(self, directory: Directory, *, keep_turns: int) -> None:
-        self._directory = directory
-        self._keep_turns = keep_turns
-        # Keyed by (user, continuum id): each user's searches are their own.
-        self._state: dict[tuple[str, str], _Continuum] = {}
-
-    async def on_message(self, message: SearchRequested | SearchFinished) -> None:
-        state = self._state.setdefault((message.user, message.continuum_id), _Continuum())
-        if isinstance(message, SearchRequested):
-            state.searches = [s for s in state.searches if s.query != message.query]
-            state.searches.append(_Search(message.query))
-            del state.searches[:-_MAX_SEARCHES]
-            problem = _tell(self._directory(searcher_name()), message)
-            if problem is not None:
-                state.searches[-1] = _Search(
-                    message.query, done=True, error=problem, turns_left=self._keep_turns
-                )
-            return
-        for search in state.searches:
-            if search.query == message.query and not search.done:
-                search.done, search.passages, search.error = True, message.passages, message.error
-                search.turns_left = self._keep_turns
-
-    async def on_turn_committed(self, event: TurnCommitted) -> None:
-        state = self._state.get((event.user, event.continuum_id))
-        if state is None:
-            return
-        for search in state.searches:
-            if search.done:
-                search.turns_left -= 1
-        state.searches = [s for s in state.searches if not s.done or s.turns_left > 0]
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
 
     async def render(self, turn: Turn) -> str:
-        state = self._state.get((turn.user, turn.continuum_id))
-        if state is None or not state.searches:
-            return ""
+        searches = await self._storage.searches(turn.user, turn.continuum_id)
         lines: list[str] = []
-        for search in state.searches:
+        for search in searches:
             query = escape_field(search.query, 120)
-            if not search.done:
+            if search.state != "done":
                 lines.append(f'Search "{query}": still running…')
             elif search.error is not None:
                 lines.append(f'Search "{query}": failed ({escape_field(search.error, 120)})')
@@ -115,46 +64,80 @@ class SearchTrinket(Trinket):
         return "\n".join(lines)
 
 
-class ContextSearcher(Actor[SearchRequested, None]):
-    """Runs searches over past messages and memories, one at a time, off the turn path."""
+SearcherMessage = Wake | Drain
 
-    protocol = SearchRequested
-    replies = None
 
-    def __init__(self, storage: Storage, directory: Directory, *, limit: int) -> None:
+class ContextSearcher(Actor[SearcherMessage, int | None]):
+    """Runs the stored searches of every user and continuum, one at a time, off the turn
+    path. `Wake` (from the tool, and the ticker) runs what is claimable; `Drain` does the
+    same and replies how many ran."""
+
+    protocol = SearcherMessage
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        limit: int,
+        keep_turns: int,
+        clock: Callable[[], float],
+        lease_seconds: float = SEARCH_LEASE_SECONDS,
+    ) -> None:
         self._storage = storage
-        self._directory = directory
         self._limit = limit
+        self._keep_turns = keep_turns
+        self._clock = clock
+        self._lease = lease_seconds
 
-    async def handle(self, message: SearchRequested) -> None:
-        error = None
+    async def handle(self, message: SearcherMessage) -> int | None:
+        ran = 0
+        while True:
+            try:
+                search = await self._storage.claim_search(
+                    now=self._clock(), lease_seconds=self._lease
+                )
+            except StorageError as exc:  # the next wake tries again
+                log.warning("cannot claim searches: %s", exc)
+                break
+            if search is None:
+                break
+            await self._run(search)
+            ran += 1
+        return ran if isinstance(message, Drain) else None
+
+    async def _run(self, search: ContextSearch) -> None:
+        error: str | None = None
         passages: list[Passage] = []
+        if search.attempts > MAX_SEARCH_ATTEMPTS:
+            # Claimed that often and never finished: each searcher that took it died.
+            error = f"interrupted {search.attempts - 1} times"
+        else:
+            try:
+                passages = await self._search(search)
+            except StorageError as exc:  # shown in the section; the next search may succeed
+                error = f"{type(exc).__name__}: {exc}"
         try:
-            # Segment summaries first (at most two): they keep trimmed segments reachable
-            # and say in a line what a passage says only in part.
-            segments = await self._storage.search_segments(
-                message.user, message.query, continuum_id=message.continuum_id, limit=2
+            await self._storage.finish_search(
+                search,
+                now=self._clock(),
+                passages=passages[: self._limit],
+                error=error,
+                keep_turns=self._keep_turns,
             )
-            passages.extend(
-                Passage("summary", f"{s.title}: {s.summary}", s.ended_at) for s in segments
-            )
-            hits = await self._storage.search_messages(
-                message.user, message.query, continuum_id=message.continuum_id, limit=self._limit
-            )
-            passages.extend(Passage("message", h.text, h.created_at) for h in hits)
-            memories = await self._storage.search_memories(
-                message.user, message.query, limit=self._limit
-            )
-            passages.extend(Passage("memory", m.memory.text, m.memory.created_at) for m in memories)
-        except StorageError as exc:  # shown in the section; the next search may succeed
-            error = f"{type(exc).__name__}: {exc}"
-        trinket = self._directory(trinket_name(SECTION, message.user, message.continuum_id))
-        if trinket is not None:
-            result = SearchFinished(
-                message.user,
-                message.continuum_id,
-                message.query,
-                tuple(passages[: self._limit]),
-                error,
-            )
-            _tell(trinket, result)  # if the trinket is gone, nobody is left to show it to
+        except StorageError as exc:  # the claim runs out and the search is run again
+            log.warning("could not store the result of search %d: %s", search.id, exc)
+
+    async def _search(self, search: ContextSearch) -> list[Passage]:
+        # Segment summaries first (at most two): they keep trimmed segments reachable
+        # and say in a line what a passage says only in part.
+        segments = await self._storage.search_segments(
+            search.user, search.query, continuum_id=search.continuum_id, limit=2
+        )
+        passages = [Passage("summary", f"{s.title}: {s.summary}", s.ended_at) for s in segments]
+        hits = await self._storage.search_messages(
+            search.user, search.query, continuum_id=search.continuum_id, limit=self._limit
+        )
+        passages.extend(Passage("message", h.text, h.created_at) for h in hits)
+        memories = await self._storage.search_memories(search.user, search.query, limit=self._limit)
+        passages.extend(Passage("memory", m.memory.text, m.memory.created_at) for m in memories)
+        return passages
