@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -65,7 +65,7 @@ from ._observe import current_turn, span, turn_span
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
-from ._ttl import MAX_PAUSES, CacheView, TtlPolicy, policy_for
+from ._ttl import MAX_PAUSES, CacheView, TtlPolicy, policy_for, system_entry_after
 
 __all__ = [
     "ConversationActor",
@@ -82,6 +82,19 @@ turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 UPDATE_HEADER = "[notification center update]"
 # Miss reasons that mean the prefix itself changed (not that an entry expired).
 _CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
+
+
+def _system_entry(
+    entry: tuple[Literal["5m", "1h"], float] | None, record: TurnRecord
+) -> tuple[Literal["5m", "1h"], float] | None:
+    """The system entry after a completed turn: written (at the TTL it chose) when its
+    first call read nothing from the cache, else refreshed if it was still alive."""
+    first = record.call_usage[0] if record.call_usage else None
+    wrote = first is not None and first.cache_read_input_tokens == 0
+    wrote = wrote and first is not None and first.cache_creation_input_tokens > 0
+    return system_entry_after(entry, record.started_at, wrote, record.cache_ttl)
+
+
 # Room kept in the model's context window for the system prompt, the notification
 # center and the tools, beside the history and the reply.
 CONTEXT_RESERVE_TOKENS = 20_000
@@ -197,6 +210,8 @@ class _Loaded(msgspec.Struct):
     turn_times: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES + 1))
     last_ttl: TtlChoice | None = None
     reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
+    # The system prompt's cache entry after the last turn: its TTL and when last used.
+    system_entry: tuple[Literal["5m", "1h"], float] | None = None
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -316,6 +331,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         state.turn_times.append(record.started_at)
                         state.last_ttl = record.cache_ttl
                         state.reused.append(record.cache_miss_reason not in _CHANGED)
+                        state.system_entry = _system_entry(state.system_entry, record)
                 self._state = state
         return self._state
 
@@ -336,11 +352,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
         )
-        # Token counts from the compact history's columns: nothing is re-estimated.
-        first_seq = history[0].seq if history else None
-        entries = [(s, t, n) for s, t, n in state.history.entries() if s >= (first_seq or 0)]
-        last_turn = entries[-1][1] if entries else None
-        increment = sum(n for _, t, n in entries if t == last_turn)
+        # Token counts from the compact history's columns: nothing is re-estimated, and
+        # nothing is built per message (this runs on every turn, over the whole window).
+        # A turn's messages are consecutive: the increment is the last run of one turn id.
+        floor = history[0].seq if history else 0
+        history_tokens = increment = 0
+        last_turn: str | None = None
+        for seq, turn_id, tokens in state.history.entries():
+            if seq < floor:
+                continue
+            history_tokens += tokens
+            if turn_id != last_turn:
+                last_turn, increment = turn_id, 0
+            increment += tokens
         reused = list(state.reused)
         view = CacheView(
             now=now,
@@ -348,9 +372,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             since_last=since_last,
             previous=state.last_ttl,
             system_tokens=system,
-            history_tokens=sum(n for _, _, n in entries),
+            history_tokens=history_tokens,
             increment_tokens=increment,
             reusable=sum(reused) / len(reused) if reused else 1.0,
+            system_entry=state.system_entry[0] if state.system_entry else None,
+            system_entry_known=True,
         )
         return self._ttl_policy.choose(view)
 
@@ -762,6 +788,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.turn_times.append(record.started_at)
         state.last_ttl = record.cache_ttl
         state.reused.append(record.cache_miss_reason not in _CHANGED)
+        state.system_entry = _system_entry(state.system_entry, record)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)

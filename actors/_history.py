@@ -24,7 +24,7 @@ from storage import ContentBlock, Message
 __all__ = ["CompactHistory"]
 
 
-class _Body(msgspec.Struct, array_like=True, frozen=True):
+class _Body(msgspec.Struct, array_like=True, frozen=True, gc=False):
     """What a message says; where it sits (seq, turn, time) is kept in the columns."""
 
     role: Literal["user", "assistant"]

@@ -6,25 +6,38 @@ refreshes it. A 1h breakpoint may not follow a 5m one in processing order (tools
 system, messages: "Mixing different TTLs"), so with a system and a history breakpoint
 the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
 
-A turn starts in one of three states, by the pause since the previous turn against the
-TTLs that turn chose: its history entry is alive (only what the previous turn added is
-written), only the system entry is alive (the history is re-written), or nothing is (all
-of it is). The choice sets the price of this turn's writes and, with the next pause,
-the state of the next turn. That is a small Markov decision problem:
+A turn starts in one of three states, by the pause since the previous turn: its history
+entry is alive (only what the previous turn added is written), only the system entry is
+alive (the history is re-written), or nothing is (all of it is). Each entry lives by the
+TTL it was written with: the history entry by the previous turn's history TTL, the
+system entry by the TTL of the last turn that wrote it, since a read refreshes an entry
+for its own TTL and a 1h mark at or before the highest hit writes nothing (only what
+lies after it is billed as a write, "Mixing different TTLs"), so a system prompt cached
+at 5m stays a 5m entry under later 1h marks. The choice sets the price of this turn's
+writes and, with the next pause, the state of the next turn. That is a small Markov
+decision problem over (state, the system entry's TTL if it is alive):
 
     cost(state, choice) = price(system TTL) × system tokens written
                         + price(history TTL) × history tokens written + 0.1 × the rest
-    next state          = alive if pause <= history TTL, system-only if <= system TTL,
-                          else nothing
+    next state          = alive if pause <= history TTL, system-only if the system
+                          entry (written now at the system TTL, or kept) outlives the
+                          pause, else nothing
 
 weighed by the share of recent turns whose prefix was reusable at all (`reusable`; the
 rest re-write everything: a system prompt that changes every turn gains nothing from a
 longer TTL). The adaptive policy draws the next pause from the pauses this continuum has
-seen and takes the choice with the lowest
-expected discounted cost over the coming turns (`plan`: value iteration over 3 states x
-3 choices x 3 kinds of pause, well under a millisecond). Looking one pause ahead only
-would keep choosing the cheaper 5m write right after a long pause, when everything is
-re-written anyway, and keep missing after the next medium pause.
+seen plus a weak prior (`PRIOR_PAUSES`: one pause's worth, spread evenly over quick,
+medium and long pauses, so that three quick pauses do not make a medium one impossible)
+and takes the choice with the lowest expected discounted cost over the coming turns
+(`plan`: value iteration over 6 states x 3 choices x 3 kinds of pause, well under a
+millisecond). Looking one pause ahead only would keep choosing the cheaper 5m write
+right after a long pause, when everything is re-written anyway, and keep missing after
+the next medium pause.
+
+What no policy that sees only the past can avoid: after a full re-write, 5m is the
+cheaper bet whenever medium pauses are not the rule, and it loses when a medium pause
+follows; writing only part of the prefix at 1h does not soften that, since the cost is
+linear in where the split lies (its ends are the choices above).
 
 The oracle (`frontmind simulate`) knows every later pause and solves the same problem
 exactly over them (`oracle_plan`): the floor for any policy with these sizes.
@@ -42,8 +55,10 @@ from storage import TtlChoice
 __all__ = [
     "CHOICES",
     "DISCOUNT",
+    "FULL_STATES",
     "MAX_PAUSES",
     "PRICE",
+    "PRIOR_PAUSES",
     "READ_PRICE",
     "STATES",
     "TTL_SECONDS",
@@ -51,11 +66,14 @@ __all__ = [
     "CacheView",
     "FixedPolicy",
     "TtlPolicy",
+    "full_state_of",
+    "next_full",
     "next_state",
     "oracle_plan",
     "plan",
     "policy_for",
     "state_of",
+    "system_entry_after",
     "turn_cost",
 ]
 
@@ -66,6 +84,10 @@ READ_PRICE: Final = 0.1
 # (system, history): never a 1h breakpoint after a 5m one.
 CHOICES: Final[tuple[tuple[Ttl, Ttl], ...]] = (("1h", "1h"), ("1h", "5m"), ("5m", "5m"))
 MAX_PAUSES: Final = 64  # the most recent pauses weigh in; older habits fade out
+# One pause's worth of doubt, spread evenly over quick, medium and long pauses (a uniform
+# Dirichlet prior): a few quick pauses seen do not yet make medium ones impossible, and
+# the first turn, with none seen, is planned on this alone.
+PRIOR_PAUSES: Final = 1.0
 
 
 class CacheView(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,6 +101,10 @@ class CacheView(msgspec.Struct, frozen=True, kw_only=True):
     history_tokens: int  # the history after the system prompt, through its breakpoint
     increment_tokens: int  # what the previous turn added to the history
     reusable: float = 1.0  # share of recent turns whose cached prefix was still valid
+    # The TTL the system entry was written with, if it was alive at the previous turn
+    # (which refreshed it); None: none was. Unknown (older records): `previous.system`.
+    system_entry: Ttl | None = None
+    system_entry_known: bool = False
 
 
 class TtlPolicy(Protocol):
@@ -87,19 +113,56 @@ class TtlPolicy(Protocol):
 
 State = Literal["alive", "history", "all"]  # what a turn must write beyond its increment
 STATES: Final[tuple[State, ...]] = ("alive", "history", "all")
+# A turn's full state: what it must write, and the TTL of the system entry that is alive
+# (None: none is). The system entry keeps the TTL it was written with: a later 1h mark
+# on it is read, not written (see `system_entry_after`).
+Full = tuple[State, Ttl | None]
+FULL_STATES: Final[tuple[Full, ...]] = (
+    ("alive", None), ("alive", "5m"), ("alive", "1h"), ("history", "5m"), ("history", "1h"),
+    ("all", None),
+)  # fmt: skip
 DISCOUNT: Final = 0.9  # a turn ten turns ahead weighs about a third
 _ITERATIONS: Final = 60  # 0.9 ** 60 < 0.002: converged for choosing
 
 
-def state_of(view: CacheView) -> State:
-    """What this turn finds alive: from the previous turn's TTLs and the pause since."""
+def _system_entry(view: CacheView) -> Ttl | None:
+    if view.system_entry_known:
+        return view.system_entry
+    return None if view.previous is None else view.previous.system
+
+
+def full_state_of(view: CacheView) -> Full:
+    """What this turn finds alive: the previous turn's history entry (its TTL), the
+    system entry (the TTL it was written with), and the pause since."""
     if view.previous is None or view.since_last is None:
-        return "all"
+        return ("all", None)
+    entry = _system_entry(view)
+    if entry is not None and view.since_last > TTL_SECONDS[entry]:
+        entry = None
     if view.since_last <= TTL_SECONDS[view.previous.history]:
-        return "alive"
-    if view.since_last <= TTL_SECONDS[view.previous.system]:
-        return "history"
-    return "all"
+        return ("alive", entry)
+    return ("history", entry) if entry is not None else ("all", None)
+
+
+def state_of(view: CacheView) -> State:
+    return full_state_of(view)[0]
+
+
+def system_entry_after(
+    entry: tuple[Ttl, float] | None, at: float, wrote_system: bool, chosen: TtlChoice | None
+) -> tuple[Ttl, float] | None:
+    """The system entry (its TTL, when last used) after a turn that started at `at`.
+
+    A turn that wrote its whole prefix wrote the system entry with the TTL it chose.
+    Otherwise the turn read through the system breakpoint: a live entry is refreshed for
+    the TTL it was written with, and a 1h mark does not lengthen it, since only what lies
+    after the highest cache hit is written ("Mixing different TTLs", https://
+    platform.claude.com/docs/en/build-with-claude/prompt-caching)."""
+    if wrote_system and chosen is not None:
+        return (chosen.system, at)
+    if entry is not None and at - entry[1] <= TTL_SECONDS[entry[0]]:
+        return (entry[0], at)
+    return None
 
 
 def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
@@ -117,16 +180,30 @@ def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float
 
 
 def next_state(pause: float, system: Ttl, history: Ttl) -> State:
+    """The next state when this turn wrote the system entry at `system` (or it stays
+    alive at that TTL)."""
+    return next_full(("all", None), pause, system, history)[0]
+
+
+def next_full(state: Full, pause: float, system: Ttl, history: Ttl) -> Full:
+    """The state of the next turn, `pause` after a turn in `state` that chose
+    (system, history)."""
+    phase, entry = state
+    after: Ttl | None = system if phase == "all" else entry
+    if after is not None and pause > TTL_SECONDS[after]:
+        after = None
     if pause <= TTL_SECONDS[history]:
-        return "alive"
-    return "history" if pause <= TTL_SECONDS[system] else "all"
+        return ("alive", after)
+    return ("history", after) if after is not None else ("all", None)
 
 
 def _kinds(pauses: Sequence[float]) -> list[tuple[float, float]]:
-    """(a representative pause, its probability) for quick, medium and long pauses."""
-    n = len(pauses)
-    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"])
-    medium = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    """(a representative pause, its probability) for quick, medium and long pauses: the
+    pauses seen, plus `PRIOR_PAUSES` spread evenly over the three kinds."""
+    n = len(pauses) + PRIOR_PAUSES
+    quick = sum(1 for g in pauses if g <= TTL_SECONDS["5m"]) + PRIOR_PAUSES / 3
+    medium: float = sum(1 for g in pauses if TTL_SECONDS["5m"] < g <= TTL_SECONDS["1h"])
+    medium += PRIOR_PAUSES / 3
     return [(60.0, quick / n), (1800.0, medium / n), (7200.0, (n - quick - medium) / n)]
 
 
@@ -134,19 +211,25 @@ def plan(view: CacheView, pauses: Sequence[float]) -> dict[tuple[Ttl, Ttl], floa
     """Expected discounted cost of each choice now, then the best choices after it, with
     the next pauses drawn from `pauses` (which must not be empty)."""
     kinds = _kinds(pauses)
-    moves = {c: [(next_state(g, *c), p) for g, p in kinds] for c in CHOICES}
-    costs = {(st, c): turn_cost(view, st, *c) for st in STATES for c in CHOICES}
-    value = dict.fromkeys(STATES, 0.0)
+    costs = {(st, c): turn_cost(view, st[0], *c) for st in FULL_STATES for c in CHOICES}
+    moves = {
+        (st, c): [(next_full(st, g, *c), p) for g, p in kinds]
+        for st in FULL_STATES
+        for c in CHOICES
+    }
+    value = dict.fromkeys(FULL_STATES, 0.0)
     for _ in range(_ITERATIONS):
         value = {
             st: min(
-                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+                costs[st, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[st, c])
+                for c in CHOICES
             )
-            for st in STATES
+            for st in FULL_STATES
         }
-    state = state_of(view)
+    state = full_state_of(view)
     return {
-        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[c]) for c in CHOICES
+        c: costs[state, c] + DISCOUNT * sum(p * value[nx] for nx, p in moves[state, c])
+        for c in CHOICES
     }
 
 
@@ -154,21 +237,22 @@ def oracle_plan(view: CacheView, later: Sequence[float]) -> dict[tuple[Ttl, Ttl]
     """The cost of each choice now, then the best choices for the known later turns
     (`later`: their times, after `view.now`), by backward induction."""
     times = [view.now, *later]
-    value = dict.fromkeys(STATES, 0.0)
+    value = dict.fromkeys(FULL_STATES, 0.0)
     for t in range(len(times) - 1, 0, -1):
         pause_after = times[t + 1] - times[t] if t + 1 < len(times) else None
         value = {
             st: min(
-                turn_cost(view, st, *c)
-                + (0.0 if pause_after is None else value[next_state(pause_after, *c)])
+                turn_cost(view, st[0], *c)
+                + (0.0 if pause_after is None else value[next_full(st, pause_after, *c)])
                 for c in CHOICES
             )
-            for st in STATES
+            for st in FULL_STATES
         }
-    state = state_of(view)
+    state = full_state_of(view)
     first = times[1] - times[0] if len(times) > 1 else None
     return {
-        c: turn_cost(view, state, *c) + (0.0 if first is None else value[next_state(first, *c)])
+        c: turn_cost(view, state[0], *c)
+        + (0.0 if first is None else value[next_full(state, first, *c)])
         for c in CHOICES
     }
 
@@ -184,28 +268,30 @@ class FixedPolicy:
 
 
 class AdaptivePolicy:
-    """The cheapest choice in expectation over the pauses this continuum has seen; the
-    configured TTLs until it has seen one."""
+    """The cheapest choice in expectation over the pauses this continuum has seen (and a
+    weak prior: `PRIOR_PAUSES`); the configured TTLs break ties."""
 
     def __init__(self, system: Ttl, history: Ttl) -> None:
         self._default = (system, history)
 
     def choose(self, view: CacheView) -> TtlChoice:
         pauses = view.pauses[-MAX_PAUSES:]
-        if not pauses:
-            system, history = self._default
-            return TtlChoice(system, history, "adaptive: no pause seen yet, the configured TTLs")
         costs = plan(view, pauses)
-        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        best = min(CHOICES, key=lambda c: (costs[c], c != self._default, CHOICES.index(c)))
         mid = sum(1 for g in pauses if 300 < g <= 3600)
         over = sum(1 for g in pauses if g > 3600)
         runner_up = min(costs[c] for c in CHOICES if c != best)
+        seen = (
+            f"of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over an hour"
+            if pauses
+            else "no pause seen yet, the prior alone"
+        )
         return TtlChoice(
             best[0],
             best[1],
-            f"adaptive: of {len(pauses)} pauses, {mid} between 5 and 60 min and {over} over "
-            f"an hour; {state_of(view)} to write; expected {costs[best]:,.0f} base-price "
-            f"tokens over the coming turns, {runner_up - costs[best]:,.0f} below the next best",
+            f"adaptive: {seen}; {state_of(view)} to write; expected {costs[best]:,.0f} "
+            f"base-price tokens over the coming turns, {runner_up - costs[best]:,.0f} below "
+            "the next best",
         )
 
 

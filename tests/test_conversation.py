@@ -70,7 +70,9 @@ def text_of(message: dict[str, Any]) -> str:
 
 
 async def test_first_and_later_turn_layout(api: LocalMessagesAPI, tmp_path: Path) -> None:
-    async with frontmind(api, tmp_path) as fm:
+    # The layout with the configured TTLs; the adaptive policy's own choices are tested
+    # in test_economics.py.
+    async with frontmind(api, tmp_path, cfg=config(cache={"policy": "fixed"})) as fm:
         first = completed(await run_turn(fm, "c1", "hello"))
         await run_turn(fm, "c1", "and again")
         history = await fm.history("c1")
@@ -131,7 +133,8 @@ async def test_empty_notification_center_sends_no_delimiter(
             "active_reminders",
             "context_search_results",
             "relevant_memories",
-        ]
+        ],
+        cache={"policy": "fixed"},  # the configured TTLs, as in the layout test above
     )
     async with frontmind(api, tmp_path, cfg=quiet) as fm:
         completed(await run_turn(fm, "c1", "hi"))

@@ -13,12 +13,13 @@ import msgspec
 import pytest
 
 from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
+from actors._conversation import _system_entry
 from actors._notification import COMPACT_DELIMITER, DELIMITER
-from actors._ttl import CHOICES, TTL_SECONDS, plan
+from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
 from frontmind._render import render_context, render_stats
 from frontmind._simulate import OraclePolicy, parse_script
 from frontmind.localapi import LocalMessagesAPI, ManualClock
-from storage import TtlChoice
+from storage import TtlChoice, TurnRecord, TurnUsage
 from tests._daemon import run_cli
 from tests._harness import START, FakeClock, cache_marks, completed, config, frontmind, run_turn
 
@@ -56,10 +57,21 @@ def choice(
 # -- the adaptive policy, on crafted pause histories ---------------------------------------
 
 
-def test_before_any_pause_the_configured_ttls_hold() -> None:
-    chosen = AdaptivePolicy("1h", "5m").choose(view(()))
-    assert (chosen.system, chosen.history) == ("1h", "5m")
-    assert "no pause seen yet" in chosen.reason
+def test_before_any_pause_the_prior_alone_decides() -> None:
+    # The first turn writes only the system prompt: at 1h it would cost 0.75x more for
+    # sure, at 5m only if the next pause is medium (a third, by the prior).
+    first = msgspec.structs.replace(view(()), history_tokens=0, increment_tokens=0)
+    chosen = AdaptivePolicy("1h", "5m").choose(first)
+    assert (chosen.system, chosen.history) == ("5m", "5m")
+    assert "no pause seen yet, the prior alone; all to write" in chosen.reason
+
+
+def test_a_few_quick_pauses_do_not_rule_out_medium_ones() -> None:
+    # Without the prior, three quick pauses would make a medium one impossible and the
+    # 3,000-token history would be bet on 5m; the prior keeps it at 1h until quick
+    # pauses are the clear habit.
+    assert choice((2 * MIN,) * 3) == ("1h", "1h")
+    assert choice((2 * MIN,) * 40) == ("1h", "5m")
 
 
 def test_quick_exchanges_keep_the_cheaper_5m_history() -> None:
@@ -115,6 +127,56 @@ def test_the_choice_is_the_cheapest_in_expectation_and_keeps_the_ttl_order() -> 
         assert TTL_SECONDS[chosen.system] >= TTL_SECONDS[chosen.history]
         costs = plan(v, pauses)
         assert costs[chosen.system, chosen.history] == min(costs.values())
+
+
+def test_the_system_entry_keeps_the_ttl_it_was_written_with() -> None:
+    # Written at 5m; a later turn's 1h mark reads it, which refreshes it for 5m only.
+    entry = system_entry_after(None, START, True, TtlChoice("5m", "5m"))
+    assert entry == ("5m", START)
+    entry = system_entry_after(entry, START + 2 * MIN, False, TtlChoice("1h", "1h"))
+    assert entry == ("5m", START + 2 * MIN)
+    assert system_entry_after(entry, START + 40 * MIN, False, TtlChoice("1h", "1h")) is None
+    entry = system_entry_after(None, START, True, TtlChoice("1h", "5m"))
+    assert system_entry_after(entry, START + 40 * MIN, False, None) == ("1h", START + 40 * MIN)
+
+
+def test_the_system_entry_is_read_off_the_turn_records() -> None:
+    # What the conversation actor keeps (and rebuilds from stored records on a restart).
+    def record(at: float, read: int, written: int, ttl: TtlChoice) -> TurnRecord:
+        usage = TurnUsage(cache_creation_input_tokens=written, cache_read_input_tokens=read)
+        return TurnRecord(
+            "t", "c", "completed", at, at + 1, "m", "hi", call_usage=(usage,), cache_ttl=ttl
+        )
+
+    entry = _system_entry(None, record(START, 0, 1500, TtlChoice("5m", "5m")))
+    assert entry == ("5m", START)  # read nothing, wrote: the system prompt at 5m
+    later = record(START + 2 * MIN, 1500, 40, TtlChoice("1h", "1h"))
+    assert _system_entry(entry, later) == ("5m", START + 2 * MIN)
+    gone = record(START + 40 * MIN, 1540, 40, TtlChoice("1h", "1h"))  # read the 1h history
+    assert _system_entry(("5m", START + 2 * MIN), gone) is None
+
+
+def test_what_a_turn_finds_alive_follows_each_entry_s_own_ttl() -> None:
+    def found(previous: TtlChoice, system_entry: str | None, pause: float) -> tuple[str, object]:
+        v = msgspec.structs.replace(
+            view((pause,)),
+            previous=previous,
+            system_entry=system_entry,
+            system_entry_known=True,
+        )
+        return full_state_of(v)
+
+    # A 1h history outlives a 5m system entry; the system entry alone is not reread.
+    assert found(TtlChoice("1h", "1h"), "5m", 30 * MIN) == ("alive", None)
+    assert found(TtlChoice("1h", "5m"), "1h", 30 * MIN) == ("history", "1h")
+    # A 1h mark on a system entry written at 5m did not lengthen it.
+    assert found(TtlChoice("1h", "5m"), "5m", 30 * MIN) == ("all", None)
+    assert found(TtlChoice("1h", "5m"), "5m", 2 * MIN) == ("alive", "5m")
+    # With a 5m system entry, a 5m history risks the whole prefix on a medium pause,
+    # so the policy prefers 1h for the history sooner than with a 1h system entry.
+    assert next_full(("alive", "5m"), 30 * MIN, "1h", "5m") == ("all", None)
+    assert next_full(("alive", "1h"), 30 * MIN, "1h", "5m") == ("history", "1h")
+    assert next_full(("all", None), 30 * MIN, "1h", "5m") == ("history", "1h")
 
 
 def test_the_fixed_policy_and_the_oracle() -> None:

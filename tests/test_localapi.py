@@ -220,10 +220,36 @@ async def test_ttl_expires_from_last_use_and_hits_refresh(
     clock.advance(301)
     expired = await create(client, system=sys_blocks(), messages=conversation(1))
     assert usage_of(expired) == (13, 1103, 0)
-    await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    # A 1h mark on a prefix read from the 5m entry writes nothing (only what lies after
+    # the highest hit is billed as a write), so the entry stays a 5m one.
+    marked = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    assert usage_of(marked) == (13, 0, 1103)
+    clock.advance(301)
+    rewritten = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
+    assert usage_of(rewritten) == (13, 1103, 0)
+    assert rewritten.usage.cache_creation.ephemeral_1h_input_tokens == 1103
     clock.advance(3000)
     long_lived = await create(client, system=sys_blocks(ttl="1h"), messages=conversation(1))
     assert usage_of(long_lived) == (13, 0, 1103)
+
+
+async def test_a_delta_written_at_1h_after_a_5m_hit_keeps_the_whole_prefix_for_an_hour(
+    client: anthropic.AsyncAnthropic, clock: ManualClock
+) -> None:
+    await create(client, system=sys_blocks(), messages=conversation(1))  # system at 5m
+    clock.advance(60)
+    messages = [
+        {"role": "user", "content": [text(USER)]},
+        {"role": "assistant", "content": [text(ASSISTANT, cached=True, ttl="1h")]},
+        {"role": "user", "content": [text(USER)]},
+    ]
+    delta = await create(client, system=sys_blocks(ttl="1h"), messages=messages)
+    # Only what lies after the hit is written, and at 1h: 13 + 23 tokens.
+    assert usage_of(delta) == (13, 36, 1103)
+    assert delta.usage.cache_creation.ephemeral_1h_input_tokens == 36
+    clock.advance(1800)  # the 5m system entry is long gone; the 1h entry holds it all
+    later = await create(client, system=sys_blocks(ttl="1h"), messages=messages)
+    assert usage_of(later) == (13, 0, 1103 + 36)
 
 
 async def test_per_model_minimum_cacheable_prefix(client: anthropic.AsyncAnthropic) -> None:

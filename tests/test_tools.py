@@ -258,8 +258,9 @@ async def test_the_model_calls_a_user_tool(
     stock = bodies[0]["tools"][-2]
     assert stock["description"] == "How many of an item are in stock."
     assert stock["input_schema"]["required"] == ["sku"]
-    # The guidance lives in the cached system prompt, the same on every request.
-    systems = [json.dumps(b["system"]) for b in bodies]
+    # The guidance lives in the cached system prompt, the same on every request (its
+    # breakpoint's TTL is the TTL policy's to choose, turn by turn).
+    systems = [json.dumps([blk["text"] for blk in b["system"]]) for b in bodies]
     assert systems[0] == systems[1] == systems[2]
     assert "lookup_stock: check stock before promising a delivery date." in systems[0]
     assert "shout: Upper-case a text." in systems[0]

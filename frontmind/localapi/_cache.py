@@ -22,7 +22,9 @@ boundary. The docs' rules (prompt caching; extended thinking), as simulated:
 - A request looks its prefix up when it arrives, and its entries are written when its
   response starts: a request that arrived before that never reads them (so identical
   requests sent in parallel all write).
-- An entry lives for its TTL (5m or 1h) counted from its last use; each hit refreshes it.
+- An entry lives for its TTL (5m or 1h) counted from its last use; each hit refreshes it,
+  for the TTL it was written with. A breakpoint at or before the longest hit writes
+  nothing (only what lies after it is billed as a write), whatever its TTL.
 """
 
 from __future__ import annotations
@@ -346,6 +348,19 @@ class CacheSimulator:
             ttl = blocks[bp].ttl
             assert ttl is not None
             if cumulative[bp] < minimum:
+                continue
+            if bp <= read_at:
+                # Read, not written: with mixed TTLs only what lies after the highest
+                # hit A is billed as a write, 1h up to the last 1h breakpoint after A
+                # and 5m beyond it ("Mixing different TTLs", https://platform.claude.com/
+                # docs/en/build-with-claude/prompt-caching). So a breakpoint at or before
+                # A writes nothing: a 1h mark on a prefix cached at 5m does not make it a
+                # 1h entry, and where a longer entry was read none is added. Its own
+                # entry, if alive, is used, so refreshed for its own TTL ("refreshed
+                # each time the cached content is used").
+                entry = self._entries.get(blocks[bp].key)
+                if entry is not None and entry.expires_at > now:
+                    entry.expires_at = now + entry.ttl
                 continue
             if cumulative[bp] > covered:
                 written[ttl] += cumulative[bp] - covered
