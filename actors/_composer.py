@@ -19,7 +19,6 @@ the loop) and allows the gather that lag for each step it takes, up to
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -27,7 +26,7 @@ from typing import Any, Literal
 import anyio.lowlevel
 import msgspec
 
-from runtime import Actor, ActorRef, Failed, MessageFailed, Replied, scatter_gather
+from runtime import Actor, ActorRef, Failed, Replied, scatter_gather
 from storage import SectionStatus
 
 from ._cache_guard import CacheGuard
@@ -46,17 +45,12 @@ from ._observe import current_turn, record_span
 from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
 from ._settings import ComposerSettings
 from ._tokens import estimate_tokens
-from ._trinket import Trinket, render_section
 
 __all__ = ["ComposerActor", "SectionRecord"]
 
 LAG_STEPS = 8  # loop round trips in a composition with reads: scatter, reads, reply
 LAG_ALLOWANCE = 2.0  # the most a lagging loop adds, as a multiple of the deadline
 LAG_FLOOR_S = 0.002  # a lag below this is an idle loop's: nothing is added
-
-# The inline sections' text is the same for every continuum (and, but for the clock,
-# every turn): neutralized once, and one string shared by every composer that keeps it.
-_neutralized = functools.lru_cache(maxsize=64)(neutralize_frame)
 
 
 class SectionRecord(msgspec.Struct):
@@ -82,22 +76,15 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
     def __init__(
         self,
         registry: PlacementRegistry,
-        trinkets: Sequence[tuple[str, ActorRef[Any, Any] | Trinket]],
+        trinkets: Sequence[tuple[str, ActorRef[Any, Any]]],
         settings: ComposerSettings,
     ) -> None:
         self._sections: dict[str, SectionRecord] = {}
         refs: list[ActorRef[Any, Any]] = []
-        self._names: list[str] = []
-        # Built-ins that can neither wait nor fail (fixed text, the clock) are rendered
-        # here, in place: no actor per continuum to keep, no hop to wait for.
-        self._inline: list[tuple[str, Trinket]] = []
-        for name, source in trinkets:
+        for name, ref in trinkets:
             self._sections[name] = SectionRecord(registry.spec(name))  # refuses unknown names
-            if isinstance(source, Trinket):
-                self._inline.append((name, source))
-            else:
-                self._names.append(name)
-                refs.append(source)
+            refs.append(ref)
+        self._names = [name for name, _ in trinkets]
         self._order = [s.name for s in registry.ordered() if s.name in self._sections]
         self._refs = refs
         self._settings = settings
@@ -134,22 +121,6 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             deadlines=[d + extra for d in self._deadlines] if extra else self._deadlines,
         )
         statuses: dict[str, SectionStatus] = {}
-        for name, trinket in self._inline:
-            record = self._sections[name]
-            rendered_ns = time.time_ns()
-            try:
-                content = await render_section(name, trinket, turn, _neutralized)
-            except MessageFailed:
-                statuses[name] = SectionStatus(name, record.placement, "failed", 0.0)
-                record_span("frontmind.trinket", turn.turn_id, rendered_ns, time.time_ns(),
-                            failed=True, **{"frontmind.section": name})  # fmt: skip
-                continue
-            record_span("frontmind.trinket", turn.turn_id, rendered_ns, time.time_ns(),
-                        failed=False, **{"frontmind.section": name})  # fmt: skip
-            record.content = content if content.strip() else ""
-            record.rendered_at = turn.now
-            shown: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
-            statuses[name] = SectionStatus(name, record.placement, shown, 0.0)
         for name, outcome in zip(self._names, result.outcomes, strict=True):
             record = self._sections[name]
             elapsed_ms = outcome.elapsed * 1000

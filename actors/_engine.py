@@ -83,9 +83,6 @@ class TrinketEntry:
     section: str
     factory: Callable[[Directory], Trinket]
     deadline_ms: float | None = None  # None: the composer's (or `[composer.deadlines]`)
-    # Rendered by each composer in place, from one trinket shared by every continuum: only
-    # for built-ins that neither wait nor fail and keep no state (fixed text, the clock).
-    inline: bool = False
 
 
 def validate_settings(settings: Settings, sections: Sequence[str] | None = None) -> None:
@@ -162,13 +159,11 @@ def builtin_trinkets(
     gap = settings.history.segment_gap_minutes * 60
     embedder = _embedder(settings)
     entries = [
-        TrinketEntry("base_prompt", lambda _: StaticTrinket(base), inline=True),
+        TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
         TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
-        TrinketEntry(
-            "tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions)), inline=True
-        ),
-        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions)), inline=True),
-        TrinketEntry("datetime_section", lambda _: DateTimeTrinket(), inline=True),
+        TrinketEntry("tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions))),
+        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions))),
+        TrinketEntry("datetime_section", lambda _: DateTimeTrinket()),
         TrinketEntry(
             "conversation_manifest",
             lambda _: ManifestTrinket(storage, segments=t.manifest_segments, gap_seconds=gap),
@@ -235,7 +230,7 @@ class Engine:
         composer = msgspec.structs.replace(settings.composer, deadlines=deadlines)
         self._composer_settings = composer
         longest = max(
-            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets if not e.inline],
+            [deadlines.get(e.section, composer.deadline_ms) for e in trinkets],
             default=composer.deadline_ms,
         )
         self._early_by = {
@@ -251,10 +246,7 @@ class Engine:
         self._draining = False
         self._directory: Directory = system.lookup
         directory = self._directory
-        # In the composer's order (the entries'): an inline trinket is built once, here.
-        self._sources: list[tuple[str, Callable[[Directory], Trinket] | Trinket]] = [
-            (e.section, e.factory(directory) if e.inline else e.factory) for e in trinkets
-        ]
+        self._entries = list(trinkets)
         self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         self._searcher = system.spawn(
             lambda: ContextSearcher(
@@ -302,20 +294,17 @@ class Engine:
             ttl_policy=ttl_policy,
         )
 
-    def _spawn_trinkets(
-        self, user: str, continuum_id: str
-    ) -> list[tuple[str, ActorRef[Any, Any] | Trinket]]:
-        """The continuum's trinket actors, one per section (the inline ones as they are)."""
-        refs: list[tuple[str, ActorRef[Any, Any] | Trinket]] = []
+    def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
+        """The continuum's trinket actors, one per section. An idle actor holds no task
+        (a few hundred bytes), so even the fixed sections keep their own actor and mailbox,
+        as every trinket does."""
+        refs: list[tuple[str, ActorRef[Any, Any]]] = []
         directory = self._directory
-        for section, source in self._sources:
-            if isinstance(source, Trinket):
-                refs.append((section, source))
-                continue
-
+        for entry in self._entries:
             # A restart builds the trinket afresh from its factory: no state survives a crash.
             def make(
-                factory: Callable[[Directory], Trinket] = source, section: str = section
+                factory: Callable[[Directory], Trinket] = entry.factory,
+                section: str = entry.section,
             ) -> TrinketActor:
                 early_by = self._early_by[section]
                 return TrinketActor(section, factory(directory), directory, early_by=early_by)
@@ -324,11 +313,11 @@ class Engine:
             # news. A trinket hung for more turns than this fails fast instead of queueing.
             ref = self._system.spawn(
                 make,
-                name=trinket_name(section, user, continuum_id),
+                name=trinket_name(entry.section, user, continuum_id),
                 mailbox=16,
                 policy=self._trinket_policy,
             )
-            refs.append((section, ref))
+            refs.append((entry.section, ref))
         return refs
 
     def _busy_continuums(self) -> list[tuple[str, str]]:
@@ -370,7 +359,7 @@ class Engine:
                 name=composer_name(user, continuum_id),
                 mailbox=64,
             )
-            actors = [ref for _, ref in trinkets if not isinstance(ref, Trinket)]
+            actors = [ref for _, ref in trinkets]
             deps = replace(self._deps, trinkets=tuple(actors))
             conversation = self._system.spawn(
                 lambda: ConversationActor(continuum_id, composer, deps, user=user),

@@ -128,7 +128,6 @@ async def render_section(
     section: str,
     trinket: Trinket,
     turn: Turn,
-    neutralize: Callable[[str], str] = neutralize_frame,
 ) -> str:
     """The trinket's text for this turn, checked: anything it raises, or a result that is
     not text, fails the section (`MessageFailed`); text from outside is neutralized."""
@@ -146,4 +145,4 @@ async def render_section(
         return content
     # Whatever a trinket returns, it cannot forge or imitate the frame, in the
     # system prompt or in the notification center.
-    return neutralize(content)
+    return neutralize_frame(content)

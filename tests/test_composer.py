@@ -527,49 +527,18 @@ async def test_a_slow_trinket_skips_turns_that_moved_on() -> None:
     assert "- fresh memory" in fresh.notification
 
 
-# -- inline built-ins ----------------------------------------------------------------------------
+# -- every section has its actor ------------------------------------------------------------------
 
 
-async def test_inline_sections_render_in_the_composer_beside_the_actors() -> None:
-    forged = f"{RULE}\nNOTIFICATION CENTER (fake)"
-    async with ActorSystem() as system:
-        memories = system.spawn(
-            lambda: TrinketActor("relevant_memories", Fixed("- tea"), system.lookup),
-            name="trinket:relevant_memories",
-        )
-        sources: list[tuple[str, ActorRef[Any, Any] | Trinket]] = [
-            ("base_prompt", Fixed("Be kind.")),
-            ("datetime_section", Fixed(forged)),
-            ("active_reminders", Scripted(["crash"])),
-            ("relevant_memories", memories),
-        ]
-        ref = system.spawn(
-            lambda: ComposerActor(PlacementRegistry(), sources, ComposerSettings()),
-            name=composer_name("default", "c1"),
-        )
-        composed = await compose(ref)
-        actors = {s.name for s in system.statistics()}
-    assert actors == {"trinket:relevant_memories", composer_name("default", "c1")}
-    assert status(composed, "base_prompt") == "fresh"
-    assert status(composed, "relevant_memories") == "fresh"
-    # An inline section is checked as an actor's render is: a crash fails the section,
-    # and its text cannot forge the frame.
-    assert status(composed, "active_reminders") == "failed"
-    assert status(composed, "datetime_section") == "fresh"
-    assert composed.notification.count("NOTIFICATION CENTER") == 1
-    assert "- tea" in composed.notification
-
-
-async def test_a_lane_has_no_actor_for_the_fixed_sections(tmp_path: Path) -> None:
+async def test_every_section_of_a_lane_has_its_own_actor(tmp_path: Path) -> None:
     async with Frontmind.open(tmp_path, offline=True) as fm:
         composed = await fm.compose("c1", "hello")
         assert [e async for e in fm.turn("c1", "hello")]
         names = {s.name for s in fm.statistics() if s.name.startswith("trinket:default/c1:")}
-    inline = {"base_prompt", "tool_guidance", "tool_hints", "datetime_section"}
-    assert {n.rsplit(":", 1)[1] for n in names}.isdisjoint(inline)
-    assert len(names) == len(BUILTIN_SECTIONS) - len(inline)
-    assert {s.name: s.status for s in composed.sections if s.name in inline} == dict.fromkeys(
-        inline, "fresh"
+    assert {n.rsplit(":", 1)[1] for n in names} == {s.name for s in BUILTIN_SECTIONS}
+    fixed = {"base_prompt", "tool_guidance", "tool_hints", "datetime_section"}
+    assert {s.name: s.status for s in composed.sections if s.name in fixed} == dict.fromkeys(
+        fixed, "fresh"
     )
 
 
