@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import deque
 from collections.abc import Sequence
 
 from ._messages import SystemSection
@@ -28,7 +27,10 @@ class CacheGuard:
         self._threshold = threshold
         self._min_turns = min_turns
         self._last: dict[str, bytes] = {}
-        self._changes: dict[str, deque[bool]] = {}
+        # Per section, whether it changed on each of the last `window` turns, as bits of
+        # an int (newest lowest) and how many turns they cover: a deque would cost each
+        # composer about 0.6 KiB a section.
+        self._changes: dict[str, tuple[int, int]] = {}
         self._logged_at: dict[str, int] = {}
         self._turns = 0
 
@@ -47,16 +49,19 @@ class CacheGuard:
             digest = hashlib.blake2b(section.text.encode(), digest_size=16).digest()
             previous = self._last.get(section.name)
             self._last[section.name] = digest
-            history = self._changes.setdefault(section.name, deque(maxlen=self._window))
+            bits, seen = self._changes.get(section.name, (0, 0))
             if previous is not None:
-                history.append(previous != digest)
-            if len(history) < self._min_turns:
+                bits = ((bits << 1) | (previous != digest)) & ((1 << self._window) - 1)
+                seen = min(seen + 1, self._window)
+                self._changes[section.name] = bits, seen
+            if seen < self._min_turns:
                 continue
-            share = sum(history) / len(history)
+            changed = bits.bit_count()
+            share = changed / seen
             if share > self._threshold:
                 warning = (
-                    f"cache guard: system section {section.name!r} changed on {sum(history)} "
-                    f"of the last {len(history)} turns; each change re-writes about "
+                    f"cache guard: system section {section.name!r} changed on {changed} "
+                    f"of the last {seen} turns; each change re-writes about "
                     f"{costs[section.name]} cached system tokens plus the whole history. "
                     "Place it in the notification center."
                 )

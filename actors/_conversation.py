@@ -357,7 +357,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # A turn's messages are consecutive: the increment is the last run of one turn id.
         floor = history[0].seq if history else 0
         history_tokens = increment = 0
-        last_turn: str | None = None
+        last_turn: int | None = None
         for seq, turn_id, tokens in state.history.entries():
             if seq < floor:
                 continue
@@ -406,7 +406,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
         turn_start: int | None = None
-        previous_turn: str | None = None
+        previous_turn: int | None = None
         for seq, turn_id, tokens in state.history.entries():
             starts_turn = turn_id != previous_turn
             previous_turn = turn_id

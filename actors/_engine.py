@@ -158,11 +158,13 @@ def builtin_trinkets(
     t = settings.trinkets
     gap = settings.history.segment_gap_minutes * 60
     embedder = _embedder(settings)
+    # Rendered once: every continuum's trinkets share the texts, not a copy each.
+    guidance, hints = tool_guidance(definitions), tool_hints(definitions)
     entries = [
         TrinketEntry("base_prompt", lambda _: StaticTrinket(base)),
         TrinketEntry("domaindoc", lambda _: DomainDocTrinket(storage)),
-        TrinketEntry("tool_guidance", lambda _: StaticTrinket(tool_guidance(definitions))),
-        TrinketEntry("tool_hints", lambda _: StaticTrinket(tool_hints(definitions))),
+        TrinketEntry("tool_guidance", lambda _: StaticTrinket(guidance)),
+        TrinketEntry("tool_hints", lambda _: StaticTrinket(hints)),
         TrinketEntry("datetime_section", lambda _: DateTimeTrinket()),
         TrinketEntry(
             "conversation_manifest",
@@ -247,6 +249,7 @@ class Engine:
         self._directory: Directory = system.lookup
         directory = self._directory
         self._entries = list(trinkets)
+        self._makers = {entry.section: self._make_trinket(entry) for entry in self._entries}
         self._trinket_policy = trinket_policy or RestartPolicy(max_restarts=5, within=60.0)
         self._searcher = system.spawn(
             lambda: ContextSearcher(
@@ -294,25 +297,28 @@ class Engine:
             ttl_policy=ttl_policy,
         )
 
+    def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
+        """How a section's trinket actor is built (first and on each restart: afresh from
+        its factory, so no state survives a crash). One per section, shared by every
+        continuum's lane, rather than a closure per lane."""
+        directory, early_by = self._directory, self._early_by[entry.section]
+
+        def make() -> TrinketActor:
+            trinket = entry.factory(directory)
+            return TrinketActor(entry.section, trinket, directory, early_by=early_by)
+
+        return make
+
     def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
         """The continuum's trinket actors, one per section. An idle actor holds no task
         (a few hundred bytes), so even the fixed sections keep their own actor and mailbox,
         as every trinket does."""
         refs: list[tuple[str, ActorRef[Any, Any]]] = []
-        directory = self._directory
         for entry in self._entries:
-            # A restart builds the trinket afresh from its factory: no state survives a crash.
-            def make(
-                factory: Callable[[Directory], Trinket] = entry.factory,
-                section: str = entry.section,
-            ) -> TrinketActor:
-                early_by = self._early_by[section]
-                return TrinketActor(section, factory(directory), directory, early_by=early_by)
-
             # One composer asks one turn at a time; the rest is committed-turn and search
             # news. A trinket hung for more turns than this fails fast instead of queueing.
             ref = self._system.spawn(
-                make,
+                self._makers[entry.section],
                 name=trinket_name(entry.section, user, continuum_id),
                 mailbox=16,
                 policy=self._trinket_policy,

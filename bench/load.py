@@ -16,6 +16,9 @@ memory-mapped pages).
 Memory at 100 turns: continuums given 100 turns of history (short chat: 14 words asked,
 40 answered) straight through storage, then loaded by one turn each; the daemon's
 RssAnon growth per continuum (goal ≤ 100 KiB), with the text's own share beside it.
+`--memory-only` runs just this (about half a minute); `--memtrace` runs the daemon under
+bench/_memtrace.py (tracemalloc) and prints the growth per continuum by file and line
+(its RSS figure then includes tracemalloc's own bookkeeping: read the traced one).
 
 `--cpu-share F` runs the daemon on a fraction F of one core (continued for F × 20 ms of
 every 20 ms, stopped for the rest, as a scheduler shares a busy machine): what a loaded
@@ -28,6 +31,7 @@ the statements, the event loop's lag, the trinkets' mailboxes, garbage collectio
     .venv/bin/python -m bench.load [--levels 50,200,500] [--turns 4] [--ttft-ms 100]
         [--cpu-share 1.0] [--busy-levels 200] [--busy-share 0.25]
         [--memory-continuums 150] [--history-turns 100] [--level-timeout 120] [--probe]
+        [--memory-only] [--memtrace]
 """
 
 from __future__ import annotations
@@ -141,16 +145,21 @@ class Pinger:
 
 @asynccontextmanager
 async def daemon(
-    url: str, data: Path, probe: Path | None = None
+    url: str, data: Path, probe: Path | None = None, memtrace: Path | None = None
 ) -> AsyncIterator[tuple[Process, str]]:
     """The daemon on `data`, talking to the model server at `url`; yields it and its URL.
-    With `probe`, it runs under bench/_probe.py, which writes its timings there at exit."""
+    With `probe`, it runs under bench/_probe.py, which writes its timings there at exit;
+    with `memtrace`, under bench/_memtrace.py (tracemalloc, see `memtrace_snapshot`)."""
     (data / "frontmind.toml").write_text("[turns]\nmax_queued = 4\n")
     module = "frontmind" if probe is None else "bench._probe"
+    if memtrace is not None:
+        module = "bench._memtrace"
     command = [sys.executable, "-m", module, "serve", "--port", "0", "--data-dir", str(data)]
     env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "bench"}
     if probe is not None:
         env["FRONTMIND_PROBE_OUT"] = str(probe)
+    if memtrace is not None:
+        env["FRONTMIND_MEMTRACE_OUT"] = str(memtrace)
     process = await anyio.open_process(command, cwd=ROOT, env=env)
     assert process.stdout is not None
     async with process:
@@ -363,13 +372,29 @@ async def fill(path: Path, continuums: int, turns: int) -> int:
     return text // continuums
 
 
-async def memory(url: str, continuums: int, history: int) -> dict[str, Any]:
-    """The daemon's heap growth per continuum loaded with `history` turns of history."""
+async def memtrace_snapshot(trace: Path) -> None:
+    """Have the daemon under bench/_memtrace.py take a snapshot; wait until it has."""
+
+    def snapshot() -> None:
+        go = Path(f"{trace}.go")
+        go.touch()
+        while go.exists():  # the daemon's thread removes it when done
+            time.sleep(0.05)
+
+    await anyio.to_thread.run_sync(snapshot)
+
+
+async def memory(url: str, continuums: int, history: int, memtrace: bool = False) -> dict[str, Any]:
+    """The daemon's heap growth per continuum loaded with `history` turns of history.
+    With `memtrace`, the daemon runs under tracemalloc and the growth is also printed by
+    file and line (the RSS figure then includes tracemalloc's own bookkeeping)."""
+    traced: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
+        trace = data / "memtrace.json" if memtrace else None
         warm = 20  # loaded first, so caches and pools have grown before the measure
         text = await fill(data / "frontmind.db", continuums + warm, history)
-        async with daemon(url, data) as (process, base_url):
+        async with daemon(url, data, memtrace=trace) as (process, base_url):
             limits = httpx2.Limits(max_connections=100)
             async with httpx2.AsyncClient(base_url=base_url, timeout=300, limits=limits) as client:
 
@@ -383,9 +408,22 @@ async def memory(url: str, continuums: int, history: int) -> dict[str, Any]:
 
                 await load(continuums, warm)
                 before = rss_anon_kib(process.pid)
+                if trace is not None:
+                    await memtrace_snapshot(trace)
                 await load(0, continuums)
                 after = rss_anon_kib(process.pid)
+                if trace is not None:
+                    await memtrace_snapshot(trace)
+                    traced = json.loads(trace.read_text())
     per = (after - before) / continuums
+    if traced is not None:
+        print(f"tracemalloc: {traced['total_kib'] / continuums:.1f} KiB per continuum; by line:")
+        for row in traced["top"]:
+            if abs(row["kib"]) / continuums >= 0.05:
+                print(
+                    f"  {row['kib'] / continuums:7.2f} KiB {row['count'] / continuums:7.1f} "
+                    f"blocks  {row['where']}"
+                )
     print(
         f"memory: {continuums} continuums with {history} turns of history: "
         f"{per:.0f} KiB per loaded continuum (goal ≤ 100 KiB), of which message text "
@@ -413,7 +451,15 @@ def main() -> None:
     parser.add_argument("--memory-continuums", type=int, default=150)
     parser.add_argument("--history-turns", type=int, default=100)
     parser.add_argument("--probe", action="store_true", help="time the waits (bench/_probe.py)")
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the memory at --history-turns"
+    )
+    parser.add_argument(
+        "--memtrace", action="store_true", help="the memory by file and line (tracemalloc)"
+    )
     args = parser.parse_args()
+    if args.memory_only:
+        args.levels = args.busy_levels = ""
     if not (0 < args.cpu_share <= 1 and 0 < args.busy_share <= 1):
         parser.error("--cpu-share and --busy-share must be in (0, 1]")
 
@@ -455,7 +501,7 @@ def main() -> None:
                     )
                 )
             if args.memory_continuums:
-                mem = await memory(url, args.memory_continuums, args.history_turns)
+                mem = await memory(url, args.memory_continuums, args.history_turns, args.memtrace)
         write_results(
             "load",
             {
