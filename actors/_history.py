@@ -128,15 +128,16 @@ class CompactHistory:
     def __len__(self) -> int:
         return len(self._seqs)
 
-    def _turn_ids(self) -> list[str]:
-        """Every entry's turn id, decoded now (hex of the whole table at once: a slice
-        of it per generated id)."""
-        data, table = self._ids, self._ids.hex()
+    def _turn_ids(self, first: int = 0) -> list[str]:
+        """The turn ids of the entries from `first` on, decoded now (the hex of the table
+        at once: a slice of it per generated id)."""
+        data = self._ids
+        base = begin = self._id_ends[first - 1] if first else 0
+        table = data[base:].hex()
         out: list[str] = []
-        begin = 0
-        for end in self._id_ends:
+        for end in islice(self._id_ends, first, None):
             if data[begin] == 0:
-                out.append(_PREFIX + table[2 * begin + 2 : 2 * end])
+                out.append(_PREFIX + table[2 * (begin - base) + 2 : 2 * (end - base)])
             else:
                 out.append(data[begin + 1 : end].decode())
             begin = end
@@ -235,7 +236,8 @@ class CompactHistory:
     def messages(self, from_seq: int | None = None) -> list[Message]:
         """The messages (from `from_seq` on), decoded now."""
         start = 0 if from_seq is None else self._index(from_seq)
-        data, ids = self._data, self._turn_ids()
+        first = self._turn_at[start] if start < len(self._turn_at) else 0
+        data, ids = self._data, self._turn_ids(first)  # only the turns asked for
         view = memoryview(data)  # slices without copies
         out: list[Message] = []
         append = out.append
@@ -245,9 +247,9 @@ class CompactHistory:
             kind = data[begin]
             if kind < 2:
                 text = TextBlock(str(view[begin + 1 : end], "utf-8"))
-                append(Message(_PLAIN_ROLES[kind], (text,), seq, ids[turn], created))
+                append(Message(_PLAIN_ROLES[kind], (text,), seq, ids[turn - first], created))
             else:
                 body = _decoder.decode(view[begin:end])
-                append(Message(body.role, body.content, seq, ids[turn], created))
+                append(Message(body.role, body.content, seq, ids[turn - first], created))
             begin = end
         return out

@@ -136,6 +136,8 @@ def test_turn_ids_of_any_form_come_back_exactly() -> None:
     history = CompactHistory(messages, message_tokens)
     assert history.messages() == messages
     assert history.turn_ids() == [m.turn_id for m in messages]
+    for start in range(len(messages)):  # from any message: only its turns are decoded
+        assert history.messages(messages[start].seq) == messages[start:]
     assert [turn for _, turn, _ in history.entries()] == [i // 2 for i in range(len(messages))]
     # A turn continued across extends stays one entry; trimming forgets unused entries.
     more = Message("user", (TextBlock("again"),), 99, ids[-1], 2.0)
