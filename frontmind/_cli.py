@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ttl",
         action="append",
-        choices=("5m", "1h", "adaptive", "oracle"),
+        choices=("5m", "1h", "adaptive", "adaptive+warm", "oracle"),
         help="only this TTL policy (repeatable; default: all)",
     )
     p.add_argument(
