@@ -447,11 +447,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
         )
-        # Token counts from the compact history's columns: nothing is re-estimated.
-        first_seq = history[0].seq if history else None
-        entries = [(s, t, n) for s, t, n in state.history.entries() if s >= (first_seq or 0)]
-        last_turn = entries[-1][1] if entries else None
-        increment = sum(n for _, t, n in entries if t == last_turn)
+        # Token counts from the compact history's columns: nothing is re-estimated, and
+        # nothing is built per message (this runs on every turn, over the whole window).
+        # A turn's messages are consecutive: the increment is the last run of one turn id.
+        floor = history[0].seq if history else 0
+        history_tokens = increment = 0
+        last_turn: str | None = None
+        for seq, turn_id, tokens in state.history.entries():
+            if seq < floor:
+                continue
+            history_tokens += tokens
+            if turn_id != last_turn:
+                last_turn, increment = turn_id, 0
+            increment += tokens
         reused = list(state.reused)
         return CacheView(
             now=now,
@@ -459,7 +467,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             since_last=since_last,
             previous=previous,
             system_tokens=system,
-            history_tokens=sum(n for _, _, n in entries),
+            history_tokens=history_tokens,
             increment_tokens=increment,
             reusable=sum(reused) / len(reused) if reused else 1.0,
             system_entry=state.system_entry[0] if state.system_entry else None,

@@ -56,17 +56,29 @@ LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
 
 
-class CacheControl(msgspec.Struct, frozen=True):
+# The request's per-message structs are `gc=False`: a turn builds one of each per history
+# block (thousands at 400 turns), and as collector-tracked objects they alone set off four
+# young collections per turn. They hold only strings, raw JSON and each other, frozen, so
+# they can never be part of a reference cycle, which is what makes untracking safe
+# (msgspec, "Disabling Garbage Collection":
+# https://jcristharif.com/msgspec/structs.html#struct-gc).
+
+
+class CacheControl(msgspec.Struct, frozen=True, gc=False):
     ttl: Literal["5m", "1h"]
     type: Literal["ephemeral"] = "ephemeral"
 
 
-class OutText(msgspec.Struct, frozen=True, tag="text", tag_field="type", omit_defaults=True):
+class OutText(
+    msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type", omit_defaults=True
+):
     text: str
     cache_control: CacheControl | None = None
 
 
-class OutToolUse(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", omit_defaults=True):
+class OutToolUse(
+    msgspec.Struct, frozen=True, gc=False, tag="tool_use", tag_field="type", omit_defaults=True
+):
     id: str
     name: str
     input: msgspec.Raw
@@ -74,7 +86,7 @@ class OutToolUse(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", 
 
 
 class OutToolResult(
-    msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
+    msgspec.Struct, frozen=True, gc=False, tag="tool_result", tag_field="type", omit_defaults=True
 ):
     tool_use_id: str
     content: str | msgspec.Raw
@@ -97,7 +109,7 @@ def _marked(block: OutBlock) -> bool:
     return not isinstance(block, msgspec.Raw) and block.cache_control is not None
 
 
-class OutMessage(msgspec.Struct, frozen=True):
+class OutMessage(msgspec.Struct, frozen=True, gc=False):
     role: Literal["user", "assistant", "system"]
     content: tuple[OutBlock, ...]
 

@@ -67,5 +67,5 @@ def loaded(fm: Any, continuum: str) -> AbstractAsyncContextManager[object]:
     `Frontmind.compose` on a continuum with no lane builds one and stops it again
     (previews leave no actors behind): that is not what a turn's composition costs.
     """
-    lane: AbstractAsyncContextManager[object] = fm._runtime._using(continuum)
+    lane: AbstractAsyncContextManager[object] = fm._runtime._using(fm.user_name, continuum)
     return lane

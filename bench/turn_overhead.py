@@ -7,12 +7,21 @@ streams exactly that request through a bare `AsyncAnthropic().messages.stream`, 
 runs the turn through Frontmind, in alternating order: the difference of each pair is
 Frontmind's own overhead (compose, layout, the commit, the events), measured under the
 same conditions. Also reported: CPU per turn on each side (this process only: the model
-server is elsewhere) and full (generation 2) garbage collections during each.
+server is elsewhere), and the garbage collections of each generation that started during
+each side and in the pauses between them (a gc callback attributes every collection to
+the phase it started in).
 
-Goals: whole turn above the bare stream, median ≤ 3 ms and p99 ≤ 15 ms; CPU per turn
+The GC policy is the daemon's (`[runtime] gc = "idle"`, or `--gc python` for CPython's
+own schedule). After every side the script pauses a little longer than the policy's
+quiet time, outside both measurements, as a user pauses between turns: that is where
+the daemon runs its full collections, and any that lands inside a side is counted there.
+
+Goals: whole turn above the bare stream, median ≤ 3 ms and p99 ≤ 15 ms (the p99 of the
+pairwise differences, each pair run back to back in alternating order); CPU per turn
 ≤ 1.15× the bare call's; no full collections on the turn path.
 
     .venv/bin/python -m bench.turn_overhead [--turns 200] [--history 400] [--ttft-ms 150]
+        [--gc idle|python]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import msgspec
 
 from actors import AnthropicModel, TurnCompleted
@@ -33,7 +43,8 @@ from bench._common import run, summary, write_results
 from bench._model_server import model_server
 from bench._store import sentence
 from frontmind import Config, Frontmind
-from frontmind._startup import freeze_startup_objects
+from frontmind._gc import SETTLE_S
+from frontmind.config import RuntimeConfig
 from storage import (
     DEFAULT_USER,
     Message,
@@ -68,17 +79,29 @@ async def _history(path: Path, turns: int) -> None:
             await storage.commit_turn(DEFAULT_USER, TurnWrite(record, (user, reply)))
 
 
-class _FullCollections:
-    """Counts generation-2 collections while `active`."""
+PHASES = ("frontmind", "bare", "between")
+
+
+class _Collections:
+    """Every collection by the phase it started in and its generation, with the time
+    the full ones took. `phase` is set by the script; None: not counted (warm-up)."""
 
     def __init__(self) -> None:
-        self.active = False
-        self.count = 0
-        gc.callbacks.append(self._observe)
+        self.phase: str | None = None
+        self.counts = {p: [0, 0, 0] for p in PHASES}
+        self.full_ms = dict.fromkeys(PHASES, 0.0)
+        self._started: tuple[str, float] | None = None
 
-    def _observe(self, phase: str, info: dict[str, Any]) -> None:
-        if self.active and phase == "start" and info["generation"] == 2:
-            self.count += 1
+    def observe(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            if self.phase is not None:
+                self.counts[self.phase][info["generation"]] += 1
+                if info["generation"] == 2:
+                    self._started = (self.phase, time.perf_counter())
+        elif self._started is not None:
+            where, started = self._started
+            self.full_ms[where] += (time.perf_counter() - started) * 1000
+            self._started = None
 
 
 def main() -> None:
@@ -86,22 +109,25 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--history", type=int, default=400)
     parser.add_argument("--ttft-ms", type=float, default=150.0)
+    parser.add_argument("--gc", choices=("idle", "python"), default="idle")
     args = parser.parse_args()
+    pause = SETTLE_S + 0.02  # after each side: the policy's quiet time, and a little
 
     async def body() -> None:
         frontmind: list[float] = []
         bare: list[float] = []
         cpu_fm: list[float] = []
         cpu_bare: list[float] = []
-        full = {"frontmind": _FullCollections(), "bare": _FullCollections()}
+        collections = _Collections()
+        gc.callbacks.append(collections.observe)
+        config = Config(runtime=RuntimeConfig(gc=args.gc))
         async with model_server(args.ttft_ms, 2000) as (url, _):
             with tempfile.TemporaryDirectory() as tmp:
                 data = Path(tmp)
                 await _history(data / "frontmind.db", args.history)
                 model = AnthropicModel(api_key="bench", base_url=url, max_retries=0, timeout=30)
                 client = anthropic.AsyncAnthropic(api_key="bench", base_url=url, max_retries=0)
-                async with Frontmind.open(data, Config(), model=model) as fm:
-                    freeze_startup_objects()  # as the daemon does once it is up
+                async with Frontmind.open(data, config, model=model) as fm:
 
                     async def run_bare(params: dict[str, Any]) -> None:
                         async with client.messages.stream(**params) as stream:
@@ -116,6 +142,7 @@ def main() -> None:
                         assert completed, "the turn did not complete"
 
                     for i in range(args.turns + 5):
+                        measured = i >= 5  # warm-up: connections, first compilation
                         text = f"Turn {i}: how is the work going?"
                         request = await fm.context(CONTINUUM, text)
                         params = msgspec.json.decode(msgspec.json.encode(request))
@@ -123,34 +150,51 @@ def main() -> None:
                         if i % 2:
                             sides.reverse()
                         for name, fn, arg in sides:
-                            counter = full[name]
-                            counter.active = i >= 5
+                            collections.phase = name if measured else None
                             cpu, started = time.process_time(), time.perf_counter()
                             await fn(arg)  # type: ignore[operator]
                             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-                            counter.active = False
-                            if i >= 5:  # warm-up: connections, first compilation
+                            collections.phase = "between" if measured else None
+                            if measured:
                                 (frontmind if name == "frontmind" else bare).append(wall)
                                 (cpu_fm if name == "frontmind" else cpu_bare).append(cpu)
+                            await anyio.sleep(pause)
+                        collections.phase = None
+                    idle_collections = fm._collector.collections if fm._collector else 0
                 await model.aclose()
                 await client.close()
+        # Each pair ran back to back under the same conditions: its difference is the
+        # overhead of that turn; the p99 is taken over those differences, never as a
+        # difference of two separately sorted tails.
         overhead = [f - b for f, b in zip(frontmind, bare, strict=True)]
+        turns = len(frontmind)
+        counts = collections.counts
         results: dict[str, Any] = {
+            "gc_policy": args.gc,
             "frontmind_turn": summary(frontmind),
             "bare_sdk_stream": summary(bare),
             "overhead": summary(overhead),
+            "overhead_max_ms": max(overhead) * 1000,
             "overhead_mean_ms": sum(overhead) / len(overhead) * 1000,
             "cpu_ms_per_turn": {
                 "frontmind": sum(cpu_fm) / len(cpu_fm) * 1000,
                 "bare": sum(cpu_bare) / len(cpu_bare) * 1000,
+                # The full collections between turns, shared out over the turns.
+                "full_collections_between": collections.full_ms["between"] / turns,
             },
-            "full_collections": {name: c.count for name, c in full.items()},
+            "full_collections": {p: counts[p][2] for p in PHASES},
+            "full_collections_ms": collections.full_ms,
+            "idle_collections": idle_collections,
+            "young_collections_per_turn": {
+                p: {"gen0": counts[p][0] / turns, "gen1": counts[p][1] / turns}
+                for p in ("frontmind", "bare")
+            },
         }
         ratio = sum(cpu_fm) / max(sum(cpu_bare), 1e-9)
         results["cpu_ratio"] = ratio
         print(
             f"time to first token {args.ttft_ms:.0f} ms, {args.history} turns of history, "
-            f"{len(frontmind)} interleaved pairs"
+            f"{turns} interleaved pairs, gc policy {args.gc!r}"
         )
         for name, label in (("frontmind_turn", "Frontmind turn"), ("bare_sdk_stream", "bare SDK")):
             r = results[name]
@@ -161,16 +205,29 @@ def main() -> None:
         o = results["overhead"]
         print(
             f"  overhead (pairwise)      median {o['median_us'] / 1000:7.2f} ms (goal ≤ 3)  "
-            f"p99 {o['p99_us'] / 1000:7.2f} ms (goal ≤ 15)"
+            f"p99 {o['p99_us'] / 1000:7.2f} ms (goal ≤ 15)  "
+            f"max {results['overhead_max_ms']:.2f} ms"
         )
         cpu = results["cpu_ms_per_turn"]
         print(
             f"  CPU per turn             {cpu['frontmind']:.2f} ms vs {cpu['bare']:.2f} ms = "
             f"{ratio:.2f}x (goal ≤ 1.15x)"
         )
+        full_ms = collections.full_ms
         print(
-            f"  full collections         Frontmind {full['frontmind'].count}, bare "
-            f"{full['bare'].count} (goal 0 on the turn path)"
+            f"  full collections         in Frontmind turns {counts['frontmind'][2]} "
+            f"({full_ms['frontmind']:.0f} ms), in bare calls {counts['bare'][2]} "
+            f"({full_ms['bare']:.0f} ms) (goal 0 on the turn path); between turns "
+            f"{counts['between'][2]} ({full_ms['between']:.0f} ms, {idle_collections} by "
+            "the idle policy)"
+        )
+        young = results["young_collections_per_turn"]
+        print(
+            "  young collections/turn   "
+            + ", ".join(
+                f"{label} gen0 {young[p]['gen0']:.2f} gen1 {young[p]['gen1']:.2f}"
+                for p, label in (("frontmind", "Frontmind"), ("bare", "bare"))
+            )
         )
         write_results(
             "turn_overhead", {"ttft_ms": args.ttft_ms, "history_turns": args.history, **results}

@@ -73,7 +73,7 @@ from ._wire import (
     summarize,
     to_wire,
 )
-from .config import Config, load_config
+from .config import Config, RuntimeConfig, load_config
 from .localapi._asgi import SocketLimits, is_loopback, serve_app
 
 K = TypeVar("K")
@@ -625,6 +625,8 @@ async def serve(
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=database)
         )
+    if config.runtime.gc is None:  # the daemon owns its process: no full GC in a turn
+        config = msgspec.structs.replace(config, runtime=RuntimeConfig(gc="idle"))
     host = host or config.server.host
     port = config.server.port if port is None else port
     token = resolve_token(config, token, token_file)
@@ -657,7 +659,8 @@ async def serve(
                 log_level="warning",
                 limits=limits,
             ) as served:
-                freeze_startup_objects()
+                if config.runtime.gc == "idle":
+                    freeze_startup_objects()  # the app too, now that it is built
                 announce(served.url)
                 async for signum in signals:
                     log.warning(

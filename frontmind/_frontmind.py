@@ -67,6 +67,7 @@ from storage import (
 )
 
 from ._exceptions import BudgetExceeded, ConfigError
+from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
 from ._users import new_token, token_digest
@@ -165,6 +166,7 @@ class Frontmind:
         clock: Callable[[], float],
         user: str = DEFAULT_USER,
         documents_locks: dict[str, anyio.Lock] | None = None,
+        collector: IdleCollector | None = None,
     ) -> None:
         self.user_name = check_user_name(user)
         self._runtime = runtime
@@ -178,6 +180,8 @@ class Frontmind:
         # One lock per user, shared by every scope of this instance: a budget check and
         # its write happen as one, however many requests write documents at once.
         self._documents_locks = {} if documents_locks is None else documents_locks
+        # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
+        self._collector = collector
 
     def warm_ups(self) -> tuple[int, TurnUsage]:
         """The cache warm-ups this instance sent (every user's) and their summed usage:
@@ -296,6 +300,10 @@ class Frontmind:
                 ttl_policy=ttl_policy,
             )
             idle = config.turns.idle_minutes * 60
+            collector = None
+            if config.runtime.gc == "idle":  # unset: CPython's own (the daemon sets it)
+                collector = IdleCollector()
+                stack.enter_context(collector.installed())  # restored once its task ends
             janitor = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(janitor.cancel_scope.cancel)  # runs first on the way out
             if idle > 0:
@@ -305,7 +313,19 @@ class Frontmind:
             # The cache warm-up's timers: the given ones (`frontmind simulate`'s clock
             # fires them as it advances), else tasks of the janitor, cancelled with it.
             runtime.use_timers(timers or TaskTimers(janitor, clock))
-            yield cls(runtime, storage, system, config, directory, local_api, model, clock)
+            if collector is not None:
+                janitor.start_soon(collector.run)
+            yield cls(
+                runtime,
+                storage,
+                system,
+                config,
+                directory,
+                local_api,
+                model,
+                clock,
+                collector=collector,
+            )
 
     # -- users ---------------------------------------------------------------------------
 
@@ -326,6 +346,7 @@ class Frontmind:
             self._clock,
             user=name,
             documents_locks=self._documents_locks,
+            collector=self._collector,
         )
 
     async def add_user(self, name: str) -> str:
@@ -353,7 +374,10 @@ class Frontmind:
         `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
-        return TurnStream(self._runtime.turn(continuum_id, message, user=self.user_name))
+        turn = self._runtime.turn(continuum_id, message, user=self.user_name)
+        if self._collector is not None:
+            turn = self._collector.around(turn)  # in flight: no idle collection now
+        return TurnStream(turn)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
         """The request a turn with `message` would send now. Nothing is sent or stored."""

@@ -6,19 +6,25 @@ share counters); the process and platform collectors are registered on it too.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    GCCollector,
     Histogram,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from actors import TurnCompleted
+
+from ._gc import full_collections
 
 __all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
 
@@ -33,6 +39,8 @@ class Metrics:
         self.registry = registry = CollectorRegistry()
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
+        GCCollector(registry=registry)  # python_gc_collections_total by generation
+        registry.register(_FullCollections())
         self.turns = Counter("frontmind_turns", "Turns by outcome.", ["outcome"], registry=registry)
         self.turn_errors = Counter(
             "frontmind_turn_errors", "Failed turns by error type.", ["type"], registry=registry
@@ -92,3 +100,21 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _FullCollections(Collector):
+    """Full garbage collections under the `idle` policy, by when they ran: `turn` (with a
+    turn in flight: the tail latency the policy exists to avoid), `idle`, `other`."""
+
+    def collect(self) -> Iterator[Metric]:
+        counts = full_collections()
+        if counts is None:
+            return
+        family = CounterMetricFamily(
+            "frontmind_gc_full_collections",
+            "Full garbage collections under [runtime] gc = idle, by when they ran.",
+            labels=["when"],
+        )
+        for when, count in counts.items():
+            family.add_metric([when], count)
+        yield family

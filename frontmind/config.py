@@ -55,6 +55,7 @@ __all__ = [
     "MemorySettings",
     "ModelSettings",
     "OfflineConfig",
+    "RuntimeConfig",
     "ServerConfig",
     "StorageConfig",
     "ToolSettings",
@@ -125,11 +126,24 @@ class OfflineConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     tokens_per_second: float = 0.0  # 0: as fast as possible
 
 
+class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`[runtime]`: how the process itself is run.
+
+    `gc = "idle"`: no automatic full garbage collection on a turn's path; the full
+    collection runs when no turn is in flight (frontmind/_gc.py). `"python"`: CPython's
+    own schedule, untouched. Unset: `idle` in the daemon, `python` in the library (the
+    collector is the whole process's: a library changes it only when asked).
+    """
+
+    gc: Literal["idle", "python"] | None = None
+
+
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
     documents: DocumentsConfig = DocumentsConfig()
     storage: StorageConfig = StorageConfig()
     offline: OfflineConfig = OfflineConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
     trinket: tuple[CustomTrinket, ...] = ()
     tool: tuple[CustomTool, ...] = ()
 

@@ -18,8 +18,10 @@ class Actor(Generic[M, R]):
 
     Subclass it and implement `handle`. Its return value is the reply to an `ask`
     (ignored for a `tell`); for a `stream` request it returns an async iterator whose
-    items are the replies. The supervisor builds a fresh instance from the factory on
-    every restart, so state never survives a crash.
+    items are the replies. The instance is built from the factory when the first message
+    arrives (an actor never sent anything is never built) and kept while the actor lives,
+    idle or not; the supervisor builds a fresh one on every restart, so state never
+    survives a crash.
 
     `protocol` and `replies` name the message and reply types (closed tagged unions of
     frozen Structs); encoded-mode mailboxes decode with them.
@@ -32,7 +34,7 @@ class Actor(Generic[M, R]):
         """Called before the first message, and again after every restart."""
 
     async def stopped(self) -> None:
-        """Called once when the actor stops normally."""
+        """Called once when the actor stops normally (if it was ever built)."""
 
     async def handle(self, message: M) -> R:
         raise NotImplementedError

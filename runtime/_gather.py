@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+from ._codec import encode
 from ._exceptions import KernelError
 from ._outcomes import GatherResult
 from ._ref import ActorRef
@@ -31,12 +32,20 @@ async def scatter_gather(
     gather, not one per actor; `deadlines`, one per actor, gives some of them less time
     (an actor's slot times out at the smaller of its own deadline and `deadline`).
     """
-    slots = GatherSlots([ref.name for ref in refs])
+    names: list[str] = []
+    slots = GatherSlots(names, len(refs))
+    payload: bytes | None = None  # encoded once for every encoded mailbox
     try:
         for index, ref in enumerate(refs):
             cell = ref._cell
+            names.append(cell.name)
             try:
-                cell.put_nowait(cell.envelope(message, slots, index))
+                if cell.encoded:
+                    if payload is None:
+                        payload = encode(message)
+                    cell.put_nowait((payload, slots, index))
+                else:
+                    cell.put_nowait((message, slots, index))
             except KernelError as exc:
                 slots.fail(index, exc)
         await slots.wait(deadline, deadlines)

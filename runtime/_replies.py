@@ -72,14 +72,15 @@ class GatherSlots:
 
     __slots__ = ("_done", "_names", "_outcomes", "_pending", "_start", "closed")
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], count: int) -> None:
+        """`names` may be filled in as the messages go out; each before its slot settles."""
         self._names = names
-        self._outcomes: list[Replied[Any] | TimedOut | Failed | None] = [None] * len(names)
-        self._pending = len(names)
+        self._outcomes: list[Replied[Any] | TimedOut | Failed | None] = [None] * count
+        self._pending = count
         self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._start = time.perf_counter()
         self.closed = False
-        if not names:
+        if not count:
             self._done.set_result(None)
 
     def _settle(self, index: int, outcome: Replied[Any] | Failed | TimedOut) -> None:
@@ -91,7 +92,14 @@ class GatherSlots:
             _resolve(self._done)  # the deadline may have resolved it a moment ago
 
     def reply(self, index: int, value: Any) -> None:
-        self._settle(index, Replied(self._names[index], value, time.perf_counter() - self._start))
+        # `_settle` written out: every reply of every gather comes through here.
+        if self.closed or self._outcomes[index] is not None:
+            return
+        elapsed = time.perf_counter() - self._start
+        self._outcomes[index] = Replied(self._names[index], value, elapsed)
+        self._pending -= 1
+        if not self._pending:
+            _resolve(self._done)
 
     def fail(self, index: int, error: BaseException) -> None:
         self._settle(index, Failed(self._names[index], error, time.perf_counter() - self._start))
@@ -111,8 +119,10 @@ class GatherSlots:
         propagates through the await as usual.
         """
         done = self._done
+        if done.done():
+            return
         loop = asyncio.get_running_loop()
-        timers = [_Deadline(loop, partial(_resolve, done), deadline)]
+        timers = [_Deadline(loop, self._time_up, deadline)]
         if deadlines is not None:
             # One timer per distinct shorter deadline, each expiring its slots together.
             groups: dict[float, list[int]] = {}
@@ -127,10 +137,15 @@ class GatherSlots:
             for timer in timers:
                 timer.cancel()
 
+    def _time_up(self) -> None:
+        _resolve(self._done)
+
     def close(self) -> GatherResult[Any]:
         """Stop accepting replies; whatever has not answered has timed out."""
         self.closed = True
         now = time.perf_counter() - self._start
+        if not self._pending:  # everyone answered: the usual case, and the fast one
+            return GatherResult(tuple(self._outcomes), now)  # type: ignore[arg-type]
         outcomes = tuple(
             TimedOut(self._names[i], now) if o is None else o for i, o in enumerate(self._outcomes)
         )

@@ -1,4 +1,4 @@
-"""The actor system: owner of every actor task, and their supervisor."""
+"""The actor system: owner of every actor and of the worker tasks that run them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ._actor import Actor, ActorStats, RestartPolicy
 from ._cell import Cell
 from ._exceptions import ActorStopped
 from ._ref import ActorRef
+from ._workers import Workers
 
 __all__ = ["ActorSystem"]
 
@@ -23,8 +24,14 @@ M = TypeVar("M")
 R = TypeVar("R")
 
 
+_DEFAULT_POLICY = RestartPolicy()
+
+
 class ActorSystem:
-    """Spawns actors into one task group and stops them in reverse order of start.
+    """Spawns actors and stops them in reverse order of start.
+
+    An idle actor holds no task; an actor with messages is run by a worker task of the
+    system's task group (see `_workers.py`), so no actor's work outlives the system.
 
     `encoded=True` runs every mailbox in encoded mode: messages and replies travel as
     msgpack bytes, as they would between processes.
@@ -36,11 +43,13 @@ class ActorSystem:
         self._cells: list[Cell] = []
         self._names: dict[str, Cell] = {}
         self._tg: TaskGroup | None = None
+        self._workers: Workers | None = None
         self._closing = False
 
     async def __aenter__(self) -> ActorSystem:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._workers = Workers(self._tg)
         return self
 
     async def __aexit__(
@@ -50,6 +59,7 @@ class ActorSystem:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._tg is not None
+        assert self._workers is not None
         self._closing = True
         try:
             # Shielded so that stopping is orderly even when we leave by cancellation;
@@ -58,6 +68,7 @@ class ActorSystem:
                 for cell in reversed(list(self._cells)):
                     await self._stop_cell(cell, self.stop_grace)
         finally:
+            self._workers.close()  # parked workers end; the task group waits for the rest
             result = await self._tg.__aexit__(exc_type, exc, tb)
         return result
 
@@ -70,21 +81,25 @@ class ActorSystem:
         policy: RestartPolicy | None = None,
         encoded: bool | None = None,
     ) -> ActorRef[M, R]:
-        """Start an actor under this system's supervision and return its reference."""
-        if self._tg is None or self._closing:
+        """Register an actor under this system's supervision and return its reference.
+
+        Nothing runs yet: the actor is built from `factory` when its first message
+        arrives (and built afresh after a crash).
+        """
+        if self._workers is None or self._closing:
             raise ActorStopped(f"cannot spawn {name!r}: the actor system is not running")
         if name in self._names:
             raise ValueError(f"an actor named {name!r} is already running")
         cell = Cell(
             name,
             factory,
+            workers=self._workers,
             capacity=mailbox,
-            policy=policy or RestartPolicy(),
+            policy=policy or _DEFAULT_POLICY,
             encoded=self.encoded if encoded is None else encoded,
         )
         self._cells.append(cell)
         self._names[name] = cell
-        cell.attach(self._tg.start_soon(cell.run, name=f"actor:{name}"))
         return ActorRef(cell)
 
     async def stop(self, ref: ActorRef[Any, Any], *, grace: float | None = None) -> None:
@@ -95,7 +110,7 @@ class ActorSystem:
         cell.stop()
         with anyio.move_on_after(grace):
             await cell.wait_stopped()
-        if not cell._finished:
+        if not cell.finished:
             log.warning("actor %r did not stop within %.1fs; cancelling it", cell.name, grace)
             cell.kill()
             await cell.wait_stopped()

@@ -48,17 +48,25 @@ __all__ = [
 ]
 
 
-class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+# Messages and their blocks are `gc=False`: a turn decodes its whole history window into
+# them (thousands at 400 turns), and tracked by the collector they set off young
+# collections on every turn. A block holds only strings, a message only its blocks, all
+# frozen: no reference cycle can pass through them, which is what makes untracking safe
+# (msgspec, "Disabling Garbage Collection":
+# https://jcristharif.com/msgspec/structs.html#struct-gc).
+
+
+class TextBlock(msgspec.Struct, frozen=True, gc=False, tag="text", tag_field="type"):
     text: str
 
 
-class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
+class ToolUseBlock(msgspec.Struct, frozen=True, gc=False, tag="tool_use", tag_field="type"):
     id: str
     name: str
     input_json: str  # the tool input, as exact JSON text
 
 
-class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+class ToolResultBlock(msgspec.Struct, frozen=True, gc=False, tag="tool_result", tag_field="type"):
     tool_use_id: str
     content: str
     is_error: bool = False
@@ -67,7 +75,7 @@ class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field=
     content_json: str = ""
 
 
-class RawBlock(msgspec.Struct, frozen=True, tag="raw", tag_field="type"):
+class RawBlock(msgspec.Struct, frozen=True, gc=False, tag="raw", tag_field="type"):
     """A block Frontmind carries but does not interpret, as the exact JSON it came as.
 
     Thinking (with its signature), redacted thinking, images, documents, server tool
@@ -84,7 +92,7 @@ ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | RawBlock
 Role = Literal["user", "assistant"]
 
 
-class Message(msgspec.Struct, frozen=True):
+class Message(msgspec.Struct, frozen=True, gc=False):
     """One stored message. `seq` orders a continuum's messages from 0."""
 
     role: Role

@@ -159,6 +159,7 @@ EXPORTS = {
         "MemorySettings",
         "ModelSettings",
         "OfflineConfig",
+        "RuntimeConfig",
         "ServerConfig",
         "StorageConfig",
         "ToolSettings",

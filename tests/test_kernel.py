@@ -5,11 +5,14 @@ Every test runs twice: with direct mailboxes and with encoded (msgpack) mailboxe
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -294,6 +297,7 @@ async def test_shutdown_finishes_message_in_hand_and_refuses_the_rest(encoded: b
     async with anyio.create_task_group() as tg, ActorSystem(encoded=encoded) as system:
         first = system.spawn(lambda: Recorder(log=order, name="first"), name="first")
         second = system.spawn(lambda: Recorder(gate, order, "second"), name="second")
+        assert await first.ask(Echo(0)) == 0  # built at its first message
         tg.start_soon(ask, second, "in_hand", Block())
         await gate.entered.wait()
         tg.start_soon(ask, second, "queued", Echo(1))
@@ -410,3 +414,235 @@ async def test_a_factory_that_raises_is_supervised_like_a_crash() -> None:
             await ref.ask(Echo(1))
         assert len(attempts) == 3
         assert ref.stats().state == "failed"
+
+
+# -- activation on demand: an idle actor holds no task --------------------------------------
+
+
+def tasks() -> int:
+    return len(asyncio.all_tasks())
+
+
+async def test_an_idle_actor_holds_no_task_and_is_built_at_its_first_message() -> None:
+    built: list[int] = []
+
+    def make() -> Recorder:
+        built.append(1)
+        return Recorder()
+
+    before = tasks()
+    async with ActorSystem() as system:
+        refs = [system.spawn(make, name=f"idle{i}") for i in range(50)]
+        await anyio.wait_all_tasks_blocked()
+        assert tasks() == before, "spawning starts no task"
+        assert built == []
+        for i, ref in enumerate(refs):  # one after another: one worker serves them all
+            ref.tell(Add(i))
+            assert await ref.ask(Get()) == [i]
+        assert len(built) == 50
+        assert tasks() == before + 1
+        for ref in refs:  # the state outlives the activation
+            ref.tell(Add(100))
+        assert [await ref.ask(Get()) for ref in refs] == [[i, 100] for i in range(50)]
+        assert len(built) == 50, "built once, kept across activations"
+        # A gather wakes them all at once: as many workers, parked again afterwards...
+        await scatter_gather(refs, Echo(1), deadline=5)
+        peak = tasks()
+        assert before + 1 < peak <= before + 50
+        # ...and reused by the next gather, not multiplied.
+        assert (await scatter_gather(refs, Echo(2), deadline=5)).unwrap() == [2] * 50
+        assert tasks() == peak
+    assert tasks() == before, "no task outlives the system"
+
+
+async def test_workers_not_needed_for_a_while_leave_the_pool() -> None:
+    before = tasks()
+    async with ActorSystem() as system:
+        refs = [system.spawn(Recorder, name=f"w{i}") for i in range(20)]
+        await scatter_gather(refs, Echo(1), deadline=5)
+        peak = tasks()
+        assert peak >= before + 10
+        workers = system._workers
+        assert workers is not None
+        workers.trim()  # what the pool's timer does every IDLE_S: all were needed just now
+        await anyio.wait_all_tasks_blocked()
+        assert tasks() == peak
+        for ref in refs[:10]:  # one at a time: one worker would do
+            assert await ref.ask(Echo(2)) == 2
+        workers.trim()
+        await anyio.wait_all_tasks_blocked()
+        assert tasks() == before + 1
+        assert (await scatter_gather(refs, Echo(3), deadline=5)).unwrap() == [3] * 20
+
+
+async def test_one_message_at_a_time_in_order_under_concurrent_senders(encoded: bool) -> None:
+    class Serial(Actor[Msg, Any]):
+        protocol = Msg
+        replies = list[int] | int | None
+
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+            self.inside = 0
+
+        async def handle(self, message: Msg) -> Any:
+            if isinstance(message, Get):
+                return list(self.seen)
+            assert isinstance(message, Add)
+            self.inside += 1
+            assert self.inside == 1, "two messages handled at once"
+            await anyio.lowlevel.checkpoint()  # yield mid-message
+            self.seen.append(message.n)
+            self.inside -= 1
+            return None
+
+    senders, each = 5, 40
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Serial, name="serial", mailbox=2)
+
+        async def sender(s: int) -> None:
+            for i in range(each):
+                await ref.send(Add(s * 1000 + i))  # waits for room: the mailbox holds 2
+                if i in (10, 25):
+                    await anyio.wait_all_tasks_blocked()  # let the actor go idle
+
+        async with anyio.create_task_group() as tg:
+            for s in range(senders):
+                tg.start_soon(sender, s)
+        seen = await ref.ask(Get())
+        assert len(seen) == senders * each
+        for s in range(senders):
+            assert [n for n in seen if n // 1000 == s] == [s * 1000 + i for i in range(each)]
+        assert ref.stats().processed == senders * each + 1
+
+
+async def test_waiting_senders_keep_their_order_and_a_tell_cannot_take_their_place() -> None:
+    gate = Gate()
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Recorder(gate), name="narrow", mailbox=1)
+        ref.tell(Block())
+        await gate.entered.wait()
+        ref.tell(Add(0))
+        async with anyio.create_task_group() as tg:
+            for n in (1, 2, 3):
+                tg.start_soon(ref.send, Add(n))
+                await anyio.wait_all_tasks_blocked()  # each waits, in this order
+            with pytest.raises(MailboxFull):
+                ref.tell(Add(99))
+            # Each message leaving the mailbox lets the next waiting sender's in at once,
+            # in the order they came.
+            gate.open.set()
+        assert await ref.ask(Get()) == [0, 1, 2, 3]
+
+
+async def test_a_cancelled_waiting_sender_delivers_nothing() -> None:
+    gate = Gate()
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Recorder(gate), name="narrow", mailbox=1)
+        ref.tell(Block())
+        await gate.entered.wait()
+        ref.tell(Add(0))
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ref.send, Add(5))
+                await anyio.wait_all_tasks_blocked()
+                scope.cancel()
+        gate.open.set()
+        assert await ref.ask(Get()) == [0]
+
+
+async def test_stopping_waits_for_the_drain_and_a_kill_spares_shielded_work() -> None:
+    gate = Gate()
+    log: list[str] = []
+
+    class Committer(Actor[Msg, Any]):
+        async def handle(self, message: Msg) -> Any:
+            try:
+                with anyio.CancelScope(shield=True):  # as a storage commit is
+                    gate.entered.set()
+                    await gate.open.wait()
+                    log.append("committed")
+                await anyio.sleep_forever()
+            except anyio.get_cancelled_exc_class():
+                log.append("cancelled")
+                raise
+
+    async with ActorSystem() as system:
+        ref = system.spawn(Committer, name="committer")
+        asked: list[BaseException] = []
+
+        async def ask() -> None:
+            try:
+                await ref.ask(Get())
+            except ActorStopped as exc:
+                asked.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await gate.entered.wait()
+            stopped = anyio.Event()
+
+            async def stop() -> None:
+                await system.stop(ref, grace=0)  # no grace: killed at once
+                stopped.set()
+
+            tg.start_soon(stop)
+            await anyio.wait_all_tasks_blocked()  # stop() has killed it and waits
+            assert ref.stats().state == "stopping"
+            assert not stopped.is_set()
+            assert log == [], "the shielded section is not cut short"
+            gate.open.set()
+            with anyio.fail_after(5):
+                await stopped.wait()
+        assert log == ["committed", "cancelled"]
+        assert len(asked) == 1, "the message in hand fails when its actor is killed"
+        assert ref.stats().state == "stopped"
+
+
+async def test_cancelling_the_system_cancels_running_actors() -> None:
+    gate = Gate()
+    log: list[str] = []
+    before = tasks()
+
+    class Waiter(Actor[Msg, Any]):
+        async def handle(self, message: Msg) -> Any:
+            try:
+                gate.entered.set()
+                await anyio.sleep_forever()
+            finally:
+                log.append("ended")
+
+    with anyio.CancelScope() as outer:
+        async with ActorSystem() as system:
+            ref = system.spawn(Waiter, name="waiter")
+            idle = system.spawn(Recorder, name="idle")
+            idle.tell(Add(1))
+            ref.tell(Get())
+            await gate.entered.wait()
+            outer.cancel()
+            await anyio.sleep_forever()
+    assert log == ["ended"]
+    assert ref.stats().state == "stopped"
+    assert idle.stats().state == "stopped"
+    assert tasks() == before
+
+
+async def test_context_variables_never_leak_between_actors_or_from_senders() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("kernel_test_var", default="unset")
+
+    class Setter(Actor[str, str]):
+        async def handle(self, message: str) -> str:
+            var.set(message)
+            return var.get()
+
+    class Reader(Actor[str, str]):
+        async def handle(self, message: str) -> str:
+            return var.get()
+
+    async with ActorSystem() as system:
+        setter = system.spawn(Setter, name="setter")
+        reader = system.spawn(Reader, name="reader")
+        var.set("sender")  # the sender's context is not the actors'
+        assert await reader.ask("?") == "unset"
+        for _ in range(3):  # one after another: the same worker would drain both
+            assert await setter.ask("A") == "A"
+            assert await reader.ask("?") == "unset"

@@ -1,0 +1,146 @@
+"""The `idle` garbage-collection policy: no full collection while a turn is in flight.
+
+Nothing here is timed: the collector's own callbacks say which generation each
+collection took and whether a turn was running, and the thresholds say what CPython
+would do next.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from frontmind import ConfigError, load_config
+from frontmind._gc import VALVE
+from frontmind.localapi import LocalMessagesAPI
+from tests._daemon import daemon
+from tests._harness import completed, config, frontmind, run_turn
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+class _Watch:
+    """Records the collections that start while `in_turn`, and wakes a waiter on the
+    first full collection outside a turn."""
+
+    def __init__(self) -> None:
+        self.in_turn = False
+        self.during_turn: list[int] = []  # the generation of each collection
+        self.full_after = anyio.Event()
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase != "start":
+            return
+        if self.in_turn:
+            self.during_turn.append(info["generation"])
+        elif info["generation"] == 2:
+            self.full_after.set()
+
+
+def _process_gc() -> tuple[tuple[int, int, int], list[Any], int]:
+    return gc.get_threshold(), list(gc.callbacks), gc.get_freeze_count()
+
+
+async def test_the_library_leaves_the_collector_alone_by_default(
+    tmp_path: Path, api: LocalMessagesAPI
+) -> None:
+    before = _process_gc()
+    async with frontmind(api, tmp_path) as fm:
+        assert fm._collector is None
+        completed(await run_turn(fm, "c1", "hello"))
+        assert _process_gc() == before
+    assert _process_gc() == before
+
+
+async def test_idle_policy_keeps_full_collections_off_the_turn_path(
+    tmp_path: Path, api: LocalMessagesAPI
+) -> None:
+    saved = gc.get_threshold()
+    before = _process_gc()
+    watch = _Watch()
+    gc.callbacks.append(watch)
+    try:
+        async with frontmind(api, tmp_path, cfg=config(runtime={"gc": "idle"})) as fm:
+            assert fm._collector is not None
+            assert gc.get_threshold() == (saved[0], saved[1], saved[2] * VALVE)
+            assert gc.get_freeze_count() > 0  # startup's objects are out of the walk
+            completed(await run_turn(fm, "c1", "a first turn loads the continuum"))
+            # CPython's count now asks for a full collection at the next chance, and the
+            # young generation is one allocation short of its threshold: under CPython's
+            # own schedule the turn's first allocations would collect everything.
+            for _ in range(saved[2] + 1):
+                gc.collect(1)
+            assert gc.get_count()[2] > saved[2]
+            ballast: list[list[int]] = [[] for _ in range(saved[0] - gc.get_count()[0])]
+            watch.full_after = anyio.Event()  # opening collected in full, twice
+            watch.in_turn = True
+            events = await run_turn(fm, "c1", "hello again")
+            watch.in_turn = False
+            completed(events)
+            assert 0 in watch.during_turn, "the turn ran no young collection at all"
+            assert 2 not in watch.during_turn
+            assert fm._collector.collections == 0
+            # Once no turn is in flight, the full collection CPython wanted runs.
+            with anyio.fail_after(10):
+                await watch.full_after.wait()
+            assert fm._collector.collections == 1
+            del ballast
+        assert _process_gc() == (before[0], [*before[1], watch], before[2])
+    finally:
+        gc.callbacks.remove(watch)
+
+
+async def test_the_daemon_keeps_full_collections_off_turns_unless_told_otherwise(
+    tmp_path: Path,
+) -> None:
+    """The daemon uses the policy unless told otherwise, and says so in its metrics."""
+    async with daemon(tmp_path) as d, d.client() as client:
+        for i in range(3):
+            response = await client.post("/v1/continuums/c1/turns", json={"message": f"turn {i}"})
+            assert response.status_code == 200
+        metrics = (await client.get("/metrics")).text
+        assert 'frontmind_gc_full_collections_total{when="turn"} 0.0' in metrics
+        assert 'frontmind_gc_full_collections_total{when="idle"}' in metrics
+        assert 'python_gc_collections_total{generation="2"}' in metrics
+        assert await d.stop() == 0
+    (tmp_path / "frontmind.toml").write_text('[runtime]\ngc = "python"\n')
+    async with daemon(tmp_path) as d, d.client() as client:
+        metrics = (await client.get("/metrics")).text
+        assert "frontmind_gc_full_collections_total" not in metrics
+        assert await d.stop() == 0
+
+
+def test_a_bad_gc_policy_is_refused_naming_its_key(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text('[runtime]\ngc = "never"\n')
+    with pytest.raises(ConfigError, match=r"runtime\.gc"):
+        load_config(None, tmp_path, environ={})
+    (tmp_path / "frontmind.toml").write_text('[runtime]\ngc = "idle"\n')
+    assert load_config(None, tmp_path, environ={}).runtime.gc == "idle"
+
+
+async def test_a_turns_history_and_request_are_not_tracked_by_the_collector(
+    tmp_path: Path, api: LocalMessagesAPI
+) -> None:
+    """Thousands of them per turn at a long history: tracked, they alone set off young
+    collections on every turn. Frozen and holding only strings, they cannot form cycles."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "remind me to water the plants in 10 minutes"))
+        history = await fm.history("c1")
+        request = await fm.context("c1", "and again")
+    blocks = [b for m in history for b in m.content]
+    assert {type(b).__name__ for b in blocks} >= {"TextBlock", "ToolUseBlock", "ToolResultBlock"}
+    assert not any(gc.is_tracked(x) for x in [*history, *blocks])
+    out = [b for m in request.messages for b in m.content]
+    assert not any(gc.is_tracked(x) for x in [*request.messages, *out])
+    assert any(getattr(b, "cache_control", None) is not None for b in out)
