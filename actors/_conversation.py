@@ -70,6 +70,7 @@ from ._ttl import (
     TTL_SECONDS,
     CacheView,
     TtlPolicy,
+    history_entry_after,
     policy_for,
     system_entry_after,
     warm_plan,
@@ -92,27 +93,6 @@ turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 UPDATE_HEADER = "[notification center update]"
 # Miss reasons that mean the prefix itself changed (not that an entry expired).
 _CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
-
-
-def _history_entry(
-    entry: Literal["5m", "1h"] | None, record: TurnRecord
-) -> Literal["5m", "1h"] | None:
-    """The TTL of the history entry after a completed turn, from what its first call
-    wrote: a 5m write means the history breakpoint was 5m (it is the last one written);
-    1h writes alone, a 1h entry through it. A call that wrote nothing read its history
-    breakpoint's entry as it was: a mark at or before the highest hit writes nothing and
-    a read keeps an entry's TTL ("Mixing different TTLs", https://platform.claude.com/
-    docs/en/build-with-claude/prompt-caching), so a 1h mark there leaves a 5m entry 5m."""
-    first = record.call_usage[0] if record.call_usage else None
-    if first is None:
-        return entry
-    if first.cache_creation_5m > 0:
-        return "5m"
-    if first.cache_creation_1h > 0:
-        return "1h"
-    if first.cache_creation_input_tokens > 0:  # no split reported: the mark's TTL
-        return record.cache_ttl.history if record.cache_ttl else entry
-    return entry
 
 
 def _system_entry(
@@ -268,7 +248,7 @@ class _Loaded(msgspec.Struct):
     turn_ended: float | None = None
     warmed_at: float | None = None
     # The TTL of the entry the next turn's history breakpoint will hit, as written (see
-    # `_history_entry`); None: unknown, the last turn's mark is assumed. And whether the
+    # `history_entry_after`); None: unknown, the last turn's mark is assumed. And whether the
     # last exchange is already cached (a background request since wrote it).
     history_entry: Literal["5m", "1h"] | None = None
     last_exchange_cached: bool = False
@@ -403,7 +383,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         state.reused.append(record.cache_miss_reason not in _CHANGED)
                         state.system_entry = _system_entry(state.system_entry, record)
                         state.turn_ended = record.finished_at
-                        state.history_entry = _history_entry(state.history_entry, record)
+                        state.history_entry = history_entry_after(state.history_entry, record)
                 self._state = state
         return self._state
 
@@ -432,7 +412,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         previous = state.last_ttl
         entry = state.history_entry
         if previous is not None and entry is not None and entry != previous.history:
-            # The entry as written, not as marked (`_history_entry`).
+            # The entry as written, not as marked (`history_entry_after`).
             previous = TtlChoice(previous.system, entry, previous.reason)
         warmed = state.warmed_at
         if warmed is not None and previous is not None and since_last is not None:
@@ -964,7 +944,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.system_entry = _system_entry(state.system_entry, record)
         state.turn_ended = record.finished_at
         state.warmed_at = None
-        state.history_entry = _history_entry(state.history_entry, record)
+        state.history_entry = history_entry_after(state.history_entry, record)
         state.last_exchange_cached = False
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:

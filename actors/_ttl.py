@@ -50,7 +50,7 @@ from typing import Final, Literal, Protocol
 
 import msgspec
 
-from storage import TtlChoice
+from storage import TtlChoice, TurnRecord
 
 __all__ = [
     "CHOICES",
@@ -67,6 +67,7 @@ __all__ = [
     "FixedPolicy",
     "TtlPolicy",
     "full_state_of",
+    "history_entry_after",
     "next_full",
     "next_state",
     "oracle_plan",
@@ -75,6 +76,8 @@ __all__ = [
     "state_of",
     "system_entry_after",
     "turn_cost",
+    "warm_cost",
+    "warm_plan",
 ]
 
 Ttl = Literal["5m", "1h"]
@@ -163,6 +166,25 @@ def system_entry_after(
     if entry is not None and at - entry[1] <= TTL_SECONDS[entry[0]]:
         return (entry[0], at)
     return None
+
+
+def history_entry_after(entry: Ttl | None, record: TurnRecord) -> Ttl | None:
+    """The TTL of the history entry after a completed turn, from what its first call
+    wrote: a 5m write means the history breakpoint was 5m (it is the last one written);
+    1h writes alone, a 1h entry through it. A call that wrote nothing read its history
+    breakpoint's entry as it was: a mark at or before the highest hit writes nothing and
+    a read keeps an entry's TTL ("Mixing different TTLs", https://platform.claude.com/
+    docs/en/build-with-claude/prompt-caching), so a 1h mark there leaves a 5m entry 5m."""
+    first = record.call_usage[0] if record.call_usage else None
+    if first is None:
+        return entry
+    if first.cache_creation_5m > 0:
+        return "5m"
+    if first.cache_creation_1h > 0:
+        return "1h"
+    if first.cache_creation_input_tokens > 0:  # no split reported: the mark's TTL
+        return record.cache_ttl.history if record.cache_ttl else entry
+    return entry
 
 
 def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:

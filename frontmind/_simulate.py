@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Final, get_args
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -53,7 +53,7 @@ from actors import (
     oracle_plan,
 )
 from actors._settings import Channel
-from actors._ttl import CHOICES, TTL_SECONDS
+from actors._ttl import CHOICES, TTL_SECONDS, history_entry_after
 from storage import StorageError, TtlChoice, TurnRecord, check_message
 
 from ._demo import SimulatedClock, input_cost
@@ -311,9 +311,17 @@ def layout_config(base: Config, layout: str, frame: str) -> Config:
 
 def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
     """The turns whose first call read less than the previous turn's first call had
-    cached (read + written), with neither the pause past that turn's history TTL nor
-    the layout's own change of the prefix (the API's miss reason) to explain it."""
+    cached (read + written), with neither the pause past the TTL of that turn's history
+    entry nor the layout's own change of the prefix (the API's miss reason) to explain
+    it. The entry's TTL is the one it was written with (`history_entry_after`): a 1h
+    mark on a prefix already cached at 5m (by a background request riding the cache)
+    writes nothing, and the entry stays 5m."""
     found = []
+    entries: list[Literal["5m", "1h"] | None] = []
+    entry: Literal["5m", "1h"] | None = None
+    for record in records:
+        entry = history_entry_after(entry, record) if record.status == "completed" else entry
+        entries.append(entry)
     for n in range(2, len(records)):
         before, record = records[n - 1], records[n]
         if not before.call_usage or not record.call_usage:
@@ -323,12 +331,13 @@ def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
         if first.cache_read_input_tokens >= cached:
             continue
         pause = record.started_at - before.started_at
-        ttl = before.cache_ttl.history if before.cache_ttl else "5m"
+        ttl = entries[n - 1] or (before.cache_ttl.history if before.cache_ttl else "5m")
         if pause > TTL_SECONDS[ttl] or record.cache_miss_reason in _LAYOUT_CHURN:
             continue
+        mark = before.cache_ttl.history if before.cache_ttl else ttl
         found.append(
             f"turn {n + 1}: read {first.cache_read_input_tokens:,} of {cached:,} "
-            f"after {pause / 60:.1f} min (history TTL {ttl})"
+            f"after {pause / 60:.1f} min (history entry {ttl}, marked {mark})"
         )
     return found
 

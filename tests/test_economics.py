@@ -324,8 +324,9 @@ async def test_simulate_json_rows(tmp_path: Path) -> None:
         "none",
     }
     keys = {"layout", "ttl", "input_cost", "cache_read", "cache_write", "uncached"}
-    assert all(set(r) == keys | {"avoidable_misses"} for r in rows)
-    assert len(rows) == 4 * len(layouts)
+    warm = {"warm_ups", "warm_cost", "warm_output_tokens"}  # the adaptive+warm row's
+    assert all(set(r) == keys | {"avoidable_misses"} | warm for r in rows)
+    assert len(rows) == 5 * len(layouts)
     cost = {(r["layout"], r["ttl"]): r["input_cost"] for r in rows}
     for layout in layouts:
         policies = {ttl: cost[(layout, ttl)] for ttl in ("5m", "1h", "adaptive", "oracle")}

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
@@ -21,7 +22,9 @@ from tests._harness import START, cache_marks, completed, config, run_turn
 MIN = 60.0
 
 
-async def _open(api: LocalMessagesAPI, tmp: Path, clock: SimulatedClock, **cache: object):
+def _open(
+    api: LocalMessagesAPI, tmp: Path, clock: SimulatedClock, **cache: object
+) -> tuple[AnthropicModel, AbstractAsyncContextManager[Frontmind]]:
     model = AnthropicModel(api_key="test-key", base_url=api.base_url, max_retries=0, timeout=10)
     # The fixed policy writes the history at 5m on every turn: each one leaves a 5m entry.
     cfg = config(cache={"warm": True, "policy": "fixed", **cache})
@@ -41,7 +44,7 @@ async def test_the_warm_up_fires_on_the_clock_and_sends_the_documented_request(
 ) -> None:
     clock = SimulatedClock(START)
     async with LocalMessagesAPI(clock=clock) as api:
-        model, opening = await _open(api, tmp_path, clock)
+        model, opening = _open(api, tmp_path, clock)
         try:
             async with opening as fm:
                 await _medium_habit(fm, clock)
@@ -100,7 +103,7 @@ async def test_the_warm_up_fires_on_the_clock_and_sends_the_documented_request(
 async def test_a_turn_cancels_a_pending_warm_up(tmp_path: Path) -> None:
     clock = SimulatedClock(START)
     async with LocalMessagesAPI(clock=clock) as api:
-        model, opening = await _open(api, tmp_path, clock)
+        model, opening = _open(api, tmp_path, clock)
         try:
             async with opening as fm:
                 await _medium_habit(fm, clock)
@@ -131,7 +134,7 @@ async def test_no_warm_up_when_the_entry_is_1h_or_when_disabled(
 ) -> None:
     clock = SimulatedClock(START)
     async with LocalMessagesAPI(clock=clock) as api:
-        model, opening = await _open(api, tmp_path, clock, **cache)
+        model, opening = _open(api, tmp_path, clock, **cache)
         try:
             async with opening as fm:
                 await _medium_habit(fm, clock)
