@@ -411,8 +411,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             pauses = (*pauses, since_last)
         previous = state.last_ttl
         entry = state.history_entry
-        if previous is not None and entry is not None and entry != previous.history:
-            # The entry as written, not as marked (`history_entry_after`).
+        if pending and previous is not None and entry is not None and entry != previous.history:
+            # For the warm-up: the entry as written, not as marked (`history_entry_after`).
+            # A turn's own choice keeps planning on the mark: measured, planning turns on
+            # the written entry cost more (seed 6 of the realistic script: +16%), since
+            # it then keeps betting on 5m after each re-write.
             previous = TtlChoice(previous.system, entry, previous.reason)
         warmed = state.warmed_at
         if warmed is not None and previous is not None and since_last is not None:

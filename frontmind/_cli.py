@@ -147,7 +147,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             script,
             layouts=layouts or ("notification", "system_message", "user_message",
                                 "system_prompt", "none"),
-            policies=policies or ("5m", "1h", "adaptive", "oracle"),
+            policies=policies or ("5m", "1h", "adaptive", "adaptive+warm", "oracle"),
             config=config,
             frame=args.frame,
         )  # fmt: skip
