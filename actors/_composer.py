@@ -4,6 +4,17 @@ It keeps one dict from section name to one record (content, cache policy, placem
 so nothing can drift between parallel dicts. A trinket that misses the deadline, fails,
 or was given up on never delays or breaks the turn: its last good content is used and
 marked stale with its age, or its section is left out; the statuses say which.
+
+A deadline is the trinkets' budget for their own work. When the daemon is busier than
+its CPU allows (hundreds of turns at once, or a machine shared with other work), every
+step of a composition waits for the event loop: the scatter, each storage read's
+result, the reply. That wait is not the trinket's, and cutting sections for it drops
+context exactly when the daemon is busy (bench/load.py --cpu-share, --probe: there it
+was the loop, not the renders or the reader connections, that the sections waited on).
+So the composer measures the loop's lag as the gather starts (one round trip through
+the loop) and allows the gather that lag for each step it takes, up to
+`LAG_ALLOWANCE` times the deadline more. An idle loop answers at once: below
+`LAG_FLOOR_S` nothing is added, and deadlines stay exact.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import anyio.lowlevel
 import msgspec
 
 from runtime import Actor, ActorRef, Failed, Replied, scatter_gather
@@ -35,6 +47,10 @@ from ._settings import ComposerSettings
 from ._tokens import estimate_tokens
 
 __all__ = ["ComposerActor", "SectionRecord"]
+
+LAG_STEPS = 8  # loop round trips in a composition with reads: scatter, reads, reply
+LAG_ALLOWANCE = 2.0  # the most a lagging loop adds, as a multiple of the deadline
+LAG_FLOOR_S = 0.002  # a lag below this is an idle loop's: nothing is added
 
 
 class SectionRecord(msgspec.Struct):
@@ -68,8 +84,8 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         for name, ref in trinkets:
             self._sections[name] = SectionRecord(registry.spec(name))  # refuses unknown names
             refs.append(ref)
-        self._order = [s.name for s in registry.ordered() if s.name in self._sections]
         self._names = [name for name, _ in trinkets]
+        self._order = [s.name for s in registry.ordered() if s.name in self._sections]
         self._refs = refs
         self._settings = settings
         # Each section's own deadline (seconds); the gather waits for the longest.
@@ -96,12 +112,13 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         started_ns = time.time_ns()
         turn = message.turn
         current_turn.set(turn.turn_id)  # e.g. the cache guard's warnings name the turn
-        deadline = self._deadline
+        extra = await self._lag_allowance()
+        deadline = self._deadline + extra
         result = await scatter_gather(
             self._refs,
             TurnStart(turn, time.time() + deadline),
             deadline=deadline,
-            deadlines=self._deadlines,
+            deadlines=[d + extra for d in self._deadlines] if extra else self._deadlines,
         )
         statuses: dict[str, SectionStatus] = {}
         for name, outcome in zip(self._names, result.outcomes, strict=True):
@@ -127,6 +144,17 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             else:
                 statuses[name] = SectionStatus(name, record.placement, detail, elapsed_ms)
         return self._assemble(statuses, started)
+
+    async def _lag_allowance(self) -> float:
+        """Seconds added to this gather for the event loop's current lag (0 when idle)."""
+        if not self._refs:
+            return 0.0
+        started = time.perf_counter()
+        await anyio.lowlevel.checkpoint()  # back at the end of the loop's ready queue
+        lag = time.perf_counter() - started
+        if lag < LAG_FLOOR_S:
+            return 0.0
+        return min(lag * LAG_STEPS, self._deadline * LAG_ALLOWANCE)
 
     def _assemble(self, statuses: dict[str, SectionStatus], started: float) -> Composed:
         system: list[SystemSection] = []

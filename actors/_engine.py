@@ -311,7 +311,9 @@ class Engine:
         )
 
     def _spawn_trinkets(self, user: str, continuum_id: str) -> list[tuple[str, ActorRef[Any, Any]]]:
-        """The continuum's trinket actors, one per section."""
+        """The continuum's trinket actors, one per section. An idle actor holds no task
+        (a few hundred bytes), so even the fixed sections keep their own actor and mailbox,
+        as every trinket does."""
         refs: list[tuple[str, ActorRef[Any, Any]]] = []
         directory = self._directory
         for entry in self._entries:
@@ -409,13 +411,14 @@ class Engine:
                 name=composer_name(user, continuum_id),
                 mailbox=64,
             )
-            deps = replace(self._deps, trinkets=tuple(ref for _, ref in trinkets))
+            actors = [ref for _, ref in trinkets]
+            deps = replace(self._deps, trinkets=tuple(actors))
             conversation = self._system.spawn(
                 lambda: ConversationActor(continuum_id, composer, deps, user=user),
                 name=f"conversation:{user}/{continuum_id}",
                 mailbox=self._settings.turns.max_queued,
             )
-            lane = _Lane(composer, conversation, [ref for _, ref in trinkets])
+            lane = _Lane(composer, conversation, actors)
             self._lanes[key] = lane
         lane.last_used = time.monotonic()
         return lane

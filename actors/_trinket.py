@@ -25,7 +25,14 @@ from ._messages import (
     TurnStart,
 )
 
-__all__ = ["Directory", "Trinket", "TrinketActor", "composer_name", "trinket_name"]
+__all__ = [
+    "Directory",
+    "Trinket",
+    "TrinketActor",
+    "composer_name",
+    "render_section",
+    "trinket_name",
+]
 
 Directory = Callable[[str], "ActorRef[Any, Any] | None"]
 
@@ -103,24 +110,7 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
         return None
 
     async def _render(self, turn: Turn) -> str:
-        try:
-            content = await self._trinket.render(turn)
-        # The boundary: anything the trinket raises fails this section for this turn.
-        except Exception as exc:
-            log.warning("section %r failed to render", self._section, exc_info=exc)
-            raise MessageFailed(
-                f"section {self._section!r} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(content, str):
-            raise MessageFailed(
-                f"section {self._section!r} failed: render returned "
-                f"{type(content).__name__}, not str"
-            )
-        if self._section in _TRUSTED_SECTIONS:
-            return content
-        # Whatever a trinket returns, it cannot forge or imitate the frame, in the
-        # system prompt or in the notification center.
-        return neutralize_frame(content)
+        return await render_section(self._section, self._trinket, turn)
 
     def _warm_next_turn(self, turn: Turn, content: str) -> None:
         """Nobody waits for this reply any more: hand it to the composer for next time."""
@@ -132,3 +122,27 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
             composer.tell(
                 SectionLate(turn.user, turn.continuum_id, self._section, content, time.time())
             )
+
+
+async def render_section(
+    section: str,
+    trinket: Trinket,
+    turn: Turn,
+) -> str:
+    """The trinket's text for this turn, checked: anything it raises, or a result that is
+    not text, fails the section (`MessageFailed`); text from outside is neutralized."""
+    try:
+        content = await trinket.render(turn)
+    # The boundary: anything the trinket raises fails this section for this turn.
+    except Exception as exc:
+        log.warning("section %r failed to render", section, exc_info=exc)
+        raise MessageFailed(f"section {section!r} failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(content, str):
+        raise MessageFailed(
+            f"section {section!r} failed: render returned {type(content).__name__}, not str"
+        )
+    if section in _TRUSTED_SECTIONS:
+        return content
+    # Whatever a trinket returns, it cannot forge or imitate the frame, in the
+    # system prompt or in the notification center.
+    return neutralize_frame(content)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from actors import (
@@ -524,3 +525,90 @@ async def test_a_slow_trinket_skips_turns_that_moved_on() -> None:
     assert slow.calls == 2
     assert status(fresh, "relevant_memories") == "fresh"
     assert "- fresh memory" in fresh.notification
+
+
+# -- every section has its actor ------------------------------------------------------------------
+
+
+async def test_every_section_of_a_lane_has_its_own_actor(tmp_path: Path) -> None:
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        composed = await fm.compose("c1", "hello")
+        assert [e async for e in fm.turn("c1", "hello")]
+        names = {s.name for s in fm.statistics() if s.name.startswith("trinket:default/c1:")}
+    assert {n.rsplit(":", 1)[1] for n in names} == {s.name for s in BUILTIN_SECTIONS}
+    fixed = {"base_prompt", "tool_guidance", "tool_hints", "datetime_section"}
+    assert {s.name: s.status for s in composed.sections if s.name in fixed} == dict.fromkeys(
+        fixed, "fresh"
+    )
+
+
+# -- a busy event loop -----------------------------------------------------------------------
+
+
+async def busy_loop(step_s: float) -> None:
+    """A daemon busier than its CPU: every pass through the loop costs `step_s`."""
+    while True:
+        time.sleep(step_s)  # noqa: ASYNC251 - blocking on purpose: the load to measure
+        await anyio.lowlevel.checkpoint()
+
+
+class Reads(Trinket):
+    """Four storage reads, one after the other, and no work of its own."""
+
+    def __init__(self, storage: SQLiteStorage) -> None:
+        self.storage = storage
+
+    async def render(self, turn: Turn) -> str:
+        for _ in range(3):
+            await self.storage.active_reminders(DEFAULT_USER)
+        reminders = await self.storage.active_reminders(DEFAULT_USER)
+        return "\n".join(f"- {r.text}" for r in reminders)
+
+
+async def compose_on_a_busy_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allowance: float
+) -> Composed:
+    import actors._composer
+
+    monkeypatch.setattr(actors._composer, "LAG_ALLOWANCE", allowance)
+    async with (
+        await SQLiteStorage.open(tmp_path / "db.sqlite") as storage,
+        ActorSystem(stop_grace=0.05) as system,
+    ):
+        await storage.add_reminder(DEFAULT_USER, "call Bob", due_at=None, origin="user")
+        ref = await composer(system, [("active_reminders", Reads(storage))], deadline_ms=100)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(busy_loop, 0.02)
+            # The reads take no time, but each result waits for the loop, a 20 ms step at
+            # a time: about nine steps, 180 ms, for a section due in 100 ms.
+            composed = await compose(ref)
+            tg.cancel_scope.cancel()
+    return composed
+
+
+async def test_a_busy_loop_does_not_cost_a_trinket_its_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Up to 8 steps of the lag, within 4 deadlines (2 by default: here the margin is for
+    # a slow machine, whose every step is slower still).
+    composed = await compose_on_a_busy_loop(tmp_path, monkeypatch, allowance=4.0)
+    assert status(composed, "active_reminders") == "fresh"
+    assert "call Bob" in composed.notification
+    # The allowance is what kept it: without one, the loop's lag cuts the section.
+    cut = await compose_on_a_busy_loop(tmp_path, monkeypatch, allowance=0.0)
+    assert status(cut, "active_reminders") == "timeout"
+
+
+async def test_the_allowance_is_bounded() -> None:
+    async with ActorSystem(stop_grace=0.05) as system, anyio.create_task_group() as tg:
+        ref = await composer(system, [("relevant_memories", Scripted(["hang"]))], deadline_ms=50)
+        tg.start_soon(busy_loop, 0.05)
+        started = time.perf_counter()
+        composed = await compose(ref)
+        elapsed = time.perf_counter() - started
+        tg.cancel_scope.cancel()
+    assert status(composed, "relevant_memories") == "timeout"
+    # A 50 ms lag would allow 8 × 50 ms unbounded; the bound is twice the deadline (so
+    # 150 ms in all), plus the busy loop's steps around the gather (the ask, the lag's
+    # measure, the reply: about 300 ms here).
+    assert elapsed < 0.6 < 0.05 + 8 * 0.05 + 0.3

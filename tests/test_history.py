@@ -5,12 +5,13 @@ from __future__ import annotations
 import gc
 import tracemalloc
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
 from actors._conversation import message_tokens
 from actors._history import CompactHistory
-from storage import Message
+from storage import Message, TextBlock
 from tests._factories import every_block_type
 
 
@@ -60,8 +61,10 @@ def test_the_kept_history_gives_the_collector_nothing_to_walk() -> None:
         type=list[Message],
     )
     history = CompactHistory(messages, message_tokens)
-    columns = (history._encoded, history._seqs, history._turns, history._tokens)
-    assert sum(gc.is_tracked(item) for column in columns for item in column) == 0
+    kept = (history._data, history._ends, history._seqs, history._created, history._tokens)
+    # A handful of objects per continuum, none per message.
+    assert sum(map(gc.is_tracked, kept)) + gc.is_tracked(history._turns) <= len(kept) + 1
+    assert not any(map(gc.is_tracked, history._turns))
     as_structs = sum(
         gc.is_tracked(m) + gc.is_tracked(m.content) + sum(map(gc.is_tracked, m.content))
         for m in messages
@@ -73,3 +76,23 @@ def test_the_kept_history_gives_the_collector_nothing_to_walk() -> None:
     # the collector's 16-byte header each and are now some 10% smaller than the bytes).
     compact = allocated(lambda: CompactHistory(history.messages(), message_tokens))
     assert compact <= 1.15 * allocated(history.messages)
+
+
+ROLES: tuple[Literal["user", "assistant"], ...] = ("user", "assistant")
+
+
+def test_a_kept_message_costs_its_text_and_little_more() -> None:
+    # 100 turns of short chat: the window's bookkeeping, not its text, is what a loaded
+    # continuum could waste (bench/load.py's memory figure is per continuum at 100 turns).
+    messages = [
+        Message(role, (TextBlock(f"{role} says {'words ' * 30}{turn}"),), 2 * turn + i,
+                f"turn_{turn:032x}", 1e9 + turn)
+        for turn in range(100)
+        for i, role in enumerate(ROLES)
+    ]  # fmt: skip
+    text = sum(len(m.content[0].text) for m in messages if isinstance(m.content[0], TextBlock))
+    size = allocated(lambda: CompactHistory(messages, message_tokens))
+    assert size <= text + 48 * len(messages) + 100 * 90  # + one turn id string per turn
+    history = CompactHistory(messages, message_tokens)
+    assert history.messages() == messages
+    assert history.last_created_at() == messages[-1].created_at

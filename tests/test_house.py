@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -280,9 +281,19 @@ async def test_a_non_editable_install_works_from_another_directory(tmp_path: Pat
     """Build the wheel, install it (not editable) into a fresh target, run it elsewhere."""
     wheels, site, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
+    # Built from a copy of the tree: setuptools keeps a build/ directory beside the source,
+    # which would litter the checkout and could carry stale modules into the wheel.
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "*_cache", "__pycache__", "artifacts"
+        ),
+    )
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     await anyio.run_process(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)],
         cwd=tmp_path,
     )
     (wheel,) = wheels.glob("frontmind-*.whl")
