@@ -590,11 +590,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         composed = await self._compose(self._turn("background", ""))  # the user's own
         history = state.history.messages()
         instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
-        # The request writes the last exchange under the last turn's marks (the warm-up
-        # then has nothing left to write; a 1h mark on it later writes nothing either).
-        state.last_exchange_cached = True
-        if state.last_ttl is not None and state.history_entry != "1h":
-            state.history_entry = state.last_ttl.history
+        # This request's history breakpoint falls where the next turn's will, and a mark
+        # at or before the highest cache hit writes nothing (prompt caching, "Mixing
+        # different TTLs"): the entry written here is the one the next turn keeps. So
+        # its TTL is the policy's choice for the next turn, made now, not a repeat of the
+        # last turn's marks (a 5m write here would make the next turn's 1h mark moot).
+        view = self._cache_view(state, composed, history, self._deps.clock(), pending=True)
+        ttl = self._ttl_policy.choose(msgspec.structs.replace(view, ahead=True))
+        state.last_exchange_cached = True  # the warm-up then has nothing left to write
+        if state.history_entry != "1h":
+            state.history_entry = ttl.history
         user = Message("user", (TextBlock(instruction),))
         return self._request(
             msgspec.structs.replace(composed, notification=""),
@@ -603,8 +608,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             rolling=False,
             previous_id=None,
             model=state.model,
-            # The TTLs the last turn's breakpoints carried: the same prefix, read as cached.
-            ttl=state.last_ttl or self._choose_ttl(state, composed, history, self._deps.clock()),
+            ttl=ttl,
         )
 
     # -- the cache warm-up -------------------------------------------------------------------

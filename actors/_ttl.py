@@ -108,6 +108,10 @@ class CacheView(msgspec.Struct, frozen=True, kw_only=True):
     # (which refreshed it); None: none was. Unknown (older records): `previous.system`.
     system_entry: Ttl | None = None
     system_entry_known: bool = False
+    # The choice is for the next turn's history entry, written ahead of that turn (a
+    # background request riding the cache right after a turn puts its history breakpoint
+    # where the next turn's falls, so the next turn's own mark there writes nothing).
+    ahead: bool = False
 
 
 class TtlPolicy(Protocol):

@@ -239,6 +239,21 @@ class OraclePolicy:
 
     def choose(self, view: CacheView) -> TtlChoice:
         later = self._times[bisect.bisect_right(self._times, view.now) :]
+        if view.ahead and later:
+            # The entry written now is the next turn's (its own mark there writes
+            # nothing): chosen as that turn would choose it, knowing the pause after it,
+            # and never shorter than the pause until it.
+            first, later = later[0] - view.now, later[1:]
+            view = msgspec.structs.replace(view, now=view.now + first, since_last=0.0)
+            choice = self._best(view, later)
+            if choice.history == "5m" and first > TTL_SECONDS["5m"]:
+                return TtlChoice(
+                    "1h", "1h", f"{choice.reason}; the next turn is {first / 60:.1f} min away"
+                )
+            return choice
+        return self._best(view, later)
+
+    def _best(self, view: CacheView, later: Sequence[float]) -> TtlChoice:
         costs = oracle_plan(view, later)
         best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
         why = f"{(later[0] - view.now) / 60:.1f} min" if later else "no next turn"

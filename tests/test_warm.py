@@ -182,7 +182,10 @@ def test_warm_after_must_leave_the_5m_entry_alive() -> None:
 
 @pytest.mark.anyio
 async def test_simulate_counts_the_warm_ups_in_the_row(tmp_path: Path) -> None:
-    pauses = [0, 2, 1, 30, 2, 45, 3, 20, 2, 600, 2, 40, 1, 35]
+    # Pauses of 20 minutes (past the 5m TTL, short of a segment's 30-minute gap, so no
+    # summary rides the cache): the first turns write their prefix at 5m, betting on a
+    # quick pause, and the warm-up then keeps it for the next one.
+    pauses = [0, 20, 20, 20, 20]
     at, script = START, []
     for n, minutes in enumerate(pauses):
         at += minutes * MIN
@@ -196,5 +199,29 @@ async def test_simulate_counts_the_warm_ups_in_the_row(tmp_path: Path) -> None:
     assert warm.input_cost == pytest.approx(input_cost(turns) + warm.warm_cost)
     assert warm.cache_read > turns.cache_read_input_tokens  # the warm-ups' reads counted
     assert plain.warm_ups == 0
+    assert warm.input_cost < plain.input_cost  # here it pays, its own cost counted
     assert plain.warm_cost == 0
     assert warm.avoidable_misses == 0
+
+
+@pytest.mark.anyio
+async def test_a_summary_riding_the_cache_writes_the_next_turns_entry_at_the_policys_ttl() -> None:
+    # After the night the segment before it is closed and its summary rides the cache,
+    # with its history breakpoint where the next turn's falls (so that turn's own mark
+    # writes nothing). Written at the last turn's 5m marks, the 20-minute pause after it
+    # would re-write the whole prefix; at the policy's choice for the next turn, it reads.
+    pauses = [0, 1, 2, 1, 600, 20, 1]
+    at, script = START, []
+    for n, minutes in enumerate(pauses):
+        at += minutes * MIN
+        script.append(ScriptTurn(at, f"Turn {n}: what should I do next?"))
+    fixed, _ = await simulate_run(script, layout="notification", policy="5m")
+    row, records = await simulate_run(script, layout="notification", policy="adaptive")
+    after_night, after_pause = records[4].usage, records[5].usage
+    assert after_night.cache_creation_input_tokens > after_pause.cache_creation_input_tokens
+    # The turn after the 20-minute pause reads at least all the turn after the night had.
+    assert after_pause.cache_read_input_tokens >= (
+        after_night.cache_read_input_tokens + after_night.cache_creation_input_tokens
+    )
+    assert row.avoidable_misses == 0
+    assert row.input_cost < fixed.input_cost
