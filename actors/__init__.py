@@ -6,6 +6,7 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 from ._background import BackgroundWorker, background_name
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
+from ._conversation import WarmUpDone
 from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
@@ -65,11 +66,21 @@ from ._settings import (
     TrinketSettings,
     TurnSettings,
 )
+from ._timers import TaskTimers, Timers
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
 from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
-from ._ttl import AdaptivePolicy, CacheView, FixedPolicy, TtlPolicy, oracle_plan, plan, policy_for
+from ._ttl import (
+    AdaptivePolicy,
+    CacheView,
+    FixedPolicy,
+    TtlPolicy,
+    oracle_plan,
+    plan,
+    policy_for,
+    warm_plan,
+)
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
@@ -125,7 +136,9 @@ __all__ = [
     "StreamDone",
     "StreamText",
     "SystemSection",
+    "TaskTimers",
     "TextDelta",
+    "Timers",
     "Timings",
     "Tool",
     "ToolDefinition",
@@ -148,6 +161,7 @@ __all__ = [
     "TurnStart",
     "TurnStarted",
     "UserInput",
+    "WarmUpDone",
     "as_tool",
     "background_name",
     "block_kind",
@@ -170,4 +184,5 @@ __all__ = [
     "tool",
     "user_content",
     "validate_settings",
+    "warm_plan",
 ]

@@ -65,7 +65,16 @@ from ._observe import current_turn, span, turn_span
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
-from ._ttl import MAX_PAUSES, CacheView, TtlPolicy, policy_for, system_entry_after
+from ._ttl import (
+    MAX_PAUSES,
+    TTL_SECONDS,
+    CacheView,
+    TtlPolicy,
+    history_entry_after,
+    policy_for,
+    system_entry_after,
+    warm_plan,
+)
 
 __all__ = [
     "ConversationActor",
@@ -74,6 +83,8 @@ __all__ = [
     "Reconfigure",
     "RideCache",
     "RunTurn",
+    "WarmUp",
+    "WarmUpDone",
     "message_tokens",
 ]
 
@@ -140,7 +151,27 @@ class RideCache(msgspec.Struct, frozen=True, tag=True):
     transcript: str  # the segment's text, quoted if it has left the history window
 
 
-ConversationMessage = RunTurn | Preview | Reconfigure | RideCache
+class WarmUp(msgspec.Struct, frozen=True, tag=True):
+    """The continuum has been idle `cache.warm_after_seconds`: move its cached prefix
+    into a 1h entry now, if its history entry is 5m and its pauses say that pays. Nothing
+    is stored in the history."""
+
+
+class WarmUpDone(msgspec.Struct, frozen=True):
+    """What a warm-up did: sent or not, why, and the request's usage (zero if not sent)."""
+
+    sent: bool
+    reason: str
+    usage: TurnUsage = TurnUsage()
+    model: str = ""
+
+
+# The warm-up's user message, after the last breakpoint: uncached, a few tokens. A user
+# message, not a prefill: some models refuse requests that end on an assistant message.
+WARM_MESSAGE = "(keep-alive: no answer needed)"
+
+
+ConversationMessage = RunTurn | Preview | Reconfigure | RideCache | WarmUp
 
 
 @dataclass(frozen=True)
@@ -212,6 +243,18 @@ class _Loaded(msgspec.Struct):
     reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
     # The system prompt's cache entry after the last turn: its TTL and when last used.
     system_entry: tuple[Literal["5m", "1h"], float] | None = None
+    # When the last turn ended (its last call used the cache), and when a warm-up after
+    # it moved the prefix into a 1h entry (None: none since).
+    turn_ended: float | None = None
+    warmed_at: float | None = None
+    # The TTL of the entry the next turn's history breakpoint will hit, as written (see
+    # `history_entry_after`); None: unknown, the last turn's mark is assumed. And whether the
+    # last exchange is already cached (a background request since wrote it).
+    history_entry: Literal["5m", "1h"] | None = None
+    last_exchange_cached: bool = False
+    # The last turn's composition: the warm-up sends its system prompt (composing anew
+    # would run the trinkets between turns and change what the next turn surfaces).
+    last_composed: Composed | None = None
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -244,6 +287,13 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             if self._deps.storage.shared:
                 await self._refresh()
             return await self._ride(message)
+        if isinstance(message, WarmUp):
+            if self._deps.storage.shared:
+                # Under the continuum's lease: never beside a turn on another replica.
+                async with self._deps.storage.continuum_lease(self._user, self._id):
+                    await self._refresh()
+                    return await self._warm()
+            return await self._warm()
         if isinstance(message, Reconfigure):
             if self._state is not None:
                 self._state.model = choose_model(self._deps.settings.model, message.model)
@@ -332,6 +382,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         state.last_ttl = record.cache_ttl
                         state.reused.append(record.cache_miss_reason not in _CHANGED)
                         state.system_entry = _system_entry(state.system_entry, record)
+                        state.turn_ended = record.finished_at
+                        state.history_entry = history_entry_after(state.history_entry, record)
                 self._state = state
         return self._state
 
@@ -339,11 +391,37 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self, state: _Loaded, composed: Composed, history: Sequence[Message], now: float
     ) -> TtlChoice:
         """This turn's breakpoint TTLs, from the policy (actors/_ttl.py)."""
+        return self._ttl_policy.choose(self._cache_view(state, composed, history, now))
+
+    def _cache_view(
+        self,
+        state: _Loaded,
+        composed: Composed,
+        history: Sequence[Message],
+        now: float,
+        *,
+        pending: bool = False,
+    ) -> CacheView:
+        """What the policy knows now; `pending`: the next turn has not come yet (its
+        pause is unknown, not counted among the pauses)."""
         times = list(state.turn_times)
         pauses = tuple(b - a for a, b in pairwise(times))
         since_last = now - times[-1] if times else None
-        if since_last is not None:
+        if since_last is not None and not pending:
             pauses = (*pauses, since_last)
+        previous = state.last_ttl
+        entry = state.history_entry
+        if pending and previous is not None and entry is not None and entry != previous.history:
+            # For the warm-up: the entry as written, not as marked (`history_entry_after`).
+            # A turn's own choice keeps planning on the mark: measured, planning turns on
+            # the written entry cost more (seed 6 of the realistic script: +16%), since
+            # it then keeps betting on 5m after each re-write.
+            previous = TtlChoice(previous.system, entry, previous.reason)
+        warmed = state.warmed_at
+        if warmed is not None and previous is not None and since_last is not None:
+            # A warm-up since the last turn wrote the history at 1h, counted from then.
+            previous = TtlChoice(previous.system, "1h", previous.reason)
+            since_last = now - warmed
         tools = sum(
             estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
             + BLOCK_FRAMING_TOKENS
@@ -366,11 +444,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 last_turn, increment = turn_id, 0
             increment += tokens
         reused = list(state.reused)
-        view = CacheView(
+        return CacheView(
             now=now,
             pauses=pauses,
             since_last=since_last,
-            previous=state.last_ttl,
+            previous=previous,
             system_tokens=system,
             history_tokens=history_tokens,
             increment_tokens=increment,
@@ -378,7 +456,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             system_entry=state.system_entry[0] if state.system_entry else None,
             system_entry_known=True,
         )
-        return self._ttl_policy.choose(view)
 
     def _budget(self, state: _Loaded) -> int:
         """The history's token budget: the configured one, within the model's window."""
@@ -513,6 +590,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         composed = await self._compose(self._turn("background", ""))  # the user's own
         history = state.history.messages()
         instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
+        # This request's history breakpoint falls where the next turn's will, and a mark
+        # at or before the highest cache hit writes nothing (prompt caching, "Mixing
+        # different TTLs"): the entry written here is the one the next turn keeps. So
+        # its TTL is the policy's choice for the next turn, made now, not a repeat of the
+        # last turn's marks (a 5m write here would make the next turn's 1h mark moot).
+        view = self._cache_view(state, composed, history, self._deps.clock(), pending=True)
+        ttl = self._ttl_policy.choose(msgspec.structs.replace(view, ahead=True))
+        state.last_exchange_cached = True  # the warm-up then has nothing left to write
+        if state.history_entry != "1h":
+            state.history_entry = ttl.history
         user = Message("user", (TextBlock(instruction),))
         return self._request(
             msgspec.structs.replace(composed, notification=""),
@@ -521,9 +608,81 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             rolling=False,
             previous_id=None,
             model=state.model,
-            # The TTLs the last turn's breakpoints carried: the same prefix, read as cached.
-            ttl=state.last_ttl or self._choose_ttl(state, composed, history, self._deps.clock()),
+            ttl=ttl,
         )
+
+    # -- the cache warm-up -------------------------------------------------------------------
+
+    async def _warm(self) -> WarmUpDone:
+        """One small request that reads the cached prefix and writes the last exchange
+        under a 1h breakpoint (actors/_ttl.py, `warm_plan`), when it pays; never stored."""
+        cache = self._deps.settings.cache
+        if not cache.warm:
+            return WarmUpDone(False, "off: cache.warm = false")
+        state = await self._load()
+        now = self._deps.clock()
+        if state.last_ttl is None or state.turn_ended is None or state.message_count == 0:
+            return WarmUpDone(False, "no turn to warm after")
+        if state.warmed_at is not None:
+            return WarmUpDone(False, "already warmed since the last turn")
+        if (state.history_entry or state.last_ttl.history) == "1h":
+            return WarmUpDone(False, "the history entry is already 1h")
+        if state.last_exchange_cached:
+            # Its breakpoint would fall at or before the highest hit: nothing written.
+            return WarmUpDone(False, "the last exchange is already cached: nothing to write")
+        idle = now - state.turn_ended
+        if idle < cache.warm_after_seconds:
+            return WarmUpDone(False, f"idle {idle:.0f} s only: a turn came since")
+        if idle >= TTL_SECONDS["5m"]:
+            return WarmUpDone(False, f"idle {idle:.0f} s: the 5m entry has expired")
+        if state.model.thinking != "off":
+            # max_tokens must exceed a thinking budget, and a request with other thinking
+            # settings than the turns' re-writes the cached messages (prompt caching,
+            # "What invalidates the cache").
+            return WarmUpDone(False, f"thinking {state.model.thinking}: not warmed")
+        composed = state.last_composed
+        if composed is None:
+            return WarmUpDone(False, "no turn composed in this process yet")
+        history, new_start = await self._window(state)
+        if new_start is not None:
+            return WarmUpDone(False, "the next turn trims the history: its prefix changes")
+        view = self._cache_view(state, composed, history, now, pending=True)
+        without, with_, seen = warm_plan(view, cache.warm_after_seconds)
+        if with_ >= without:
+            return WarmUpDone(
+                False,
+                f"not worth it: {seen}; expected {with_ - without:,.0f} base-price tokens "
+                "more with a warm-up",
+            )
+        reason = f"warm-up: {seen}; expected {without - with_:,.0f} base-price tokens saved"
+        ttl = TtlChoice("1h", "1h", reason)
+        request = self._request(
+            msgspec.structs.replace(composed, notification=""),
+            history,
+            [Message("user", (TextBlock(WARM_MESSAGE),))],
+            rolling=False,
+            previous_id=None,
+            model=state.model,
+            ttl=ttl,
+        )
+        # One output token: the reply is not wanted, only the cache write.
+        request = msgspec.structs.replace(request, max_tokens=1)
+        done: StreamDone | None = None
+        try:
+            async with aclosing(self._deps.model.stream(request)) as events:
+                async for event in events:
+                    if isinstance(event, StreamDone):
+                        done = event
+        except FrontmindError as exc:
+            log.warning("cache warm-up of %r failed: %s", self._id, exc)
+            return WarmUpDone(False, f"failed: {exc}")
+        if done is None:
+            return WarmUpDone(False, "failed: the stream ended without a reply")
+        state.warmed_at = now
+        state.history_entry = "1h"
+        state.system_entry = system_entry_after(state.system_entry, now, False, None)
+        log.info("cache warm-up of %r: %s", self._id, reason)
+        return WarmUpDone(True, reason, done.usage, request.model)
 
     # -- the turn ------------------------------------------------------------------------------
 
@@ -550,6 +709,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
             run.ttl = self._choose_ttl(state, composed, history, turn.now)
+            state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
             while True:
@@ -789,6 +949,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.last_ttl = record.cache_ttl
         state.reused.append(record.cache_miss_reason not in _CHANGED)
         state.system_entry = _system_entry(state.system_entry, record)
+        state.turn_ended = record.finished_at
+        state.warmed_at = None
+        state.history_entry = history_entry_after(state.history_entry, record)
+        state.last_exchange_cached = False
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)

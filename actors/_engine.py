@@ -17,6 +17,7 @@ import msgspec
 from runtime import (
     ActorRef,
     ActorSystem,
+    KernelError,
     MailboxFull,
     ReplyStream,
     RestartLimitReached,
@@ -27,6 +28,7 @@ from storage import (
     Storage,
     StorageError,
     TurnRecord,
+    TurnUsage,
     check_continuum_id,
     check_user_name,
 )
@@ -41,6 +43,8 @@ from ._conversation import (
     Reconfigure,
     RideCache,
     RunTurn,
+    WarmUp,
+    WarmUpDone,
     new_turn_id,
 )
 from ._events import TurnError, TurnEvent
@@ -53,6 +57,7 @@ from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder, load_embedder
 from ._settings import Settings
+from ._timers import Timers
 from ._tool_spec import Tool
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
 from ._trinket import Directory, Trinket, TrinketActor, composer_name, trinket_name
@@ -117,6 +122,11 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
     unknown = sorted(set(settings.disabled_sections) - known)
     if unknown:
         raise SettingsError(f"disabled_sections: unknown built-in sections {unknown}")
+    if not 0 < settings.cache.warm_after_seconds < 300:
+        raise SettingsError(
+            "cache.warm_after_seconds: must be between 0 and 300 (a 5m entry must still "
+            f"be alive to be read), got {settings.cache.warm_after_seconds}"
+        )
     if settings.turns.idle_minutes < 0:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
@@ -278,6 +288,12 @@ class Engine:
             name=background_name(),
             mailbox=16,
         )
+        # The cache warm-up's timers (`use_timers`; none: no warm-ups) and what the
+        # warm-ups sent so far: their number and summed usage, for costs and metrics.
+        self._timers: Timers | None = None
+        self.warm_ups = 0
+        self.warm_usage = TurnUsage()
+        self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -325,6 +341,42 @@ class Engine:
             )
             refs.append((entry.section, ref))
         return refs
+
+    def use_timers(self, timers: Timers) -> None:
+        """Where the cache warm-up's timers run (its owner cancels them on shutdown)."""
+        self._timers = timers
+
+    def _schedule_warm_up(self, user: str, continuum_id: str) -> None:
+        if self._timers is None or not self._settings.cache.warm:
+            return
+        at = self._deps.clock() + self._settings.cache.warm_after_seconds
+
+        async def fire() -> None:
+            await self._warm_up(user, continuum_id)
+
+        self._timers.schedule((user, continuum_id), at, fire)
+
+    async def _warm_up(self, user: str, continuum_id: str) -> None:
+        """Ask the continuum's conversation actor for its warm-up (between its turns:
+        the actor runs one message at a time); a lane unloaded meanwhile is left be."""
+        lane = self._lanes.get((user, continuum_id))
+        if lane is None or self._draining:
+            return
+        try:
+            async with self._using(user, continuum_id) as lane:
+                done: WarmUpDone = await lane.conversation.ask(WarmUp())
+        except (KernelError, StorageError) as exc:
+            logging.getLogger("frontmind.engine").warning(
+                "cache warm-up of %s/%s: %s", user, continuum_id, exc
+            )
+            return
+        self.warm_reasons = [*self.warm_reasons[-7:], done.reason]
+        logging.getLogger("frontmind.engine").debug(
+            "cache warm-up of %s/%s: %s", user, continuum_id, done.reason
+        )
+        if done.sent:
+            self.warm_ups += 1
+            self.warm_usage = self.warm_usage + done.usage
 
     def _busy_continuums(self) -> list[tuple[str, str]]:
         return [key for key, n in self._turning.items() if n > 0]
@@ -401,6 +453,8 @@ class Engine:
         content, text = user_content(message)
         turn_id = new_turn_id()
         run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
+        if self._timers is not None:
+            self._timers.cancel((user, continuum_id))  # a turn is here: no warm-up now
         async with self._using(user, continuum_id) as lane, self._turn_running(user, continuum_id):
             stream = lane.conversation.stream(run, wait=False)
             try:
@@ -424,6 +478,7 @@ class Engine:
                     raise
             else:
                 await stream.__aexit__(None, None, None)
+                self._schedule_warm_up(user, continuum_id)
 
     @asynccontextmanager
     async def _turn_running(self, user: str, continuum_id: str) -> AsyncIterator[None]:

@@ -43,6 +43,11 @@ class CacheSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     # "adaptive": each turn's TTLs chosen from the continuum's pauses (actors/_ttl.py);
     # "fixed": system_ttl and history_ttl on every turn.
     policy: TtlPolicyName = "adaptive"
+    # The cache warm-up (actors/_ttl.py, `warm_plan`): a continuum idle this long whose
+    # history entry is 5m sends one small request that moves its prefix into a 1h entry,
+    # when the pauses it has seen say that pays. Before 300 s: a 5m entry must be alive.
+    warm: bool = False
+    warm_after_seconds: float = 270.0
 
 
 class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

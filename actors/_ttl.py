@@ -50,7 +50,7 @@ from typing import Final, Literal, Protocol
 
 import msgspec
 
-from storage import TtlChoice
+from storage import TtlChoice, TurnRecord
 
 __all__ = [
     "CHOICES",
@@ -67,6 +67,7 @@ __all__ = [
     "FixedPolicy",
     "TtlPolicy",
     "full_state_of",
+    "history_entry_after",
     "next_full",
     "next_state",
     "oracle_plan",
@@ -75,6 +76,8 @@ __all__ = [
     "state_of",
     "system_entry_after",
     "turn_cost",
+    "warm_cost",
+    "warm_plan",
 ]
 
 Ttl = Literal["5m", "1h"]
@@ -105,6 +108,10 @@ class CacheView(msgspec.Struct, frozen=True, kw_only=True):
     # (which refreshed it); None: none was. Unknown (older records): `previous.system`.
     system_entry: Ttl | None = None
     system_entry_known: bool = False
+    # The choice is for the next turn's history entry, written ahead of that turn (a
+    # background request riding the cache right after a turn puts its history breakpoint
+    # where the next turn's falls, so the next turn's own mark there writes nothing).
+    ahead: bool = False
 
 
 class TtlPolicy(Protocol):
@@ -163,6 +170,25 @@ def system_entry_after(
     if entry is not None and at - entry[1] <= TTL_SECONDS[entry[0]]:
         return (entry[0], at)
     return None
+
+
+def history_entry_after(entry: Ttl | None, record: TurnRecord) -> Ttl | None:
+    """The TTL of the history entry after a completed turn, from what its first call
+    wrote: a 5m write means the history breakpoint was 5m (it is the last one written);
+    1h writes alone, a 1h entry through it. A call that wrote nothing read its history
+    breakpoint's entry as it was: a mark at or before the highest hit writes nothing and
+    a read keeps an entry's TTL ("Mixing different TTLs", https://platform.claude.com/
+    docs/en/build-with-claude/prompt-caching), so a 1h mark there leaves a 5m entry 5m."""
+    first = record.call_usage[0] if record.call_usage else None
+    if first is None:
+        return entry
+    if first.cache_creation_5m > 0:
+        return "5m"
+    if first.cache_creation_1h > 0:
+        return "1h"
+    if first.cache_creation_input_tokens > 0:  # no split reported: the mark's TTL
+        return record.cache_ttl.history if record.cache_ttl else entry
+    return entry
 
 
 def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
@@ -298,3 +324,76 @@ class AdaptivePolicy:
 def policy_for(system: Ttl, history: Ttl, name: str) -> TtlPolicy:
     """The policy `cache.policy` names, around the configured TTLs."""
     return AdaptivePolicy(system, history) if name == "adaptive" else FixedPolicy(system, history)
+
+
+# -- the cache warm-up --------------------------------------------------------------------
+#
+# A continuum idle for `warm_after` seconds (270 by default: before a 5m entry expires)
+# whose history entry is 5m can send one small request that reads the cached prefix
+# (0.1x) and writes the last exchange, which the next turn would write anyway, under a
+# 1h breakpoint, then a few uncached tokens and max_tokens=1. Only what lies after the
+# highest cache hit is written, at the TTL of the breakpoints after it ("Mixing
+# different TTLs", https://platform.claude.com/docs/en/build-with-claude/prompt-caching):
+# the small delta written at 1h makes a 1h entry of the whole prefix, so a pause of 5 to
+# 60 minutes then costs a read instead of a re-write. A read refreshes an entry for the
+# TTL it was written with ("each hit refreshes it"), so the warm-up does not lengthen
+# the 5m entry it reads; it adds the 1h one.
+
+WARM_UNCACHED_TOKENS: Final = 12  # the tiny user message after the breakpoint, framed
+
+
+def warm_cost(view: CacheView) -> float:
+    """The warm-up's input cost (base-price tokens): the cached prefix read, the last
+    exchange written at 1h, the tiny message uncached."""
+    cached = view.system_tokens + view.history_tokens - view.increment_tokens
+    return READ_PRICE * cached + PRICE["1h"] * view.increment_tokens + WARM_UNCACHED_TOKENS
+
+
+def warm_plan(view: CacheView, warm_after: float) -> tuple[float, float, str]:
+    """(expected cost of the coming turns without a warm-up now, with one, the pauses
+    weighed), for a continuum idle for `warm_after` seconds since its last turn.
+
+    `view` is the next turn's view as it stands (sizes, pauses seen, the last turn's
+    choice). The next pause, given that it is longer than `warm_after`, is drawn from
+    the pauses seen that were (plus `PRIOR_PAUSES` spread evenly over three kinds): one
+    that still finds the 5m entry alive (the warm-up only pre-pays the next turn's
+    write, at 2x instead of 1.25x), a medium one (the warm-up turns a re-write into a
+    read), a long one (both re-write; the warm-up is wasted)."""
+    w = warm_after
+    five, hour = TTL_SECONDS["5m"], TTL_SECONDS["1h"]
+    pauses = view.pauses[-MAX_PAUSES:]
+    prior = PRIOR_PAUSES / 3
+    late = sum(1 for g in pauses if w < g <= five) + prior
+    medium = sum(1 for g in pauses if five < g <= hour + w) + prior
+    long = sum(1 for g in pauses if g > hour + w) + prior
+    total = late + medium + long
+    previous = view.previous
+    assert previous is not None
+    warmed = TtlChoice(previous.system, "1h", previous.reason)
+    inc = view.increment_tokens
+
+    def best(since: float, chosen: TtlChoice, prepaid: bool) -> float:
+        turn = msgspec.structs.replace(view, since_last=since, previous=chosen)
+        costs = plan(turn, pauses or (60.0,))
+        if prepaid:  # the last exchange is already written: the turn reads it
+            return min(costs[c] - (PRICE[c[1]] - READ_PRICE) * inc for c in CHOICES)
+        return min(costs.values())
+
+    without = (
+        late * best(five, previous, False)
+        + medium * best(1800.0, previous, False)
+        + long * best(hour + 2 * w + 1, previous, False)
+    ) / total
+    with_ = (
+        warm_cost(view)
+        + (
+            (late + medium) * best(60.0, warmed, True)
+            + long * best(hour + 2 * w + 1, previous, False)
+        )
+        / total
+    )
+    seen = (
+        f"of {len(pauses)} pauses, {late - prior:.0f} past {w:.0f} s within 5 min, "
+        f"{medium - prior:.0f} within the hour, {long - prior:.0f} longer"
+    )
+    return without, with_, seen

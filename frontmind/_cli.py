@@ -147,7 +147,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
             script,
             layouts=layouts or ("notification", "system_message", "user_message",
                                 "system_prompt", "none"),
-            policies=policies or ("5m", "1h", "adaptive", "oracle"),
+            policies=policies or ("5m", "1h", "adaptive", "adaptive+warm", "oracle"),
             config=config,
             frame=args.frame,
         )  # fmt: skip
@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ttl",
         action="append",
-        choices=("5m", "1h", "adaptive", "oracle"),
+        choices=("5m", "1h", "adaptive", "adaptive+warm", "oracle"),
         help="only this TTL policy (repeatable; default: all)",
     )
     p.add_argument(

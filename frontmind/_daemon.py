@@ -361,6 +361,7 @@ def build_app(
     body_idle_seconds: float = 30.0,
 ) -> ASGIApp:
     stats = metrics or Metrics()
+    stats.watch_warm_ups(fm.warm_ups)
     served = streams or TurnStreams()
 
     def continuum(request: Request) -> str:

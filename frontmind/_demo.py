@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, TextIO
@@ -80,6 +80,7 @@ class SimulatedClock:
 
     def __init__(self, start: float) -> None:
         self._now = start
+        self._timers: dict[Hashable, tuple[float, Callable[[], Awaitable[None]]]] = {}
 
     def __call__(self) -> float:
         return self._now
@@ -89,6 +90,28 @@ class SimulatedClock:
 
     def advance(self, seconds: float) -> None:
         self._now += seconds
+
+    # Timers (actors.Timers) on this clock: nothing fires by itself; `run_until` fires
+    # the due ones in time order, the clock standing at each one's time.
+    def schedule(self, key: Hashable, at: float, fire: Callable[[], Awaitable[None]]) -> None:
+        self._timers[key] = (at, fire)
+
+    def cancel(self, key: Hashable) -> None:
+        self._timers.pop(key, None)
+
+    async def run_until(self, at: float) -> int:
+        """Advance to `at`, firing each timer due by then at its own time; how many fired."""
+        fired = 0
+        while self._timers:
+            key, (due, fire) = min(self._timers.items(), key=lambda item: item[1][0])
+            if due > at:
+                break
+            del self._timers[key]
+            self._now = max(self._now, due)
+            await fire()
+            fired += 1
+        self._now = max(self._now, at)
+        return fired
 
 
 def input_cost(usage: TurnUsage) -> float:

@@ -33,6 +33,8 @@ from actors import (
     ModelRequest,
     ModelUnavailable,
     PlacementRegistry,
+    TaskTimers,
+    Timers,
     Tool,
     TtlPolicy,
     Turn,
@@ -59,6 +61,7 @@ from storage import (
     SQLiteStorage,
     Storage,
     TurnRecord,
+    TurnUsage,
     User,
     check_user_name,
 )
@@ -180,6 +183,11 @@ class Frontmind:
         # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
         self._collector = collector
 
+    def warm_ups(self) -> tuple[int, TurnUsage]:
+        """The cache warm-ups this instance sent (every user's) and their summed usage:
+        costs beside the turns' own (`cache.warm`)."""
+        return self._runtime.warm_ups, self._runtime.warm_usage
+
     @classmethod
     @asynccontextmanager
     async def open(
@@ -196,6 +204,7 @@ class Frontmind:
         local_api_clock: Clock | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
+        timers: Timers | None = None,
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
@@ -205,7 +214,8 @@ class Frontmind:
         (see `frontmind.tool`), after the config's `[[tool]]` entries; they are fixed
         for this instance's life, so the cached prefix stays the same on every turn.
         `ttl_policy` replaces the cache TTL policy `cache.policy` names (`frontmind
-        simulate` passes its oracle).
+        simulate` passes its oracle); `timers` run the cache warm-up's timers (`frontmind
+        simulate` passes its simulated clock), else tasks of this instance.
         """
         try:
             async with cls._open(
@@ -220,6 +230,7 @@ class Frontmind:
                 local_api_clock=local_api_clock,
                 tools=tools,
                 ttl_policy=ttl_policy,
+                timers=timers,
             ) as fm:
                 yield fm
         except BaseExceptionGroup as group:
@@ -242,6 +253,7 @@ class Frontmind:
         local_api_clock: Clock | None,
         tools: Sequence[Tool | Callable[..., Any]],
         ttl_policy: TtlPolicy | None = None,
+        timers: Timers | None = None,
     ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
@@ -298,6 +310,9 @@ class Frontmind:
                 janitor.start_soon(_unload_idle, runtime, idle)
             # Jobs a previous process left (or that wait for a retry) resume from here.
             janitor.start_soon(_wake_background, runtime, BACKGROUND_TICK_S)
+            # The cache warm-up's timers: the given ones (`frontmind simulate`'s clock
+            # fires them as it advances), else tasks of the janitor, cancelled with it.
+            runtime.use_timers(timers or TaskTimers(janitor, clock))
             if collector is not None:
                 janitor.start_soon(collector.run)
             yield cls(

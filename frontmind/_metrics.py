@@ -6,7 +6,7 @@ share counters); the process and platform collectors are registered on it too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from prometheus_client import (
@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from actors import TurnCompleted
+from storage import TurnUsage
 
 from ._gc import full_collections
 
@@ -100,6 +101,31 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def watch_warm_ups(self, source: Callable[[], tuple[int, TurnUsage]]) -> None:
+        """Count the cache warm-ups `source` reports (`Frontmind.warm_ups`)."""
+        self.registry.register(_WarmUps(source))
+
+
+class _WarmUps(Collector):
+    """The cache warm-ups sent and their tokens: costs beside the turns' own."""
+
+    def __init__(self, source: Callable[[], tuple[int, TurnUsage]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        count, usage = self._source()
+        yield CounterMetricFamily(
+            "frontmind_cache_warm_ups", "Cache warm-up requests sent.", value=count
+        )
+        tokens = CounterMetricFamily(
+            "frontmind_cache_warm_up_tokens", "Cache warm-up tokens by kind.", labels=["kind"]
+        )
+        tokens.add_metric(["cache_read"], usage.cache_read_input_tokens)
+        tokens.add_metric(["cache_write"], usage.cache_creation_input_tokens)
+        tokens.add_metric(["uncached_input"], usage.input_tokens)
+        tokens.add_metric(["output"], usage.output_tokens)
+        yield tokens
 
 
 class _FullCollections(Collector):

@@ -17,7 +17,9 @@ Layouts: where the per-turn context (the notification center) goes.
 - system_prompt: everything in the system prompt (the legacy placement);
 - none: no per-turn context at all, the floor for any layout.
 TTL policies: 5m (system 1h, history 5m: the fixed default), 1h (both 1h), adaptive
-(actors/_ttl.py), and oracle, which knows the next pause and takes the cheapest choice for
+(actors/_ttl.py), adaptive+warm (adaptive with the cache warm-up, `cache.warm`: the
+warm-ups fire on the simulated clock between turns and their input is counted in the
+row), and oracle (no warm-ups), which knows the next pause and takes the cheapest choice for
 it: the floor for any policy.
 
 The model is the local API's default responder, made to give the same replies whatever
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Final, get_args
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -51,8 +53,8 @@ from actors import (
     oracle_plan,
 )
 from actors._settings import Channel
-from actors._ttl import CHOICES, TTL_SECONDS
-from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
+from actors._ttl import CHOICES, TTL_SECONDS, history_entry_after
+from storage import StorageError, TtlChoice, TurnRecord, check_message
 
 from ._demo import SimulatedClock, input_cost
 from ._exceptions import EdgeError
@@ -65,6 +67,7 @@ from .localapi._schema import TextBlock, ToolResultBlock
 __all__ = [
     "LAYOUTS",
     "POLICIES",
+    "WARM",
     "OraclePolicy",
     "Row",
     "ScriptTurn",
@@ -75,7 +78,8 @@ __all__ = [
 ]
 
 LAYOUTS: Final = ("notification", "system_message", "user_message", "system_prompt", "none")
-POLICIES: Final = ("5m", "1h", "adaptive", "oracle")
+POLICIES: Final = ("5m", "1h", "adaptive", "adaptive+warm", "oracle")
+WARM: Final = "adaptive+warm"  # the adaptive policy with the cache warm-up (cache.warm)
 CONTINUUM: Final = "simulated"
 # Miss reasons that mean the layout changed the prefix itself: not avoidable by a TTL.
 _LAYOUT_CHURN = frozenset({"system_changed", "tools_changed", "model_changed", "messages_changed"})
@@ -102,6 +106,11 @@ class Row:
     cache_write: int
     uncached: int
     avoidable_misses: int
+    # The cache warm-ups sent between turns (adaptive+warm): their input is counted in
+    # the totals above; their number and output tokens are reported here.
+    warm_ups: int = 0
+    warm_cost: float = 0.0  # their input cost, part of input_cost
+    warm_output_tokens: int = 0
     per_turn_cost: list[float] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)  # each avoidable miss, explained
 
@@ -114,6 +123,9 @@ class Row:
             "cache_write": self.cache_write,
             "uncached": self.uncached,
             "avoidable_misses": self.avoidable_misses,
+            "warm_ups": self.warm_ups,
+            "warm_cost": round(self.warm_cost, 2),
+            "warm_output_tokens": self.warm_output_tokens,
         }
 
 
@@ -227,6 +239,21 @@ class OraclePolicy:
 
     def choose(self, view: CacheView) -> TtlChoice:
         later = self._times[bisect.bisect_right(self._times, view.now) :]
+        if view.ahead and later:
+            # The entry written now is the next turn's (its own mark there writes
+            # nothing): chosen as that turn would choose it, knowing the pause after it,
+            # and never shorter than the pause until it.
+            first, later = later[0] - view.now, later[1:]
+            view = msgspec.structs.replace(view, now=view.now + first, since_last=0.0)
+            choice = self._best(view, later)
+            if choice.history == "5m" and first > TTL_SECONDS["5m"]:
+                return TtlChoice(
+                    "1h", "1h", f"{choice.reason}; the next turn is {first / 60:.1f} min away"
+                )
+            return choice
+        return self._best(view, later)
+
+    def _best(self, view: CacheView, later: Sequence[float]) -> TtlChoice:
         costs = oracle_plan(view, later)
         best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
         why = f"{(later[0] - view.now) / 60:.1f} min" if later else "no next turn"
@@ -238,7 +265,7 @@ def _policy(name: str, times: Sequence[float]) -> TtlPolicy:
         return FixedPolicy("1h", "5m")
     if name == "1h":
         return FixedPolicy("1h", "1h")
-    if name == "adaptive":
+    if name in ("adaptive", WARM):
         return AdaptivePolicy("1h", "5m")
     return OraclePolicy(times)
 
@@ -299,9 +326,17 @@ def layout_config(base: Config, layout: str, frame: str) -> Config:
 
 def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
     """The turns whose first call read less than the previous turn's first call had
-    cached (read + written), with neither the pause past that turn's history TTL nor
-    the layout's own change of the prefix (the API's miss reason) to explain it."""
+    cached (read + written), with neither the pause past the TTL of that turn's history
+    entry nor the layout's own change of the prefix (the API's miss reason) to explain
+    it. The entry's TTL is the one it was written with (`history_entry_after`): a 1h
+    mark on a prefix already cached at 5m (by a background request riding the cache)
+    writes nothing, and the entry stays 5m."""
     found = []
+    entries: list[Literal["5m", "1h"] | None] = []
+    entry: Literal["5m", "1h"] | None = None
+    for record in records:
+        entry = history_entry_after(entry, record) if record.status == "completed" else entry
+        entries.append(entry)
     for n in range(2, len(records)):
         before, record = records[n - 1], records[n]
         if not before.call_usage or not record.call_usage:
@@ -311,12 +346,13 @@ def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
         if first.cache_read_input_tokens >= cached:
             continue
         pause = record.started_at - before.started_at
-        ttl = before.cache_ttl.history if before.cache_ttl else "5m"
+        ttl = entries[n - 1] or (before.cache_ttl.history if before.cache_ttl else "5m")
         if pause > TTL_SECONDS[ttl] or record.cache_miss_reason in _LAYOUT_CHURN:
             continue
+        mark = before.cache_ttl.history if before.cache_ttl else ttl
         found.append(
             f"turn {n + 1}: read {first.cache_read_input_tokens:,} of {cached:,} "
-            f"after {pause / 60:.1f} min (history TTL {ttl})"
+            f"after {pause / 60:.1f} min (history entry {ttl}, marked {mark})"
         )
     return found
 
@@ -336,6 +372,9 @@ async def simulate_run(
     # are expected, not news.
     logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
     config = layout_config(config or Config(), layout, frame)
+    # Only the adaptive+warm row warms (the oracle knows the next pause: it needs none).
+    cache = msgspec.structs.replace(config.cache, warm=policy == WARM)
+    config = msgspec.structs.replace(config, cache=cache)
     times = [turn.at for turn in script]
     clock = SimulatedClock(times[0])
     with tempfile.TemporaryDirectory(prefix="frontmind-simulate-") as scratch:
@@ -346,18 +385,30 @@ async def simulate_run(
             )
             try:
                 async with Frontmind.open(
-                    root, config, model=model, clock=clock, ttl_policy=_policy(policy, times)
+                    root,
+                    config,
+                    model=model,
+                    clock=clock,
+                    ttl_policy=_policy(policy, times),
+                    timers=clock,
                 ) as fm:
                     for label, content in (documents or {}).items():
                         await fm.put_document(label, content)
                     for turn in script:
-                        clock.advance(turn.at - clock())
+                        # Due timers (the cache warm-up) fire on the way, at their times.
+                        await clock.run_until(turn.at)
                         async for _ in fm.turn(CONTINUUM, turn.message):
                             pass
+                        # The background work the turn left (a closed segment's summary)
+                        # runs now, as the worker runs it once the turn is over: not
+                        # whenever the event loop happens to get to it, which would move
+                        # it across the next turn and change what that turn finds.
+                        await fm.run_background()
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
+                    warm_ups, warm_usage = fm.warm_ups()
             finally:
                 await model.aclose()
-    usage = sum((r.usage for r in records), TurnUsage())
+    usage = sum((r.usage for r in records), warm_usage)
     misses = avoidable_misses(records)
     row = Row(
         layout=layout,
@@ -367,6 +418,9 @@ async def simulate_run(
         cache_write=usage.cache_creation_input_tokens,
         uncached=usage.input_tokens,
         avoidable_misses=len(misses),
+        warm_ups=warm_ups,
+        warm_cost=input_cost(warm_usage),
+        warm_output_tokens=warm_usage.output_tokens,
         per_turn_cost=[input_cost(r.usage) for r in records],
         misses=misses,
     )
@@ -421,6 +475,11 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
             f"{row.layout:<15}{row.ttl:<10}{row.input_cost:>12,.0f}{row.cache_read:>11,}"
             f"{row.cache_write:>10,}{row.uncached:>10,}{row.avoidable_misses:>18}"
         )
+        if row.warm_ups:
+            lines.append(
+                f"    {row.warm_ups} cache warm-ups, counted above: input cost "
+                f"{row.warm_cost:,.0f}, {row.warm_output_tokens} output tokens"
+            )
         lines.extend(f"    {miss}" for miss in row.misses)
     for layout in missing:
         lines.append(
