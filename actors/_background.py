@@ -23,7 +23,7 @@ from contextlib import aclosing
 
 import msgspec
 
-from runtime import Actor
+from runtime import Actor, KernelError
 from storage import (
     LEASE_SECONDS,
     MAX_ATTEMPTS,
@@ -150,10 +150,20 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 self._clock() + backoff(job.attempts) if job.attempts < MAX_ATTEMPTS else None
             )
             log.warning("background job %d (%s) failed: %s", job.id, job.kind, error)
-            try:
-                await self._storage.fail_job(job, now=self._clock(), error=error, retry_at=retry_at)
-            except StorageError as store_exc:  # the lease will hand the job out again
-                log.warning("could not record the failure of job %d: %s", job.id, store_exc)
+            await self._put_back(job, error, retry_at)
+        except KernelError as exc:
+            # The continuum's conversation actor stopped under us (the instance closing,
+            # or its lane evicted): not the job's fault, and no reason to crash the
+            # worker. The job goes back to the table for a later run.
+            error = f"interrupted: {type(exc).__name__}: {exc}"
+            log.info("background job %d (%s) put back: %s", job.id, job.kind, error)
+            await self._put_back(job, error, self._clock() + backoff(0))
+
+    async def _put_back(self, job: Job, error: str, retry_at: float | None) -> None:
+        try:
+            await self._storage.fail_job(job, now=self._clock(), error=error, retry_at=retry_at)
+        except StorageError as exc:  # the lease will hand the job out again
+            log.warning("could not record the failure of job %d: %s", job.id, exc)
 
     async def _summarise(self, job: Job) -> tuple[SegmentDigest, JobUsage]:
         if job.kind != SEGMENT_SUMMARY:

@@ -160,6 +160,37 @@ async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path)
         assert (segment.title, segment.summary) == ("Tea", "The user prefers tea.")
 
 
+async def test_a_job_whose_conversation_stopped_goes_back_and_the_worker_lives(
+    tmp_path: Path,
+) -> None:
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", "no JSON here")  # the first try fails
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, clock=clock) as fm,
+    ):
+        completed(await run_turn(fm, "ada", "I prefer tea"))
+        clock.advance(GAP + 1)
+        completed(await run_turn(fm, "ada", "a new day"))
+        assert await fm.run_background() == 0
+        (job,) = await fm.jobs("ada")
+        assert (job.state, job.attempts) == ("pending", 1)
+        # The continuum's conversation actor stops (as when the instance closes) while
+        # the job is due: the ride is refused, the job goes back, the worker lives on.
+        conversation = fm._system.lookup("conversation:default/ada")
+        assert conversation is not None
+        await fm._system.stop(conversation)
+        clock.advance(30)
+        assert await fm.run_background() == 1
+        (job,) = await fm.jobs("ada")
+        assert (job.state, job.attempts) == ("pending", 2)
+        assert job.last_error is not None
+        assert job.last_error.startswith("interrupted: ActorStopped")
+        (worker,) = [s for s in fm.statistics() if s.name == "background"]
+        assert worker.restarts == 0
+
+
 async def test_a_pending_summary_survives_a_restart(tmp_path: Path) -> None:
     clock = FakeClock()
     responder = ScriptedResponder()
