@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -80,6 +81,11 @@ async def _measure(folder: Path, now: float, turns: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:  # Frontmind takes a data dir: a copy
         data = Path(tmp)
         shutil.copy(folder / "frontmind.db", data / "frontmind.db")
+        # The store's thousands of closed segments queued their summaries as it was
+        # built; a deployment that old would have run them long ago. Without a model
+        # here they would fail one by one beside the compositions measured below.
+        with sqlite3.connect(data / "frontmind.db") as db:
+            db.execute("UPDATE jobs SET state = 'done' WHERE state = 'pending'")
         async with (
             Frontmind.open(data, Config(), model=NoModel(), clock=lambda: now) as fm,
             loaded(fm, CONTINUUM),
