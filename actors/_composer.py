@@ -53,12 +53,30 @@ LAG_ALLOWANCE = 2.0  # the most a lagging loop adds, as a multiple of the deadli
 LAG_FLOOR_S = 0.002  # a lag below this is an idle loop's: nothing is added
 
 
+# The operator's own base prompt explains the frame (it names the header), so it is the
+# one section not neutralized; every other section's text can come from outside.
+TRUSTED_SECTIONS = frozenset({"base_prompt"})
+
+
 class SectionRecord(msgspec.Struct):
     """The one record the composer keeps per section."""
 
     spec: SectionSpec
-    content: str = ""
+    content: str = ""  # as the trinket returned it
     rendered_at: float | None = None  # when `content` was produced
+    # The text the turn gets, and the content it was made from: most sections say the
+    # same as last turn, and neutralizing is a pass over every character.
+    _text: str = ""
+    _text_of: str = ""
+
+    def text(self) -> str:
+        """`content` as the turn gets it: the frame neutralized (the trusted base prompt
+        as written)."""
+        if self.content != self._text_of:
+            trusted = self.spec.name in TRUSTED_SECTIONS
+            self._text = self.content if trusted else neutralize_frame(self.content)
+            self._text_of = self.content
+        return self._text
 
     @property
     def placement(self) -> str:
@@ -129,9 +147,9 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             record_span("frontmind.trinket", turn.turn_id, started_ns, ended_ns, failed=failed,
                         **{"frontmind.section": name})  # fmt: skip
             if isinstance(outcome, Replied) and isinstance(outcome.value, SectionReply):
-                content = outcome.value.content
-                record.content = content if content.strip() else ""
-                record.rendered_at = turn.now
+                record.content, record.rendered_at = outcome.value.content, turn.now
+                if not record.text().strip():  # nothing, or nothing once neutralized
+                    record.content = ""
                 state: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
                 statuses[name] = SectionStatus(name, record.placement, state, elapsed_ms)
                 continue
@@ -161,15 +179,19 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         notification: list[tuple[str, str, int]] = []
         for name in self._order:
             record = self._sections[name]
-            if not record.content or statuses[name].status in ("timeout", "failed"):
+            if statuses[name].status in ("timeout", "failed"):
                 continue
-            content = record.content
+            # Whatever any trinket returns, it cannot forge or imitate the frame, in the
+            # system prompt or in the notification center: this is the one place every
+            # section passes, fresh, stale or handed in late.
+            text = record.text()
+            if not text.strip():
+                continue
             if record.placement == PLACEMENT_SYSTEM:
-                text = content if name == "base_prompt" else wrap_section(name, content)
+                text = text if name in TRUSTED_SECTIONS else wrap_section(name, text)
                 system.append(SystemSection(name, text, record.cached))
             else:
-                # Whatever any trinket returns, it cannot forge or close the frame.
-                notification.append((name, neutralize_frame(content), record.spec.priority))
+                notification.append((name, text, record.spec.priority))
         center, shortened = render_notification_center(
             notification, self._settings.notification_budget_tokens, self._settings.frame
         )

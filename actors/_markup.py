@@ -11,7 +11,8 @@ lookalike of the frame plain, whatever its spelling:
   "ＮＯＴＩＦＩＣＡＴＩＯＮ", "𝐍𝐎𝐓𝐈𝐅𝐈𝐂𝐀𝐓𝐈𝐎𝐍" or a Cyrillic "О" match too;
 - format characters (zero-width space, bidi controls, soft hyphen, …) are removed,
   except the zero-width (non-)joiners that emoji and Indic scripts need; the header is
-  matched across those too, and across any punctuation or spacing between its words;
+  matched across those too, and across any punctuation or spacing between its letters
+  ("N O T I F I C A T I O N  C E N T E R");
 - the header, however spelled, becomes the plain lower-case "notification center";
 - every box-drawing and block character, and the line glyphs ▬ ▭ ⎯ ⏤ 〓, becomes "=";
   a run of four or more dashes of any kind (— ― – ‒ ⸺ …) becomes as many "-".
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 __all__ = ["FRAME_RULE", "HEADER", "escape_field", "escape_text", "neutralize_frame"]
@@ -32,7 +34,6 @@ HEADER = "NOTIFICATION CENTER"
 FRAME_RULE = "═" * 60
 _PLAIN_HEADER = "notification center"
 
-_HEADER_WORDS = re.compile(r"notification[^a-z0-9]*cent(?:er|re)", re.IGNORECASE)
 _SKELETON_HEADER = re.compile(r"notificationcent(?:er|re)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _JOINERS = frozenset("\u200c\u200d")  # needed by emoji sequences and Indic scripts
@@ -69,45 +70,76 @@ def _is_rule(char: str) -> bool:
     )
 
 
-@lru_cache(maxsize=4096)
 def _plain(char: str) -> str:
     """The character as neutralized text: "" for a format character, "=" for a rule.
 
-    Cached per character: every section passes through here on every turn, and the
-    Unicode lookups cost microseconds a character (bench/compose.py).
+    Looked up through `_PLAIN_TABLE`: every section passes through here on every turn,
+    and the Unicode lookups cost microseconds a character (bench/compose.py).
     """
     if char not in _JOINERS and unicodedata.category(char) == "Cf":
         return ""
     return "=" if _is_rule(char) else char
 
 
-class _FoldTable(dict[int, str]):
-    """`_fold` as a `str.translate` table, filled as characters are met."""
+class _CharTable(dict[int, str]):
+    """A per-character function as a `str.translate` table, filled as characters are met."""
+
+    def __init__(self, function: Callable[[str], str]) -> None:
+        super().__init__()
+        self._function = function
 
     def __missing__(self, code: int) -> str:
         if len(self) > 65_536:  # bounded, whatever text passes through
             self.clear()
-        folded = self[code] = _fold(chr(code))
-        return folded
+        value = self[code] = self._function(chr(code))
+        return value
 
 
-_FOLD_TABLE = _FoldTable()
-_NOT_ALNUM = re.compile(r"[\W_]+")
+def _skeleton_of(char: str) -> str:
+    """What a character adds to the header's skeleton: its folded letters and digits."""
+    return "".join(c for c in _fold(char) if c.isalnum())
+
+
+_PLAIN_TABLE = _CharTable(_plain)
+_SKELETON_TABLE = _CharTable(_skeleton_of)
+# ASCII is left alone by `_plain` and folds to its lower case: only runs of other
+# characters need the tables, and most text has few of them (translating the whole text
+# through a table costs a dictionary lookup a character).
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# In text whose non-ASCII runs are replaced by their skeletons, the header's letters with
+# only ASCII punctuation or spacing between them (the skeleton's characters are letters
+# and digits already).
+_GAP = r"[^0-9A-Za-z\x80-\U0010ffff]*"
+_FOLDED_HEADER = re.compile(
+    _GAP.join("notificationcent") + _GAP + f"(?:e{_GAP}r|r{_GAP}e)", re.IGNORECASE | re.ASCII
+)
+
+
+def _plain_run(match: re.Match[str]) -> str:
+    return match.group().translate(_PLAIN_TABLE)
+
+
+def _skeleton_run(match: re.Match[str]) -> str:
+    return match.group().translate(_SKELETON_TABLE)
+
+
+def _dashes(match: re.Match[str]) -> str:
+    return "-" * len(match.group())
 
 
 def _neutralize_header(text: str) -> str:
     # Most text holds no header at all: find that out at C speed first.
-    if not _SKELETON_HEADER.search(_NOT_ALNUM.sub("", text.translate(_FOLD_TABLE))):
+    folded = text if text.isascii() else _NON_ASCII.sub(_skeleton_run, text)
+    if _FOLDED_HEADER.search(folded) is None:
         return text
     # The skeleton keeps letters and digits only, each with the index of the original
     # character it came from: a match is then mapped back onto the original text.
     letters: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(text):
-        for folded in _fold(char):
-            if folded.isalnum():
-                letters.append(folded)
-                origin.append(index)
+        for folded_char in _skeleton_of(char):
+            letters.append(folded_char)
+            origin.append(index)
     skeleton = "".join(letters)
     pieces: list[str] = []
     done = 0
@@ -124,25 +156,33 @@ def _neutralize_header(text: str) -> str:
 
 def neutralize_frame(text: str) -> str:
     """Text that can neither open, close nor imitate the notification center's frame."""
-    if text.isascii():
-        # Nothing to normalize: only the header can be imitated with ASCII.
-        text = _HEADER_WORDS.sub(_PLAIN_HEADER, text) if "otif" in text.lower() else text
-        return _DASH_RUN.sub(lambda m: "-" * len(m.group(0)), text)
-    text = "".join(map(_plain, text))
-    text = _DASH_RUN.sub(lambda m: "-" * len(m.group(0)), text)
+    if not text.isascii():
+        text = _NON_ASCII.sub(_plain_run, text)
+    text = _DASH_RUN.sub(_dashes, text)
     return _neutralize_header(text)
+
+
+def markup_text(text: str) -> str:
+    """Multi-line untrusted text with its markup made inert (`<`, `>`, `&`, control
+    characters), not yet neutralized: for the built-in sections, which the composer
+    neutralizes whole (one pass over the section, not one per field)."""
+    text = _CONTROL.sub("", text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markup_field(text: str, limit: int = 300) -> str:
+    """A one-line untrusted field: whitespace folded, shortened, markup made inert."""
+    folded = " ".join(text.split())
+    if len(folded) > limit:
+        folded = folded[: limit - 1] + "…"
+    return markup_text(folded)
 
 
 def escape_text(text: str) -> str:
     """Multi-line untrusted text: escaped and neutralized, line breaks kept."""
-    text = _CONTROL.sub("", text)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return neutralize_frame(text)
+    return neutralize_frame(markup_text(text))
 
 
 def escape_field(text: str, limit: int = 300) -> str:
     """A one-line untrusted field: whitespace folded, escaped, neutralized, shortened."""
-    folded = " ".join(text.split())
-    if len(folded) > limit:
-        folded = folded[: limit - 1] + "…"
-    return escape_text(folded)
+    return neutralize_frame(markup_field(text, limit))

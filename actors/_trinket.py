@@ -15,7 +15,6 @@ from typing import Any
 
 from runtime import Actor, ActorRef, KernelError, MessageFailed
 
-from ._markup import neutralize_frame
 from ._messages import (
     SectionLate,
     SectionReply,
@@ -37,10 +36,6 @@ __all__ = [
 Directory = Callable[[str], "ActorRef[Any, Any] | None"]
 
 log = logging.getLogger("frontmind.trinkets")
-
-# The operator's own base prompt explains the frame (it names the header), so it is the
-# one section not neutralized; every other section's text can come from outside.
-_TRUSTED_SECTIONS = frozenset({"base_prompt"})
 
 
 def composer_name(user: str, continuum_id: str) -> str:
@@ -130,7 +125,8 @@ async def render_section(
     turn: Turn,
 ) -> str:
     """The trinket's text for this turn, checked: anything it raises, or a result that is
-    not text, fails the section (`MessageFailed`); text from outside is neutralized."""
+    not text, fails the section (`MessageFailed`). The composer neutralizes the frame in
+    it, as in every section that reaches the turn."""
     try:
         content = await trinket.render(turn)
     # The boundary: anything the trinket raises fails this section for this turn.
@@ -141,8 +137,4 @@ async def render_section(
         raise MessageFailed(
             f"section {section!r} failed: render returned {type(content).__name__}, not str"
         )
-    if section in _TRUSTED_SECTIONS:
-        return content
-    # Whatever a trinket returns, it cannot forge or imitate the frame, in the
-    # system prompt or in the notification center.
-    return neutralize_frame(content)
+    return content

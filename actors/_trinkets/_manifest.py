@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from storage import Storage, UnknownContinuum
 
-from .._markup import escape_field
+from .._markup import markup_field
 from .._messages import Turn
 from .._trinket import Trinket
 from ._timefmt import day_label, local
@@ -48,10 +48,10 @@ class ManifestTrinket(Trinket):
             turns = f"{segment.turn_count} turn{'s' if segment.turn_count != 1 else ''}"
             note = f" ({', '.join(notes)})" if notes else ""
             lines.append(
-                f"- {start:%H:%M}–{end:%H:%M}{note} {escape_field(segment.title, 80)} [{turns}]"
+                f"- {start:%H:%M}–{end:%H:%M}{note} {markup_field(segment.title, 80)} [{turns}]"
             )
             if segment.summary:
                 # Written by the segment's background summary once it closed: what a
                 # trimmed segment said stays in view here (and in search).
-                lines.append(f"  {escape_field(segment.summary, SUMMARY_CHARS)}")
+                lines.append(f"  {markup_field(segment.summary, SUMMARY_CHARS)}")
         return "\n".join(lines)

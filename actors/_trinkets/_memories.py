@@ -5,7 +5,7 @@ from contextlib import suppress
 from runtime import KernelError
 from storage import Storage
 
-from .._markup import escape_field
+from .._markup import markup_field
 from .._messages import MemoriesSurfaced, Turn
 from .._recall import Embedder, recall
 from .._trinket import Directory, Trinket
@@ -52,6 +52,6 @@ class MemoriesTrinket(Trinket):
                     worker.tell(MemoriesSurfaced(turn.user, tuple(h.memory.id for h in hits)))
         return "\n".join(
             f"- ({relative(hit.memory.created_at, turn.now).replace('now', 'just now')}) "
-            f"{escape_field(hit.memory.text, 400)}"
+            f"{markup_field(hit.memory.text, 400)}"
             for hit in hits
         )

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from storage import Reminder, Storage
 
-from .._markup import escape_field
+from .._markup import escape_field, markup_field
 from .._messages import Turn
 from .._trinket import Trinket
 from ._timefmt import local, relative
@@ -10,8 +12,12 @@ from ._timefmt import local, relative
 __all__ = ["RemindersTrinket", "describe_reminder"]
 
 
-def describe_reminder(reminder: Reminder, now: float, tz: str) -> str:
-    text = escape_field(reminder.text, 200)
+def describe_reminder(
+    reminder: Reminder, now: float, tz: str, *, field: Callable[[str, int], str] = escape_field
+) -> str:
+    """One reminder on one line. A tool's result is escaped whole here (`escape_field`);
+    the section passes `markup_field`, as the composer neutralizes the section whole."""
+    text = field(reminder.text, 200)
     if reminder.due_at is None:
         return f"#{reminder.id} {text}"
     due = local(reminder.due_at, tz)
@@ -37,7 +43,7 @@ class RemindersTrinket(Trinket):
             "No due time": [],
         }
         for reminder in reminders:
-            line = "- " + describe_reminder(reminder, turn.now, turn.timezone)
+            line = "- " + describe_reminder(reminder, turn.now, turn.timezone, field=markup_field)
             if reminder.due_at is None:
                 groups["No due time"].append(line)
             elif reminder.due_at < turn.now:

@@ -23,7 +23,7 @@ from storage import (
     StorageError,
 )
 
-from .._markup import escape_field
+from .._markup import markup_field
 from .._messages import Drain, Turn, Wake
 from .._trinket import Trinket
 from ._timefmt import relative
@@ -47,18 +47,18 @@ class SearchTrinket(Trinket):
         searches = await self._storage.searches(turn.user, turn.continuum_id)
         lines: list[str] = []
         for search in searches:
-            query = escape_field(search.query, 120)
+            query = markup_field(search.query, 120)
             if search.state != "done":
                 lines.append(f'Search "{query}": still running…')
             elif search.error is not None:
-                lines.append(f'Search "{query}": failed ({escape_field(search.error, 120)})')
+                lines.append(f'Search "{query}": failed ({markup_field(search.error, 120)})')
             elif not search.passages:
                 lines.append(f'Search "{query}": nothing found')
             else:
                 lines.append(f'Search "{query}": {len(search.passages)} passages')
                 lines.extend(
                     f"- [{p.source}, {relative(p.created_at, turn.now)}] "
-                    f"{escape_field(p.text, 300)}"
+                    f"{markup_field(p.text, 300)}"
                     for p in search.passages
                 )
         return "\n".join(lines)

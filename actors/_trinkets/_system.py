@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from storage import Storage
 
-from .._markup import escape_text
+from .._markup import markup_text
 from .._messages import Turn
 from .._trinket import Trinket
 
@@ -30,6 +30,6 @@ class DomainDocTrinket(Trinket):
     async def render(self, turn: Turn) -> str:
         documents = await self._storage.documents(turn.user)
         return "\n\n".join(
-            f'<document label="{doc.label}">\n{escape_text(doc.content)}\n</document>'
+            f'<document label="{doc.label}">\n{markup_text(doc.content)}\n</document>'
             for doc in documents
         )
