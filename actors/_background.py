@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Collection
 from contextlib import aclosing
 
@@ -65,6 +66,8 @@ def background_name() -> str:
 
 BackgroundMessage = Wake | Drain | MemoriesSurfaced
 
+SURFACED_BATCH = 1000  # surfacings (notification centers) counted in one write at most
+
 PrefixFn = Callable[[str, str, RideCache], Awaitable[ModelRequest]]
 
 
@@ -93,14 +96,39 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self._busy = busy
         self._clock = clock
         self._lease = lease_seconds
+        # Surfacings not yet counted: user -> memory id -> times.
+        self._surfaced: defaultdict[str, Counter[int]] = defaultdict(Counter)
+        self._pending = 0
+
+    async def stopped(self) -> None:
+        await self._count_surfaced()
+
+    async def _count_surfaced(self) -> None:
+        """Store the surfacings counted so far (on a wake, a drain, every
+        `SURFACED_BATCH` of them, and on stopping)."""
+        surfaced, self._surfaced, self._pending = self._surfaced, defaultdict(Counter), 0
+        for user, counts in surfaced.items():
+            by_times: defaultdict[int, list[int]] = defaultdict(list)
+            for memory_id, times in counts.items():
+                by_times[times].append(memory_id)
+            for times, ids in sorted(by_times.items()):
+                try:
+                    await self._storage.mark_memories_used(user, ids, times=times)
+                except StorageError as exc:  # a missed count is not worth a crash
+                    log.warning("could not count surfaced memories: %s", exc)
 
     async def handle(self, message: BackgroundMessage) -> int | None:
         if isinstance(message, MemoriesSurfaced):
-            try:
-                await self._storage.mark_memories_used(message.user, message.memory_ids)
-            except StorageError as exc:  # a missed count is not worth a crash
-                log.warning("could not count surfaced memories: %s", exc)
+            # Counted later, together: a write while turns compose would make every
+            # reader connection drop its page cache (SQLite does on any change), and the
+            # compositions reading beside it slowed by a third (bench/compose.py).
+            for memory_id in set(message.memory_ids):
+                self._surfaced[message.user][memory_id] += 1
+            self._pending += 1
+            if self._pending >= SURFACED_BATCH:
+                await self._count_surfaced()
             return None
+        await self._count_surfaced()
         ran = 0
         while True:
             try:

@@ -10,6 +10,7 @@ import re
 from typing import NamedTuple
 
 __all__ = [
+    "CANDIDATE_FACTOR",
     "COUNT_CAP",
     "MAX_SELECTIVE_TERMS",
     "SearchPlan",
@@ -36,8 +37,15 @@ MAX_SELECTIVE_TERMS = 6
 # the rows a common word has, and past it a word is common whatever its true count.
 COUNT_CAP = 300
 # The rows a ranked search may score, across its terms. BM25 counts every document of
-# each term it ranks by (its IDF), so ranking by a common word costs the whole table.
-ROW_BUDGET = 1000
+# each term it ranks by (its IDF), so ranking by a common word costs the whole table;
+# and each row it scores costs a lookup of its length. The rarest terms carry the
+# ranking (a word in hundreds of rows has little weight): at 1,000 the memory search on
+# a turn's path set the composition's tail (bench/compose.py, 50k memories: p99 5.2 →
+# 3.9 ms at 500).
+ROW_BUDGET = 500
+# A ranked search ranks in the index alone and joins only this many times the rows it
+# wants to their table (for the owner, scope and expiry); too few left: the whole join.
+CANDIDATE_FACTOR = 2
 
 
 def query_terms(text: str) -> list[str]:

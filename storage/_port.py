@@ -283,8 +283,11 @@ class Storage(Protocol):
         """Every unexpired memory of the user that has an embedding, with it."""
         ...
 
-    async def mark_memories_used(self, user: str, memory_ids: Sequence[int]) -> None:
-        """Count one more surfacing of each (the `use` term of the ranking)."""
+    async def mark_memories_used(
+        self, user: str, memory_ids: Sequence[int], *, times: int = 1
+    ) -> None:
+        """Count `times` more surfacings of each (the `use` term of the ranking); an id
+        named twice in one call counts once."""
         ...
 
     async def search_memories(

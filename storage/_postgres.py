@@ -1036,16 +1036,20 @@ class PostgresStorage:
         return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
 
     @_translated
-    async def mark_memories_used(self, user: str, memory_ids: Sequence[int]) -> None:
-        """Count one more surfacing of each memory (the `use` term of the ranking)."""
+    async def mark_memories_used(
+        self, user: str, memory_ids: Sequence[int], *, times: int = 1
+    ) -> None:
+        """Count `times` more surfacings of each memory (the `use` term of the ranking)."""
         check_user_name(user)
+        check_row_id(times, "times")
         if not memory_ids:
             return
         async with self._transaction() as db:
             await db.execute(
-                "UPDATE memories SET uses = uses + 1 WHERE owner = $1 AND id = ANY($2::bigint[])",
+                "UPDATE memories SET uses = uses + $3 WHERE owner = $1 AND id = ANY($2::bigint[])",
                 user,
                 sorted(memory_ids),
+                times,
             )
 
     # -- reminders ------------------------------------------------------------------------

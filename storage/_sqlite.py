@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -43,14 +44,16 @@ from ._exceptions import (
     UserExists,
 )
 from ._fts import (
+    CANDIDATE_FACTOR,
     COUNT_CAP,
+    MAX_SELECTIVE_TERMS,
     SearchPlan,
     fts_query,
-    matched_terms,
     memory_score,
     query_terms,
     search_plan,
 )
+from ._fts_plan_sql import plan_ctes, plan_parameters
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
@@ -135,7 +138,10 @@ _READER_MMAP_BYTES = 256 * 1024 * 1024
 
 
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
-    conn = await aiosqlite.connect(path, isolation_level=None)
+    # The searches are large statements (5 to 25 ms to compile): the statement cache is
+    # kept large enough that statements with a varying number of placeholders (lists of
+    # ids) never push them out.
+    conn = await aiosqlite.connect(path, isolation_level=None, cached_statements=512)
     try:
         if not reader:
             await conn.execute("PRAGMA journal_mode=WAL")
@@ -200,6 +206,85 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
     return current
 
 
+_MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
+_ALIVE = "m.owner = :user AND (m.expires_at IS NULL OR m.expires_at > :at)"
+# A memory search, planned and searched in one statement (`_planned_memories`). Its text
+# is the same for every query, so each reader compiles it once (warmed on opening).
+_MEMORY_SEARCH = (
+    f"WITH {plan_ctes('memories_fts')},"
+    " top AS MATERIALIZED (SELECT rowid AS id, bm25(memories_fts) AS score"
+    " FROM memories_fts WHERE memories_fts MATCH (SELECT chosen FROM plan)"
+    " ORDER BY score LIMIT :candidates),"
+    " recent AS MATERIALIZED (SELECT m.id"
+    " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+    f" WHERE memories_fts MATCH (SELECT every FROM plan) AND {_ALIVE}"
+    " ORDER BY memories_fts.rowid DESC LIMIT :cap),"
+    " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
+    " hits AS MATERIALIZED ("
+    + " UNION ALL ".join(
+        "SELECT rowid AS id FROM memories_fts, bounds WHERE memories_fts MATCH"
+        f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
+        for k in range(1, MAX_SELECTIVE_TERMS + 1)
+    )
+    + "), held AS MATERIALIZED (SELECT id, count(*) AS n FROM hits"
+    " WHERE id IN (SELECT id FROM recent) GROUP BY id)"
+    f" {_MEMORY}, top.score, 1 FROM top LEFT JOIN memories m ON m.id = top.id AND {_ALIVE}"
+    f" UNION ALL {_MEMORY}, -held.n, 0 FROM held JOIN memories m ON m.id = held.id"
+)
+_MEMORY_SEARCH_WARMUP = {**plan_parameters([]), "user": "", "at": 0.0, "candidates": 1}
+
+
+# Where a message search looks: the user's messages, in one continuum or in all.
+_IN_SCOPE = "m.owner = :user AND (:continuum IS NULL OR m.continuum_id = :continuum)"
+# The hits a search keeps (`kept`: id, score) as rows (1, continuum, seq, role, snippet,
+# created_at, score, id). A snippet reads and tokenizes its message's text: it is made
+# for the kept rows only, not for every match the ranking looked at. The index is read
+# over the kept ids' range, the outer loop (CROSS JOIN): looking each kept row up by
+# rowid instead would seek every term's list from its start, which for a common word is
+# most of the index.
+_MESSAGE_HITS = (
+    " SELECT 1, m.continuum_id, m.seq, m.role,"
+    " snippet(messages_fts, 0, '', '', '…', 40), m.created_at, kept.score, kept.id"
+    " FROM messages_fts CROSS JOIN kept ON kept.id = +messages_fts.rowid"
+    " CROSS JOIN messages m ON m.id = kept.id"
+    " WHERE messages_fts MATCH :match"
+    " AND messages_fts.rowid BETWEEN (SELECT min(id) FROM kept) AND (SELECT max(id) FROM kept)"
+)
+# A message search, planned and searched in one statement, as for memories. Ranked: the
+# best BM25 candidates in the index alone, joined to their rows for the scope (too few in
+# scope: `search_messages` joins every match). Every word common: of the COUNT_CAP most
+# recent matches in scope, those holding the most words. Then one status row (0, …).
+_MESSAGE_SEARCH = (
+    f"WITH {plan_ctes('messages_fts')},"
+    " top AS MATERIALIZED (SELECT rowid AS id, -bm25(messages_fts) AS score"
+    " FROM messages_fts WHERE messages_fts MATCH (SELECT chosen FROM plan)"
+    " ORDER BY score DESC LIMIT :candidates),"
+    " ranked AS MATERIALIZED (SELECT top.id, top.score FROM top"
+    f" JOIN messages m ON m.id = top.id WHERE {_IN_SCOPE}"
+    " ORDER BY top.score DESC LIMIT :limit),"
+    " recent AS MATERIALIZED (SELECT m.id"
+    " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+    f" WHERE messages_fts MATCH (SELECT every FROM plan) AND {_IN_SCOPE}"
+    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
+    " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
+    " hits AS MATERIALIZED ("
+    + " UNION ALL ".join(
+        "SELECT rowid AS id FROM messages_fts, bounds WHERE messages_fts MATCH"
+        f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
+        for k in range(1, MAX_SELECTIVE_TERMS + 1)
+    )
+    + "), held AS MATERIALIZED (SELECT id, CAST(count(*) AS REAL) AS score FROM hits"
+    " WHERE id IN (SELECT id FROM recent) GROUP BY id ORDER BY score DESC, id DESC"
+    " LIMIT :limit),"
+    " kept AS MATERIALIZED (SELECT id, score FROM ranked UNION ALL SELECT id, score FROM held),"
+    " matching AS MATERIALIZED (SELECT CASE WHEN ranked THEN chosen ELSE every END AS q"
+    " FROM plan)"
+    + _MESSAGE_HITS.replace("MATCH :match", "MATCH (SELECT q FROM matching)")
+    + " UNION ALL SELECT 0, NULL, NULL, NULL, (SELECT q FROM matching), NULL,"
+    " (SELECT ranked FROM plan), (SELECT count(*) FROM top)"
+)
+
+
 class SQLiteStorage:
     """The embedded default storage. Open with `await SQLiteStorage.open(path)`."""
 
@@ -215,7 +300,7 @@ class SQLiteStorage:
         self.path = path
         self._writer = writer
         self._readers = readers
-        self._next_reader = 0
+        self._in_flight = [0] * len(readers)  # reads in flight per read connection
         self._segment_gap = segment_gap
         self._write_lock = anyio.Lock()
         self._closed = False
@@ -241,6 +326,11 @@ class SQLiteStorage:
             await migrate(writer, db_path, upto=schema_upto)
             for _ in range(READERS):
                 readers.append(await _connect(db_path, reader=True))
+            if schema_upto is None:
+                # Each reader compiles the memory search now (a few ms), not in a turn's
+                # composition. The message search, background work, compiles on first use.
+                for reader in readers:
+                    await reader.execute_fetchall(_MEMORY_SEARCH, _MEMORY_SEARCH_WARMUP)
             return cls(db_path, writer, readers, segment_gap)
         except BaseException as exc:
             # Every connection owns a (non-daemon) thread: leaving one open on a failed
@@ -274,15 +364,23 @@ class SQLiteStorage:
                 await self._writer.close()
 
     async def schema_version(self) -> int:
-        rows = list(await self._reader.execute_fetchall("SELECT version FROM schema_version"))
+        rows = list(await self._read("SELECT version FROM schema_version"))
         return int(rows[0][0])
 
-    @property
-    def _reader(self) -> aiosqlite.Connection:
-        """The next read connection, round robin: each has its own thread, and SQLite
-        lets go of the GIL while it works, so concurrent turns read side by side."""
-        self._next_reader = (self._next_reader + 1) % len(self._readers)
-        return self._readers[self._next_reader]
+    async def _read(self, sql: str, parameters: Any = ()) -> list[sqlite3.Row]:
+        """Rows of one read, on the read connection with the fewest reads in flight.
+
+        Each connection has its own thread, and SQLite lets go of the GIL while it
+        works, so concurrent reads run side by side; a read sent to a connection still
+        busy with a slow one would wait behind it (a composition's memory search
+        behind another section's read), so the least busy one takes it.
+        """
+        index = min(range(len(self._readers)), key=self._in_flight.__getitem__)
+        self._in_flight[index] += 1
+        try:
+            return list(await self._readers[index].execute_fetchall(sql, parameters))
+        finally:
+            self._in_flight[index] -= 1
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -319,7 +417,7 @@ class SQLiteStorage:
         check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._read(
                 "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
                 " FROM continuums WHERE owner = ? AND id = ?",
                 (user, continuum_id),
@@ -343,7 +441,7 @@ class SQLiteStorage:
                 " OR (COALESCE(last_turn_at, created_at) = ? AND id > ?))"
             )
             args = (after[0], after[0], after[1])
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
             f" FROM continuums WHERE owner = ?{where}"
             " ORDER BY COALESCE(last_turn_at, created_at) DESC, id LIMIT ?",
@@ -363,7 +461,7 @@ class SQLiteStorage:
         fields = msgspec.structs.fields(TurnUsage)
         sums = ", ".join(f"SUM(json_extract(r, '$.usage.{f.name}'))" for f in fields)
         marks = ",".join("?" * len(ids))
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"SELECT continuum_id, COUNT(*), {sums} FROM"
             f" (SELECT continuum_id, CAST(record AS TEXT) AS r FROM turns"
             f"  WHERE owner = ? AND continuum_id IN ({marks})) GROUP BY continuum_id",
@@ -395,7 +493,7 @@ class SQLiteStorage:
     async def _messages(
         self, user: str, continuum_id: str, start: int, limit: int = -1
     ) -> list[Message]:
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
             " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
             (user, continuum_id, start, limit),
@@ -412,7 +510,7 @@ class SQLiteStorage:
         check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._read(
                 "SELECT history_start FROM continuums WHERE owner = ? AND id = ?",
                 (user, continuum_id),
             )
@@ -436,7 +534,7 @@ class SQLiteStorage:
         check_user_name(user)
         check_continuum_id(continuum_id)
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._read(
                 "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
                 (user, continuum_id),
             )
@@ -652,7 +750,7 @@ class SQLiteStorage:
             )
             args += [before[0], before[0], before[1]]
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"SELECT record FROM turns{clause} ORDER BY started_at DESC, rowid DESC LIMIT ?",
             (*args, limit),
         )
@@ -664,7 +762,7 @@ class SQLiteStorage:
     ) -> list[Segment]:
         check_user_name(user)
         check_continuum_id(continuum_id)
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"{_SEGMENT} WHERE owner = ? AND continuum_id = ? ORDER BY ended_at DESC LIMIT ?",
             (user, continuum_id, limit),
         )
@@ -674,11 +772,7 @@ class SQLiteStorage:
     async def segment(self, user: str, segment_id: int) -> Segment:
         check_user_name(user)
         check_row_id(segment_id, "segment id")
-        rows = list(
-            await self._reader.execute_fetchall(
-                f"{_SEGMENT} WHERE owner = ? AND id = ?", (user, segment_id)
-            )
-        )
+        rows = list(await self._read(f"{_SEGMENT} WHERE owner = ? AND id = ?", (user, segment_id)))
         if not rows:
             raise NotFound(f"no segment #{segment_id}")
         return Segment(*rows[0])
@@ -687,7 +781,7 @@ class SQLiteStorage:
     async def segment_messages(self, user: str, segment_id: int) -> list[Message]:
         segment = await self.segment(user, segment_id)
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._read(
                 "SELECT min(first_seq) FROM segments"
                 " WHERE owner = ? AND continuum_id = ? AND first_seq > ?",
                 (user, segment.continuum_id, segment.first_seq),
@@ -712,7 +806,7 @@ class SQLiteStorage:
             check_continuum_id(continuum_id)
             scope += " AND s.continuum_id = ?"
             args.append(continuum_id)
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             "SELECT s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title,"
             " s.first_seq, s.summary FROM segments_fts JOIN segments s ON s.id = segments_fts.rowid"
             f" WHERE segments_fts MATCH ?{scope} ORDER BY bm25(segments_fts) LIMIT ?",
@@ -844,12 +938,10 @@ class SQLiteStorage:
     ) -> list[Job]:
         check_user_name(user)
         if continuum_id is None:
-            rows = await self._reader.execute_fetchall(
-                f"{_JOB} WHERE owner = ? ORDER BY id LIMIT ?", (user, limit)
-            )
+            rows = await self._read(f"{_JOB} WHERE owner = ? ORDER BY id LIMIT ?", (user, limit))
         else:
             check_continuum_id(continuum_id)
-            rows = await self._reader.execute_fetchall(
+            rows = await self._read(
                 f"{_JOB} WHERE owner = ? AND continuum_id = ? ORDER BY id LIMIT ?",
                 (user, continuum_id, limit),
             )
@@ -934,15 +1026,15 @@ class SQLiteStorage:
     async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
         check_user_name(user)
         check_continuum_id(continuum_id)
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"{_SEARCH} WHERE owner = ? AND continuum_id = ? ORDER BY id", (user, continuum_id)
         )
         return [search_from_row(tuple(row)) for row in rows]
 
     @_translated
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
-        rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT ?",
+        rows = await self._read(
+            f"{_MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT ?",
             (limit,),
         )
         return [Memory(*row) for row in rows]
@@ -959,23 +1051,28 @@ class SQLiteStorage:
     ) -> list[tuple[Memory, tuple[float, ...]]]:
         check_user_name(user)
         at = time.time() if now is None else now
-        rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY}, m.embedding FROM memories m WHERE m.owner = ?"
+        rows = await self._read(
+            f"{_MEMORY}, m.embedding FROM memories m WHERE m.owner = ?"
             " AND m.embedding IS NOT NULL AND (m.expires_at IS NULL OR m.expires_at > ?)",
             (user, at),
         )
         return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
 
     @_translated
-    async def mark_memories_used(self, user: str, memory_ids: Sequence[int]) -> None:
-        """Count one more surfacing of each memory (the `use` term of the ranking)."""
+    async def mark_memories_used(
+        self, user: str, memory_ids: Sequence[int], *, times: int = 1
+    ) -> None:
+        """Count `times` more surfacings of each memory (the `use` term of the ranking)."""
         check_user_name(user)
+        check_row_id(times, "times")
         if not memory_ids:
             return
+        ids = json.dumps(sorted({check_row_id(i, "memory id") for i in memory_ids}))
         async with self._transaction() as db:
-            await db.executemany(
-                "UPDATE memories SET uses = uses + 1 WHERE owner = ? AND id = ?",
-                [(user, i) for i in sorted(set(memory_ids))],
+            await db.execute(
+                "UPDATE memories SET uses = uses + ? WHERE owner = ?"
+                " AND id IN (SELECT value FROM json_each(?))",
+                (times, user, ids),
             )
 
     # -- reminders ------------------------------------------------------------------------
@@ -1032,9 +1129,7 @@ class SQLiteStorage:
         check_user_name(user)
         check_row_id(reminder_id, "reminder id")
         rows = list(
-            await self._reader.execute_fetchall(
-                f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id)
-            )
+            await self._read(f"{self._REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id))
         )
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
@@ -1043,7 +1138,7 @@ class SQLiteStorage:
     @_translated
     async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
         check_user_name(user)
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
             " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
             (user, limit),
@@ -1058,7 +1153,7 @@ class SQLiteStorage:
         lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
         if hi < lo:
             raise InvalidInput("the end of the range comes before its start")
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"{self._REMINDER} WHERE owner = ? AND completed_at IS NULL"
             " AND due_at >= ? AND due_at < ? ORDER BY due_at",
             (user, lo, hi),
@@ -1071,7 +1166,7 @@ class SQLiteStorage:
     ) -> list[Reminder]:
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             f"{self._REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT ?",
             (user, after, limit),
         )
@@ -1088,10 +1183,6 @@ class SQLiteStorage:
                 raise NotFound(f"no reminder #{reminder_id}")
 
     # -- memories ---------------------------------------------------------------------------
-
-    _MEMORY = (
-        "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
-    )
 
     @_translated
     async def add_memory(
@@ -1123,8 +1214,8 @@ class SQLiteStorage:
         """The user's memories, newest first; with `before`, those older than that id."""
         check_user_name(user)
         where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
-        rows = await self._reader.execute_fetchall(
-            f"{self._MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
+        rows = await self._read(
+            f"{_MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
             (user, *args, limit),
         )
         return [Memory(*row) for row in rows]
@@ -1150,15 +1241,13 @@ class SQLiteStorage:
         terms = query_terms(text)
         if not terms:
             return None
-        count = (
-            f"SELECT ?, count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?"
-            f" LIMIT {COUNT_CAP})"
+        # One text for any number of terms: compiled once per connection.
+        rows = await self._read(
+            f"SELECT terms.key, (SELECT count(*) FROM (SELECT 1 FROM {table}"
+            f" WHERE {table} MATCH terms.value LIMIT {COUNT_CAP})) FROM json_each(?) AS terms",
+            (json.dumps([fts_query([term]) for term in terms]),),
         )
-        args: list[str] = []
-        for term in terms:
-            args += [term, fts_query([term]) or ""]
-        rows = await self._reader.execute_fetchall(" UNION ALL ".join([count] * len(terms)), args)
-        counts: dict[str, int] = {str(row[0]): int(row[1]) for row in rows}
+        counts: dict[str, int] = {terms[int(row[0])]: int(row[1]) for row in rows}
         return search_plan(terms, counts)
 
     @_translated
@@ -1168,34 +1257,59 @@ class SQLiteStorage:
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("memories_fts", query)
-        if plan is None:
+        terms = query_terms(query)
+        if not terms:
             return []
         at = time.time() if now is None else now
-        alive = (
-            "memories_fts MATCH ? AND m.owner = ? AND (m.expires_at IS NULL OR m.expires_at > ?)"
-        )
-        source = " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-        rows: list[tuple[Any, ...]]
-        if plan.ranked:
-            found = await self._reader.execute_fetchall(
-                f"{self._MEMORY}, bm25(memories_fts){source} WHERE {alive}"
-                " ORDER BY bm25(memories_fts) LIMIT ?",
-                (fts_query(plan.terms), user, at, limit * 4),
-            )
-            rows = [tuple(row) for row in found]
-        else:  # every word common: the most recent matches, by how many words they hold
-            recent = await self._reader.execute_fetchall(
-                f"{self._MEMORY}{source} WHERE {alive} ORDER BY memories_fts.rowid DESC LIMIT ?",
-                (fts_query(plan.terms), user, at, COUNT_CAP),
-            )
-            rows = [(*row, -matched_terms(row[1], plan.terms)) for row in recent]
+        rows = await self._planned_memories(user, terms, at, limit * 4)
         hits = [
             MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
             for row in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
         return hits[:limit]
+
+    async def _planned_memories(
+        self, user: str, terms: list[str], at: float, want: int
+    ) -> list[tuple[Any, ...]]:
+        """Rows for `search_memories` (memory columns, then a score where lower is
+        better), planned and searched in one statement (storage/_fts_plan_sql.py).
+
+        Ranked (the rarest term is rare): the `want` live memories of `user` that BM25
+        ranks best. Ranked in the index alone first, as joining every match to its
+        memory row (for the owner and expiry) cost twice the ranking itself; only the
+        best candidates are joined, each checked (a filtered one comes back as NULLs).
+        When too few of them are the user's, or alive, the whole join runs instead: the
+        result is the same either way.
+
+        Every word common: the most recent matches, scored by how many of the words
+        they hold (each word's matches read from the index within their range of ids).
+        """
+        candidates = want * CANDIDATE_FACTOR
+        found = await self._read(
+            _MEMORY_SEARCH,
+            {**plan_parameters(terms), "user": user, "at": at, "candidates": candidates},
+        )
+        ranked = sorted((tuple(row[:-1]) for row in found if row[-1]), key=lambda row: row[-1])
+        if not ranked:  # every word common, or none in the index
+            return [tuple(row[:-1]) for row in found]
+        rows = [row for row in ranked if row[0] is not None]
+        if len(rows) >= want or len(ranked) < candidates:
+            return rows[:want]
+        plan = await self._plan("memories_fts", " ".join(terms))
+        every = await self._read(
+            f"{_MEMORY}, bm25(memories_fts)"
+            " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH :match AND {_ALIVE}"
+            " ORDER BY bm25(memories_fts) LIMIT :want",
+            {
+                "match": fts_query(plan.terms if plan else terms),
+                "user": user,
+                "at": at,
+                "want": want,
+            },
+        )
+        return [tuple(row) for row in every]
 
     @_translated
     async def search_messages(
@@ -1204,41 +1318,31 @@ class SQLiteStorage:
         check_user_name(user)
         if limit < 1:
             return []
-        plan = await self._plan("messages_fts", query)
-        if plan is None:
-            return []
-        scope, args = " AND m.owner = ?", [fts_query(plan.terms), user]
         if continuum_id is not None:
             check_continuum_id(continuum_id)
-            scope += " AND m.continuum_id = ?"
-            args.append(continuum_id)
-        columns = (
-            "SELECT m.continuum_id, m.seq, m.role,"
-            " snippet(messages_fts, 0, '', '', '…', 40), m.created_at"
+        terms = query_terms(query)
+        if not terms:
+            return []
+        candidates = limit * CANDIDATE_FACTOR
+        args = {"user": user, "continuum": continuum_id, "limit": limit}
+        found = await self._read(
+            _MESSAGE_SEARCH, {**plan_parameters(terms), **args, "candidates": candidates}
         )
-        source = " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-        if plan.ranked:
-            rows = await self._reader.execute_fetchall(
-                f"{columns}, bm25(messages_fts){source} WHERE messages_fts MATCH ?{scope}"
-                " ORDER BY bm25(messages_fts) LIMIT ?",
-                (*args, limit),
-            )
-            return [
-                MessageHit(cid, seq, role, text, at, -score)
-                for cid, seq, role, text, at, score in rows
-            ]
-        # Every word common: the most recent matches, by how many of the words they hold.
-        recent = await self._reader.execute_fetchall(
-            f"{columns}, m.text{source} WHERE messages_fts MATCH ?{scope}"
-            " ORDER BY messages_fts.rowid DESC LIMIT ?",
-            (*args, COUNT_CAP),
+        # The status row: the plan's FTS5 query, whether it ranks, its candidates.
+        ((_, _, _, _, match, _, ranked, seen),) = [row for row in found if row[0] == 0]
+        hits = sorted((row for row in found if row[0] == 1), key=lambda r: (r[6], r[7]))
+        hits.reverse()  # best first; newest first among equals
+        if not ranked or len(hits) >= limit or seen < candidates:
+            return [MessageHit(*row[1:7]) for row in hits]
+        # The ranking's best candidates were mostly out of scope: every match is joined.
+        every = await self._read(
+            "WITH kept AS MATERIALIZED (SELECT m.id, -bm25(messages_fts) AS score"
+            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+            f" WHERE messages_fts MATCH :match AND {_IN_SCOPE}"
+            f" ORDER BY score DESC LIMIT :limit){_MESSAGE_HITS}",
+            {**args, "match": match},
         )
-        hits = [
-            MessageHit(cid, seq, role, text, at, float(matched_terms(full, plan.terms)))
-            for cid, seq, role, text, at, full in recent
-        ]
-        hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties
-        return hits[:limit]
+        return [MessageHit(*row[1:7]) for row in every]
 
     # -- documents ---------------------------------------------------------------------------
 
@@ -1263,7 +1367,7 @@ class SQLiteStorage:
     async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
         check_user_name(user)
-        rows = await self._reader.execute_fetchall(
+        rows = await self._read(
             "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
             " ORDER BY label LIMIT ?",
             (user, after, limit),
@@ -1304,16 +1408,14 @@ class SQLiteStorage:
 
     @_translated
     async def users(self) -> list[User]:
-        rows = await self._reader.execute_fetchall(
-            "SELECT name, created_at FROM users ORDER BY name"
-        )
+        rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
         return [User(*row) for row in rows]
 
     @_translated
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         check_token_hash(token_hash)
         rows = list(
-            await self._reader.execute_fetchall(
+            await self._read(
                 "SELECT name, token_hash FROM users WHERE token_hash = ?", (token_hash,)
             )
         )

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from actors import SUMMARY_MARKER
-from frontmind import tool
+from frontmind import Frontmind, tool
 from frontmind._render import input_cost, render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, segment_job_payload
@@ -318,3 +318,25 @@ async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
         assert ran.attempts == 1
         assert ran.last_error is not None
         assert "segment #999" in ran.last_error
+
+
+async def test_surfaced_memories_are_counted_together_off_the_compositions(
+    tmp_path: Path,
+) -> None:
+    # A write while turns compose makes every reader drop its page cache: surfacings
+    # are counted together, on the worker's next wake, and none is lost on closing.
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        memory = await fm.storage.add_memory(DEFAULT_USER, "the harbour opens at nine")
+        await fm.run_background()  # the wake sent on opening is behind us
+        for _ in range(3):
+            composed = await fm.compose("ada", "when does the harbour open?")
+            assert "the harbour opens at nine" in composed.notification
+        assert [m.uses for m in await fm.memories()] == [0]  # not yet: no wake since
+        await fm.run_background()
+        assert [m.uses for m in await fm.memories()] == [3]
+        for _ in range(2):
+            await fm.compose("ada", "the harbour?")
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        (counted,) = await fm.memories()
+    assert counted.id == memory.id
+    assert counted.uses == 5, "the worker counts what is left as it stops"

@@ -5,8 +5,10 @@ yield to turns running anywhere. Every test runs on both adapters."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,15 @@ def test_the_plan_keeps_rare_terms_within_the_row_budget() -> None:
     assert plan is not None
     assert plan.ranked
     assert plan.terms == ["rare", "another"]  # rarest first, within the budget
+    # At the budget's edge: rows up to it are ranked, one more row is not.
+    big = min(COUNT_CAP - 1, ROW_BUDGET // 2)
+    edge = {"rare": 3, "mid": ROW_BUDGET - 3 - big, "big": big}
+    within = search_plan(["big", "mid", "rare"], edge)
+    assert within is not None
+    assert within.terms == ["rare", "mid", "big"]
+    over = search_plan(["big", "mid", "rare"], {**edge, "mid": edge["mid"] + 1})
+    assert over is not None
+    assert over.terms == ["rare", "mid"]
     only_common = search_plan(["common", "absent"], counts)
     assert only_common is not None
     assert not only_common.ranked
@@ -114,6 +125,38 @@ async def test_a_query_of_common_words_finds_recent_matches_holding_most_of_them
     assert [h.score for h in hits] == [2.0, 2.0, 2.0]
     memories = await store.search_memories(U, "coffee budget", now=NOW)
     assert memories == []
+
+
+async def test_better_matches_of_other_users_or_expired_ones_crowd_nothing_out(
+    store: Store,
+) -> None:
+    # The ranking looks at the index's best candidates first; here every one of them
+    # belongs to another user or has expired, so the search has to look further.
+    await store.add_user("other", hashlib.sha256(b"other").hexdigest(), now=NOW)
+    for i in range(60):
+        await store.add_memory("other", f"zebra zebra zebra {i}", now=NOW - i)
+        await store.commit_turn(
+            "other", turn("c1", f"o{i}", at=NOW + i, user_text=f"zebra zebra zebra {i}")
+        )
+    gone = datetime.fromtimestamp(NOW - 1, UTC)
+    for i in range(30):
+        await store.add_memory(U, f"zebra zebra stale {i}", now=NOW - 100, expires_at=gone)
+    await store.add_memory(U, "a zebra at the zoo, among many other animals", now=NOW - 50)
+    await store.add_memory(U, "one zebra, once, in a long list of things seen", now=NOW - 60)
+    hits = await store.search_memories(U, "zebra", limit=3, now=NOW)
+    assert sorted(h.memory.text for h in hits) == [
+        "a zebra at the zoo, among many other animals",
+        "one zebra, once, in a long list of things seen",
+    ]
+    for i in range(3):
+        await store.commit_turn(
+            U, turn("c1", f"u{i}", at=NOW + 100 + i, user_text=f"a zebra in my notes {i}")
+        )
+    found = await store.search_messages(U, "zebra", continuum_id="c1", limit=5)
+    assert sorted(h.text for h in found) == [f"a zebra in my notes {i}" for i in range(3)]
+    other = await store.search_messages("other", "zebra", continuum_id="c1", limit=5)
+    assert len(other) == 5
+    assert all(h.text.startswith("zebra zebra zebra") for h in other)
 
 
 # -- context searches: durable, shared, shown from the store ----------------------------
@@ -294,3 +337,42 @@ async def test_searches_survive_a_restart_of_the_embedded_store(tmp_path: Path) 
         'Search "ferry": 1 passages',
         "- [memory, 1 minute ago] the ferry leaves at noon",
     ]
+
+
+async def test_the_plan_in_sql_is_the_plan_in_python(tmp_path: Path) -> None:
+    # SQLite plans a memory search in the statement that runs it (storage/_fts_plan_sql.py):
+    # it must choose exactly what `search_plan` chooses, at every edge of the cap and the
+    # budget. Word "wK" occurs in exactly K memories.
+    import random
+
+    from storage._fts import MAX_SELECTIVE_TERMS
+    from storage._fts_plan_sql import NOTHING, plan_ctes, plan_parameters
+
+    sizes = (1, 2, 40, 250, 260, 280, 299, 300, 301, 420)
+    async with await SQLiteStorage.open(tmp_path / "plan.db") as store:
+        for i in range(max(sizes)):
+            await store.add_memory(U, " ".join(f"w{k}" for k in sizes if i < k), now=NOW)
+        rng = random.Random(7)
+        words = [f"w{k}" for k in sizes] + ["absent", "also"]
+        for _ in range(150):
+            terms = rng.sample(words, rng.randint(1, 8))
+            query = " ".join(terms)
+            expected = await store._plan("memories_fts", query)
+            rows = await store._read(
+                f"WITH {plan_ctes('memories_fts')} SELECT * FROM plan", plan_parameters(terms)
+            )
+            ranked, chosen, every, *singles = rows[0]
+            assert len(singles) == MAX_SELECTIVE_TERMS
+            if expected is None:
+                assert (chosen, every) == (NOTHING, NOTHING), query
+                continue
+            quoted = [f'"{t}"' for t in expected.terms]
+            if expected.ranked:
+                assert ranked == 1, query
+                assert sorted(chosen.split(" OR ")) == sorted(quoted), query
+                assert every == NOTHING, query
+            else:
+                assert ranked == 0, query
+                assert chosen == NOTHING, query
+                assert sorted(every.split(" OR ")) == sorted(quoted), query
+                assert [s for s in singles if s != NOTHING] == quoted, query

@@ -592,6 +592,11 @@ async def test_surfaced_memories_count_their_uses_and_rank_higher(store: Store) 
     assert uses == {a.id: 0, b.id: 2}  # a list naming one memory twice counts it once per call
     hits = await store.search_memories(DEFAULT_USER, "tea morning", now=20.0)
     assert [h.memory.id for h in hits] == [b.id, a.id]
+    await store.mark_memories_used(DEFAULT_USER, [a.id], times=3)  # counted in a batch
+    uses = {m.id: m.uses for m in await store.memories(DEFAULT_USER)}
+    assert uses == {a.id: 3, b.id: 2}
+    with pytest.raises(InvalidInput, match="times"):
+        await store.mark_memories_used(DEFAULT_USER, [a.id], times=0)
 
 
 async def test_embeddings_are_stored_beside_their_memories(store: Store) -> None:
