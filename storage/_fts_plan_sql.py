@@ -26,7 +26,7 @@ import json
 
 from ._fts import COUNT_CAP, MAX_SELECTIVE_TERMS, ROW_BUDGET, fts_query
 
-__all__ = ["NOTHING", "plan_ctes", "plan_parameters"]
+__all__ = ["NOTHING", "plan_ctes", "plan_parameters", "term_hits"]
 
 NOTHING = '""'  # an FTS5 query that matches no document
 
@@ -62,6 +62,17 @@ def plan_ctes(table: str) -> str:
         f" WHERE rank < r.stop), '{NOTHING}') ELSE '{NOTHING}' END AS chosen,"
         f" CASE WHEN r.ranked THEN '{NOTHING}' ELSE coalesce((SELECT group_concat(q, ' OR ')"
         f" FROM present), '{NOTHING}') END AS every{singles} FROM rarest r)"
+    )
+
+
+def term_hits(table: str) -> str:
+    """A query of one `id` row per (term, document) for each of the plan's terms alone,
+    within the ids `bounds.lo` … `bounds.hi` (a CTE of the statement): counting a
+    document's rows gives how many of the words it holds, read from the index."""
+    return " UNION ALL ".join(
+        f"SELECT rowid AS id FROM {table}, bounds WHERE {table} MATCH"
+        f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
+        for k in range(1, MAX_SELECTIVE_TERMS + 1)
     )
 
 

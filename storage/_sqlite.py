@@ -46,14 +46,13 @@ from ._exceptions import (
 from ._fts import (
     CANDIDATE_FACTOR,
     COUNT_CAP,
-    MAX_SELECTIVE_TERMS,
     SearchPlan,
     fts_query,
     memory_score,
     query_terms,
     search_plan,
 )
-from ._fts_plan_sql import plan_ctes, plan_parameters
+from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import (
@@ -220,13 +219,8 @@ _MEMORY_SEARCH = (
     f" WHERE memories_fts MATCH (SELECT every FROM plan) AND {_ALIVE}"
     " ORDER BY memories_fts.rowid DESC LIMIT :cap),"
     " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
-    " hits AS MATERIALIZED ("
-    + " UNION ALL ".join(
-        "SELECT rowid AS id FROM memories_fts, bounds WHERE memories_fts MATCH"
-        f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
-        for k in range(1, MAX_SELECTIVE_TERMS + 1)
-    )
-    + "), held AS MATERIALIZED (SELECT id, count(*) AS n FROM hits"
+    f" hits AS MATERIALIZED ({term_hits('memories_fts')}),"
+    " held AS MATERIALIZED (SELECT id, count(*) AS n FROM hits"
     " WHERE id IN (SELECT id FROM recent) GROUP BY id)"
     f" {_MEMORY}, top.score, 1 FROM top LEFT JOIN memories m ON m.id = top.id AND {_ALIVE}"
     f" UNION ALL {_MEMORY}, -held.n, 0 FROM held JOIN memories m ON m.id = held.id"
@@ -267,13 +261,8 @@ _MESSAGE_SEARCH = (
     f" WHERE messages_fts MATCH (SELECT every FROM plan) AND {_IN_SCOPE}"
     " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
     " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
-    " hits AS MATERIALIZED ("
-    + " UNION ALL ".join(
-        "SELECT rowid AS id FROM messages_fts, bounds WHERE messages_fts MATCH"
-        f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
-        for k in range(1, MAX_SELECTIVE_TERMS + 1)
-    )
-    + "), held AS MATERIALIZED (SELECT id, CAST(count(*) AS REAL) AS score FROM hits"
+    f" hits AS MATERIALIZED ({term_hits('messages_fts')}),"
+    " held AS MATERIALIZED (SELECT id, CAST(count(*) AS REAL) AS score FROM hits"
     " WHERE id IN (SELECT id FROM recent) GROUP BY id ORDER BY score DESC, id DESC"
     " LIMIT :limit),"
     " kept AS MATERIALIZED (SELECT id, score FROM ranked UNION ALL SELECT id, score FROM held),"
