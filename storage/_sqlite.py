@@ -230,19 +230,19 @@ _MEMORY_SEARCH_WARMUP = {**plan_parameters([]), "user": "", "at": 0.0, "candidat
 
 # Where a message search looks: the user's messages, in one continuum or in all.
 _IN_SCOPE = "m.owner = :user AND (:continuum IS NULL OR m.continuum_id = :continuum)"
-# The hits a search keeps (`kept`: id, score) as rows (1, continuum, seq, role, snippet,
-# created_at, score, id). A snippet reads and tokenizes its message's text: it is made
-# for the kept rows only, not for every match the ranking looked at. The index is read
-# over the kept ids' range, the outer loop (CROSS JOIN): looking each kept row up by
-# rowid instead would seek every term's list from its start, which for a common word is
-# most of the index.
+# The hits a search keeps (`kept`: id, score; this text goes on from that CTE) as rows
+# (1, continuum, seq, role, snippet, created_at, score, id). A snippet reads and
+# tokenizes its message's text: it is made for the kept rows only, not for every match
+# the ranking looked at. The index is read over the kept ids' range (`span`), the outer
+# loop (CROSS JOIN): looking each kept row up by rowid instead would seek every term's
+# list from its start, which for a common word is most of the index.
 _MESSAGE_HITS = (
+    ", span AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM kept)"
     " SELECT 1, m.continuum_id, m.seq, m.role,"
     " snippet(messages_fts, 0, '', '', '…', 40), m.created_at, kept.score, kept.id"
-    " FROM messages_fts CROSS JOIN kept ON kept.id = +messages_fts.rowid"
+    " FROM span CROSS JOIN messages_fts CROSS JOIN kept ON kept.id = +messages_fts.rowid"
     " CROSS JOIN messages m ON m.id = kept.id"
-    " WHERE messages_fts MATCH :match"
-    " AND messages_fts.rowid BETWEEN (SELECT min(id) FROM kept) AND (SELECT max(id) FROM kept)"
+    " WHERE messages_fts MATCH :match AND messages_fts.rowid BETWEEN span.lo AND span.hi"
 )
 # A message search, planned and searched in one statement, as for memories. Ranked: the
 # best BM25 candidates in the index alone, joined to their rows for the scope (too few in
