@@ -66,7 +66,9 @@ def background_name() -> str:
 
 BackgroundMessage = Wake | Drain | MemoriesSurfaced
 
-SURFACED_BATCH = 1000  # surfacings (notification centers) counted in one write at most
+# Surfacings (notification centers) counted together at most: one write per user and
+# distinct count (usually one), not one per composition.
+SURFACED_BATCH = 1000
 
 PrefixFn = Callable[[str, str, RideCache], Awaitable[ModelRequest]]
 

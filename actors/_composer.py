@@ -62,21 +62,8 @@ class SectionRecord(msgspec.Struct):
     """The one record the composer keeps per section."""
 
     spec: SectionSpec
-    content: str = ""  # as the trinket returned it
+    content: str = ""  # as the turn gets it: the frame neutralized
     rendered_at: float | None = None  # when `content` was produced
-    # The text the turn gets, and the content it was made from: most sections say the
-    # same as last turn, and neutralizing is a pass over every character.
-    _text: str = ""
-    _text_of: str = ""
-
-    def text(self) -> str:
-        """`content` as the turn gets it: the frame neutralized (the trusted base prompt
-        as written)."""
-        if self.content != self._text_of:
-            trusted = self.spec.name in TRUSTED_SECTIONS
-            self._text = self.content if trusted else neutralize_frame(self.content)
-            self._text_of = self.content
-        return self._text
 
     @property
     def placement(self) -> str:
@@ -98,6 +85,7 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         settings: ComposerSettings,
     ) -> None:
         self._sections: dict[str, SectionRecord] = {}
+        self._neutral: dict[str, tuple[str, str]] = {}  # section -> (content, neutralized)
         refs: list[ActorRef[Any, Any]] = []
         for name, ref in trinkets:
             self._sections[name] = SectionRecord(registry.spec(name))  # refuses unknown names
@@ -120,8 +108,10 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
     async def handle(self, message: ComposerMessage) -> Composed | None:
         if isinstance(message, SectionLate):
             record = self._sections.get(message.section)
-            if record is not None and message.content.strip():
-                record.content, record.rendered_at = message.content, message.rendered_at
+            if record is not None:
+                content = self._neutralized(message.section, message.content)
+                if content.strip():
+                    record.content, record.rendered_at = content, message.rendered_at
             return None
         return await self._compose(message)
 
@@ -147,9 +137,10 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             record_span("frontmind.trinket", turn.turn_id, started_ns, ended_ns, failed=failed,
                         **{"frontmind.section": name})  # fmt: skip
             if isinstance(outcome, Replied) and isinstance(outcome.value, SectionReply):
-                record.content, record.rendered_at = outcome.value.content, turn.now
-                if not record.text().strip():  # nothing, or nothing once neutralized
-                    record.content = ""
+                content = self._neutralized(name, outcome.value.content)
+                # Nothing, or nothing once neutralized, is an empty section.
+                record.content = content if content.strip() else ""
+                record.rendered_at = turn.now
                 state: Literal["fresh", "empty"] = "fresh" if record.content else "empty"
                 statuses[name] = SectionStatus(name, record.placement, state, elapsed_ms)
                 continue
@@ -162,6 +153,21 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             else:
                 statuses[name] = SectionStatus(name, record.placement, detail, elapsed_ms)
         return self._assemble(statuses, started)
+
+    def _neutralized(self, name: str, content: str) -> str:
+        """`content` as the turn gets it. Whatever any trinket returns, it cannot forge or
+        imitate the frame, in the system prompt or in the notification center: this is
+        the one place every section passes, fresh or handed in late (the trusted base
+        prompt stays as written). Most sections say what they said last turn, and
+        neutralizing is a pass over every character: the last result is kept."""
+        if name in TRUSTED_SECTIONS:
+            return content
+        last = self._neutral.get(name)
+        if last is not None and last[0] == content:
+            return last[1]
+        text = neutralize_frame(content)
+        self._neutral[name] = (content, text)
+        return text
 
     async def _lag_allowance(self) -> float:
         """Seconds added to this gather for the event loop's current lag (0 when idle)."""
@@ -179,19 +185,14 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         notification: list[tuple[str, str, int]] = []
         for name in self._order:
             record = self._sections[name]
-            if statuses[name].status in ("timeout", "failed"):
+            if not record.content or statuses[name].status in ("timeout", "failed"):
                 continue
-            # Whatever any trinket returns, it cannot forge or imitate the frame, in the
-            # system prompt or in the notification center: this is the one place every
-            # section passes, fresh, stale or handed in late.
-            text = record.text()
-            if not text.strip():
-                continue
+            content = record.content  # neutralized as it came in (`_neutralized`)
             if record.placement == PLACEMENT_SYSTEM:
-                text = text if name in TRUSTED_SECTIONS else wrap_section(name, text)
+                text = content if name in TRUSTED_SECTIONS else wrap_section(name, content)
                 system.append(SystemSection(name, text, record.cached))
             else:
-                notification.append((name, text, record.spec.priority))
+                notification.append((name, content, record.spec.priority))
         center, shortened = render_notification_center(
             notification, self._settings.notification_budget_tokens, self._settings.frame
         )

@@ -1044,11 +1044,12 @@ class PostgresStorage:
         check_row_id(times, "times")
         if not memory_ids:
             return
+        ids = sorted({check_row_id(i, "memory id") for i in memory_ids})
         async with self._transaction() as db:
             await db.execute(
                 "UPDATE memories SET uses = uses + $3 WHERE owner = $1 AND id = ANY($2::bigint[])",
                 user,
-                sorted(memory_ids),
+                ids,
                 times,
             )
 

@@ -1,10 +1,10 @@
-"""The SQLite adapter (aiosqlite): one file, WAL, one writer, a separate reader.
+"""The SQLite adapter (aiosqlite): one file, WAL, one writer, a few readers.
 
 - One writer connection behind a lock: every write is one `BEGIN IMMEDIATE` transaction,
   shielded from cancellation from BEGIN to COMMIT, so a cancelled caller never leaves half
   a turn behind and a committed turn is always whole.
-- A few more connections serve reads, round robin; under WAL they never wait for the
-  writer.
+- A few more connections serve reads, each read on the one with the fewest in flight;
+  under WAL they never wait for the writer.
 - `synchronous=NORMAL` with WAL: a process killed at any moment (even `kill -9` during a
   commit) loses no committed transaction and leaves a database that opens.
 """
@@ -252,10 +252,10 @@ _MESSAGE_SEARCH = (
     f"WITH {plan_ctes('messages_fts')},"
     " top AS MATERIALIZED (SELECT rowid AS id, -bm25(messages_fts) AS score"
     " FROM messages_fts WHERE messages_fts MATCH (SELECT chosen FROM plan)"
-    " ORDER BY score DESC LIMIT :candidates),"
+    " ORDER BY score DESC, rowid DESC LIMIT :candidates),"
     " ranked AS MATERIALIZED (SELECT top.id, top.score FROM top"
     f" JOIN messages m ON m.id = top.id WHERE {_IN_SCOPE}"
-    " ORDER BY top.score DESC LIMIT :limit),"
+    " ORDER BY top.score DESC, top.id DESC LIMIT :limit),"
     " recent AS MATERIALIZED (SELECT m.id"
     " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
     f" WHERE messages_fts MATCH (SELECT every FROM plan) AND {_IN_SCOPE}"
@@ -362,7 +362,9 @@ class SQLiteStorage:
         Each connection has its own thread, and SQLite lets go of the GIL while it
         works, so concurrent reads run side by side; a read sent to a connection still
         busy with a slow one would wait behind it (a composition's memory search
-        behind another section's read), so the least busy one takes it.
+        behind another section's read), so the least busy one takes it. (A cancelled
+        read is no longer counted though its statement may still be finishing on its
+        thread: the count only steers the choice.)
         """
         index = min(range(len(self._readers)), key=self._in_flight.__getitem__)
         self._in_flight[index] += 1
@@ -1328,10 +1330,11 @@ class SQLiteStorage:
             "WITH kept AS MATERIALIZED (SELECT m.id, -bm25(messages_fts) AS score"
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH :match AND {_IN_SCOPE}"
-            f" ORDER BY score DESC LIMIT :limit){_MESSAGE_HITS}",
+            f" ORDER BY score DESC, m.id DESC LIMIT :limit){_MESSAGE_HITS}",
             {**args, "match": match},
         )
-        return [MessageHit(*row[1:7]) for row in every]
+        ordered = sorted(every, key=lambda r: (r[6], r[7]), reverse=True)
+        return [MessageHit(*row[1:7]) for row in ordered]
 
     # -- documents ---------------------------------------------------------------------------
 

@@ -282,6 +282,14 @@ async def test_late_content_is_neutralized_too() -> None:
     assert "notification center" in composed.notification
 
 
+async def test_late_content_that_is_nothing_once_neutralized_is_not_kept() -> None:
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(system, [("relevant_memories", Scripted(["hang"]))])
+        await ref.ask(SectionLate(DEFAULT_USER, "c1", "relevant_memories", "\u200b\u200b", NOW))
+        composed = await compose(ref, turn(now=NOW + 5))
+    assert status(composed, "relevant_memories") == "timeout"  # nothing stale to show
+
+
 # -- deadlines and failures -------------------------------------------------------------------
 
 

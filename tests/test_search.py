@@ -152,8 +152,13 @@ async def test_better_matches_of_other_users_or_expired_ones_crowd_nothing_out(
         await store.commit_turn(
             U, turn("c1", f"u{i}", at=NOW + 100 + i, user_text=f"a zebra in my notes {i}")
         )
+    await store.commit_turn(
+        U, turn("c1", "u9", at=NOW + 200, user_text="zebra zebra zebra zebra at last")
+    )
     found = await store.search_messages(U, "zebra", continuum_id="c1", limit=5)
-    assert sorted(h.text for h in found) == [f"a zebra in my notes {i}" for i in range(3)]
+    assert found[0].text == "zebra zebra zebra zebra at last"  # the best first
+    assert sorted(h.text for h in found[1:]) == [f"a zebra in my notes {i}" for i in range(3)]
+    assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
     other = await store.search_messages("other", "zebra", continuum_id="c1", limit=5)
     assert len(other) == 5
     assert all(h.text.startswith("zebra zebra zebra") for h in other)
