@@ -166,6 +166,8 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         if last is not None and last[0] == content:
             return last[1]
         text = neutralize_frame(content)
+        if text == content:  # the usual case: one string kept, not a copy beside it
+            text = content
         self._neutral[name] = (content, text)
         return text
 
