@@ -17,6 +17,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -597,6 +598,37 @@ async def test_surfaced_memories_count_their_uses_and_rank_higher(store: Store) 
     assert uses == {a.id: 3, b.id: 2}
     with pytest.raises(InvalidInput, match="times"):
         await store.mark_memories_used(DEFAULT_USER, [a.id], times=0)
+    with pytest.raises(InvalidInput, match="memory id"):
+        await store.mark_memories_used(DEFAULT_USER, [a.id, 0])
+
+
+async def test_a_read_goes_to_a_reader_that_is_not_busy(tmp_path: Path) -> None:
+    # A composition's memory search must not wait behind another section's slow read
+    # while a reader connection sits idle.
+    slow = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000)"
+        " SELECT count(*) FROM c"
+    )
+    async with await SQLiteStorage.open(tmp_path / "db.sqlite") as store:
+        assert len(store._readers) == 3
+        async with anyio.create_task_group() as tg:
+            done: list[str] = []
+
+            async def read(name: str) -> None:
+                await store._read(slow)
+                done.append(name)
+
+            tg.start_soon(read, "first")
+            while sum(store._in_flight) < 1:
+                await anyio.lowlevel.checkpoint()
+            await store._read("SELECT 1")  # a reader in turn, the slow one's neighbour
+            tg.start_soon(read, "second")
+            while sum(store._in_flight) < 2:
+                await anyio.lowlevel.checkpoint()
+            # Two readers are busy, one is idle: the next read takes the idle one (taking
+            # the next in turn, it would wait behind a slow read).
+            await store._read("SELECT 1")
+            assert done == []
 
 
 async def test_embeddings_are_stored_beside_their_memories(store: Store) -> None:
