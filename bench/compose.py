@@ -17,6 +17,7 @@ to build through the storage API); `--rebuild` builds them afresh.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import shutil
 import sqlite3
@@ -66,8 +67,7 @@ async def _measure(folder: Path, now: float, turns: int) -> dict[str, Any]:
     rng = random.Random(3)
     # User messages of the store's vocabulary, made before the clock starts: making one
     # costs about as much as a read, and is not the runtime's work.
-    queries = [sentence(rng, 14) for _ in range(max(turns, 300) + 40)]
-    taken = iter(queries * 3)
+    taken = itertools.cycle([sentence(rng, 14) for _ in range(max(turns, 300) + 40)])
 
     def query() -> str:
         return next(taken)

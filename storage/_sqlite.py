@@ -45,12 +45,9 @@ from ._exceptions import (
 )
 from ._fts import (
     CANDIDATE_FACTOR,
-    COUNT_CAP,
-    SearchPlan,
     fts_query,
     memory_score,
     query_terms,
-    search_plan,
 )
 from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
@@ -224,6 +221,8 @@ _MEMORY_SEARCH = (
     " WHERE id IN (SELECT id FROM recent) GROUP BY id)"
     f" {_MEMORY}, top.score, 1 FROM top LEFT JOIN memories m ON m.id = top.id AND {_ALIVE}"
     f" UNION ALL {_MEMORY}, -held.n, 0 FROM held JOIN memories m ON m.id = held.id"
+    # The status row: the plan's ranked query, for the whole join when it is needed.
+    " UNION ALL SELECT NULL, (SELECT chosen FROM plan), NULL, NULL, NULL, NULL, NULL, NULL, 2"
 )
 _MEMORY_SEARCH_WARMUP = {**plan_parameters([]), "user": "", "at": 0.0, "candidates": 1}
 
@@ -1223,24 +1222,6 @@ class SQLiteStorage:
             if cursor.rowcount == 0:
                 raise NotFound(f"no memory #{memory_id}")
 
-    async def _plan(self, table: str, text: str) -> SearchPlan | None:
-        """What to search for `text`: its most selective terms (see `search_plan`).
-
-        Each term's documents are counted only up to COUNT_CAP, all in one statement: a
-        common word costs no more to count than a rare one.
-        """
-        terms = query_terms(text)
-        if not terms:
-            return None
-        # One text for any number of terms: compiled once per connection.
-        rows = await self._read(
-            f"SELECT terms.key, (SELECT count(*) FROM (SELECT 1 FROM {table}"
-            f" WHERE {table} MATCH terms.value LIMIT {COUNT_CAP})) FROM json_each(?) AS terms",
-            (json.dumps([fts_query([term]) for term in terms]),),
-        )
-        counts: dict[str, int] = {terms[int(row[0])]: int(row[1]) for row in rows}
-        return search_plan(terms, counts)
-
     @_translated
     async def search_memories(
         self, user: str, query: str, *, limit: int = 5, now: float | None = None
@@ -1275,30 +1256,26 @@ class SQLiteStorage:
 
         Every word common: the most recent matches, scored by how many of the words
         they hold (each word's matches read from the index within their range of ids).
+        Rows end with their kind: 1 ranked, 0 every word common, 2 the status row.
         """
         candidates = want * CANDIDATE_FACTOR
         found = await self._read(
             _MEMORY_SEARCH,
             {**plan_parameters(terms), "user": user, "at": at, "candidates": candidates},
         )
-        ranked = sorted((tuple(row[:-1]) for row in found if row[-1]), key=lambda row: row[-1])
+        ((match, *_),) = [row[1:] for row in found if row[-1] == 2]
+        ranked = sorted((row[:-1] for row in found if row[-1] == 1), key=lambda row: row[-1])
         if not ranked:  # every word common, or none in the index
-            return [tuple(row[:-1]) for row in found]
-        rows = [row for row in ranked if row[0] is not None]
+            return [tuple(row[:-1]) for row in found if row[-1] == 0]
+        rows = [tuple(row) for row in ranked if row[0] is not None]
         if len(rows) >= want or len(ranked) < candidates:
             return rows[:want]
-        plan = await self._plan("memories_fts", " ".join(terms))
         every = await self._read(
             f"{_MEMORY}, bm25(memories_fts)"
             " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
             f" WHERE memories_fts MATCH :match AND {_ALIVE}"
             " ORDER BY bm25(memories_fts) LIMIT :want",
-            {
-                "match": fts_query(plan.terms if plan else terms),
-                "user": user,
-                "at": at,
-                "want": want,
-            },
+            {"match": match, "user": user, "at": at, "want": want},
         )
         return [tuple(row) for row in every]
 

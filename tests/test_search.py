@@ -362,7 +362,15 @@ async def test_the_plan_in_sql_is_the_plan_in_python(tmp_path: Path) -> None:
         for _ in range(150):
             terms = rng.sample(words, rng.randint(1, 8))
             query = " ".join(terms)
-            expected = await store._plan("memories_fts", query)
+            counts = {}
+            for term in terms:
+                ((count,),) = await store._read(
+                    "SELECT count(*) FROM (SELECT 1 FROM memories_fts"
+                    f" WHERE memories_fts MATCH ? LIMIT {COUNT_CAP})",
+                    (f'"{term}"',),
+                )
+                counts[term] = count
+            expected = search_plan(terms, counts)
             rows = await store._read(
                 f"WITH {plan_ctes('memories_fts')} SELECT * FROM plan", plan_parameters(terms)
             )
