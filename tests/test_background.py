@@ -340,3 +340,33 @@ async def test_surfaced_memories_are_counted_together_off_the_compositions(
         (counted,) = await fm.memories()
     assert counted.id == memory.id
     assert counted.uses == 5, "the worker counts what is left as it stops"
+
+
+async def test_surfacings_are_written_once_a_batch_is_full(tmp_path: Path) -> None:
+    # With no wake for a long while (no turn closing a segment), the counts still reach
+    # the store once a batch is full, and none before.
+    from actors._background import SURFACED_BATCH, BackgroundWorker, MemoriesSurfaced
+    from frontmind._frontmind import NoModel
+    from runtime import ActorSystem
+    from storage import SQLiteStorage
+
+    async def no_prefix(*_: object) -> Any:
+        raise AssertionError("no summary is asked for")
+
+    async with (
+        await SQLiteStorage.open(tmp_path / "db.sqlite") as store,
+        ActorSystem() as system,
+    ):
+        memory = await store.add_memory(DEFAULT_USER, "the harbour opens at nine")
+        worker = system.spawn(
+            lambda: BackgroundWorker(
+                store, NoModel(), prefix=no_prefix, busy=list, clock=lambda: 0.0
+            ),
+            name="background",
+        )
+        surfaced = MemoriesSurfaced(DEFAULT_USER, (memory.id,))
+        for _ in range(SURFACED_BATCH - 1):
+            await worker.ask(surfaced)
+        assert [m.uses for m in await store.memories(DEFAULT_USER)] == [0]
+        await worker.ask(surfaced)
+        assert [m.uses for m in await store.memories(DEFAULT_USER)] == [SURFACED_BATCH]
