@@ -1,8 +1,8 @@
 """The persistence port: everything Frontmind remembers goes through this interface.
 
-Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
-default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
-adapters pass.
+One implementation serves both databases (storage/_sql.py), each adapter giving it a
+driver and its dialect: SQLite (aiosqlite) is the embedded default; PostgreSQL (asyncpg)
+serves replicas. tests/test_storage.py is the contract both adapters pass.
 
 Ownership: every continuum, turn, message, segment, reminder, memory and document
 belongs to one user, and every data method takes that user (`user`, always the first
@@ -114,7 +114,8 @@ class Storage(Protocol):
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
-        """The user's latest turn records (of one continuum, or of all of theirs)."""
+        """The user's latest turn records (of one continuum, or of all of theirs), oldest
+        first."""
         ...
 
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
