@@ -285,6 +285,16 @@ class PostgresStorage(SQLStore):
             args,
         )
 
+    async def _count_down_searches(self, db: Connection, user: str, cid: str) -> None:
+        # One round trip: the two parts touch different rows.
+        await db.execute(
+            "WITH gone AS (DELETE FROM searches"
+            " WHERE owner = ? AND continuum_id = ? AND turns_left <= 1)"
+            " UPDATE searches SET turns_left = turns_left - 1"
+            " WHERE owner = ? AND continuum_id = ? AND turns_left > 1",
+            (user, cid, user, cid),
+        )
+
     def _segment_match(self, terms: list[str]) -> tuple[str, str, Any]:
         source = "segments s, to_tsquery('simple', ?) q WHERE s.summary != '' AND s.tsv @@ q"
         return source, "ts_rank(s.tsv, q) DESC, s.id DESC", " | ".join(terms)

@@ -36,6 +36,8 @@ The dialect hooks, only where the databases really differ:
   and searched in one statement: they are on every turn's path), `_segment_match`,
   `_index_segment` (a summary into SQLite's segment index), and `_count_terms` /
   `_uncount_terms` (PostgreSQL's per-word document counts, which plan its searches).
+- `_count_down_searches`, on every commit: PostgreSQL's is one statement (a writable
+  CTE), not two, to keep the commit's round trips as few.
 
 Built on next: vector search (sqlite-vec, pgvector) is one more pair of search hooks;
 export, import and migration between stores, and deleting a user, are written here once,
@@ -459,16 +461,7 @@ class SQLStore(ABC):
             await self._count_terms(db, "message", [text for _, _, text, _ in rows])
             await self._extend_segment(db, user, record, base, write.history_start)
             await self._apply_effects(db, user, write.effects)
-            # Each committed turn counts the continuum's finished searches down.
-            await db.execute(
-                "DELETE FROM searches WHERE owner = ? AND continuum_id = ? AND turns_left <= 1",
-                (user, cid),
-            )
-            await db.execute(
-                "UPDATE searches SET turns_left = turns_left - 1"
-                " WHERE owner = ? AND continuum_id = ? AND turns_left IS NOT NULL",
-                (user, cid),
-            )
+            await self._count_down_searches(db, user, cid)
             count, start = base + len(rows), write.history_start
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
@@ -476,6 +469,16 @@ class SQLStore(ABC):
                 (count, record.finished_at, record.message_id, start, user, cid),
             )
         return True
+
+    async def _count_down_searches(self, db: Connection, user: str, cid: str) -> None:
+        """Each committed turn counts its continuum's finished searches down (a dialect
+        with writable CTEs does it in one statement)."""
+        where = "owner = ? AND continuum_id = ?"
+        await db.execute(f"DELETE FROM searches WHERE {where} AND turns_left <= 1", (user, cid))
+        await db.execute(
+            f"UPDATE searches SET turns_left = turns_left - 1 WHERE {where} AND turns_left > 1",
+            (user, cid),
+        )
 
     async def _add_continuum(self, db: Connection, user: str, record: TurnRecord) -> None:
         """The turn's continuum, created by its first turn (or its first turn's record)."""
