@@ -20,7 +20,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
-from frontmind._demo import input_cost
+from frontmind._cost import input_cost
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
 
