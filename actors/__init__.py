@@ -9,6 +9,7 @@ from ._catalog import (
     ModelCatalog,
     ModelPatch,
     ModelRow,
+    ModelSource,
     apply_patches,
     decode_catalog,
 )
@@ -46,7 +47,7 @@ from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind,
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
-from ._models import MODELS, ModelChoice, ModelInfo, model_info
+from ._models import ModelChoice, check_model_choice, known_row
 from ._notification import (
     COMPACT_DELIMITER,
     DELIMITER,
@@ -98,7 +99,6 @@ __all__ = [
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
-    "MODELS",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -129,7 +129,6 @@ __all__ = [
     "ModelClient",
     "ModelError",
     "ModelEvent",
-    "ModelInfo",
     "ModelOverloaded",
     "ModelPatch",
     "ModelRefused",
@@ -137,6 +136,7 @@ __all__ = [
     "ModelRequest",
     "ModelRow",
     "ModelSettings",
+    "ModelSource",
     "ModelStreamError",
     "ModelUnavailable",
     "PlacementRegistry",
@@ -180,6 +180,7 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_model_choice",
     "check_user_tools",
     "current_turn",
     "decode_catalog",
@@ -187,7 +188,7 @@ __all__ = [
     "escape_text",
     "estimate_tokens",
     "input_schema",
-    "model_info",
+    "known_row",
     "neutralize_frame",
     "oracle_plan",
     "parse_digest",

@@ -10,7 +10,7 @@ read from a row, never written in code. The file documents each field and its so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal
 
 import msgspec
@@ -19,9 +19,11 @@ from ._exceptions import SettingsError
 
 __all__ = [
     "CatalogFile",
+    "MeetModel",
     "ModelCatalog",
     "ModelPatch",
     "ModelRow",
+    "ModelSource",
     "apply_patches",
     "decode_catalog",
 ]
@@ -267,3 +269,35 @@ def _check_row(row: ModelRow, where: str) -> None:
         raise SettingsError(
             f"{where}.effort_default: {row.effort_default!r} is not among effort_levels"
         )
+
+
+MeetModel = Callable[[str], Awaitable[ModelRow | None]]
+
+
+class ModelSource:
+    """The catalog in force, shared by the Engine and every conversation; with `meet`
+    (online: the face reads the Models API), a model met for the first time is looked up
+    before it is checked, and its row replaces or joins the file's."""
+
+    def __init__(self, catalog: ModelCatalog, meet: MeetModel | None = None) -> None:
+        self._catalog = catalog
+        self._meet = meet
+        self._met: set[str] = set()
+
+    @property
+    def catalog(self) -> ModelCatalog:
+        return self._catalog
+
+    @property
+    def online(self) -> bool:
+        return self._meet is not None
+
+    async def meet(self, name: str) -> ModelCatalog:
+        """The catalog once `name` has been looked up (once per process and name).
+        The lookup may raise `SettingsError` (the Models API answered 404)."""
+        if self._meet is not None and name and name not in self._met:
+            row = await self._meet(name)
+            self._met.add(name)
+            if row is not None:
+                self._catalog = self._catalog.with_rows([row])
+        return self._catalog

@@ -31,6 +31,7 @@ from actors import (
     ModelClient,
     ModelEvent,
     ModelRequest,
+    ModelSource,
     ModelUnavailable,
     PlacementRegistry,
     TaskTimers,
@@ -70,6 +71,7 @@ from ._exceptions import BudgetExceeded, ConfigError
 from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
+from ._models import load_catalog
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -258,6 +260,7 @@ class Frontmind:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)
+        catalog = load_catalog(config.models)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
         check_user_tools(user_tools)  # before anything starts: a clash is a startup error
@@ -285,6 +288,10 @@ class Frontmind:
                 stack.push_async_callback(model.aclose)
             storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
+            models = ModelSource(catalog)
+            # The config's model is checked before anything starts (online: after the
+            # Models API had its say; offline: against the data alone).
+            validate_settings(config, catalog=await models.meet(config.model.name))
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )
@@ -296,6 +303,7 @@ class Frontmind:
                 registry=registry,
                 trinkets=[*builtin_trinkets(storage, config, user_tools), *custom],
                 clock=clock,
+                models=models,
                 tools=user_tools,
                 ttl_policy=ttl_policy,
             )

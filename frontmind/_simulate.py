@@ -49,7 +49,6 @@ from actors import (
     CacheView,
     FixedPolicy,
     TtlPolicy,
-    model_info,
     oracle_plan,
 )
 from actors._settings import Channel
@@ -59,6 +58,7 @@ from storage import StorageError, TtlChoice, TurnRecord, check_message
 from ._demo import SimulatedClock, input_cost
 from ._exceptions import EdgeError
 from ._frontmind import Frontmind
+from ._models import shipped_catalog
 from .config import Config
 from .localapi import LocalMessagesAPI, MessagesRequest, Reply, ReplyText
 from .localapi._responder import DefaultResponder
@@ -302,7 +302,8 @@ def layout_available(layout: str, model: str | None = None) -> bool:
     if layout in ("system_message", "user_message") and layout not in get_args(Channel):
         return False
     if layout == "system_message":
-        return model_info(model or Config().model.name).system_messages
+        row = shipped_catalog().lookup(model or Config().model.name)
+        return row is not None and row.system_messages
     return layout in LAYOUTS
 
 
@@ -481,10 +482,11 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
                 f"{row.warm_cost:,.0f}, {row.warm_output_tokens} output tokens"
             )
         lines.extend(f"    {miss}" for miss in row.misses)
+    takers = ", ".join(r.name for r in shipped_catalog().rows() if r.system_messages)
     for layout in missing:
         lines.append(
             f"{layout:<15}not available with this model (role-system messages: "
-            "claude-opus-5, claude-opus-4-8, claude-fable-5; choose one with --model)"
+            f"{takers}; choose one with --model)"
         )
     return "\n".join(lines)
 
