@@ -6,12 +6,15 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 from ._background import BackgroundWorker, background_name
 from ._catalog import (
     CatalogFile,
+    MeetModel,
     ModelCatalog,
+    ModelFacts,
     ModelPatch,
     ModelRow,
     ModelSource,
     apply_patches,
     decode_catalog,
+    row_from_facts,
 )
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
@@ -123,12 +126,14 @@ __all__ = [
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "MeetModel",
     "MemorySettings",
     "ModelCatalog",
     "ModelChoice",
     "ModelClient",
     "ModelError",
     "ModelEvent",
+    "ModelFacts",
     "ModelOverloaded",
     "ModelPatch",
     "ModelRefused",
@@ -195,6 +200,7 @@ __all__ = [
     "plan",
     "policy_for",
     "render_notification_center",
+    "row_from_facts",
     "summary_instruction",
     "tool",
     "user_content",

@@ -15,6 +15,7 @@ import msgspec
 
 from storage import ContentBlock, RawBlock, TextBlock, ToolUseBlock, TurnUsage
 
+from ._catalog import ModelFacts
 from ._exceptions import (
     ModelError,
     ModelOverloaded,
@@ -275,6 +276,51 @@ class _Assembly:
         )
 
 
+def _supported(capability: Any) -> bool:
+    return bool(getattr(capability, "supported", False))
+
+
+def _facts(info: anthropic.types.ModelInfo) -> ModelFacts:
+    """The Models API's answer as Frontmind keeps it (its `capabilities` read key by key:
+    a key the answer lacks says nothing, and the data's fact stands)."""
+    caps = info.capabilities
+    if caps is None:
+        return ModelFacts(
+            id=info.id, max_input_tokens=info.max_input_tokens, max_tokens=info.max_tokens
+        )
+    types = caps.thinking.types
+    thinking = frozenset(
+        kind
+        for kind in ("adaptive", "enabled", "disabled", "between_tools")
+        if _supported(getattr(types, kind, None))
+    )
+    effort = caps.effort
+    efforts = frozenset(
+        level
+        for level in ("low", "medium", "high", "xhigh", "max")
+        if effort.supported and _supported(getattr(effort, level, None))
+    )
+    manage = caps.context_management
+    strategies = frozenset(
+        name
+        for name in ("clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112")
+        if manage.supported and _supported(getattr(manage, name, None))
+    )
+    return msgspec.convert(
+        {
+            "id": info.id,
+            "max_input_tokens": info.max_input_tokens,
+            "max_tokens": info.max_tokens,
+            "thinking_types": thinking,
+            "effort_levels": efforts,
+            "context_management": strategies,
+            "image_input": _supported(caps.image_input),
+            "pdf_input": _supported(caps.pdf_input),
+        },
+        ModelFacts,
+    )
+
+
 class SSEDecoder:
     """Server-sent events from a byte stream: (event name, data) per event.
 
@@ -381,6 +427,17 @@ class AnthropicModel:
             stream_cls=None,
         )
         return response
+
+    async def model_facts(self, name: str) -> ModelFacts | None:
+        """What `GET /v1/models/{id}` says of a model (the SDK's `models.retrieve`);
+        None when the API answers 404 (unknown or retired for this key)."""
+        try:
+            info = await self._client.models.retrieve(name)
+        except anthropic.NotFoundError:
+            return None
+        except (anthropic.APIError, httpx2.HTTPError) as exc:
+            raise self._translate(exc, started=False) from exc
+        return _facts(info)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         assembly = _Assembly()

@@ -71,7 +71,7 @@ from ._exceptions import BudgetExceeded, ConfigError
 from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
-from ._models import load_catalog
+from ._models import load_catalog, models_api_meet
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -267,6 +267,9 @@ class Frontmind:
         async with AsyncExitStack() as stack:
             stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
+            # With a client of its own on a real key, Frontmind reads the Models API; a
+            # client handed in (tests, `frontmind simulate`) and offline runs use the data.
+            own_client: AnthropicModel | None = None
             if model is None:
                 if offline:
                     from .localapi import Latency, LocalMessagesAPI
@@ -286,9 +289,13 @@ class Frontmind:
                     timeout=config.model.timeout_s,
                 )
                 stack.push_async_callback(model.aclose)
+                own_client = None if offline else model
             storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
-            models = ModelSource(catalog)
+            meet = None
+            if own_client is not None:
+                meet = models_api_meet(catalog, config.models, storage, own_client, clock)
+            models = ModelSource(catalog, meet)
             # The config's model is checked before anything starts (online: after the
             # Models API had its say; offline: against the data alone).
             validate_settings(config, catalog=await models.meet(config.model.name))

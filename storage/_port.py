@@ -322,3 +322,13 @@ class Storage(Protocol):
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
         ...
+
+    # -- the Models API's answers --------------------------------------------------------
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        """What the Models API last said of a model (its JSON, as the caller stored it),
+        and when it was fetched; None: never asked."""
+        ...
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        """Keep the Models API's answer for a model, replacing an older one."""
+        ...

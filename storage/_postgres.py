@@ -1376,6 +1376,24 @@ class PostgresStorage:
         return [User(*row) for row in rows]
 
     @_translated
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        row = await self._pool.fetchrow(
+            "SELECT facts, fetched_at FROM model_facts WHERE name = $1", name
+        )
+        return None if row is None else (bytes(row[0]), float(row[1]))
+
+    @_translated
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        await self._pool.execute(
+            "INSERT INTO model_facts (name, facts, fetched_at) VALUES ($1, $2, $3)"
+            " ON CONFLICT (name) DO UPDATE SET facts = excluded.facts,"
+            " fetched_at = excluded.fetched_at",
+            name,
+            facts,
+            fetched_at,
+        )
+
+    @_translated
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         check_token_hash(token_hash)
         rows = await self._pool.fetch(

@@ -1381,6 +1381,23 @@ class SQLiteStorage:
         return [User(*row) for row in rows]
 
     @_translated
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        rows = list(
+            await self._read("SELECT facts, fetched_at FROM model_facts WHERE name = ?", (name,))
+        )
+        return (bytes(rows[0][0]), float(rows[0][1])) if rows else None
+
+    @_translated
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO model_facts (name, facts, fetched_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET facts = excluded.facts,"
+                " fetched_at = excluded.fetched_at",
+                (name, facts, fetched_at),
+            )
+
+    @_translated
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         check_token_hash(token_hash)
         rows = list(
