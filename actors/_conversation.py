@@ -552,6 +552,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 last_turn, increment = turn_id, 0
             increment += tokens
         reused = list(state.reused)
+        row = known_row(self._deps.models.catalog, state.model.name)
         return CacheView(
             now=now,
             pauses=pauses,
@@ -563,6 +564,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             reusable=sum(reused) / len(reused) if reused else 1.0,
             system_entry=state.system_entry[0] if state.system_entry else None,
             system_entry_known=True,
+            write_5m=row.cache_write_5m,
+            write_1h=row.cache_write_1h,
+            read=row.cache_read,
+            min_cacheable=row.min_cacheable,
         )
 
     def _budget(self, state: _Loaded) -> int:
