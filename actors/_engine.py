@@ -355,6 +355,11 @@ class Engine:
             refs.append((entry.section, ref))
         return refs
 
+    @property
+    def models(self) -> ModelCatalog:
+        """The model catalog in force (the data, the Models API's rows, the config's)."""
+        return self._models.catalog
+
     def use_timers(self, timers: Timers) -> None:
         """Where the cache warm-up's timers run (its owner cancels them on shutdown)."""
         self._timers = timers

@@ -27,6 +27,7 @@ from actors import (
     Composed,
     Engine,
     InvalidModelSettings,
+    ModelCatalog,
     ModelChoice,
     ModelClient,
     ModelEvent,
@@ -184,6 +185,12 @@ class Frontmind:
         self._documents_locks = {} if documents_locks is None else documents_locks
         # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
         self._collector = collector
+
+    @property
+    def models(self) -> ModelCatalog:
+        """What each model accepts and costs, as this instance knows it: the shipped
+        `models.toml`, the Models API's answers (online), the config's `[[models]]`."""
+        return self._runtime.models
 
     def warm_ups(self) -> tuple[int, TurnUsage]:
         """The cache warm-ups this instance sent (every user's) and their summed usage:

@@ -79,6 +79,11 @@ class Storage(Protocol):
         turns."""
         ...
 
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: their summed usage
+        per model (prices are per model)."""
+        ...
+
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         """Delete the user's continuum with its turns, messages, segments and their search
         index entries; `UnknownContinuum` if the user has none by that id."""

@@ -441,6 +441,27 @@ class PostgresStorage:
         return {r[0]: (int(r[1]), TurnUsage(*(int(v or 0) for v in r[2:]))) for r in rows}
 
     @_translated
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM((r #>> '{{usage,{f.name}}}')::bigint)" for f in fields)
+        rows = await self._pool.fetch(
+            f"SELECT continuum_id, r ->> 'model' AS model, {sums} FROM"
+            " (SELECT continuum_id, convert_from(record, 'UTF8')::jsonb AS r FROM turns"
+            "  WHERE owner = $1 AND continuum_id = ANY($2::text[])) AS t"
+            " GROUP BY continuum_id, model",
+            user,
+            ids,
+        )
+        found: dict[str, dict[str, TurnUsage]] = {}
+        for row in rows:
+            usage = TurnUsage(*(int(v or 0) for v in row[2:]))
+            found.setdefault(row[0], {})[str(row[1] or "")] = usage
+        return found
+
+    @_translated
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         check_user_name(user)
         check_continuum_id(continuum_id)

@@ -460,6 +460,26 @@ class SQLiteStorage:
         return {row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows}
 
     @_translated
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM(json_extract(r, '$.usage.{f.name}'))" for f in fields)
+        marks = ",".join("?" * len(ids))
+        rows = await self._read(
+            f"SELECT continuum_id, json_extract(r, '$.model') AS model, {sums} FROM"
+            f" (SELECT continuum_id, CAST(record AS TEXT) AS r FROM turns"
+            f"  WHERE owner = ? AND continuum_id IN ({marks})) GROUP BY continuum_id, model",
+            (user, *ids),
+        )
+        found: dict[str, dict[str, TurnUsage]] = {}
+        for row in rows:
+            usage = TurnUsage(*(int(v or 0) for v in row[2:]))
+            found.setdefault(row[0], {})[str(row[1] or "")] = usage
+        return found
+
+    @_translated
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         """Delete the user's continuum with its turns, messages (and their search index) and
         segments, in one transaction; `UnknownContinuum` if the user has none by that id."""

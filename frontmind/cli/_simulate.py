@@ -414,6 +414,7 @@ async def simulate_run(
                         await fm.run_background()
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
                     warm_ups, warm_usage = fm.warm_ups()
+                    priced = fm.models.lookup(config.model.name)  # its prices and multipliers
             finally:
                 await model.aclose()
     usage = sum((r.usage for r in records), warm_usage)
@@ -421,15 +422,15 @@ async def simulate_run(
     row = Row(
         layout=layout,
         ttl=policy,
-        input_cost=input_cost(usage),
+        input_cost=input_cost(usage, priced),
         cache_read=usage.cache_read_input_tokens,
         cache_write=usage.cache_creation_input_tokens,
         uncached=usage.input_tokens,
         avoidable_misses=len(misses),
         warm_ups=warm_ups,
-        warm_cost=input_cost(warm_usage),
+        warm_cost=input_cost(warm_usage, priced),
         warm_output_tokens=warm_usage.output_tokens,
-        per_turn_cost=[input_cost(r.usage) for r in records],
+        per_turn_cost=[input_cost(r.usage, priced) for r in records],
         misses=misses,
     )
     failed = [r for r in records if r.status != "completed"]
