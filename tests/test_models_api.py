@@ -21,6 +21,7 @@ from frontmind import Frontmind
 from frontmind._models import REFRESH_SECONDS
 from storage import SQLiteStorage
 from tests._harness import FakeClock, config
+from tests._http import read_request, tiny_server
 
 pytestmark = pytest.mark.anyio
 
@@ -82,40 +83,27 @@ class ModelsAPI:
 @asynccontextmanager
 async def models_api(models: dict[str, dict[str, Any]]) -> AsyncIterator[ModelsAPI]:
     api = ModelsAPI(models)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
 
-    async def serve(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += await client.receive()
-            path = request.split(b" ", 2)[1].decode()
-            model = path.removeprefix("/v1/models/").split("?")[0]
-            api.asked.append(model)
-            found = api.models.get(model)
-            if found is None:
-                status = b"404 Not Found"
-                body = json.dumps(
-                    {
-                        "type": "error",
-                        "error": {"type": "not_found_error", "message": f"model: {model}"},
-                    }
-                ).encode()
-            else:
-                status, body = b"200 OK", json.dumps(found).encode()
-            await client.send(
-                b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body
-            )
+    async def answer(client: anyio.abc.SocketStream) -> None:
+        head, _ = await read_request(client)
+        path = head.split(b" ", 2)[1].decode()
+        model = path.removeprefix("/v1/models/").split("?")[0]
+        api.asked.append(model)
+        found = api.models.get(model)
+        if found is None:
+            status = b"404 Not Found"
+            error = {"type": "not_found_error", "message": f"model: {model}"}
+            body = json.dumps({"type": "error", "error": error}).encode()
+        else:
+            status, body = b"200 OK", json.dumps(found).encode()
+        await client.send(
+            b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body
+        )
 
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, serve)
-        port = listener.extra(anyio.abc.SocketAttribute.local_address)[1]
-        api.url = f"http://127.0.0.1:{port}"
-        try:
-            yield api
-        finally:
-            tg.cancel_scope.cancel()
+    async with tiny_server(answer) as url:
+        api.url = url
+        yield api
 
 
 ANSWERS = {

@@ -7,8 +7,7 @@ A JSON string may hold U+2028, U+2029 and U+0085 raw; `str.splitlines` (and with
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
@@ -21,6 +20,7 @@ from actors._llm import SSEDecoder
 from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import TextBlock
 from tests._harness import completed, frontmind, run_turn
+from tests._http import read_request, tiny_server
 
 pytestmark = pytest.mark.anyio
 
@@ -124,41 +124,22 @@ async def test_a_reply_holding_unicode_line_separators_streams_whole(tmp_path: P
     assert [b["text"] for b in replayed[1]["content"]] == [ODD]
 
 
-@asynccontextmanager
-async def crlf_server(body: bytes) -> AsyncIterator[str]:
-    """A tiny real HTTP server that answers every request with `body` as an SSE stream,
-    in small chunks (so CR and LF of one line end fall into different reads)."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+def crlf_server(body: bytes) -> AbstractAsyncContextManager[str]:
+    """A real HTTP server that answers every request with `body` as an SSE stream, in
+    small chunks (so CR and LF of one line end fall into different reads)."""
 
-    async def serve(client: anyio.abc.SocketStream) -> None:
-        async with client:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += await client.receive()
-            head, _, rest = request.partition(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            while len(rest) < length:
-                rest += await client.receive()
-            await client.send(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
-            )
-            for start in range(0, len(body), 5):
-                piece = body[start : start + 5]
-                await client.send(b"%x\r\n%s\r\n" % (len(piece), piece))
-            await client.send(b"0\r\n\r\n")
+    async def answer(client: anyio.abc.SocketStream) -> None:
+        await read_request(client)
+        await client.send(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        )
+        for start in range(0, len(body), 5):
+            piece = body[start : start + 5]
+            await client.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+        await client.send(b"0\r\n\r\n")
 
-    async with listener, anyio.create_task_group() as tg:  # closed after the server stops
-        tg.start_soon(listener.serve, serve)
-        port = listener.extra(anyio.abc.SocketAttribute.local_address)[1]
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            tg.cancel_scope.cancel()
+    return tiny_server(answer)
 
 
 async def test_crlf_line_ends_through_the_sdk() -> None:
