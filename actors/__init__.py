@@ -11,6 +11,7 @@ from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruct
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -23,6 +24,7 @@ from ._exceptions import (
     Busy,
     FrontmindError,
     InvalidModelSettings,
+    McpUnavailable,
     ModelError,
     ModelOverloaded,
     ModelRefused,
@@ -34,9 +36,34 @@ from ._exceptions import (
     ToolDefinitionError,
     TrinketLoadError,
 )
-from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
-from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
+from ._layout import (
+    LOOKBACK_BLOCKS,
+    MAX_BREAKPOINTS,
+    ModelRequest,
+    block_kind,
+    build_request,
+    tool_name,
+    tool_text,
+)
+from ._llm import (
+    AnthropicModel,
+    ModelClient,
+    ModelEvent,
+    StreamDone,
+    StreamText,
+    StreamThinking,
+)
 from ._markup import escape_field, escape_text, neutralize_frame
+from ._mcp import (
+    DEFAULT_MCP_POLICY,
+    MCP_PREFIX,
+    McpHub,
+    McpServer,
+    McpServerStatus,
+    ToolsReload,
+    check_mcp_servers,
+    mcp_servers,
+)
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._models import MODELS, ModelChoice, ModelInfo, model_info
 from ._notification import (
@@ -55,6 +82,7 @@ from ._placement import (
 )
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder
+from ._server_tools import ServerTool, ServerToolSupport, no_server_tool_data, server_tools
 from ._settings import (
     CacheSettings,
     ComposerSettings,
@@ -87,9 +115,11 @@ __all__ = [
     "BUILTIN_SECTIONS",
     "COMPACT_DELIMITER",
     "DEFAULT_BASE_PROMPT",
+    "DEFAULT_MCP_POLICY",
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
+    "MCP_PREFIX",
     "MODELS",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
@@ -114,6 +144,10 @@ __all__ = [
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "McpHub",
+    "McpServer",
+    "McpServerStatus",
+    "McpUnavailable",
     "MemorySettings",
     "ModelChoice",
     "ModelClient",
@@ -131,13 +165,17 @@ __all__ = [
     "SectionConfigError",
     "SectionRecord",
     "SectionSpec",
+    "ServerTool",
+    "ServerToolSupport",
     "Settings",
     "SettingsError",
     "StreamDone",
     "StreamText",
+    "StreamThinking",
     "SystemSection",
     "TaskTimers",
     "TextDelta",
+    "ThinkingDelta",
     "Timers",
     "Timings",
     "Tool",
@@ -147,6 +185,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
+    "ToolsReload",
     "Trinket",
     "TrinketActor",
     "TrinketEntry",
@@ -167,21 +206,27 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_mcp_servers",
     "check_user_tools",
     "current_turn",
     "escape_field",
     "escape_text",
     "estimate_tokens",
     "input_schema",
+    "mcp_servers",
     "model_info",
     "neutralize_frame",
+    "no_server_tool_data",
     "oracle_plan",
     "parse_digest",
     "plan",
     "policy_for",
     "render_notification_center",
+    "server_tools",
     "summary_instruction",
     "tool",
+    "tool_name",
+    "tool_text",
     "user_content",
     "validate_settings",
     "warm_plan",

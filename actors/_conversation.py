@@ -45,6 +45,7 @@ from storage import Storage as StoragePort
 from ._digest import summary_instruction
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -55,8 +56,15 @@ from ._events import (
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
 from ._history import CompactHistory
-from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
-from ._llm import ModelClient, StreamDone
+from ._layout import (
+    ModelRequest,
+    ThinkingConfig,
+    build_request,
+    out_tool,
+    previous_boundary,
+    tool_text,
+)
+from ._llm import ModelClient, StreamDone, StreamThinking
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, choose_model
@@ -64,7 +72,7 @@ from ._notification import delimiter
 from ._observe import current_turn, span, turn_span
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
     TTL_SECONDS,
@@ -178,8 +186,7 @@ ConversationMessage = RunTurn | Preview | Reconfigure | RideCache | WarmUp
 class ConversationDeps:
     storage: StoragePort
     model: ModelClient
-    tools: ToolRunner
-    tool_definitions: tuple[ToolDefinition, ...]
+    tools: ToolRunner  # runs the calls, and says what the `tools` array is now
     settings: Settings
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
@@ -219,6 +226,21 @@ def message_tokens(message: Message) -> int:
     return total
 
 
+def _tools_change(
+    before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]
+) -> str:
+    """What changed in the tools array since the last turn ("" for nothing, or no last
+    turn in this process)."""
+    if before is None or before is after:
+        return ""
+    old, new = {t.name: t for t in before}, {t.name: t for t in after}
+    added = sorted(set(new) - set(old))
+    removed = sorted(set(old) - set(new))
+    parts = [f"+{', +'.join(added)}" if added else "", f"-{', -'.join(removed)}" if removed else ""]
+    described = "; ".join(p for p in parts if p)
+    return described or "definitions updated"
+
+
 def _last_created_at(state: _Loaded) -> float | None:
     """When the history's newest message was stored (None for an empty history)."""
     last_seq = None
@@ -255,6 +277,9 @@ class _Loaded(msgspec.Struct):
     # The last turn's composition: the warm-up sends its system prompt (composing anew
     # would run the trinkets between turns and change what the next turn surfaces).
     last_composed: Composed | None = None
+    # The tools array the last turn in this process sent (to tell a turn that the array
+    # changed under it, and what that cost).
+    tools: tuple[OfferedTool, ...] | None = None
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -423,9 +448,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous = TtlChoice(previous.system, "1h", previous.reason)
             since_last = now - warmed
         tools = sum(
-            estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
-            + BLOCK_FRAMING_TOKENS
-            for t in self._deps.tool_definitions
+            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
+            for t in map(out_tool, self._deps.tools.offered())
         )
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
@@ -526,6 +550,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         previous_id: str | None,
         model: ModelChoice,
         ttl: TtlChoice,
+        tools: Sequence[OfferedTool] | None = None,
     ) -> ModelRequest:
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
@@ -540,13 +565,13 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             notification = ""
         thinking = None
         if model.thinking == "enabled":
-            thinking = ThinkingConfig("enabled", model.budget_tokens)
+            thinking = ThinkingConfig("enabled", model.budget_tokens, model.thinking_display)
         elif model.thinking == "adaptive":
-            thinking = ThinkingConfig("adaptive")
+            thinking = ThinkingConfig("adaptive", display=model.thinking_display)
         return build_request(
             model=model.name,
             max_tokens=model.max_tokens,
-            tools=self._deps.tool_definitions,
+            tools=self._deps.tools.offered() if tools is None else tools,
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),
@@ -708,6 +733,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.sections = composed.sections
             run.warnings = composed.warnings
             history, new_start = await self._window(state)
+            # The tools array, fixed for the whole turn (its tool loop included).
+            tools = deps.tools.offered()
+            tools_changed = _tools_change(state.tools, tools)
             run.ttl = self._choose_ttl(state, composed, history, turn.now)
             state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
@@ -722,18 +750,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     previous_id=previous_id,
                     model=model,
                     ttl=run.ttl,
+                    tools=tools,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
                     async for event in events:
-                        if isinstance(event, TextDelta):
-                            yield event
-                        else:
+                        if isinstance(event, StreamDone):
                             done = event
+                        else:
+                            yield event
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
+                    if tools_changed:
+                        written = done.usage.cache_creation_input_tokens
+                        run.warnings += (
+                            f"the tools array changed since this continuum's last turn "
+                            f"({tools_changed}): this turn wrote {written:,} tokens to the "
+                            "cache (one full cache write of its prefix)",
+                        )
                     # The next turn extends this call's prefix (the history breakpoint),
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id
@@ -761,6 +797,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
+            state.tools = tools
         except (FrontmindError, KernelError, StorageError) as exc:
             kind = (
                 exc.kind
@@ -872,7 +909,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         model = {"gen_ai.request.model": request.model}
         with span("frontmind.model_call", run.turn.turn_id, **model):
@@ -882,7 +919,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call_once(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -895,6 +932,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         if run.first_token_ms is None:
                             run.first_token_ms = run.elapsed_ms()
                         emitted = True
+                        if isinstance(event, StreamThinking):
+                            yield ThinkingDelta(event.text, event.redacted)
+                            continue
                         run.text.append(event.text)
                         yield TextDelta(event.text)
             except ModelStreamError:

@@ -83,6 +83,9 @@ class ModelChoice(msgspec.Struct, frozen=True):
     thinking: str  # "off" | "enabled" | "adaptive"
     budget_tokens: int
     effort: str | None
+    # What thinking blocks carry: "summarized" text or "omitted" (a signature only);
+    # None: the model's own default.
+    thinking_display: str | None = None
 
     @property
     def info(self) -> ModelInfo:
@@ -96,6 +99,7 @@ def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
         thinking=own.thinking or defaults.thinking,
         budget_tokens=own.budget_tokens or defaults.budget_tokens,
         effort=own.effort or defaults.effort,
+        thinking_display=own.thinking_display or defaults.thinking_display,
     )
 
 
@@ -128,6 +132,11 @@ def check_model_choice(choice: ModelChoice, channel: str) -> ModelChoice:
         raise SettingsError(
             f"budget_tokens: must be at least {MIN_THINKING_BUDGET} and less than "
             f"max_tokens ({choice.max_tokens}), got {choice.budget_tokens}"
+        )
+    if choice.thinking_display is not None and choice.thinking == "off":
+        raise SettingsError(
+            "thinking_display: applies to thinking; set thinking to enabled or adaptive "
+            "(or leave thinking_display unset)"
         )
     if choice.effort is not None and choice.effort not in ("low", "medium", "high", "xhigh", "max"):
         raise SettingsError(

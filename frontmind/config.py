@@ -12,7 +12,7 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -22,6 +22,7 @@ from actors import (
     ComposerSettings,
     Directory,
     HistorySettings,
+    McpServer,
     MemorySettings,
     ModelSettings,
     PlacementRegistry,
@@ -37,6 +38,8 @@ from actors import (
     TrinketLoadError,
     TrinketSettings,
     TurnSettings,
+    check_mcp_servers,
+    server_tools,
     validate_settings,
 )
 
@@ -52,6 +55,7 @@ __all__ = [
     "CustomTrinket",
     "DocumentsConfig",
     "HistorySettings",
+    "McpServer",
     "MemorySettings",
     "ModelSettings",
     "OfflineConfig",
@@ -146,6 +150,10 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     runtime: RuntimeConfig = RuntimeConfig()
     trinket: tuple[CustomTrinket, ...] = ()
     tool: tuple[CustomTool, ...] = ()
+    mcp: tuple[McpServer, ...] = ()  # `[[mcp]]`: MCP servers whose tools the model gets
+    # `[[server_tool]]`: Anthropic's server tools, each as the API takes it (`type`, and
+    # that type's options); checked against the `anthropic` SDK's definition of the type.
+    server_tool: tuple[dict[str, Any], ...] = ()
 
 
 def default_data_dir() -> Path:
@@ -185,7 +193,9 @@ def load_config(
         # An unusable value fails here, naming its key.
         names = [*(s.name for s in BUILTIN_SECTIONS), *(t.name for t in config.trinket)]
         validate_settings(config, names)
-    except SettingsError as exc:
+        check_mcp_servers(config.mcp)
+        server_tools(config.server_tool)
+    except (SettingsError, ToolDefinitionError) as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
     return config

@@ -9,12 +9,22 @@ from collections.abc import Sequence
 
 import msgspec
 
-from actors import COMPACT_DELIMITER, DELIMITER, ModelRequest, block_kind, estimate_tokens
+from actors import (
+    COMPACT_DELIMITER,
+    DELIMITER,
+    MCP_PREFIX,
+    TOOL_NAMES,
+    ModelRequest,
+    block_kind,
+    estimate_tokens,
+    tool_name,
+    tool_text,
+)
 from storage import Job, TurnRecord, TurnUsage
 
 from .._cost import input_cost
 
-__all__ = ["render_context", "render_stats"]
+__all__ = ["render_context", "render_stats", "tool_origins"]
 
 _TAG = re.compile(r"^<([a-z_][a-z0-9_]*)>", re.IGNORECASE)
 _BREAK = "◆ breakpoint"
@@ -39,6 +49,25 @@ def _preview(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def tool_origins(request: ModelRequest) -> dict[str, list[str]]:
+    """The request's tools by where they came from, in the array's order: built-in,
+    yours (`[[tool]]`, `tools=`), each MCP server's (`mcp__{server}__{tool}`), and
+    Anthropic's server tools."""
+    origins: dict[str, list[str]] = {}
+    for tool in request.tools:
+        name = tool_name(tool)
+        if isinstance(tool, msgspec.Raw):
+            kind = msgspec.json.decode(tool, type=dict).get("type", "")
+            origin, name = "server tools", f"{name} ({kind})"
+        elif name.startswith(MCP_PREFIX):
+            server, _, short = name.removeprefix(MCP_PREFIX).partition("__")
+            origin, name = f"mcp server {server}", short
+        else:
+            origin = "built-in" if name in TOOL_NAMES else "yours"
+        origins.setdefault(origin, []).append(name)
+    return origins
+
+
 def render_context(request: ModelRequest) -> str:
     """Sections labelled, breakpoints marked, cached and uncached token estimates."""
     lines: list[str] = []
@@ -53,12 +82,11 @@ def render_context(request: ModelRequest) -> str:
             pending = 0
         return f"  {_BREAK}: cached through here" if marked else ""
 
-    tool_tokens = sum(
-        estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
-        for t in request.tools
-    )
+    tool_tokens = sum(estimate_tokens(tool_text(t)) for t in request.tools)
     pending += tool_tokens
     lines.append(f"TOOLS  {len(request.tools)} definitions, ~{tool_tokens} tokens")
+    for origin, names in tool_origins(request).items():
+        lines.append(f"  [{origin}] {', '.join(names)}")
     lines.append("SYSTEM")
     for i, block in enumerate(request.system):
         match = _TAG.match(block.text)
