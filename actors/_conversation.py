@@ -886,7 +886,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for use in uses:
             yield ToolStarted(use.id, use.name, use.input_json)
             outcome = await self._run_tool(use, turn, effects)
-            results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
+            results.append(
+                ToolResultBlock(use.id, outcome.content, outcome.is_error, outcome.blocks_json)
+            )
             if outcome.update:
                 updates.append(outcome.update)
             yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)

@@ -7,7 +7,7 @@ on stderr as `listening on URL`). Its tools cover what a client must survive: a 
 answer, an error, an image, an embedded resource and a resource link, megabytes of text,
 a crash in the middle of a call, a call that never answers, a slow one, and a tool list
 that changes while connected. `--start crash` exits before answering the handshake;
-`--start hang` never answers it.
+`--start hang` never answers it; `--start-when FILE` exits at start until FILE exists.
 """
 
 from __future__ import annotations
@@ -117,10 +117,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--start", choices=["crash", "hang"], default=None)
+    parser.add_argument("--start-when", default=None, help="crash at start unless this file exists")
     args = parser.parse_args()
     sys.stderr.write(f"test server starting (pid {os.getpid()})\n")
     sys.stderr.flush()
-    if args.start == "crash":
+    if args.start == "crash" or (args.start_when and not os.path.exists(args.start_when)):
         sys.exit(4)
     if args.start == "hang":
         while True:
