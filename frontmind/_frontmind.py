@@ -574,6 +574,16 @@ class Frontmind:
         hub = self._runtime.mcp
         return [] if hub is None else hub.status()
 
+    async def wait_mcp(self, holds: Callable[[list[McpServerStatus]], bool]) -> None:
+        """Wait until `holds(fm.mcp_servers())` is true (checked at every change): e.g.
+        until a server is running again. Bound it with a timeout of your own."""
+        hub = self._runtime.mcp
+        if hub is None:
+            if not holds([]):
+                raise ValueError("no MCP servers: the condition can never hold")
+            return
+        await hub.wait_until(holds)
+
     async def reload_tools(self) -> ToolsReload:
         """Apply the MCP servers' current tool lists to the `tools` array. It leads every
         cached prefix: when anything changed, each continuum's next turn writes its whole

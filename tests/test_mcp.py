@@ -185,11 +185,10 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
         assert "stopped during the call" in crashed[1].content
         completed(first)
         with anyio.fail_after(30):
-            while fm.mcp_servers()[0].state != "running":
-                await anyio.sleep(0.05)
+            await fm.wait_mcp(lambda servers: servers[0].state == "running")
         responder.extend(calls(("mcp__t__echo", {"text": "b"})))
         after = [e async for e in fm.turn("ada", "echo again")]
-        echoed = [e for e in after if isinstance(e, ToolFinished)][0]
+        echoed = next(e for e in after if isinstance(e, ToolFinished))
         pid = re.compile(r"pid (\d+)")
         old, new = pid.search(crashed[0].content), pid.search(echoed.content)
         assert old is not None
@@ -205,8 +204,7 @@ async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(
         responder.extend(calls(("mcp__t__grow", {})))
         completed([e async for e in fm.turn("ada", "grow")])
         with anyio.fail_after(20):
-            while fm.mcp_servers()[0].pending is None:
-                await anyio.sleep(0.05)
+            await fm.wait_mcp(lambda servers: servers[0].pending is not None)
         assert "mcp__t__extra" in (fm.mcp_servers()[0].pending or ())
         responder.push("same tools")
         same = completed([e async for e in fm.turn("ada", "hello")])
@@ -243,8 +241,7 @@ async def test_a_server_that_cannot_start_is_retried_and_joins_once_it_runs(
         completed([e async for e in fm.turn("ada", "hello")])
         flag.touch()
         with anyio.fail_after(60):
-            while fm.mcp_servers()[0].state != "running":
-                await anyio.sleep(0.05)
+            await fm.wait_mcp(lambda servers: servers[0].state == "running")
         assert "mcp__late__echo" in fm.offered_tools()
         responder.push("with it")
         joined = completed([e async for e in fm.turn("ada", "hello")])
@@ -272,29 +269,25 @@ async def test_a_streamable_http_server(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
     api, responder = script
-    process = subprocess.Popen(
-        [*SERVER, "--http", "0"], cwd=ROOT, stderr=subprocess.PIPE, text=True
-    )
-    try:
+    async with await anyio.open_process(
+        [*SERVER, "--http", "0"], cwd=ROOT, stderr=subprocess.PIPE
+    ) as process:
         assert process.stderr is not None
-        url = ""
+        url, said = "", b""
         with anyio.fail_after(30):
             while not url:
-                line = await anyio.to_thread.run_sync(process.stderr.readline)
-                assert line, "the server ended before listening"
-                if line.startswith("listening on "):
-                    url = line.removeprefix("listening on ").strip()
+                said += await process.stderr.receive()
+                found = re.search(rb"listening on (\S+)\n", said)
+                url = found.group(1).decode() if found else ""
         server = {"name": "web", "url": url, "headers": {"x-test": "1"}, "startup_timeout_s": 20}
         with anyio.fail_after(60):
             async with await opened(api, tmp_path, [server]) as fm:
                 assert fm.mcp_servers()[0].transport == "http"
                 responder.extend(calls(("mcp__web__slow", {"seconds": 0.1})))
                 events = [e async for e in fm.turn("ada", "slowly")]
-                finished = [e for e in events if isinstance(e, ToolFinished)][0]
+                finished = next(e for e in events if isinstance(e, ToolFinished))
                 assert (finished.is_error, finished.content) == (False, "slept 0.1")
-    finally:
         process.terminate()
-        process.wait(10)
 
 
 async def test_a_third_party_server_from_pypi(
@@ -313,7 +306,7 @@ async def test_a_third_party_server_from_pypi(
         ]
         responder.extend(calls(("mcp__time__get_current_time", {"timezone": "Europe/Oslo"})))
         events = [e async for e in fm.turn("ada", "what time is it in Oslo?")]
-        finished = [e for e in events if isinstance(e, ToolFinished)][0]
+        finished = next(e for e in events if isinstance(e, ToolFinished))
         assert not finished.is_error
         assert "Europe/Oslo" in finished.content
         assert isinstance(events[-1], TurnCompleted)

@@ -14,7 +14,7 @@ and that change is reported the same way.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -122,6 +122,16 @@ class McpHub:
             self._servers[spec.name] = _Server(spec, ref)
         self._offered: tuple[ToolDefinition, ...] = ()
         self._routes: dict[str, tuple[str, str]] = {}  # tool name -> (server, its tool)
+        self._changed = anyio.Event()  # set (and replaced) at every change of `status()`
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_until(self, holds: Callable[[list[McpServerStatus]], bool]) -> None:
+        """Return once `holds(status())` is true, checked at every change."""
+        while not holds(self.status()):
+            await self._changed.wait()
 
     def _factory(self, spec: McpServer) -> Any:
         return lambda: McpServerActor(spec, self._open_link)
@@ -215,6 +225,7 @@ class McpHub:
             raise
         finally:
             server.attempted.set()
+            self._notify()
         server.link, server.state, server.error = link, "running", None
         listed = self._definitions(spec, link.tools)
         server.listed = listed
@@ -223,6 +234,7 @@ class McpHub:
         elif tuple(map(_key, listed)) != tuple(map(_key, server.applied)):
             self._pending(server)
         log.info("MCP server %r running: %d tools", spec.name, len(listed))
+        self._notify()
         self._host.start_soon(self._follow, server, link)
         return link
 
@@ -260,12 +272,14 @@ class McpHub:
                             map(_key, server.applied)
                         ):
                             self._pending(server)
+                        self._notify()
 
             tg.start_soon(relist)
             await link.lost.wait()
             tg.cancel_scope.cancel()
         if link.generation == server.generation:
             server.state, server.error = "down", link.reason or "stopped"
+            self._notify()
         with suppress(KernelError):  # given up on: the retry tick brings it back
             server.ref.tell(Lost(link.generation, link.reason))
 
@@ -397,6 +411,7 @@ class McpHub:
                 continue
             server.applied = server.listed
         self._rebuild()
+        self._notify()
         after = {d.name: _key(d) for d in self._offered}
         report = _report(before, after, tools_tokens(self._offered))
         if report.changed:
