@@ -22,7 +22,14 @@ import pytest
 from actors import McpUnavailable, ToolDefinitionError
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
 from frontmind.config import load_config
-from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
+from frontmind.localapi import (
+    LocalMessagesAPI,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+    ToolResultBlock,
+)
 from runtime import RestartPolicy
 from tests._harness import FakeClock, completed, config
 
@@ -174,6 +181,8 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
         responder.push("next")
         completed([e async for e in fm.turn("ada", "next")])
         replayed = responder.requests[-1].messages[2].content
+        assert isinstance(replayed, list)
+        assert isinstance(replayed[0], ToolResultBlock)
         assert msgspec.json.encode(replayed[0].content) == msgspec.json.encode(chart.content)
 
         # A crash in the middle of a call: an error for the model, and the server is
