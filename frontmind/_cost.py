@@ -11,10 +11,23 @@ from __future__ import annotations
 
 from storage import TurnUsage
 
-__all__ = ["WEIGHTS", "input_cost"]
+__all__ = ["SERVER_TOOL_PRICES", "WEIGHTS", "input_cost", "server_tool_cost"]
 
 # Input price relative to the base rate, as the API bills it.
 WEIGHTS = {"uncached": 1.0, "write_5m": 1.25, "write_1h": 2.0, "read": 0.1}
+
+
+# Server tools billed per use, in dollars per request, beside the tokens their results
+# add: web search "$10 per 1,000 searches, plus standard token costs"
+# (https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool, "Usage
+# and pricing"); web fetch "no additional charges beyond standard token costs"
+# (.../tool-use/web-fetch-tool, "Usage and pricing").
+SERVER_TOOL_PRICES = {"web_search_requests": 10.0 / 1000, "web_fetch_requests": 0.0}
+
+
+def server_tool_cost(usage: TurnUsage) -> float:
+    """What the usage's server tool requests cost, in dollars."""
+    return sum(float(getattr(usage, field)) * price for field, price in SERVER_TOOL_PRICES.items())
 
 
 def input_cost(usage: TurnUsage) -> float:

@@ -22,7 +22,7 @@ from actors import (
 )
 from storage import Job, TurnRecord, TurnUsage
 
-from .._cost import input_cost
+from .._cost import input_cost, server_tool_cost
 
 __all__ = ["render_context", "render_stats", "tool_origins"]
 
@@ -197,5 +197,12 @@ def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str
         ttls = Counter(f"system {c.system} history {c.history}" for c in chosen)
         lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
         lines.append(f"last TTL choice {chosen[-1].reason}")
+    used = sum((r.usage for r in done), TurnUsage())
+    if used.web_search_requests or used.web_fetch_requests:
+        lines.append(
+            f"server tools    {used.web_search_requests} web searches, "
+            f"{used.web_fetch_requests} web fetches: ${server_tool_cost(used):.2f} "
+            "beside the tokens"
+        )
     lines.extend(render_background(records, jobs))
     return "\n".join(lines)
