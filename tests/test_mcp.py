@@ -21,6 +21,7 @@ import pytest
 
 from actors import McpUnavailable, ToolDefinitionError
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
+from frontmind.cli._render import render_context
 from frontmind.config import load_config
 from frontmind.localapi import (
     LocalMessagesAPI,
@@ -108,6 +109,10 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         assert {"mcp__t__echo", "mcp__t__hang", "mcp__t__chart"} <= set(mcp)
         status = fm.mcp_servers()[0]
         assert (status.name, status.state, status.transport) == ("t", "running", "stdio")
+        # `frontmind inspect` says which tools came from which server.
+        shown = render_context(await fm.context("ada", "hi"))
+        assert "  [built-in] add_reminder, list_reminders" in shown
+        assert "  [mcp server t] chart, crash, echo, fail, files, flood, grow, hang, slow" in shown
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
         events = [e async for e in fm.turn("ada", "echo hi")]
