@@ -23,6 +23,7 @@ from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import anyio
+import httpx2
 import msgspec
 from anyio.abc import TaskStatus
 
@@ -174,7 +175,6 @@ class McpLink:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
         spec = self.spec
         transport: Any
@@ -192,7 +192,11 @@ class McpLink:
             transport = stdio_client(params, errlog=errlog)
         else:
             assert spec.url is not None
-            http = create_mcp_http_client(headers=dict(spec.headers) or None)
+            # The SDK's own defaults: 30 s to connect and write, 300 s to read (a server
+            # may hold a response stream open); calls are bounded by `timeout_s` anyway.
+            http = httpx2.AsyncClient(
+                headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            )
             await stack.enter_async_context(http)
             transport = streamable_http_client(spec.url, http_client=http)
         client = Client(transport, message_handler=self._on_message, cache=None)

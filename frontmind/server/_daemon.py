@@ -438,6 +438,7 @@ def build_app(
                 budget_tokens=body.budget_tokens,
                 max_tokens=body.max_tokens,
                 effort=body.effort,
+                thinking_display=body.thinking_display,
             )
         else:
             own, choice = await scoped(request).model_settings(cid)
