@@ -32,6 +32,7 @@ from frontmind.localapi import (
     ToolResultBlock,
 )
 from runtime import RestartPolicy
+from tests._daemon import daemon, turn
 from tests._harness import FakeClock, completed, config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -360,3 +361,35 @@ async def test_library_mcp_entries_get_the_same_checks(tmp_path: Path) -> None:
     with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1: .*unknown field `nope`"):
         async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t", "nope": 1}]):
             pass
+
+
+async def test_the_daemon_serves_mcp_tools_its_status_reload_and_thinking(tmp_path: Path) -> None:
+    """`frontmind serve` starts the servers, logs their stderr, answers the admin's
+    status and reload, streams thinking as `thinking.delta`, and stops the servers."""
+    command = ", ".join(json.dumps(part) for part in SERVER)
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nthinking = "enabled"\nbudget_tokens = 1024\nmax_tokens = 4096\n'
+        f'[[mcp]]\nname = "t"\ncommand = [{command}]\ncwd = {json.dumps(str(ROOT))}\n'
+        "startup_timeout_s = 30\n"
+    )
+    async with (
+        daemon(tmp_path, "--log-level", "info") as served,
+        served.client() as client,
+    ):
+        status = (await client.get("/v1/mcp")).json()
+        assert status["servers"][0]["name"] == "t"
+        assert status["servers"][0]["state"] == "running"
+        assert "mcp__t__echo" in status["tools"]
+        reload = (await client.post("/v1/mcp/reload", json={})).json()
+        assert (reload["added"], reload["message"]) == ([], "no change")
+        events = await turn(client, "ada", "hello there")
+        names = [name for name, _ in events]
+        assert "thinking.delta" in names
+        assert names.index("thinking.delta") < names.index("text.delta")
+        thought = "".join(data["text"] for name, data in events if name == "thinking.delta")
+        assert thought.startswith("The user wrote 2 word(s)")
+        assert await served.stop() == 0
+        logged = (await served.read_stderr()).decode()
+    # The server's own stderr went to the daemon's log (info), under its name.
+    assert "frontmind.mcp.t" in logged
+    assert "test server starting" in logged
