@@ -23,6 +23,7 @@ from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruct
 from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -35,6 +36,7 @@ from ._exceptions import (
     Busy,
     FrontmindError,
     InvalidModelSettings,
+    McpUnavailable,
     ModelError,
     ModelOverloaded,
     ModelRefused,
@@ -46,9 +48,34 @@ from ._exceptions import (
     ToolDefinitionError,
     TrinketLoadError,
 )
-from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
-from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
+from ._layout import (
+    LOOKBACK_BLOCKS,
+    MAX_BREAKPOINTS,
+    ModelRequest,
+    block_kind,
+    build_request,
+    tool_name,
+    tool_text,
+)
+from ._llm import (
+    AnthropicModel,
+    ModelClient,
+    ModelEvent,
+    StreamDone,
+    StreamText,
+    StreamThinking,
+)
 from ._markup import escape_field, escape_text, neutralize_frame
+from ._mcp import (
+    DEFAULT_MCP_POLICY,
+    MCP_PREFIX,
+    McpHub,
+    McpServer,
+    McpServerStatus,
+    ToolsReload,
+    check_mcp_servers,
+    mcp_servers,
+)
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._models import ModelChoice, check_model_choice, known_row
 from ._notification import (
@@ -67,6 +94,7 @@ from ._placement import (
 )
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder
+from ._server_tools import ServerTool, ServerToolSupport, no_server_tool_data, server_tools
 from ._settings import (
     CacheSettings,
     ComposerSettings,
@@ -99,9 +127,11 @@ __all__ = [
     "BUILTIN_SECTIONS",
     "COMPACT_DELIMITER",
     "DEFAULT_BASE_PROMPT",
+    "DEFAULT_MCP_POLICY",
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
+    "MCP_PREFIX",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -126,6 +156,10 @@ __all__ = [
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "McpHub",
+    "McpServer",
+    "McpServerStatus",
+    "McpUnavailable",
     "MeetModel",
     "MemorySettings",
     "ModelCatalog",
@@ -148,13 +182,17 @@ __all__ = [
     "SectionConfigError",
     "SectionRecord",
     "SectionSpec",
+    "ServerTool",
+    "ServerToolSupport",
     "Settings",
     "SettingsError",
     "StreamDone",
     "StreamText",
+    "StreamThinking",
     "SystemSection",
     "TaskTimers",
     "TextDelta",
+    "ThinkingDelta",
     "Timers",
     "Timings",
     "Tool",
@@ -164,6 +202,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
+    "ToolsReload",
     "Trinket",
     "TrinketActor",
     "TrinketEntry",
@@ -185,6 +224,7 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_mcp_servers",
     "check_model_choice",
     "check_user_tools",
     "current_turn",
@@ -194,15 +234,20 @@ __all__ = [
     "estimate_tokens",
     "input_schema",
     "known_row",
+    "mcp_servers",
     "neutralize_frame",
+    "no_server_tool_data",
     "oracle_plan",
     "parse_digest",
     "plan",
     "policy_for",
     "render_notification_center",
     "row_from_facts",
+    "server_tools",
     "summary_instruction",
     "tool",
+    "tool_name",
+    "tool_text",
     "user_content",
     "validate_settings",
     "warm_plan",

@@ -46,6 +46,7 @@ from ._catalog import ModelRow, ModelSource
 from ._digest import summary_instruction
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -56,8 +57,15 @@ from ._events import (
 )
 from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
 from ._history import CompactHistory
-from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
-from ._llm import ModelClient, StreamDone
+from ._layout import (
+    ModelRequest,
+    ThinkingConfig,
+    build_request,
+    out_tool,
+    previous_boundary,
+    tool_text,
+)
+from ._llm import ModelClient, StreamDone, StreamThinking
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
@@ -65,7 +73,7 @@ from ._notification import delimiter
 from ._observe import current_turn, span, turn_span
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
     TTL_SECONDS,
@@ -185,8 +193,7 @@ ConversationMessage = RunTurn | Preview | Reconfigure | RideCache | WarmUp
 class ConversationDeps:
     storage: StoragePort
     model: ModelClient
-    tools: ToolRunner
-    tool_definitions: tuple[ToolDefinition, ...]
+    tools: ToolRunner  # runs the calls, and says what the `tools` array is now
     settings: Settings
     models: ModelSource  # what each model accepts, costs and can read
     clock: Callable[[], float]
@@ -225,6 +232,21 @@ def message_tokens(message: Message) -> int:
             text = block.content_json or block.content
         total += estimate_tokens(text) + BLOCK_FRAMING_TOKENS
     return total
+
+
+def _tools_change(
+    before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]
+) -> str:
+    """What changed in the tools array since the last turn ("" for nothing, or no last
+    turn in this process)."""
+    if before is None or before is after:
+        return ""
+    old, new = {t.name: t for t in before}, {t.name: t for t in after}
+    added = sorted(set(new) - set(old))
+    removed = sorted(set(old) - set(new))
+    parts = [f"+{', +'.join(added)}" if added else "", f"-{', -'.join(removed)}" if removed else ""]
+    described = "; ".join(p for p in parts if p)
+    return described or "definitions updated"
 
 
 def _last_created_at(state: _Loaded) -> float | None:
@@ -268,6 +290,9 @@ class _Loaded(msgspec.Struct):
     # model reads only some models' thinking blocks, and a switch re-writes the cache.
     thinking_by_model: dict[str, set[str]] = msgspec.field(default_factory=dict)
     last_model: str | None = None
+    # The tools array the last turn in this process sent (to tell a turn that the array
+    # changed under it, and what that cost).
+    tools: tuple[OfferedTool, ...] | None = None
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -531,9 +556,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous = TtlChoice(previous.system, "1h", previous.reason)
             since_last = now - warmed
         tools = sum(
-            estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
-            + BLOCK_FRAMING_TOKENS
-            for t in self._deps.tool_definitions
+            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
+            for t in map(out_tool, self._deps.tools.offered())
         )
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
@@ -640,6 +664,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         previous_id: str | None,
         model: ModelChoice,
         ttl: TtlChoice,
+        tools: Sequence[OfferedTool] | None = None,
     ) -> ModelRequest:
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
@@ -654,16 +679,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             notification = ""
         thinking = None
         if model.thinking == "enabled":
-            thinking = ThinkingConfig("enabled", model.budget_tokens)
+            thinking = ThinkingConfig("enabled", model.budget_tokens, model.thinking_display)
         elif model.thinking == "adaptive":
-            thinking = ThinkingConfig("adaptive")
+            thinking = ThinkingConfig("adaptive", display=model.thinking_display)
         elif known_row(self._deps.models.catalog, model.name).thinking_default == "on":
             # Off on a model that thinks unless told: say so (omitting it would think).
             thinking = ThinkingConfig("disabled")
         return build_request(
             model=model.name,
             max_tokens=model.max_tokens,
-            tools=self._deps.tool_definitions,
+            tools=self._deps.tools.offered() if tools is None else tools,
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),
@@ -832,6 +857,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             start = await self._trim_point(state)
             history, dropped = self._readable(state, state.history.messages(start), model.name)
             new_start = start
+            # The tools array, fixed for the whole turn (its tool loop included).
+            tools = deps.tools.offered()
+            tools_changed = _tools_change(state.tools, tools)
             view = self._cache_view(state, composed, history, turn.now)
             run.ttl = self._ttl_policy.choose(view)
             run.warnings += self._switch_warnings(state, row, dropped, view, run.ttl)
@@ -848,18 +876,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     previous_id=previous_id,
                     model=model,
                     ttl=run.ttl,
+                    tools=tools,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
                     async for event in events:
-                        if isinstance(event, TextDelta):
-                            yield event
-                        else:
+                        if isinstance(event, StreamDone):
                             done = event
+                        else:
+                            yield event
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
+                    if tools_changed:
+                        written = done.usage.cache_creation_input_tokens
+                        run.warnings += (
+                            f"the tools array changed since this continuum's last turn "
+                            f"({tools_changed}): this turn wrote {written:,} tokens to the "
+                            "cache (one full cache write of its prefix)",
+                        )
                     # The next turn extends this call's prefix (the history breakpoint),
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id
@@ -887,6 +923,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
+            state.tools = tools
         except (FrontmindError, KernelError, StorageError) as exc:
             kind = (
                 exc.kind
@@ -975,7 +1012,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for use in uses:
             yield ToolStarted(use.id, use.name, use.input_json)
             outcome = await self._run_tool(use, turn, effects)
-            results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
+            results.append(
+                ToolResultBlock(use.id, outcome.content, outcome.is_error, outcome.blocks_json)
+            )
             if outcome.update:
                 updates.append(outcome.update)
             yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
@@ -998,7 +1037,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         model = {"gen_ai.request.model": request.model}
         with span("frontmind.model_call", run.turn.turn_id, **model):
@@ -1008,7 +1047,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call_once(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -1021,6 +1060,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         if run.first_token_ms is None:
                             run.first_token_ms = run.elapsed_ms()
                         emitted = True
+                        if isinstance(event, StreamThinking):
+                            yield ThinkingDelta(event.text, event.redacted)
+                            continue
                         run.text.append(event.text)
                         yield TextDelta(event.text)
             except ModelStreamError:

@@ -52,11 +52,18 @@ from ._events import TurnError, TurnEvent
 from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
+from ._mcp import McpHub, McpServer, check_mcp_servers
 from ._messages import Compose, Composed, Drain, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder, load_embedder
+from ._server_tools import (
+    ServerTool,
+    ServerToolSupport,
+    check_server_tool_support,
+    no_server_tool_data,
+)
 from ._settings import Settings
 from ._timers import Timers
 from ._tool_spec import Tool
@@ -232,12 +239,23 @@ class Engine:
         models: ModelSource,
         tools: Sequence[Tool] = (),
         ttl_policy: TtlPolicy | None = None,
+        mcp: Sequence[McpServer] = (),
+        server_tools: Sequence[ServerTool] = (),
+        server_tool_support: ServerToolSupport = no_server_tool_data,
+        mcp_policy: RestartPolicy | None = None,
     ) -> None:
         validate_settings(settings, [entry.section for entry in trinkets], catalog=models.catalog)
         self._models = models
-        # The tools are fixed for the Engine's life: the `tools` array leads every cached
-        # prefix, so it must not change between turns.
-        definitions = tool_definitions(settings.tools.enabled, tools)
+        # The built-in and user tools are fixed for the Engine's life: the `tools` array
+        # leads every cached prefix, so it must not change between turns. MCP servers'
+        # tools change only when a server first runs or on an explicit reload (McpHub).
+        tool_definitions(settings.tools.enabled, tools)
+        check_mcp_servers(mcp)
+        self._server_tools = tuple(server_tools)
+        self._server_tool_support = server_tool_support
+        check_server_tool_support(
+            self._server_tools, settings.model.name, server_tool_support, "[[server_tool]]"
+        )
         if settings.composer.legacy_placement:
             registry = registry.legacy()
         for entry in trinkets:
@@ -306,6 +324,8 @@ class Engine:
         self.warm_ups = 0
         self.warm_usage = TurnUsage()
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
+        # The MCP servers' actors (spawned now, started by `mcp.running()`).
+        self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -315,8 +335,9 @@ class Engine:
                 settings.tools.enabled,
                 tools,
                 timeout_s=settings.tools.timeout_s,
+                mcp=self.mcp,
+                server_tools=self._server_tools,
             ),
-            tool_definitions=definitions,
             settings=settings,
             models=models,
             clock=clock,
@@ -579,6 +600,9 @@ class Engine:
         try:
             catalog = await self._models.meet(choice.name)  # online: the Models API first
             check_model_choice(choice, self._settings.composer.channel, catalog)
+            check_server_tool_support(
+                self._server_tools, choice.name, self._server_tool_support, "model"
+            )
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
         await self._storage.set_continuum_model(user, continuum_id, own)
@@ -639,6 +663,10 @@ class Engine:
         """Shutting down: turns still queued end with an error event and a record
         (`shutting_down`) when their turn comes, instead of running."""
         self._draining = True
+
+    def offered_tools(self) -> tuple[Any, ...]:
+        """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
+        return self._deps.tools.offered()
 
     def lanes(self) -> list[LaneKey]:
         """The (user, continuum id) of every running lane."""

@@ -9,6 +9,7 @@ __all__ = [
     "ComposeTimeout",
     "FrontmindError",
     "InvalidModelSettings",
+    "McpUnavailable",
     "ModelError",
     "ModelOverloaded",
     "ModelRefused",
@@ -44,6 +45,12 @@ class ToolDefinitionError(FrontmindError):
     """A tool cannot be declared: a bad name, no description, a signature with no schema."""
 
     kind = "configuration_error"
+
+
+class McpUnavailable(FrontmindError):
+    """An MCP server marked `required` did not start: the instance does not start."""
+
+    kind = "mcp_unavailable"
 
 
 class ComposeTimeout(FrontmindError):

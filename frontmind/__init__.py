@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         FrontmindError,
         ModelError,
         TextDelta,
+        ThinkingDelta,
         Tool,
         ToolFinished,
         ToolStarted,
@@ -53,8 +54,8 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy FrontmindError ModelError TextDelta Tool ToolFinished ToolStarted Trinket Turn "
-        "TurnCompleted TurnError TurnEvent TurnStarted escape_field escape_text tool"
+        "Busy FrontmindError ModelError TextDelta ThinkingDelta Tool ToolFinished ToolStarted "
+        "Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted escape_field escape_text tool"
     ),
     "storage": "InvalidInput MessageTooLarge NotFound StorageError",
     "frontmind._client": "Client ContinuumSummary Page",
@@ -80,6 +81,7 @@ __all__ = [
     "Page",
     "StorageError",
     "TextDelta",
+    "ThinkingDelta",
     "Tool",
     "ToolFinished",
     "ToolStarted",

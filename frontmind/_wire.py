@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from actors import ModelChoice
+from actors import McpServerStatus, ModelChoice, ToolsReload
 from storage import (
     Continuum,
     ContinuumModel,
@@ -49,6 +49,7 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Health",
+    "McpServers",
     "MemoryBody",
     "MemoryHitPage",
     "MemoryPage",
@@ -58,6 +59,7 @@ __all__ = [
     "PricedTurn",
     "ReminderBody",
     "ReminderPage",
+    "ToolsReload",
     "TurnBody",
     "TurnPage",
     "UserBody",
@@ -128,6 +130,13 @@ class UserCreated(msgspec.Struct, frozen=True):
 
 class UserList(msgspec.Struct, frozen=True):
     users: list[User]
+
+
+class McpServers(msgspec.Struct, frozen=True):
+    """The MCP servers: state, offered tools, a pending tool list (admin only)."""
+
+    servers: list[McpServerStatus]
+    tools: list[str]  # the request's `tools` array, by name, in its order
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

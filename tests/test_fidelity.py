@@ -18,7 +18,7 @@ import pytest
 from actors import InvalidModelSettings, ModelRequest, SettingsError, user_content
 from actors._exceptions import ModelStreamError
 from actors._layout import build_request
-from actors._llm import _Assembly, _event_decoder
+from actors._llm import StreamText, StreamThinking, _Assembly, _event_decoder
 from actors._messages import SystemSection
 from actors._settings import CacheSettings
 from frontmind.localapi import (
@@ -136,7 +136,14 @@ def test_blocks_frontmind_does_not_interpret_keep_the_json_the_api_sent() -> Non
             STOP,
         )
     )
-    assert shown == ["Cats."]
+    # Text and thinking reach the caller as they stream; redacted thinking is announced
+    # without its data.
+    assert shown == [
+        StreamThinking("Let me "),
+        StreamThinking("think."),
+        StreamThinking("", redacted=True),
+        StreamText("Cats."),
+    ]
     assert done.stop_reason == "tool_use"
     assert done.dropped == 0
     assert done.usage.input_tokens == 5

@@ -87,8 +87,8 @@ async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> Non
     assert "input_json" not in schemas["ToolStarted"]["properties"]
     sse = spec["paths"]["/v1/continuums/{continuum_id}/turns"]["post"]["responses"]["200"]
     names = set(sse["content"]["text/event-stream"]["schema"]["discriminator"]["mapping"])
-    assert names == {"turn.started", "text.delta", "tool.started", "tool.finished",
-                     "turn.completed", "error"}  # fmt: skip
+    assert names == {"turn.started", "thinking.delta", "text.delta", "tool.started",
+                     "tool.finished", "turn.completed", "error"}  # fmt: skip
     async with served(tmp_path / "d") as (_, url), httpx2.AsyncClient(base_url=url) as http:
         assert (await http.get("/openapi.json")).json() == spec
         page = (await http.get("/docs")).text

@@ -140,8 +140,22 @@ def _status_fault(fault: StatusFault) -> ApiError:
     return ApiError(fault.status, messages.get(fault.status, "Injected fault"), headers)
 
 
-def _usage_json(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
+# Server tools billed per request, and the usage field that counts them
+# (`usage.server_tool_use`, Messages API reference).
+_BILLED_SERVER_TOOLS = {"web_search": "web_search_requests", "web_fetch": "web_fetch_requests"}
+
+
+def _usage_json(
+    usage: CacheUsage, output_tokens: int, blocks: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    counted = dict.fromkeys(_BILLED_SERVER_TOOLS.values(), 0)
+    for block in blocks or ():
+        field = _BILLED_SERVER_TOOLS.get(block.get("name", ""))
+        if block.get("type") == "server_tool_use" and field is not None:
+            counted[field] += 1
+    extra = {"server_tool_use": counted} if any(counted.values()) else {}
     return {
+        **extra,
         "input_tokens": usage.uncached,
         "cache_creation_input_tokens": usage.written,
         "cache_read_input_tokens": usage.read,
@@ -370,7 +384,7 @@ class _Exchange:
         ]
         for index, block in enumerate(planned.blocks):
             stream.extend(_block_events(index, block))
-        final_usage = _usage_json(usage, planned.output_tokens)
+        final_usage = _usage_json(usage, planned.output_tokens, planned.blocks)
         del final_usage["cache_creation"], final_usage["service_tier"]
         delta = {"stop_reason": planned.stop_reason, "stop_sequence": planned.stop_sequence}
         stream.append(
@@ -483,7 +497,7 @@ def build_app(state: LocalAPIState) -> Starlette:
         planned = exchange.planned
         body_json = exchange.message(
             planned.blocks,
-            _usage_json(usage, planned.output_tokens),
+            _usage_json(usage, planned.output_tokens, planned.blocks),
             planned.stop_reason,
             diagnostics,
             planned.stop_sequence,

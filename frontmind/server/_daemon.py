@@ -49,6 +49,7 @@ from .._wire import (
     ErrorBody,
     ErrorDetail,
     Health,
+    McpServers,
     MemoryBody,
     MemoryHitPage,
     MemoryPage,
@@ -383,6 +384,13 @@ def build_app(
             return _json(UserCreated(body.name, token), 201)
         return _json(UserList(await fm.users()))
 
+    async def mcp(request: Request) -> Response:
+        if not request.scope["state"][_ADMIN_KEY]:
+            raise Forbidden("only the admin token may see or reload the MCP servers")
+        if request.method == "POST":
+            return _json(await fm.reload_tools())
+        return _json(McpServers(fm.mcp_servers(), fm.offered_tools()))
+
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
@@ -444,6 +452,7 @@ def build_app(
                 budget_tokens=body.budget_tokens,
                 max_tokens=body.max_tokens,
                 effort=body.effort,
+                thinking_display=body.thinking_display,
             )
         else:
             own, choice = await scoped(request).model_settings(cid)
@@ -564,6 +573,8 @@ def build_app(
         Route("/v1/documents", documents, methods=["GET", "POST"]),
         Route("/v1/documents/{label}", delete_document, methods=["DELETE"]),
         Route("/v1/users", users, methods=["GET", "POST"]),
+        Route("/v1/mcp", mcp, methods=["GET"]),
+        Route("/v1/mcp/reload", mcp, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

@@ -23,6 +23,7 @@ from .._wire import (
     DocumentPage,
     ErrorBody,
     Health,
+    McpServers,
     MemoryBody,
     MemoryHitPage,
     MemoryPage,
@@ -31,6 +32,7 @@ from .._wire import (
     ModelSettingsReply,
     ReminderBody,
     ReminderPage,
+    ToolsReload,
     TurnBody,
     TurnPage,
     UserBody,
@@ -213,6 +215,22 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/users",
         "List the added users (admin token only; `default` is built in).",
         reply=UserList,
+        errors=(403,),
+    ),
+    Operation(
+        "get",
+        "/v1/mcp",
+        "The MCP servers (admin token only): each one's state, the tools it offers and a"
+        " newer tool list it announced; and the request's `tools` array by name.",
+        reply=McpServers,
+        errors=(403,),
+    ),
+    Operation(
+        "post",
+        "/v1/mcp/reload",
+        "Apply the MCP servers' current tool lists (admin token only). The answer says"
+        " what changed; each continuum's next turn then writes its whole prefix once.",
+        reply=ToolsReload,
         errors=(403,),
     ),
     Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
