@@ -54,7 +54,7 @@ from ._placement import (
     SectionSpec,
 )
 from ._prompt import DEFAULT_BASE_PROMPT
-from ._recall import Embedder
+from ._recall import Embedder, prepare_embedder
 from ._settings import (
     CacheSettings,
     ComposerSettings,
@@ -179,6 +179,7 @@ __all__ = [
     "parse_digest",
     "plan",
     "policy_for",
+    "prepare_embedder",
     "render_notification_center",
     "summary_instruction",
     "tool",

@@ -164,9 +164,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                         "the embedder returned %d vectors for %d texts", len(vectors), len(memories)
                     )
                     return
-                await self._storage.set_memory_vectors(
-                    [(m.id, v) for m, v in zip(memories, vectors, strict=True)]
-                )
+                await self._storage.set_memory_vectors(list(zip(memories, vectors, strict=True)))
         except StorageError as exc:  # tried again on the next wake
             log.warning("could not embed memories: %s", exc)
 

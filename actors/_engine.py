@@ -131,6 +131,8 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
+    if not settings.memory.embed_deadline_ms > 0:
+        raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
         load_embedder(settings.memory.embedder)  # a bad name fails at startup
     if not 0 < settings.history.keep_fraction <= 1:
@@ -190,6 +192,7 @@ def builtin_trinkets(
                 directory=d,
                 embedder=embedder,
                 weight=settings.memory.embedding_weight,
+                embed_deadline=settings.memory.embed_deadline_ms / 1000,
             ),
         ),
     ]

@@ -100,6 +100,9 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 
     embedder: str | None = None
     embedding_weight: float = 0.5
+    # The query's embedding within a turn: later than this, that turn's recall uses
+    # keywords alone (inside the composer's own deadline for the section).
+    embed_deadline_ms: float = 150.0
 
 
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

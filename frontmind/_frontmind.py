@@ -44,6 +44,7 @@ from actors import (
     builtin_trinkets,
     check_user_tools,
     estimate_tokens,
+    prepare_embedder,
     validate_settings,
 )
 from runtime import ActorStats, ActorSystem, ReplyStream
@@ -285,6 +286,9 @@ class Frontmind:
                 stack.push_async_callback(model.aclose)
             storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
+            if config.memory.embedder is not None:
+                # Its dimension checked and recorded with the vectors before any turn.
+                await prepare_embedder(config.memory.embedder, storage)
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )

@@ -137,9 +137,13 @@ def render_background(records: Sequence[TurnRecord], jobs: Sequence[Job]) -> lis
     ]
 
 
-def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str:
+def render_stats(
+    records: Sequence[TurnRecord], jobs: Sequence[Job] = (), *, waiting_vectors: int | None = None
+) -> str:
+    # With an embedder: how many memories the background worker has still to embed.
+    vectors = [] if waiting_vectors is None else [f"memory vectors  {waiting_vectors} waiting"]
     if not records:
-        return "no turns recorded yet"
+        return "\n".join(["no turns recorded yet", *vectors])
     done = [r for r in records if r.status == "completed"]
     statuses = Counter(r.status for r in records)
     read = sum(r.usage.cache_read_input_tokens for r in done)
@@ -180,4 +184,5 @@ def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str
         lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
         lines.append(f"last TTL choice {chosen[-1].reason}")
     lines.extend(render_background(records, jobs))
+    lines.extend(vectors)
     return "\n".join(lines)

@@ -274,6 +274,14 @@ CREATE INDEX searches_by_continuum ON searches(owner, continuum_id, id);
 CREATE INDEX searches_open ON searches(id) WHERE state != 'done';
 """
 
+# Vector recall: the embedder whose vectors the store keeps (one row: its name and
+# dimension). The index itself, sqlite-vec's `memory_vec` (rowid = the memory's id,
+# partitioned by owner), is created when an embedder is first used, as its dimension is
+# part of its definition and the extension may be missing where no embedder is set.
+_V8 = """
+CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -282,5 +290,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

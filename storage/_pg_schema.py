@@ -203,6 +203,13 @@ SELECT gin_clean_pending_list('messages_fts'::regclass);
 SELECT gin_clean_pending_list('segments_fts'::regclass);
 """
 
+# Vector recall: the embedder whose vectors the store keeps (one row), and each memory's
+# vector as `real[]`, normalized, so that the exact search is a dot product in SQL.
+_V7 = """
+CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
+ALTER TABLE memories ADD COLUMN vector real[];
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -210,5 +217,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -24,6 +24,7 @@ driver and dialect under it:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -299,6 +300,41 @@ class PostgresStorage(SQLStore):
             (*row[:7], -row[7] if row[8] else -matched_terms(row[1], list(row[9]))) for row in found
         ]
 
+    # Vector recall, exact and in the database: each memory's vector is kept normalized
+    # as `real[]`, so that its cosine to a (normalized) query is a dot product in SQL.
+    # (pgvector's HNSW index is not used yet: see the README's "Memory at scale".)
+
+    async def _prepare_vectors(self, db: Connection, dimensions: int, *, reset: bool) -> None:
+        if reset:
+            await db.execute("UPDATE memories SET vector = NULL WHERE vector IS NOT NULL", ())
+
+    async def _index_vectors(
+        self, db: Connection, vectors: Sequence[tuple[int, Sequence[float]]]
+    ) -> None:
+        await db.executemany(
+            "UPDATE memories SET vector = ?::real[] WHERE id = ?",
+            [(_normalized(vector), memory_id) for memory_id, vector in vectors],
+        )
+
+    async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
+        await db.execute(
+            "UPDATE memories SET vector = NULL WHERE id = ANY(?::bigint[])", (list(memory_ids),)
+        )
+
+    async def _nearest_rows(
+        self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
+    ) -> list[Any]:
+        return await self._read(
+            "WITH scored AS MATERIALIZED (SELECT m.id,"
+            " (SELECT sum(a * b) FROM unnest(m.vector, ?::real[]) AS t(a, b)) AS similarity"
+            " FROM memories m WHERE m.owner = ? AND m.vector IS NOT NULL"
+            " AND (m.expires_at IS NULL OR m.expires_at > ?)),"
+            " picked AS (SELECT id, similarity FROM scored ORDER BY similarity DESC LIMIT ?)"
+            f" {MEMORY}, s.similarity FROM scored s JOIN memories m ON m.id = s.id"
+            " WHERE s.id IN (SELECT id FROM picked) OR s.id = ANY(?::bigint[])",
+            (_normalized(vector), user, at, k, list(among)),
+        )
+
     async def _message_hits(
         self, user: str, terms: list[str], continuum_id: str | None, limit: int
     ) -> list[MessageHit]:
@@ -346,3 +382,8 @@ def _redact(url: str) -> str:
     credentials, _, host = rest.rpartition("@")
     user = credentials.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+
+
+def _normalized(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
