@@ -178,6 +178,7 @@ class PostgresStorage(SQLStore):
         self.url = url
         self._pool = pool
         self._leases = leases
+        self._pgvector = False  # vector recall through pgvector's HNSW index (else exact)
 
     @classmethod
     async def open(
@@ -300,39 +301,88 @@ class PostgresStorage(SQLStore):
             (*row[:7], -row[7] if row[8] else -matched_terms(row[1], list(row[9]))) for row in found
         ]
 
-    # Vector recall, exact and in the database: each memory's vector is kept normalized
-    # as `real[]`, so that its cosine to a (normalized) query is a dot product in SQL.
-    # (pgvector's HNSW index is not used yet: see the README's "Memory at scale".)
+    # Vector recall, in the database. Each memory's vector is kept normalized as `real[]`
+    # (`vector`), so that its cosine to a normalized query is a dot product in SQL: the
+    # exact search, wherever the pgvector extension is missing. With pgvector, the same
+    # vector is also kept as `vector(d)` (`vec`) under an HNSW index (cosine), which
+    # answers the nearest instead.
 
     async def _prepare_vectors(self, db: Connection, dimensions: int, *, reset: bool) -> None:
         if reset:
             await db.execute("UPDATE memories SET vector = NULL WHERE vector IS NOT NULL", ())
+        self._pgvector = await self._pgvector_ready(db)
+        if not self._pgvector:
+            return
+        if reset:
+            await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
+            await db.execute("ALTER TABLE memories DROP COLUMN IF EXISTS vec", ())
+        await db.execute(
+            f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({dimensions})", ()
+        )
+        # Vectors stored before the extension was: indexed now.
+        await db.execute(
+            "UPDATE memories SET vec = vector::vector WHERE vector IS NOT NULL AND vec IS NULL", ()
+        )
+        await db.execute(
+            "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories"
+            " USING hnsw (vec vector_cosine_ops)",
+            (),
+        )
+
+    async def _pgvector_ready(self, db: Connection) -> bool:
+        """Whether pgvector is installed in the database, installing it when the server
+        has it (a role that may not create it leaves the exact search)."""
+        ((installed, available),) = await db.execute_fetchall(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+            " EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+            (),
+        )
+        if installed or not available:
+            return bool(installed)
+        await db.execute("SAVEPOINT pgvector", ())
+        try:
+            await db.execute("CREATE EXTENSION IF NOT EXISTS vector", ())
+        except self._ERRORS:
+            await db.execute("ROLLBACK TO SAVEPOINT pgvector", ())
+            return False
+        return True
 
     async def _index_vectors(
         self, db: Connection, vectors: Sequence[tuple[int, Sequence[float]]]
     ) -> None:
+        also = ", vec = ?::real[]::vector" if self._pgvector else ""
+        rows = [(_normalized(v), memory_id) for memory_id, v in vectors]
         await db.executemany(
-            "UPDATE memories SET vector = ?::real[] WHERE id = ?",
-            [(_normalized(vector), memory_id) for memory_id, vector in vectors],
+            f"UPDATE memories SET vector = ?::real[]{also} WHERE id = ?",
+            [(v, v, i) for v, i in rows] if self._pgvector else rows,
         )
 
     async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
+        also = ", vec = NULL" if self._pgvector else ""
         await db.execute(
-            "UPDATE memories SET vector = NULL WHERE id = ANY(?::bigint[])", (list(memory_ids),)
+            f"UPDATE memories SET vector = NULL{also} WHERE id = ANY(?::bigint[])",
+            (list(memory_ids),),
         )
 
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
+        query = _normalized(vector)
+        nearest = (
+            # HNSW: the index's nearest, filtered to the user's live memories.
+            "SELECT m.id FROM memories m WHERE m.owner = ? AND m.vec IS NOT NULL"
+            f" AND {_ALIVE} ORDER BY m.vec <=> ?::real[]::vector LIMIT ?"
+            if self._pgvector
+            # Exact: every live vector of the user, scored in the database.
+            else "SELECT m.id FROM memories m WHERE m.owner = ? AND m.vector IS NOT NULL"
+            f" AND {_ALIVE} ORDER BY {_DOT} DESC LIMIT ?"
+        )
         return await self._read(
-            "WITH scored AS MATERIALIZED (SELECT m.id,"
-            " (SELECT sum(a * b) FROM unnest(m.vector, ?::real[]) AS t(a, b)) AS similarity"
-            " FROM memories m WHERE m.owner = ? AND m.vector IS NOT NULL"
-            " AND (m.expires_at IS NULL OR m.expires_at > ?)),"
-            " picked AS (SELECT id, similarity FROM scored ORDER BY similarity DESC LIMIT ?)"
-            f" {MEMORY}, s.similarity FROM scored s JOIN memories m ON m.id = s.id"
-            " WHERE s.id IN (SELECT id FROM picked) OR s.id = ANY(?::bigint[])",
-            (_normalized(vector), user, at, k, list(among)),
+            f"WITH near AS MATERIALIZED ({nearest})"
+            f" {MEMORY}, {_DOT} FROM memories m"
+            f" WHERE (m.id IN (SELECT id FROM near) OR m.id = ANY(?::bigint[]))"
+            f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}",
+            (user, at, query, k, query, list(among), user, at),
         )
 
     async def _message_hits(
@@ -382,6 +432,11 @@ def _redact(url: str) -> str:
     credentials, _, host = rest.rpartition("@")
     user = credentials.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+
+
+# The cosine of a memory's normalized vector to the normalized query (bound once more).
+_DOT = "(SELECT sum(a * b) FROM unnest(m.vector, ?::real[]) AS t(a, b))"
+_ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
 
 
 def _normalized(vector: Sequence[float]) -> list[float]:

@@ -30,16 +30,32 @@ pytestmark = pytest.mark.anyio
 Store = SQLiteStorage | PostgresStorage
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "pgvector"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """SQLite (sqlite-vec), PostgreSQL without pgvector (the exact search in SQL) and
+    PostgreSQL with it (the HNSW index)."""
     storage: Store
     if request.param == "sqlite":
         storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
     else:
-        server: PostgresServer = request.getfixturevalue("pg_server")
+        fixture = "pg_server" if request.param == "postgres" else "pgvector_server"
+        server: PostgresServer = request.getfixturevalue(fixture)
         storage = await PostgresStorage.open(server.new_database(), segment_gap=600)
     async with storage:
         yield storage
+
+
+async def test_postgres_uses_pgvector_where_the_server_has_it(
+    store: Store, request: pytest.FixtureRequest
+) -> None:
+    await store.use_embedder("tests:Fixed", 3)
+    if isinstance(store, PostgresStorage):
+        async with store._transaction() as db:
+            ((indexes,),) = await db.execute_fetchall(
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_hnsw'", ()
+            )
+        with_pgvector = request.node.callspec.params["store"] == "pgvector"
+        assert (store._pgvector, indexes) == (with_pgvector, int(with_pgvector))
 
 
 def exact_cosine(a: Sequence[float], b: Sequence[float]) -> float:
