@@ -95,6 +95,28 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
     assert similarity == pytest.approx(1.0, abs=1e-5)
 
 
+async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking(
+    store: Store,
+) -> None:
+    """384 dimensions: indexed as bits on SQLite, as HNSW with pgvector; the ten nearest
+    agree with exact brute-force cosine on at least 95% of places."""
+    await store.use_embedder("tests:Wide", 384)
+    rng = random.Random(11)
+    memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(400)]
+    vectors = {m.id: [rng.gauss(0, 1) for _ in range(384)] for m in memories}
+    await store.set_memory_vectors([(m, vectors[m.id]) for m in memories])
+    agree = 0
+    for _ in range(10):
+        query = [rng.gauss(0, 1) for _ in range(384)]
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))[:10]
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+        assert len(hits) == 10
+        agree += len(set(exact) & {m.id for m, _ in hits})
+        for memory, similarity in hits:  # the similarities themselves are exact
+            assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-4)
+    assert agree >= 95
+
+
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.use_embedder("tests:Fixed", 3)
     kept = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
