@@ -1,7 +1,7 @@
 """Vector recall at scale, a section of bench/compose.py: a store of N memories with a
 vector each (a deterministic 384-dimension embedder), then the nearest-memories query,
 whole compositions with the embedder configured while a 1 ms ticker watches the event
-loop, and recall@10 of the database's search against exact brute-force cosine (numpy).
+loop (and, for comparison, the ticker alone on the same machine), and recall@10 of the database's search against exact brute-force cosine (numpy).
 
 Goals (issue 29): compose p99 ≤ 5 ms at 50,000 memories and ≤ 10 ms at 500,000; the
 event loop never blocked more than 5 ms by recall; recall@10 ≥ 0.95.
@@ -140,17 +140,23 @@ async def measure_vectors(folder: Path, now: float, turns: int) -> dict[str, Any
             Frontmind.open(data, config, model=NoModel(), clock=lambda: now) as fm,
             loaded(fm, CONTINUUM),
         ):
-            worst = 0.0
+            lateness: list[float] = []
 
             async def ticker() -> None:
-                nonlocal worst
                 while True:
                     started = time.perf_counter()
                     await anyio.sleep(0.001)
-                    worst = max(worst, time.perf_counter() - started - 0.001)
+                    lateness.append(time.perf_counter() - started - 0.001)
 
             for _ in range(20):
                 await fm.compose(CONTINUUM, next(taken))
+            # The ticker alone first: on a shared machine the OS makes it late too, and
+            # the lateness compositions add is what recall is judged by.
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                await anyio.sleep(2.0)
+                tg.cancel_scope.cancel()
+            idle, lateness = sorted(lateness), []
             samples = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ticker)
@@ -159,8 +165,14 @@ async def measure_vectors(folder: Path, now: float, turns: int) -> dict[str, Any
                     composed = await fm.compose(CONTINUUM, next(taken))
                     samples.append(time.perf_counter() - started)
                 tg.cancel_scope.cancel()
+            busy = sorted(lateness)
             results["compose"] = summary(samples)
-            results["loop_blocked_max_ms"] = worst * 1000
+            results["loop_late_ms"] = {
+                "idle_p99": idle[int(len(idle) * 0.99)] * 1000,
+                "idle_max": idle[-1] * 1000,
+                "composing_p99": busy[int(len(busy) * 0.99)] * 1000,
+                "composing_max": busy[-1] * 1000,
+            }
             results["compose_statuses"] = {s.name: s.status for s in composed.sections}
             results["memories_shown"] = composed.notification.count("\n- (")
     return results

@@ -14,11 +14,13 @@ and dialect under it:
   planned and run in one statement (storage/_fts_plan_sql.py).
 - One process owns the file: a continuum's lease is the core's in-process count alone.
 - Vector recall: sqlite-vec's `vec0` table `memory_vec` (rowid = the memory's id,
-  partitioned by owner; wide vectors as bits, their candidates then ranked by the exact
-  cosine of the stored float32 vectors), loaded into every connection, reader and
-  writer, when the `vectors` extra is installed. Loading an extension needs a sqlite3
-  module built to allow it: Python's own where it is (most Linux builds), otherwise
-  sqlean.py, the same module with extension loading built in (the extra installs it).
+  partitioned by owner, float32, cosine), loaded into every connection, reader and
+  writer, when the `vectors` extra is installed. sqlite-vec searches exactly (it has no
+  approximate index yet); bits instead of floats were 15 times faster and missed too
+  many neighbours (recall@10 0.42 to 0.91 at 50,000 memories: bench/compose.py).
+  Loading an extension needs a sqlite3 module built to allow it: Python's own where it
+  is (most Linux builds), otherwise sqlean.py, the same module with extension loading
+  built in (the extra installs it).
 """
 
 from __future__ import annotations
@@ -46,17 +48,6 @@ from ._sql import MEMORY, Connection, SQLStore
 __all__ = ["SQLiteStorage"]
 
 _VEC_MAX_K = 4096  # sqlite-vec's largest k
-# Wide vectors are indexed as bits (one per dimension, its sign: Hamming distance, 32
-# times less to scan than float32), then the candidates ranked exactly: k × 16 + 64.
-_OVERSAMPLE, _OVERSAMPLE_FLOOR = 16, 64
-
-
-def _binary(dimensions: int) -> bool:
-    """Whether vectors of this dimension are indexed as bits (narrow ones stay float:
-    a few bits say too little about them)."""
-    return dimensions >= 128 and dimensions % 8 == 0
-
-
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 _READER_MMAP_BYTES = 256 * 1024 * 1024
@@ -392,14 +383,9 @@ class SQLiteStorage(SQLStore):
             )
         if reset:
             await db.execute("DROP TABLE IF EXISTS memory_vec", ())
-        column = (
-            f"embedding bit[{dimensions}]"
-            if _binary(dimensions)
-            else f"embedding float[{dimensions}] distance_metric=cosine"
-        )
         await db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec"
-            f" USING vec0(owner TEXT PARTITION KEY, {column})",
+            "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(owner TEXT PARTITION KEY,"
+            f" embedding float[{dimensions}] distance_metric=cosine)",
             (),
         )
 
@@ -409,14 +395,9 @@ class SQLiteStorage(SQLStore):
         await self._unindex_vectors(db, [memory_id for memory_id, _ in vectors])
         await db.executemany(
             "INSERT INTO memory_vec (rowid, owner, embedding)"
-            f" SELECT id, owner, {self._quantized('?')} FROM memories WHERE id = ?",
+            " SELECT id, owner, ? FROM memories WHERE id = ?",
             [(encode_vector(vector), memory_id) for memory_id, vector in vectors],
         )
-
-    def _quantized(self, vector: str) -> str:
-        """The SQL of a vector (a float32 blob) as the index keeps it."""
-        wide = self._dimensions is not None and _binary(self._dimensions)
-        return f"vec_quantize_binary({vector})" if wide else vector
 
     async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
         # With no embedder in use here the index may not even be loadable; a row left
@@ -430,23 +411,20 @@ class SQLiteStorage(SQLStore):
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
-        # The index is searched within the user's partition; the candidates are then
-        # joined to their memories, expired ones left out, and ranked by the exact cosine
-        # of the memories' own vectors (as are `among`). More candidates than k are
-        # asked for: with binary vectors, so that the exact ranking puts back what the
-        # quantization reordered (recall@10 ≥ 0.95, bench/compose.py); with float ones,
-        # so that expired memories rarely leave fewer than k.
-        wide = _binary(len(vector))
-        candidates = k * _OVERSAMPLE + _OVERSAMPLE_FLOOR if wide else k + k // 2 + 8
+        # The index is searched within the user's partition (exact: sqlite-vec scans
+        # it, in C, off the event loop); the nearest are then joined to their memories,
+        # expired ones left out (a few more are asked for, so that expired ones rarely
+        # leave fewer than k), and the similarities of `among` read from the memories'
+        # own vectors.
         return await self._read(
             "WITH near AS MATERIALIZED (SELECT rowid AS id FROM memory_vec"
-            f" WHERE embedding MATCH {self._quantized(':vector')} AND k = :k AND owner = :user)"
+            " WHERE embedding MATCH :vector AND k = :k AND owner = :user)"
             f" {MEMORY}, 1 - vec_distance_cosine(m.embedding, :vector) FROM memories m"
             " WHERE m.id IN (SELECT id FROM near UNION ALL SELECT value FROM json_each(:among))"
             f" AND {_ALIVE} AND m.embedding IS NOT NULL",
             {
                 "vector": encode_vector(vector),
-                "k": min(candidates, _VEC_MAX_K),
+                "k": min(k + k // 2 + 8, _VEC_MAX_K),
                 "user": user,
                 "at": at,
                 "among": json.dumps(list(among)),
