@@ -1,7 +1,8 @@
 """Vector recall at scale, a section of bench/compose.py: a store of N memories with a
 vector each (a deterministic 384-dimension embedder), then the nearest-memories query,
 whole compositions with the embedder configured while a 1 ms ticker watches the event
-loop (and, for comparison, the ticker alone on the same machine), and recall@10 of the database's search against exact brute-force cosine (numpy).
+loop (and, for comparison, the ticker alone on the same machine), and recall@10 of the
+database's search against exact brute-force cosine (numpy).
 
 Goals (issue 29): compose p99 ≤ 5 ms at 50,000 memories and ≤ 10 ms at 500,000; the
 event loop never blocked more than 5 ms by recall; recall@10 ≥ 0.95.
