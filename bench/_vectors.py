@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,18 @@ import anyio
 import numpy as np
 
 from actors import MemorySettings
-from actors._recall import embedder_name
+from actors._recall import embedder_name, recall
 from bench._common import loaded, summary
 from bench._store import CONTINUUM, WORDS, build_store, sentence
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
-from storage import DEFAULT_USER, SCHEMA_VERSION, SQLiteStorage
+from storage import DEFAULT_USER, SCHEMA_VERSION, PostgresStorage, SQLiteStorage
 
 DIMENSIONS = 384
 SPEC = "bench._vectors:BenchEmbedder"
 BATCH = 5_000
 
-__all__ = ["BenchEmbedder", "measure_vectors", "vector_store"]
+__all__ = ["BenchEmbedder", "measure_vectors", "postgres_vectors", "vector_store"]
 
 
 def _word_matrix() -> dict[str, np.ndarray]:
@@ -124,6 +124,19 @@ async def measure_vectors(folder: Path, now: float, turns: int) -> dict[str, Any
             [m.id for m, _ in await storage.nearest_memories(DEFAULT_USER, v, k=10, now=now)]
             for v in vectors
         ]
+
+        async def recalls() -> None:
+            for _ in range(turns):
+                await recall(
+                    storage, DEFAULT_USER, next(taken), limit=5, now=now, embedder=embedder
+                )
+
+        # Recall alone (keyword search, the query's embedding, the nearest, the blend)
+        # while the ticker runs, beside the ticker alone: what recall adds to the loop.
+        results["loop_late_ms"] = {
+            "idle": await _lateness(lambda: anyio.sleep(2.0)),
+            "recalling": await _lateness(recalls),
+        }
     ids, matrix = _all_vectors(folder / "frontmind.db")
     agree = 0
     for vector, got in zip(vectors, found, strict=True):
@@ -141,42 +154,40 @@ async def measure_vectors(folder: Path, now: float, turns: int) -> dict[str, Any
             Frontmind.open(data, config, model=NoModel(), clock=lambda: now) as fm,
             loaded(fm, CONTINUUM),
         ):
-            lateness: list[float] = []
-
-            async def ticker() -> None:
-                while True:
-                    started = time.perf_counter()
-                    await anyio.sleep(0.001)
-                    lateness.append(time.perf_counter() - started - 0.001)
-
             for _ in range(20):
                 await fm.compose(CONTINUUM, next(taken))
-            # The ticker alone first: on a shared machine the OS makes it late too, and
-            # the lateness compositions add is what recall is judged by.
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
-                await anyio.sleep(2.0)
-                tg.cancel_scope.cancel()
-            idle, lateness = sorted(lateness), []
             samples = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ticker)
+
+            async def compositions() -> None:
                 for _ in range(turns):
                     started = time.perf_counter()
-                    composed = await fm.compose(CONTINUUM, next(taken))
+                    await fm.compose(CONTINUUM, next(taken))
                     samples.append(time.perf_counter() - started)
-                tg.cancel_scope.cancel()
-            busy = sorted(lateness)
+
+            results["loop_late_ms"]["composing"] = await _lateness(compositions)
+            composed = await fm.compose(CONTINUUM, next(taken))
             results["compose"] = summary(samples)
-            results["loop_late_ms"] = {
-                "idle_p99": idle[int(len(idle) * 0.99)] * 1000,
-                "idle_max": idle[-1] * 1000,
-                "composing_p99": busy[int(len(busy) * 0.99)] * 1000,
-                "composing_max": busy[-1] * 1000,
-            }
             results["compose_statuses"] = {s.name: s.status for s in composed.sections}
             results["memories_shown"] = composed.notification.count("\n- (")
     return results
+
+
+async def _lateness(work: Callable[[], Awaitable[object]]) -> dict[str, float]:
+    """How late a 1 ms ticker on the event loop runs while `work` does (p99, max ms)."""
+    late: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            started = time.perf_counter()
+            await anyio.sleep(0.001)
+            late.append(time.perf_counter() - started - 0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await work()
+        tg.cancel_scope.cancel()
+    late.sort()
+    return {"p99": late[int(len(late) * 0.99)] * 1000, "max": late[-1] * 1000}
 
 
 async def vector_store(cache: Path, memories: int, rebuild: bool) -> tuple[Path, float]:
@@ -190,3 +201,51 @@ async def vector_store(cache: Path, memories: int, rebuild: bool) -> tuple[Path,
         marker.write_text(repr(now))
         print(f"  (store built in {time.perf_counter() - started:.0f} s)")
     return folder, float(marker.read_text())
+
+
+async def postgres_vectors(url: str, memories: int, rounds: int = 300) -> dict[str, Any]:
+    """bench/postgres.py's section: `memories` memories with a vector each in a fresh
+    database, then the nearest-memories query (p50/p99) and its recall@10."""
+    rng = random.Random(5)
+    embedder = BenchEmbedder()
+    now = time.time()
+    texts = [sentence(rng, 12) for _ in range(memories)]
+    matrix = embedder.vectors(texts)
+    ids: list[int] = []
+    async with await PostgresStorage.open(url) as storage:
+        await storage.use_embedder(embedder_name(SPEC, embedder), DIMENSIONS)
+        for start in range(0, memories, BATCH):
+            async with storage._transaction() as db:
+                for text in texts[start : start + BATCH]:
+                    ids.append(await storage._insert_memory(db, DEFAULT_USER, text, now, None, 0.5))
+            batch = await storage.memories_without_vectors(limit=BATCH)
+            rows = matrix[start : start + len(batch)].tolist()
+            await storage.set_memory_vectors(list(zip(batch, rows, strict=True)))
+            print(f"\r  {start + len(batch):,} memories", end="", flush=True)
+        print()
+        queries = embedder.vectors([sentence(rng, 14) for _ in range(100)]).tolist()
+        cycle = itertools.cycle(queries)
+        samples = []
+        for i in range(rounds + 20):
+            started = time.perf_counter()
+            await storage.nearest_memories(DEFAULT_USER, next(cycle), k=20, now=now)
+            if i >= 20:
+                samples.append(time.perf_counter() - started)
+        found = [
+            [m.id for m, _ in await storage.nearest_memories(DEFAULT_USER, q, k=10, now=now)]
+            for q in queries
+        ]
+        pgvector = bool(getattr(storage, "_pgvector", False))
+    normalized = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    id_array = np.array(ids)
+    agree = 0
+    for query, got in zip(queries, found, strict=True):
+        q = np.array(query, "f4")
+        exact = id_array[np.argsort(-(normalized @ (q / np.linalg.norm(q))))[:10]]
+        agree += len(set(exact.tolist()) & set(got))
+    return {
+        "memories": memories,
+        "pgvector_hnsw": pgvector,
+        "nearest_k20": summary(samples),
+        "recall_at_10": agree / (10 * len(queries)),
+    }

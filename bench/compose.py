@@ -130,9 +130,13 @@ async def _vector_section(memories: int, turns: int, rebuild: bool) -> dict[str,
         f"{_ms(result['nearest_k20'], 'p99_us')} ms; compose median/p99"
         f" {_ms(result['compose'], 'median_us')} /{_ms(result['compose'], 'p99_us')} ms"
         + (f" (goal p99 ≤ {goal:.0f} ms)" if goal else "")
-        + f"\n  1 ms ticker late p99/max {late['composing_p99']:.2f}/"
-        f"{late['composing_max']:.2f} ms while composing, {late['idle_p99']:.2f}/"
-        f"{late['idle_max']:.2f} ms alone (goal: recall adds ≤ 5 ms)"
+        + "\n  1 ms ticker late p99/max (ms): {} recalling, {} composing, {} alone".format(
+            *(
+                f"{late[k]['p99']:.2f}/{late[k]['max']:.2f}"
+                for k in ("recalling", "composing", "idle")
+            )
+        )
+        + " (goal: recall adds ≤ 5 ms)"
         f"\n  recall@10 {result['recall_at_10']:.3f} (goal ≥ 0.95); load {_load()}"
     )
     return {**result, "load": _load()}
