@@ -368,19 +368,19 @@ class PostgresStorage(SQLStore):
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
         query = _normalized(vector)
-        nearest = (
-            # HNSW: the index's nearest, filtered to the user's live memories.
-            "SELECT m.id FROM memories m WHERE m.owner = ? AND m.vec IS NOT NULL"
-            f" AND {_ALIVE} ORDER BY m.vec <=> ?::real[]::vector LIMIT ?"
-            if self._pgvector
-            # Exact: every live vector of the user, scored in the database.
-            else "SELECT m.id FROM memories m WHERE m.owner = ? AND m.vector IS NOT NULL"
-            f" AND {_ALIVE} ORDER BY {_DOT} DESC LIMIT ?"
-        )
+        if self._pgvector:
+            # HNSW: the index's nearest, filtered to the user's live memories; pgvector
+            # computes the similarities too.
+            similarity = "1 - (m.vec <=> ?::real[]::vector)"
+            nearest = f"m.vec IS NOT NULL AND {_ALIVE} ORDER BY m.vec <=> ?::real[]::vector"
+        else:  # exact: every live vector of the user, scored in the database
+            similarity = _DOT
+            nearest = f"m.vector IS NOT NULL AND {_ALIVE} ORDER BY {_DOT} DESC"
         return await self._read(
-            f"WITH near AS MATERIALIZED ({nearest})"
-            f" {MEMORY}, {_DOT} FROM memories m"
-            f" WHERE (m.id IN (SELECT id FROM near) OR m.id = ANY(?::bigint[]))"
+            f"WITH near AS MATERIALIZED (SELECT m.id FROM memories m WHERE m.owner = ?"
+            f" AND {nearest} LIMIT ?)"
+            f" {MEMORY}, {similarity} FROM memories m"
+            " WHERE m.id = ANY(ARRAY(SELECT id FROM near) || ?::bigint[])"
             f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}",
             (user, at, query, k, query, list(among), user, at),
         )
