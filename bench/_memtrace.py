@@ -54,7 +54,7 @@ def _watch() -> None:
 def main() -> None:
     tracemalloc.start(1)
     threading.Thread(target=_watch, daemon=True).start()
-    from frontmind._cli import main as frontmind_main
+    from frontmind.cli._main import main as frontmind_main
 
     frontmind_main()
 

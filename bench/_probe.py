@@ -174,7 +174,7 @@ def main() -> None:
     _composer.scatter_gather = _timed_scatter  # type: ignore[attr-defined]
     _composer.ComposerActor._lag_allowance = _timed_allowance  # type: ignore[method-assign]
     atexit.register(_dump)
-    from frontmind._cli import main as frontmind_main
+    from frontmind.cli._main import main as frontmind_main
 
     frontmind_main()
 

@@ -4,7 +4,7 @@ Two scripts with the same 50 messages (chat, reminders, memories, searches, tool
 - `benchmark`: quick exchanges (1 to 4 minutes apart) with a lunch break and a night;
 - `realistic`: seeded pauses, 15 of the 49 between 5 and 60 minutes and two overnight,
   the rest 1 to 4 minutes.
-Each run goes through `frontmind simulate` (frontmind/_simulate.py): the real turn path
+Each run goes through `frontmind simulate` (frontmind/cli/_simulate.py): the real turn path
 against the local API's cache simulator on a simulated clock, so entries expire over the
 pauses as they would. Per run: input cost in base-price tokens (the API's multipliers),
 tokens read, written and uncached, and the avoidable misses: turns whose first call read
@@ -32,9 +32,9 @@ from zoneinfo import ZoneInfo
 
 from actors import ModelSettings
 from bench._common import RESULTS, run, write_results
-from frontmind._demo import LAUNCH_PLAN
 from frontmind._exceptions import EdgeError
-from frontmind._simulate import (
+from frontmind.cli._demo import LAUNCH_PLAN
+from frontmind.cli._simulate import (
     LAYOUTS,
     POLICIES,
     WARM,

@@ -29,8 +29,8 @@ from actors import AnthropicModel, summary_instruction
 from actors._background import transcript
 from bench._common import run, write_results
 from frontmind import Config, Frontmind
-from frontmind._demo import SimulatedClock
-from frontmind._render import input_cost
+from frontmind._cost import input_cost
+from frontmind.cli._demo import SimulatedClock
 from frontmind.localapi import LocalMessagesAPI
 from storage import SegmentJob, TurnUsage
 

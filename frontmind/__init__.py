@@ -6,45 +6,63 @@
         async for event in fm.turn("ada", "hello"):
             ...
 
-This is the public face: the library (`Frontmind`), its configuration, the events a turn
-streams, what a trinket author needs, and the errors to catch. Importing it loads no
-HTTP server; the daemon loads when `frontmind serve` runs. The local Messages API is
-`frontmind.localapi` and stands alone.
+This is the public face: the library (`Frontmind`), its configuration, the daemon's
+client, the events a turn streams, what trinket and tool authors need, and the errors to
+catch. The rooms beside it serve other audiences: `frontmind.server` (the daemon, for
+operators), `frontmind.cli` (the `frontmind` command) and `frontmind.localapi` (the local
+Messages API, which stands alone).
+
+Names load on first use (PEP 562), so `import frontmind` is cheap and importing one of
+the rooms (`frontmind.localapi` above all) does not drag in the model client, storage or
+the actors through this package.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from actors import (
-    Busy,
-    FrontmindError,
-    ModelError,
-    TextDelta,
-    Tool,
-    ToolFinished,
-    ToolStarted,
-    Trinket,
-    Turn,
-    TurnCompleted,
-    TurnError,
-    TurnEvent,
-    TurnStarted,
-    escape_field,
-    escape_text,
-    tool,
-)
-from storage import InvalidInput, MessageTooLarge, NotFound, StorageError
+if TYPE_CHECKING:
+    from actors import (
+        Busy,
+        FrontmindError,
+        ModelError,
+        TextDelta,
+        Tool,
+        ToolFinished,
+        ToolStarted,
+        Trinket,
+        Turn,
+        TurnCompleted,
+        TurnError,
+        TurnEvent,
+        TurnStarted,
+        escape_field,
+        escape_text,
+        tool,
+    )
+    from storage import InvalidInput, MessageTooLarge, NotFound, StorageError
 
-from ._client import Client, ContinuumSummary, Page
-from ._exceptions import ClientError, ConfigError
-from ._frontmind import Frontmind, TurnStream
-from .config import Config, load_config
+    from ._client import Client, ContinuumSummary, Page
+    from ._exceptions import ClientError, ConfigError
+    from ._frontmind import Frontmind, TurnStream
+    from .config import Config, load_config
 
-try:
-    __version__ = version("frontmind")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+    __version__: str
+
+# Where each public name lives; it is imported from there the first time it is asked for.
+_HOMES = {
+    "actors": (
+        "Busy FrontmindError ModelError TextDelta Tool ToolFinished ToolStarted Trinket Turn "
+        "TurnCompleted TurnError TurnEvent TurnStarted escape_field escape_text tool"
+    ),
+    "storage": "InvalidInput MessageTooLarge NotFound StorageError",
+    "frontmind._client": "Client ContinuumSummary Page",
+    "frontmind._exceptions": "ClientError ConfigError",
+    "frontmind._frontmind": "Frontmind TurnStream",
+    "frontmind.config": "Config load_config",
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
 
 __all__ = [
     "Busy",
@@ -78,3 +96,27 @@ __all__ = [
     "load_config",
     "tool",
 ]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("frontmind")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0.0.0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _HOME_OF:
+        value = getattr(importlib.import_module(_HOME_OF[name]), name)
+    else:
+        raise AttributeError(f"module 'frontmind' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,5 +1,5 @@
 """`python -m frontmind`: the same as the `frontmind` command."""
 
-from ._cli import main
+from .cli import main
 
 main()

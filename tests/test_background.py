@@ -15,7 +15,8 @@ import pytest
 
 from actors import SUMMARY_MARKER
 from frontmind import Frontmind, tool
-from frontmind._render import input_cost, render_stats
+from frontmind._cost import input_cost
+from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, segment_job_payload
 from tests._harness import FakeClock, completed, config, frontmind, run_turn

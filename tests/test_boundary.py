@@ -298,8 +298,8 @@ async def test_previews_of_unknown_continuums_leave_no_actors(tmp_path: Path) ->
 async def test_the_daemon_refuses_bad_instants_and_survives_bad_turns(tmp_path: Path) -> None:
     import httpx2
 
-    from frontmind._daemon import build_app
-    from frontmind.localapi._asgi import serve_app
+    from frontmind.server._asgi import serve_app
+    from frontmind.server._daemon import build_app
     from tests._daemon import turn
 
     async with (

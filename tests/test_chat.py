@@ -17,7 +17,7 @@ import pexpect
 import pyte
 import pytest
 
-from frontmind._chat import HISTORY_FILE
+from frontmind.cli._chat import HISTORY_FILE
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 

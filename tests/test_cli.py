@@ -11,7 +11,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from frontmind._demo import DEMO_SCRIPT, run_demo
+from frontmind.cli._demo import DEMO_SCRIPT, run_demo
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -20,7 +20,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
-from frontmind._demo import input_cost
+from frontmind._cost import input_cost
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
 
@@ -349,7 +349,7 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
 
 def test_static_files_are_in_the_source_tree() -> None:
     # Guard against a file the page imports but the package would not ship.
-    static = ROOT / "frontmind" / "console" / "static"
+    static = ROOT / "frontmind" / "server" / "console" / "static"
     names = {p.name for p in static.iterdir()}
     assert {"index.html", "app.js", "api.js", "console.css"} <= names
     for script in static.glob("*.js"):

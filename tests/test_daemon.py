@@ -13,8 +13,8 @@ import pytest
 
 from actors import ModelEvent, ModelRequest
 from frontmind import Config, Frontmind
-from frontmind._daemon import build_app
-from frontmind.localapi._asgi import serve_app
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
 from tests._daemon import daemon, run_cli, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -16,8 +16,8 @@ from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_c
 from actors._conversation import _system_entry
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
-from frontmind._render import render_context, render_stats
-from frontmind._simulate import OraclePolicy, parse_script
+from frontmind.cli._render import render_context, render_stats
+from frontmind.cli._simulate import OraclePolicy, parse_script
 from frontmind.localapi import LocalMessagesAPI, ManualClock
 from storage import TtlChoice, TurnRecord, TurnUsage
 from tests._daemon import run_cli

@@ -10,11 +10,11 @@ import httpx2
 import pytest
 
 from frontmind import Config, Frontmind
-from frontmind._daemon import build_app, resolve_token
 from frontmind._exceptions import BudgetExceeded, ConfigError, DataDirLocked
 from frontmind._frontmind import NoModel
 from frontmind.config import DocumentsConfig, OfflineConfig, ServerConfig, TurnSettings, load_config
-from frontmind.localapi._asgi import serve_app
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app, resolve_token
 from tests._daemon import daemon, run_cli, sse_events
 from tests._raw import address, closed_by_server, raw_request, read_response
 

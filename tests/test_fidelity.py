@@ -21,7 +21,6 @@ from actors._layout import build_request
 from actors._llm import _Assembly, _event_decoder
 from actors._messages import SystemSection
 from actors._settings import CacheSettings
-from frontmind._daemon import build_app
 from frontmind.localapi import (
     LocalMessagesAPI,
     Reply,
@@ -30,8 +29,9 @@ from frontmind.localapi import (
     ReplyToolUse,
     ScriptedResponder,
 )
-from frontmind.localapi._asgi import serve_app
 from frontmind.localapi._thinking import ThinkingSigner
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
 from storage import (
     DEFAULT_USER,
     ContinuumModel,

@@ -11,8 +11,8 @@ import httpx2
 import pytest
 
 from frontmind import Config, Frontmind
-from frontmind._daemon import build_app
 from frontmind._frontmind import NoModel
+from frontmind.server._daemon import build_app
 from tests._daemon import daemon
 from tests._raw import address
 from tests.fuzz_cases import Case, RouteInfo, corpus

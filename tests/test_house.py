@@ -197,21 +197,50 @@ def test_the_readme_lists_the_public_api() -> None:
         assert f"`{name}`" in readme, name
 
 
-def test_import_frontmind_loads_no_http_server() -> None:
-    code = (
-        "import sys, frontmind\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('uvicorn', 'starlette', 'frontmind'))\n"
-        "print(' '.join(loaded))\n"
-    )
+def _loaded_by(statement: str) -> set[str]:
+    """The top-level packages and project modules a fresh interpreter holds after it."""
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))\n"
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, check=True
     )
-    loaded = result.stdout.decode().split()
+    return set(result.stdout.decode().split())
+
+
+def test_import_frontmind_loads_no_http_server() -> None:
+    loaded = _loaded_by("import frontmind")
     assert "frontmind" in loaded
-    assert not [m for m in loaded if m.split(".")[0] in ("uvicorn", "starlette")], loaded
-    assert "frontmind._daemon" not in loaded
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {"uvicorn", "starlette", "anthropic", "actors", "storage"}, tops
+    assert not {m for m in loaded if m.startswith(("frontmind.server", "frontmind.cli"))}
     assert "frontmind.localapi" not in loaded
+    # Names still arrive on first use, from the modules behind the face.
+    used = _loaded_by("from frontmind import Frontmind, TurnCompleted")
+    assert {"actors", "storage", "frontmind._frontmind"} <= used
+    assert not {m.split(".")[0] for m in used} & {"uvicorn", "starlette"}
+
+
+def test_the_local_api_loads_nothing_else_of_the_project() -> None:
+    """`frontmind.localapi` stands alone by every path, `frontmind/__init__` included."""
+    loaded = _loaded_by("import frontmind.localapi")
+    assert "frontmind.localapi" in loaded
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {"actors", "storage", "runtime", "anthropic", "aiosqlite"}, tops
+    project = {m for m in loaded if m.startswith("frontmind.")}
+    assert all(m.startswith("frontmind.localapi") for m in project), project
+
+
+def test_each_room_is_served_to_its_audience() -> None:
+    """The library face at the top, the daemon in `server`, the commands in `cli`."""
+    import frontmind.cli
+    import frontmind.server
+
+    assert set(frontmind.server.__all__) == {"build_app", "serve"}
+    assert set(frontmind.cli.__all__) == {"main"}
+    rooms = {p.name for p in (ROOT / "frontmind").iterdir() if p.is_dir()} - {"__pycache__"}
+    assert rooms == {"server", "cli", "localapi"}
+    # The daemon's server and its console live in the server room, not in the local API.
+    assert not (ROOT / "frontmind" / "localapi" / "_asgi.py").exists()
+    assert (ROOT / "frontmind" / "server" / "console" / "static" / "app.js").exists()
 
 
 def test_the_local_api_estimates_tokens_as_frontmind_does() -> None:
@@ -223,7 +252,7 @@ def test_the_local_api_estimates_tokens_as_frontmind_does() -> None:
 
 def test_internals_stay_importable_from_private_modules() -> None:
     assert importlib.import_module("frontmind._frontmind").NoModel is not None
-    assert importlib.import_module("frontmind._daemon").build_app is not None
+    assert importlib.import_module("frontmind.server._daemon").build_app is not None
     assert importlib.import_module("frontmind._errors").WIRE_ERRORS
 
 

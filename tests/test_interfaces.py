@@ -31,11 +31,11 @@ from frontmind import (
     TurnCompleted,
     TurnStarted,
 )
-from frontmind._daemon import build_app
-from frontmind._metrics import Metrics
-from frontmind._openapi import openapi
 from frontmind._wire import from_wire, to_wire
-from frontmind.localapi._asgi import serve_app
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
+from frontmind.server._metrics import Metrics
+from frontmind.server._openapi import openapi
 from storage import DEFAULT_USER, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from tests._daemon import daemon
 from tests._harness import config

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 
-import frontmind._daemon  # noqa: F401  (everything the daemon imports is alive)
-from frontmind._startup import freeze_startup_objects
+import frontmind.server._daemon  # noqa: F401  (everything the daemon imports is alive)
+from frontmind.server._startup import freeze_startup_objects
 
 
 def test_a_full_collection_no_longer_walks_the_startup_objects() -> None:

@@ -13,8 +13,9 @@ import pytest
 from actors import AnthropicModel, SettingsError, TaskTimers, validate_settings
 from actors._conversation import WARM_MESSAGE
 from frontmind import Frontmind
-from frontmind._demo import SimulatedClock, input_cost
-from frontmind._simulate import ScriptTurn, simulate_run
+from frontmind._cost import input_cost
+from frontmind.cli._demo import SimulatedClock
+from frontmind.cli._simulate import ScriptTurn, simulate_run
 from frontmind.localapi import LocalMessagesAPI
 from storage import TurnUsage
 from tests._harness import START, cache_marks, completed, config, run_turn

@@ -20,7 +20,7 @@ from ._responder import (
     Responder,
     ScriptedResponder,
 )
-from ._schema import MessagesRequest
+from ._schema import MessagesRequest, TextBlock, ToolResultBlock
 from ._server import LocalMessagesAPI
 from ._thinking import REDACTED_TRIGGER, ThinkingSigner
 from ._tokens import BLOCK_FRAMING_TOKENS, IMAGE_TOKENS, estimate_text_tokens
@@ -52,7 +52,9 @@ __all__ = [
     "ScriptedResponder",
     "Stall",
     "StatusFault",
+    "TextBlock",
     "ThinkingSigner",
+    "ToolResultBlock",
     "estimate_text_tokens",
     "find_model",
     "min_cacheable_tokens",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ._app import LocalAPIState, RecordedRequest, build_app
-from ._asgi import ServedApp, serve_app
 from ._clock import Clock, MonotonicClock
 from ._faults import Fault, Latency
 from ._responder import DefaultResponder, Responder
+from ._serve import serve_local
 
 __all__ = ["LocalMessagesAPI"]
 
@@ -40,14 +39,14 @@ class LocalMessagesAPI:
         )
         self._host = host
         self._port = port
-        self._served: ServedApp | None = None
-        self._context: AbstractAsyncContextManager[ServedApp] | None = None
+        self._url: str | None = None
+        self._context: AbstractAsyncContextManager[str] | None = None
 
     @property
     def base_url(self) -> str:
-        if self._served is None:
+        if self._url is None:
             raise RuntimeError("the local Messages API is not running")
-        return self._served.url
+        return self._url
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -67,7 +66,7 @@ class LocalMessagesAPI:
 
     async def __aenter__(self) -> LocalMessagesAPI:
         self._context = self._serve()
-        self._served = await self._context.__aenter__()
+        self._url = await self._context.__aenter__()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -75,9 +74,7 @@ class LocalMessagesAPI:
         try:
             await self._context.__aexit__(*exc_info)
         finally:
-            self._served = None
+            self._url = None
 
-    @asynccontextmanager
-    async def _serve(self) -> AsyncIterator[ServedApp]:
-        async with serve_app(build_app(self.state), self._host, self._port) as served:
-            yield served
+    def _serve(self) -> AbstractAsyncContextManager[str]:
+        return serve_local(build_app(self.state), self._host, self._port)

@@ -16,8 +16,8 @@ import msgspec
 from actors import ModelRequest, TurnEvent
 from storage import Document, Memory, Reminder
 
-from ._errors import WIRE_ERRORS
-from ._wire import (
+from .._errors import WIRE_ERRORS
+from .._wire import (
     ContinuumPage,
     DocumentBody,
     DocumentPage,

@@ -36,9 +36,9 @@ from actors import (
 )
 from storage import StorageError
 
-from ._client import Client
-from ._exceptions import EdgeError
-from ._frontmind import Frontmind
+from .._client import Client
+from .._exceptions import EdgeError
+from .._frontmind import Frontmind
 from ._render import render_context, render_stats
 
 if TYPE_CHECKING:  # prompt_toolkit loads only for an interactive terminal

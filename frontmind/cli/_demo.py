@@ -23,11 +23,12 @@ import msgspec
 from actors import AnthropicModel, ComposerSettings, ModelSettings, TurnCompleted, TurnError
 from storage import TurnRecord, TurnUsage
 
-from ._frontmind import Frontmind
-from .config import Config
-from .localapi import LocalMessagesAPI
+from .._cost import input_cost
+from .._frontmind import Frontmind
+from ..config import Config
+from ..localapi import LocalMessagesAPI
 
-__all__ = ["DEMO_SCRIPT", "LayoutTotals", "input_cost", "run_conversation", "run_demo"]
+__all__ = ["DEMO_SCRIPT", "LayoutTotals", "SimulatedClock", "run_conversation", "run_demo"]
 
 ZONE = "Europe/Berlin"
 START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo(ZONE)).timestamp()
@@ -70,10 +71,6 @@ Frontmind launch plan (owner: the user).
 Contacts: Dana Ortiz (press, prefers email), Lee Park (venue), Sam Ito (video).
 """
 
-# Input price relative to the base rate: uncached 1x, cache writes 1.25x (5m) or 2x (1h),
-# cache reads 0.1x (the API's published multipliers).
-WEIGHTS = {"uncached": 1.0, "write_5m": 1.25, "write_1h": 2.0, "read": 0.1}
-
 
 class SimulatedClock:
     """One clock for the app (called) and the local API's cache (`now()`)."""
@@ -112,16 +109,6 @@ class SimulatedClock:
             fired += 1
         self._now = max(self._now, at)
         return fired
-
-
-def input_cost(usage: TurnUsage) -> float:
-    """Input cost in base-price tokens, with the API's multipliers."""
-    return (
-        usage.input_tokens * WEIGHTS["uncached"]
-        + usage.cache_creation_5m * WEIGHTS["write_5m"]
-        + usage.cache_creation_1h * WEIGHTS["write_1h"]
-        + usage.cache_read_input_tokens * WEIGHTS["read"]
-    )
 
 
 class LayoutTotals(msgspec.Struct, frozen=True):

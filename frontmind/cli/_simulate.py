@@ -56,13 +56,20 @@ from actors._settings import Channel
 from actors._ttl import CHOICES, TTL_SECONDS, history_entry_after
 from storage import StorageError, TtlChoice, TurnRecord, check_message
 
-from ._demo import SimulatedClock, input_cost
-from ._exceptions import EdgeError
-from ._frontmind import Frontmind
-from .config import Config
-from .localapi import LocalMessagesAPI, MessagesRequest, Reply, ReplyText
-from .localapi._responder import DefaultResponder
-from .localapi._schema import TextBlock, ToolResultBlock
+from .._cost import input_cost
+from .._exceptions import EdgeError
+from .._frontmind import Frontmind
+from ..config import Config
+from ..localapi import (
+    DefaultResponder,
+    LocalMessagesAPI,
+    MessagesRequest,
+    Reply,
+    ReplyText,
+    TextBlock,
+    ToolResultBlock,
+)
+from ._demo import SimulatedClock
 
 __all__ = [
     "LAYOUTS",

@@ -23,11 +23,11 @@ import msgspec
 from actors import FrontmindError
 from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_id
 
-from ._exceptions import EdgeError
-from ._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
-from ._groups import unwrap_group
+from .._exceptions import EdgeError
+from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
+from .._groups import unwrap_group
+from ..config import Config, default_data_dir, load_config
 from ._logs import configure_logging
-from .config import Config, default_data_dir, load_config
 
 __all__ = ["main"]
 
@@ -53,7 +53,7 @@ def _announce_daemon(url: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    from ._daemon import serve
+    from ..server._daemon import serve
 
     _run(
         lambda: serve(
@@ -166,7 +166,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_users(args: argparse.Namespace) -> None:
-    from ._users import new_token, token_digest
+    from .._users import new_token, token_digest
 
     async def main() -> None:
         # Storage alone (no actors, no model): this works beside a running daemon, which
@@ -198,7 +198,7 @@ def cmd_users(args: argparse.Namespace) -> None:
 
 
 def cmd_local_api(args: argparse.Namespace) -> None:
-    from .localapi import LocalMessagesAPI
+    from ..localapi import LocalMessagesAPI
 
     async def main() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 

@@ -29,8 +29,8 @@ import anyio
 import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._errors import wire_error
-from ._exceptions import (
+from .._errors import wire_error
+from .._exceptions import (
     BodyTooLarge,
     EdgeError,
     ForbiddenRequest,

@@ -13,7 +13,7 @@ export function blockTokens(text) {
   return estimateTokens(text) + BLOCK_FRAMING_TOKENS;
 }
 
-// Input cost in base-price tokens, as frontmind/_demo.py's input_cost: uncached 1x,
+// Input cost in base-price tokens, as frontmind/_cost.py's input_cost: uncached 1x,
 // 5-minute cache write 1.25x, 1-hour write 2x, cache read 0.1x.
 export const WEIGHTS = { uncached: 1, write5m: 1.25, write1h: 2, read: 0.1 };
 

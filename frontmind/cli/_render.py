@@ -12,6 +12,8 @@ import msgspec
 from actors import COMPACT_DELIMITER, DELIMITER, ModelRequest, block_kind, estimate_tokens
 from storage import Job, TurnRecord, TurnUsage
 
+from .._cost import input_cost
+
 __all__ = ["render_context", "render_stats"]
 
 _TAG = re.compile(r"^<([a-z_][a-z0-9_]*)>", re.IGNORECASE)
@@ -101,18 +103,6 @@ def _percentiles(values: Sequence[float]) -> str:
         return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
     return f"p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  p99 {pick(0.99):.1f}  max {ordered[-1]:.1f}"
-
-
-def input_cost(usage: TurnUsage) -> float:
-    """Input cost in base-price tokens with the API's multipliers (uncached 1x, cache
-    writes 1.25x for 5m and 2x for 1h, reads 0.1x), as the demo counts it."""
-    unsplit = usage.cache_creation_input_tokens - usage.cache_creation_5m - usage.cache_creation_1h
-    return (
-        usage.input_tokens
-        + 1.25 * (usage.cache_creation_5m + max(unsplit, 0))
-        + 2.0 * usage.cache_creation_1h
-        + 0.1 * usage.cache_read_input_tokens
-    )
 
 
 def render_background(records: Sequence[TurnRecord], jobs: Sequence[Job]) -> list[str]:

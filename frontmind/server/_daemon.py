@@ -4,7 +4,7 @@ Errors are `{"error": {"type": ..., "message": ...}}` with a fitting status. Bad
 never changes what is stored, and the daemon keeps serving. A client that disconnects
 mid-stream cancels its turn cleanly. SIGTERM/SIGINT: stop accepting, let running turns
 finish within the grace period (then cancel them cleanly), exit 0. The routes, bodies
-and events are described at /openapi.json (frontmind/_openapi.py).
+and events are described at /openapi.json (frontmind/server/_openapi.py).
 
 Users: every request acts as one user and sees only that user's data, on every route.
 The admin token (`--token` / FRONTMIND_TOKEN) acts as user `default` and alone may add
@@ -38,16 +38,11 @@ from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStar
 from runtime import KernelError
 from storage import DEFAULT_USER, InvalidInput, StorageError, TurnUsage, check_continuum_id
 
-from ._console import console_routes, is_console_path
-from ._demo import input_cost
-from ._errors import wire_error
-from ._exceptions import ConfigError, Forbidden
-from ._frontmind import Frontmind, TurnStream
-from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
-from ._metrics import CONTENT_TYPE, Metrics
-from ._openapi import DOCS_PAGE, openapi_json
-from ._startup import freeze_startup_objects
-from ._wire import (
+from .._cost import input_cost
+from .._errors import wire_error
+from .._exceptions import ConfigError, Forbidden
+from .._frontmind import Frontmind, TurnStream
+from .._wire import (
     ContinuumPage,
     DocumentBody,
     DocumentPage,
@@ -73,8 +68,13 @@ from ._wire import (
     summarize,
     to_wire,
 )
-from .config import Config, RuntimeConfig, load_config
-from .localapi._asgi import SocketLimits, is_loopback, serve_app
+from ..config import Config, RuntimeConfig, load_config
+from ._asgi import SocketLimits, is_loopback, serve_app
+from ._console import console_routes, is_console_path
+from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
+from ._metrics import CONTENT_TYPE, Metrics
+from ._openapi import DOCS_PAGE, openapi_json
+from ._startup import freeze_startup_objects
 
 K = TypeVar("K")
 

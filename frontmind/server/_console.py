@@ -1,6 +1,6 @@
 """The console: a single-page web app served by the daemon itself at /ui/.
 
-Its files ship inside the package (frontmind/console/static/, package data), plain ES
+Its files ship inside the package (frontmind/server/console/static/, package data), plain ES
 modules with no build step. The page holds no data: it asks for the token and reads
 everything through the token-guarded API, so the files themselves are public. Any
 /ui/ path that names no file (a deep link such as /ui/continuums/c1) is answered with

@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 from actors import TurnCompleted
 from storage import TurnUsage
 
-from ._gc import full_collections
+from .._gc import full_collections
 
 __all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
 

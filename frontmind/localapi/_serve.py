@@ -1,0 +1,70 @@
+"""Running the local API's ASGI app with uvicorn inside the caller's task group.
+
+The socket is bound before uvicorn starts, so port 0 works and the URL is known at once.
+Signals are left to the owner (uvicorn's handlers would re-raise SIGTERM after shutdown).
+This is a test double's server: no connection limits or edge hardening, which belong to
+Frontmind's daemon (`frontmind.server`), not to a stand-in for Anthropic's API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Generator
+from typing import Any
+
+import anyio
+import uvicorn
+
+__all__ = ["serve_local"]
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = anyio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+
+@contextlib.asynccontextmanager
+async def serve_local(app: Any, host: str, port: int) -> AsyncIterator[str]:
+    """Serve `app` on host:port until the block ends; yields the base URL."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    bound = sock.getsockname()[1]
+    url = f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False, ws="none")
+    server = _Server(config)
+
+    async def run() -> None:
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            server.ready.set()
+            sock.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await server.ready.wait()
+        if not server.started:
+            raise OSError(f"the local Messages API on {url} failed to start")
+        try:
+            yield url
+        finally:
+            server.should_exit = True
+            server.force_exit = True
