@@ -218,10 +218,13 @@ async def postgres_vectors(url: str, memories: int, rounds: int = 300) -> dict[s
             async with storage._transaction() as db:
                 for text in texts[start : start + BATCH]:
                     ids.append(await storage._insert_memory(db, DEFAULT_USER, text, now, None, 0.5))
-            batch = await storage.memories_without_vectors(limit=BATCH)
-            rows = matrix[start : start + len(batch)].tolist()
-            await storage.set_memory_vectors(list(zip(batch, rows, strict=True)))
-            print(f"\r  {start + len(batch):,} memories", end="", flush=True)
+            # Vectors as the worker writes them: a few hundred per transaction (an HNSW
+            # insert costs a graph search each).
+            row_of = {memory_id: row for row, memory_id in enumerate(ids)}
+            while batch := await storage.memories_without_vectors(limit=500):
+                rows = [matrix[row_of[m.id]].tolist() for m in batch]
+                await storage.set_memory_vectors(list(zip(batch, rows, strict=True)))
+            print(f"\r  {len(ids):,} memories", end="", flush=True)
         print()
         queries = embedder.vectors([sentence(rng, 14) for _ in range(100)]).tolist()
         cycle = itertools.cycle(queries)

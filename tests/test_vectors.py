@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from actors import SettingsError
+from frontmind.localapi import LocalMessagesAPI
 from storage import (
     DEFAULT_USER,
     InvalidInput,
@@ -22,7 +24,9 @@ from storage import (
     SQLiteStorage,
     TurnUsage,
 )
+from tests._daemon import run_cli
 from tests._factories import turn
+from tests._harness import config, frontmind
 from tests._postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
@@ -182,3 +186,61 @@ async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: 
     with pytest.raises(InvalidInput, match="k must be"):
         await store.nearest_memories(DEFAULT_USER, [1.0, 0.0], k=0)
     assert await store.count_memories_without_vectors() == 1
+
+
+# -- through Frontmind: the embedder's lifecycle and its deadline ---------------------
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+async def test_another_embedder_re_embeds_in_the_background(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    first = config(memory={"embedder": "tests._embedder:ConceptEmbedder"})
+    async with frontmind(api, tmp_path, cfg=first) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        await fm.remember("Green tea every morning")
+        assert await fm.storage.count_memories_without_vectors() == 2
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 0
+    code, out, err = await run_cli("stats", "--data-dir", str(tmp_path))
+    assert code == 0, err
+    assert "memory vectors  0 waiting" in out
+    second = config(memory={"embedder": "tests._embedder:RenamedConceptEmbedder"})
+    async with frontmind(api, tmp_path, cfg=second) as fm:
+        # Opening dropped the old vectors (the storage tests show none is used after);
+        # the worker, woken at startup too, embeds the memories again.
+        assert isinstance(fm.storage, SQLiteStorage)
+        ((recorded,),) = await fm.storage._read("SELECT model FROM vector_model")
+        assert recorded == "tests._embedder:RenamedConceptEmbedder concepts-v2"
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 0
+        assert "Ingrid" in (await fm.compose("ada", "Tell me about my sibling")).notification
+
+
+async def test_a_late_embedder_leaves_the_turn_to_keywords(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    cfg = config(
+        memory={"embedder": "tests._embedder:BlockedEmbedder", "embed_deadline_ms": 20},
+        composer={"deadline_ms": 5000},
+    )
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        composed = await fm.compose("ada", "What does my sister like?")
+        # The keyword hit is shown although the embedder never answered.
+        assert "Ingrid" in composed.notification
+        assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
+
+
+async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    cfg = config(memory={"embedder": "tests._embedder:BrokenEmbedder"})
+    with pytest.raises(SettingsError, match=r"BrokenEmbedder.*the embeddings service is down"):
+        async with frontmind(api, tmp_path, cfg=cfg):
+            pass
