@@ -131,6 +131,8 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
+    if not 0 < settings.memory.same_memory_cosine <= 1:
+        raise SettingsError("memory.same_memory_cosine: must be in (0, 1]")
     if not settings.memory.embed_deadline_ms > 0:
         raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
@@ -287,6 +289,7 @@ class Engine:
                 busy=self._busy_continuums,
                 clock=clock,
                 embedder=embedder,
+                same_cosine=settings.memory.same_memory_cosine,
             ),
             name=background_name(),
             mailbox=16,

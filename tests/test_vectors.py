@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from actors import SettingsError
-from frontmind.localapi import LocalMessagesAPI
+from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import (
     DEFAULT_USER,
     InvalidInput,
@@ -26,7 +26,7 @@ from storage import (
 )
 from tests._daemon import run_cli
 from tests._factories import turn
-from tests._harness import config, frontmind
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
@@ -244,3 +244,40 @@ async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
     with pytest.raises(SettingsError, match=r"BrokenEmbedder.*the embeddings service is down"):
         async with frontmind(api, tmp_path, cfg=cfg):
             pass
+
+
+@pytest.mark.parametrize("embedder", [None, "tests._embedder:ConceptEmbedder"])
+async def test_extraction_updates_a_memory_of_the_same_meaning(
+    tmp_path: Path, embedder: str | None
+) -> None:
+    """With an embedder, a proposal whose cosine to a stored memory passes
+    `memory.same_memory_cosine` updates it; by words alone (overlap 0.375) it is new."""
+    digest = (
+        '{"title": "Family", "summary": "Ingrid.", "memories": ['
+        '{"text": "The user has a sibling called Ingrid", "importance": 0.7},'
+        '{"text": "Green tea every morning", "importance": 0.4}]}'
+    )
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", digest)
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, cfg=config(memory={"embedder": embedder}), clock=clock) as fm,
+    ):
+        sister = await fm.remember("Ingrid is the user's sister")
+        await fm.run_background()  # its vector, with an embedder
+        completed(await run_turn(fm, "ada", "my sister visited"))
+        clock.advance(30 * 60 + 1)
+        completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+        await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        assert job.state == "done"
+        texts = {m.id: m.text for m in await fm.memories()}
+        if embedder is None:
+            assert len(texts) == 3
+            assert texts[sister.id] == "Ingrid is the user's sister"
+        else:
+            assert len(texts) == 2  # updated in place, not copied
+            assert texts[sister.id] == "The user has a sibling called Ingrid"
+            # Its new text waited for a new vector, which the worker wrote.
+            assert await fm.storage.count_memories_without_vectors() == 0
