@@ -36,11 +36,11 @@ The dialect hooks, only where the databases really differ:
   and searched in one statement: they are on every turn's path), `_segment_match`,
   `_index_segment` (a summary into SQLite's segment index), and `_count_terms` /
   `_uncount_terms` (PostgreSQL's per-word document counts, which plan its searches).
-
 - vector recall: `_prepare_vectors` (the index for an embedder's dimension),
   `_index_vectors` / `_unindex_vectors` (kept with the memories, in their transaction)
   and `_nearest_rows` (the k nearest, answered in the database: sqlite-vec's `vec0` on
-  SQLite, an exact dot product over normalized `real[]` on PostgreSQL).
+  SQLite; pgvector's HNSW index on PostgreSQL, or where the server lacks it an exact
+  dot product over normalized `real[]` vectors).
 
 Built on next: export, import and migration between stores, and deleting a user, are
 written here once, over `_read` and `_transaction`.
@@ -121,7 +121,7 @@ from ._validation import (
     to_epoch,
 )
 
-__all__ = ["MAX_NEAREST", "MEMORY", "Connection", "SQLStore"]
+__all__ = ["MEMORY", "Connection", "SQLStore"]
 
 MAX_DIMENSIONS = 4096  # an embedder's widest vector
 MAX_NEAREST = 1000  # the most memories one vector search returns
