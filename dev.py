@@ -22,8 +22,8 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 EXTRAS = {
     "demo": "speed",
-    "test": "dev,speed,postgres",
-    "bench": "dev,speed,bench,postgres",
+    "test": "dev,speed,postgres,vectors",
+    "bench": "dev,speed,bench,postgres,vectors",
 }
 
 

@@ -93,7 +93,7 @@ from ._placement import (
     SectionSpec,
 )
 from ._prompt import DEFAULT_BASE_PROMPT
-from ._recall import Embedder
+from ._recall import Embedder, prepare_embedder
 from ._server_tools import ServerTool, ServerToolSupport, no_server_tool_data, server_tools
 from ._settings import (
     CacheSettings,
@@ -241,6 +241,7 @@ __all__ = [
     "parse_digest",
     "plan",
     "policy_for",
+    "prepare_embedder",
     "render_notification_center",
     "row_from_facts",
     "server_tools",

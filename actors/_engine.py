@@ -146,6 +146,10 @@ def validate_settings(
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
+    if not 0 < settings.memory.same_memory_cosine <= 1:
+        raise SettingsError("memory.same_memory_cosine: must be in (0, 1]")
+    if not settings.memory.embed_deadline_ms > 0:
+        raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
         load_embedder(settings.memory.embedder)  # a bad name fails at startup
     if not 0 < settings.history.keep_fraction <= 1:
@@ -207,6 +211,7 @@ def builtin_trinkets(
                 directory=d,
                 embedder=embedder,
                 weight=settings.memory.embedding_weight,
+                embed_deadline=settings.memory.embed_deadline_ms / 1000,
             ),
         ),
     ]
@@ -314,6 +319,7 @@ class Engine:
                 busy=self._busy_continuums,
                 clock=clock,
                 embedder=embedder,
+                same_cosine=settings.memory.same_memory_cosine,
             ),
             name=background_name(),
             mailbox=16,

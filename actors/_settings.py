@@ -104,6 +104,12 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 
     embedder: str | None = None
     embedding_weight: float = 0.5
+    # The query's embedding within a turn: later than this, that turn's recall uses
+    # keywords alone (inside the composer's own deadline for the section).
+    embed_deadline_ms: float = 150.0
+    # With an embedder, an extracted memory whose cosine to a stored one reaches this
+    # updates it instead of adding a copy (without: word overlap, actors/_digest.py).
+    same_memory_cosine: float = 0.9
 
 
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

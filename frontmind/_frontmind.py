@@ -52,6 +52,7 @@ from actors import (
     estimate_tokens,
     mcp_servers,
     no_server_tool_data,
+    prepare_embedder,
     server_tools,
     validate_settings,
 )
@@ -330,6 +331,9 @@ class Frontmind:
             # The config's model is checked before anything starts (online: after the
             # Models API had its say; offline: against the data alone).
             validate_settings(config, catalog=await models.meet(config.model.name))
+            if config.memory.embedder is not None:
+                # Its dimension checked and recorded with the vectors before any turn.
+                await prepare_embedder(config.memory.embedder, storage)
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )

@@ -123,7 +123,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
         async with await SQLiteStorage.open(path) as storage:
             records = await storage.turns(args.user, args.continuum, limit=100_000)
             jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
-        print(render_stats(records, jobs))
+            waiting = await storage.count_memories_without_vectors()
+        print(render_stats(records, jobs, waiting_vectors=waiting))
 
     _run(main)
 

@@ -169,11 +169,17 @@ def _dollars(value: float | None) -> str:
 
 
 def render_stats(
-    records: Sequence[TurnRecord], jobs: Sequence[Job] = (), catalog: ModelCatalog | None = None
+    records: Sequence[TurnRecord],
+    jobs: Sequence[Job] = (),
+    catalog: ModelCatalog | None = None,
+    *,
+    waiting_vectors: int | None = None,
 ) -> str:
-    """`catalog`: the prices (None: the shipped model data)."""
+    """`catalog`: the prices (None: the shipped model data); `waiting_vectors`: with an
+    embedder, how many memories the background worker has still to embed."""
+    vectors = [] if waiting_vectors is None else [f"memory vectors  {waiting_vectors} waiting"]
     if not records:
-        return "no turns recorded yet"
+        return "\n".join(["no turns recorded yet", *vectors])
     catalog = catalog or shipped_catalog()
     done = [r for r in records if r.status == "completed"]
     statuses = Counter(r.status for r in records)
@@ -227,4 +233,5 @@ def render_stats(
             "beside the tokens"
         )
     lines.extend(render_background(records, jobs, catalog))
+    lines.extend(vectors)
     return "\n".join(lines)
