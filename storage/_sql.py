@@ -490,9 +490,11 @@ class SQLStore(ABC):
         cid = record.continuum_id
         async with self._transaction() as db:
             if await _rows(
-                db, "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                db,
+                "SELECT 1 FROM turns WHERE id = ? AND (status = 'completed' OR owner != ?)",
+                (record.turn_id, user),
             ):
-                return False  # a retried commit of a turn already stored
+                return False  # a retried commit of a turn already stored, or another user's
             await self._add_continuum(db, user, record)
             # The row lock (PostgreSQL) orders concurrent commits of one continuum.
             ((base,),) = await _rows(
@@ -502,7 +504,7 @@ class SQLStore(ABC):
                 (user, cid),
             )
             if not await self._put_turn(db, user, record):
-                return False  # the turn's id is taken by another user's turn
+                return False  # stored meanwhile (by another replica)
             await db.executemany(
                 "INSERT INTO messages"
                 " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
