@@ -41,7 +41,13 @@ from ._thinking import ThinkingSigner, effective_thinking
 from ._tokens import canonical_json, estimate_text_tokens
 from ._validate import VERSIONS, ApiError, cache_controls, decode_request, validate
 
-__all__ = ["ConnectionDropped", "LocalAPIState", "RecordedRequest", "build_app"]
+__all__ = [
+    "ConnectionDropped",
+    "LocalAPIState",
+    "RecordedRequest",
+    "build_app",
+    "count_request_tokens",
+]
 
 _FAULT_HEADER = "x-localapi-fault"
 _COUNT_MAX_TOKENS = 1 << 30  # count_tokens takes no max_tokens; no thinking budget reaches it
@@ -446,6 +452,16 @@ def _accept(
     return parsed, model
 
 
+def count_request_tokens(
+    request: MessagesRequest, version: str, beta: bool, signer: ThinkingSigner
+) -> int:
+    """What `count_tokens` answers: the request's input tokens as `usage` would add them
+    up (docs: token counting, "the same count a Messages request would report")."""
+    checked, model = validate(request, version, beta=beta)
+    _check_signatures(checked, model, signer)
+    return sum(block.tokens for block in prefix_blocks(checked))
+
+
 def build_app(state: LocalAPIState) -> Starlette:
     async def messages(request: Request) -> Response:
         request_id = _new_id("req")
@@ -513,9 +529,7 @@ def build_app(state: LocalAPIState) -> Starlette:
                 context_management=parsed.context_management,
                 mcp_servers=parsed.mcp_servers,
             )
-            checked, model = validate(as_messages, version, beta=beta)
-            _check_signatures(checked, model, state.signer)
-            total = sum(block.tokens for block in prefix_blocks(checked))
+            total = count_request_tokens(as_messages, version, beta, state.signer)
         except ApiError as error:
             return _error_response(error, request_id)
         return JSONResponse({"input_tokens": total}, headers={"request-id": request_id})
