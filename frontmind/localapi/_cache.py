@@ -430,10 +430,13 @@ class CacheSimulator:
                 entry.expires_at = max(entry.expires_at, now + seconds)
         self._evict(now)
 
-    def lookup(self, request: MessagesRequest) -> CacheUsage:
+    def lookup(
+        self, request: MessagesRequest, blocks: list[PrefixBlock] | None = None
+    ) -> CacheUsage:
         """Read what can be read now (refreshing the hit) and plan the writes."""
         now = self._clock.now()
-        blocks = prefix_blocks(request)
+        if blocks is None:
+            blocks = prefix_blocks(request)
         cumulative: list[int] = []
         running = 0
         for block in blocks:

@@ -28,6 +28,7 @@ class LocalMessagesAPI:
         clock: Clock | None = None,
         latency: Latency | None = None,
         api_key: str | None = None,
+        verify_foreign_signatures: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -36,6 +37,7 @@ class LocalMessagesAPI:
             clock=clock or MonotonicClock(),
             latency=latency or Latency(),
             api_key=api_key,
+            verify_foreign_signatures=verify_foreign_signatures,
         )
         self._host = host
         self._port = port
