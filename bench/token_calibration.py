@@ -141,7 +141,7 @@ def cassette_samples(root: Path) -> list[tuple[str, dict[str, Any], int]]:
 def local_count(body: dict[str, Any]) -> int | str:
     """The local API's count, or why it refused the request."""
     body = {k: v for k, v in body.items() if k not in ("stream",)}
-    body.setdefault("max_tokens", 1 << 20)
+    body.setdefault("max_tokens", MODELS[body["model"]].max_output)
     try:
         request = msgspec.json.decode(json.dumps(body).encode(), type=MessagesRequest)
         return count_request_tokens(request, "2023-06-01", True, ThinkingSigner())

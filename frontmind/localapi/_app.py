@@ -21,7 +21,7 @@ from ._catalog import model_json, model_page
 from ._clock import Clock, MonotonicClock
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
-from ._models import ModelInfo
+from ._models import ModelInfo, find_model
 from ._responder import (
     DefaultResponder,
     Reply,
@@ -91,13 +91,16 @@ class LocalAPIState:
     signer: ThinkingSigner = field(default_factory=ThinkingSigner)
     # refuse thinking signatures this server did not make (by default they are opaque)
     verify_foreign_signatures: bool = False
+    # "calibrated" (the live API's counts, near enough) or "plain" (4 bytes a token, 3 a
+    # block: for tests that add tokens up by hand)
+    token_counts: str = "calibrated"
     served: int = 0
     # perf_counter() when each response's last byte was produced (benchmarks read it)
     finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
 
     def __post_init__(self) -> None:
         self.requests = deque(maxlen=self.record_limit)
-        self.cache = CacheSimulator(self.clock)
+        self.cache = CacheSimulator(self.clock, self.token_counts == "plain")
 
 
 def _new_id(prefix: str) -> str:
@@ -132,6 +135,12 @@ def _check_headers(request: Request, state: LocalAPIState) -> str:
     if version not in VERSIONS:
         raise ApiError(400, f"anthropic-version: {version!r} is not a valid version")
     return version
+
+
+def _count_max_tokens(model: str) -> int:
+    """count_tokens takes no max_tokens: the model's largest, so no rule on it trips."""
+    info = find_model(model)
+    return info.max_output if info is not None and info.max_output else _COUNT_MAX_TOKENS
 
 
 def _page_limit(raw: str) -> int:
@@ -525,12 +534,13 @@ def count_request_tokens(
     beta: bool,
     signer: ThinkingSigner,
     verify_foreign: bool = False,
+    plain: bool = False,
 ) -> int:
     """What `count_tokens` answers: the request's input tokens as `usage` would add them
     up (docs: token counting, "the same count a Messages request would report")."""
     checked, model = validate(request, version, beta=beta)
     _check_signatures(checked, model, signer, verify_foreign)
-    return sum(block.tokens for block in prefix_blocks(checked))
+    return sum(block.tokens for block in prefix_blocks(checked, plain))
 
 
 def build_app(state: LocalAPIState) -> Starlette:
@@ -556,7 +566,7 @@ def build_app(state: LocalAPIState) -> Starlette:
                 raise ApiError(500, str(exc)) from None
         except ApiError as error:
             return _error_response(error, request_id)
-        blocks = prefix_blocks(parsed)
+        blocks = prefix_blocks(parsed, state.token_counts == "plain")
         prompt = sum(block.tokens for block in blocks)
         if prompt > model.context_window:
             # Docs: context windows ("prompt is too long" when the input alone exceeds it).
@@ -599,7 +609,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             parsed = decode_request(body, CountTokensRequest)
             as_messages = MessagesRequest(
                 model=parsed.model,
-                max_tokens=_COUNT_MAX_TOKENS,
+                max_tokens=_count_max_tokens(parsed.model),
                 messages=parsed.messages,
                 system=parsed.system,
                 tools=parsed.tools,
@@ -614,7 +624,12 @@ def build_app(state: LocalAPIState) -> Starlette:
                 mcp_servers=parsed.mcp_servers,
             )
             total = count_request_tokens(
-                as_messages, version, beta, state.signer, state.verify_foreign_signatures
+                as_messages,
+                version,
+                beta,
+                state.signer,
+                state.verify_foreign_signatures,
+                state.token_counts == "plain",
             )
         except ApiError as error:
             return _error_response(error, request_id)

@@ -359,14 +359,74 @@ def _messages_context(request: MessagesRequest) -> bytes:
     ).encode()
 
 
-def prefix_blocks(request: MessagesRequest) -> list[PrefixBlock]:
+def _plain(
+    blocks: Iterator[tuple[str, bytes, float, str | None, str | None]],
+    request: MessagesRequest,
+) -> Iterator[tuple[str, bytes, float, str | None, str | None]]:
+    """The plain count: one token per 4 UTF-8 bytes of a block's text plus 3 per block
+    (an image 1,600), nothing for the request's structure. For tests that do token
+    arithmetic by hand (`LocalMessagesAPI(token_counts="plain")`)."""
+    texts = _plain_texts(request)
+    for (section, data, _, ttl, kind), (text, images) in zip(blocks, texts, strict=True):
+        yield section, data, (len(text.encode()) + 3) // 4 + 3 + images * IMAGE_TOKENS, ttl, kind
+
+
+def _plain_texts(request: MessagesRequest) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for tool in request.tools or ():
+        if tool.input_schema is not None:
+            text = tool.name + tool.description + canonical_json(tool.input_schema)
+        else:
+            text = canonical_json(msgspec.to_builtins(tool))
+        out.append((text + "\0" * 8, 0))  # 2 more tokens per tool
+    system = request.system
+    if isinstance(system, str):
+        system = [TextBlock(text=system)] if system else []
+    out.extend((block.text, 0) for block in system or ())
+    for message in context_messages(request.messages, MODELS.get(request.model)):
+        for block in _blocks(message):
+            out.append(_plain_text(block))
+    return out
+
+
+def _plain_text(block: Any) -> tuple[str, int]:
+    if isinstance(block, TextBlock):
+        return block.text, 0
+    if isinstance(block, ToolUseBlock | ServerToolUseBlock | McpToolUseBlock):
+        return block.name + canonical_json(block.input), 0
+    if isinstance(block, ThinkingBlock):
+        return block.thinking, 0
+    if isinstance(block, RedactedThinkingBlock):
+        return block.data, 0
+    if isinstance(block, ImageBlock):
+        return "", 1
+    if isinstance(block, DocumentBlock):
+        source = block.source
+        if source.get("type") == "text" and isinstance(source.get("data"), str):
+            return str(source["data"]), 0
+        return canonical_json(source), 0
+    if isinstance(block, SearchResultBlock):
+        return block.title + "\n" + "\n".join(p.text for p in block.content), 0
+    if isinstance(block, ToolResultBlock):
+        content = block.content
+        if content is None:
+            return "", 0
+        if isinstance(content, str):
+            return content, 0
+        parts = [_plain_text(part) for part in content]
+        return "\n".join(t for t, _ in parts), sum(n for _, n in parts)
+    return canonical_json(msgspec.to_builtins(block)), 0
+
+
+def prefix_blocks(request: MessagesRequest, plain: bool = False) -> list[PrefixBlock]:
     chain = hashlib.blake2b(request.model.encode(), digest_size=16).digest()
     blocks: list[PrefixBlock] = []
     position = -1
     previous_kind: str | None = None
     in_messages = False
     weight_so_far = 0.0
-    for section, data, weight, ttl, kind in flatten(request):
+    flat = flatten(request)
+    for section, data, weight, ttl, kind in _plain(flat, request) if plain else flat:
         # Whole tokens per block that add up to the rounded total.
         tokens = round(weight_so_far + weight) - round(weight_so_far)
         weight_so_far += weight
@@ -406,8 +466,9 @@ def _place_automatic(request: MessagesRequest, blocks: list[PrefixBlock]) -> Non
 
 
 class CacheSimulator:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, plain: bool = False) -> None:
         self._clock = clock
+        self._plain = plain
         self._entries: dict[bytes, _Entry] = {}
 
     def __len__(self) -> int:
@@ -436,7 +497,7 @@ class CacheSimulator:
         """Read what can be read now (refreshing the hit) and plan the writes."""
         now = self._clock.now()
         if blocks is None:
-            blocks = prefix_blocks(request)
+            blocks = prefix_blocks(request, self._plain)
         cumulative: list[int] = []
         running = 0
         for block in blocks:
