@@ -536,7 +536,8 @@ async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
 async def test_entries_are_readable_only_once_the_writer_responds(
     clients: Callable[..., anthropic.AsyncAnthropic],
 ) -> None:
-    async with LocalMessagesAPI(latency=Latency(time_to_first_token=0.2), token_counts="plain") as api:
+    latency = Latency(time_to_first_token=0.2)
+    async with LocalMessagesAPI(latency=latency, token_counts="plain") as api:
         client = clients(api.base_url)
         results: list[Any] = []
 

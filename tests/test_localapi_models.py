@@ -129,7 +129,8 @@ async def test_thinking_effort_and_tool_choice_follow_each_model(
         output_config={"effort": "xhigh"},
     )
     tools: Any = [{"name": "t", "input_schema": {"type": "object"}}]
-    for kind in ({"type": "any"}, {"type": "tool", "name": "t"}):
+    kinds: Any = ({"type": "any"}, {"type": "tool", "name": "t"})
+    for kind in kinds:
         await refused(
             client, "forced tool use", model="claude-fable-5-1", tools=tools, tool_choice=kind
         )
