@@ -469,3 +469,28 @@ async def test_counts_near_the_live_apis_published_figures(
     assert abs(auto.input_tokens - 572) / 572 <= 0.25  # the live API: 572
     assert abs(forced.input_tokens - 655) / 655 <= 0.25  # the live API: 655
     assert forced.input_tokens > auto.input_tokens
+
+
+async def test_a_reply_cut_at_max_tokens_reports_no_more_output_than_that() -> None:
+    # Docs (Messages API, max_tokens): the most tokens the model generates. The cut
+    # follows the calibrated count, so punctuation-dense text is cut shorter, never over.
+    prose = "It's 3:45 p.m. -- see https://example.com/a/b?c=d, (twice); ok?! " * 4
+    script = ScriptedResponder()
+    async with (
+        LocalMessagesAPI(responder=script) as api,
+        anthropic.AsyncAnthropic(api_key="k", base_url=api.base_url, max_retries=0) as sdk,
+    ):
+        for limit in (1, 2, 5, 17):
+            script.push(prose)
+            reply = await sdk.messages.create(
+                model="claude-opus-4-8", max_tokens=limit, messages=HI
+            )
+            assert reply.stop_reason == "max_tokens"
+            assert 1 <= reply.usage.output_tokens <= limit
+            text = "".join(b.text for b in reply.content if b.type == "text")
+            assert prose.startswith(text)
+            assert len(text) < len(prose)
+        script.push(prose)
+        whole = await sdk.messages.create(model="claude-opus-4-8", max_tokens=4096, messages=HI)
+        assert whole.stop_reason == "end_turn"
+        assert "".join(b.text for b in whole.content if b.type == "text") == prose

@@ -39,7 +39,7 @@ from ._schema import (
     ThinkingBlock,
 )
 from ._thinking import ThinkingSigner, effective_thinking
-from ._tokens import canonical_json, estimate_text_tokens
+from ._tokens import canonical_json, cut_to_tokens, estimate_text_tokens
 from ._validate import (
     VERSIONS,
     ApiError,
@@ -223,10 +223,6 @@ def _first_stop(text: str, sequences: list[str]) -> tuple[int, str] | None:
     return min(found) if found else None
 
 
-def _cut_text(text: str, tokens: int) -> str:
-    return text.encode()[: max(tokens, 0) * 4].decode("utf-8", "ignore")
-
-
 def _reply_blocks(
     reply: Reply, request: MessagesRequest, model: ModelInfo
 ) -> tuple[list[ReplyBlock], dict[str, Any]]:
@@ -265,10 +261,10 @@ def _plan(
             text = block.thinking
             limit = thinking.get("budget_tokens")
             if isinstance(limit, int) and estimate_text_tokens(text) > limit:
-                text = _cut_text(text, limit)
+                text = cut_to_tokens(text, limit)
             tokens = estimate_text_tokens(text)
             if used + tokens > budget:
-                text, tokens, stop = _cut_text(text, budget - used), budget - used, "max_tokens"
+                text, tokens, stop = cut_to_tokens(text, budget - used), budget - used, "max_tokens"
             if block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": signer.redact(text)})
             else:
@@ -283,7 +279,7 @@ def _plan(
                 text, stop, stop_sequence = text[: hit[0]], "stop_sequence", hit[1]
             tokens = estimate_text_tokens(text)
             if used + tokens > budget:
-                text = _cut_text(text, budget - used)
+                text = cut_to_tokens(text, budget - used)
                 tokens, stop, stop_sequence = estimate_text_tokens(text), "max_tokens", None
             if text:
                 blocks.append({"type": "text", "text": text})

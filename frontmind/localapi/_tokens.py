@@ -41,6 +41,7 @@ __all__ = [
     "FRAMING",
     "IMAGE_TOKENS",
     "canonical_json",
+    "cut_to_tokens",
     "estimate_text_tokens",
     "text_token_weight",
 ]
@@ -98,6 +99,24 @@ def text_token_weight(text: str) -> float:
 
 def estimate_text_tokens(text: str) -> int:
     return math.ceil(text_token_weight(text))
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """The longest head of `text`, cut between pieces, that the estimate counts at no more
+    than `tokens`: a reply cut at `max_tokens` never reports more output than that (docs:
+    Messages API, `max_tokens`, "the maximum number of tokens to generate")."""
+    end = 0
+    weight = 0.0
+    for match in _PIECES.finditer(text):
+        weight += text_token_weight(match.group(0))
+        if weight > tokens:
+            break
+        end = match.end()
+    head = text[:end]
+    # A head's pieces can differ from the whole text's at its end: settle on the count.
+    while head and estimate_text_tokens(head) > tokens:
+        head = head[:-1]
+    return head
 
 
 def canonical_json(value: Any) -> str:
