@@ -54,8 +54,10 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
             },
             "effort": {
                 "supported": bool(info.effort_levels),
-                **{lvl: _supported(lvl in info.effort_levels) for lvl in
-                   ("low", "medium", "high", "xhigh", "max")},
+                **{
+                    lvl: _supported(lvl in info.effort_levels)
+                    for lvl in ("low", "medium", "high", "xhigh", "max")
+                },
             },
             "image_input": _supported(info.image_input),
             "pdf_input": _supported(info.pdf_input),
