@@ -494,3 +494,104 @@ async def test_a_reply_cut_at_max_tokens_reports_no_more_output_than_that() -> N
         whole = await sdk.messages.create(model="claude-opus-4-8", max_tokens=4096, messages=HI)
         assert whole.stop_reason == "end_turn"
         assert "".join(b.text for b in whole.content if b.type == "text") == prose
+
+
+async def test_citations_for_documents_and_search_results(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Docs ("Citations", "Search results"): a source with citations enabled is cited by
+    # its location; indexes count documents and search results apart, in request order.
+    earlier: Any = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "Old notes."},
+    }
+    plain: Any = {
+        "type": "document",
+        "title": "Launch plan",
+        "source": {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": "The launch is on Friday. Marketing starts on Monday.",
+        },
+        "citations": {"enabled": True},
+    }
+    custom: Any = {
+        "type": "document",
+        "title": "Checklist",
+        "source": {
+            "type": "content",
+            "content": [{"type": "text", "text": "Book the hall."}, {"type": "text", "text": "x"}],
+        },
+        "citations": {"enabled": True},
+    }
+    uncited: Any = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "Not to be cited."},
+    }
+    found: Any = {
+        "type": "search_result",
+        "source": "https://example.com/cats",
+        "title": "Cats",
+        "content": [{"type": "text", "text": "Cats sleep 15 hours a day."}],
+        "citations": {"enabled": True},
+    }
+    search: Any = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}
+    answer: Any = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [found]}
+    messages: Any = [
+        {"role": "user", "content": [earlier, {"type": "text", "text": "Keep this."}]},
+        {"role": "assistant", "content": "Kept."},
+        {"role": "user", "content": "Search please."},
+        {"role": "assistant", "content": [search]},
+        {"role": "user", "content": [answer, plain, custom, uncited]},
+    ]
+    tools: Any = [{"name": "search", "description": "Search", "input_schema": {"type": "object"}}]
+    reply = await client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=1024, tools=tools, messages=messages
+    )
+    cited = [b.citations for b in reply.content if b.type == "text" and b.citations]
+    assert [[c.model_dump(exclude_none=True) for c in cs] for cs in cited] == [
+        [
+            {
+                "type": "search_result_location",
+                "cited_text": "Cats sleep 15 hours a day.",
+                "search_result_index": 0,
+                "source": "https://example.com/cats",
+                "title": "Cats",
+                "start_block_index": 0,
+                "end_block_index": 1,
+            }
+        ],
+        [
+            {
+                "type": "char_location",
+                "cited_text": "The launch is on Friday.",
+                "document_index": 1,  # the earlier message's document is index 0
+                "document_title": "Launch plan",
+                "start_char_index": 0,
+                "end_char_index": 24,
+            }
+        ],
+        [
+            {
+                "type": "content_block_location",
+                "cited_text": "Book the hall.",
+                "document_index": 2,
+                "document_title": "Checklist",
+                "start_block_index": 0,
+                "end_block_index": 1,
+            }
+        ],
+    ]
+    # Streamed: the same citations arrive as citations_delta events.
+    async with client.messages.stream(
+        model="claude-sonnet-4-6", max_tokens=1024, tools=tools, messages=messages
+    ) as stream:
+        streamed = await stream.get_final_message()
+    assert [b.citations for b in streamed.content if b.type == "text" and b.citations] == cited
+    # The cited reply goes back as history and is accepted.
+    history = [*messages, {"role": "assistant", "content": reply.to_dict()["content"]}]
+    history.append({"role": "user", "content": "thanks"})
+    again = await client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=1024, tools=tools, messages=history
+    )
+    assert not any(b.type == "text" and b.citations for b in again.content)

@@ -281,7 +281,9 @@ def _plan(
             if used + tokens > budget:
                 text = cut_to_tokens(text, budget - used)
                 tokens, stop, stop_sequence = estimate_text_tokens(text), "max_tokens", None
-            if text:
+            if text and block.citations:
+                blocks.append({"type": "text", "text": text, "citations": list(block.citations)})
+            elif text:
                 blocks.append({"type": "text", "text": text})
             used += tokens
         elif isinstance(block, ReplyRawBlock):
