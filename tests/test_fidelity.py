@@ -349,6 +349,44 @@ async def test_a_message_of_blocks_is_stored_and_replayed_byte_for_byte(
         assert await fm.storage.continuums(DEFAULT_USER) == []
 
 
+async def test_a_cited_reply_is_stored_and_replayed_with_its_citations(tmp_path: Path) -> None:
+    # The local API's default responder cites a document with citations enabled (docs:
+    # "Citations"); the streamed citations_delta events are kept on the stored reply and
+    # sent back unchanged on the next turn.
+    document = {
+        "type": "document",
+        "title": "Launch plan",
+        "source": {"type": "text", "media_type": "text/plain", "data": "It is on Friday. Yes."},
+        "citations": {"enabled": True},
+    }
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        events = [e async for e in fm.turn("c1", [document, {"type": "text", "text": "when?"}])]
+        completed(events)
+        reply = (await fm.history("c1"))[-1]
+        completed(await run_turn(fm, "c1", "thanks"))
+        sent = api.message_bodies()[-1]["messages"]
+    cited = [
+        json.loads(b.json) for b in reply.content if isinstance(b, RawBlock) and b.kind == "text"
+    ]
+    citation = {
+        "type": "char_location",
+        "cited_text": "It is on Friday.",
+        "document_index": 0,
+        "document_title": "Launch plan",
+        "start_char_index": 0,
+        "end_char_index": 16,
+    }
+    assert [c["citations"] for c in cited] == [[citation]]
+    replayed = [
+        {k: v for k, v in b.items() if k != "cache_control"}
+        for m in sent
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("citations")
+    ]
+    assert replayed == cited
+
+
 # -- stop reasons ----------------------------------------------------------------------------
 
 

@@ -246,11 +246,17 @@ def test_each_room_is_served_to_its_audience() -> None:
     assert (ROOT / "frontmind" / "server" / "console" / "static" / "app.js").exists()
 
 
-def test_the_local_api_estimates_tokens_as_frontmind_does() -> None:
-    samples = ["", "a", "abcd", "abcde", "\u00e9", "\uff2e", "\u2550" * 60, "x " * 99, "\U0001f980"]
-    for text in samples:
-        assert localapi_tokens.estimate_text_tokens(text) == actors.estimate_tokens(text), text
-    assert localapi_tokens.BLOCK_FRAMING_TOKENS == actors.BLOCK_FRAMING_TOKENS
+def test_the_local_api_estimates_tokens_near_frontmind() -> None:
+    """Frontmind budgets with 4 bytes a token; the local API counts with the formula
+    calibrated on the live API (bench/README.md, "Token counts"). On prose they stay
+    within a third of each other, so budgets and the cache guard keep their meaning."""
+    prose = (
+        "The quick brown fox jumps over the lazy dog. We decided to ship the launch on "
+        "Tuesday after the keynote; remind me to call Ana about the budget tomorrow. "
+    ) * 8
+    product = actors.estimate_tokens(prose)
+    local = localapi_tokens.estimate_text_tokens(prose)
+    assert abs(product - local) / local <= 0.35, (product, local)
 
 
 def test_internals_stay_importable_from_private_modules() -> None:

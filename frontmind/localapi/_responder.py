@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._citations import citations_for
 from ._schema import MessagesRequest, TextBlock, ToolDef, ToolResultBlock
 from ._thinking import REDACTED_TRIGGER
 
@@ -66,6 +67,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ReplyText:
     text: str
+    # Citation objects as the API returns them (docs: "Citations"); not counted as output.
+    citations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +345,14 @@ class DefaultResponder:
         instruction = " ".join(b.text for b in blocks if isinstance(b, TextBlock))
         if instruction.startswith(SUMMARY_MARKER):
             return summarise_segment(request, instruction)
+        cited = citations_for(request)
+        if cited:
+            return Reply(
+                (
+                    ReplyText("From the sources you gave:\n"),
+                    *(ReplyText(text, (citation,)) for text, citation in cited),
+                )
+            )
         results = [b for b in blocks if isinstance(b, ToolResultBlock)]
         if results:
             lines = []
