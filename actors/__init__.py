@@ -21,6 +21,7 @@ from ._events import (
 )
 from ._exceptions import (
     Busy,
+    ComposeTimeout,
     FrontmindError,
     InvalidModelSettings,
     ModelError,
@@ -31,6 +32,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ShuttingDown,
     ToolDefinitionError,
     TrinketLoadError,
 )
@@ -103,6 +105,7 @@ __all__ = [
     "CacheSettings",
     "CacheView",
     "Compose",
+    "ComposeTimeout",
     "Composed",
     "ComposerActor",
     "ComposerSettings",
@@ -133,6 +136,7 @@ __all__ = [
     "SectionSpec",
     "Settings",
     "SettingsError",
+    "ShuttingDown",
     "StreamDone",
     "StreamText",
     "SystemSection",

@@ -39,6 +39,7 @@ from storage import (
     TurnUsage,
     TurnWrite,
     UnknownContinuum,
+    error_type,
 )
 from storage import Storage as StoragePort
 
@@ -53,7 +54,13 @@ from ._events import (
     TurnEvent,
     TurnStarted,
 )
-from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._exceptions import (
+    ComposeTimeout,
+    FrontmindError,
+    ModelRefused,
+    ModelStreamError,
+    ShuttingDown,
+)
 from ._history import CompactHistory
 from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
 from ._llm import ModelClient, StreamDone
@@ -693,8 +700,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         yield TurnStarted(turn.turn_id, self._id)
         if deps.draining():
             reason = "the service is shutting down; this turn did not start"
-            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
-            yield TurnError("shutting_down", reason, turn.turn_id)
+            await self._record_unfinished(run, "cancelled", f"{ShuttingDown.type}: {reason}")
+            yield TurnError(ShuttingDown.type, reason, turn.turn_id)
             return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
@@ -761,12 +768,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
-        except (FrontmindError, KernelError, StorageError) as exc:
-            kind = (
-                exc.kind
-                if isinstance(exc, FrontmindError)
-                else ("storage_error" if isinstance(exc, StorageError) else "internal_error")
-            )
+        except (FrontmindError, KernelError) as exc:
+            kind = error_type(exc)
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)
             return
@@ -775,8 +778,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         except Exception as exc:
             log.exception("turn %s of %r failed", turn.turn_id, self._id)
             detail = f"{type(exc).__name__}: {exc}"
-            await self._record_unfinished(run, "failed", f"internal_error: {detail}")
-            yield TurnError("internal_error", f"the turn failed: {detail}", turn.turn_id)
+            kind = error_type(exc)
+            await self._record_unfinished(run, "failed", f"{kind}: {detail}")
+            yield TurnError(kind, f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
             await self._record_unfinished(run, "cancelled", "cancelled")

@@ -31,6 +31,7 @@ from storage import (
     TurnUsage,
     check_continuum_id,
     check_user_name,
+    error_type,
 )
 
 from ._background import BackgroundWorker, background_name
@@ -662,13 +663,14 @@ class _GuardedEvents(ReplyStream[TurnEvent]):
             )
             self._ended = True
             detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
+            kind = error_type(exc)
             record = msgspec.structs.replace(
-                self._record, finished_at=self._clock(), error=f"internal_error: {detail}"
+                self._record, finished_at=self._clock(), error=f"{kind}: {detail}"
             )
             # If the actor recorded the turn, this adds nothing (one record per turn id).
             with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
                 await self._storage.record_turn(self._user, record)
-            return TurnError("internal_error", detail, record.turn_id)
+            return TurnError(kind, detail, record.turn_id)
 
 
 @dataclass

@@ -22,8 +22,7 @@ import msgspec
 from actors import ModelRequest, TurnEvent
 from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
 
-from ._errors import FROM_WIRE
-from ._exceptions import ClientError
+from ._exceptions import FROM_WIRE, ClientError
 from ._wire import (
     ContinuumPage,
     ContinuumSummary,

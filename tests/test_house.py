@@ -253,7 +253,7 @@ def test_the_local_api_estimates_tokens_as_frontmind_does() -> None:
 def test_internals_stay_importable_from_private_modules() -> None:
     assert importlib.import_module("frontmind._frontmind").NoModel is not None
     assert importlib.import_module("frontmind.server._daemon").build_app is not None
-    assert importlib.import_module("frontmind._errors").WIRE_ERRORS
+    assert importlib.import_module("frontmind._exceptions").HTTP_STATUS
 
 
 @pytest.mark.slow

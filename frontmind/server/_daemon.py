@@ -29,10 +29,9 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from actors import FrontmindError
-from storage import DEFAULT_USER, StorageError
+from storage import DEFAULT_USER, FrontmindError, StorageError
 
-from .._exceptions import ConfigError
+from .._exceptions import ConfigError, wire_error
 from .._frontmind import Frontmind
 from ..config import Config, RuntimeConfig, load_config
 from ._asgi import SocketLimits, is_loopback, serve_app
@@ -97,7 +96,8 @@ class UserAuth:
                 resolved = await self._resolve(scope)
             except StorageError as exc:
                 log.error("token lookup failed", exc_info=exc)
-                await error_response(503, "storage_unavailable", str(exc))(scope, receive, send)
+                status, kind = wire_error(exc)
+                await error_response(status, kind, str(exc))(scope, receive, send)
                 return
             if resolved is None:
                 response = error_response(401, "unauthorized", "missing or wrong bearer token")
@@ -171,7 +171,6 @@ def build_app(
             404: not_found,
             405: not_allowed,
             FrontmindError: known_error,
-            StorageError: known_error,
             Exception: unexpected,
         },
     )

@@ -19,8 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from actors import ModelRequest, TurnEvent
+from storage import FrontmindError
 
-from .._errors import WIRE_ERRORS
+from .._exceptions import HTTP_STATUS
 from .._wire import ErrorBody
 
 __all__ = ["DOCS_PAGE", "TAGS", "Auth", "Endpoint", "Param", "openapi"]
@@ -130,15 +131,20 @@ def _drop_raw_discriminators(schema: Any) -> None:
             _drop_raw_discriminators(value)
 
 
+# The HTTP edge's own answers, besides the errors of the tree.
+_EDGE_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
+
+
 def _error_responses(statuses: tuple[int, ...]) -> dict[str, Any]:
     kinds: dict[int, set[str]] = {}
-    for status, kind in WIRE_ERRORS.values():
+    for cls, status in HTTP_STATUS.items():
+        kind = cls.type if issubclass(cls, FrontmindError) else FrontmindError.type
         kinds.setdefault(status, set()).add(kind)
-    kinds.setdefault(404, set()).add("not_found")
+    for status, kind in _EDGE_TYPES.items():
+        kinds.setdefault(status, set()).add(kind)
     out: dict[str, Any] = {}
     for status in statuses:
-        fallback = "unauthorized" if status == 401 else "internal_error"
-        types = ", ".join(sorted(kinds.get(status, {fallback})))
+        types = ", ".join(sorted(kinds[status]))
         out[str(status)] = {
             "description": f"error type: {types}",
             "content": {"application/json": {"schema": {"$ref": REF.format(name="ErrorBody")}}},

@@ -20,11 +20,18 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from actors import ModelRequest, TurnEvent
-from storage import Document, InvalidInput, Memory, Reminder, TurnUsage, check_continuum_id
+from storage import (
+    Document,
+    FrontmindError,
+    InvalidInput,
+    Memory,
+    Reminder,
+    TurnUsage,
+    check_continuum_id,
+)
 
 from .._cost import input_cost
-from .._errors import wire_error
-from .._exceptions import Forbidden
+from .._exceptions import INTERNAL_MESSAGE, Forbidden, wire_error, wire_message
 from .._frontmind import Frontmind
 from .._wire import (
     ContinuumPage,
@@ -612,17 +619,17 @@ def admin_only(endpoint: Endpoint) -> Any:
 
 
 async def known_error(request: Request, exc: Exception) -> Response:
-    status, kind = wire_error(exc) or (500, "internal_error")
+    status, kind = wire_error(exc)
     if status >= 500:
         log.error("%s on %s", kind, request.url.path, exc_info=exc)
     # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying.
     headers = {"retry-after": "1"} if status in (429, 503) else None
-    return error_response(status, kind, str(exc) or kind, headers)
+    return error_response(status, kind, wire_message(exc, status), headers)
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:
     # A bug: Starlette re-raises after this answer, and the guard logs it once.
-    return error_response(500, "internal_error", "internal error (logged by the daemon)")
+    return error_response(500, FrontmindError.type, INTERNAL_MESSAGE)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:

@@ -16,8 +16,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from actors import TurnCompleted, TurnError, TurnEvent, TurnStarted
+from actors import ShuttingDown, TurnCompleted, TurnError, TurnEvent, TurnStarted
 from runtime import KernelError
+from storage import error_type
 
 from .._frontmind import TurnStream
 from .._wire import to_wire
@@ -143,9 +144,9 @@ class TurnEvents(Response):
                         except anyio.EndOfStream:
                             return finished
                 if shutdown.cancelled_caught:
-                    self.metrics.error("shutting_down")
+                    self.metrics.error(ShuttingDown.type)
                     event = TurnError(
-                        "shutting_down",
+                        ShuttingDown.type,
                         "the service shut down before this turn finished; "
                         "it was cancelled and nothing of it was stored",
                         self.turn_id,
@@ -184,7 +185,7 @@ class TurnEvents(Response):
                 # A bug in the turn's actor (it is restarted): end with an error event
                 # rather than a broken stream.
                 log.error("turn failed inside the runtime", exc_info=exc)
-                await events.send(TurnError("internal_error", str(exc), self.turn_id))
+                await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
