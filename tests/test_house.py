@@ -89,6 +89,40 @@ def test_imports_only_point_down() -> None:
     assert wrong == []
 
 
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle anywhere, imports for type checking included: a module that
+    needs another's type takes a protocol of its own (runtime/_workers.py `Drainable`)."""
+    modules = {module: path for package in PACKAGES for module, path in _modules(package)}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for target in _imports(module, path):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        graph[module] = targets
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            current = todo.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(graph[current])
+        return False
+
+    circles = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if reaches(target, module)
+    )
+    assert circles == []
+
+
 def test_the_kernel_and_the_local_api_use_no_project_third_parties() -> None:
     """`runtime` is the actor kernel alone; the local API needs no storage or model client."""
     forbidden = {
