@@ -16,7 +16,14 @@ from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
 from ._conversation import WarmUpDone
 from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
-from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
+from ._engine import (
+    Engine,
+    TrinketEntry,
+    TurnStream,
+    TurnWatch,
+    builtin_trinkets,
+    validate_settings,
+)
 from ._events import (
     TextDelta,
     Timings,
@@ -176,6 +183,8 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "TurnStream",
+    "TurnWatch",
     "UserInput",
     "WarmUpDone",
     "apply_patches",

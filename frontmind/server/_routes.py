@@ -158,8 +158,9 @@ async def create_turn(request: Request) -> Response:
     body = decode_body(await request.body(), TurnBody)
     daemon = _daemon(request)
     stream = _scoped(request).turn(cid, body.user_input())
-    # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream.
-    await stream.__aenter__()
+    # Bad input (400/413) and Busy (429) are answered now, before any byte of the stream;
+    # from here the SSE response owns the stream and closes it, however it ends.
+    await stream.start()
     return TurnEvents(stream, daemon.metrics, daemon.ping_seconds, daemon.streams)
 
 

@@ -16,11 +16,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from actors import ShuttingDown, TurnCompleted, TurnError, TurnEvent, TurnStarted
+from actors import ShuttingDown, TurnCompleted, TurnError, TurnEvent, TurnStarted, TurnStream
 from runtime import KernelError
 from storage import error_type
 
-from .._frontmind import TurnStream
 from .._wire import to_wire
 from ._metrics import Metrics
 
