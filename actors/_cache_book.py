@@ -32,6 +32,7 @@ class CacheBook:
     __slots__ = (
         "history_entry",
         "last_exchange_cached",
+        "last_model",
         "last_ttl",
         "reused",
         "system_entry",
@@ -43,6 +44,8 @@ class CacheBook:
     def __init__(self) -> None:
         self.turn_times: deque[float] = deque(maxlen=MAX_PAUSES + 1)
         self.last_ttl: TtlChoice | None = None
+        # The model the last turn ran with: caches are per model, a switch re-writes all.
+        self.last_model: str | None = None
         self.reused: deque[bool] = deque(maxlen=MAX_PAUSES)
         # The system prompt's entry after the last turn: its TTL and when last used.
         self.system_entry: tuple[Ttl, float] | None = None
@@ -57,10 +60,11 @@ class CacheBook:
         self.last_exchange_cached = False
 
     def absorb(self, record: TurnRecord) -> None:
-        """A completed turn, in order: its start, its TTL choice, whether it could reuse
-        the prefix before it, and the entries it left."""
+        """A completed turn, in order: its start, its TTL choice and model, whether it
+        could reuse the prefix before it, and the entries it left."""
         self.turn_times.append(record.started_at)
         self.last_ttl = record.cache_ttl
+        self.last_model = record.model
         self.reused.append(record.cache_miss_reason not in _CHANGED)
         # Its system entry: written (at the TTL it chose) when its first call read
         # nothing from the cache, else refreshed if it was still alive.

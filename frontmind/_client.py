@@ -6,7 +6,7 @@
 
 It returns the library's own event and record types (decoded with msgspec through the
 wire rules of `_wire`), and raises the library's own errors: an error answer is mapped
-back through `_errors.WIRE_ERRORS`, the table the daemon answered with.
+back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class Client(_Closing):
             "GET", f"/v1/continuums/{continuum_id}/turns", params=self._params(limit, cursor)
         )
         page = from_wire(body, TurnPage)
-        return Page(page.turns, page.next_cursor)
+        return Page(list[TurnRecord](page.turns), page.next_cursor)
 
     async def continuums(
         self, *, limit: int = 100, cursor: str | None = None

@@ -192,6 +192,7 @@ EXPORTS = {
         "DocumentsConfig",
         "HistorySettings",
         "MemorySettings",
+        "ModelPatch",
         "ModelSettings",
         "OfflineConfig",
         "RuntimeConfig",

@@ -30,7 +30,7 @@ from storage import (
     check_continuum_id,
 )
 
-from .._cost import input_cost
+from .._cost import NO_COST, cost
 from .._exceptions import INTERNAL_MESSAGE, Forbidden, wire_error, wire_message
 from .._frontmind import Frontmind
 from .._wire import (
@@ -56,6 +56,7 @@ from .._wire import (
     decode_body,
     decode_cursor,
     encode_cursor,
+    priced,
     summarize,
     to_wire,
 )
@@ -135,13 +136,18 @@ async def list_continuums(request: Request) -> Response:
     limit, after = _page(request, tuple[float, str])
     found = await mine.continuums(limit=limit + 1, after=after)
     shown = found[:limit]
-    usage = await mine.storage.usage_by_continuum(mine.user_name, [c.id for c in shown])
+    ids = [c.id for c in shown]
+    usage = await mine.storage.usage_by_continuum(mine.user_name, ids)
+    by_model = await mine.storage.usage_by_model(mine.user_name, ids)
     summaries = []
     for c in shown:
         turns, used = usage.get(c.id, (0, TurnUsage()))
         total = used.total_input
         share = used.cache_read_input_tokens / total if total else 0.0
-        summaries.append(summarize(c, turns, input_cost(used), share, used.output_tokens))
+        spent = NO_COST
+        for model, part in by_model.get(c.id, {}).items():
+            spent += cost(part, mine.models.lookup(model))
+        summaries.append(summarize(c, turns, spent, share, used.output_tokens))
     more = len(found) > limit
     last = summaries[-1] if summaries else None
     cursor = encode_cursor([last.last_activity_at, last.id]) if more and last else None
@@ -171,7 +177,9 @@ async def list_turns(request: Request) -> Response:
     more = len(found) > limit
     found = found[1:] if more else found
     cursor = encode_cursor([found[0].started_at, found[0].turn_id]) if more else None
-    return json_response(TurnPage(cursor, found))
+    catalog = _daemon(request).fm.models
+    priced_records = [priced(r, cost(r.usage, catalog.lookup(r.model))) for r in found]
+    return json_response(TurnPage(cursor, priced_records))
 
 
 async def list_messages(request: Request) -> Response:
