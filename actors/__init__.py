@@ -20,7 +20,14 @@ from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
 from ._conversation import WarmUpDone
 from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
-from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
+from ._engine import (
+    Engine,
+    TrinketEntry,
+    TurnStream,
+    TurnWatch,
+    builtin_trinkets,
+    validate_settings,
+)
 from ._events import (
     TextDelta,
     ThinkingDelta,
@@ -34,6 +41,7 @@ from ._events import (
 )
 from ._exceptions import (
     Busy,
+    ComposeTimeout,
     FrontmindError,
     InvalidModelSettings,
     McpUnavailable,
@@ -45,6 +53,7 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ShuttingDown,
     ToolDefinitionError,
     TrinketLoadError,
 )
@@ -145,6 +154,7 @@ __all__ = [
     "CacheView",
     "CatalogFile",
     "Compose",
+    "ComposeTimeout",
     "Composed",
     "ComposerActor",
     "ComposerSettings",
@@ -186,6 +196,7 @@ __all__ = [
     "ServerToolSupport",
     "Settings",
     "SettingsError",
+    "ShuttingDown",
     "StreamDone",
     "StreamText",
     "StreamThinking",
@@ -216,6 +227,8 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "TurnStream",
+    "TurnWatch",
     "UserInput",
     "WarmUpDone",
     "apply_patches",

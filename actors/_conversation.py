@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
-from itertools import pairwise
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import msgspec
@@ -39,9 +37,11 @@ from storage import (
     TurnUsage,
     TurnWrite,
     UnknownContinuum,
+    error_type,
 )
 from storage import Storage as StoragePort
 
+from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
 from ._digest import summary_instruction
 from ._events import (
@@ -55,7 +55,13 @@ from ._events import (
     TurnEvent,
     TurnStarted,
 )
-from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._exceptions import (
+    ComposeTimeout,
+    FrontmindError,
+    ModelRefused,
+    ModelStreamError,
+    ShuttingDown,
+)
 from ._history import CompactHistory
 from ._layout import (
     ModelRequest,
@@ -76,12 +82,9 @@ from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
-    TTL_SECONDS,
     CacheView,
     TtlPolicy,
-    history_entry_after,
     policy_for,
-    system_entry_after,
     warm_plan,
 )
 
@@ -100,19 +103,6 @@ __all__ = [
 turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 
 UPDATE_HEADER = "[notification center update]"
-# Miss reasons that mean the prefix itself changed (not that an entry expired).
-_CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
-
-
-def _system_entry(
-    entry: tuple[Literal["5m", "1h"], float] | None, record: TurnRecord
-) -> tuple[Literal["5m", "1h"], float] | None:
-    """The system entry after a completed turn: written (at the TTL it chose) when its
-    first call read nothing from the cache, else refreshed if it was still alive."""
-    first = record.call_usage[0] if record.call_usage else None
-    wrote = first is not None and first.cache_read_input_tokens == 0
-    wrote = wrote and first is not None and first.cache_creation_input_tokens > 0
-    return system_entry_after(entry, record.started_at, wrote, record.cache_ttl)
 
 
 # Room kept in the model's context window for the system prompt, the notification
@@ -260,39 +250,40 @@ def _last_created_at(state: _Loaded) -> float | None:
 
 
 class _Loaded(msgspec.Struct):
+    """The continuum as this actor holds it between turns: its history window and where
+    it stands in storage, the model settings, the cache bookkeeping, and the last turn's
+    composition (the warm-up sends its system prompt: composing anew would run the
+    trinkets between turns and change what the next turn surfaces)."""
+
     history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
-    tokens: int
     model: ModelChoice
-    # For the TTL policy: when recent turns started, what the last one chose, and
-    # whether each recent turn could reuse its predecessor's prefix.
-    turn_times: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES + 1))
-    last_ttl: TtlChoice | None = None
-    reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
-    # The system prompt's cache entry after the last turn: its TTL and when last used.
-    system_entry: tuple[Literal["5m", "1h"], float] | None = None
-    # When the last turn ended (its last call used the cache), and when a warm-up after
-    # it moved the prefix into a 1h entry (None: none since).
-    turn_ended: float | None = None
-    warmed_at: float | None = None
-    # The TTL of the entry the next turn's history breakpoint will hit, as written (see
-    # `history_entry_after`); None: unknown, the last turn's mark is assumed. And whether the
-    # last exchange is already cached (a background request since wrote it).
-    history_entry: Literal["5m", "1h"] | None = None
-    last_exchange_cached: bool = False
-    # The last turn's composition: the warm-up sends its system prompt (composing anew
-    # would run the trinkets between turns and change what the next turn surfaces).
+    cache: CacheBook = msgspec.field(default_factory=CacheBook)
     last_composed: Composed | None = None
     # Which model wrote the thinking blocks of the history (producer -> turn ids; ""
-    # for turns whose record is gone), and the model of the last completed turn: a
-    # model reads only some models' thinking blocks, and a switch re-writes the cache.
+    # for turns whose record is gone): a model reads only some models' thinking blocks.
     thinking_by_model: dict[str, set[str]] = msgspec.field(default_factory=dict)
-    last_model: str | None = None
     # The tools array the last turn in this process sent (to tell a turn that the array
     # changed under it, and what that cost).
     tools: tuple[OfferedTool, ...] | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.history.tokens
+
+    def committed(self, record: TurnRecord, stored: list[Message], new_start: int | None) -> None:
+        """A turn's messages are stored (its history start moved to `new_start`, if set)."""
+        if new_start is not None:
+            self.history.drop_before(new_start)
+            self.history_start = new_start
+        self.history.extend(stored)
+        self.message_count += len(stored)
+        self.last_message_id = record.message_id
+        self.cache.absorb(record)
+        if any(m.role == "assistant" and _has_thinking(m) for m in stored):
+            self.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -401,7 +392,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
-                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0, model)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, model)
             else:
                 history = CompactHistory(
                     await storage.history(self._user, self._id), message_tokens
@@ -411,19 +402,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    history.tokens,
                     model,
                 )
                 await self._load_producers(state)
                 for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
                     if record.status == "completed":
-                        state.last_model = record.model
-                        state.turn_times.append(record.started_at)
-                        state.last_ttl = record.cache_ttl
-                        state.reused.append(record.cache_miss_reason not in _CHANGED)
-                        state.system_entry = _system_entry(state.system_entry, record)
-                        state.turn_ended = record.finished_at
-                        state.history_entry = history_entry_after(state.history_entry, record)
+                        state.cache.absorb(record)
                 self._state = state
         return self._state
 
@@ -491,7 +475,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """What a change of model costs this turn, said in the turn's warnings."""
         warnings: list[str] = []
         catalog = self._deps.models.catalog
-        previous = state.last_model
+        previous = state.cache.last_model
         if previous is not None and catalog.canonical(previous) != row.name:
             # Caches are per model ("What invalidates the cache": a model change
             # invalidates everything): the whole prefix is written again.
@@ -537,24 +521,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     ) -> CacheView:
         """What the policy knows now; `pending`: the next turn has not come yet (its
         pause is unknown, not counted among the pauses)."""
-        times = list(state.turn_times)
-        pauses = tuple(b - a for a, b in pairwise(times))
-        since_last = now - times[-1] if times else None
-        if since_last is not None and not pending:
-            pauses = (*pauses, since_last)
-        previous = state.last_ttl
-        entry = state.history_entry
-        if pending and previous is not None and entry is not None and entry != previous.history:
-            # For the warm-up: the entry as written, not as marked (`history_entry_after`).
-            # A turn's own choice keeps planning on the mark: measured, planning turns on
-            # the written entry cost more (seed 6 of the realistic script: +16%), since
-            # it then keeps betting on 5m after each re-write.
-            previous = TtlChoice(previous.system, entry, previous.reason)
-        warmed = state.warmed_at
-        if warmed is not None and previous is not None and since_last is not None:
-            # A warm-up since the last turn wrote the history at 1h, counted from then.
-            previous = TtlChoice(previous.system, "1h", previous.reason)
-            since_last = now - warmed
+        book = state.cache
+        pauses, since_last, previous = book.timing(now, pending=pending)
         tools = sum(
             estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
             for t in map(out_tool, self._deps.tools.offered())
@@ -575,7 +543,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             if turn_id != last_turn:
                 last_turn, increment = turn_id, 0
             increment += tokens
-        reused = list(state.reused)
         row = known_row(self._deps.models.catalog, state.model.name)
         return CacheView(
             now=now,
@@ -585,8 +552,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             system_tokens=system,
             history_tokens=history_tokens,
             increment_tokens=increment,
-            reusable=sum(reused) / len(reused) if reused else 1.0,
-            system_entry=state.system_entry[0] if state.system_entry else None,
+            reusable=book.reusable(),
+            system_entry=book.system_entry[0] if book.system_entry else None,
             system_entry_known=True,
             write_5m=row.cache_write_5m,
             write_1h=row.cache_write_1h,
@@ -739,9 +706,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # last turn's marks (a 5m write here would make the next turn's 1h mark moot).
         view = self._cache_view(state, composed, history, self._deps.clock(), pending=True)
         ttl = self._ttl_policy.choose(msgspec.structs.replace(view, ahead=True))
-        state.last_exchange_cached = True  # the warm-up then has nothing left to write
-        if state.history_entry != "1h":
-            state.history_entry = ttl.history
+        state.cache.rode(ttl.history)
         user = Message("user", (TextBlock(instruction),))
         return self._request(
             msgspec.structs.replace(composed, notification=""),
@@ -763,20 +728,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return WarmUpDone(False, "off: cache.warm = false")
         state = await self._load()
         now = self._deps.clock()
-        if state.last_ttl is None or state.turn_ended is None or state.message_count == 0:
+        if state.message_count == 0:
             return WarmUpDone(False, "no turn to warm after")
-        if state.warmed_at is not None:
-            return WarmUpDone(False, "already warmed since the last turn")
-        if (state.history_entry or state.last_ttl.history) == "1h":
-            return WarmUpDone(False, "the history entry is already 1h")
-        if state.last_exchange_cached:
-            # Its breakpoint would fall at or before the highest hit: nothing written.
-            return WarmUpDone(False, "the last exchange is already cached: nothing to write")
-        idle = now - state.turn_ended
-        if idle < cache.warm_after_seconds:
-            return WarmUpDone(False, f"idle {idle:.0f} s only: a turn came since")
-        if idle >= TTL_SECONDS["5m"]:
-            return WarmUpDone(False, f"idle {idle:.0f} s: the 5m entry has expired")
+        refusal = state.cache.warm_refusal(now, cache.warm_after_seconds)
+        if refusal is not None:
+            return WarmUpDone(False, refusal)
         if state.model.thinking != "off":
             # max_tokens must exceed a thinking budget, and a request with other thinking
             # settings than the turns' re-writes the cached messages (prompt caching,
@@ -820,9 +776,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return WarmUpDone(False, f"failed: {exc}")
         if done is None:
             return WarmUpDone(False, "failed: the stream ended without a reply")
-        state.warmed_at = now
-        state.history_entry = "1h"
-        state.system_entry = system_entry_after(state.system_entry, now, False, None)
+        state.cache.warmed(now)
         log.info("cache warm-up of %r: %s", self._id, reason)
         return WarmUpDone(True, reason, done.usage, request.model)
 
@@ -835,8 +789,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         yield TurnStarted(turn.turn_id, self._id)
         if deps.draining():
             reason = "the service is shutting down; this turn did not start"
-            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
-            yield TurnError("shutting_down", reason, turn.turn_id)
+            await self._record_unfinished(run, "cancelled", f"{ShuttingDown.type}: {reason}")
+            yield TurnError(ShuttingDown.type, reason, turn.turn_id)
             return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
@@ -924,12 +878,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
             state.tools = tools
-        except (FrontmindError, KernelError, StorageError) as exc:
-            kind = (
-                exc.kind
-                if isinstance(exc, FrontmindError)
-                else ("storage_error" if isinstance(exc, StorageError) else "internal_error")
-            )
+        except (FrontmindError, KernelError) as exc:
+            kind = error_type(exc)
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)
             return
@@ -938,8 +888,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         except Exception as exc:
             log.exception("turn %s of %r failed", turn.turn_id, self._id)
             detail = f"{type(exc).__name__}: {exc}"
-            await self._record_unfinished(run, "failed", f"internal_error: {detail}")
-            yield TurnError("internal_error", f"the turn failed: {detail}", turn.turn_id)
+            kind = error_type(exc)
+            await self._record_unfinished(run, "failed", f"{kind}: {detail}")
+            yield TurnError(kind, f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
             await self._record_unfinished(run, "cancelled", "cancelled")
@@ -1106,24 +1057,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
             for i, m in enumerate(tail)
         ]
-        if new_start is not None:
-            state.history.drop_before(new_start)
-            state.history_start = new_start
-        state.history.extend(stored)
-        state.tokens = state.history.tokens
-        state.message_count += len(stored)
-        state.last_message_id = record.message_id
-        state.turn_times.append(record.started_at)
-        state.last_ttl = record.cache_ttl
-        state.reused.append(record.cache_miss_reason not in _CHANGED)
-        state.system_entry = _system_entry(state.system_entry, record)
-        state.turn_ended = record.finished_at
-        state.warmed_at = None
-        state.history_entry = history_entry_after(state.history_entry, record)
-        state.last_exchange_cached = False
-        state.last_model = record.model
-        if any(m.role == "assistant" and _has_thinking(m) for m in stored):
-            state.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
+        state.committed(record, stored, new_start)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         TurnError,
         TurnEvent,
         TurnStarted,
+        TurnStream,
         escape_field,
         escape_text,
         tool,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
     from ._client import Client, ContinuumSummary, Page
     from ._exceptions import ClientError, ConfigError
-    from ._frontmind import Frontmind, TurnStream
+    from ._frontmind import Frontmind
     from .config import Config, load_config
 
     __version__: str
@@ -55,12 +56,13 @@ if TYPE_CHECKING:
 _HOMES = {
     "actors": (
         "Busy FrontmindError ModelError TextDelta ThinkingDelta Tool ToolFinished ToolStarted "
-        "Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted escape_field escape_text tool"
+        "Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream escape_field "
+        "escape_text tool"
     ),
     "storage": "InvalidInput MessageTooLarge NotFound StorageError",
     "frontmind._client": "Client ContinuumSummary Page",
     "frontmind._exceptions": "ClientError ConfigError",
-    "frontmind._frontmind": "Frontmind TurnStream",
+    "frontmind._frontmind": "Frontmind",
     "frontmind.config": "Config load_config",
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}

@@ -6,7 +6,7 @@
 
 It returns the library's own event and record types (decoded with msgspec through the
 wire rules of `_wire`), and raises the library's own errors: an error answer is mapped
-back through `_errors.WIRE_ERRORS`, the table the daemon answered with.
+back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import httpx2
 import msgspec
@@ -22,8 +22,7 @@ import msgspec
 from actors import ModelRequest, TurnEvent
 from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
 
-from ._errors import FROM_WIRE
-from ._exceptions import ClientError
+from ._exceptions import FROM_WIRE, ClientError
 from ._wire import (
     ContinuumPage,
     ContinuumSummary,
@@ -61,13 +60,10 @@ def _raise_for(status: int, body: bytes) -> None:
     raise cls(message)
 
 
-class RemoteTurn:
-    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+class _Closing:
+    """`async with` for an object whose `aclose()` ends it, however the block is left."""
 
-    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
-        self._events = events
-
-    async def __aenter__(self) -> RemoteTurn:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -79,6 +75,16 @@ class RemoteTurn:
         await self.aclose()
 
     async def aclose(self) -> None:
+        raise NotImplementedError
+
+
+class RemoteTurn(_Closing):
+    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+
+    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+        self._events = events
+
+    async def aclose(self) -> None:
         await self._events.aclose()
 
     def __aiter__(self) -> RemoteTurn:
@@ -88,7 +94,7 @@ class RemoteTurn:
         return await self._events.__anext__()
 
 
-class Client:
+class Client(_Closing):
     """An async client for `frontmind serve`; use it with `async with`."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
@@ -104,17 +110,6 @@ class Client:
             timeout=httpx2.Timeout(timeout, read=None),
         )
         self.url = url
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -44,7 +42,7 @@ from actors import (
     ToolsReload,
     TtlPolicy,
     Turn,
-    TurnEvent,
+    TurnStream,
     UserInput,
     as_tool,
     builtin_trinkets,
@@ -56,7 +54,7 @@ from actors import (
     server_tools,
     validate_settings,
 )
-from runtime import ActorStats, ActorSystem, ReplyStream, RestartPolicy
+from runtime import ActorStats, ActorSystem, RestartPolicy
 from storage import (
     DEFAULT_USER,
     Continuum,
@@ -102,57 +100,6 @@ class NoModel:
 
     async def aclose(self) -> None:
         return None
-
-
-class TurnStream:
-    """The events of one turn. Use `async for` (and `async with` to leave early safely)."""
-
-    def __init__(self, context: AbstractAsyncContextManager[ReplyStream[TurnEvent]]) -> None:
-        self._context = context
-        self._events: ReplyStream[TurnEvent] | None = None
-        self._closed = False
-
-    async def __aenter__(self) -> TurnStream:
-        if self._events is None:
-            self._events = await self._context.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._closed or self._events is None:
-            self._closed = True
-            return
-        self._closed = True
-        await self._context.__aexit__(exc_type, exc, tb)
-
-    async def aclose(self) -> None:
-        await self.__aexit__(None, None, None)
-
-    def __aiter__(self) -> TurnStream:
-        return self
-
-    async def __anext__(self) -> TurnEvent:
-        if self._closed:
-            raise StopAsyncIteration
-        await self.__aenter__()
-        assert self._events is not None
-        try:
-            return await self._events.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except BaseException:
-            await self.__aexit__(*sys.exc_info())
-            raise
-
-    def __del__(self) -> None:
-        # A stream dropped without being closed must not leave its turn parked forever.
-        if not self._closed and self._events is not None:
-            self._events.abandon()
 
 
 class Frontmind:
@@ -372,6 +319,7 @@ class Frontmind:
             # fires them as it advances), else tasks of the janitor, cancelled with it.
             runtime.use_timers(timers or TaskTimers(janitor, clock))
             if collector is not None:
+                runtime.watch_turns(collector)  # a turn in flight: no idle collection now
                 janitor.start_soon(collector.run)
             yield cls(
                 runtime,
@@ -432,10 +380,7 @@ class Frontmind:
         `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
-        turn = self._runtime.turn(continuum_id, message, user=self.user_name)
-        if self._collector is not None:
-            turn = self._collector.around(turn)  # in flight: no idle collection now
-        return TurnStream(turn)
+        return self._runtime.turn(continuum_id, message, user=self.user_name)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
         """The request a turn with `message` would send now. Nothing is sent or stored."""

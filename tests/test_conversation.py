@@ -403,6 +403,26 @@ async def test_cancelling_mid_stream_leaves_history_unchanged(
         assert records[1].reply_text, "the partial reply is kept in the record"
 
 
+async def test_a_stream_left_by_break_is_closed_whole(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """An `async for` left by `break`, with no `async with`, drops the stream: its one
+    close path still cancels the turn (recorded as such) and lets the lane go."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))
+        api.set_latency(Latency(tokens_per_second=200))
+        async for event in fm.turn("c1", "a long answer please " * 5):
+            if isinstance(event, TextDelta):
+                break
+        api.set_latency(Latency())
+        completed(await run_turn(fm, "c1", "next"))  # the dropped turn wound down first
+        records = await fm.turns("c1")
+        assert [r.status for r in records] == ["completed", "cancelled", "completed"]
+        assert [m.text() for m in await fm.history("c1") if m.role == "user"] == ["first", "next"]
+        # No turn holds the continuum's lane any more: it can be unloaded.
+        assert await fm.unload_idle(0) == ["c1"]
+
+
 async def test_same_continuum_serialized_others_concurrent(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:

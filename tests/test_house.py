@@ -89,6 +89,40 @@ def test_imports_only_point_down() -> None:
     assert wrong == []
 
 
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle anywhere, imports for type checking included: a module that
+    needs another's type takes a protocol of its own (runtime/_workers.py `Drainable`)."""
+    modules = {module: path for package in PACKAGES for module, path in _modules(package)}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for target in _imports(module, path):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        graph[module] = targets
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            current = todo.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(graph[current])
+        return False
+
+    circles = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if reaches(target, module)
+    )
+    assert circles == []
+
+
 def test_the_kernel_and_the_local_api_use_no_project_third_parties() -> None:
     """`runtime` is the actor kernel alone; the local API needs no storage or model client."""
     forbidden = {
@@ -262,7 +296,7 @@ def test_the_local_api_estimates_tokens_near_frontmind() -> None:
 def test_internals_stay_importable_from_private_modules() -> None:
     assert importlib.import_module("frontmind._frontmind").NoModel is not None
     assert importlib.import_module("frontmind.server._daemon").build_app is not None
-    assert importlib.import_module("frontmind._errors").WIRE_ERRORS
+    assert importlib.import_module("frontmind._exceptions").HTTP_STATUS
 
 
 @pytest.mark.slow

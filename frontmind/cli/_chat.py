@@ -35,10 +35,8 @@ from actors import (
     TurnEvent,
     TurnStarted,
 )
-from storage import StorageError
 
 from .._client import Client
-from .._exceptions import EdgeError
 from .._frontmind import Frontmind
 from ._render import render_context, render_stats
 
@@ -298,7 +296,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
                             indicator.stop()
                             out(REPLY, "reply")
                         _show(event, out)
-            except (FrontmindError, StorageError, EdgeError) as exc:
+            except FrontmindError as exc:
                 if indicator is not None:
                     indicator.stop()
                 out(f"\n  error: {exc}\n", "error")
@@ -328,7 +326,7 @@ async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
     elif name in views:
         try:
             out(await views[name]() + "\n")
-        except (FrontmindError, StorageError, EdgeError) as exc:
+        except FrontmindError as exc:
             out(f"  error: {exc}\n", "error")
         except msgspec.ValidationError as exc:
             out(f"  error: the daemon's answer could not be read: {exc}\n", "error")

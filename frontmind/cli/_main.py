@@ -21,7 +21,7 @@ import anyio
 import msgspec
 
 from actors import FrontmindError
-from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_id
+from storage import DEFAULT_USER, SQLiteStorage, check_continuum_id
 
 from .._exceptions import EdgeError
 from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
@@ -365,7 +365,7 @@ def _version() -> str:
 
 def _usage_error(exc: BaseException) -> str | None:
     """One line for a mistake the user can fix, or None for a bug (keep the traceback)."""
-    if isinstance(exc, (EdgeError, FrontmindError, StorageError)):
+    if isinstance(exc, FrontmindError):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"the address is already in use ({exc.strerror}): choose another --port"
