@@ -76,6 +76,7 @@ TAGS = {
     "memories": "The user's long-term memories and their search.",
     "documents": "The user's documents, which make up the system prompt.",
     "users": "Users and their tokens (admin token only).",
+    "mcp": "The MCP servers whose tools the model is offered, and their reload.",
     "service": "Health, metrics and this description.",
 }
 
