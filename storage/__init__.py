@@ -64,6 +64,7 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sqlite import SQLiteStorage
@@ -143,6 +144,7 @@ __all__ = [
     "UnknownContinuum",
     "User",
     "UserExists",
+    "UserForgotten",
     "add_memory_effect",
     "add_reminder_effect",
     "backoff",

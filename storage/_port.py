@@ -43,6 +43,7 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
 
 __all__ = ["Storage"]
@@ -322,4 +323,17 @@ class Storage(Protocol):
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
+        ...
+
+    async def set_user_token(self, name: str, token_hash: str) -> None:
+        """Replace the user's token digest (the old token stops working at once);
+        `NotFound` if there is no such user."""
+        ...
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        """Delete the user and every row of theirs (continuums, turns, messages, segments,
+        memories with their vectors and use counts, reminders, documents, jobs, searches
+        and their search-index entries) in one transaction, and say how many of each.
+        `NotFound` if the user neither exists nor owns anything; `InvalidInput` for
+        `default` (built in)."""
         ...

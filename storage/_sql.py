@@ -94,6 +94,7 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
 from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
 from ._shared import (
@@ -119,7 +120,27 @@ from ._validation import (
     to_epoch,
 )
 
-__all__ = ["MEMORY", "Connection", "SQLStore"]
+__all__ = ["MEMORY", "USER_TABLES", "Connection", "SQLStore"]
+
+# Every table holding rows of a user, each with the condition (its one `?` is the user's
+# name) that selects them, in the order deleting a user empties them: a table that
+# refers to another comes before it (messages before the turns they belong to, anything
+# of a continuum before the continuum). Deleting a user (`delete_user`) is driven by this
+# list alone: a new table of user data is one more row here (or in an adapter's
+# `_USER_TABLES`, for a table only one database has), and the user is forgotten from it.
+# The `users` row itself goes last, in the same transaction.
+USER_TABLES: tuple[tuple[str, str], ...] = (
+    ("searches", "owner = ?"),
+    ("jobs", "owner = ?"),
+    ("messages", "owner = ?"),
+    ("segments", "owner = ?"),
+    ("turns", "owner = ?"),
+    ("continuum_settings", "owner = ?"),
+    ("continuums", "owner = ?"),
+    ("reminders", "owner = ?"),
+    ("memories", "owner = ?"),  # with their vectors (a column) and use counts
+    ("documents", "owner = ?"),
+)
 
 # A memory's columns (of `memories m`), in `Memory`'s order: the searches select them too.
 MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
@@ -192,6 +213,8 @@ class SQLStore(ABC):
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
+    # The tables a user's rows are deleted from (see `USER_TABLES`); an adapter adds its own.
+    _USER_TABLES: ClassVar[tuple[tuple[str, str], ...]] = USER_TABLES
 
     def __init__(self, segment_gap: float) -> None:
         self._segment_gap = segment_gap
@@ -1107,6 +1130,40 @@ class SQLStore(ABC):
         if not added:
             raise UserExists(f"a user named {name!r} already exists")
         return User(name, at)
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token acts as it);"
+                " it cannot be deleted"
+            )
+        counted: dict[str, int] = {}
+        async with self._transaction() as db:
+            # The words of the rows about to go leave the search statistics first (a
+            # PostgreSQL hook; SQLite's indexes follow by trigger or by their own row in
+            # `_USER_TABLES`).
+            await self._uncount_terms(db, "message", "owner = ?", (name,))
+            await self._uncount_terms(db, "memory", "owner = ?", (name,))
+            for table, where in self._USER_TABLES:
+                rows = await _rows(db, f"SELECT count(*) FROM {table} WHERE {where}", (name,))
+                counted[table] = int(rows[0][0])
+                await db.execute(f"DELETE FROM {table} WHERE {where}", (name,))
+            user_rows = await _rows(db, "DELETE FROM users WHERE name = ? RETURNING 1", (name,))
+            counted["users"] = len(user_rows)
+            if not any(counted.values()):
+                raise NotFound(f"no user named {name!r}")
+        return UserForgotten(name, counted)
+
+    async def set_user_token(self, name: str, token_hash: str) -> None:
+        check_user_name(name)
+        check_token_hash(token_hash)
+        async with self._transaction() as db:
+            changed = await _rows(
+                db, "UPDATE users SET token_hash = ? WHERE name = ? RETURNING 1", (token_hash, name)
+            )
+        if not changed:
+            raise NotFound(f"no user named {name!r}")
 
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")

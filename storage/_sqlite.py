@@ -32,7 +32,7 @@ from ._fts import CANDIDATE_FACTOR, fts_query
 from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import MessageHit
-from ._sql import MEMORY, Connection, SQLStore
+from ._sql import MEMORY, USER_TABLES, Connection, SQLStore
 
 __all__ = ["SQLiteStorage"]
 
@@ -187,6 +187,12 @@ class SQLiteStorage(SQLStore):
     _ERRORS = (sqlite3.Error,)
     _TURN_ORDER = "rowid"
     _NO_LIMIT = -1
+    # The segment summaries' index is a table of its own (no trigger keeps it): a
+    # deleted user's entries go before their segments.
+    _USER_TABLES = (
+        ("segments_fts", "rowid IN (SELECT id FROM segments WHERE owner = ?)"),
+        *USER_TABLES,
+    )
 
     def __init__(
         self,

@@ -36,7 +36,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStarted
 from runtime import KernelError
-from storage import DEFAULT_USER, InvalidInput, StorageError, TurnUsage, check_continuum_id
+from storage import (
+    DEFAULT_USER,
+    InvalidInput,
+    StorageError,
+    TurnUsage,
+    check_continuum_id,
+    check_user_name,
+)
 
 from .._cost import input_cost
 from .._errors import wire_error
@@ -382,6 +389,20 @@ def build_app(
             return _json(UserCreated(body.name, token), 201)
         return _json(UserList(await fm.users()))
 
+    def admin_user(request: Request) -> str:
+        if not request.scope["state"][_ADMIN_KEY]:
+            raise Forbidden("only the admin token may delete users or rotate their tokens")
+        name: str = request.path_params["name"]
+        check_user_name(name)
+        return name
+
+    async def delete_user(request: Request) -> Response:
+        return _json(await fm.delete_user(admin_user(request)))
+
+    async def rotate_token(request: Request) -> Response:
+        name = admin_user(request)
+        return _json(UserCreated(name, await fm.rotate_token(name)))
+
     async def run_turn(request: Request) -> Response:
         cid = continuum(request)
         body = decode_body(await request.body(), TurnBody)
@@ -555,6 +576,8 @@ def build_app(
         Route("/v1/documents", documents, methods=["GET", "POST"]),
         Route("/v1/documents/{label}", delete_document, methods=["DELETE"]),
         Route("/v1/users", users, methods=["GET", "POST"]),
+        Route("/v1/users/{name}", delete_user, methods=["DELETE"]),
+        Route("/v1/users/{name}/token", rotate_token, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from actors import ModelRequest, TurnEvent
-from storage import Document, Memory, Reminder
+from storage import Document, Memory, Reminder, UserForgotten
 
 from .._errors import WIRE_ERRORS
 from .._wire import (
@@ -67,6 +67,7 @@ _STR = {"type": "string"}
 _INT = {"type": "integer", "minimum": 1}
 _LABEL = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
 CONTINUUM = Param("continuum_id", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
+_USER = Param("name", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
 PAGE = (
     Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}),
     Param("cursor", "query", _STR, "the `next_cursor` of the previous page"),
@@ -214,6 +215,24 @@ OPERATIONS: tuple[Operation, ...] = (
         "List the added users (admin token only; `default` is built in).",
         reply=UserList,
         errors=(403,),
+    ),
+    Operation(
+        "delete",
+        "/v1/users/{name}",
+        "Forget a user (admin token only): their token and every row of theirs, in one"
+        " transaction; the answer counts the rows deleted from each table.",
+        reply=UserForgotten,
+        params=(_USER,),
+        errors=(400, 403, 404, 429),
+    ),
+    Operation(
+        "post",
+        "/v1/users/{name}/token",
+        "Give a user a new token (admin token only); the old one stops working at once."
+        " The answer holds the new token, shown this once.",
+        reply=UserCreated,
+        params=(_USER,),
+        errors=(400, 403, 404),
     ),
     Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
     Operation(
