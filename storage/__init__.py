@@ -14,6 +14,7 @@ from ._effects import (
     complete_reminder_effect,
 )
 from ._exceptions import (
+    ImportCollision,
     InvalidInput,
     MessageTooLarge,
     NotFound,
@@ -32,6 +33,7 @@ from ._jobs import (
     backoff,
     segment_job_payload,
 )
+from ._migrate import Migration, MigrationMismatch, migrate
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
 from ._postgres import PostgresStorage
@@ -68,6 +70,7 @@ from ._records import (
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sqlite import SQLiteStorage
+from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
 from ._validation import (
     DEFAULT_USER,
     EARLIEST,
@@ -88,6 +91,7 @@ from ._validation import (
 __all__ = [
     "DEFAULT_USER",
     "EARLIEST",
+    "EXPORT_FORMAT",
     "LATEST",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
@@ -109,6 +113,7 @@ __all__ = [
     "ContinuumModel",
     "Document",
     "Effect",
+    "ImportCollision",
     "InvalidInput",
     "Job",
     "JobState",
@@ -119,6 +124,8 @@ __all__ = [
     "Message",
     "MessageHit",
     "MessageTooLarge",
+    "Migration",
+    "MigrationMismatch",
     "NotFound",
     "Passage",
     "PostgresStorage",
@@ -133,6 +140,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "StorageUnavailable",
+    "TableRows",
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
@@ -155,6 +163,10 @@ __all__ = [
     "check_token_hash",
     "check_user_name",
     "complete_reminder_effect",
+    "decode_line",
+    "encode_header",
+    "encode_row",
     "memory_score",
+    "migrate",
     "segment_job_payload",
 ]

@@ -38,6 +38,10 @@ class UserExists(StorageError):
     """`add_user` named a user that already exists (a token is issued once, never again)."""
 
 
+class ImportCollision(StorageError):
+    """An import met rows the store already has (the same user, continuum or id)."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer Frontmind; opening it could corrupt it."""
 

@@ -19,7 +19,7 @@ only the SHA-256 digest of their token (lowercase hex); an adapter never sees a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Literal, Protocol
@@ -45,6 +45,7 @@ from ._records import (
     User,
     UserForgotten,
 )
+from ._transfer import TableRows
 
 __all__ = ["Storage"]
 
@@ -323,6 +324,28 @@ class Storage(Protocol):
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
+        ...
+
+    async def schema_version(self) -> int:
+        """The version of the schema the store is at."""
+        ...
+
+    # -- moving a store (the portable form: storage/_transfer.py) ------------------------
+    def export_rows(self, user: str | None = None, *, batch: int = 500) -> AsyncIterator[TableRows]:
+        """Every portable row (of one user, or all), parents first, as written."""
+        ...
+
+    async def import_rows(
+        self, parts: Iterable[TableRows], *, skip_existing: bool = False
+    ) -> dict[str, int]:
+        """Insert exported rows with their ids in one transaction; `ImportCollision` for
+        a row the store has (unless `skip_existing`). How many went in, by table."""
+        ...
+
+    async def table_counts(self) -> dict[str, int]: ...
+
+    async def continuum_digests(self) -> dict[tuple[str, str], str]:
+        """A SHA-256 of each continuum's settings, turn records and messages."""
         ...
 
     async def set_user_token(self, name: str, token_hash: str) -> None:

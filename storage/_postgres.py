@@ -248,6 +248,15 @@ class PostgresStorage(SQLStore):
                 with anyio.CancelScope(shield=True):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
 
+    async def _after_import(self, db: Connection) -> None:
+        # Imported rows kept their ids; a sequence must hand out the ones after them.
+        for table in ("messages", "segments", "reminders", "memories", "jobs", "searches"):
+            await db.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                f" coalesce((SELECT max(id) FROM {table}), 0) + 1, false)",
+                (),
+            )
+
     def _job_columns(self, user: str, continuum_id: str) -> dict[str, object]:
         return {"lease_key": _lease_key(user, continuum_id)}
 

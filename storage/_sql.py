@@ -46,6 +46,7 @@ over `_read` and `_transaction`.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import time
 from abc import ABC, abstractmethod
@@ -71,7 +72,14 @@ from ._effects import (
     add_memory_effect,
     add_reminder_effect,
 )
-from ._exceptions import InvalidInput, NotFound, StorageUnavailable, UnknownContinuum, UserExists
+from ._exceptions import (
+    ImportCollision,
+    InvalidInput,
+    NotFound,
+    StorageUnavailable,
+    UnknownContinuum,
+    UserExists,
+)
 from ._fts import memory_score, query_terms
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._records import (
@@ -108,6 +116,7 @@ from ._shared import (
     record_decoder,
     segment_title,
 )
+from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
@@ -283,6 +292,9 @@ class SQLStore(ABC):
         self, db: Connection, kind: str, where: str, args: Any
     ) -> None:
         """Forget the words of the `kind` rows matching `where`, about to be deleted."""
+
+    async def _after_import(self, db: Connection) -> None:  # noqa: B027 (an optional hook)
+        """Rows came in with their ids: make new ids follow them (PostgreSQL's sequences)."""
 
     async def _index_segment(  # noqa: B027 (an optional hook)
         self, db: Connection, segment_id: int, text: str
@@ -1164,6 +1176,120 @@ class SQLStore(ABC):
             )
         if not changed:
             raise NotFound(f"no user named {name!r}")
+
+    # -- moving a store (export, import, migrate; the format is storage/_transfer.py) -----
+
+    async def export_rows(
+        self, user: str | None = None, *, batch: int = 500
+    ) -> AsyncIterator[TableRows]:
+        """Every portable row (of one user, or of all), table by table in the order of
+        `PORTABLE_TABLES` (parents first), each table's rows as they were written."""
+        if user is not None:
+            check_user_name(user)
+        for table, columns, order in PORTABLE_TABLES:
+            where, args = "", []
+            if user is not None:
+                where, args = f" WHERE {'name' if table == 'users' else 'owner'} = ?", [user]
+            sql = (
+                f"SELECT {', '.join(columns)} FROM {table}{where}"
+                f" ORDER BY {order.format(turn_order=self._TURN_ORDER)} LIMIT ? OFFSET ?"
+            )
+            offset = 0
+            while True:
+                rows = await self._read(sql, [*args, batch, offset])
+                if rows:
+                    yield TableRows(table, [tuple(row) for row in rows])
+                if len(rows) < batch:
+                    break
+                offset += len(rows)
+
+    async def import_rows(
+        self, parts: Iterable[TableRows], *, skip_existing: bool = False
+    ) -> dict[str, int]:
+        """Insert the rows, ids and all, in one transaction; how many went in, by table.
+        A row the store already has (the same user, continuum or id) is an
+        `ImportCollision` and nothing is imported, unless `skip_existing` (a migration
+        resumed: what the last run copied is not copied twice)."""
+        inserted: dict[str, int] = {}
+        async with self._transaction() as db:
+            for part in parts:
+                count = await self._insert_rows(db, part, skip_existing)
+                inserted[part.table] = inserted.get(part.table, 0) + count
+            await self._after_import(db)
+        return inserted
+
+    async def _insert_rows(self, db: Connection, part: TableRows, skip_existing: bool) -> int:
+        columns = COLUMNS[part.table]
+        extra: list[str] = []
+        rows: list[tuple[Any, ...]] = part.rows
+        if part.table == "jobs" and rows:
+            # What an adapter's job row carries beside the portable columns (derived).
+            owner, cid = columns.index("owner"), columns.index("continuum_id")
+            extra = sorted(self._job_columns(rows[0][owner], rows[0][cid]))
+            rows = [
+                (*row, *(self._job_columns(row[owner], row[cid])[c] for c in extra)) for row in rows
+            ]
+        width = len(columns) + len(extra)
+        names = ", ".join((*columns, *extra))
+        count = 0
+        for start in range(0, len(rows), 100):
+            chunk = rows[start : start + 100]
+            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(chunk))
+            got = await _rows(
+                db,
+                f"INSERT INTO {part.table} ({names}) VALUES {values}"
+                f" ON CONFLICT DO NOTHING RETURNING {', '.join(columns)}",
+                [value for row in chunk for value in row],
+            )
+            if len(got) < len(chunk) and not skip_existing:
+                raise ImportCollision(
+                    f"{len(chunk) - len(got)} of the {part.table} rows are in this store"
+                    " already (the same user, continuum or id): nothing was imported;"
+                    " import into an empty store, or delete those users first"
+                )
+            await self._index_imported(db, part.table, columns, got)
+            count += len(got)
+        return count
+
+    async def _index_imported(
+        self, db: Connection, table: str, columns: tuple[str, ...], rows: list[Any]
+    ) -> None:
+        """The search indexes an adapter keeps beside the rows, for rows just imported."""
+        kind = {"messages": "message", "memories": "memory"}.get(table)
+        if kind is not None and rows:
+            text = columns.index("text")
+            await self._count_terms(db, kind, [row[text] for row in rows])
+        if table == "segments":
+            sid, title, summary = (columns.index(c) for c in ("id", "title", "summary"))
+            for row in rows:
+                if row[summary]:
+                    await self._index_segment(db, row[sid], f"{row[title]}\n{row[summary]}")
+
+    async def table_counts(self) -> dict[str, int]:
+        """The rows of each portable table (a migration's first check)."""
+        return {
+            table: int((await self._read(f"SELECT count(*) FROM {table}"))[0][0])
+            for table, _, _ in PORTABLE_TABLES
+        }
+
+    async def continuum_digests(self) -> dict[tuple[str, str], str]:
+        """A SHA-256 of each continuum's content (its settings, its turn records in
+        order, its messages' every column but the id, in order), by (user, continuum)."""
+        digests: dict[tuple[str, str], str] = {}
+        listed = await self._read("SELECT owner, id FROM continuums ORDER BY owner, id")
+        for owner, cid in listed:
+            digest = hashlib.sha256()
+            for sql in (
+                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+                "SELECT id, status, started_at, record FROM turns"
+                f" WHERE owner = ? AND continuum_id = ? ORDER BY {self._TURN_ORDER}",
+                "SELECT seq, turn_id, role, content, text, created_at FROM messages"
+                " WHERE owner = ? AND continuum_id = ? ORDER BY seq",
+            ):
+                for row in await self._read(sql, (owner, cid)):
+                    digest.update(msgspec.json.encode(list(row)))  # bytes as base64
+            digests[(str(owner), str(cid))] = digest.hexdigest()
+        return digests
 
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
