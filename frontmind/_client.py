@@ -34,6 +34,7 @@ from storage import (
 from ._errors import FROM_WIRE
 from ._exceptions import ClientError
 from ._wire import (
+    BackupDone,
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
@@ -260,6 +261,11 @@ class Client:
 
     async def delete_document(self, label: str) -> None:
         await self._call("DELETE", f"/v1/documents/{label}")
+
+    async def backup(self, path: str) -> int:
+        """Back the daemon's store up to `path` on its machine (admin token); the size."""
+        body = await self._call("POST", "/v1/admin/backup", json={"path": path})
+        return from_wire(body, BackupDone).bytes
 
     # -- users (the admin token only) ----------------------------------------------------
 

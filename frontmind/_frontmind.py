@@ -378,6 +378,12 @@ class Frontmind:
                 await self._runtime.unload(user, continuum_id)
         return await self.storage.delete_user(name)
 
+    async def backup(self, path: str | Path) -> int:
+        """A consistent snapshot of the store in the file `path`, taken while turns run
+        (SQLite's online backup; the file appears whole or not at all); its size in
+        bytes. A PostgreSQL store is backed up with pg_dump instead (`InvalidInput`)."""
+        return await self.storage.backup(Path(path))
+
     async def user_for_token(self, token: str) -> str | None:
         """The name of the user whose token this is, or None."""
         return await self.storage.user_for_token_hash(token_digest(token))

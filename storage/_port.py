@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ._records import (
@@ -328,6 +329,12 @@ class Storage(Protocol):
 
     async def schema_version(self) -> int:
         """The version of the schema the store is at."""
+        ...
+
+    async def backup(self, path: Path) -> int:
+        """A consistent snapshot of the running store in the file `path` (SQLite's online
+        backup; written aside and renamed, so a file at `path` is always whole); its size.
+        `InvalidInput` for PostgreSQL (pg_dump backs it up)."""
         ...
 
     # -- moving a store (the portable form: storage/_transfer.py) ------------------------

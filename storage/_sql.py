@@ -58,6 +58,7 @@ from contextlib import (
     nullcontext,
 )
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Protocol, Self
 
@@ -1176,6 +1177,14 @@ class SQLStore(ABC):
             )
         if not changed:
             raise NotFound(f"no user named {name!r}")
+
+    async def backup(self, path: Path) -> int:
+        """Write a consistent snapshot of the store, taken while it is in use, to the file
+        `path` (which appears whole or not at all); its size in bytes. A PostgreSQL
+        store is backed up with its own tools instead."""
+        raise InvalidInput(
+            "a PostgreSQL store is backed up with pg_dump (the README's Backups shows how)"
+        )
 
     # -- moving a store (export, import, migrate; the format is storage/_transfer.py) -----
 

@@ -18,6 +18,7 @@ and dialect under it:
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -207,6 +208,34 @@ class SQLiteStorage(SQLStore):
         self._readers = readers
         self._in_flight = [0] * len(readers)  # reads in flight per read connection
         self._write_lock = anyio.Lock()
+
+    async def backup(self, path: Path) -> int:
+        partial = path.with_name(path.name + ".partial")
+
+        def copy() -> int:
+            # SQLite's online backup, on a connection of its own (the store's keep
+            # serving): one step, so the copy is one consistent snapshot while turns
+            # write (WAL: a reader never blocks the writer). Written aside, made durable,
+            # then renamed: a file at `path` is always a whole backup.
+            partial.unlink(missing_ok=True)
+            source = sqlite3.connect(self.path)
+            try:
+                target = sqlite3.connect(partial)
+                try:
+                    source.backup(target)
+                finally:
+                    target.close()
+            finally:
+                source.close()
+            with open(partial, "rb+") as written:
+                os.fsync(written.fileno())
+            os.replace(partial, path)
+            return path.stat().st_size
+
+        try:
+            return await anyio.to_thread.run_sync(copy)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageUnavailable(f"the backup to {path} failed: {exc}") from exc
 
     @classmethod
     async def open(

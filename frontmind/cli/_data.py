@@ -184,6 +184,16 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     anyio.run(main)
 
 
+def cmd_backup(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        # No lock: the backup is taken beside a running daemon, as a consistent snapshot.
+        async with _store(args) as storage:
+            size = await storage.backup(args.path.absolute())
+        print(f"backed up to {args.path} ({size} bytes)", file=sys.stderr)
+
+    anyio.run(main)
+
+
 def add_data_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     options: Callable[[argparse.ArgumentParser], None],
@@ -207,3 +217,7 @@ def add_data_commands(
         help="postgresql://user:password@host/db, or a SQLite file or data directory",
     )
     p.set_defaults(func=cmd_migrate, while_running=busy)
+    p = sub.add_parser("backup", help="a consistent snapshot of the (running) store to a file")
+    options(p)
+    p.add_argument("path", type=Path, help="the backup's file (replaced whole)")
+    p.set_defaults(func=cmd_backup, while_running="")

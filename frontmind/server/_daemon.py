@@ -50,6 +50,8 @@ from .._errors import wire_error
 from .._exceptions import ConfigError, Forbidden
 from .._frontmind import Frontmind, TurnStream
 from .._wire import (
+    BackupBody,
+    BackupDone,
     ContinuumPage,
     DocumentBody,
     DocumentPage,
@@ -396,6 +398,14 @@ def build_app(
         check_user_name(name)
         return name
 
+    async def backup(request: Request) -> Response:
+        if not request.scope["state"][_ADMIN_KEY]:
+            raise Forbidden("only the admin token may back up the store")
+        body = decode_body(await request.body(), BackupBody)
+        if not body.path or not Path(body.path).is_absolute():
+            raise InvalidInput(f"path {body.path!r}: give an absolute path on the daemon's machine")
+        return _json(BackupDone(body.path, await fm.backup(body.path)))
+
     async def delete_user(request: Request) -> Response:
         return _json(await fm.delete_user(admin_user(request)))
 
@@ -578,6 +588,7 @@ def build_app(
         Route("/v1/users", users, methods=["GET", "POST"]),
         Route("/v1/users/{name}", delete_user, methods=["DELETE"]),
         Route("/v1/users/{name}/token", rotate_token, methods=["POST"]),
+        Route("/v1/admin/backup", backup, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

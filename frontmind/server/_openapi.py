@@ -18,6 +18,8 @@ from storage import Document, Memory, Reminder, UserForgotten
 
 from .._errors import WIRE_ERRORS
 from .._wire import (
+    BackupBody,
+    BackupDone,
     ContinuumPage,
     DocumentBody,
     DocumentPage,
@@ -233,6 +235,15 @@ OPERATIONS: tuple[Operation, ...] = (
         reply=UserCreated,
         params=(_USER,),
         errors=(400, 403, 404),
+    ),
+    Operation(
+        "post",
+        "/v1/admin/backup",
+        "Back up the store (admin token only) to a file on the daemon's machine: a"
+        " consistent snapshot taken while turns run (SQLite; PostgreSQL: use pg_dump).",
+        reply=BackupDone,
+        body=BackupBody,
+        errors=(400, 403),
     ),
     Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
     Operation(
