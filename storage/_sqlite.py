@@ -83,32 +83,36 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
     ]
     if not pending:
         return current
-    # Rebuilding a table under a new key needs foreign keys off (a no-op inside a
-    # transaction, so it is switched here); each migration is checked before it commits.
+    # Every pending migration in one transaction: a store is at its old version or at
+    # the new one, never between. Rebuilding a table under a new key needs foreign keys
+    # off (a no-op inside a transaction, so it is switched here); the references are
+    # checked before the commit.
+    scripts = []
+    for version, script in pending:
+        scripts.append(script)
+        scripts.append(
+            f"UPDATE schema_version SET version = {version};"
+            if has_row
+            else f"INSERT INTO schema_version (version) VALUES ({version});"
+        )
+        has_row = True
     await conn.execute("PRAGMA foreign_keys=OFF")
     try:
-        for version, script in pending:
-            bump = (
-                f"UPDATE schema_version SET version = {version};"
-                if has_row
-                else f"INSERT INTO schema_version (version) VALUES ({version});"
-            )
-            try:
-                await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}")
-                broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
-                if broken:
-                    raise sqlite3.IntegrityError(
-                        f"migration {version} leaves broken references: {broken[:3]}"
-                    )
-                await conn.execute("COMMIT")
-            except sqlite3.Error:
-                if conn.in_transaction:
-                    await conn.execute("ROLLBACK")
-                raise
-            current, has_row = version, True
+        try:
+            await conn.executescript("BEGIN IMMEDIATE;\n" + "\n".join(scripts))
+            broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
+            if broken:
+                raise sqlite3.IntegrityError(
+                    f"migrating to {pending[-1][0]} leaves broken references: {broken[:3]}"
+                )
+            await conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                await conn.execute("ROLLBACK")
+            raise
     finally:
         await conn.execute("PRAGMA foreign_keys=ON")
-    return current
+    return pending[-1][0]
 
 
 _ALIVE = "m.owner = :user AND (m.expires_at IS NULL OR m.expires_at > :at)"

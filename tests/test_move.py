@@ -42,7 +42,12 @@ async def filled(data_dir: Path) -> dict[str, str]:
 
 async def previews(data_dir: Path, url: str | None = None) -> dict[str, bytes]:
     """The request each continuum's next turn would send now, as bytes, by user/continuum."""
+    # Every section waited for (no deadline a busy machine could miss): the requests
+    # compared hold all of them.
     config = Config()
+    config = msgspec.structs.replace(
+        config, composer=msgspec.structs.replace(config.composer, deadline_ms=60_000.0)
+    )
     if url is not None:
         config = msgspec.structs.replace(config, storage=StorageConfig(url=url))
     seen: dict[str, bytes] = {}
