@@ -12,24 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import pytest
 
-from frontmind import Frontmind
-from frontmind._frontmind import NoModel
-from frontmind.config import Config, StorageConfig
+from frontmind.cli._data import read_export
 from storage import (
     PostgresStorage,
     SchemaTooNew,
     SQLiteStorage,
     Storage,
     TableRows,
-    decode_line,
 )
 from storage._migrations import SCHEMA_VERSION
 from storage._pg_schema import PG_SCHEMA_VERSION
 from storage._transfer import COLUMNS
 from tests._postgres import PostgresServer
+from tests.test_move import previews
 
 pytestmark = pytest.mark.anyio
 
@@ -45,12 +42,7 @@ ADDED_DEFAULTS: dict[str, Any] = {
 
 
 def content() -> list[TableRows]:
-    parts: dict[str, TableRows] = {}
-    for number, line in enumerate((STORES / "content.jsonl").read_bytes().splitlines(), 1):
-        decoded = decode_line(line, number)
-        if decoded is not None:
-            parts.setdefault(decoded[0], TableRows(decoded[0], [])).rows.append(decoded[1])
-    return list(parts.values())
+    return read_export(str(STORES / "content.jsonl"))
 
 
 def expected_at(had: dict[str, list[str]]) -> dict[str, list[tuple[Any, ...]]]:
@@ -78,23 +70,6 @@ async def rows_of(store: Storage) -> dict[str, list[tuple[Any, ...]]]:
             tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in part.rows
         )
     return rows
-
-
-async def previews(data_dir: Path, url: str | None = None) -> dict[str, bytes]:
-    # Every section waited for (no deadline a busy machine could miss): the requests
-    # compared hold all of them.
-    config = Config()
-    config = msgspec.structs.replace(
-        config, composer=msgspec.structs.replace(config.composer, deadline_ms=60_000.0)
-    )
-    if url is not None:
-        config = msgspec.structs.replace(config, storage=StorageConfig(url=url))
-    seen: dict[str, bytes] = {}
-    async with Frontmind.open(data_dir, config, model=NoModel(), clock=lambda: 1.9e9) as fm:
-        for continuum in await fm.continuums():
-            seen[continuum.id] = msgspec.json.encode(await fm.context(continuum.id, "and?"))
-    assert seen
-    return seen
 
 
 async def fresh_previews(

@@ -120,7 +120,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     anyio.run(main)
 
 
-def _parts(path: str) -> list[TableRows]:
+def read_export(path: str) -> list[TableRows]:
     """The file's rows, runs of one table together; every line checked before any row
     is written (a bad line names its number)."""
     parts: list[TableRows] = []
@@ -141,7 +141,7 @@ def _parts(path: str) -> list[TableRows]:
 
 def cmd_import(args: argparse.Namespace) -> None:
     async def main() -> None:
-        parts = _parts(args.file)
+        parts = read_export(args.file)
         async with _store(args, exclusive=True) as storage:
             inserted = await storage.import_rows(parts)
         for table, count in inserted.items():

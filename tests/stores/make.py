@@ -23,8 +23,9 @@ from pathlib import Path
 import anyio
 
 from frontmind import Frontmind
+from frontmind.cli._data import read_export
 from frontmind.config import Config
-from storage import SQLiteStorage, TableRows, decode_line, encode_header, encode_row
+from storage import SQLiteStorage, TableRows, encode_header, encode_row
 from storage._migrations import SCHEMA_VERSION
 from storage._pg_schema import PG_SCHEMA_VERSION
 from storage._postgres import PostgresStorage
@@ -44,19 +45,6 @@ async def converse(data_dir: Path) -> None:
             async with fm.turn("main", text) as stream:
                 async for _ in stream:
                     pass
-
-
-def rows_of(path: Path) -> list[TableRows]:
-    parts: list[TableRows] = []
-    for number, line in enumerate(path.read_bytes().splitlines(), 1):
-        decoded = decode_line(line, number)
-        if decoded is not None:
-            table, row = decoded
-            if parts and parts[-1].table == table:
-                parts[-1].rows.append(row)
-            else:
-                parts.append(TableRows(table, [row]))
-    return parts
 
 
 def columns_at(db: sqlite3.Connection, table: str) -> list[str]:
@@ -144,7 +132,7 @@ async def main() -> None:
             async for part in store.export_rows():
                 lines += [encode_row(part.table, row) for row in part.rows]
     (HERE / "content.jsonl").write_bytes(b"".join(lines))
-    parts = rows_of(HERE / "content.jsonl")
+    parts = read_export(str(HERE / "content.jsonl"))
     for version in range(1, SCHEMA_VERSION):
         await sqlite_fixture(version, parts, HERE / f"sqlite_v{version}.db")
     for version in range(1, PG_SCHEMA_VERSION):
