@@ -82,6 +82,11 @@ class Storage(Protocol):
         turns."""
         ...
 
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: their summed usage
+        per model (prices are per model)."""
+        ...
+
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         """Delete the user's continuum with its turns, messages, segments and their search
         index entries; `UnknownContinuum` if the user has none by that id."""
@@ -366,4 +371,14 @@ class Storage(Protocol):
         and their search-index entries) in one transaction, and say how many of each.
         `NotFound` if the user neither exists nor owns anything; `InvalidInput` for
         `default` (built in)."""
+        ...
+
+    # -- the Models API's answers --------------------------------------------------------
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        """What the Models API last said of a model (its JSON, as the caller stored it),
+        and when it was fetched; None: never asked."""
+        ...
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        """Keep the Models API's answer for a model, replacing an older one."""
         ...

@@ -3,7 +3,8 @@
 A store is its tables' rows; the portable tables are the ones below, with the columns
 both databases share (what each adapter derives on its own is left out: full-text
 indexes and word counts, PostgreSQL's turn order and job lease keys, which are rebuilt
-as the rows go in). Parents come before the tables that refer to them, so the rows can
+as the rows go in; and `model_facts`, a cache of the Models API's answers, fetched again
+when wanted). Parents come before the tables that refer to them, so the rows can
 be inserted in file order. Every row keeps its ids, so a continuum's turn records,
 messages (their content bytes exactly), segments and searches arrive as they were.
 
