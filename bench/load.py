@@ -145,12 +145,16 @@ class Pinger:
 
 @asynccontextmanager
 async def daemon(
-    url: str, data: Path, probe: Path | None = None, memtrace: Path | None = None
+    url: str,
+    data: Path,
+    probe: Path | None = None,
+    memtrace: Path | None = None,
+    config: str = "",
 ) -> AsyncIterator[tuple[Process, str]]:
     """The daemon on `data`, talking to the model server at `url`; yields it and its URL.
     With `probe`, it runs under bench/_probe.py, which writes its timings there at exit;
     with `memtrace`, under bench/_memtrace.py (tracemalloc, see `memtrace_snapshot`)."""
-    (data / "frontmind.toml").write_text("[turns]\nmax_queued = 4\n")
+    (data / "frontmind.toml").write_text(f"[turns]\nmax_queued = 4\n{config}")
     module = "frontmind" if probe is None else "bench._probe"
     if memtrace is not None:
         module = "bench._memtrace"

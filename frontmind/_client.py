@@ -20,10 +20,20 @@ import httpx2
 import msgspec
 
 from actors import ModelRequest, TurnEvent
-from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
+from storage import (
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    Reminder,
+    TurnRecord,
+    User,
+    UserForgotten,
+)
 
 from ._exceptions import FROM_WIRE, ClientError
 from ._wire import (
+    BackupDone,
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
@@ -32,6 +42,8 @@ from ._wire import (
     MessagePage,
     ReminderPage,
     TurnPage,
+    UserCreated,
+    UserList,
     from_wire,
 )
 
@@ -244,6 +256,29 @@ class Client(_Closing):
 
     async def delete_document(self, label: str) -> None:
         await self._call("DELETE", f"/v1/documents/{label}")
+
+    async def backup(self, path: str) -> int:
+        """Back the daemon's store up to `path` on its machine (admin token); the size."""
+        body = await self._call("POST", "/v1/admin/backup", json={"path": path})
+        return from_wire(body, BackupDone).bytes
+
+    # -- users (the admin token only) ----------------------------------------------------
+
+    async def add_user(self, name: str) -> str:
+        """Add a user; returns its token (shown this once)."""
+        body = await self._call("POST", "/v1/users", json={"name": name})
+        return from_wire(body, UserCreated).token
+
+    async def users(self) -> list[User]:
+        return from_wire(await self._call("GET", "/v1/users"), UserList).users
+
+    async def rotate_token(self, name: str) -> str:
+        """Give the user a new token (returned, shown this once); the old one stops working."""
+        return from_wire(await self._call("POST", f"/v1/users/{name}/token"), UserCreated).token
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        """Forget the user and every row of theirs; the rows deleted, by table."""
+        return from_wire(await self._call("DELETE", f"/v1/users/{name}"), UserForgotten)
 
 
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:

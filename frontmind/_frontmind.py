@@ -71,6 +71,7 @@ from storage import (
     TurnRecord,
     TurnUsage,
     User,
+    UserForgotten,
     check_user_name,
 )
 
@@ -365,6 +366,29 @@ class Frontmind:
     async def users(self) -> list[User]:
         """The users added with `add_user` (`default` is built in and not listed)."""
         return await self.storage.users()
+
+    async def rotate_token(self, name: str) -> str:
+        """Give user `name` a new bearer token and return it (shown this once). The old
+        token stops working at once: the daemon looks tokens up on every request.
+        `NotFound` if there is no such user."""
+        token = new_token()
+        await self.storage.set_user_token(name, token_digest(token))
+        return token
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        """Forget user `name`: their token and every row of theirs, in one transaction;
+        the answer counts the rows of each table. Their loaded continuums are unloaded
+        first; `Busy` while a turn of theirs runs (nothing is deleted then)."""
+        for user, continuum_id in self._runtime.lanes():
+            if user == name:
+                await self._runtime.unload(user, continuum_id)
+        return await self.storage.delete_user(name)
+
+    async def backup(self, path: str | Path) -> int:
+        """A consistent snapshot of the store in the file `path`, taken while turns run
+        (SQLite's online backup; the file appears whole or not at all); its size in
+        bytes. A PostgreSQL store is backed up with pg_dump instead (`InvalidInput`)."""
+        return await self.storage.backup(Path(path))
 
     async def user_for_token(self, token: str) -> str | None:
         """The name of the user whose token this is, or None."""

@@ -42,6 +42,8 @@ T = TypeVar("T")
 K = TypeVar("K")
 
 __all__ = [
+    "BackupBody",
+    "BackupDone",
     "ContinuumPage",
     "ContinuumSummary",
     "DocumentBody",
@@ -126,6 +128,15 @@ class UserCreated(msgspec.Struct, frozen=True):
 
     name: str
     token: str
+
+
+class BackupBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    path: str  # a file on the daemon's machine
+
+
+class BackupDone(msgspec.Struct, frozen=True):
+    path: str
+    bytes: int
 
 
 class UserList(msgspec.Struct, frozen=True):

@@ -15,6 +15,7 @@ from ._effects import (
 )
 from ._exceptions import (
     FrontmindError,
+    ImportCollision,
     InvalidInput,
     MessageTooLarge,
     NotFound,
@@ -34,6 +35,7 @@ from ._jobs import (
     backoff,
     segment_job_payload,
 )
+from ._migrate import Migration, MigrationMismatch, migrate
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
 from ._postgres import PostgresStorage
@@ -66,9 +68,11 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sqlite import SQLiteStorage
+from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
 from ._validation import (
     DEFAULT_USER,
     EARLIEST,
@@ -89,6 +93,7 @@ from ._validation import (
 __all__ = [
     "DEFAULT_USER",
     "EARLIEST",
+    "EXPORT_FORMAT",
     "LATEST",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
@@ -111,6 +116,7 @@ __all__ = [
     "Document",
     "Effect",
     "FrontmindError",
+    "ImportCollision",
     "InvalidInput",
     "Job",
     "JobState",
@@ -121,6 +127,8 @@ __all__ = [
     "Message",
     "MessageHit",
     "MessageTooLarge",
+    "Migration",
+    "MigrationMismatch",
     "NotFound",
     "Passage",
     "PostgresStorage",
@@ -135,6 +143,7 @@ __all__ = [
     "Storage",
     "StorageError",
     "StorageUnavailable",
+    "TableRows",
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
@@ -146,6 +155,7 @@ __all__ = [
     "UnknownContinuum",
     "User",
     "UserExists",
+    "UserForgotten",
     "add_memory_effect",
     "add_reminder_effect",
     "backoff",
@@ -156,7 +166,11 @@ __all__ = [
     "check_token_hash",
     "check_user_name",
     "complete_reminder_effect",
+    "decode_line",
+    "encode_header",
+    "encode_row",
     "error_type",
     "memory_score",
+    "migrate",
     "segment_job_payload",
 ]

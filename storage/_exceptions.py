@@ -65,6 +65,10 @@ class UserExists(StorageError):
     type = "conflict"
 
 
+class ImportCollision(StorageError):
+    """An import met rows the store already has (the same user, continuum or id)."""
+
+
 class SchemaTooNew(StorageError):
     """The database was written by a newer Frontmind; opening it could corrupt it."""
 

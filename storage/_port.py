@@ -19,9 +19,10 @@ only the SHA-256 digest of their token (lowercase hex); an adapter never sees a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import Literal, Protocol
 
 from ._records import (
@@ -43,7 +44,9 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
+from ._transfer import TableRows
 
 __all__ = ["Storage"]
 
@@ -349,6 +352,47 @@ class Storage(Protocol):
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
+        ...
+
+    async def schema_version(self) -> int:
+        """The version of the schema the store is at."""
+        ...
+
+    async def backup(self, path: Path) -> int:
+        """A consistent snapshot of the running store in the file `path` (SQLite's online
+        backup; written aside and renamed, so a file at `path` is always whole); its size.
+        `InvalidInput` for PostgreSQL (pg_dump backs it up)."""
+        ...
+
+    # -- moving a store (the portable form: storage/_transfer.py) ------------------------
+    def export_rows(self, user: str | None = None, *, batch: int = 500) -> AsyncIterator[TableRows]:
+        """Every portable row (of one user, or all), parents first, as written."""
+        ...
+
+    async def import_rows(
+        self, parts: Iterable[TableRows], *, skip_existing: bool = False
+    ) -> dict[str, int]:
+        """Insert exported rows with their ids in one transaction; `ImportCollision` for
+        a row the store has (unless `skip_existing`). How many went in, by table."""
+        ...
+
+    async def table_counts(self) -> dict[str, int]: ...
+
+    async def continuum_digests(self) -> dict[tuple[str, str], str]:
+        """A SHA-256 of each continuum's settings, turn records and messages."""
+        ...
+
+    async def set_user_token(self, name: str, token_hash: str) -> None:
+        """Replace the user's token digest (the old token stops working at once);
+        `NotFound` if there is no such user."""
+        ...
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        """Delete the user and every row of theirs (continuums, turns, messages, segments,
+        memories with their vectors and use counts, reminders, documents, jobs, searches
+        and their search-index entries) in one transaction, and say how many of each.
+        `NotFound` if the user neither exists nor owns anything; `InvalidInput` for
+        `default` (built in)."""
         ...
 
     # -- the Models API's answers --------------------------------------------------------

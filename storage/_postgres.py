@@ -116,7 +116,7 @@ def _lease_key(user: str, continuum_id: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-async def _migrate(conn: Any, url: str) -> int:
+async def _migrate(conn: Any, url: str, upto: int | None = None) -> int:
     """Apply pending migrations in order, under an advisory lock so that replicas
     starting together do not race; returns the schema version afterwards."""
     await conn.execute("SELECT pg_advisory_lock(7355608)")
@@ -128,14 +128,16 @@ async def _migrate(conn: Any, url: str) -> int:
                 f"the database has schema version {current}, but this Frontmind understands "
                 f"only up to {PG_SCHEMA_VERSION}: upgrade Frontmind or use another database"
             )
-        for version, script in PG_MIGRATIONS:
-            if version <= current:
-                continue
-            async with conn.transaction():
+        # Every pending migration in one transaction: the database is at its old
+        # version or at the new one, never between.
+        async with conn.transaction():
+            for version, script in PG_MIGRATIONS:
+                if version <= current or (upto is not None and version > upto):
+                    continue
                 await conn.execute(script)
                 await conn.execute("DELETE FROM schema_version")
                 await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
-            current = version
+                current = version
         return int(current)
     finally:
         await conn.execute("SELECT pg_advisory_unlock(7355608)")
@@ -188,8 +190,10 @@ class PostgresStorage(SQLStore):
         segment_gap: float = 1800.0,
         max_connections: int = 10,
         max_leases: int = 32,
+        schema_upto: int | None = None,
     ) -> PostgresStorage:
-        """Connect (creating and migrating the schema as needed).
+        """Connect (creating and migrating the schema as needed; `schema_upto` stops the
+        migrations early: it exists for upgrade fixtures).
 
         Queries share a pool of `max_connections`. A running turn holds one more
         connection for its lease (a session lock), from a pool of its own of
@@ -211,7 +215,7 @@ class PostgresStorage(SQLStore):
         leases = None
         try:
             async with pool.acquire() as conn:
-                await _migrate(conn, shown)
+                await _migrate(conn, shown, schema_upto)
             leases = await asyncpg.create_pool(url, min_size=0, max_size=max_leases)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
@@ -249,6 +253,15 @@ class PostgresStorage(SQLStore):
             finally:
                 with anyio.CancelScope(shield=True):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+    async def _after_import(self, db: Connection) -> None:
+        # Imported rows kept their ids; a sequence must hand out the ones after them.
+        for table in ("messages", "segments", "reminders", "memories", "jobs", "searches"):
+            await db.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                f" coalesce((SELECT max(id) FROM {table}), 0) + 1, false)",
+                (),
+            )
 
     def _job_columns(self, user: str, continuum_id: str) -> dict[str, object]:
         return {"lease_key": _lease_key(user, continuum_id)}

@@ -346,3 +346,11 @@ class User(msgspec.Struct, frozen=True):
 
     name: str
     created_at: float
+
+
+class UserForgotten(msgspec.Struct, frozen=True):
+    """What deleting a user removed: the number of rows of each table (by table name;
+    search-index tables included), every one of them in one transaction."""
+
+    name: str
+    rows: dict[str, int]

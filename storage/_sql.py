@@ -50,6 +50,7 @@ written here once, over `_read` and `_transaction`.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import math
 import time
@@ -62,6 +63,7 @@ from contextlib import (
     nullcontext,
 )
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Protocol, Self
 
@@ -76,7 +78,14 @@ from ._effects import (
     add_memory_effect,
     add_reminder_effect,
 )
-from ._exceptions import InvalidInput, NotFound, StorageUnavailable, UnknownContinuum, UserExists
+from ._exceptions import (
+    ImportCollision,
+    InvalidInput,
+    NotFound,
+    StorageUnavailable,
+    UnknownContinuum,
+    UserExists,
+)
 from ._fts import memory_score, query_terms
 from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._records import (
@@ -99,6 +108,7 @@ from ._records import (
     TurnUsage,
     TurnWrite,
     User,
+    UserForgotten,
 )
 from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
 from ._shared import (
@@ -111,6 +121,7 @@ from ._shared import (
     record_decoder,
     segment_title,
 )
+from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
     MAX_DOCUMENT_CHARS,
@@ -123,7 +134,27 @@ from ._validation import (
     to_epoch,
 )
 
-__all__ = ["MEMORY", "Connection", "SQLStore"]
+__all__ = ["MEMORY", "USER_TABLES", "Connection", "SQLStore"]
+
+# Every table holding rows of a user, each with the condition (its one `?` is the user's
+# name) that selects them, in the order deleting a user empties them: a table that
+# refers to another comes before it (messages before the turns they belong to, anything
+# of a continuum before the continuum). Deleting a user (`delete_user`) is driven by this
+# list alone: a new table of user data is one more row here (or in an adapter's
+# `_USER_TABLES`, for a table only one database has), and the user is forgotten from it.
+# The `users` row itself goes last, in the same transaction.
+USER_TABLES: tuple[tuple[str, str], ...] = (
+    ("searches", "owner = ?"),
+    ("jobs", "owner = ?"),
+    ("messages", "owner = ?"),
+    ("segments", "owner = ?"),
+    ("turns", "owner = ?"),
+    ("continuum_settings", "owner = ?"),
+    ("continuums", "owner = ?"),
+    ("reminders", "owner = ?"),
+    ("memories", "owner = ?"),  # with their vectors (a column) and use counts
+    ("documents", "owner = ?"),
+)
 
 MAX_DIMENSIONS = 4096  # an embedder's widest vector
 MAX_NEAREST = 1000  # the most memories one vector search returns
@@ -199,6 +230,8 @@ class SQLStore(ABC):
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
+    # The tables a user's rows are deleted from (see `USER_TABLES`); an adapter adds its own.
+    _USER_TABLES: ClassVar[tuple[tuple[str, str], ...]] = USER_TABLES
 
     def __init__(self, segment_gap: float) -> None:
         self._segment_gap = segment_gap
@@ -273,6 +306,9 @@ class SQLStore(ABC):
         self, db: Connection, kind: str, where: str, args: Any
     ) -> None:
         """Forget the words of the `kind` rows matching `where`, about to be deleted."""
+
+    async def _after_import(self, db: Connection) -> None:  # noqa: B027 (an optional hook)
+        """Rows came in with their ids: make new ids follow them (PostgreSQL's sequences)."""
 
     async def _index_segment(  # noqa: B027 (an optional hook)
         self, db: Connection, segment_id: int, text: str
@@ -1237,6 +1273,166 @@ class SQLStore(ABC):
         if not added:
             raise UserExists(f"a user named {name!r} already exists")
         return User(name, at)
+
+    async def delete_user(self, name: str) -> UserForgotten:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token acts as it);"
+                " it cannot be deleted"
+            )
+        counted: dict[str, int] = {}
+        async with self._transaction() as db:
+            # The words of the rows about to go leave the search statistics first (a
+            # PostgreSQL hook; SQLite's indexes follow by trigger or by their own row in
+            # `_USER_TABLES`).
+            await self._uncount_terms(db, "message", "owner = ?", (name,))
+            await self._uncount_terms(db, "memory", "owner = ?", (name,))
+            # Their memories' vectors leave the vector index too (a table of its own on
+            # SQLite, columns of the memories on PostgreSQL).
+            owned = await _rows(db, "SELECT id FROM memories WHERE owner = ?", (name,))
+            await self._unindex_vectors(db, [int(row[0]) for row in owned])
+            for table, where in self._USER_TABLES:
+                rows = await _rows(db, f"SELECT count(*) FROM {table} WHERE {where}", (name,))
+                counted[table] = int(rows[0][0])
+                await db.execute(f"DELETE FROM {table} WHERE {where}", (name,))
+            user_rows = await _rows(db, "DELETE FROM users WHERE name = ? RETURNING 1", (name,))
+            counted["users"] = len(user_rows)
+            if not any(counted.values()):
+                raise NotFound(f"no user named {name!r}")
+        return UserForgotten(name, counted)
+
+    async def set_user_token(self, name: str, token_hash: str) -> None:
+        check_user_name(name)
+        check_token_hash(token_hash)
+        async with self._transaction() as db:
+            changed = await _rows(
+                db, "UPDATE users SET token_hash = ? WHERE name = ? RETURNING 1", (token_hash, name)
+            )
+        if not changed:
+            raise NotFound(f"no user named {name!r}")
+
+    async def backup(self, path: Path) -> int:
+        """Write a consistent snapshot of the store, taken while it is in use, to the file
+        `path` (which appears whole or not at all); its size in bytes. A PostgreSQL
+        store is backed up with its own tools instead."""
+        raise InvalidInput(
+            "a PostgreSQL store is backed up with pg_dump (the README's Backups shows how)"
+        )
+
+    # -- moving a store (export, import, migrate; the format is storage/_transfer.py) -----
+
+    async def export_rows(
+        self, user: str | None = None, *, batch: int = 500
+    ) -> AsyncIterator[TableRows]:
+        """Every portable row (of one user, or of all), table by table in the order of
+        `PORTABLE_TABLES` (parents first), each table's rows as they were written."""
+        if user is not None:
+            check_user_name(user)
+        for table, columns, order in PORTABLE_TABLES:
+            where, args = "", []
+            if user is not None:
+                where, args = f" WHERE {'name' if table == 'users' else 'owner'} = ?", [user]
+            sql = (
+                f"SELECT {', '.join(columns)} FROM {table}{where}"
+                f" ORDER BY {order.format(turn_order=self._TURN_ORDER)} LIMIT ? OFFSET ?"
+            )
+            offset = 0
+            while True:
+                rows = await self._read(sql, [*args, batch, offset])
+                if rows:
+                    yield TableRows(table, [tuple(row) for row in rows])
+                if len(rows) < batch:
+                    break
+                offset += len(rows)
+
+    async def import_rows(
+        self, parts: Iterable[TableRows], *, skip_existing: bool = False
+    ) -> dict[str, int]:
+        """Insert the rows, ids and all, in one transaction; how many went in, by table.
+        A row the store already has (the same user, continuum or id) is an
+        `ImportCollision` and nothing is imported, unless `skip_existing` (a migration
+        resumed: what the last run copied is not copied twice)."""
+        inserted: dict[str, int] = {}
+        async with self._transaction() as db:
+            for part in parts:
+                count = await self._insert_rows(db, part, skip_existing)
+                inserted[part.table] = inserted.get(part.table, 0) + count
+            await self._after_import(db)
+        return inserted
+
+    async def _insert_rows(self, db: Connection, part: TableRows, skip_existing: bool) -> int:
+        columns = COLUMNS[part.table]
+        extra: list[str] = []
+        rows: list[tuple[Any, ...]] = part.rows
+        if part.table == "jobs" and rows:
+            # What an adapter's job row carries beside the portable columns (derived).
+            owner, cid = columns.index("owner"), columns.index("continuum_id")
+            extra = sorted(self._job_columns(rows[0][owner], rows[0][cid]))
+            rows = [
+                (*row, *(self._job_columns(row[owner], row[cid])[c] for c in extra)) for row in rows
+            ]
+        width = len(columns) + len(extra)
+        names = ", ".join((*columns, *extra))
+        count = 0
+        for start in range(0, len(rows), 100):
+            chunk = rows[start : start + 100]
+            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(chunk))
+            got = await _rows(
+                db,
+                f"INSERT INTO {part.table} ({names}) VALUES {values}"
+                f" ON CONFLICT DO NOTHING RETURNING {', '.join(columns)}",
+                [value for row in chunk for value in row],
+            )
+            if len(got) < len(chunk) and not skip_existing:
+                raise ImportCollision(
+                    f"{len(chunk) - len(got)} of the {part.table} rows are in this store"
+                    " already (the same user, continuum or id): nothing was imported;"
+                    " import into an empty store, or delete those users first"
+                )
+            await self._index_imported(db, part.table, columns, got)
+            count += len(got)
+        return count
+
+    async def _index_imported(
+        self, db: Connection, table: str, columns: tuple[str, ...], rows: list[Any]
+    ) -> None:
+        """The search indexes an adapter keeps beside the rows, for rows just imported."""
+        kind = {"messages": "message", "memories": "memory"}.get(table)
+        if kind is not None and rows:
+            text = columns.index("text")
+            await self._count_terms(db, kind, [row[text] for row in rows])
+        if table == "segments":
+            sid, title, summary = (columns.index(c) for c in ("id", "title", "summary"))
+            for row in rows:
+                if row[summary]:
+                    await self._index_segment(db, row[sid], f"{row[title]}\n{row[summary]}")
+
+    async def table_counts(self) -> dict[str, int]:
+        """The rows of each portable table (a migration's first check)."""
+        return {
+            table: int((await self._read(f"SELECT count(*) FROM {table}"))[0][0])
+            for table, _, _ in PORTABLE_TABLES
+        }
+
+    async def continuum_digests(self) -> dict[tuple[str, str], str]:
+        """A SHA-256 of each continuum's content (its settings, its turn records in
+        order, its messages' every column but the id, in order), by (user, continuum)."""
+        digests: dict[tuple[str, str], str] = {}
+        listed = await self._read("SELECT owner, id FROM continuums ORDER BY owner, id")
+        for owner, cid in listed:
+            digest = hashlib.sha256()
+            for sql in (
+                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+                "SELECT id, status, started_at, record FROM turns"
+                f" WHERE owner = ? AND continuum_id = ? ORDER BY {self._TURN_ORDER}",
+                "SELECT seq, turn_id, role, content, text, created_at FROM messages"
+                " WHERE owner = ? AND continuum_id = ? ORDER BY seq",
+            ):
+                for row in await self._read(sql, (owner, cid)):
+                    digest.update(msgspec.json.encode(list(row)))  # bytes as base64
+            digests[(str(owner), str(cid))] = digest.hexdigest()
+        return digests
 
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")

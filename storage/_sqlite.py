@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -43,7 +44,7 @@ from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import MessageHit
 from ._shared import encode_vector
-from ._sql import MEMORY, Connection, SQLStore
+from ._sql import MEMORY, USER_TABLES, Connection, SQLStore
 
 __all__ = ["SQLiteStorage"]
 
@@ -131,32 +132,36 @@ async def migrate(conn: aiosqlite.Connection, path: Path, *, upto: int | None = 
     ]
     if not pending:
         return current
-    # Rebuilding a table under a new key needs foreign keys off (a no-op inside a
-    # transaction, so it is switched here); each migration is checked before it commits.
+    # Every pending migration in one transaction: a store is at its old version or at
+    # the new one, never between. Rebuilding a table under a new key needs foreign keys
+    # off (a no-op inside a transaction, so it is switched here); the references are
+    # checked before the commit.
+    scripts = []
+    for version, script in pending:
+        scripts.append(script)
+        scripts.append(
+            f"UPDATE schema_version SET version = {version};"
+            if has_row
+            else f"INSERT INTO schema_version (version) VALUES ({version});"
+        )
+        has_row = True
     await conn.execute("PRAGMA foreign_keys=OFF")
     try:
-        for version, script in pending:
-            bump = (
-                f"UPDATE schema_version SET version = {version};"
-                if has_row
-                else f"INSERT INTO schema_version (version) VALUES ({version});"
-            )
-            try:
-                await conn.executescript(f"BEGIN IMMEDIATE;\n{script}\n{bump}")
-                broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
-                if broken:
-                    raise DRIVER.IntegrityError(
-                        f"migration {version} leaves broken references: {broken[:3]}"
-                    )
-                await conn.execute("COMMIT")
-            except DRIVER.Error:
-                if conn.in_transaction:
-                    await conn.execute("ROLLBACK")
-                raise
-            current, has_row = version, True
+        try:
+            await conn.executescript("BEGIN IMMEDIATE;\n" + "\n".join(scripts))
+            broken = list(await conn.execute_fetchall("PRAGMA foreign_key_check"))
+            if broken:
+                raise DRIVER.IntegrityError(
+                    f"migrating to {pending[-1][0]} leaves broken references: {broken[:3]}"
+                )
+            await conn.execute("COMMIT")
+        except DRIVER.Error:
+            if conn.in_transaction:
+                await conn.execute("ROLLBACK")
+            raise
     finally:
         await conn.execute("PRAGMA foreign_keys=ON")
-    return current
+    return pending[-1][0]
 
 
 _ALIVE = "m.owner = :user AND (m.expires_at IS NULL OR m.expires_at > :at)"
@@ -236,6 +241,12 @@ class SQLiteStorage(SQLStore):
     _ERRORS = (DRIVER.Error,)
     _TURN_ORDER = "rowid"
     _NO_LIMIT = -1
+    # The segment summaries' index is a table of its own (no trigger keeps it): a
+    # deleted user's entries go before their segments.
+    _USER_TABLES = (
+        ("segments_fts", "rowid IN (SELECT id FROM segments WHERE owner = ?)"),
+        *USER_TABLES,
+    )
 
     def __init__(
         self,
@@ -250,6 +261,34 @@ class SQLiteStorage(SQLStore):
         self._readers = readers
         self._in_flight = [0] * len(readers)  # reads in flight per read connection
         self._write_lock = anyio.Lock()
+
+    async def backup(self, path: Path) -> int:
+        partial = path.with_name(path.name + ".partial")
+
+        def copy() -> int:
+            # SQLite's online backup, on a connection of its own (the store's keep
+            # serving): one step, so the copy is one consistent snapshot while turns
+            # write (WAL: a reader never blocks the writer). Written aside, made durable,
+            # then renamed: a file at `path` is always a whole backup.
+            partial.unlink(missing_ok=True)
+            source = sqlite3.connect(self.path)
+            try:
+                target = sqlite3.connect(partial)
+                try:
+                    source.backup(target)
+                finally:
+                    target.close()
+            finally:
+                source.close()
+            with open(partial, "rb+") as written:
+                os.fsync(written.fileno())
+            os.replace(partial, path)
+            return path.stat().st_size
+
+        try:
+            return await anyio.to_thread.run_sync(copy)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageUnavailable(f"the backup to {path} failed: {exc}") from exc
 
     @classmethod
     async def open(

@@ -27,6 +27,7 @@ from .._exceptions import EdgeError
 from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from .._groups import unwrap_group
 from ..config import Config, default_data_dir, load_config
+from ._data import add_data_commands, add_user_actions
 from ._logs import configure_logging
 
 __all__ = ["main"]
@@ -349,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
     data_options(listing)
     database_option(listing)
     listing.set_defaults(func=cmd_users)
+
+    def store_options(p: argparse.ArgumentParser) -> None:
+        data_options(p)
+        database_option(p)
+
+    add_user_actions(users, store_options)
+    add_data_commands(sub, store_options)
 
     p = sub.add_parser("local-api", help="run the local Messages API server on its own")
     p.add_argument("--host", default="127.0.0.1")

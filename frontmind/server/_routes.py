@@ -13,6 +13,7 @@ import functools
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
@@ -27,13 +28,17 @@ from storage import (
     Memory,
     Reminder,
     TurnUsage,
+    UserForgotten,
     check_continuum_id,
+    check_user_name,
 )
 
 from .._cost import NO_COST, cost
 from .._exceptions import INTERNAL_MESSAGE, Forbidden, wire_error, wire_message
 from .._frontmind import Frontmind
 from .._wire import (
+    BackupBody,
+    BackupDone,
     ContinuumPage,
     DocumentBody,
     DocumentPage,
@@ -311,6 +316,28 @@ async def reload_mcp_tools(request: Request) -> Response:
     return json_response(await _daemon(request).fm.reload_tools())
 
 
+def _user_named(request: Request) -> str:
+    name: str = request.path_params["name"]
+    check_user_name(name)
+    return name
+
+
+async def delete_user(request: Request) -> Response:
+    return json_response(await _daemon(request).fm.delete_user(_user_named(request)))
+
+
+async def rotate_token(request: Request) -> Response:
+    name = _user_named(request)
+    return json_response(UserCreated(name, await _daemon(request).fm.rotate_token(name)))
+
+
+async def backup_store(request: Request) -> Response:
+    body = decode_body(await request.body(), BackupBody)
+    if not body.path or not Path(body.path).is_absolute():
+        raise InvalidInput(f"path {body.path!r}: give an absolute path on the daemon's machine")
+    return json_response(BackupDone(body.path, await _daemon(request).fm.backup(body.path)))
+
+
 async def get_health(request: Request) -> Response:
     return json_response(Health("ok"))
 
@@ -332,6 +359,7 @@ async def get_docs(request: Request) -> Response:
 _STR = {"type": "string"}
 _INT = {"type": "integer", "minimum": 1}
 _LABEL = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
+USER = Param("name", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
 CONTINUUM = Param("continuum_id", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
 PAGE = (
     Param(
@@ -562,6 +590,45 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         auth="admin",
         reply=UserList,
         errors=(),
+    ),
+    Endpoint(
+        "DELETE",
+        "/v1/users/{name}",
+        delete_user,
+        "deleteUser",
+        "users",
+        "Forget a user: their token and every row of theirs, in one transaction; the"
+        " answer counts the rows deleted from each table.",
+        auth="admin",
+        reply=UserForgotten,
+        params=(USER,),
+        errors=(400, 404, 429),
+    ),
+    Endpoint(
+        "POST",
+        "/v1/users/{name}/token",
+        rotate_token,
+        "rotateUserToken",
+        "users",
+        "Give a user a new token; the old one stops working at once. The answer holds"
+        " the new token, shown this once.",
+        auth="admin",
+        reply=UserCreated,
+        params=(USER,),
+        errors=(400, 404),
+    ),
+    Endpoint(
+        "POST",
+        "/v1/admin/backup",
+        backup_store,
+        "backupStore",
+        "service",
+        "Back up the store to a file on the daemon's machine: a consistent snapshot"
+        " taken while turns run (SQLite; PostgreSQL: use pg_dump).",
+        auth="admin",
+        reply=BackupDone,
+        body=BackupBody,
+        errors=(400,),
     ),
     Endpoint(
         "GET",

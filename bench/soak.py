@@ -1,0 +1,162 @@
+"""Soak: a year of an agent's life on one machine, compressed. The real daemon (a child
+process, SQLite, idle continuums unloaded) runs `--turns` turns over `--continuums`
+continuums against the local Messages API (a second child process), `--workers` at a
+time, each turn on a continuum picked at random. Every `--every` turns it samples the
+daemon's RssAnon (its heap: the database's mapped pages are the OS page cache), the
+database's size (file + WAL) and its free pages, the content stored so far, and the bytes
+the daemon logged. The report: growth per 1,000 turns after the warm-up (the first
+`--warmup` turns, while continuums are first loaded) by least squares: RSS (goal ≤ 0.2
+MB per 1,000 turns), database bytes beside the content stored (messages, turn records;
+the rest is indexes: it should grow only by what is stored, and free pages stay near
+zero: nothing is deleted in a soak), and log bytes
+(warnings and errors only, as the daemon runs by default; its access log is off).
+
+    .venv/bin/python -m bench.soak [--turns 100000] [--continuums 1000] [--workers 16]
+        [--idle-minutes 0.5] [--every 1000] [--warmup 10000] [--ttft-ms 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+
+from bench._common import run, write_results
+from bench._model_server import model_server
+from bench.load import daemon, rss_anon_kib, timed_turn
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares growth of y per unit of x."""
+    n = len(points)
+    if n < 2:
+        return 0.0
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    den = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / den if den else 0.0
+
+
+def database(data: Path) -> tuple[int, int, int]:
+    """The database's bytes (file + WAL), its free pages' bytes, and the bytes of the
+    content stored in it (messages' content and text, turn records)."""
+    path = data / "frontmind.db"
+    size = path.stat().st_size + (data / "frontmind.db-wal").stat().st_size
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        stored = db.execute(
+            "SELECT (SELECT coalesce(sum(length(content) + length(text)), 0) FROM messages)"
+            " + (SELECT coalesce(sum(length(record)), 0) FROM turns)"
+        ).fetchone()[0]
+    return size, free * page, stored
+
+
+async def soak(args: argparse.Namespace) -> dict[str, Any]:
+    samples: list[dict[str, float]] = []
+    errors: dict[str, int] = {}
+    logged = 0
+    with tempfile.TemporaryDirectory(prefix="frontmind-soak-") as scratch:
+        data = Path(scratch)
+        config = f"idle_minutes = {args.idle_minutes}\n"
+        async with (
+            model_server(args.ttft_ms, 10_000.0) as (url, _),
+            daemon(url, data, config=config) as (process, base),
+        ):
+            assert process.stderr is not None
+            stderr = process.stderr
+
+            async def count_log() -> None:
+                nonlocal logged
+                async for chunk in stderr:
+                    logged += len(chunk)
+
+            done, sample_at = 0, args.every
+            started = time.perf_counter()
+
+            async def worker(client: httpx2.AsyncClient, seed: int, share: int) -> None:
+                nonlocal done, sample_at
+                rng = random.Random(seed)
+                for _ in range(share):
+                    continuum = f"c{rng.randrange(args.continuums)}"
+                    text = f"turn {done} in {continuum}: how is the garden doing this week?"
+                    ended = await timed_turn(client, continuum, text)
+                    if "turn.completed" not in ended:
+                        key = str(ended.get("error", ended))[:80]
+                        errors[key] = errors.get(key, 0) + 1
+                    done += 1
+                    if done >= sample_at:
+                        sample_at += args.every
+                        size, free, stored = await anyio.to_thread.run_sync(database, data)
+                        samples.append(
+                            {"turns": done, "rss_kib": rss_anon_kib(process.pid),
+                             "db_bytes": size, "free_bytes": free, "log_bytes": logged,
+                             "stored_bytes": stored,
+                             "seconds": round(time.perf_counter() - started, 1)}
+                        )  # fmt: skip
+                        print(samples[-1], flush=True)
+
+            async with anyio.create_task_group() as logs:
+                logs.start_soon(count_log)
+                async with (
+                    httpx2.AsyncClient(base_url=base, timeout=120) as client,
+                    anyio.create_task_group() as tg,
+                ):
+                    for seed in range(args.workers):
+                        tg.start_soon(worker, client, seed, args.turns // args.workers)
+                logs.cancel_scope.cancel()
+    after = [s for s in samples if s["turns"] > args.warmup]
+
+    def per_1000(key: str) -> float:
+        return round(slope([(s["turns"] / 1000, s[key]) for s in after]), 1)
+
+    return {
+        "turns": done,
+        "continuums": args.continuums,
+        "workers": args.workers,
+        "idle_minutes": args.idle_minutes,
+        "warmup_turns": args.warmup,
+        "errors": errors,
+        "rss_kib_per_1000_turns": per_1000("rss_kib"),
+        "rss_goal_kib_per_1000_turns": 204.8,
+        "db_bytes_per_1000_turns": per_1000("db_bytes"),
+        "stored_bytes_per_1000_turns": per_1000("stored_bytes"),
+        "free_bytes_at_end": after[-1]["free_bytes"] if after else None,
+        "log_bytes_per_1000_turns": per_1000("log_bytes"),
+        "loadavg": await anyio.Path("/proc/loadavg").read_text(),
+        "cpus": os.cpu_count(),
+        "samples": samples,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=100_000)
+    parser.add_argument("--continuums", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--idle-minutes", type=float, default=0.5)
+    parser.add_argument("--every", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=10_000)
+    parser.add_argument("--ttft-ms", type=float, default=0.0)
+    args = parser.parse_args()
+
+    async def go() -> None:
+        results = await soak(args)
+        shown = {k: v for k, v in results.items() if k != "samples"}
+        for key, value in shown.items():
+            print(f"{key}: {value}")
+        write_results("soak", results)
+
+    run(go)
+
+
+if __name__ == "__main__":
+    main()

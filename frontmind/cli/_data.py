@@ -1,0 +1,223 @@
+"""The commands that look after a store's data over its life: `users rotate`, `users
+delete`, `export`, `import` and `migrate`.
+
+They open the store alone (no actors, no model), like `users add`: SQLite in the data
+directory, or the PostgreSQL database given by `--database` or the config. Those that
+read or write a whole SQLite store hold its data directory's lock, so no daemon runs on
+it meanwhile (the copy is consistent, and no loaded continuum misses a change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from storage import (
+    SQLiteStorage,
+    Storage,
+    TableRows,
+    decode_line,
+    encode_header,
+    encode_row,
+    migrate,
+)
+
+from .._exceptions import DataDirLocked
+from .._frontmind import DATABASE_FILE, open_storage
+from .._lock import data_dir_lock
+from ..config import load_config
+
+__all__ = ["add_data_commands", "add_user_actions"]
+
+
+@asynccontextmanager
+async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncIterator[Storage]:
+    """The command's store. `exclusive`: with SQLite, hold the data directory's lock too,
+    so that no daemon is running on it (one that is would keep the user's continuums
+    loaded; it must be asked through its API instead)."""
+    config = load_config(args.config, args.data_dir)
+    if args.database is not None:
+        config = msgspec.structs.replace(
+            config, storage=msgspec.structs.replace(config.storage, url=args.database)
+        )
+    async with AsyncExitStack() as stack:
+        if exclusive and config.storage.url is None:
+            try:
+                stack.enter_context(data_dir_lock(args.data_dir))
+            except DataDirLocked as exc:
+                raise DataDirLocked(f"{exc}: {args.while_running}") from None
+        storage = await open_storage(config, args.data_dir)
+        stack.push_async_callback(storage.close)
+        yield storage
+
+
+def cmd_rotate(args: argparse.Namespace) -> None:
+    from .._users import new_token, token_digest
+
+    async def main() -> None:
+        # A running daemon looks tokens up on every request: the old token is refused
+        # from the next request on, and no restart is needed.
+        async with _store(args) as storage:
+            token = new_token()
+            await storage.set_user_token(args.name, token_digest(token))
+        print(token)
+        print(
+            f"user {args.name!r} has a new token (shown only now); the old one no longer works",
+            file=sys.stderr,
+        )
+
+    anyio.run(main)
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        async with _store(args, exclusive=True) as storage:
+            forgotten = await storage.delete_user(args.name)
+        for table, count in forgotten.rows.items():
+            print(f"{table}\t{count}")
+        print(f"deleted user {args.name!r} and every row of theirs", file=sys.stderr)
+
+    anyio.run(main)
+
+
+def add_user_actions(
+    users: argparse._SubParsersAction[argparse.ArgumentParser],
+    options: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Register `users rotate` and `users delete`; `options` adds the common ones."""
+    rotate = users.add_parser("rotate", help="give a user a new token (the old one stops working)")
+    options(rotate)
+    rotate.add_argument("name", help="the user")
+    rotate.set_defaults(func=cmd_rotate, while_running="")
+    delete = users.add_parser(
+        "delete", help="forget a user: their token and every row of theirs, in one transaction"
+    )
+    options(delete)
+    delete.add_argument("name", help="the user")
+    delete.set_defaults(
+        func=cmd_delete,
+        while_running="while a daemon runs, delete the user through it"
+        " (DELETE /v1/users/NAME with the admin token)",
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        out = sys.stdout.buffer
+        async with _store(args, exclusive=True) as storage:
+            out.write(encode_header(await storage.schema_version(), args.user))
+            async for part in storage.export_rows(args.user):
+                for row in part.rows:
+                    out.write(encode_row(part.table, row))
+        out.flush()
+
+    anyio.run(main)
+
+
+def read_export(path: str) -> list[TableRows]:
+    """The file's rows, runs of one table together; every line checked before any row
+    is written (a bad line names its number)."""
+    parts: list[TableRows] = []
+    with sys.stdin.buffer if path == "-" else open(path, "rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            decoded = decode_line(line, number)
+            if decoded is None:
+                continue
+            table, row = decoded
+            if parts and parts[-1].table == table:
+                parts[-1].rows.append(row)
+            else:
+                parts.append(TableRows(table, [row]))
+    return parts
+
+
+def cmd_import(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        parts = read_export(args.file)
+        async with _store(args, exclusive=True) as storage:
+            inserted = await storage.import_rows(parts)
+        for table, count in inserted.items():
+            print(f"{table}\t{count}")
+
+    anyio.run(main)
+
+
+async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
+    """The store `--to` names: a PostgreSQL URL, a SQLite file (`*.db`), or a data
+    directory (created if missing; its lock held, so no daemon runs on it meanwhile)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from storage import PostgresStorage
+
+        store: Storage = await PostgresStorage.open(url, segment_gap=gap)
+    else:
+        path = Path(url.removeprefix("sqlite://"))
+        if path.suffix != ".db" and not await anyio.Path(path).is_file():
+            stack.enter_context(data_dir_lock(path))
+            path = path / DATABASE_FILE
+        store = await SQLiteStorage.open(path, segment_gap=gap)
+    stack.push_async_callback(store.close)
+    return store
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
+            config = load_config(args.config, args.data_dir)
+            target = await _target(args.to, config.history.segment_gap_minutes * 60, stack)
+            done = await migrate(source, target)
+        for table, count in done.counts.items():
+            print(f"{table}\t{count}\t(copied now: {done.copied.get(table, 0)})")
+        for continuum, digest in done.digests.items():
+            print(f"{continuum}\tsha256:{digest}")
+        print(
+            "verified: every table's row count and every continuum's digest match", file=sys.stderr
+        )
+
+    anyio.run(main)
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    async def main() -> None:
+        # No lock: the backup is taken beside a running daemon, as a consistent snapshot.
+        async with _store(args) as storage:
+            size = await storage.backup(args.path.absolute())
+        print(f"backed up to {args.path} ({size} bytes)", file=sys.stderr)
+
+    anyio.run(main)
+
+
+def add_data_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    options: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Register `export`, `import` and `migrate`; `options` adds the common ones."""
+    busy = "stop the daemon first (it would keep writing meanwhile)"
+    p = sub.add_parser("export", help="write the store (or one user) as JSON Lines to stdout")
+    options(p)
+    p.add_argument("--user", default=None, help="only this user's rows")
+    p.set_defaults(func=cmd_export, while_running=busy)
+    p = sub.add_parser("import", help="read an export into this store (refuses collisions)")
+    options(p)
+    p.add_argument("file", help="the export's file (- for stdin)")
+    p.set_defaults(func=cmd_import, while_running=busy)
+    p = sub.add_parser("migrate", help="copy the whole store to another (resumable, verified)")
+    options(p)
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="URL",
+        help="postgresql://user:password@host/db, or a SQLite file or data directory",
+    )
+    p.set_defaults(func=cmd_migrate, while_running=busy)
+    p = sub.add_parser("backup", help="a consistent snapshot of the (running) store to a file")
+    options(p)
+    p.add_argument("path", type=Path, help="the backup's file (replaced whole)")
+    p.set_defaults(func=cmd_backup, while_running="")

@@ -1,0 +1,528 @@
+--
+-- PostgreSQL database dump
+--
+
+\restrict FkZp6Q1RX1ncaXouf1ifdKpNLsxWVbtdraxnouwelOi3c6dLKsqDZNYzNmPM8Pz
+
+-- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
+-- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: continuums; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.continuums (
+    id text NOT NULL,
+    created_at double precision NOT NULL,
+    history_start bigint DEFAULT 0 NOT NULL,
+    message_count bigint DEFAULT 0 NOT NULL,
+    last_turn_at double precision,
+    last_message_id text
+);
+
+
+--
+-- Name: documents; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.documents (
+    label text NOT NULL,
+    content text NOT NULL,
+    updated_at double precision NOT NULL
+);
+
+
+--
+-- Name: memories; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.memories (
+    id bigint NOT NULL,
+    text text NOT NULL,
+    created_at double precision NOT NULL,
+    expires_at double precision,
+    importance double precision NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, text)) STORED
+);
+
+
+--
+-- Name: memories_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.memories_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: memories_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.memories_id_seq OWNED BY public.memories.id;
+
+
+--
+-- Name: messages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.messages (
+    id bigint NOT NULL,
+    continuum_id text NOT NULL,
+    seq bigint NOT NULL,
+    turn_id text NOT NULL,
+    role text NOT NULL,
+    content bytea NOT NULL,
+    text text NOT NULL,
+    created_at double precision NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, text)) STORED,
+    CONSTRAINT messages_role_check CHECK ((role = ANY (ARRAY['user'::text, 'assistant'::text])))
+);
+
+
+--
+-- Name: messages_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.messages_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: messages_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.messages_id_seq OWNED BY public.messages.id;
+
+
+--
+-- Name: reminders; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reminders (
+    id bigint NOT NULL,
+    text text NOT NULL,
+    due_at double precision,
+    created_at double precision NOT NULL,
+    completed_at double precision,
+    origin text NOT NULL,
+    CONSTRAINT reminders_origin_check CHECK ((origin = ANY (ARRAY['user'::text, 'agent'::text])))
+);
+
+
+--
+-- Name: reminders_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.reminders_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: reminders_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.reminders_id_seq OWNED BY public.reminders.id;
+
+
+--
+-- Name: schema_version; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_version (
+    version integer NOT NULL
+);
+
+
+--
+-- Name: segments; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.segments (
+    id bigint NOT NULL,
+    continuum_id text NOT NULL,
+    started_at double precision NOT NULL,
+    ended_at double precision NOT NULL,
+    turn_count bigint NOT NULL,
+    title text NOT NULL,
+    first_seq bigint NOT NULL
+);
+
+
+--
+-- Name: segments_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.segments_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: segments_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.segments_id_seq OWNED BY public.segments.id;
+
+
+--
+-- Name: turns; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.turns (
+    ord bigint NOT NULL,
+    id text NOT NULL,
+    continuum_id text NOT NULL,
+    status text NOT NULL,
+    started_at double precision NOT NULL,
+    record bytea NOT NULL,
+    CONSTRAINT turns_status_check CHECK ((status = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text])))
+);
+
+
+--
+-- Name: turns_ord_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.turns_ord_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+
+--
+-- Name: turns_ord_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.turns_ord_seq OWNED BY public.turns.ord;
+
+
+--
+-- Name: memories id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.memories ALTER COLUMN id SET DEFAULT nextval('public.memories_id_seq'::regclass);
+
+
+--
+-- Name: messages id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.messages ALTER COLUMN id SET DEFAULT nextval('public.messages_id_seq'::regclass);
+
+
+--
+-- Name: reminders id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reminders ALTER COLUMN id SET DEFAULT nextval('public.reminders_id_seq'::regclass);
+
+
+--
+-- Name: segments id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.segments ALTER COLUMN id SET DEFAULT nextval('public.segments_id_seq'::regclass);
+
+
+--
+-- Name: turns ord; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turns ALTER COLUMN ord SET DEFAULT nextval('public.turns_ord_seq'::regclass);
+
+
+--
+-- Data for Name: continuums; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.continuums (id, created_at, history_start, message_count, last_turn_at, last_message_id) FROM stdin;
+main	1800000000	0	4	1800000000	msg_80411ca7ed6675a82c3144d5
+\.
+
+
+--
+-- Data for Name: documents; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.documents (label, content, updated_at) FROM stdin;
+profile	Ada likes tea and quiet mornings.	1796190019.0868013
+\.
+
+
+--
+-- Data for Name: memories; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.memories (id, text, created_at, expires_at, importance) FROM stdin;
+1	Ada's cat is called Turing	1796190019.0875556	\N	0.7
+\.
+
+
+--
+-- Data for Name: messages; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.messages (id, continuum_id, seq, turn_id, role, content, text, created_at) FROM stdin;
+1	main	0	turn_1e58948ebb2b453f87500695536c9357	user	\\x5b7b2274797065223a2274657874222c2274657874223a2268656c6c6f2c204920616d20416461227d5d	hello, I am Ada	1800000000
+2	main	1	turn_1e58948ebb2b453f87500695536c9357	assistant	\\x5b7b2274797065223a2274657874222c2274657874223a22596f7520736169643a20e2809c68656c6c6f2c204920616d20416461e2809d2e20492063616e207365653a206461746574696d655f73656374696f6e2c206163746976655f72656d696e646572732c2072656c6576616e745f6d656d6f726965732e227d5d	You said: “hello, I am Ada”. I can see: datetime_section, active_reminders, relevant_memories.	1800000000
+3	main	2	turn_9e511543277047569c6e20026e385f51	user	\\x5b7b2274797065223a2274657874222c2274657874223a227768617420646f20796f752072656d656d6265722061626f7574206d653f227d5d	what do you remember about me?	1800000000
+4	main	3	turn_9e511543277047569c6e20026e385f51	assistant	\\x5b7b2274797065223a2274657874222c2274657874223a22596f7520736169643a20e2809c7768617420646f20796f752072656d656d6265722061626f7574206d653fe2809d2e20492063616e207365653a206461746574696d655f73656374696f6e2c20636f6e766572736174696f6e5f6d616e69666573742c206163746976655f72656d696e646572732e227d5d	You said: “what do you remember about me?”. I can see: datetime_section, conversation_manifest, active_reminders.	1800000000
+\.
+
+
+--
+-- Data for Name: reminders; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.reminders (id, text, due_at, created_at, completed_at, origin) FROM stdin;
+1	water the plants	\N	1796190019.0879164	\N	user
+\.
+
+
+--
+-- Data for Name: schema_version; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.schema_version (version) FROM stdin;
+1
+\.
+
+
+--
+-- Data for Name: segments; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.segments (id, continuum_id, started_at, ended_at, turn_count, title, first_seq) FROM stdin;
+1	main	1800000000	1800000000	2	hello, I am Ada	0
+\.
+
+
+--
+-- Data for Name: turns; Type: TABLE DATA; Schema: public; Owner: -
+--
+
+COPY public.turns (ord, id, continuum_id, status, started_at, record) FROM stdin;
+1	turn_1e58948ebb2b453f87500695536c9357	main	completed	1800000000	\\x7b227475726e5f6964223a227475726e5f3165353839343865626232623435336638373530303639353533366339333537222c22636f6e74696e75756d5f6964223a226d61696e222c22737461747573223a22636f6d706c65746564222c22737461727465645f6174223a313830303030303030302e302c2266696e69736865645f6174223a313830303030303030302e302c226d6f64656c223a22636c617564652d736f6e6e65742d342d36222c22757365725f74657874223a2268656c6c6f2c204920616d20416461222c227265706c795f74657874223a22596f7520736169643a20e2809c68656c6c6f2c204920616d20416461e2809d2e20492063616e207365653a206461746574696d655f73656374696f6e2c206163746976655f72656d696e646572732c2072656c6576616e745f6d656d6f726965732e222c227573616765223a7b22696e7075745f746f6b656e73223a3234372c2263616368655f6372656174696f6e5f696e7075745f746f6b656e73223a313230372c2263616368655f726561645f696e7075745f746f6b656e73223a302c226f75747075745f746f6b656e73223a32352c2263616368655f6372656174696f6e5f356d223a313230372c2263616368655f6372656174696f6e5f3168223a307d2c2263616368655f6d6973735f726561736f6e223a6e756c6c2c22636f6d706f73655f6d73223a312e373238353434303030373938313337392c2266697273745f746f6b656e5f6d73223a31302e3835373038343030303233353737332c22746f74616c5f6d73223a31312e3330303138393030303339343331322c226d6f64656c5f63616c6c73223a312c2263616c6c5f7573616765223a5b7b22696e7075745f746f6b656e73223a3234372c2263616368655f6372656174696f6e5f696e7075745f746f6b656e73223a313230372c2263616368655f726561645f696e7075745f746f6b656e73223a302c226f75747075745f746f6b656e73223a32352c2263616368655f6372656174696f6e5f356d223a313230372c2263616368655f6372656174696f6e5f3168223a307d5d2c2273656374696f6e73223a5b7b226e616d65223a22626173655f70726f6d7074222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e32313336353939393936343437333330332c226167655f73223a6e756c6c2c22746f6b656e73223a3532357d2c7b226e616d65223a22646f6d61696e646f63222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e383531383137393939333138383832342c226167655f73223a6e756c6c2c22746f6b656e73223a32357d2c7b226e616d65223a22746f6f6c5f67756964616e6365222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e323631313931393939393235333538372c226167655f73223a6e756c6c2c22746f6b656e73223a3234377d2c7b226e616d65223a22746f6f6c5f68696e7473222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e323638323731393939363330303837352c226167655f73223a6e756c6c2c22746f6b656e73223a33337d2c7b226e616d65223a226461746574696d655f73656374696f6e222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e33333336353939393933343137363231362c226167655f73223a6e756c6c2c22746f6b656e73223a31387d2c7b226e616d65223a22636f6e766572736174696f6e5f6d616e6966657374222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a22656d707479222c22656c61707365645f6d73223a312e303434303736393939323738333331362c226167655f73223a6e756c6c2c22746f6b656e73223a307d2c7b226e616d65223a226163746976655f72656d696e64657273222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e3838353530383939393939393732392c226167655f73223a6e756c6c2c22746f6b656e73223a397d2c7b226e616d65223a22636f6e746578745f7365617263685f726573756c7473222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a22656d707479222c22656c61707365645f6d73223a302e383631373832393939383931313437352c226167655f73223a6e756c6c2c22746f6b656e73223a307d2c7b226e616d65223a2272656c6576616e745f6d656d6f72696573222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e393533323039393939333532313131352c226167655f73223a6e756c6c2c22746f6b656e73223a31317d5d2c227761726e696e6773223a5b5d2c226572726f72223a6e756c6c2c226d6573736167655f6964223a226d73675f363733386166343065313632363338326461306631346362222c2273746f705f726561736f6e223a22656e645f7475726e222c2263616368655f74746c223a7b2273797374656d223a22356d222c22686973746f7279223a22356d222c22726561736f6e223a2261646170746976653a206e6f207061757365207365656e207965742c20746865207072696f7220616c6f6e653b20616c6c20746f2077726974653b20657870656374656420392c30353020626173652d707269636520746f6b656e73206f7665722074686520636f6d696e67207475726e732c203330382062656c6f7720746865206e6578742062657374227d7d
+2	turn_9e511543277047569c6e20026e385f51	main	completed	1800000000	\\x7b227475726e5f6964223a227475726e5f3965353131353433323737303437353639633665323030323665333835663531222c22636f6e74696e75756d5f6964223a226d61696e222c22737461747573223a22636f6d706c65746564222c22737461727465645f6174223a313830303030303030302e302c2266696e69736865645f6174223a313830303030303030302e302c226d6f64656c223a22636c617564652d736f6e6e65742d342d36222c22757365725f74657874223a227768617420646f20796f752072656d656d6265722061626f7574206d653f222c227265706c795f74657874223a22596f7520736169643a20e2809c7768617420646f20796f752072656d656d6265722061626f7574206d653fe2809d2e20492063616e207365653a206461746574696d655f73656374696f6e2c20636f6e766572736174696f6e5f6d616e69666573742c206163746976655f72656d696e646572732e222c227573616765223a7b22696e7075745f746f6b656e73223a3235372c2263616368655f6372656174696f6e5f696e7075745f746f6b656e73223a33352c2263616368655f726561645f696e7075745f746f6b656e73223a313230372c226f75747075745f746f6b656e73223a33302c2263616368655f6372656174696f6e5f356d223a302c2263616368655f6372656174696f6e5f3168223a33357d2c2263616368655f6d6973735f726561736f6e223a6e756c6c2c22636f6d706f73655f6d73223a312e303538333038303030323130363732362c2266697273745f746f6b656e5f6d73223a34382e36383437343530303031373332382c22746f74616c5f6d73223a34392e3331383833353939393635363538352c226d6f64656c5f63616c6c73223a312c2263616c6c5f7573616765223a5b7b22696e7075745f746f6b656e73223a3235372c2263616368655f6372656174696f6e5f696e7075745f746f6b656e73223a33352c2263616368655f726561645f696e7075745f746f6b656e73223a313230372c226f75747075745f746f6b656e73223a33302c2263616368655f6372656174696f6e5f356d223a302c2263616368655f6372656174696f6e5f3168223a33357d5d2c2273656374696f6e73223a5b7b226e616d65223a22626173655f70726f6d7074222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e30363639383039393936393037313333362c226167655f73223a6e756c6c2c22746f6b656e73223a3532357d2c7b226e616d65223a22646f6d61696e646f63222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e353935393934393939343537363136342c226167655f73223a6e756c6c2c22746f6b656e73223a32357d2c7b226e616d65223a22746f6f6c5f67756964616e6365222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e30393535373339393937313532373034372c226167655f73223a6e756c6c2c22746f6b656e73223a3234377d2c7b226e616d65223a22746f6f6c5f68696e7473222c22706c6163656d656e74223a2273797374656d222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e30393835323830303033303738353134372c226167655f73223a6e756c6c2c22746f6b656e73223a33337d2c7b226e616d65223a226461746574696d655f73656374696f6e222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e31333936313939393935373234363030372c226167655f73223a6e756c6c2c22746f6b656e73223a31387d2c7b226e616d65223a22636f6e766572736174696f6e5f6d616e6966657374222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e3735353732333939393634353835322c226167655f73223a6e756c6c2c22746f6b656e73223a31347d2c7b226e616d65223a226163746976655f72656d696e64657273222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a226672657368222c22656c61707365645f6d73223a302e33343539353030303033333733323530342c226167655f73223a6e756c6c2c22746f6b656e73223a397d2c7b226e616d65223a22636f6e746578745f7365617263685f726573756c7473222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a22656d707479222c22656c61707365645f6d73223a302e363035383139393939363931343438322c226167655f73223a6e756c6c2c22746f6b656e73223a307d2c7b226e616d65223a2272656c6576616e745f6d656d6f72696573222c22706c6163656d656e74223a226e6f74696669636174696f6e222c22737461747573223a22656d707479222c22656c61707365645f6d73223a302e363437363031393939383434343832362c226167655f73223a6e756c6c2c22746f6b656e73223a307d5d2c227761726e696e6773223a5b5d2c226572726f72223a6e756c6c2c226d6573736167655f6964223a226d73675f383034313163613765643636373561383263333134346435222c2273746f705f726561736f6e223a22656e645f7475726e222c2263616368655f74746c223a7b2273797374656d223a223168222c22686973746f7279223a223168222c22726561736f6e223a2261646170746976653a206f662031207061757365732c2030206265747765656e203520616e64203630206d696e20616e642030206f76657220616e20686f75723b20616c69766520746f2077726974653b20657870656374656420342c32373220626173652d707269636520746f6b656e73206f7665722074686520636f6d696e67207475726e732c203231322062656c6f7720746865206e6578742062657374227d7d
+\.
+
+
+--
+-- Name: memories_id_seq; Type: SEQUENCE SET; Schema: public; Owner: -
+--
+
+SELECT pg_catalog.setval('public.memories_id_seq', 1, false);
+
+
+--
+-- Name: messages_id_seq; Type: SEQUENCE SET; Schema: public; Owner: -
+--
+
+SELECT pg_catalog.setval('public.messages_id_seq', 1, false);
+
+
+--
+-- Name: reminders_id_seq; Type: SEQUENCE SET; Schema: public; Owner: -
+--
+
+SELECT pg_catalog.setval('public.reminders_id_seq', 1, false);
+
+
+--
+-- Name: segments_id_seq; Type: SEQUENCE SET; Schema: public; Owner: -
+--
+
+SELECT pg_catalog.setval('public.segments_id_seq', 1, false);
+
+
+--
+-- Name: turns_ord_seq; Type: SEQUENCE SET; Schema: public; Owner: -
+--
+
+SELECT pg_catalog.setval('public.turns_ord_seq', 2, true);
+
+
+--
+-- Name: continuums continuums_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.continuums
+    ADD CONSTRAINT continuums_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: documents documents_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.documents
+    ADD CONSTRAINT documents_pkey PRIMARY KEY (label);
+
+
+--
+-- Name: memories memories_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.memories
+    ADD CONSTRAINT memories_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: messages messages_continuum_id_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.messages
+    ADD CONSTRAINT messages_continuum_id_seq_key UNIQUE (continuum_id, seq);
+
+
+--
+-- Name: messages messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.messages
+    ADD CONSTRAINT messages_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: reminders reminders_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reminders
+    ADD CONSTRAINT reminders_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: segments segments_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.segments
+    ADD CONSTRAINT segments_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: turns turns_ord_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turns
+    ADD CONSTRAINT turns_ord_key UNIQUE (ord);
+
+
+--
+-- Name: turns turns_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turns
+    ADD CONSTRAINT turns_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: memories_fts; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX memories_fts ON public.memories USING gin (tsv);
+
+
+--
+-- Name: messages_fts; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX messages_fts ON public.messages USING gin (tsv);
+
+
+--
+-- Name: reminders_active; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reminders_active ON public.reminders USING btree (due_at) WHERE (completed_at IS NULL);
+
+
+--
+-- Name: segments_by_continuum; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX segments_by_continuum ON public.segments USING btree (continuum_id, ended_at);
+
+
+--
+-- Name: turns_by_continuum; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX turns_by_continuum ON public.turns USING btree (continuum_id, started_at);
+
+
+--
+-- Name: turns_by_start; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX turns_by_start ON public.turns USING btree (started_at);
+
+
+--
+-- Name: messages messages_continuum_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.messages
+    ADD CONSTRAINT messages_continuum_id_fkey FOREIGN KEY (continuum_id) REFERENCES public.continuums(id);
+
+
+--
+-- Name: messages messages_turn_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.messages
+    ADD CONSTRAINT messages_turn_id_fkey FOREIGN KEY (turn_id) REFERENCES public.turns(id);
+
+
+--
+-- Name: segments segments_continuum_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.segments
+    ADD CONSTRAINT segments_continuum_id_fkey FOREIGN KEY (continuum_id) REFERENCES public.continuums(id);
+
+
+--
+-- Name: turns turns_continuum_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.turns
+    ADD CONSTRAINT turns_continuum_id_fkey FOREIGN KEY (continuum_id) REFERENCES public.continuums(id);
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+\unrestrict FkZp6Q1RX1ncaXouf1ifdKpNLsxWVbtdraxnouwelOi3c6dLKsqDZNYzNmPM8Pz
+

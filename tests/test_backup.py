@@ -1,0 +1,129 @@
+"""Backing up a running daemon: `frontmind backup` and `POST /v1/admin/backup` while turns
+run, then the daemon killed (-9) with a backup in flight. The original is intact, and
+every backup that finished opens, passes SQLite's integrity check and replays each of
+its continuums."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from frontmind import Frontmind
+from frontmind._frontmind import NoModel
+from frontmind.config import Config
+from storage import SQLiteStorage
+from tests._daemon import daemon, run_cli, turn
+from tests.test_forget import ADMIN, auth, fill, ok
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def integrity(path: Path) -> str:
+    with sqlite3.connect(path) as db:
+        return str(db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def restore(backup: Path, data_dir: Path) -> None:
+    """The README's restore: the backup becomes the data directory's database."""
+    data_dir.mkdir()
+    shutil.copyfile(backup, data_dir / "frontmind.db")
+
+
+async def replayed(database: Path, data_dir: Path) -> dict[str, int]:
+    """Open the backup as a data directory's store; each continuum's history is all
+    there (as many messages as the continuum counts) and its next turn composes."""
+    restore(database, data_dir)
+    seen: dict[str, int] = {}
+    async with Frontmind.open(data_dir, Config(), model=NoModel()) as fm:
+        for user in ("alice", "default"):
+            mine = fm.user(user)
+            for continuum in await mine.continuums():
+                history = await mine.history(continuum.id)
+                assert len(history) == continuum.message_count > 0
+                request = await mine.context(continuum.id, "and now?")
+                assert request.messages
+                seen[f"{user}/{continuum.id}"] = len(history)
+    return seen
+
+
+async def test_backups_under_load_survive_a_killed_daemon(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    async with daemon(data, "--token", ADMIN) as d:
+        async with d.client(headers=auth(ADMIN)) as admin:
+            alice_token = (await ok(await admin.post("/v1/users", json={"name": "alice"}), 201))[
+                "token"
+            ]
+            await fill(admin, "otter")
+        killing = False
+        turns_run = 0
+
+        async def load(continuum: str) -> None:
+            nonlocal turns_run
+            async with d.client(headers=auth(alice_token)) as alice:
+                while True:
+                    try:
+                        events = await turn(alice, continuum, f"turn {turns_run} of {continuum}")
+                    except (httpx2.TransportError, AssertionError):
+                        if killing:
+                            return  # the daemon was killed under this turn
+                        raise
+                    assert events[-1][0] == "turn.completed"
+                    turns_run += 1
+
+        async def last_backup() -> None:
+            async with d.client(headers=auth(ADMIN)) as admin:
+                try:
+                    await admin.post("/v1/admin/backup", json={"path": str(backups / "last.db")})
+                except httpx2.TransportError:
+                    assert killing
+
+        async with anyio.create_task_group() as tg:
+            for continuum in ("one", "two"):
+                tg.start_soon(load, continuum)
+            for number in range(3):
+                code, _, err = await run_cli(
+                    "backup", str(backups / f"cli{number}.db"), "--data-dir", str(data)
+                )
+                assert code == 0, err
+                async with d.client(headers=auth(ADMIN)) as admin:
+                    done = await ok(
+                        await admin.post(
+                            "/v1/admin/backup", json={"path": str(backups / f"api{number}.db")}
+                        )
+                    )
+                    assert done["bytes"] == (backups / f"api{number}.db").stat().st_size
+            # A user's token may not back up; a relative path is refused.
+            async with d.client(headers=auth(alice_token)) as alice:
+                refused = await alice.post("/v1/admin/backup", json={"path": str(backups / "x")})
+                assert refused.status_code == 403
+            async with d.client(headers=auth(ADMIN)) as admin:
+                relative = await admin.post("/v1/admin/backup", json={"path": "x.db"})
+                assert relative.status_code == 400
+            # Kill the daemon with a backup (and turns) in flight.
+            tg.start_soon(last_backup)
+            await anyio.wait_all_tasks_blocked()
+            killing = True
+            d.process.send_signal(signal.SIGKILL)
+            await d.process.wait()
+    assert turns_run > 0
+
+    assert integrity(data / "frontmind.db") == "ok"
+    async with await SQLiteStorage.open(data / "frontmind.db") as original:
+        assert [u.name for u in await original.users()] == ["alice"]
+    finished = sorted(backups.glob("*.db"))
+    assert len(finished) >= 6
+    counts = []
+    for backup in finished:
+        assert integrity(backup) == "ok", backup
+        counts.append(sum((await replayed(backup, tmp_path / backup.stem)).values()))
+    # Taken one after the other under load: each holds at least what the one before held.
+    cli = [counts[finished.index(backups / f"cli{n}.db")] for n in range(3)]
+    assert cli == sorted(cli)
