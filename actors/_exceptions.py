@@ -46,7 +46,7 @@ class ShuttingDown(FrontmindError):
 class McpUnavailable(FrontmindError):
     """An MCP server marked `required` did not start: the instance does not start."""
 
-    kind = "mcp_unavailable"
+    type = "mcp_unavailable"
 
 
 class ComposeTimeout(FrontmindError):

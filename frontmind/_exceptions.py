@@ -20,6 +20,7 @@ tree and checks this drawing, the types and the statuses)::
     │   └── StorageUnavailable        storage_unavailable     503
     ├── Busy                          busy                    429
     ├── ShuttingDown                  shutting_down           503
+    ├── McpUnavailable                mcp_unavailable         503
     ├── ComposeTimeout                compose_timeout         504
     ├── ModelError                    model_error             502
     │   ├── ModelUnavailable          model_unavailable       503
@@ -74,6 +75,7 @@ from actors import (
     Busy,
     ComposeTimeout,
     InvalidModelSettings,
+    McpUnavailable,
     ModelError,
     ModelOverloaded,
     ModelRefused,
@@ -184,6 +186,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     UserExists: 409,
     Busy: 429,
     ShuttingDown: 503,
+    McpUnavailable: 503,  # a required MCP server did not start (only ever at startup)
     # RFC 9110 §15.6.5: a server acting for another did not get its answer in time.
     ComposeTimeout: 504,
     ModelError: 502,
