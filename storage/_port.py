@@ -79,6 +79,11 @@ class Storage(Protocol):
         turns."""
         ...
 
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: their summed usage
+        per model (prices are per model)."""
+        ...
+
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         """Delete the user's continuum with its turns, messages, segments and their search
         index entries; `UnknownContinuum` if the user has none by that id."""
@@ -322,4 +327,14 @@ class Storage(Protocol):
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
+        ...
+
+    # -- the Models API's answers --------------------------------------------------------
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        """What the Models API last said of a model (its JSON, as the caller stored it),
+        and when it was fetched; None: never asked."""
+        ...
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        """Keep the Models API's answer for a model, replacing an older one."""
         ...

@@ -255,7 +255,10 @@ class PostgresStorage(SQLStore):
         return f"= ANY(?::{sql_type}[])", list(values)
 
     def _json_int(self, column: str, *path: str) -> str:
-        return f"(convert_from({column}, 'UTF8')::jsonb #>> '{{{','.join(path)}}}')::bigint"
+        return f"({self._json_text(column, *path)})::bigint"
+
+    def _json_text(self, column: str, *path: str) -> str:
+        return f"(convert_from({column}, 'UTF8')::jsonb #>> '{{{','.join(path)}}}')"
 
     async def _count_terms(self, db: Connection, kind: str, texts: list[str]) -> None:
         """Keep each word's document count, in the writing transaction. Rows are upserted

@@ -243,6 +243,10 @@ class SQLStore(ABC):
     def _json_int(self, column: str, *path: str) -> str:
         """SQL for the integer at `path` in the JSON (bytes) of `column`."""
 
+    @abstractmethod
+    def _json_text(self, column: str, *path: str) -> str:
+        """SQL for the string at `path` in the JSON (bytes) of `column`."""
+
     def _lease_lock(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
         """Hold the continuum's lease against other processes sharing the store."""
         return nullcontext()
@@ -365,6 +369,25 @@ class SQLStore(ABC):
             (user, listed),
         )
         return {row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows}
+
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
+        among, listed = self._in_list(ids, "text")
+        model = self._json_text("record", "model")
+        rows = await self._read(
+            f"SELECT continuum_id, {model}, {sums} FROM turns"
+            f" WHERE owner = ? AND continuum_id {among} GROUP BY continuum_id, {model}",
+            (user, listed),
+        )
+        found: dict[str, dict[str, TurnUsage]] = {}
+        for row in rows:
+            usage = TurnUsage(*(int(v or 0) for v in row[2:]))
+            found.setdefault(row[0], {})[str(row[1] or "")] = usage
+        return found
 
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         where, args = _owned(user, continuum_id)
@@ -1113,6 +1136,19 @@ class SQLStore(ABC):
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
         return [User(*row) for row in rows]
+
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        rows = await self._read("SELECT facts, fetched_at FROM model_facts WHERE name = ?", (name,))
+        return (bytes(rows[0][0]), float(rows[0][1])) if rows else None
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO model_facts (name, facts, fetched_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET facts = excluded.facts,"
+                " fetched_at = excluded.fetched_at",
+                (name, facts, fetched_at),
+            )
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         check_token_hash(token_hash)

@@ -278,6 +278,8 @@ class SQLiteStorage(SQLStore):
     def _json_int(self, column: str, *path: str) -> str:
         return f"json_extract(CAST({column} AS TEXT), '$.{'.'.join(path)}')"
 
+    _json_text = _json_int  # json_extract gives each value its own SQL type
+
     async def _index_segment(self, db: Connection, segment_id: int, text: str) -> None:
         # A summary is indexed once written (rowid = the segment's id), replacing any
         # earlier summary of the segment.

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from actors import SettingsError, validate_settings
-from frontmind import Config, Frontmind, load_config
+from frontmind import Config, ConfigError, Frontmind, load_config
 from frontmind._frontmind import NoModel
 from storage import SQLiteStorage, StorageUnavailable
 from tests._harness import config
@@ -69,3 +69,20 @@ async def test_an_unusable_database_path_is_a_clear_error(tmp_path: Path) -> Non
     blocker.write_text("a file where the data directory should be")
     with pytest.raises(StorageUnavailable, match="cannot open the database"):
         await SQLiteStorage.open(blocker / "frontmind.db")
+
+
+def test_a_bad_models_row_in_the_config_names_its_key(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nname = "claude-opus-4-8"\n\n[[models]]\nname = "claude-new-1"\nmax_output = 10\n'
+    )
+    with pytest.raises(ConfigError, match=r"models\[0\]\.context_window: required"):
+        load_config(None, tmp_path, environ={})
+    (tmp_path / "frontmind.toml").write_text('[[models]]\nname = "x"\nwindow = 1\n')
+    with pytest.raises(ConfigError, match=r"unknown field `window` - at `\$\.models\[0\]`"):
+        load_config(None, tmp_path, environ={})
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nname = "claude-local-1"\nmax_tokens = 9000\n\n'
+        '[[models]]\nname = "claude-local-1"\ncontext_window = 100000\nmax_output = 8000\n'
+    )
+    with pytest.raises(ConfigError, match="max_tokens: must be from 1 to 8000"):
+        load_config(None, tmp_path, environ={})

@@ -158,6 +158,7 @@ EXPORTS = {
         "DocumentsConfig",
         "HistorySettings",
         "MemorySettings",
+        "ModelPatch",
         "ModelSettings",
         "OfflineConfig",
         "RuntimeConfig",

@@ -49,7 +49,6 @@ from actors import (
     CacheView,
     FixedPolicy,
     TtlPolicy,
-    model_info,
     oracle_plan,
 )
 from actors._settings import Channel
@@ -59,6 +58,7 @@ from storage import StorageError, TtlChoice, TurnRecord, check_message
 from .._cost import input_cost
 from .._exceptions import EdgeError
 from .._frontmind import Frontmind
+from .._models import shipped_catalog
 from ..config import Config
 from ..localapi import (
     DefaultResponder,
@@ -309,7 +309,8 @@ def layout_available(layout: str, model: str | None = None) -> bool:
     if layout in ("system_message", "user_message") and layout not in get_args(Channel):
         return False
     if layout == "system_message":
-        return model_info(model or Config().model.name).system_messages
+        row = shipped_catalog().lookup(model or Config().model.name)
+        return row is not None and row.system_messages
     return layout in LAYOUTS
 
 
@@ -413,6 +414,7 @@ async def simulate_run(
                         await fm.run_background()
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
                     warm_ups, warm_usage = fm.warm_ups()
+                    priced = fm.models.lookup(config.model.name)  # its prices and multipliers
             finally:
                 await model.aclose()
     usage = sum((r.usage for r in records), warm_usage)
@@ -420,15 +422,15 @@ async def simulate_run(
     row = Row(
         layout=layout,
         ttl=policy,
-        input_cost=input_cost(usage),
+        input_cost=input_cost(usage, priced),
         cache_read=usage.cache_read_input_tokens,
         cache_write=usage.cache_creation_input_tokens,
         uncached=usage.input_tokens,
         avoidable_misses=len(misses),
         warm_ups=warm_ups,
-        warm_cost=input_cost(warm_usage),
+        warm_cost=input_cost(warm_usage, priced),
         warm_output_tokens=warm_usage.output_tokens,
-        per_turn_cost=[input_cost(r.usage) for r in records],
+        per_turn_cost=[input_cost(r.usage, priced) for r in records],
         misses=misses,
     )
     failed = [r for r in records if r.status != "completed"]
@@ -488,10 +490,11 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
                 f"{row.warm_cost:,.0f}, {row.warm_output_tokens} output tokens"
             )
         lines.extend(f"    {miss}" for miss in row.misses)
+    takers = ", ".join(r.name for r in shipped_catalog().rows() if r.system_messages)
     for layout in missing:
         lines.append(
             f"{layout:<15}not available with this model (role-system messages: "
-            "claude-opus-5, claude-opus-4-8, claude-fable-5; choose one with --model)"
+            f"{takers}; choose one with --model)"
         )
     return "\n".join(lines)
 
