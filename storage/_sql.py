@@ -186,21 +186,20 @@ _PUT_TURN = (
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
 
 
+Args = Sequence[Any]  # a statement's arguments, for its `?` marks in order
+
+
 class Connection(Protocol):
     """The driver inside a write transaction: qmark SQL, positional arguments."""
 
-    def execute_fetchall(
-        self, sql: str, parameters: Sequence[Any], /
-    ) -> Awaitable[Iterable[Any]]: ...
+    def execute_fetchall(self, sql: str, args: Args, /) -> Awaitable[Iterable[Any]]: ...
 
-    def execute(self, sql: str, parameters: Sequence[Any], /) -> Awaitable[object]: ...
+    def execute(self, sql: str, args: Args, /) -> Awaitable[object]: ...
 
-    def executemany(
-        self, sql: str, parameters: Iterable[Sequence[Any]], /
-    ) -> Awaitable[object]: ...
+    def executemany(self, sql: str, args: Iterable[Args], /) -> Awaitable[object]: ...
 
 
-async def _rows(db: Connection, sql: str, args: Sequence[Any]) -> list[Any]:
+async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
     """The rows of one statement inside a transaction."""
     return list(await db.execute_fetchall(sql, args))
 
@@ -273,6 +272,11 @@ class SQLStore(ABC):
 
     def _limit(self, limit: int) -> int | None:
         return self._NO_LIMIT if limit < 0 else limit
+
+    def _usage_sums(self) -> str:
+        """The sums of the turns' usage records, field by field in `TurnUsage`'s order."""
+        fields = msgspec.structs.fields(TurnUsage)
+        return ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
 
     # -- the dialect ------------------------------------------------------------------
 
@@ -427,11 +431,9 @@ class SQLStore(ABC):
         check_user_name(user)
         if not ids:
             return {}
-        fields = msgspec.structs.fields(TurnUsage)
-        sums = ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
         among, listed = self._in_list(ids, "text")
         rows = await self._read(
-            f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
+            f"SELECT continuum_id, COUNT(*), {self._usage_sums()} FROM turns"
             f" WHERE owner = ? AND continuum_id {among} GROUP BY continuum_id",
             (user, listed),
         )
@@ -441,12 +443,10 @@ class SQLStore(ABC):
         check_user_name(user)
         if not ids:
             return {}
-        fields = msgspec.structs.fields(TurnUsage)
-        sums = ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
         among, listed = self._in_list(ids, "text")
         model = self._json_text("record", "model")
         rows = await self._read(
-            f"SELECT continuum_id, {model}, {sums} FROM turns"
+            f"SELECT continuum_id, {model}, {self._usage_sums()} FROM turns"
             f" WHERE owner = ? AND continuum_id {among} GROUP BY continuum_id, {model}",
             (user, listed),
         )
@@ -592,14 +592,12 @@ class SQLStore(ABC):
         user: what they add is that user's, and they complete only that user's reminders."""
         for effect in effects:
             match effect:
-                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
-                    await self._insert_reminder(db, user, text, due, created, origin)
+                case AddReminder():
+                    await self._insert_reminder(db, user, effect)
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await self._complete_reminder(db, user, reminder_id, at)
-                case AddMemory(
-                    text=text, importance=importance, created_at=created, expires_at=expires
-                ):
-                    await self._insert_memory(db, user, text, created, expires, importance)
+                case AddMemory():
+                    await self._insert_memory(db, user, effect)
 
     async def _extend_segment(
         self,
@@ -765,14 +763,8 @@ class SQLStore(ABC):
         return job_from_row(tuple(rows[0])) if rows else None
 
     async def _still_claimed(self, db: Connection, job: Job) -> bool:
-        return bool(
-            await _rows(
-                db,
-                "SELECT 1 FROM jobs WHERE id = ? AND state = 'running' AND claimed_at = ?"
-                f"{self._FOR_UPDATE}",
-                (job.id, job.claimed_at),
-            )
-        )
+        claimed = "SELECT 1 FROM jobs WHERE id = ? AND state = 'running' AND claimed_at = ?"
+        return bool(await _rows(db, claimed + self._FOR_UPDATE, (job.id, job.claimed_at)))
 
     async def finish_job(
         self,
@@ -809,8 +801,8 @@ class SQLStore(ABC):
     ) -> None:
         """A memory the segment's summary proposed: new, or an update of one it names."""
         if proposal.update_id is None:
-            text, importance = proposal.text, proposal.importance
-            await self._insert_memory(db, user, text, now, None, importance, segment_id)
+            new = AddMemory(proposal.text, proposal.importance, now)
+            await self._insert_memory(db, user, new, segment_id)
             return
         memory = (user, proposal.update_id)
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
@@ -913,20 +905,12 @@ class SQLStore(ABC):
 
     # -- reminders ------------------------------------------------------------------------
 
-    async def _insert_reminder(
-        self,
-        db: Connection,
-        user: str,
-        text: str,
-        due: float | None,
-        created: float,
-        origin: str,
-    ) -> int:
+    async def _insert_reminder(self, db: Connection, user: str, new: AddReminder) -> int:
         ((reminder_id,),) = await _rows(
             db,
             "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
             " VALUES (?, ?, ?, ?, ?) RETURNING id",
-            (user, text, due, created, origin),
+            (user, new.text, new.due_at, new.created_at, new.origin),
         )
         return int(reminder_id)
 
@@ -949,11 +933,10 @@ class SQLStore(ABC):
         now: float | None = None,
     ) -> Reminder:
         check_user_name(user)
-        created = _at(now)
-        due = add_reminder_effect(text, due_at, now=created, origin=origin).due_at
+        new = add_reminder_effect(text, due_at, now=_at(now), origin=origin)
         async with self._transaction() as db:
-            reminder_id = await self._insert_reminder(db, user, text, due, created, origin)
-        return Reminder(reminder_id, text, due, created, None, origin)
+            reminder_id = await self._insert_reminder(db, user, new)
+        return Reminder(reminder_id, text, new.due_at, new.created_at, None, origin)
 
     async def complete_reminder(
         self, user: str, reminder_id: int, *, now: float | None = None
@@ -1022,23 +1005,16 @@ class SQLStore(ABC):
     # -- memories ---------------------------------------------------------------------------
 
     async def _insert_memory(
-        self,
-        db: Connection,
-        user: str,
-        text: str,
-        created: float,
-        expires: float | None,
-        importance: float,
-        source_segment: int | None = None,
+        self, db: Connection, user: str, new: AddMemory, source_segment: int | None = None
     ) -> int:
         ((memory_id,),) = await _rows(
             db,
             "INSERT INTO memories"
             " (owner, text, created_at, expires_at, importance, source_segment)"
             " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-            (user, text, created, expires, importance, source_segment),
+            (user, new.text, new.created_at, new.expires_at, new.importance, source_segment),
         )
-        await self._count_terms(db, "memory", [text])
+        await self._count_terms(db, "memory", [new.text])
         return int(memory_id)
 
     async def add_memory(
@@ -1051,11 +1027,10 @@ class SQLStore(ABC):
         now: float | None = None,
     ) -> Memory:
         check_user_name(user)
-        created = _at(now)
-        expires = add_memory_effect(text, importance, now=created, expires_at=expires_at).expires_at
+        new = add_memory_effect(text, importance, now=_at(now), expires_at=expires_at)
         async with self._transaction() as db:
-            memory_id = await self._insert_memory(db, user, text, created, expires, importance)
-        return Memory(memory_id, text, created, expires, importance)
+            memory_id = await self._insert_memory(db, user, new)
+        return Memory(memory_id, text, new.created_at, new.expires_at, importance)
 
     async def memories(
         self, user: str, *, limit: int = 100, before: int | None = None

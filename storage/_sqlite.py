@@ -375,10 +375,8 @@ class SQLiteStorage(SQLStore):
         await db.execute("INSERT INTO segments_fts (rowid, text) VALUES (?, ?)", (segment_id, text))
 
     def _segment_match(self, terms: list[str]) -> tuple[str, str, Any]:
-        match = (
-            "segments_fts JOIN segments s ON s.id = segments_fts.rowid WHERE segments_fts MATCH ?"
-        )
-        return match, "bm25(segments_fts)", fts_query(terms)
+        index = "segments_fts JOIN segments s ON s.id = segments_fts.rowid"
+        return f"{index} WHERE segments_fts MATCH ?", "bm25(segments_fts)", fts_query(terms)
 
     async def _memory_rows(self, user: str, terms: list[str], at: float, want: int) -> list[Any]:
         """Rows for `search_memories` (memory columns, then a score where lower is
