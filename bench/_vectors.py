@@ -30,7 +30,7 @@ from bench._common import loaded, summary
 from bench._store import CONTINUUM, WORDS, build_store, sentence
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
-from storage import DEFAULT_USER, SCHEMA_VERSION, PostgresStorage, SQLiteStorage
+from storage import DEFAULT_USER, SCHEMA_VERSION, AddMemory, PostgresStorage, SQLiteStorage
 
 DIMENSIONS = 384
 SPEC = "bench._vectors:BenchEmbedder"
@@ -84,9 +84,8 @@ async def build_vector_store(path: Path, memories: int) -> float:
             async with storage._transaction() as db:
                 for text in texts:
                     created = now - rng.random() * 400 * 86400
-                    await storage._insert_memory(
-                        db, DEFAULT_USER, text, created, None, rng.random()
-                    )
+                    new = AddMemory(text, rng.random(), created)
+                    await storage._insert_memory(db, DEFAULT_USER, new)
             batch = await storage.memories_without_vectors(limit=BATCH)
             matrix = embedder.vectors([m.text for m in batch])
             await storage.set_memory_vectors(list(zip(batch, matrix.tolist(), strict=True)))
@@ -217,7 +216,8 @@ async def postgres_vectors(url: str, memories: int, rounds: int = 300) -> dict[s
         for start in range(0, memories, BATCH):
             async with storage._transaction() as db:
                 for text in texts[start : start + BATCH]:
-                    ids.append(await storage._insert_memory(db, DEFAULT_USER, text, now, None, 0.5))
+                    new = AddMemory(text, 0.5, now)
+                    ids.append(await storage._insert_memory(db, DEFAULT_USER, new))
             # Vectors as the worker writes them: a few hundred per transaction (an HNSW
             # insert costs a graph search each).
             row_of = {memory_id: row for row, memory_id in enumerate(ids)}
