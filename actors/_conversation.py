@@ -867,8 +867,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         closing = f"I stopped after {limit} rounds of tool calls."
         tail.append(Message("assistant", (TextBlock(closing),)))
-        run.text.append(closing)
-        return TextDelta(closing)
+        shown = run.paragraph_break() + closing
+        run.text.append(shown)
+        return TextDelta(shown)
 
     async def _call(
         self, request: ModelRequest, run: _TurnRun
@@ -894,6 +895,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             return
                         if run.first_token_ms is None:
                             run.first_token_ms = run.elapsed_ms()
+                        if not emitted and (gap := run.paragraph_break()):
+                            # A later call's reply starts a new paragraph, as the model's
+                            # separate text blocks read ("On it." then "Done.").
+                            run.text.append(gap)
+                            yield TextDelta(gap)
                         emitted = True
                         run.text.append(event.text)
                         yield TextDelta(event.text)
@@ -989,6 +995,14 @@ class _TurnRun:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def paragraph_break(self) -> str:
+        """What separates text still to come from the turn's text so far: a blank
+        line, or as much of one as the text does not already end with."""
+        so_far = "".join(self.text)
+        if not so_far:
+            return ""
+        return "\n" * max(0, 2 - (len(so_far) - len(so_far.rstrip("\n"))))
 
     def record(
         self, status: TurnStatus, finished_at: float, *, error: str | None = None

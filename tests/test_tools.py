@@ -17,7 +17,7 @@ import pytest
 import frontmind as fm_module
 from actors import TOOL_NAMES, Tool, ToolDefinitionError, input_schema
 from actors._tools import AddReminder, tool_definitions
-from frontmind import ConfigError, Frontmind, ToolFinished, ToolStarted, Turn, tool
+from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from tests._harness import completed, config, frontmind, run_turn
@@ -239,6 +239,7 @@ async def test_the_model_calls_a_user_tool(
         events = await run_turn(fm, "c1", "is A-1 in stock?")
         await run_turn(fm, "c1", "thanks")
         history = await fm.history("c1")
+        records = await fm.turns("c1")
     started = [e for e in events if isinstance(e, ToolStarted)]
     finished = [e for e in events if isinstance(e, ToolFinished)]
     assert [e.name for e in started] == ["lookup_stock", "shout"]
@@ -248,6 +249,10 @@ async def test_the_model_calls_a_user_tool(
     ]
     assert seen_turns == ["c1"]
     assert completed(events).model_calls == 2
+    # The two calls' replies read as two paragraphs, streamed and in the record alike.
+    assert completed(events).text == "Checking.\n\nSeven in stock."
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == completed(events).text
+    assert records[0].reply_text == completed(events).text
     bodies = api.message_bodies()
     assert len(bodies) == 3
     # The user's tools follow the built-in ones, and the list is byte-identical on every
