@@ -34,6 +34,7 @@ from ._exceptions import (
     ToolDefinitionError,
     TrinketLoadError,
 )
+from ._imports import import_module_near
 from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
@@ -172,6 +173,7 @@ __all__ = [
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "import_module_near",
     "input_schema",
     "model_info",
     "neutralize_frame",

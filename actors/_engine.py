@@ -132,7 +132,8 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
     if settings.memory.embedder is not None:
-        load_embedder(settings.memory.embedder)  # a bad name fails at startup
+        # A bad name fails at startup.
+        load_embedder(settings.memory.embedder, settings.module_path)
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
     for name, value in settings.composer.deadlines.items():
@@ -156,11 +157,11 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
 
 def _embedder(settings: Settings) -> Embedder | None:
     spec = settings.memory.embedder
-    return None if spec is None else load_embedder(spec)
+    return None if spec is None else load_embedder(spec, settings.module_path)
 
 
 def builtin_trinkets(
-    storage: Storage, settings: Settings, tools: Sequence[Tool] = ()
+    storage: Storage, settings: Settings, tools: Sequence[Tool[..., Any]] = ()
 ) -> list[TrinketEntry]:
     """The built-in trinkets; `tools` (the user's) join the tool guidance and hints."""
     definitions = tool_definitions(settings.tools.enabled, tools)
@@ -219,7 +220,7 @@ class Engine:
         trinkets: Sequence[TrinketEntry],
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
     ) -> None:
         validate_settings(settings, [entry.section for entry in trinkets])

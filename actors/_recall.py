@@ -16,7 +16,6 @@ default (no embedder: keyword search alone).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from typing import Protocol, runtime_checkable
 from storage import MemoryHit, Storage, memory_score
 
 from ._exceptions import SettingsError
+from ._imports import import_module_near
 
 __all__ = ["Embedder", "cosine", "load_embedder", "recall"]
 
@@ -40,12 +40,12 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
 
 
-def load_embedder(spec: str) -> Embedder:
+def load_embedder(spec: str, search: Sequence[str] = ()) -> Embedder:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SettingsError(f"memory.embedder: {spec!r} must look like 'package.module:Class'")
     try:
-        cls = getattr(importlib.import_module(module_name), attribute)
+        cls = getattr(import_module_near(module_name, search), attribute)
         embedder = cls()
     except (ImportError, AttributeError) as exc:
         raise SettingsError(f"memory.embedder: cannot load {spec!r}: {exc}") from exc

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -128,7 +128,7 @@ _DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
 TOOL_NAMES = tuple(_DEFINITIONS)
 
 
-def check_user_tools(tools: Sequence[Tool]) -> None:
+def check_user_tools(tools: Sequence[Tool[..., Any]]) -> None:
     """User tools need names of their own: none twice, none a built-in's."""
     seen: set[str] = set()
     for user_tool in tools:
@@ -142,7 +142,7 @@ def check_user_tools(tools: Sequence[Tool]) -> None:
 
 
 def tool_definitions(
-    enabled: Sequence[str], user_tools: Sequence[Tool] = ()
+    enabled: Sequence[str], user_tools: Sequence[Tool[..., Any]] = ()
 ) -> tuple[ToolDefinition, ...]:
     """The enabled built-in tools in their fixed order, then the user's in theirs."""
     unknown = [name for name in enabled if name not in _DEFINITIONS]
@@ -169,7 +169,7 @@ class ToolRunner:
         storage: Storage,
         directory: Directory,
         enabled: Sequence[str],
-        user_tools: Sequence[Tool] = (),
+        user_tools: Sequence[Tool[..., Any]] = (),
         *,
         timeout_s: float = 10.0,
     ) -> None:

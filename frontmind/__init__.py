@@ -20,6 +20,8 @@ the actors through this package.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -96,6 +98,35 @@ __all__ = [
     "load_config",
     "tool",
 ]
+
+
+def _check_layers() -> None:
+    """Frontmind's layers are top-level packages beside it (`runtime`, `actors`,
+    `storage`, kept so on purpose). An application's own package of one of those names
+    found first on `sys.path` (its `storage/`, in the directory it runs from) would
+    half-load Frontmind and fail later, obscurely: refuse now, in one line naming both.
+    Nothing is imported to find out (so `frontmind.localapi` still loads nothing)."""
+    home = Path(__file__).resolve().parent.parent
+    for name in ("runtime", "actors", "storage"):
+        expected = home / name / "__init__.py"
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None else None
+        if origin is not None and Path(origin).resolve() == expected:
+            continue
+        found = origin or (
+            "a folder without __init__.py" if spec is not None else "nothing: it is missing"
+        )
+        raise ImportError(
+            f"frontmind: the {name!r} package Python finds ({found}) is not Frontmind's "
+            f"own ({expected}): rename your {name!r} package, or run from a directory "
+            "that does not hold it, so that the two do not share one name"
+        )
+
+
+_check_layers()
 
 
 def _version() -> str:

@@ -202,7 +202,7 @@ class Frontmind:
         api_key: str | None = None,
         base_url: str | None = None,
         local_api_clock: Clock | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
     ) -> AsyncIterator[Frontmind]:
@@ -251,7 +251,7 @@ class Frontmind:
         api_key: str | None,
         base_url: str | None,
         local_api_clock: Clock | None,
-        tools: Sequence[Tool | Callable[..., Any]],
+        tools: Sequence[Tool[..., Any] | Callable[..., Any]],
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
     ) -> AsyncIterator[Frontmind]:

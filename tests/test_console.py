@@ -24,7 +24,7 @@ from frontmind._cost import input_cost
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.browser]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -28,7 +28,7 @@ import pytest
 
 from frontmind.localapi import LocalMessagesAPI
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.sdk_suite]
 
 SUITES = ("tests/api_resources/test_messages.py", "tests/api_resources/beta/test_messages.py")
 SUPPORT = (

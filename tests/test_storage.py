@@ -237,6 +237,7 @@ async def test_cancellation_at_any_moment_leaves_whole_turns_or_none(
     assert [m.seq for m in all_messages] == list(range(len(all_messages)))
 
 
+@pytest.mark.slow
 def test_kill_during_writes_never_corrupts_or_loses_commits(tmp_path: Path) -> None:
     path = tmp_path / "killed.db"
     rng = random.Random(2026)

@@ -33,7 +33,7 @@ async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
         yield server, responder
 
 
-def schema(t: Tool) -> Any:
+def schema(t: Tool[..., Any]) -> Any:
     return msgspec.json.decode(t.definition.input_schema)
 
 

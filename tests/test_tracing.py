@@ -83,6 +83,7 @@ async def test_a_failed_turn_marks_its_span(tmp_path: Path, exporter: InMemorySp
     assert all(c.status.status_code == StatusCode.ERROR for c in calls)
 
 
+@pytest.mark.slow
 async def test_without_an_sdk_provider_the_hooks_record_nothing(tmp_path: Path) -> None:
     script = (
         "import sys; sys.modules['opentelemetry.sdk'] = None\n"
