@@ -17,10 +17,12 @@ from typing import Annotated, Any
 import msgspec
 
 from runtime import KernelError
+from storage import AddMemory as StagedMemory
 from storage import AddReminder as StagedReminder
 from storage import (
     Effect,
     InvalidInput,
+    MemoryProposal,
     NotFound,
     Reminder,
     Storage,
@@ -30,6 +32,7 @@ from storage import (
     complete_reminder_effect,
 )
 
+from ._digest import ProposedMemory, deduplicate
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._messages import Turn, Wake
@@ -267,8 +270,7 @@ class ToolRunner:
                     update=f"active_reminders: - #{reminder.id} completed",
                 )
             case Remember(text=text, importance=importance):
-                effects.append(add_memory_effect(text, importance, now=turn.now))
-                return ToolOutcome("remembered (saved with this turn)")
+                return await self._remember(ProposedMemory(text, importance), turn, effects)
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)
@@ -294,6 +296,33 @@ class ToolRunner:
                     update=f'context_search_results: search "{query}" started',
                 )
         raise AssertionError(f"unhandled tool input {arguments!r}")  # pragma: no cover
+
+    async def _remember(
+        self, proposed: ProposedMemory, turn: Turn, effects: list[Effect]
+    ) -> ToolOutcome:
+        """A memory that repeats a stored one (the rule the segment summaries follow,
+        `deduplicate`) updates it in place; one this turn already staged is not staged
+        again."""
+        add_memory_effect(proposed.text, proposed.importance, now=turn.now)  # checked first
+        hits = await self._storage.search_memories(turn.user, proposed.text, limit=5, now=turn.now)
+        staged = [
+            MemoryProposal(e.text, e.importance, e.replaces)
+            for e in effects
+            if isinstance(e, StagedMemory)
+        ]
+        decided = deduplicate(proposed, [h.memory for h in hits], staged)
+        if decided is None:
+            return ToolOutcome("already remembered: nothing new to store")
+        effects.append(
+            add_memory_effect(
+                decided.text, decided.importance, now=turn.now, replaces=decided.update_id
+            )
+        )
+        if decided.update_id is not None:
+            return ToolOutcome(
+                f"updated memory #{decided.update_id}, which said the same (saved with this turn)"
+            )
+        return ToolOutcome("remembered (saved with this turn)")
 
 
 def tool_guidance(definitions: Sequence[ToolDefinition]) -> str:

@@ -603,6 +603,17 @@ class PostgresStorage:
                         user,
                         reminder_id,
                     )
+                case AddMemory(text=text, importance=importance, replaces=int() as memory_id):
+                    # The same memory said again: updated in place, as a summary's is.
+                    await db.execute(
+                        "UPDATE memories SET text = $1,"
+                        " importance = greatest(importance, $2) WHERE owner = $3 AND id = $4",
+                        text,
+                        importance,
+                        user,
+                        memory_id,
+                    )
+                    await _count_terms(db, "memory", [text])
                 case AddMemory(
                     text=text, importance=importance, created_at=created, expires_at=expires
                 ):

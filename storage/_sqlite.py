@@ -634,6 +634,13 @@ class SQLiteStorage:
                         " WHERE owner = ? AND id = ? AND completed_at IS NULL",
                         (at, user, reminder_id),
                     )
+                case AddMemory(text=text, importance=importance, replaces=int() as memory_id):
+                    # The same memory said again: updated in place, as a summary's is.
+                    await db.execute(
+                        "UPDATE memories SET text = ?, importance = max(importance, ?)"
+                        " WHERE owner = ? AND id = ?",
+                        (text, importance, user, memory_id),
+                    )
                 case AddMemory(
                     text=text, importance=importance, created_at=created, expires_at=expires
                 ):

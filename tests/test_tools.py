@@ -400,3 +400,29 @@ def test_the_readme_tool_example_declares_a_tool() -> None:
     assert (stock.name, stock.timeout_s) == ("stock", 5)
     assert schema(stock)["required"] == ["sku"]
     assert "turn" not in schema(stock)["properties"]
+
+
+async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_path: Path) -> None:
+    """The offline model calls `remember` when asked plainly; the same memory said
+    again (word overlap, the rule the segment summaries follow) is updated in place."""
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        said = []
+        for text in (
+            "Remember that I like green tea",
+            "Remember that I like green tea a lot",  # the same memory, said more fully
+            "Remember that I like green tea a lot",  # nothing new
+            "Remember that my sister lives in Bergen",  # another memory
+        ):
+            events = [e async for e in fm.turn("c1", text)]
+            said.extend(e.content for e in events if isinstance(e, ToolFinished))
+        memories = await fm.memories()
+    assert said[0] == "remembered (saved with this turn)"
+    first = [m for m in memories if "tea" in m.text]
+    assert len(first) == 1, memories
+    assert said[1] == f"updated memory #{first[0].id}, which said the same (saved with this turn)"
+    assert said[2] == "already remembered: nothing new to store"
+    assert said[3] == "remembered (saved with this turn)"
+    assert sorted(m.text for m in memories) == [
+        "I like green tea a lot",
+        "my sister lives in Bergen",
+    ]
