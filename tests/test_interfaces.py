@@ -295,6 +295,15 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
         lines = [json.loads(line) for line in (await d.read_stderr()).decode().splitlines()]
     access = [line for line in lines if line["logger"] == "frontmind.access"]
     assert any("POST /v1/continuums/ada/turns 200" in line["message"] for line in access)
+    # Each request's facts are fields of their own, the turn's id among them.
+    (posted,) = [line for line in access if line["method"] == "POST"]
+    assert posted["path"] == "/v1/continuums/ada/turns"
+    assert posted["status"] == 200
+    assert posted["user"] == "default"
+    started = events[0]
+    assert isinstance(started, TurnStarted)
+    assert posted["turn_id"] == started.turn_id
+    assert 0 < posted["duration_ms"] < 60_000
     for line in lines:
         assert datetime.fromisoformat(line["time"]).tzinfo is not None
         assert {"level", "message", "turn_id"} <= set(line)

@@ -406,7 +406,7 @@ async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_pa
     """The offline model calls `remember` when asked plainly; the same memory said
     again (word overlap, the rule the segment summaries follow) is updated in place."""
     async with Frontmind.open(tmp_path, offline=True) as fm:
-        said = []
+        said: list[str] = []
         for text in (
             "Remember that I like green tea",
             "Remember that I like green tea a lot",  # the same memory, said more fully

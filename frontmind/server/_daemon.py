@@ -109,6 +109,7 @@ def _json(value: Any, status: int = 200) -> Response:
 
 _USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
 _ADMIN_KEY = "frontmind_admin"  # and whether it holds the admin's rights
+_TURN_KEY = "frontmind_turn_id"  # the turn a request started, for the access log
 
 
 class UserAuth:
@@ -152,8 +153,8 @@ class UserAuth:
                 await response(scope, receive, send)
                 return
             user, admin = resolved
-            state = {**scope.get("state", {}), _USER_KEY: user, _ADMIN_KEY: admin}
-            scope = {**scope, "state": state}
+            # In the request's own state dict, which the access log reads afterwards.
+            scope.setdefault("state", {}).update({_USER_KEY: user, _ADMIN_KEY: admin})
         await self.app(scope, receive, send)
 
 
@@ -222,17 +223,30 @@ class Observed:
                 status = int(message["status"])
             await send(message)
 
+        state = scope.setdefault("state", {})  # filled by the layers inside
         try:
             await self.app(scope, receive, sending)
         finally:
             self.metrics.response(status)
             if self.access:
+                duration_ms = round((time.perf_counter() - started) * 1000, 1)
+                user = state.get(_USER_KEY)
                 access_log.info(
-                    "%s %s %d %.1fms",
+                    "%s %s %d %.1fms user=%s",
                     scope["method"],
                     scope["path"],
                     status,
-                    (time.perf_counter() - started) * 1000,
+                    duration_ms,
+                    user or "-",
+                    # Fields of their own in the JSON log (frontmind/cli/_logs.py).
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": status,
+                        "duration_ms": duration_ms,
+                        "user": user,
+                        "turn_id": state.get(_TURN_KEY),
+                    },
                 )
 
 
@@ -263,9 +277,11 @@ class TurnEvents(Response):
         self.ping_seconds = ping_seconds
         self.served = served
         self.turn_id: str | None = None
+        self.state: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         finished = relayed = False
+        self.state = scope.setdefault("state", {})
         with self.served.serving():
             try:
                 async with self.stream, anyio.create_task_group() as tg:
@@ -333,7 +349,7 @@ class TurnEvents(Response):
             try:
                 async for event in self.stream:
                     if isinstance(event, TurnStarted):
-                        self.turn_id = event.turn_id
+                        self.turn_id = self.state[_TURN_KEY] = event.turn_id
                     await events.send(event)
             except KernelError as exc:
                 # A bug in the turn's actor (it is restarted): end with an error event
