@@ -61,7 +61,7 @@ from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, choose_model
 from ._notification import delimiter
-from ._observe import current_turn, span, turn_span
+from ._observe import current_turn, span, turn_span, usage_attributes
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import ToolDefinition, ToolOutcome, ToolRunner
@@ -876,9 +876,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     ) -> AsyncGenerator[TextDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         model = {"gen_ai.request.model": request.model}
-        with span("frontmind.model_call", run.turn.turn_id, **model):
+        with span("frontmind.model_call", run.turn.turn_id, **model) as call:
             async with aclosing(self._call_once(request, run)) as events:
                 async for event in events:
+                    if isinstance(event, StreamDone):
+                        call.set_attributes(usage_attributes(event.usage))
+                        call.set_attribute("gen_ai.response.id", event.message_id)
                     yield event
 
     async def _call_once(

@@ -67,6 +67,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             announce=_announce_daemon,
             access_log=args.access_log,
             database=args.database,
+            otel=args.otel,
         )
     )
 
@@ -273,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
         " default: SQLite in the data dir)",
+    )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export spans with OpenTelemetry (the otel extra; OTEL_* variables configure it)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -75,6 +75,7 @@ from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
 from ._metrics import CONTENT_TYPE, Metrics
 from ._openapi import DOCS_PAGE, openapi_json
 from ._startup import freeze_startup_objects
+from ._tracing import setup_tracing
 
 K = TypeVar("K")
 
@@ -635,9 +636,42 @@ async def serve(
     token_file: Path | None = None,
     access_log: bool = False,
     database: str | None = None,
+    otel: bool = False,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
+    stop_tracing = setup_tracing(otel)  # --otel, or the standard OTEL_* variables
+    try:
+        await _serve(
+            config,
+            data_dir=data_dir,
+            host=host,
+            port=port,
+            offline=offline,
+            token=token,
+            announce=announce,
+            token_file=token_file,
+            access_log=access_log,
+            database=database,
+        )
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # the spans still batched are exported before the exit
+
+
+async def _serve(
+    config: Config,
+    *,
+    data_dir: Path,
+    host: str | None,
+    port: int | None,
+    offline: bool,
+    token: str | None,
+    announce: Callable[[str], None],
+    token_file: Path | None,
+    access_log: bool,
+    database: str | None,
+) -> None:
     if database is not None:  # --database wins over FRONTMIND_DATABASE_URL and the file
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=database)
