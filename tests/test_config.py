@@ -168,8 +168,7 @@ async def test_module_path_entries_are_relative_to_the_config_file(
     tool = _shop(tmp_path / "app" / "plugins", "shop_in_plugins")
     config_file = tmp_path / "app" / "frontmind.toml"
     config_file.write_text(
-        'module_path = ["plugins"]\n\n'
-        + SHOP_CONFIG.format(module="shop_in_plugins", tool=tool)
+        'module_path = ["plugins"]\n\n' + SHOP_CONFIG.format(module="shop_in_plugins", tool=tool)
     )
     monkeypatch.chdir(tmp_path)
     loaded = load_config(config_file, tmp_path / "data")

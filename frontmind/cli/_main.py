@@ -132,8 +132,10 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import json
 
-    from ._simulate import load_script, render_table, run_simulation, write_chart
+    from ._simulate import chart_backend, load_script, render_table, run_simulation, write_chart
 
+    if args.chart is not None:
+        chart_backend()  # a missing matplotlib is said now, not after the replay
     script = load_script(args.script)
     config = load_config(args.config, Path(".")) if args.config else Config()
     if args.model:
