@@ -4,6 +4,14 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
 from ._background import BackgroundWorker, background_name
+from ._catalog import (
+    CatalogFile,
+    ModelCatalog,
+    ModelPatch,
+    ModelRow,
+    apply_patches,
+    decode_catalog,
+)
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
 from ._conversation import WarmUpDone
@@ -103,6 +111,7 @@ __all__ = [
     "Busy",
     "CacheSettings",
     "CacheView",
+    "CatalogFile",
     "Compose",
     "Composed",
     "ComposerActor",
@@ -116,15 +125,18 @@ __all__ = [
     "HistorySettings",
     "InvalidModelSettings",
     "MemorySettings",
+    "ModelCatalog",
     "ModelChoice",
     "ModelClient",
     "ModelError",
     "ModelEvent",
     "ModelInfo",
     "ModelOverloaded",
+    "ModelPatch",
     "ModelRefused",
     "ModelRejected",
     "ModelRequest",
+    "ModelRow",
     "ModelSettings",
     "ModelStreamError",
     "ModelUnavailable",
@@ -163,6 +175,7 @@ __all__ = [
     "TurnStarted",
     "UserInput",
     "WarmUpDone",
+    "apply_patches",
     "as_tool",
     "background_name",
     "block_kind",
@@ -170,6 +183,7 @@ __all__ = [
     "builtin_trinkets",
     "check_user_tools",
     "current_turn",
+    "decode_catalog",
     "escape_field",
     "escape_text",
     "estimate_tokens",

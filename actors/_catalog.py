@@ -1,0 +1,269 @@
+"""The model catalog: what each model accepts, costs and can read, as data.
+
+The rows come from outside: the face (`frontmind`) decodes its shipped `models.toml`
+with `decode_catalog`, lays the config's `[[models]]` rows over it (`apply_patches`) and
+the Models API's answers (`ModelRow` built by the face), and hands the `ModelCatalog` to
+the Engine. Nothing here knows where a row came from; every model-dependent figure
+the actors use (context window, max output, cache minimum, prices, thinking rules) is
+read from a row, never written in code. The file documents each field and its sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+import msgspec
+
+from ._exceptions import SettingsError
+
+__all__ = [
+    "CatalogFile",
+    "ModelCatalog",
+    "ModelPatch",
+    "ModelRow",
+    "apply_patches",
+    "decode_catalog",
+]
+
+ThinkingType = Literal["adaptive", "enabled", "disabled", "between_tools"]
+ThinkingDefault = Literal["off", "on", "always"]
+ThinkingDisplay = Literal["summarized", "omitted"]
+EffortLevel = Literal["low", "medium", "high", "xhigh", "max"]
+
+ALL_EFFORTS: tuple[EffortLevel, ...] = ("low", "medium", "high", "xhigh", "max")
+
+
+class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One model. Defaults are what a row that says nothing about a fact gets: the
+    permissive choice (the API judges), and the documented cache multipliers."""
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    context_window: int
+    max_output: int
+    thinking_types: frozenset[ThinkingType] = frozenset({"adaptive", "enabled", "disabled"})
+    thinking_refused_at_effort: dict[ThinkingType, frozenset[EffortLevel]] = {}
+    thinking_default: ThinkingDefault = "off"
+    thinking_display: ThinkingDisplay = "summarized"
+    effort_levels: frozenset[EffortLevel] = frozenset(ALL_EFFORTS)
+    effort_default: EffortLevel | None = None
+    forced_tool_choice: bool = True
+    system_messages: bool = False
+    prefill: bool = False
+    keeps_previous_thinking: bool = True
+    min_cacheable: int = 1024
+    input_price: float | None = None  # dollars per million tokens; None: not known
+    output_price: float | None = None
+    cache_write_5m: float = 1.25  # multipliers of the input price
+    cache_write_1h: float = 2.0
+    cache_read: float = 0.1
+    image_input: bool = True
+    pdf_input: bool = True
+    context_management: frozenset[str] = frozenset()
+    reads_thinking_of: frozenset[str] = frozenset()  # names, or "@group" in the file
+    sources: dict[str, str] = {}
+
+    @property
+    def thinks_by_default(self) -> bool:
+        return self.thinking_default != "off"
+
+    def refuses_thinking(self, kind: str, effort: str | None) -> bool:
+        """Whether a request with `thinking.type = kind` at this effort is a 400."""
+        if kind not in self.thinking_types:
+            return True
+        return any(
+            refused == kind and effort in efforts
+            for refused, efforts in self.thinking_refused_at_effort.items()
+        )
+
+
+class CatalogFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The shape of `models.toml`."""
+
+    schema: int
+    references: dict[str, str] = {}
+    thinking_groups: dict[str, tuple[str, ...]] = {}
+    retired: dict[str, str] = {}
+    model: tuple[ModelRow, ...] = ()
+
+
+class ModelPatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A `[[models]]` row of the config: every field of `ModelRow`, all optional. Over a
+    known model it corrects the fields it gives; a new name must give at least
+    `context_window` and `max_output`."""
+
+    name: str
+    aliases: tuple[str, ...] | None = None
+    context_window: int | None = None
+    max_output: int | None = None
+    thinking_types: frozenset[ThinkingType] | None = None
+    thinking_refused_at_effort: dict[ThinkingType, frozenset[EffortLevel]] | None = None
+    thinking_default: ThinkingDefault | None = None
+    thinking_display: ThinkingDisplay | None = None
+    effort_levels: frozenset[EffortLevel] | None = None
+    effort_default: EffortLevel | None = None
+    forced_tool_choice: bool | None = None
+    system_messages: bool | None = None
+    prefill: bool | None = None
+    keeps_previous_thinking: bool | None = None
+    min_cacheable: int | None = None
+    input_price: float | None = None
+    output_price: float | None = None
+    cache_write_5m: float | None = None
+    cache_write_1h: float | None = None
+    cache_read: float | None = None
+    image_input: bool | None = None
+    pdf_input: bool | None = None
+    context_management: frozenset[str] | None = None
+    reads_thinking_of: frozenset[str] | None = None
+
+
+def _base_name(name: str) -> str | None:
+    """`claude-haiku-4-5-20251001` -> `claude-haiku-4-5`: a dated snapshot's alias."""
+    base, _, date = name.rpartition("-")
+    if base and date.isdigit() and len(date) == 8:
+        return base
+    return None
+
+
+class ModelCatalog:
+    """Rows by name (and alias), the retired names, and the lookups the actors need."""
+
+    def __init__(self, rows: Iterable[ModelRow], retired: Mapping[str, str] | None = None):
+        self._rows: dict[str, ModelRow] = {}
+        self._ids: dict[str, str] = {}
+        for row in rows:
+            self._rows[row.name] = row
+        for row in self._rows.values():
+            for alias in (row.name, *row.aliases):
+                self._ids[alias] = row.name
+        self._retired = dict(retired or {})
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def rows(self) -> list[ModelRow]:
+        return [self._rows[name] for name in sorted(self._rows)]
+
+    def names(self) -> list[str]:
+        return sorted(self._rows)
+
+    @property
+    def retired(self) -> dict[str, str]:
+        return dict(self._retired)
+
+    def canonical(self, name: str) -> str | None:
+        """The row name an id belongs to: itself, an alias, or a dated snapshot of one."""
+        found = self._ids.get(name)
+        if found is None and (base := _base_name(name)) is not None:
+            found = self._ids.get(base)
+        return found
+
+    def lookup(self, name: str) -> ModelRow | None:
+        found = self.canonical(name)
+        return None if found is None else self._rows[found]
+
+    def retired_on(self, name: str) -> str | None:
+        """When a retired name reached its end of life (None: not retired)."""
+        return self._retired.get(name)
+
+    def can_read_thinking(self, reader: str, producer: str) -> bool:
+        """Whether `reader` can read a thinking block `producer` wrote. A producer the
+        catalog does not know is taken as readable: nothing says otherwise."""
+        row = self.lookup(reader)
+        made_by = self.canonical(producer)
+        if row is None or made_by is None or made_by == row.name:
+            return True
+        return made_by in row.reads_thinking_of
+
+    def with_rows(self, rows: Iterable[ModelRow]) -> ModelCatalog:
+        """This catalog with `rows` added or replacing the rows of the same name."""
+        merged = dict(self._rows)
+        for row in rows:
+            merged[row.name] = row
+        return ModelCatalog(merged.values(), self._retired)
+
+
+def decode_catalog(data: bytes | str) -> ModelCatalog:
+    """A catalog from the text of a `models.toml`; `@group`s expanded, checked."""
+    try:
+        raw = msgspec.toml.decode(data, type=CatalogFile)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"models.toml: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise SettingsError(f"models.toml: not valid TOML: {exc}") from None
+    if raw.schema != 1:
+        raise SettingsError(f"models.toml: schema {raw.schema} is not known (1 is)")
+    rows: list[ModelRow] = []
+    for i, row in enumerate(raw.model):
+        readers: set[str] = set()
+        for entry in row.reads_thinking_of:
+            if entry.startswith("@"):
+                group = raw.thinking_groups.get(entry[1:])
+                if group is None:
+                    raise SettingsError(
+                        f"models.toml: model[{i}].reads_thinking_of: no group {entry[1:]!r}"
+                    )
+                readers.update(group)
+            else:
+                readers.add(entry)
+        readers.discard(row.name)
+        _check_row(row, f"models.toml: model[{i}] ({row.name})")
+        rows.append(msgspec.structs.replace(row, reads_thinking_of=frozenset(readers)))
+    names = [row.name for row in rows]
+    if len(set(names)) != len(names):
+        raise SettingsError("models.toml: a model name appears twice")
+    return ModelCatalog(rows, raw.retired)
+
+
+_REQUIRED_NEW = ("context_window", "max_output")
+
+
+def apply_patches(
+    catalog: ModelCatalog, patches: Iterable[ModelPatch], key: str = "models"
+) -> ModelCatalog:
+    """The catalog with the config's rows laid over it; errors name `key[i].field`."""
+    rows: list[ModelRow] = []
+    for i, patch in enumerate(patches):
+        where = f"{key}[{i}]"
+        if not patch.name.strip():
+            raise SettingsError(f"{where}.name: the model name is empty")
+        given = {
+            field: value
+            for field in patch.__struct_fields__
+            if field != "name" and (value := getattr(patch, field)) is not None
+        }
+        base = catalog.lookup(patch.name)
+        if base is not None and base.name == patch.name:
+            row = msgspec.structs.replace(base, **given)
+        else:
+            missing = [field for field in _REQUIRED_NEW if field not in given]
+            if missing:
+                raise SettingsError(
+                    f"{where}.{missing[0]}: required for {patch.name!r}, a model the "
+                    f"catalog does not know (known: {', '.join(catalog.names())})"
+                )
+            row = ModelRow(name=patch.name, **given)
+        _check_row(row, where)
+        rows.append(row)
+    return catalog.with_rows(rows)
+
+
+def _check_row(row: ModelRow, where: str) -> None:
+    for field in ("context_window", "max_output", "min_cacheable"):
+        if getattr(row, field) < 0 or (field != "min_cacheable" and getattr(row, field) == 0):
+            raise SettingsError(f"{where}.{field}: must be greater than 0")
+    if row.max_output > row.context_window:
+        raise SettingsError(
+            f"{where}.max_output: {row.max_output} is more than the context window "
+            f"({row.context_window})"
+        )
+    for field in ("input_price", "output_price", "cache_write_5m", "cache_write_1h", "cache_read"):
+        value = getattr(row, field)
+        if value is not None and value < 0:
+            raise SettingsError(f"{where}.{field}: must not be negative")
+    if row.effort_default is not None and row.effort_default not in row.effort_levels:
+        raise SettingsError(
+            f"{where}.effort_default: {row.effort_default!r} is not among effort_levels"
+        )
