@@ -169,6 +169,7 @@ def test_pip_install_from_a_clone_into_a_fresh_venv(tmp_path: Path) -> None:
         "    assert (folder / 'py.typed').is_file(), name\n"
         "static = pathlib.Path(frontmind.server.__file__).parent / 'console' / 'static'\n"
         "assert (static / 'app.js').is_file()\n"
+        "assert (static.parent.parent.parent / 'models.toml').is_file()\n"
         "print('ok')\n"
     )
     checked = _run(python, "-c", probe, cwd=elsewhere)
