@@ -14,13 +14,22 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import httpx2
 import msgspec
 
-from actors import ModelRequest, TurnEvent
-from storage import Document, Memory, MemoryHit, Message, Reminder, TurnRecord
+from actors import ModelChoice, ModelRequest, TurnEvent, UserInput
+from storage import (
+    ContinuumModel,
+    Document,
+    Memory,
+    MemoryHit,
+    Message,
+    Reminder,
+    TurnRecord,
+    User,
+)
 
 from ._errors import FROM_WIRE
 from ._exceptions import ClientError
@@ -31,14 +40,18 @@ from ._wire import (
     MemoryHitPage,
     MemoryPage,
     MessagePage,
+    ModelSettingsReply,
     ReminderPage,
     TurnPage,
+    UserCreated,
+    UserList,
     from_wire,
 )
 
 __all__ = ["Client", "ContinuumSummary", "Page", "RemoteTurn"]
 
 T = TypeVar("T")
+_encoder = msgspec.json.Encoder()
 
 
 class Page(list[T], Generic[T]):
@@ -141,15 +154,23 @@ class Client:
 
     # -- turns ----------------------------------------------------------------------------
 
-    def turn(self, continuum_id: str, text: str) -> RemoteTurn:
+    def turn(self, continuum_id: str, message: UserInput) -> RemoteTurn:
         """Run a turn and stream its events (`async for`; `async with` to leave early
-        safely: leaving closes the stream, and the daemon cancels the turn)."""
-        return RemoteTurn(self._turn_events(continuum_id, text))
+        safely: leaving closes the stream, and the daemon cancels the turn).
 
-    async def _turn_events(self, continuum_id: str, text: str) -> AsyncGenerator[TurnEvent, None]:
+        `message` is text, or a list of content blocks in the Messages API's shape (text,
+        image and document blocks), as `Frontmind.turn` takes it."""
+        return RemoteTurn(self._turn_events(continuum_id, message))
+
+    async def _turn_events(
+        self, continuum_id: str, message: UserInput
+    ) -> AsyncGenerator[TurnEvent, None]:
         path = f"/v1/continuums/{continuum_id}/turns"
+        body = _encoder.encode(
+            {"message": message} if isinstance(message, str) else {"content": list(message)}
+        )
         try:
-            async with self._http.stream("POST", path, json={"message": text}) as response:
+            async with self._http.stream("POST", path, content=body) as response:
                 if response.status_code >= 400:
                     _raise_for(response.status_code, await response.aread())
                 async for data in _sse_data(response.aiter_lines()):
@@ -166,6 +187,36 @@ class Client:
             return msgspec.json.decode(body, type=ModelRequest)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise ClientError(f"the daemon sent an unreadable request: {exc}") from None
+
+    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
+        """The continuum's own model settings, and the settings its turns run with."""
+        body = await self._call("GET", f"/v1/continuums/{continuum_id}/settings")
+        reply = from_wire(body, ModelSettingsReply)
+        return reply.own, reply.effective
+
+    async def set_model_settings(
+        self,
+        continuum_id: str,
+        *,
+        model: str | None = None,
+        thinking: Literal["off", "enabled", "adaptive"] | None = None,
+        budget_tokens: int | None = None,
+        max_tokens: int | None = None,
+        effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """Choose the continuum's model settings (each None falls back to the daemon's
+        `[model]`); refused with `InvalidModelSettings` when the model would refuse them."""
+        own = ContinuumModel(
+            model=model,
+            thinking=thinking,
+            budget_tokens=budget_tokens,
+            max_tokens=max_tokens,
+            effort=effort,
+        )
+        path = f"/v1/continuums/{continuum_id}/settings"
+        body = await self._call("PUT", path, content=_encoder.encode(own))
+        reply = from_wire(body, ModelSettingsReply)
+        return reply.own, reply.effective
 
     async def history(
         self, continuum_id: str, *, limit: int = 100, cursor: str | None = None
@@ -249,6 +300,16 @@ class Client:
 
     async def delete_document(self, label: str) -> None:
         await self._call("DELETE", f"/v1/documents/{label}")
+
+    # -- users (the admin token's) -------------------------------------------------------
+
+    async def add_user(self, name: str) -> str:
+        """Add a user; returns its bearer token, shown this once."""
+        body = await self._call("POST", "/v1/users", json={"name": name})
+        return from_wire(body, UserCreated).token
+
+    async def users(self) -> list[User]:
+        return from_wire(await self._call("GET", "/v1/users"), UserList).users
 
 
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:

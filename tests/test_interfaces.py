@@ -31,12 +31,21 @@ from frontmind import (
     TurnCompleted,
     TurnStarted,
 )
+from frontmind._exceptions import EdgeError
 from frontmind._wire import from_wire, to_wire
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._openapi import openapi
-from storage import DEFAULT_USER, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import (
+    DEFAULT_USER,
+    ContinuumModel,
+    Message,
+    RawBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from tests._daemon import daemon
 from tests._harness import config
 
@@ -136,6 +145,41 @@ async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
         assert [d.label for d in await c.documents()] == ["notes"]
         await c.delete_document("notes")
         assert list(await c.documents()) == []
+
+
+async def test_client_sends_content_blocks_and_manages_settings_and_users(
+    tmp_path: Path,
+) -> None:
+    admin = "admin-token"
+    async with served(tmp_path, token=admin) as (fm, url), Client(url, token=admin) as c:
+        # A message of content blocks, as the library takes it: kept as sent.
+        document: dict[str, Any] = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Ferns like shade."},
+        }
+        blocks: list[dict[str, Any]] = [document, {"type": "text", "text": "What does it say?"}]
+        events = [e async for e in c.turn("ada", blocks)]
+        assert isinstance(events[-1], TurnCompleted)
+        (first, *_) = await c.history("ada")
+        assert [type(b).__name__ for b in first.content] == ["RawBlock", "TextBlock"]
+        assert first.content == (await fm.history("ada"))[0].content
+
+        own, effective = await c.model_settings("ada")
+        assert own == ContinuumModel()
+        assert effective.max_tokens == fm.config.model.max_tokens
+        own, effective = await c.set_model_settings("ada", max_tokens=2048)
+        assert (own.max_tokens, effective.max_tokens) == (2048, 2048)
+        assert await fm.model_settings("ada") == (own, effective)
+        with pytest.raises(InvalidInput, match="budget_tokens"):
+            await c.set_model_settings("ada", thinking="enabled", budget_tokens=4096)
+
+        token = await c.add_user("bob")
+        assert [u.name for u in await c.users()] == ["bob"]
+        async with Client(url, token=token) as bob:
+            await bob.remember("Bob keeps bees")
+            assert [m.text for m in await fm.user("bob").memories()] == ["Bob keeps bees"]
+            with pytest.raises(EdgeError, match="admin"):
+                await bob.users()
 
 
 async def test_every_list_pages_with_a_cursor(tmp_path: Path) -> None:
