@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ._client import Client, ContinuumSummary, Page
     from ._exceptions import ClientError, ConfigError
     from ._frontmind import Frontmind, TurnStream
+    from ._sync_client import SyncClient
     from .config import Config, load_config
 
     __version__: str
@@ -62,6 +63,7 @@ _HOMES = {
     "frontmind._client": "Client ContinuumSummary Page",
     "frontmind._exceptions": "ClientError ConfigError",
     "frontmind._frontmind": "Frontmind TurnStream",
+    "frontmind._sync_client": "SyncClient",
     "frontmind.config": "Config load_config",
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
@@ -81,6 +83,7 @@ __all__ = [
     "NotFound",
     "Page",
     "StorageError",
+    "SyncClient",
     "TextDelta",
     "Tool",
     "ToolFinished",

@@ -131,6 +131,7 @@ EXPORTS = {
         "NotFound",
         "Page",
         "StorageError",
+        "SyncClient",
         "TextDelta",
         "Tool",
         "ToolFinished",

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from openapi_spec_validator import validate
@@ -26,9 +27,11 @@ from frontmind import (
     FrontmindError,
     InvalidInput,
     NotFound,
+    SyncClient,
     TextDelta,
     ToolStarted,
     TurnCompleted,
+    TurnEvent,
     TurnStarted,
 )
 from frontmind._exceptions import EdgeError
@@ -180,6 +183,38 @@ async def test_client_sends_content_blocks_and_manages_settings_and_users(
             assert [m.text for m in await fm.user("bob").memories()] == ["Bob keeps bees"]
             with pytest.raises(EdgeError, match="admin"):
                 await bob.users()
+
+
+async def test_the_sync_client_runs_turns_and_calls_from_a_plain_thread(tmp_path: Path) -> None:
+    def script(url: str) -> tuple[list[TurnEvent], list[str]]:
+        # No event loop in this thread: the blocking client runs its own.
+        with SyncClient(url) as c:
+            events = list(c.turn("ada", "remind me to water the plants in 10 minutes"))
+            texts = [r.text for r in c.reminders()]
+            with pytest.raises(NotFound):
+                c.complete_reminder(9999)
+        return events, texts
+
+    def leave_early(url: str) -> list[TurnEvent]:
+        with SyncClient(url) as c:
+            seen = []
+            for event in c.turn("ada", "and then?"):
+                seen.append(event)
+                break  # the model has not answered yet (30 s to its first token)
+        return seen
+
+    async with served(tmp_path / "quick") as (fm, url):
+        events, texts = await anyio.to_thread.run_sync(script, url)
+    assert isinstance(events[0], TurnStarted)
+    assert isinstance(events[-1], TurnCompleted)
+    assert any(isinstance(e, ToolStarted) for e in events)
+    assert texts == ["water the plants"]
+    async with served(tmp_path / "slow", ttft=30) as (fm, url):
+        early = await anyio.to_thread.run_sync(leave_early, url)
+    assert [type(e) for e in early] == [TurnStarted]
+    # The server finished every response before it stopped: the turn was cancelled.
+    async with Frontmind.open(tmp_path / "slow", offline=True) as fm:
+        assert [r.status for r in await fm.turns("ada")] == ["cancelled"]
 
 
 async def test_every_list_pages_with_a_cursor(tmp_path: Path) -> None:
