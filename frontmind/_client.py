@@ -23,6 +23,7 @@ from actors import ModelChoice, ModelRequest, TurnEvent, UserInput
 from storage import (
     ContinuumModel,
     Document,
+    Job,
     Memory,
     MemoryHit,
     Message,
@@ -37,6 +38,7 @@ from ._wire import (
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
+    JobList,
     MemoryHitPage,
     MemoryPage,
     MessagePage,
@@ -300,6 +302,14 @@ class Client:
 
     async def delete_document(self, label: str) -> None:
         await self._call("DELETE", f"/v1/documents/{label}")
+
+    # -- background jobs ------------------------------------------------------------------
+
+    async def jobs(self, continuum_id: str | None = None) -> list[Job]:
+        """The background jobs (segment summaries) of the token's user, or of one of
+        its continuums, with their state, tries and usage."""
+        params = {} if continuum_id is None else {"continuum_id": continuum_id}
+        return from_wire(await self._call("GET", "/v1/jobs", params=params), JobList).jobs
 
     # -- users (the admin token's) -------------------------------------------------------
 

@@ -27,6 +27,7 @@ from storage import (
     Continuum,
     ContinuumModel,
     Document,
+    Job,
     Memory,
     MemoryHit,
     Message,
@@ -48,6 +49,7 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Health",
+    "JobList",
     "MemoryBody",
     "MemoryHitPage",
     "MemoryPage",
@@ -125,6 +127,12 @@ class UserCreated(msgspec.Struct, frozen=True):
 
 class UserList(msgspec.Struct, frozen=True):
     users: list[User]
+
+
+class JobList(msgspec.Struct, frozen=True):
+    """The background jobs of a user (or of one continuum), oldest first."""
+
+    jobs: list[Job]
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

@@ -176,6 +176,10 @@ async def test_client_sends_content_blocks_and_manages_settings_and_users(
         with pytest.raises(InvalidInput, match="budget_tokens"):
             await c.set_model_settings("ada", thinking="enabled", budget_tokens=4096)
 
+        assert await c.jobs() == await fm.jobs() == []
+        with pytest.raises(InvalidInput, match="continuum id"):
+            await c.jobs("not an id")
+
         token = await c.add_user("bob")
         assert [u.name for u in await c.users()] == ["bob"]
         async with Client(url, token=token) as bob:

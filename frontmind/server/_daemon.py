@@ -49,6 +49,7 @@ from .._wire import (
     ErrorBody,
     ErrorDetail,
     Health,
+    JobList,
     MemoryBody,
     MemoryHitPage,
     MemoryPage,
@@ -522,6 +523,12 @@ def build_app(
         await scoped(request).delete_document(request.path_params["label"])
         return Response(status_code=204)
 
+    async def jobs(request: Request) -> Response:
+        cid = request.query_params.get("continuum_id")
+        return _json(
+            JobList(await scoped(request).jobs(None if cid is None else check_continuum_id(cid)))
+        )
+
     async def healthz(request: Request) -> Response:
         return _json(Health("ok"))
 
@@ -572,6 +579,7 @@ def build_app(
         Route("/v1/documents", documents, methods=["GET", "POST"]),
         Route("/v1/documents/{label}", delete_document, methods=["DELETE"]),
         Route("/v1/users", users, methods=["GET", "POST"]),
+        Route("/v1/jobs", jobs, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),

@@ -23,6 +23,7 @@ from .._wire import (
     DocumentPage,
     ErrorBody,
     Health,
+    JobList,
     MemoryBody,
     MemoryHitPage,
     MemoryPage,
@@ -214,6 +215,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "List the added users (admin token only; `default` is built in).",
         reply=UserList,
         errors=(403,),
+    ),
+    Operation(
+        "get",
+        "/v1/jobs",
+        "The background jobs (segment summaries) of the token's user, oldest first.",
+        reply=JobList,
+        params=(Param("continuum_id", "query", CONTINUUM.schema, "Only this continuum's."),),
     ),
     Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
     Operation(
