@@ -74,10 +74,12 @@ shout(3)
 
 
 def _run(*command: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a command; an empty value in `env` removes that variable."""
+    environment = {k: v for k, v in child_env(**env).items() if v}
     return subprocess.run(
         [str(part) for part in command],
         cwd=cwd,
-        env=child_env(**env),
+        env=environment,
         capture_output=True,
         text=True,
         check=False,
@@ -182,3 +184,18 @@ def test_pip_install_from_a_clone_into_a_fresh_venv(tmp_path: Path) -> None:
     assert extras.returncode == 0, extras.stderr
     both = _run(python, "-c", "import asyncpg, opentelemetry.sdk.trace; print('ok')", cwd=elsewhere)
     assert both.stdout.strip() == "ok", both.stderr
+
+
+def test_a_run_names_the_suites_it_skipped_and_ci_fails_them_instead(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-chromium")
+    select = ("-m", "pytest", "tests/test_console.py", "-k", "phone", "-p", "no:cacheprovider")
+    skipped = _run(sys.executable, *select, cwd=ROOT, FRONTMIND_TEST_CHROMIUM=missing, CI="")
+    assert skipped.returncode == 0, skipped.stdout
+    summary = skipped.stdout.split("skipped suites")[1]
+    assert (
+        f"tests/test_console.py: 1 skipped: {missing} is missing (apt-get install chromium)"
+        in summary
+    )
+    failed = _run(sys.executable, *select, cwd=ROOT, FRONTMIND_TEST_CHROMIUM=missing, CI="true")
+    assert failed.returncode == 1
+    assert "the console tests need Chromium and Playwright in CI" in failed.stdout
