@@ -13,7 +13,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from frontmind import Client, Frontmind
-from tests._daemon import ROOT, child_env, daemon, sse_events
+from tests._daemon import ROOT, child_env, daemon, reap, sse_events
 from tests._postgres import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -75,11 +75,7 @@ async def test_web_app_streams_turns_to_the_browser(tmp_path: Path) -> None:
             while b"Application shutdown complete." not in rest:
                 rest += await stderr.receive()
     finally:
-        if process.returncode is None:
-            process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-        await process.aclose()
+        await reap(process)
     # Closed cleanly by the lifespan: the data directory opens again, turns and all.
     async with Frontmind.open(tmp_path, offline=True) as fm:
         assert len(await fm.turns("web")) == 2
