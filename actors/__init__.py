@@ -6,11 +6,15 @@ Built on the kernel (`runtime`) and the storage port (`storage`).
 from ._background import BackgroundWorker, background_name
 from ._catalog import (
     CatalogFile,
+    MeetModel,
     ModelCatalog,
+    ModelFacts,
     ModelPatch,
     ModelRow,
+    ModelSource,
     apply_patches,
     decode_catalog,
+    row_from_facts,
 )
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
@@ -47,7 +51,7 @@ from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind,
 from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
-from ._models import MODELS, ModelChoice, ModelInfo, model_info
+from ._models import ModelChoice, check_model_choice, known_row
 from ._notification import (
     COMPACT_DELIMITER,
     DELIMITER,
@@ -99,7 +103,6 @@ __all__ = [
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
-    "MODELS",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -124,13 +127,14 @@ __all__ = [
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "MeetModel",
     "MemorySettings",
     "ModelCatalog",
     "ModelChoice",
     "ModelClient",
     "ModelError",
     "ModelEvent",
-    "ModelInfo",
+    "ModelFacts",
     "ModelOverloaded",
     "ModelPatch",
     "ModelRefused",
@@ -138,6 +142,7 @@ __all__ = [
     "ModelRequest",
     "ModelRow",
     "ModelSettings",
+    "ModelSource",
     "ModelStreamError",
     "ModelUnavailable",
     "PlacementRegistry",
@@ -181,6 +186,7 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_model_choice",
     "check_user_tools",
     "current_turn",
     "decode_catalog",
@@ -189,13 +195,14 @@ __all__ = [
     "estimate_tokens",
     "import_module_near",
     "input_schema",
-    "model_info",
+    "known_row",
     "neutralize_frame",
     "oracle_plan",
     "parse_digest",
     "plan",
     "policy_for",
     "render_notification_center",
+    "row_from_facts",
     "summary_instruction",
     "tool",
     "user_content",

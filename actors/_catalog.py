@@ -10,7 +10,7 @@ read from a row, never written in code. The file documents each field and its so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal
 
 import msgspec
@@ -19,11 +19,15 @@ from ._exceptions import SettingsError
 
 __all__ = [
     "CatalogFile",
+    "MeetModel",
     "ModelCatalog",
+    "ModelFacts",
     "ModelPatch",
     "ModelRow",
+    "ModelSource",
     "apply_patches",
     "decode_catalog",
+    "row_from_facts",
 ]
 
 ThinkingType = Literal["adaptive", "enabled", "disabled", "between_tools"]
@@ -267,3 +271,83 @@ def _check_row(row: ModelRow, where: str) -> None:
         raise SettingsError(
             f"{where}.effort_default: {row.effort_default!r} is not among effort_levels"
         )
+
+
+MeetModel = Callable[[str], Awaitable[ModelRow | None]]
+
+
+class ModelSource:
+    """The catalog in force, shared by the Engine and every conversation; with `meet`
+    (online: the face reads the Models API), a model met for the first time is looked up
+    before it is checked, and its row replaces or joins the file's."""
+
+    def __init__(self, catalog: ModelCatalog, meet: MeetModel | None = None) -> None:
+        self._catalog = catalog
+        self._meet = meet
+        self._met: set[str] = set()
+
+    @property
+    def catalog(self) -> ModelCatalog:
+        return self._catalog
+
+    @property
+    def online(self) -> bool:
+        return self._meet is not None
+
+    async def meet(self, name: str) -> ModelCatalog:
+        """The catalog once `name` has been looked up (once per process and name).
+        The lookup may raise `SettingsError` (the Models API answered 404)."""
+        if self._meet is not None and name and name not in self._met:
+            row = await self._meet(name)
+            self._met.add(name)
+            if row is not None:
+                self._catalog = self._catalog.with_rows([row])
+        return self._catalog
+
+
+class ModelFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What `GET /v1/models/{id}` says of a model, as far as Frontmind uses it (kept in
+    storage as JSON). None: the answer did not say."""
+
+    id: str
+    max_input_tokens: int | None = None
+    max_tokens: int | None = None
+    thinking_types: frozenset[ThinkingType] | None = None
+    effort_levels: frozenset[EffortLevel] | None = None
+    context_management: frozenset[str] | None = None
+    image_input: bool | None = None
+    pdf_input: bool | None = None
+
+
+def row_from_facts(base: ModelRow | None, name: str, facts: ModelFacts) -> ModelRow:
+    """The row a model runs with once the Models API has answered: its answer over the
+    data's row (`base`; None for a model the data does not know, whose other facts take
+    the permissive defaults, the API judging)."""
+    given: dict[str, object] = {}
+    if facts.max_input_tokens is not None:
+        given["context_window"] = facts.max_input_tokens
+    if facts.max_tokens is not None:
+        given["max_output"] = facts.max_tokens
+    for field in ("thinking_types", "effort_levels", "context_management"):
+        value = getattr(facts, field)
+        if value is not None:
+            given[field] = value
+    for field in ("image_input", "pdf_input"):
+        value = getattr(facts, field)
+        if value is not None:
+            given[field] = value
+    if base is None:
+        missing = [f for f in ("context_window", "max_output") if f not in given]
+        if missing:
+            raise SettingsError(
+                f"model: the Models API did not give {name}'s {missing[0]}, and Frontmind's "
+                "data does not know the model: add it with a [[models]] row in the config"
+            )
+        aliases = (facts.id,) if facts.id != name else ()
+        row = ModelRow(name=name, aliases=aliases, **given)  # type: ignore[arg-type]
+    else:
+        row = msgspec.structs.replace(base, **given)
+    if row.effort_default is not None and row.effort_default not in row.effort_levels:
+        row = msgspec.structs.replace(row, effort_default=None)
+    sources = {**row.sources, "models_api": f"GET /v1/models/{facts.id}"}
+    return msgspec.structs.replace(row, sources=sources)

@@ -42,6 +42,7 @@ from storage import (
 )
 from storage import Storage as StoragePort
 
+from ._catalog import ModelRow, ModelSource
 from ._digest import summary_instruction
 from ._events import (
     TextDelta,
@@ -59,7 +60,7 @@ from ._layout import ModelRequest, ThinkingConfig, build_request, previous_bound
 from ._llm import ModelClient, StreamDone
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
-from ._models import ModelChoice, choose_model
+from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
 from ._observe import current_turn, span, turn_span, usage_attributes
 from ._settings import CacheSettings, Settings
@@ -115,6 +116,12 @@ IMAGE_TOKENS = 1600
 # The stop reasons after which the reply is whole but cut short.
 TRUNCATED = frozenset({"max_tokens", "model_context_window_exceeded"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+_PRODUCER_PAGE = 1000  # turn records read per page when finding who wrote the thinking
+
+
+def _has_thinking(message: Message) -> bool:
+    return any(isinstance(b, RawBlock) and b.kind in _THINKING for b in message.content)
+
 
 log = logging.getLogger("frontmind.conversation")
 
@@ -181,6 +188,7 @@ class ConversationDeps:
     tools: ToolRunner
     tool_definitions: tuple[ToolDefinition, ...]
     settings: Settings
+    models: ModelSource  # what each model accepts, costs and can read
     clock: Callable[[], float]
     trinkets: Sequence[ActorRef[Any, Any]]
     # Called with (user, continuum id) when a turn closed a segment (its job is stored).
@@ -255,6 +263,11 @@ class _Loaded(msgspec.Struct):
     # The last turn's composition: the warm-up sends its system prompt (composing anew
     # would run the trinkets between turns and change what the next turn surfaces).
     last_composed: Composed | None = None
+    # Which model wrote the thinking blocks of the history (producer -> turn ids; ""
+    # for turns whose record is gone), and the model of the last completed turn: a
+    # model reads only some models' thinking blocks, and a switch re-writes the cache.
+    thinking_by_model: dict[str, set[str]] = msgspec.field(default_factory=dict)
+    last_model: str | None = None
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -376,8 +389,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     history.tokens,
                     model,
                 )
+                await self._load_producers(state)
                 for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
                     if record.status == "completed":
+                        state.last_model = record.model
                         state.turn_times.append(record.started_at)
                         state.last_ttl = record.cache_ttl
                         state.reused.append(record.cache_miss_reason not in _CHANGED)
@@ -386,6 +401,99 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         state.history_entry = history_entry_after(state.history_entry, record)
                 self._state = state
         return self._state
+
+    async def _load_producers(self, state: _Loaded) -> None:
+        """Which model wrote each thinking block of the loaded history: from the turn
+        records of the turns holding one (read only when there are such turns)."""
+        wanted = {
+            m.turn_id
+            for m in state.history.messages()
+            if m.role == "assistant" and _has_thinking(m)
+        }
+        before: tuple[float, str] | None = None
+        while wanted:
+            page = await self._deps.storage.turns(
+                self._user, self._id, limit=_PRODUCER_PAGE, before=before
+            )
+            for record in page:
+                if record.turn_id in wanted:
+                    wanted.discard(record.turn_id)
+                    state.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
+            if len(page) < _PRODUCER_PAGE:
+                break
+            before = (page[-1].started_at, page[-1].turn_id)
+        if wanted:
+            state.thinking_by_model.setdefault("", set()).update(wanted)
+
+    def _readable(
+        self, state: _Loaded, history: list[Message], reader: str
+    ) -> tuple[list[Message], dict[str, int]]:
+        """The history as `reader` can read it: thinking blocks of models it cannot read
+        are left out (the API would drop them: "Switching models mid-conversation",
+        https://platform.claude.com/docs/en/build-with-claude/preserved-thinking), and
+        how many were left out per model that wrote them."""
+        catalog = self._deps.models.catalog
+        unreadable: dict[str, str] = {}  # turn id -> the model that wrote its thinking
+        for producer, turns in state.thinking_by_model.items():
+            if producer and not catalog.can_read_thinking(reader, producer):
+                unreadable.update(dict.fromkeys(turns, producer))
+        if not unreadable:
+            return history, {}
+        dropped: dict[str, int] = {}
+        kept_messages: list[Message] = []
+        for message in history:
+            writer = unreadable.get(message.turn_id)
+            if writer is None or message.role != "assistant":
+                kept_messages.append(message)
+                continue
+            kept = tuple(
+                b for b in message.content if not (isinstance(b, RawBlock) and b.kind in _THINKING)
+            )
+            if len(kept) != len(message.content):
+                dropped[writer] = dropped.get(writer, 0) + len(message.content) - len(kept)
+            if kept:  # a message of nothing but thinking leaves the replay whole
+                kept_messages.append(msgspec.structs.replace(message, content=kept))
+        return kept_messages, dropped
+
+    def _switch_warnings(
+        self,
+        state: _Loaded,
+        row: ModelRow,
+        dropped: dict[str, int],
+        view: CacheView,
+        ttl: TtlChoice,
+    ) -> tuple[str, ...]:
+        """What a change of model costs this turn, said in the turn's warnings."""
+        warnings: list[str] = []
+        catalog = self._deps.models.catalog
+        previous = state.last_model
+        if previous is not None and catalog.canonical(previous) != row.name:
+            # Caches are per model ("What invalidates the cache": a model change
+            # invalidates everything): the whole prefix is written again.
+            tokens = view.system_tokens + view.history_tokens
+            price = {"5m": row.cache_write_5m, "1h": row.cache_write_1h}
+            write = (
+                view.system_tokens * price[ttl.system] + view.history_tokens * price[ttl.history]
+            )
+            read = tokens * row.cache_read
+            dollars = ""
+            if row.input_price is not None:
+                extra = (write - read) * row.input_price / 1_000_000
+                dollars = f", about ${extra:,.4f} more"
+            warnings.append(
+                f"the model changed from {previous} to {row.name}: the cache is per model, so "
+                f"this turn writes the whole prefix again (~{tokens:,} tokens: ~{write:,.0f} "
+                f"base-price tokens where reading it would cost ~{read:,.0f}{dollars})"
+            )
+        for producer, count in sorted(dropped.items()):
+            if previous is not None and catalog.canonical(previous) == row.name:
+                break  # said on the turn of the switch
+            warnings.append(
+                f"{count} thinking block(s) written by {producer} are left out of the replay: "
+                f"{row.name} cannot read them (the API would drop them; "
+                "https://platform.claude.com/docs/en/build-with-claude/preserved-thinking)"
+            )
+        return tuple(warnings)
 
     def _choose_ttl(
         self, state: _Loaded, composed: Composed, history: Sequence[Message], now: float
@@ -444,6 +552,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 last_turn, increment = turn_id, 0
             increment += tokens
         reused = list(state.reused)
+        row = known_row(self._deps.models.catalog, state.model.name)
         return CacheView(
             now=now,
             pauses=pauses,
@@ -455,13 +564,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             reusable=sum(reused) / len(reused) if reused else 1.0,
             system_entry=state.system_entry[0] if state.system_entry else None,
             system_entry_known=True,
+            write_5m=row.cache_write_5m,
+            write_1h=row.cache_write_1h,
+            read=row.cache_read,
+            min_cacheable=row.min_cacheable,
         )
 
     def _budget(self, state: _Loaded) -> int:
         """The history's token budget: the configured one, within the model's window."""
         settings = self._deps.settings
         window = (
-            state.model.info.context_window
+            known_row(self._deps.models.catalog, state.model.name).context_window
             - state.model.max_tokens
             - settings.composer.notification_budget_tokens
             - CONTEXT_RESERVE_TOKENS
@@ -510,11 +623,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         return composed
 
     async def _window(self, state: _Loaded) -> tuple[list[Message], int | None]:
-        """The history this turn sends, and the new history start if it trims."""
+        """The history this turn sends (as its model can read it), and the new history
+        start if it trims."""
         start = await self._trim_point(state)
-        if start is None:
-            return state.history.messages(), None
-        return state.history.messages(start), start
+        history = state.history.messages(start)
+        readable, _ = self._readable(state, history, state.model.name)
+        return readable, start
 
     def _request(
         self,
@@ -543,6 +657,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             thinking = ThinkingConfig("enabled", model.budget_tokens)
         elif model.thinking == "adaptive":
             thinking = ThinkingConfig("adaptive")
+        elif known_row(self._deps.models.catalog, model.name).thinking_default == "on":
+            # Off on a model that thinks unless told: say so (omitting it would think).
+            thinking = ThinkingConfig("disabled")
         return build_request(
             model=model.name,
             max_tokens=model.max_tokens,
@@ -703,12 +820,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             state = await self._load()
             model = state.model  # fixed for the whole turn
             run.model = model.name
+            # Refused before any model call if the model would refuse it (the settings
+            # were checked when set; the catalog may have learnt more since).
+            catalog = await deps.models.meet(model.name)
+            check_model_choice(model, deps.settings.composer.channel, catalog)
+            row = known_row(catalog, model.name)
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections
             run.warnings = composed.warnings
-            history, new_start = await self._window(state)
-            run.ttl = self._choose_ttl(state, composed, history, turn.now)
+            start = await self._trim_point(state)
+            history, dropped = self._readable(state, state.history.messages(start), model.name)
+            new_start = start
+            view = self._cache_view(state, composed, history, turn.now)
+            run.ttl = self._ttl_policy.choose(view)
+            run.warnings += self._switch_warnings(state, row, dropped, view, run.ttl)
             state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
@@ -962,6 +1088,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.warmed_at = None
         state.history_entry = history_entry_after(state.history_entry, record)
         state.last_exchange_cached = False
+        state.last_model = record.model
+        if any(m.role == "assistant" and _has_thinking(m) for m in stored):
+            state.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)

@@ -34,6 +34,7 @@ from storage import (
 )
 
 from ._background import BackgroundWorker, background_name
+from ._catalog import ModelCatalog, ModelSource
 from ._composer import ComposerActor
 from ._content import UserInput, user_content
 from ._conversation import (
@@ -90,9 +91,16 @@ class TrinketEntry:
     deadline_ms: float | None = None  # None: the composer's (or `[composer.deadlines]`)
 
 
-def validate_settings(settings: Settings, sections: Sequence[str] | None = None) -> None:
+def validate_settings(
+    settings: Settings,
+    sections: Sequence[str] | None = None,
+    *,
+    catalog: ModelCatalog | None = None,
+) -> None:
     """Refuse unusable settings, naming the key; `sections`, when given, are the sections
-    that exist (for the keys of `[composer.deadlines]`)."""
+    that exist (for the keys of `[composer.deadlines]`). The model settings are checked
+    against `catalog` when one is given (the face gives it once the Models API had its
+    say: a name unknown to the shipped data may be a model it knows)."""
     try:
         ZoneInfo(settings.timezone)
     except (ZoneInfoNotFoundError, ValueError):
@@ -142,9 +150,11 @@ def validate_settings(settings: Settings, sections: Sequence[str] | None = None)
     unknown = sorted(set(settings.composer.deadlines) - set(sections or known))
     if sections is not None and unknown:
         raise SettingsError(f"composer.deadlines: unknown sections {unknown}")
+    if catalog is None:
+        return
     try:
         check_model_choice(
-            choose_model(settings.model, ContinuumModel()), settings.composer.channel
+            choose_model(settings.model, ContinuumModel()), settings.composer.channel, catalog
         )
     except SettingsError as exc:
         message = str(exc)  # name the key as the config file spells it
@@ -220,10 +230,12 @@ class Engine:
         trinkets: Sequence[TrinketEntry],
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
+        models: ModelSource,
         tools: Sequence[Tool[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
     ) -> None:
-        validate_settings(settings, [entry.section for entry in trinkets])
+        validate_settings(settings, [entry.section for entry in trinkets], catalog=models.catalog)
+        self._models = models
         # The tools are fixed for the Engine's life: the `tools` array leads every cached
         # prefix, so it must not change between turns.
         definitions = tool_definitions(settings.tools.enabled, tools)
@@ -307,6 +319,7 @@ class Engine:
             ),
             tool_definitions=definitions,
             settings=settings,
+            models=models,
             clock=clock,
             trinkets=(),  # each lane gets its own
             draining=lambda: self._draining,
@@ -342,6 +355,11 @@ class Engine:
             )
             refs.append((entry.section, ref))
         return refs
+
+    @property
+    def models(self) -> ModelCatalog:
+        """The model catalog in force (the data, the Models API's rows, the config's)."""
+        return self._models.catalog
 
     def use_timers(self, timers: Timers) -> None:
         """Where the cache warm-up's timers run (its owner cancels them on shutdown)."""
@@ -558,10 +576,10 @@ class Engine:
         """
         check_user_name(user)
         check_continuum_id(continuum_id)
+        choice = choose_model(self._settings.model, own)
         try:
-            choice = check_model_choice(
-                choose_model(self._settings.model, own), self._settings.composer.channel
-            )
+            catalog = await self._models.meet(choice.name)  # online: the Models API first
+            check_model_choice(choice, self._settings.composer.channel, catalog)
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
         await self._storage.set_continuum_model(user, continuum_id, own)

@@ -14,10 +14,12 @@ With `composer.channel = "system_message"` the notification center is instead on
 `role: "system"` message right after the current user message (see `build_request`).
 
 Blocks Frontmind does not interpret (thinking, images, documents, server tools) go out
-as the exact JSON they were stored as, and never carry a breakpoint: a breakpoint goes
-on the last typed block at or before the chosen position (thinking blocks cannot carry
-`cache_control` at all), which caches a little less but stays the same position from
-turn to turn.
+as the exact JSON they were stored as. A breakpoint goes on the last block at or before
+the chosen position that takes `cache_control` (`CACHEABLE_KINDS`: thinking blocks
+cannot carry it at all); on a stored block it is spliced in before the closing brace,
+every other byte unchanged. So a `pause_turn` continuation, or any request whose last
+message ends in server-tool blocks (web search results can be thousands of tokens),
+marks those blocks and reads them from the cache on the next call.
 
 Nothing per-turn carries a breakpoint, there is no top-level `cache_control` and no
 sampling parameter. At most 4 breakpoints, and TTLs never increase along the prefix.
@@ -42,6 +44,7 @@ from ._settings import CacheSettings
 from ._tools import ToolDefinition
 
 __all__ = [
+    "CACHEABLE_KINDS",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
     "CacheControl",
@@ -54,6 +57,35 @@ __all__ = [
 
 LOOKBACK_BLOCKS = 20
 MAX_BREAKPOINTS = 4
+# The content blocks that take `cache_control` (prompt caching, "What can be cached":
+# text, images and documents, tool use and tool results, in user and assistant turns;
+# not thinking or redacted thinking, nor sub-blocks such as citations. The server tools'
+# use and result blocks are tool use and results: the API's block params for each of
+# these kinds carry `cache_control`,
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching#what-can-be-cached).
+CACHEABLE_KINDS = frozenset(
+    {
+        "text",
+        "image",
+        "document",
+        "search_result",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "container_upload",
+        "tool_reference",
+        "mcp_tool_use",
+        "mcp_tool_result",
+    }
+)
+_CACHE_KEY = b'"cache_control"'
+_encoder = msgspec.json.Encoder()
 
 
 # The request's per-message structs are `gc=False`: a turn builds one of each per history
@@ -106,7 +138,17 @@ def block_kind(block: OutBlock) -> str:
 
 
 def _marked(block: OutBlock) -> bool:
-    return not isinstance(block, msgspec.Raw) and block.cache_control is not None
+    if isinstance(block, msgspec.Raw):
+        return _CACHE_KEY in bytes(block)
+    return block.cache_control is not None
+
+
+def _takes_cache_control(block: ContentBlock) -> bool:
+    """Whether a breakpoint may go on this stored block."""
+    if isinstance(block, RawBlock):
+        # A block of its own `cache_control` (never stored by Frontmind) is left alone.
+        return block.kind in CACHEABLE_KINDS and '"cache_control"' not in block.json
+    return True
 
 
 class OutMessage(msgspec.Struct, frozen=True, gc=False):
@@ -115,7 +157,7 @@ class OutMessage(msgspec.Struct, frozen=True, gc=False):
 
 
 class ThinkingConfig(msgspec.Struct, frozen=True, omit_defaults=True):
-    type: Literal["enabled", "adaptive"]
+    type: Literal["enabled", "adaptive", "disabled"]
     budget_tokens: int | None = None
 
 
@@ -156,7 +198,11 @@ def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
     if isinstance(block, ToolUseBlock):
         return OutToolUse(block.id, block.name, msgspec.Raw(block.input_json.encode()), cache)
     if isinstance(block, RawBlock):
-        return msgspec.Raw(block.json.encode())
+        if cache is None:
+            return msgspec.Raw(block.json.encode())
+        # The mark goes in before the closing brace; the stored bytes stay as they were.
+        mark = b',"cache_control":' + _encoder.encode(cache) + b"}"
+        return msgspec.Raw(block.json.rstrip().removesuffix("}").encode() + mark)
     content = msgspec.Raw(block.content_json.encode()) if block.content_json else block.content
     return OutToolResult(block.tool_use_id, content, block.is_error, cache)
 
@@ -193,8 +239,8 @@ def _lookback_end(history: Sequence[Message], boundary: int, history_bp: int) ->
 
 
 def _typed_at_or_before(history: Sequence[Message], index: int, floor: int) -> int | None:
-    """The last block index <= `index` (and > `floor`) that may carry a breakpoint:
-    walked back from the end, without copying the history."""
+    """The last block index <= `index` (and > `floor`) that may carry a breakpoint
+    (`CACHEABLE_KINDS`): walked back from the end, without copying the history."""
     first = sum(len(m.content) for m in history)
     for message in reversed(history):
         first -= len(message.content)
@@ -203,7 +249,7 @@ def _typed_at_or_before(history: Sequence[Message], index: int, floor: int) -> i
         for j in range(min(len(message.content) - 1, index - first), -1, -1):
             if first + j <= floor:
                 return None
-            if not isinstance(message.content[j], RawBlock):
+            if _takes_cache_control(message.content[j]):
                 return first + j
     return None
 
@@ -282,7 +328,7 @@ def build_request(
     for position, message in enumerate(tail):
         last_message = position == len(tail) - 1
         last_typed = max(
-            (j for j, b in enumerate(message.content) if not isinstance(b, RawBlock)), default=-1
+            (j for j, b in enumerate(message.content) if _takes_cache_control(b)), default=-1
         )
         blocks = [
             _out(block, rolling_cc if rolling and last_message and j == last_typed else None)

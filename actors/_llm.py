@@ -6,17 +6,16 @@ named by what the user can do about it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable
-from typing import Any, Protocol, cast
+from collections.abc import AsyncGenerator
+from typing import Any, Protocol
 
 import anthropic
 import httpx2
 import msgspec
-from anthropic._constants import RAW_RESPONSE_HEADER
-from anthropic._response import AsyncAPIResponse, AsyncResponseContextManager
 
 from storage import ContentBlock, RawBlock, TextBlock, ToolUseBlock, TurnUsage
 
+from ._catalog import ModelFacts
 from ._exceptions import (
     ModelError,
     ModelOverloaded,
@@ -26,7 +25,14 @@ from ._exceptions import (
 )
 from ._layout import ModelRequest
 
-__all__ = ["AnthropicModel", "ModelClient", "ModelEvent", "StreamDone", "StreamText"]
+__all__ = [
+    "AnthropicModel",
+    "ModelClient",
+    "ModelEvent",
+    "SSEDecoder",
+    "StreamDone",
+    "StreamText",
+]
 
 
 class StreamText(msgspec.Struct, frozen=True):
@@ -270,6 +276,97 @@ class _Assembly:
         )
 
 
+def _supported(capability: Any) -> bool:
+    return bool(getattr(capability, "supported", False))
+
+
+def _facts(info: anthropic.types.ModelInfo) -> ModelFacts:
+    """The Models API's answer as Frontmind keeps it (its `capabilities` read key by key:
+    a key the answer lacks says nothing, and the data's fact stands)."""
+    caps = info.capabilities
+    if caps is None:
+        return ModelFacts(
+            id=info.id, max_input_tokens=info.max_input_tokens, max_tokens=info.max_tokens
+        )
+    types = caps.thinking.types
+    thinking = frozenset(
+        kind
+        for kind in ("adaptive", "enabled", "disabled", "between_tools")
+        if _supported(getattr(types, kind, None))
+    )
+    effort = caps.effort
+    efforts = frozenset(
+        level
+        for level in ("low", "medium", "high", "xhigh", "max")
+        if effort.supported and _supported(getattr(effort, level, None))
+    )
+    manage = caps.context_management
+    strategies = frozenset(
+        name
+        for name in ("clear_tool_uses_20250919", "clear_thinking_20251015", "compact_20260112")
+        if manage.supported and _supported(getattr(manage, name, None))
+    )
+    return msgspec.convert(
+        {
+            "id": info.id,
+            "max_input_tokens": info.max_input_tokens,
+            "max_tokens": info.max_tokens,
+            "thinking_types": thinking,
+            "effort_levels": efforts,
+            "context_management": strategies,
+            "image_input": _supported(caps.image_input),
+            "pdf_input": _supported(caps.pdf_input),
+        },
+        ModelFacts,
+    )
+
+
+class SSEDecoder:
+    """Server-sent events from a byte stream: (event name, data) per event.
+
+    Lines end at CR, LF or CR LF and nowhere else (the SSE grammar, WHATWG HTML
+    "Server-sent events", 9.2.6): a JSON string in a `data:` line may hold U+2028,
+    U+2029 or U+0085 raw, which `str.splitlines` (and so `iter_lines()`) would cut.
+    Working on bytes, no line is ever decoded to text: the data goes to the JSON
+    decoder as it came.
+    """
+
+    __slots__ = ("_buffer", "_cr", "_data", "_name")
+
+    def __init__(self) -> None:
+        self._buffer = b""  # an unfinished line (holds no CR or LF)
+        self._cr = False  # the last chunk ended in CR: a LF opening the next is its pair
+        self._name = b""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str, bytes]]:
+        if self._cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        self._cr = chunk[-1:] == b"\r"
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = (self._buffer + chunk).split(b"\n")
+        self._buffer = lines.pop()
+        events: list[tuple[str, bytes]] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append((self._name.decode(), b"\n".join(self._data)))
+                self._name, self._data = b"", []
+                continue
+            field, colon, value = line.partition(b":")
+            if not colon:
+                value = b""  # a line with no colon is a field with an empty value
+            elif value[:1] == b" ":
+                value = value[1:]
+            if field == b"data":
+                self._data.append(value)
+            elif field == b"event":
+                self._name = value
+            # ":" comments, `id:` and `retry:` are not used by the Messages API's stream.
+        return events
+
+
 class AnthropicModel:
     """Streams requests through `AsyncAnthropic`. The SDK retries 408/409/429/5xx itself."""
 
@@ -307,55 +404,62 @@ class AnthropicModel:
             return ModelOverloaded(f"{where} failed: {exc}")
         return ModelRejected(f"{where} rejected the request: {exc}")
 
-    def _open(self, request: ModelRequest) -> AsyncResponseContextManager[AsyncAPIResponse[Any]]:
-        """`messages.with_streaming_response.create(stream=True)` for a body already
-        encoded: the request leaves as the bytes of one encoding.
+    async def _open(self, request: ModelRequest) -> httpx2.Response:
+        """POST the request as the bytes of one encoding and return the streaming HTTP
+        response, unread (the SDK's retries and status errors apply before it returns).
 
-        `create(**params)` would need the whole history as dicts (a second copy, alive
-        for the whole stream) which the SDK then serializes again (a third, and a young
-        collection's worth of garbage per turn). The SDK's own `post` takes `content`
-        bytes; the raw-response header and context manager are what
-        `with_streaming_response` wraps `create` in.
+        `messages.create(**params)` would need the whole history as dicts (a second
+        copy, alive for the whole stream) which the SDK then serializes again (a third,
+        and a young collection's worth of garbage per turn). The SDK's public `post`
+        takes `content` bytes, and `cast_to=httpx2.Response` hands back the response
+        itself ("Making custom/undocumented requests" in the SDK's README): its bytes are
+        read by `SSEDecoder`, so every block keeps the exact JSON the API sent.
         """
         encoded = _json_encoder.encode(request)
         body = b"".join((memoryview(encoded)[:-1], b',"stream":true}'))
         del encoded  # only `body` lives on, for the SDK's retries
-        make_request = self._client.post(
+        response: httpx2.Response = await self._client.post(
             "/v1/messages",
+            cast_to=httpx2.Response,
             content=body,
-            options={
-                "headers": {RAW_RESPONSE_HEADER: "stream", "content-type": "application/json"}
-            },
-            cast_to=anthropic.types.Message,
+            options={"headers": {"content-type": "application/json"}},
             stream=True,
-            stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+            stream_cls=None,
         )
-        return AsyncResponseContextManager(cast(Awaitable[AsyncAPIResponse[Any]], make_request))
+        return response
+
+    async def model_facts(self, name: str) -> ModelFacts | None:
+        """What `GET /v1/models/{id}` says of a model (the SDK's `models.retrieve`);
+        None when the API answers 404 (unknown or retired for this key)."""
+        try:
+            info = await self._client.models.retrieve(name)
+        except anthropic.NotFoundError:
+            return None
+        except (anthropic.APIError, httpx2.HTTPError) as exc:
+            raise self._translate(exc, started=False) from exc
+        return _facts(info)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         assembly = _Assembly()
         started = False
         try:
-            async with self._open(request) as response:
-                started = True
-                event_name = ""
-                data: list[str] = []
-                async for line in response.iter_lines():
-                    if line.startswith("event:"):
-                        event_name = line[6:].strip()
-                    elif line.startswith("data:"):
-                        data.append(line[5:].lstrip())
-                    elif not line and data:
-                        payload, data = "\n".join(data), []
-                        if event_name == "ping":
+            response = await self._open(request)
+            started = True
+            try:
+                decoder = SSEDecoder()
+                async for chunk in response.aiter_bytes():
+                    for name, data in decoder.feed(chunk):
+                        if name == "ping":
                             continue
                         try:
-                            event = _event_decoder.decode(payload)
+                            event = _event_decoder.decode(data)
                         except msgspec.DecodeError as exc:
                             raise ModelStreamError(f"a malformed stream event: {exc}") from exc
                         text = assembly.feed(event)
                         if text:
                             yield StreamText(text)
+            finally:
+                await response.aclose()
         except (anthropic.APIError, httpx2.HTTPError) as exc:
             raise self._translate(exc, started=started) from exc
         yield assembly.done()

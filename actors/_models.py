@@ -1,78 +1,31 @@
-"""What Frontmind needs to know of each model: its context window, its output limit,
-which thinking modes it takes, and whether it accepts `role: "system"` messages.
+"""The model settings a turn runs with, and the check that refuses what the model refuses.
 
-Kept as data, with its sources (late 2026):
-- context windows, output limits and thinking modes: the model overview pages,
-  https://platform.claude.com/docs/en/about-claude/models/overview and per model, e.g.
-  .../models/opus-5/overview ("Context window: 1M tokens · Max output: 128K tokens",
-  thinking "Adaptive"); Sonnet 5 takes no manual extended thinking (adaptive only).
-- mid-conversation system messages: "Mid-conversation system messages" in the context
-  management docs; Opus 5, Opus 4.8 and Fable 5 accept them, Sonnet 5 and older answer
-  400 (docs/anthropic-api-facts.md).
-
-A model missing from the table is not refused here (the API answers 404 for unknown
-names): it is treated as a 200K-window model without system messages, and takes any
-thinking mode, leaving the API to judge.
+What each model accepts is data (the `ModelCatalog`, from `frontmind/models.toml`, the
+config's `[[models]]` rows and the Models API); this module holds only the rules that
+read it, each beside the docs page that states it. A refusal names the setting and gives
+the docs' reason, before anything is stored or sent.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import msgspec
 
 from storage import ContinuumModel
 
+from ._catalog import ModelCatalog, ModelRow
 from ._exceptions import SettingsError
 from ._settings import ModelSettings
 
 __all__ = [
     "MIN_THINKING_BUDGET",
-    "MODELS",
+    "THINKING_TYPE",
     "ModelChoice",
-    "ModelInfo",
     "check_model_choice",
     "choose_model",
-    "model_info",
+    "known_row",
 ]
-
-
-class ModelInfo(msgspec.Struct, frozen=True):
-    context_window: int
-    max_output: int
-    thinking: frozenset[str]  # the thinking modes the model takes, besides "off"
-    system_messages: bool = False
-
-
-_K = 1000
-_M = 1_000_000
-_ADAPTIVE = frozenset({"adaptive"})
-_BOTH = frozenset({"enabled", "adaptive"})
-_MANUAL = frozenset({"enabled"})
-
-MODELS: dict[str, ModelInfo] = {
-    "claude-fable-5": ModelInfo(1 * _M, 128 * _K, _ADAPTIVE, system_messages=True),
-    "claude-mythos-5": ModelInfo(1 * _M, 128 * _K, _ADAPTIVE),
-    "claude-opus-5": ModelInfo(1 * _M, 128 * _K, _ADAPTIVE, system_messages=True),
-    "claude-opus-4-8": ModelInfo(1 * _M, 128 * _K, _BOTH, system_messages=True),
-    "claude-sonnet-5": ModelInfo(1 * _M, 128 * _K, _ADAPTIVE),
-    "claude-opus-4-7": ModelInfo(1 * _M, 128 * _K, _ADAPTIVE),
-    "claude-opus-4-6": ModelInfo(1 * _M, 128 * _K, _BOTH),
-    "claude-sonnet-4-6": ModelInfo(1 * _M, 64 * _K, _BOTH),
-    "claude-opus-4-5": ModelInfo(200 * _K, 64 * _K, _MANUAL),
-    "claude-sonnet-4-5": ModelInfo(200 * _K, 64 * _K, _MANUAL),
-    "claude-haiku-4-5": ModelInfo(200 * _K, 64 * _K, _MANUAL),
-    "claude-opus-4-1": ModelInfo(200 * _K, 32 * _K, _MANUAL),
-}
-_UNKNOWN = ModelInfo(200 * _K, 32 * _K, _BOTH)
-
-
-def model_info(name: str) -> ModelInfo:
-    """The model's row; dated ids (`claude-haiku-4-5-20251001`) find their alias's."""
-    info = MODELS.get(name)
-    if info is None:
-        base, _, date = name.rpartition("-")
-        if date.isdigit() and len(date) == 8:
-            info = MODELS.get(base)
-    return info or _UNKNOWN
 
 
 class ModelChoice(msgspec.Struct, frozen=True):
@@ -83,10 +36,6 @@ class ModelChoice(msgspec.Struct, frozen=True):
     thinking: str  # "off" | "enabled" | "adaptive"
     budget_tokens: int
     effort: str | None
-
-    @property
-    def info(self) -> ModelInfo:
-        return model_info(self.name)
 
 
 def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
@@ -100,26 +49,105 @@ def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
 
 
 MIN_THINKING_BUDGET = 1024
+# Frontmind's thinking setting -> the API's thinking.type.
+THINKING_TYPE = {"off": "disabled", "enabled": "enabled", "adaptive": "adaptive"}
+_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
-def check_model_choice(choice: ModelChoice, channel: str) -> ModelChoice:
-    """Refuse a combination the API would refuse, naming the setting; else the choice."""
-    info = choice.info
-    if not choice.name.strip():
+def known_row(catalog: ModelCatalog, name: str) -> ModelRow:
+    """The model's row, or a `SettingsError` saying why there is none: retired (the API
+    answers 404), or unknown to Frontmind's data (and, online, to the Models API)."""
+    if not name.strip():
         raise SettingsError("model: the model name is empty")
-    if not 1 <= choice.max_tokens <= info.max_output:
+    row = catalog.lookup(name)
+    if row is not None:
+        return row
+    retired = catalog.retired_on(name)
+    if retired is not None:
         raise SettingsError(
-            f"max_tokens: must be from 1 to {info.max_output} for {choice.name}, "
+            f"model: {name} is retired ({retired}); the API answers 404 not_found_error "
+            "(https://platform.claude.com/docs/en/about-claude/model-deprecations)"
+        )
+    raise SettingsError(
+        f"model: {name!r} is not a model Frontmind knows (known: {', '.join(catalog.names())}); "
+        "with an API key the Models API is asked first; offline, add it with a [[models]] "
+        "row in the config"
+    )
+
+
+_ORDER = {name: i for i, name in enumerate((*_EFFORTS, "adaptive", "enabled", "disabled"))}
+
+
+def _list(values: Iterable[str]) -> str:
+    """`low, medium or high`, in the docs' order."""
+    items = sorted(values, key=lambda v: (_ORDER.get(v, len(_ORDER)), v))
+    if not items:
+        return "none"
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _check_thinking(choice: ModelChoice, row: ModelRow) -> None:
+    """The thinking table of "Troubleshooting thinking" (per model: the types accepted,
+    the default, the ones refused with a 400), from the row."""
+    if choice.thinking not in THINKING_TYPE:
+        raise SettingsError(f"thinking: must be off, enabled or adaptive, not {choice.thinking!r}")
+    kind = THINKING_TYPE[choice.thinking]
+    if not row.refuses_thinking(kind, choice.effort):
+        return
+    docs = "https://platform.claude.com/docs/en/build-with-claude/thinking-troubleshooting"
+    if kind == "disabled" and row.thinking_default == "always":
+        raise SettingsError(
+            f"thinking: {row.name} always thinks and cannot turn thinking off "
+            '("thinking.type.disabled" is not supported for this model; models marked '
+            f'"Always on" cannot turn thinking off, {docs}); use thinking = "adaptive" '
+            "and a lower effort to spend less on thinking"
+        )
+    if kind == "disabled" and kind in row.thinking_types:
+        raise SettingsError(
+            f"thinking: {row.name} accepts thinking off only at effort "
+            f"{_list(set(row.effort_levels) - set(_refused_efforts(row, kind)))}, not with "
+            f"effort = {choice.effort!r} (a 400 from the API, {docs}); lower the effort "
+            "or leave thinking on"
+        )
+    if kind == "disabled":
+        raise SettingsError(
+            f"thinking: {row.name} cannot turn thinking off (it takes "
+            f"{_list(row.thinking_types)}; {docs})"
+        )
+    if kind == "enabled":
+        raise SettingsError(
+            f'thinking: "thinking.type.enabled" is not supported for {row.name}. Use '
+            '"thinking.type.adaptive" and "output_config.effort" to control thinking '
+            f"behavior (manual extended thinking is refused on Claude 4.7 and later, {docs}); "
+            'set thinking = "adaptive" and an effort'
+        )
+    raise SettingsError(
+        f"thinking: adaptive thinking is not supported on {row.name}; it takes only "
+        f'extended thinking (thinking = "enabled" with budget_tokens, {docs})'
+    )
+
+
+def _refused_efforts(row: ModelRow, kind: str) -> frozenset[str]:
+    for refused, efforts in row.thinking_refused_at_effort.items():
+        if refused == kind:
+            return frozenset(efforts)
+    return frozenset()
+
+
+def check_model_choice(choice: ModelChoice, channel: str, catalog: ModelCatalog) -> ModelChoice:
+    """Refuse a combination the API would refuse, naming the setting; else the choice."""
+    row = known_row(catalog, choice.name)
+    if not 1 <= choice.max_tokens <= row.max_output:
+        raise SettingsError(
+            f"max_tokens: must be from 1 to {row.max_output} for {choice.name} (its maximum "
+            f"output, https://platform.claude.com/docs/en/models/overview), "
             f"got {choice.max_tokens}"
         )
-    if choice.thinking not in ("off", "enabled", "adaptive"):
-        raise SettingsError(f"thinking: must be off, enabled or adaptive, not {choice.thinking!r}")
-    if choice.thinking != "off" and choice.thinking not in info.thinking:
-        modes = " or ".join(sorted(info.thinking)) or "none"
+    if choice.effort is not None and choice.effort not in _EFFORTS:
         raise SettingsError(
-            f"thinking: {choice.name} does not take thinking = {choice.thinking!r} "
-            f"(it takes {modes})"
+            f"effort: must be low, medium, high, xhigh or max, not {choice.effort!r}"
         )
+    _check_thinking(choice, row)
     # "budget_tokens must be ≥1024 and less than max_tokens" (extended thinking docs,
     # https://platform.claude.com/docs/en/build-with-claude/extended-thinking).
     if choice.thinking == "enabled" and not (
@@ -129,13 +157,21 @@ def check_model_choice(choice: ModelChoice, channel: str) -> ModelChoice:
             f"budget_tokens: must be at least {MIN_THINKING_BUDGET} and less than "
             f"max_tokens ({choice.max_tokens}), got {choice.budget_tokens}"
         )
-    if choice.effort is not None and choice.effort not in ("low", "medium", "high", "xhigh", "max"):
+    if choice.effort is not None and choice.effort not in row.effort_levels:
+        effort_docs = "https://platform.claude.com/docs/en/build-with-claude/effort"
+        if not row.effort_levels:
+            raise SettingsError(
+                f"effort: {row.name} does not support effort (output_config.effort is not "
+                f"available on it, {effort_docs}); leave effort unset"
+            )
         raise SettingsError(
-            f"effort: must be low, medium, high, xhigh or max, not {choice.effort!r}"
+            f"effort: {row.name} takes effort {_list(row.effort_levels)}, not "
+            f"{choice.effort!r} ({effort_docs})"
         )
-    if channel == "system_message" and not info.system_messages:
+    if channel == "system_message" and not row.system_messages:
+        takers = sorted(r.name for r in catalog.rows() if r.system_messages)
         raise SettingsError(
-            f"composer.channel: {choice.name} does not accept role-system messages "
-            "(Opus 5, Opus 4.8 and Fable 5 do); use channel = 'frame' or another model"
+            f"composer.channel: {row.name} does not accept role-system messages (these "
+            f"do: {', '.join(takers)}); use channel = 'frame' or another model"
         )
     return choice

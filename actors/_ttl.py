@@ -1,10 +1,11 @@
 """Choosing each turn's cache TTLs (5m or 1h) from the price model and the pauses seen.
 
 Prices relative to base input (prompt caching, "Pricing"): a 5m write costs 1.25x, a 1h
-write 2x, a read 0.1x; an entry lives for its TTL from its last use, and each read
-refreshes it. A 1h breakpoint may not follow a 5m one in processing order (tools,
-system, messages: "Mixing different TTLs"), so with a system and a history breakpoint
-the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
+write 2x, a read 0.1x (the model's own figures, from its row of the model data: the view
+carries them, so Fable 5.1's 0.025x reads weigh in); an entry lives for its TTL from its
+last use, and each read refreshes it. A 1h breakpoint may not follow a 5m one in
+processing order (tools, system, messages: "Mixing different TTLs"), so with a system
+and a history breakpoint the choices are (system, history) = (1h, 1h), (1h, 5m) or (5m, 5m).
 
 A turn starts in one of three states, by the pause since the previous turn: its history
 entry is alive (only what the previous turn added is written), only the system entry is
@@ -112,6 +113,13 @@ class CacheView(msgspec.Struct, frozen=True, kw_only=True):
     # background request riding the cache right after a turn puts its history breakpoint
     # where the next turn's falls, so the next turn's own mark there writes nothing).
     ahead: bool = False
+    # The model's prices relative to its base input (its row of the model data: 5m and
+    # 1h writes, reads; Fable 5.1 reads at 0.025x, Opus 5.5 at 0.05x) and its minimum
+    # cacheable prefix: a breakpoint whose prefix is shorter caches nothing.
+    write_5m: float = PRICE["5m"]
+    write_1h: float = PRICE["1h"]
+    read: float = READ_PRICE
+    min_cacheable: int = 0
 
 
 class TtlPolicy(Protocol):
@@ -194,14 +202,17 @@ def history_entry_after(entry: Ttl | None, record: TurnRecord) -> Ttl | None:
 def turn_cost(view: CacheView, state: State, system: Ttl, history: Ttl) -> float:
     """Input cost of the cached prefix (base-price tokens) for one turn in `state`."""
     s, h, inc = view.system_tokens, view.history_tokens, view.increment_tokens
+    if s + h < view.min_cacheable:
+        return float(s + h)  # below the model's minimum nothing is cached: all base price
+    price = {"5m": view.write_5m, "1h": view.write_1h}
     written_system = s if state == "all" else 0
     written_history = inc if state == "alive" else h
     kept = (
-        PRICE[system] * written_system
-        + PRICE[history] * written_history
-        + READ_PRICE * (s + h - written_system - written_history)
+        price[system] * written_system
+        + price[history] * written_history
+        + view.read * (s + h - written_system - written_history)
     )
-    churned = PRICE[system] * s + PRICE[history] * h
+    churned = price[system] * s + price[history] * h
     return view.reusable * kept + (1.0 - view.reusable) * churned
 
 
@@ -346,7 +357,7 @@ def warm_cost(view: CacheView) -> float:
     """The warm-up's input cost (base-price tokens): the cached prefix read, the last
     exchange written at 1h, the tiny message uncached."""
     cached = view.system_tokens + view.history_tokens - view.increment_tokens
-    return READ_PRICE * cached + PRICE["1h"] * view.increment_tokens + WARM_UNCACHED_TOKENS
+    return view.read * cached + view.write_1h * view.increment_tokens + WARM_UNCACHED_TOKENS
 
 
 def warm_plan(view: CacheView, warm_after: float) -> tuple[float, float, str]:
@@ -376,7 +387,8 @@ def warm_plan(view: CacheView, warm_after: float) -> tuple[float, float, str]:
         turn = msgspec.structs.replace(view, since_last=since, previous=chosen)
         costs = plan(turn, pauses or (60.0,))
         if prepaid:  # the last exchange is already written: the turn reads it
-            return min(costs[c] - (PRICE[c[1]] - READ_PRICE) * inc for c in CHOICES)
+            price = {"5m": view.write_5m, "1h": view.write_1h}
+            return min(costs[c] - (price[c[1]] - view.read) * inc for c in CHOICES)
         return min(costs.values())
 
     without = (

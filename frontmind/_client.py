@@ -237,7 +237,7 @@ class Client:
             "GET", f"/v1/continuums/{continuum_id}/turns", params=self._params(limit, cursor)
         )
         page = from_wire(body, TurnPage)
-        return Page(page.turns, page.next_cursor)
+        return Page(list[TurnRecord](page.turns), page.next_cursor)
 
     async def continuums(
         self, *, limit: int = 100, cursor: str | None = None

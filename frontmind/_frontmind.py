@@ -27,10 +27,12 @@ from actors import (
     Composed,
     Engine,
     InvalidModelSettings,
+    ModelCatalog,
     ModelChoice,
     ModelClient,
     ModelEvent,
     ModelRequest,
+    ModelSource,
     ModelUnavailable,
     PlacementRegistry,
     TaskTimers,
@@ -70,6 +72,7 @@ from ._exceptions import BudgetExceeded, ConfigError
 from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
+from ._models import load_catalog, models_api_meet
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -183,6 +186,12 @@ class Frontmind:
         # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
         self._collector = collector
 
+    @property
+    def models(self) -> ModelCatalog:
+        """What each model accepts and costs, as this instance knows it: the shipped
+        `models.toml`, the Models API's answers (online), the config's `[[models]]`."""
+        return self._runtime.models
+
     def warm_ups(self) -> tuple[int, TurnUsage]:
         """The cache warm-ups this instance sent (every user's) and their summed usage:
         costs beside the turns' own (`cache.warm`)."""
@@ -258,12 +267,16 @@ class Frontmind:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)
+        catalog = load_catalog(config.models)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
         check_user_tools(user_tools)  # before anything starts: a clash is a startup error
         async with AsyncExitStack() as stack:
             stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
+            # With a client of its own on a real key, Frontmind reads the Models API; a
+            # client handed in (tests, `frontmind simulate`) and offline runs use the data.
+            own_client: AnthropicModel | None = None
             if model is None:
                 if offline:
                     from .localapi import Latency, LocalMessagesAPI
@@ -283,8 +296,16 @@ class Frontmind:
                     timeout=config.model.timeout_s,
                 )
                 stack.push_async_callback(model.aclose)
+                own_client = None if offline else model
             storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
+            meet = None
+            if own_client is not None:
+                meet = models_api_meet(catalog, config.models, storage, own_client, clock)
+            models = ModelSource(catalog, meet)
+            # The config's model is checked before anything starts (online: after the
+            # Models API had its say; offline: against the data alone).
+            validate_settings(config, catalog=await models.meet(config.model.name))
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )
@@ -296,6 +317,7 @@ class Frontmind:
                 registry=registry,
                 trinkets=[*builtin_trinkets(storage, config, user_tools), *custom],
                 clock=clock,
+                models=models,
                 tools=user_tools,
                 ttl_policy=ttl_policy,
             )

@@ -1,21 +1,56 @@
-"""The model catalog Frontmind runs with: the shipped `models.toml`, then the config's
-`[[models]]` rows over it (and, online, the Models API's answers; see `_models_api.py`).
+"""The model catalog Frontmind runs with: the shipped `models.toml`, the Models API's
+answers over it (when Frontmind has a key of its own), then the config's `[[models]]`
+rows over both.
 
 The file is package data (`frontmind/models.toml`); the actors receive the catalog built
-here and never read the file themselves (they know nothing of `frontmind`).
+here (a `ModelSource`) and never read the file themselves (they know nothing of
+`frontmind`).
+
+Online, the first time a model is met (the config's model when Frontmind opens, a
+continuum's when its settings are set or its first turn runs), `GET /v1/models/{id}` is
+read through the SDK and its answer kept in storage with the time it was fetched; it is
+asked again once that answer is older than `REFRESH_SECONDS`. A 404 refuses the model
+at settings time. If the API cannot be reached, a kept answer (however old) or else the
+shipped data is used, with a warning in the log.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from importlib import resources
+from typing import Protocol
 
-from actors import ModelCatalog, ModelPatch, apply_patches, decode_catalog
+import msgspec
 
-__all__ = ["MODELS_RESOURCE", "load_catalog", "shipped_catalog"]
+from actors import (
+    MeetModel,
+    ModelCatalog,
+    ModelError,
+    ModelFacts,
+    ModelPatch,
+    ModelRow,
+    SettingsError,
+    apply_patches,
+    decode_catalog,
+    row_from_facts,
+)
+from storage import Storage
+
+__all__ = [
+    "MODELS_RESOURCE",
+    "REFRESH_SECONDS",
+    "load_catalog",
+    "models_api_meet",
+    "shipped_catalog",
+]
+
+log = logging.getLogger("frontmind.models")
 
 MODELS_RESOURCE = "models.toml"
+# How long the Models API's answer for a model is used before it is asked again.
+REFRESH_SECONDS = 24 * 3600.0
 
 
 @functools.cache
@@ -28,3 +63,57 @@ def shipped_catalog() -> ModelCatalog:
 def load_catalog(patches: Iterable[ModelPatch] = ()) -> ModelCatalog:
     """The shipped catalog with the config's `[[models]]` rows laid over it."""
     return apply_patches(shipped_catalog(), patches)
+
+
+class _FactsClient(Protocol):
+    async def model_facts(self, name: str) -> ModelFacts | None: ...
+
+
+_decode_facts = msgspec.json.Decoder(ModelFacts).decode
+
+
+def models_api_meet(
+    base: ModelCatalog,
+    patches: Iterable[ModelPatch],
+    storage: Storage,
+    client: _FactsClient,
+    clock: Callable[[], float],
+) -> MeetModel:
+    """How a model met for the first time is looked up online (see the module doc)."""
+    corrections = list(patches)
+
+    async def meet(name: str) -> ModelRow | None:
+        stored = await storage.model_facts(name)
+        now = clock()
+        if stored is not None and now - stored[1] < REFRESH_SECONDS:
+            facts = _decode_facts(stored[0])
+        else:
+            try:
+                fresh = await client.model_facts(name)
+            except ModelError as exc:
+                if stored is None:
+                    log.warning(
+                        "the Models API was not reached for %s (%s): using the data", name, exc
+                    )
+                    return None
+                log.warning(
+                    "the Models API was not reached for %s (%s): using its last answer", name, exc
+                )
+                facts = _decode_facts(stored[0])
+            else:
+                if fresh is None:
+                    raise SettingsError(
+                        f"model: the Models API answers 404 not_found_error for {name!r}: "
+                        "no such model for this key (unknown or retired); known to "
+                        f"Frontmind's data: {', '.join(base.names())}"
+                    )
+                facts = fresh
+                await storage.put_model_facts(name, msgspec.json.encode(facts), now)
+        row = row_from_facts(base.lookup(name), name, facts)
+        # The config's corrections stand over the API's answer.
+        own = [p for p in corrections if p.name == row.name]
+        if own:
+            row = apply_patches(ModelCatalog([row]), own).lookup(row.name) or row
+        return row
+
+    return meet

@@ -36,6 +36,7 @@ from storage import (
     User,
 )
 
+from ._cost import Cost
 from ._exceptions import BadBody, ClientError
 
 T = TypeVar("T")
@@ -56,6 +57,7 @@ __all__ = [
     "MessagePage",
     "ModelSettingsBody",
     "ModelSettingsReply",
+    "PricedTurn",
     "ReminderBody",
     "ReminderPage",
     "TurnBody",
@@ -68,6 +70,7 @@ __all__ = [
     "encode_cursor",
     "from_wire",
     "iso",
+    "priced",
     "summarize",
     "to_wire",
 ]
@@ -158,9 +161,12 @@ class ContinuumSummary(msgspec.Struct, frozen=True):
     message_count: int
     cached_share: float  # of all input tokens, the share read from the prompt cache
     # Input cost so far in base-price input tokens (uncached 1x, 5-minute cache write
-    # 1.25x, 1-hour write 2x, cache read 0.1x); output tokens are counted apart.
+    # 1.25x, 1-hour write 2x, cache read 0.1x, or the model's own multipliers: each turn
+    # priced on its model, frontmind/_cost.py); output tokens are counted apart.
     input_cost_tokens: float
     output_tokens: int
+    # The same in dollars, output included (None: a model of unknown price was used).
+    cost_usd: float | None = None
 
 
 class Page(msgspec.Struct, Generic[T], frozen=True):
@@ -173,8 +179,27 @@ class ContinuumPage(Page[ContinuumSummary], frozen=True):
     continuums: list[ContinuumSummary]
 
 
-class TurnPage(Page[TurnRecord], frozen=True):
-    turns: list[TurnRecord]
+class PricedTurn(TurnRecord, frozen=True):
+    """A turn record with what it cost, priced on its model by the daemon (the console
+    shows these figures rather than computing its own)."""
+
+    input_cost_tokens: float = 0.0  # input cost in base-price tokens
+    input_cost_usd: float | None = None  # None: the model's price is not known
+    cost_usd: float | None = None  # input and output
+
+
+class TurnPage(Page[PricedTurn], frozen=True):
+    turns: list[PricedTurn]
+
+
+def priced(record: TurnRecord, spent: Cost) -> PricedTurn:
+    fields = {f: getattr(record, f) for f in record.__struct_fields__}
+    return PricedTurn(
+        **fields,
+        input_cost_tokens=spent.input_tokens,
+        input_cost_usd=spent.input_usd,
+        cost_usd=spent.total_usd,
+    )
 
 
 class MessagePage(Page[Message], frozen=True):
@@ -198,7 +223,7 @@ class DocumentPage(Page[Document], frozen=True):
 
 
 def summarize(
-    continuum: Continuum, turns: int, input_cost: float, cached_share: float, output: int
+    continuum: Continuum, turns: int, spent: Cost, cached_share: float, output: int
 ) -> ContinuumSummary:
     return ContinuumSummary(
         id=continuum.id,
@@ -207,8 +232,9 @@ def summarize(
         turns=turns,
         message_count=continuum.message_count,
         cached_share=cached_share,
-        input_cost_tokens=input_cost,
+        input_cost_tokens=spent.input_tokens,
         output_tokens=output,
+        cost_usd=spent.total_usd,
     )
 
 

@@ -22,6 +22,7 @@ from actors import (
     Directory,
     HistorySettings,
     MemorySettings,
+    ModelPatch,
     ModelSettings,
     PlacementRegistry,
     SectionConfigError,
@@ -41,6 +42,7 @@ from actors import (
 )
 
 from ._exceptions import ConfigError
+from ._models import load_catalog
 
 # The public tier: every struct a `Config` is made of, and how to load one.
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "DocumentsConfig",
     "HistorySettings",
     "MemorySettings",
+    "ModelPatch",
     "ModelSettings",
     "OfflineConfig",
     "RuntimeConfig",
@@ -146,6 +149,9 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     runtime: RuntimeConfig = RuntimeConfig()
     trinket: tuple[CustomTrinket, ...] = ()
     tool: tuple[CustomTool, ...] = ()
+    # `[[models]]`: add or correct a model's row of the shipped data (TOML allows no
+    # `[[model]]` array beside the `[model]` table, hence the plural).
+    models: tuple[ModelPatch, ...] = ()
 
 
 def default_data_dir() -> Path:
@@ -188,7 +194,11 @@ def load_config(
     try:
         # An unusable value fails here, naming its key.
         names = [*(s.name for s in BUILTIN_SECTIONS), *(t.name for t in config.trinket)]
-        validate_settings(config, names)
+        catalog = load_catalog(config.models)
+        # A model the data does not know may be one the Models API knows: checked when
+        # Frontmind opens (online: after asking it), not here.
+        known = catalog.lookup(config.model.name) is not None
+        validate_settings(config, names, catalog=catalog if known else None)
     except SettingsError as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None

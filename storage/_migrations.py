@@ -274,6 +274,16 @@ CREATE INDEX searches_by_continuum ON searches(owner, continuum_id, id);
 CREATE INDEX searches_open ON searches(id) WHERE state != 'done';
 """
 
+# v8: what the Models API said of each model met (GET /v1/models/{id}), kept with the
+# time it was fetched, so it is asked again only after a refresh age.
+_V8 = """
+CREATE TABLE model_facts (
+    name TEXT PRIMARY KEY,
+    facts BLOB NOT NULL,
+    fetched_at REAL NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -282,5 +292,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -203,6 +203,15 @@ SELECT gin_clean_pending_list('messages_fts'::regclass);
 SELECT gin_clean_pending_list('segments_fts'::regclass);
 """
 
+# v7: what the Models API said of each model met, with when it was fetched.
+_V7 = """
+CREATE TABLE model_facts (
+    name TEXT PRIMARY KEY,
+    facts BYTEA NOT NULL,
+    fetched_at DOUBLE PRECISION NOT NULL
+);
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -210,5 +219,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -1,8 +1,8 @@
 """The persistence port: everything Frontmind remembers goes through this interface.
 
-Adapters keep their SQL dialect to themselves: SQLite (aiosqlite) is the embedded
-default; PostgreSQL (asyncpg) serves replicas. tests/test_storage.py is the contract both
-adapters pass.
+One implementation serves both databases (storage/_sql.py), each adapter giving it a
+driver and its dialect: SQLite (aiosqlite) is the embedded default; PostgreSQL (asyncpg)
+serves replicas. tests/test_storage.py is the contract both adapters pass.
 
 Ownership: every continuum, turn, message, segment, reminder, memory and document
 belongs to one user, and every data method takes that user (`user`, always the first
@@ -79,6 +79,11 @@ class Storage(Protocol):
         turns."""
         ...
 
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        """For each of the user's continuums in `ids` that has turns: their summed usage
+        per model (prices are per model)."""
+        ...
+
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
         """Delete the user's continuum with its turns, messages, segments and their search
         index entries; `UnknownContinuum` if the user has none by that id."""
@@ -114,7 +119,8 @@ class Storage(Protocol):
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[TurnRecord]:
-        """The user's latest turn records (of one continuum, or of all of theirs)."""
+        """The user's latest turn records (of one continuum, or of all of theirs), oldest
+        first."""
         ...
 
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
@@ -321,4 +327,14 @@ class Storage(Protocol):
 
     async def user_for_token_hash(self, token_hash: str) -> str | None:
         """The name of the user whose token has this digest, or None."""
+        ...
+
+    # -- the Models API's answers --------------------------------------------------------
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        """What the Models API last said of a model (its JSON, as the caller stored it),
+        and when it was fetched; None: never asked."""
+        ...
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        """Keep the Models API's answer for a model, replacing an older one."""
         ...

@@ -1,8 +1,7 @@
-"""What both adapters do the same way: the stored encoding of content and records, the
-text that search indexes, segment titles, and the checks on a turn before it is written.
-
-Keeping these in one place is what makes the SQLite and PostgreSQL adapters replay the
-same bytes and refuse the same input.
+"""What the SQL core (storage/_sql.py) stores the same way in both databases: the
+encoding of content and records, the text that search indexes, segment titles, and the
+checks on a turn before it is written (so both replay the same bytes and refuse the same
+input).
 """
 
 from __future__ import annotations

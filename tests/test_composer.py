@@ -25,6 +25,7 @@ from actors import (
     ComposerActor,
     ComposerSettings,
     Engine,
+    ModelSource,
     PlacementRegistry,
     SectionConfigError,
     SectionSpec,
@@ -42,6 +43,7 @@ from actors._trinket import composer_name
 from actors._trinkets import RemindersTrinket
 from frontmind import Config, ConfigError, Frontmind, load_config
 from frontmind._frontmind import NoModel
+from frontmind._models import shipped_catalog
 from runtime import ActorRef, ActorSystem, RestartPolicy
 from storage import DEFAULT_USER, SQLiteStorage
 
@@ -159,6 +161,7 @@ async def test_unknown_section_is_refused_at_registration(tmp_path: Path) -> Non
                 settings=Settings(),
                 registry=PlacementRegistry(),
                 clock=time.time,
+                models=ModelSource(shipped_catalog()),
                 trinkets=[TrinketEntry("weather", lambda _: Fixed("sunny"))],
             )
         assert system.statistics() == [], "nothing was started"

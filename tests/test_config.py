@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from actors import SettingsError, validate_settings
-from frontmind import Config, Frontmind, FrontmindError, load_config
+from frontmind import Config, ConfigError, Frontmind, FrontmindError, load_config
 from frontmind._frontmind import NoModel
 from storage import SQLiteStorage, StorageUnavailable
 from tests._harness import config
@@ -175,3 +175,20 @@ async def test_module_path_entries_are_relative_to_the_config_file(
     assert loaded.module_path == (str(tmp_path / "app" / "plugins"), str(tmp_path / "app"))
     names, _ = await _tools_and_context(tmp_path / "data", config_file)
     assert names[-1] == tool
+
+
+def test_a_bad_models_row_in_the_config_names_its_key(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nname = "claude-opus-4-8"\n\n[[models]]\nname = "claude-new-1"\nmax_output = 10\n'
+    )
+    with pytest.raises(ConfigError, match=r"models\[0\]\.context_window: required"):
+        load_config(None, tmp_path, environ={})
+    (tmp_path / "frontmind.toml").write_text('[[models]]\nname = "x"\nwindow = 1\n')
+    with pytest.raises(ConfigError, match=r"unknown field `window` - at `\$\.models\[0\]`"):
+        load_config(None, tmp_path, environ={})
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nname = "claude-local-1"\nmax_tokens = 9000\n\n'
+        '[[models]]\nname = "claude-local-1"\ncontext_window = 100000\nmax_output = 8000\n'
+    )
+    with pytest.raises(ConfigError, match="max_tokens: must be from 1 to 8000"):
+        load_config(None, tmp_path, environ={})

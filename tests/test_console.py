@@ -21,6 +21,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
 from frontmind._cost import input_cost
+from frontmind._models import shipped_catalog
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
 
@@ -183,7 +184,10 @@ async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None
             assert cells[3] == num(usage["cache_read_input_tokens"])
             assert cells[4].startswith(num(usage["cache_creation_input_tokens"]))
             assert cells[5] == num(usage["input_tokens"])
-            assert cells[6] == num(input_cost(TurnUsage(**usage)), 1)
+            # The cost is the daemon's, priced on the turn's model, shown as it is.
+            row = shipped_catalog().lookup(last["model"])
+            assert last["input_cost_tokens"] == input_cost(TurnUsage(**usage), row)
+            assert cells[6] == num(last["input_cost_tokens"], 1)
             assert cells[8] == num(last["first_token_ms"])
             assert cells[9] == num(last["total_ms"])
             for section in last["sections"]:

@@ -12,10 +12,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from actors import AdaptivePolicy, CacheView, FixedPolicy, render_notification_center
+from actors import (
+    AdaptivePolicy,
+    AnthropicModel,
+    CacheView,
+    FixedPolicy,
+    render_notification_center,
+)
 from actors._conversation import _system_entry
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
+from frontmind import Frontmind
 from frontmind._cost import input_cost
 from frontmind.cli._render import render_context, render_stats
 from frontmind.cli._simulate import OraclePolicy, parse_script, simulate_run, write_chart
@@ -499,3 +506,45 @@ async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
     assert f"last TTL choice {last.reason}" in stats
     shown = render_context(request)
     assert "cached through here [1h]" in shown
+
+
+# -- the model's own prices and cache minimum ------------------------------------------------
+
+
+def test_the_plan_weighs_the_model_s_own_prices() -> None:
+    from actors._ttl import turn_cost, warm_cost
+
+    base = view((30 * MIN,) * 8, history=40_000, increment=500)
+    fable = msgspec.structs.replace(base, read=0.025)  # Fable 5.1 reads at a quarter
+    for state in ("alive", "system", "all"):
+        for c in CHOICES:
+            assert turn_cost(fable, state, *c) <= turn_cost(base, state, *c)  # type: ignore[arg-type]
+    assert warm_cost(fable) < warm_cost(base)
+    # Below the model's minimum cacheable prefix nothing is cached: every choice costs
+    # the whole prefix at the base price.
+    tiny = msgspec.structs.replace(base, system_tokens=300, history_tokens=100, min_cacheable=512)
+    assert {turn_cost(tiny, "alive", *c) for c in CHOICES} == {400.0}
+
+
+@pytest.mark.anyio
+async def test_a_turn_plans_on_its_model_s_row(tmp_path: Path) -> None:
+    seen: list[CacheView] = []
+
+    class Recording(FixedPolicy):
+        def choose(self, view: CacheView) -> TtlChoice:
+            seen.append(view)
+            return super().choose(view)
+
+    cfg = config(model={"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096})
+    async with LocalMessagesAPI() as api:
+        model = AnthropicModel(api_key="k", base_url=api.base_url, max_retries=0, timeout=10)
+        try:
+            async with Frontmind.open(
+                tmp_path, cfg, model=model, ttl_policy=Recording("1h", "5m")
+            ) as fm:
+                completed(await run_turn(fm, "c1", "hello"))
+        finally:
+            await model.aclose()
+    assert [(v.read, v.write_5m, v.write_1h, v.min_cacheable) for v in seen] == [
+        (0.025, 1.25, 2.0, 512)
+    ]

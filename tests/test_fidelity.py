@@ -416,7 +416,7 @@ async def test_model_settings_per_continuum(
         completed(await run_turn(fm, "c1", "hello"))  # loads the lane first
         own, effective = await fm.set_model_settings(
             "c1",
-            model="claude-opus-4-8",
+            model="claude-sonnet-4-6",  # takes manual thinking (deprecated, not refused)
             thinking="enabled",
             budget_tokens=2048,
             max_tokens=8192,
@@ -425,7 +425,7 @@ async def test_model_settings_per_continuum(
         assert effective.thinking == "enabled"
         assert effective.max_tokens == 8192
         request = json.loads(msgspec.json.encode(await fm.context("c1", "next")))
-        assert request["model"] == "claude-opus-4-8"
+        assert request["model"] == "claude-sonnet-4-6"
         assert request["thinking"] == {"type": "enabled", "budget_tokens": 2048}
         assert request["output_config"] == {"effort": "high"}
         other = json.loads(msgspec.json.encode(await fm.context("c2", "hi")))
@@ -434,18 +434,18 @@ async def test_model_settings_per_continuum(
         refused: list[tuple[dict[str, Any], str]] = [
             ({"thinking": "enabled", "budget_tokens": 4096, "max_tokens": 4096}, "budget_tokens"),
             ({"thinking": "enabled", "budget_tokens": 512, "max_tokens": 4096}, "at least 1024"),
-            ({"model": "claude-opus-5", "thinking": "enabled"}, "does not take"),
+            ({"model": "claude-opus-5", "thinking": "enabled"}, "thinking.type.enabled"),
             ({"model": "claude-haiku-4-5", "max_tokens": 100_000}, "max_tokens"),
         ]
         for settings, fragment in refused:
             with pytest.raises(InvalidModelSettings, match=fragment):
                 await fm.set_model_settings("c1", **settings)
         # Nothing refused was stored.
-        assert (await fm.model_settings("c1"))[0].model == "claude-opus-4-8"
+        assert (await fm.model_settings("c1"))[0].model == "claude-sonnet-4-6"
         # The next turn runs with them: thinking leads the stored reply.
         completed(await run_turn(fm, "c1", "next"))
         sent = api.message_bodies()[-1]
-        assert sent["model"] == "claude-opus-4-8"
+        assert sent["model"] == "claude-sonnet-4-6"
         assert sent["output_config"] == {"effort": "high"}
         reply = (await fm.history("c1"))[-1].content[0]
         assert isinstance(reply, RawBlock)
@@ -560,7 +560,7 @@ async def test_twenty_turns_with_thinking_replay_every_block_byte_for_byte(
     ]
     cfg = config(
         model={
-            "name": "claude-opus-4-8",
+            "name": "claude-sonnet-4-6",  # manual thinking: refused from Claude 4.7 on
             "thinking": "enabled",
             "budget_tokens": 1024,
             "max_tokens": 4096,
@@ -630,7 +630,10 @@ async def test_a_paused_turn_is_continued_by_sending_the_reply_back(
         # The second call ends on the paused reply, sent back as it came.
         sent_back = bodies[1]["messages"][-1]
         assert sent_back["role"] == "assistant"
-        assert sent_back["content"][1:] == [use, result]
+        # The last block that takes cache_control carries the call's breakpoint.
+        marked = dict(sent_back["content"][2])
+        assert marked.pop("cache_control") == {"ttl": "5m", "type": "ephemeral"}
+        assert [sent_back["content"][1], marked] == [use, result]
         history = await fm.history("c1")
         assert [m.role for m in history] == ["user", "assistant", "assistant"]
         assert [b.kind for b in history[1].content if isinstance(b, RawBlock)] == [

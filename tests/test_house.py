@@ -159,6 +159,7 @@ EXPORTS = {
         "DocumentsConfig",
         "HistorySettings",
         "MemorySettings",
+        "ModelPatch",
         "ModelSettings",
         "OfflineConfig",
         "RuntimeConfig",

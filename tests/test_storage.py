@@ -88,7 +88,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 7
+        assert await store.schema_version() == SCHEMA_VERSION == 8
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -792,3 +792,30 @@ async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) 
     with pytest.raises(NotFound):
         await store.delete_document("bob", "x")
     assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]
+
+
+async def test_the_models_api_answers_are_kept_and_replaced(store: Store) -> None:
+    assert await store.model_facts("claude-opus-9") is None
+    await store.put_model_facts("claude-opus-9", b'{"max_tokens": 1}', 100.0)
+    assert await store.model_facts("claude-opus-9") == (b'{"max_tokens": 1}', 100.0)
+    await store.put_model_facts("claude-opus-9", b'{"max_tokens": 2}', 200.0)
+    assert await store.model_facts("claude-opus-9") == (b'{"max_tokens": 2}', 200.0)
+    assert await store.model_facts("claude-opus-8") is None
+
+
+async def test_usage_is_summed_per_continuum_and_model(store: Store) -> None:
+    await store.commit_turn(DEFAULT_USER, turn("a", "a1", at=1000.0))
+    await store.commit_turn(DEFAULT_USER, turn("a", "a2", at=1001.0))
+    other = turn("a", "a3", at=1002.0)
+    other = msgspec.structs.replace(
+        other, record=msgspec.structs.replace(other.record, model="claude-opus-4-8")
+    )
+    await store.commit_turn(DEFAULT_USER, other)
+    await store.commit_turn(DEFAULT_USER, turn("b", "b1", at=1003.0))
+    by_model = await store.usage_by_model(DEFAULT_USER, ["a", "b", "zz"])
+    assert by_model["a"] == {
+        "claude-sonnet-4-6": TurnUsage(input_tokens=20, output_tokens=10),
+        "claude-opus-4-8": TurnUsage(input_tokens=10, output_tokens=5),
+    }
+    assert set(by_model) == {"a", "b"}
+    assert await store.usage_by_model("bob", ["a"]) == {}

@@ -124,7 +124,8 @@ class LocalBackend:
         return render_context(await self._fm.context(self._continuum, NEXT_MESSAGE))
 
     async def stats(self) -> str:
-        return render_stats(await self._fm.turns(self._continuum, limit=100_000))
+        records = await self._fm.turns(self._continuum, limit=100_000)
+        return render_stats(records, catalog=self._fm.models)
 
     async def reminders(self) -> str:
         found = await self._fm.reminders()

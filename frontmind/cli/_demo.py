@@ -25,6 +25,7 @@ from storage import TurnRecord, TurnUsage
 
 from .._cost import input_cost
 from .._frontmind import Frontmind
+from .._models import shipped_catalog
 from ..config import Config
 from ..localapi import LocalMessagesAPI
 
@@ -117,6 +118,7 @@ class LayoutTotals(msgspec.Struct, frozen=True):
     errors: int
     usage: TurnUsage
     flagged: tuple[str, ...] = ()  # system sections the cache guard warned about
+    model: str = ModelSettings().name  # the model the demo runs (its prices)
 
     @property
     def cached_share(self) -> float:
@@ -125,7 +127,7 @@ class LayoutTotals(msgspec.Struct, frozen=True):
 
     @property
     def input_cost(self) -> float:
-        return input_cost(self.usage)
+        return input_cost(self.usage, shipped_catalog().lookup(self.model))
 
 
 _GUARDED = re.compile(r"system section '(\w+)' changed")

@@ -9,10 +9,18 @@ from collections.abc import Sequence
 
 import msgspec
 
-from actors import COMPACT_DELIMITER, DELIMITER, ModelRequest, block_kind, estimate_tokens
+from actors import (
+    COMPACT_DELIMITER,
+    DELIMITER,
+    ModelCatalog,
+    ModelRequest,
+    block_kind,
+    estimate_tokens,
+)
 from storage import Job, TurnRecord, TurnUsage
 
-from .._cost import input_cost
+from .._cost import NO_COST, cost, records_cost
+from .._models import shipped_catalog
 
 __all__ = ["render_context", "render_stats"]
 
@@ -105,31 +113,46 @@ def _percentiles(values: Sequence[float]) -> str:
     return f"p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  p99 {pick(0.99):.1f}  max {ordered[-1]:.1f}"
 
 
-def render_background(records: Sequence[TurnRecord], jobs: Sequence[Job]) -> list[str]:
+def render_background(
+    records: Sequence[TurnRecord], jobs: Sequence[Job], catalog: ModelCatalog | None = None
+) -> list[str]:
     """The background calls' cost beside the conversation's, and their share from cache."""
     if not jobs:
         return []
+    catalog = catalog or shipped_catalog()
     states = Counter(j.state for j in jobs)
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
     usage = sum((j.usage.usage for j in jobs if j.usage is not None), TurnUsage())
     calls = sum(1 for j in jobs if j.usage is not None)
-    talk = sum((r.usage for r in records if r.status == "completed"), TurnUsage())
     share = usage.cache_read_input_tokens / usage.total_input if usage.total_input else 0.0
-    talk_cost, bg_cost = input_cost(talk), input_cost(usage)
-    relative = f" ({bg_cost / talk_cost:.1%} of the conversation's)" if talk_cost else ""
+    talk_cost = records_cost((r for r in records if r.status == "completed"), catalog)
+    bg = NO_COST
+    for job in jobs:
+        if job.usage is not None:
+            bg += cost(job.usage.usage, catalog.lookup(job.usage.model))
+    talk_tokens, bg_cost = talk_cost.input_tokens, bg.input_tokens
+    relative = f" ({bg_cost / talk_tokens:.1%} of the conversation's)" if talk_tokens else ""
     return [
         f"background jobs {len(jobs)}  ({outcomes}), {calls} model calls",
         f"background read {share:.1%} of input tokens read from cache "
         f"({usage.cache_read_input_tokens} of {usage.total_input}), "
         f"{usage.output_tokens} output tokens",
-        f"input cost      conversation {talk_cost:,.0f}, background {bg_cost:,.0f} "
+        f"input cost      conversation {talk_tokens:,.0f}, background {bg_cost:,.0f} "
         f"base-price tokens{relative}",
     ]
 
 
-def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str:
+def _dollars(value: float | None) -> str:
+    return "price unknown" if value is None else f"${value:,.4f}"
+
+
+def render_stats(
+    records: Sequence[TurnRecord], jobs: Sequence[Job] = (), catalog: ModelCatalog | None = None
+) -> str:
+    """`catalog`: the prices (None: the shipped model data)."""
     if not records:
         return "no turns recorded yet"
+    catalog = catalog or shipped_catalog()
     done = [r for r in records if r.status == "completed"]
     statuses = Counter(r.status for r in records)
     read = sum(r.usage.cache_read_input_tokens for r in done)
@@ -155,6 +178,11 @@ def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str
     ]
     if done:
         lines.append(f"mean compose    {statistics.fmean(r.compose_ms for r in done):.2f} ms")
+        spent = records_cost(done, catalog)
+        lines.append(
+            f"cost            input {spent.input_tokens:,.0f} base-price tokens "
+            f"({_dollars(spent.input_usd)}), with output {_dollars(spent.total_usd)}"
+        )
     lines.append(
         "section misses  "
         + (", ".join(f"{name}: {n} timeout/failed" for name, n in timeouts.most_common()) or "none")
@@ -169,5 +197,5 @@ def render_stats(records: Sequence[TurnRecord], jobs: Sequence[Job] = ()) -> str
         ttls = Counter(f"system {c.system} history {c.history}" for c in chosen)
         lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
         lines.append(f"last TTL choice {chosen[-1].reason}")
-    lines.extend(render_background(records, jobs))
+    lines.extend(render_background(records, jobs, catalog))
     return "\n".join(lines)

@@ -48,8 +48,8 @@ from actors import (
     AnthropicModel,
     CacheView,
     FixedPolicy,
+    ModelRow,
     TtlPolicy,
-    model_info,
     oracle_plan,
 )
 from actors._settings import Channel
@@ -59,6 +59,7 @@ from storage import StorageError, TtlChoice, TurnRecord, check_message
 from .._cost import input_cost
 from .._exceptions import EdgeError
 from .._frontmind import Frontmind
+from .._models import shipped_catalog
 from ..config import Config
 from ..localapi import (
     DefaultResponder,
@@ -353,7 +354,8 @@ def layout_available(layout: str, model: str | None = None) -> bool:
     if layout in ("system_message", "user_message") and layout not in get_args(Channel):
         return False
     if layout == "system_message":
-        return model_info(model or Config().model.name).system_messages
+        row = shipped_catalog().lookup(model or Config().model.name)
+        return row is not None and row.system_messages
     return layout in LAYOUTS
 
 
@@ -457,6 +459,7 @@ async def simulate_run(
                         await fm.run_background()
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
                     warm_ups, warm_usage = fm.warm_ups()
+                    priced = fm.models.lookup(config.model.name)  # its prices and multipliers
             finally:
                 await model.aclose()
     usage = sum((r.usage for r in records), warm_usage)
@@ -464,7 +467,7 @@ async def simulate_run(
     row = Row(
         layout=layout,
         ttl=policy,
-        input_cost=input_cost(usage),
+        input_cost=input_cost(usage, priced),
         cache_read=usage.cache_read_input_tokens,
         cache_write=usage.cache_creation_input_tokens,
         uncached=usage.input_tokens,
@@ -472,11 +475,11 @@ async def simulate_run(
         cache_write_5m=usage.cache_creation_5m,
         cache_write_1h=usage.cache_creation_1h,
         warm_ups=warm_ups,
-        warm_cost=input_cost(warm_usage),
+        warm_cost=input_cost(warm_usage, priced),
         warm_output_tokens=warm_usage.output_tokens,
-        per_turn_cost=[input_cost(r.usage) for r in records],
+        per_turn_cost=[input_cost(r.usage, priced) for r in records],
         misses=misses,
-        turns=[_turn_cost(n, r) for n, r in enumerate(records, start=1)],
+        turns=[_turn_cost(n, r, priced) for n, r in enumerate(records, start=1)],
     )
     failed = [r for r in records if r.status != "completed"]
     if failed:
@@ -484,7 +487,7 @@ async def simulate_run(
     return row, records
 
 
-def _turn_cost(number: int, record: TurnRecord) -> TurnCost:
+def _turn_cost(number: int, record: TurnRecord, priced: ModelRow | None) -> TurnCost:
     u = record.usage
     return TurnCost(
         turn=number,
@@ -494,7 +497,7 @@ def _turn_cost(number: int, record: TurnRecord) -> TurnCost:
         cache_write_1h=u.cache_creation_1h,
         uncached=u.input_tokens,
         output_tokens=u.output_tokens,
-        input_cost=input_cost(u),
+        input_cost=input_cost(u, priced),
         ttl=record.cache_ttl,
         cache_miss_reason=record.cache_miss_reason,
     )
@@ -552,10 +555,11 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
                 f"{row.warm_cost:,.0f}, {row.warm_output_tokens} output tokens"
             )
         lines.extend(f"    {miss}" for miss in row.misses)
+    takers = ", ".join(r.name for r in shipped_catalog().rows() if r.system_messages)
     for layout in missing:
         lines.append(
             f"{layout:<15}not available with this model (role-system messages: "
-            "claude-opus-5, claude-opus-4-8, claude-fable-5; choose one with --model)"
+            f"{takers}; choose one with --model)"
         )
     return "\n".join(lines)
 

@@ -38,7 +38,7 @@ from actors import FrontmindError, TurnCompleted, TurnError, TurnEvent, TurnStar
 from runtime import KernelError
 from storage import DEFAULT_USER, InvalidInput, StorageError, TurnUsage, check_continuum_id
 
-from .._cost import input_cost
+from .._cost import NO_COST, cost
 from .._errors import wire_error
 from .._exceptions import ConfigError, Forbidden
 from .._frontmind import Frontmind, TurnStream
@@ -66,6 +66,7 @@ from .._wire import (
     decode_body,
     decode_cursor,
     encode_cursor,
+    priced,
     summarize,
     to_wire,
 )
@@ -413,13 +414,18 @@ def build_app(
         limit, after = _page(request, tuple[float, str])
         found = await mine.continuums(limit=limit + 1, after=after)
         shown = found[:limit]
-        usage = await fm.storage.usage_by_continuum(mine.user_name, [c.id for c in shown])
+        ids = [c.id for c in shown]
+        usage = await fm.storage.usage_by_continuum(mine.user_name, ids)
+        by_model = await fm.storage.usage_by_model(mine.user_name, ids)
         summaries = []
         for c in shown:
             turns, used = usage.get(c.id, (0, TurnUsage()))
             total = used.total_input
             share = used.cache_read_input_tokens / total if total else 0.0
-            summaries.append(summarize(c, turns, input_cost(used), share, used.output_tokens))
+            spent = NO_COST
+            for model, part in by_model.get(c.id, {}).items():
+                spent += cost(part, fm.models.lookup(model))
+            summaries.append(summarize(c, turns, spent, share, used.output_tokens))
         more = len(found) > limit
         last = summaries[-1] if summaries else None
         cursor = encode_cursor([last.last_activity_at, last.id]) if more and last else None
@@ -468,7 +474,10 @@ def build_app(
         more = len(found) > limit
         found = found[1:] if more else found
         cursor = encode_cursor([found[0].started_at, found[0].turn_id]) if more else None
-        return _json(TurnPage(cursor, found))
+        catalog = fm.models
+        return _json(
+            TurnPage(cursor, [priced(r, cost(r.usage, catalog.lookup(r.model))) for r in found])
+        )
 
     async def reminders(request: Request) -> Response:
         mine = scoped(request)

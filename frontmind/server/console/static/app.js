@@ -6,6 +6,7 @@ import { fmt, h, when } from "./dom.js";
 import { contextPanel } from "./context.js";
 import { turnsChart, turnsTable } from "./turns.js";
 import { libraryView } from "./library.js";
+import { dollars } from "./measure.js";
 
 const view = document.getElementById("view");
 const statusLine = document.getElementById("status");
@@ -94,7 +95,7 @@ async function listView() {
         h("table", { class: "grid", id: "continuums" },
           h("thead", {}, h("tr", {},
             h("th", {}, "id"), h("th", { class: "num" }, "turns"), h("th", {}, "last activity"),
-            h("th", { class: "num" }, "cached share"), h("th", { class: "num", title: "uncached 1×, cache write 1.25× (5 m) or 2× (1 h), cache read 0.1×" }, "cost so far (base-price tokens)"),
+            h("th", { class: "num" }, "cached share"), h("th", { class: "num", title: "the daemon's figure, each turn priced on its model: uncached 1×, cache write 1.25× (5 m) or 2× (1 h), cache read 0.1× (or the model's own multipliers)" }, "cost so far (base-price tokens)"),
             h("th", { class: "num" }, "output"))),
           body)),
       more));
@@ -107,7 +108,7 @@ async function listView() {
         h("td", { class: "num" }, fmt(c.turns)),
         h("td", {}, when(c.last_activity_at)),
         h("td", { class: "num" }, `${fmt(c.cached_share * 100, 1)}%`),
-        h("td", { class: "num" }, fmt(c.input_cost_tokens, 1)),
+        h("td", { class: "num", title: `with output: ${dollars(c.cost_usd)}` }, fmt(c.input_cost_tokens, 1)),
         h("td", { class: "num" }, fmt(c.output_tokens))));
     }
     if (!body.children.length) body.append(h("tr", {}, h("td", { colspan: 6, class: "empty" }, "No continuums yet: open one by id to start it.")));
@@ -142,7 +143,7 @@ async function continuumView(id) {
         h("span", { class: "key read" }), "read from cache ",
         h("span", { class: "key written" }), "written to cache ",
         h("span", { class: "key uncached" }), "uncached ",
-        h("span", { class: "muted" }, "· cost in base-price input tokens: write 1.25× (5 m) or 2× (1 h), read 0.1×")),
+        h("span", { class: "muted" }, "· cost in base-price input tokens, priced by the daemon on each turn's model: write 1.25× (5 m) or 2× (1 h), read 0.1× (or the model's own)")),
       chart, table));
 
   const showNext = async () => {

@@ -13,17 +13,12 @@ export function blockTokens(text) {
   return estimateTokens(text) + BLOCK_FRAMING_TOKENS;
 }
 
-// Input cost in base-price tokens, as frontmind/_cost.py's input_cost: uncached 1x,
-// 5-minute cache write 1.25x, 1-hour write 2x, cache read 0.1x.
-export const WEIGHTS = { uncached: 1, write5m: 1.25, write1h: 2, read: 0.1 };
+// Costs are the daemon's own (frontmind/_cost.py, each turn priced on its model's row of
+// the model data): turn records carry `input_cost_tokens`, `input_cost_usd` and
+// `cost_usd`; the console shows them and computes none.
 
-export function inputCost(u) {
-  return (
-    u.input_tokens * WEIGHTS.uncached +
-    u.cache_creation_5m * WEIGHTS.write5m +
-    u.cache_creation_1h * WEIGHTS.write1h +
-    u.cache_read_input_tokens * WEIGHTS.read
-  );
+export function dollars(value) {
+  return value === null || value === undefined ? "price unknown" : `$${value.toFixed(4)}`;
 }
 
 export function totalInput(u) {

@@ -2,7 +2,7 @@
 // from, and a table with the cost, the latencies, the section statuses and the miss reason.
 
 import { fmt, h, s, when } from "./dom.js";
-import { inputCost, totalInput } from "./measure.js";
+import { dollars, totalInput } from "./measure.js";
 
 const PARTS = [
   ["read", (u) => u.cache_read_input_tokens],
@@ -44,7 +44,7 @@ export function turnsChart(target, turns) {
     // The turn's number under its bar, its input cost (base-price tokens) above it.
     g.append(
       s("text", { x: x + bar / 2, y: height - 4, class: "tick", "text-anchor": "middle" }, i + 1),
-      s("text", { x: x + bar / 2, y: y - 3, class: "cost", "text-anchor": "middle" }, fmt(inputCost(t.usage))));
+      s("text", { x: x + bar / 2, y: y - 3, class: "cost", "text-anchor": "middle" }, fmt(t.input_cost_tokens)));
     svg.append(g);
   });
   target.replaceChildren(svg);
@@ -67,7 +67,7 @@ export function turnsTable(target, turns, onPick, isRecorded) {
       h("td", { class: "num written" }, fmt(u.cache_creation_input_tokens),
         u.cache_creation_1h ? h("small", {}, ` (1h ${fmt(u.cache_creation_1h)})`) : ""),
       h("td", { class: "num uncached" }, fmt(u.input_tokens)),
-      h("td", { class: "num cost" }, fmt(inputCost(u), 1)),
+      h("td", { class: "num cost", title: `input ${dollars(t.input_cost_usd)}, with output ${dollars(t.cost_usd)}` }, fmt(t.input_cost_tokens, 1)),
       h("td", { class: "num" }, fmt(u.output_tokens)),
       h("td", { class: "num first" }, t.first_token_ms === null ? "–" : fmt(t.first_token_ms, 0)),
       h("td", { class: "num total" }, fmt(t.total_ms, 0)),

@@ -1,0 +1,1170 @@
+"""The one implementation of the storage port (storage/_port.py), in SQL, for both databases.
+
+`SQLStore` holds every method of the port: the input checks (storage/_validation.py, made
+here once), the SQL, the orderings callers rely on (a continuum's turns and history
+oldest first, documents by label) and the decoding of rows into records. The adapters,
+`SQLiteStorage` (storage/_sqlite.py) and `PostgresStorage` (storage/_postgres.py), are
+subclasses that give it a driver and the few dialect hooks below, nothing else: what
+storage does is changed here, once. (The shape is SQLAlchemy's, one dialect-neutral SQL
+layer over thin drivers, and httpx's `BaseClient`: everything that is not I/O shared.)
+
+The driver interface, which each adapter implements:
+
+- `open` (a classmethod: connect, pool, migrate the schema) and `_close()`.
+- `_fetch(sql, args)`: one read, one round trip, its rows (SQLite: on the reader
+  connection with the fewest reads in flight; PostgreSQL: on the pool).
+- `_begin()`: one write transaction, shielded from cancellation from BEGIN to COMMIT,
+  as a `Connection` (`execute_fetchall`, `execute`, `executemany`: aiosqlite's names).
+- `_ERRORS`: the driver's exceptions. `_read` and `_transaction` turn them into
+  `StorageUnavailable` (cause chained), in this one place.
+- Placeholders: all SQL is written in qmark style (`?`, positional). aiosqlite takes it
+  as it is; the PostgreSQL connection numbers the marks (`$1`, `$2`, ...), once per text.
+
+The dialect hooks, only where the databases really differ:
+
+- row locks: `_FOR_UPDATE` (a row read to be written in the same transaction, which
+  orders concurrent writers) and `_SKIP_LOCKED` (replicas claim different jobs and
+  searches); SQLite has one writer and needs neither.
+- `_TURN_ORDER`, the column ordering turns started at the same instant (insertion);
+  `_NO_LIMIT`, the LIMIT that means none; `_in_list`, membership of a list bound as one
+  parameter; `_json_int`, an integer inside a stored JSON record.
+- leases: `_lease_lock` holds a continuum's lease against other processes (PostgreSQL's
+  advisory lock; nobody else opens SQLite's file); `_LEASED_ELSEWHERE`, the condition
+  that leaves a job alone while another process holds or awaits its continuum's lease;
+  `_job_columns`, what a job row carries for it (PostgreSQL: the lease's key).
+- full-text search: `_memory_rows` and `_message_hits` (FTS5 and tsvector, each planned
+  and searched in one statement: they are on every turn's path), `_segment_match`,
+  `_index_segment` (a summary into SQLite's segment index), and `_count_terms` /
+  `_uncount_terms` (PostgreSQL's per-word document counts, which plan its searches).
+- `_count_down_searches`, on every commit: PostgreSQL's is one statement (a writable
+  CTE), not two, to keep the commit's round trips as few.
+
+Built on next: vector search (sqlite-vec, pgvector) is one more pair of search hooks;
+export, import and migration between stores, and deleting a user, are written here once,
+over `_read` and `_transaction`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    nullcontext,
+)
+from datetime import datetime
+from types import TracebackType
+from typing import Any, ClassVar, Literal, Protocol, Self
+
+import anyio
+import msgspec
+
+from ._effects import (
+    AddMemory,
+    AddReminder,
+    CompleteReminder,
+    Effect,
+    add_memory_effect,
+    add_reminder_effect,
+)
+from ._exceptions import InvalidInput, NotFound, StorageUnavailable, UnknownContinuum, UserExists
+from ._fts import memory_score, query_terms
+from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
+from ._records import (
+    ContextSearch,
+    Continuum,
+    ContinuumModel,
+    Document,
+    Job,
+    JobUsage,
+    Memory,
+    MemoryHit,
+    MemoryProposal,
+    Message,
+    MessageHit,
+    Passage,
+    Reminder,
+    Segment,
+    SegmentDigest,
+    TurnRecord,
+    TurnUsage,
+    TurnWrite,
+    User,
+)
+from ._searches import MAX_SEARCHES, check_query, encode_passages, search_from_row
+from ._shared import (
+    check_digest,
+    check_record,
+    check_write,
+    content_decoder,
+    continues,
+    decode_vector,
+    encode_vector,
+    record_decoder,
+    segment_title,
+)
+from ._validation import (
+    DEFAULT_USER,
+    MAX_DOCUMENT_CHARS,
+    check_continuum_id,
+    check_label,
+    check_row_id,
+    check_text,
+    check_token_hash,
+    check_user_name,
+    to_epoch,
+)
+
+__all__ = ["MEMORY", "Connection", "SQLStore"]
+
+# A memory's columns (of `memories m`), in `Memory`'s order: the searches select them too.
+MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
+_CONTINUUM = (
+    "SELECT id, created_at, history_start, message_count, last_turn_at, last_message_id"
+    " FROM continuums"
+)
+_REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
+_SEGMENT_COLUMNS = (
+    "s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title, s.first_seq, s.summary"
+)
+_JOB_COLUMNS = (
+    "id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
+    " last_error, created_at, finished_at, record"
+)
+_SEARCH_COLUMNS = (
+    "id, owner, continuum_id, query, state, requested_at, attempts, claimed_at,"
+    " finished_at, turns_left, passages, error"
+)
+_PUT_TURN = (
+    "INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record"
+    " WHERE turns.status != 'completed' AND turns.owner = excluded.owner RETURNING 1"
+)
+_model_decoder = msgspec.json.Decoder(ContinuumModel)
+
+
+class Connection(Protocol):
+    """The driver inside a write transaction: qmark SQL, positional arguments."""
+
+    def execute_fetchall(
+        self, sql: str, parameters: Sequence[Any], /
+    ) -> Awaitable[Iterable[Any]]: ...
+
+    def execute(self, sql: str, parameters: Sequence[Any], /) -> Awaitable[object]: ...
+
+    def executemany(
+        self, sql: str, parameters: Iterable[Sequence[Any]], /
+    ) -> Awaitable[object]: ...
+
+
+async def _rows(db: Connection, sql: str, args: Sequence[Any]) -> list[Any]:
+    """The rows of one statement inside a transaction."""
+    return list(await db.execute_fetchall(sql, args))
+
+
+def _at(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, list[Any]]:
+    """The condition selecting the user's rows (of one continuum, when it is named), with
+    its arguments; both checked."""
+    check_user_name(user)
+    if continuum_id is None:
+        return f"{alias}owner = ?", [user]
+    check_continuum_id(continuum_id)
+    return f"{alias}owner = ? AND {alias}continuum_id = ?", [user, continuum_id]
+
+
+class SQLStore(ABC):
+    """The storage port over a driver; an adapter subclasses it (see the module's doc)."""
+
+    # True when other processes may write to the same store (the port's `shared`).
+    shared: bool
+    _ERRORS: ClassVar[tuple[type[Exception], ...]]
+    _TURN_ORDER: ClassVar[str]
+    _NO_LIMIT: ClassVar[int | None]
+    _FOR_UPDATE: ClassVar[str] = ""
+    _SKIP_LOCKED: ClassVar[str] = ""
+    _LEASED_ELSEWHERE: ClassVar[str] = ""
+
+    def __init__(self, segment_gap: float) -> None:
+        self._segment_gap = segment_gap
+        self._closed = False
+        # Continuums whose lease is held or awaited here (a turn running or waiting):
+        # claim_job leaves their jobs alone.
+        self._leased: dict[tuple[str, str], int] = {}
+
+    # -- the driver -----------------------------------------------------------------
+
+    @abstractmethod
+    async def _fetch(self, sql: str, args: Any) -> list[Any]:
+        """The rows of one read, in one round trip."""
+
+    @abstractmethod
+    def _begin(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction, shielded from cancellation from BEGIN to COMMIT."""
+
+    @abstractmethod
+    async def _close(self) -> None: ...
+
+    async def _read(self, sql: str, args: Any = ()) -> list[Any]:
+        try:
+            return await self._fetch(sql, args)
+        except self._ERRORS as exc:
+            raise StorageUnavailable(f"a read failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Connection]:
+        if self._closed:
+            raise StorageUnavailable("the storage is closed")
+        try:
+            async with self._begin() as db:
+                yield db
+        except self._ERRORS as exc:
+            raise StorageUnavailable(f"a write failed: {exc}") from exc
+
+    def _limit(self, limit: int) -> int | None:
+        return self._NO_LIMIT if limit < 0 else limit
+
+    # -- the dialect ------------------------------------------------------------------
+
+    @abstractmethod
+    def _in_list(self, values: Sequence[Any], sql_type: str) -> tuple[str, Any]:
+        """`IN` a list of `sql_type` values bound as one parameter: the SQL that follows
+        the tested expression, and the parameter."""
+
+    @abstractmethod
+    def _json_int(self, column: str, *path: str) -> str:
+        """SQL for the integer at `path` in the JSON (bytes) of `column`."""
+
+    @abstractmethod
+    def _json_text(self, column: str, *path: str) -> str:
+        """SQL for the string at `path` in the JSON (bytes) of `column`."""
+
+    def _lease_lock(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the continuum's lease against other processes sharing the store."""
+        return nullcontext()
+
+    def _job_columns(self, user: str, continuum_id: str) -> dict[str, object]:
+        """Columns a new job of the continuum carries beside the common ones."""
+        return {}
+
+    async def _count_terms(  # noqa: B027 (an optional hook)
+        self, db: Connection, kind: str, texts: list[str]
+    ) -> None:
+        """Count the words of texts added to the `kind` index ("message", "memory")."""
+
+    async def _uncount_terms(  # noqa: B027 (an optional hook)
+        self, db: Connection, kind: str, where: str, args: Any
+    ) -> None:
+        """Forget the words of the `kind` rows matching `where`, about to be deleted."""
+
+    async def _index_segment(  # noqa: B027 (an optional hook)
+        self, db: Connection, segment_id: int, text: str
+    ) -> None:
+        """Index a segment's summarised text for `search_segments`."""
+
+    @abstractmethod
+    def _segment_match(self, terms: list[str]) -> tuple[str, str, Any]:
+        """How segments (`s`) match the terms: the FROM and WHERE text (its one `?` is
+        the query), the ORDER BY text (best first), and the query parameter."""
+
+    @abstractmethod
+    async def _memory_rows(self, user: str, terms: list[str], at: float, want: int) -> list[Any]:
+        """The user's best `want` memories alive at `at` for the terms: `MEMORY`'s
+        columns, then a relevance where lower is better."""
+
+    @abstractmethod
+    async def _message_hits(
+        self, user: str, terms: list[str], continuum_id: str | None, limit: int
+    ) -> list[MessageHit]:
+        """The user's best `limit` messages for the terms, best first."""
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._close()
+
+    async def schema_version(self) -> int:
+        rows = await self._read("SELECT max(version) FROM schema_version")
+        return int(rows[0][0])
+
+    @asynccontextmanager
+    async def continuum_lease(self, user: str, continuum_id: str) -> AsyncIterator[None]:
+        """Hold the right to run the continuum's next turn, in every process sharing the
+        store; waiters are served in arrival order. Background jobs wait for it."""
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        key = (user, continuum_id)
+        self._leased[key] = self._leased.get(key, 0) + 1
+        try:
+            async with AsyncExitStack() as stack:
+                try:
+                    await stack.enter_async_context(self._lease_lock(user, continuum_id))
+                except self._ERRORS as exc:
+                    raise StorageUnavailable(f"the continuum's lease failed: {exc}") from exc
+                yield
+        finally:
+            left = self._leased.pop(key) - 1
+            if left:
+                self._leased[key] = left
+
+    # -- continuums and turns ---------------------------------------------------------
+
+    async def continuum(self, user: str, continuum_id: str) -> Continuum:
+        _, args = _owned(user, continuum_id)
+        rows = await self._read(f"{_CONTINUUM} WHERE owner = ? AND id = ?", args)
+        if not rows:
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return Continuum(*rows[0])
+
+    async def continuums(
+        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+    ) -> list[Continuum]:
+        check_user_name(user)
+        activity = "COALESCE(last_turn_at, created_at)"
+        where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        if after is not None:
+            where = f" AND ({activity} < ? OR ({activity} = ? AND id > ?))"
+            args = (after[0], after[0], after[1])
+        rows = await self._read(
+            f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT ?",
+            (user, *args, self._limit(limit)),
+        )
+        return [Continuum(*row) for row in rows]
+
+    async def usage_by_continuum(
+        self, user: str, ids: list[str]
+    ) -> dict[str, tuple[int, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
+        among, listed = self._in_list(ids, "text")
+        rows = await self._read(
+            f"SELECT continuum_id, COUNT(*), {sums} FROM turns"
+            f" WHERE owner = ? AND continuum_id {among} GROUP BY continuum_id",
+            (user, listed),
+        )
+        return {row[0]: (int(row[1]), TurnUsage(*(int(v or 0) for v in row[2:]))) for row in rows}
+
+    async def usage_by_model(self, user: str, ids: list[str]) -> dict[str, dict[str, TurnUsage]]:
+        check_user_name(user)
+        if not ids:
+            return {}
+        fields = msgspec.structs.fields(TurnUsage)
+        sums = ", ".join(f"SUM({self._json_int('record', 'usage', f.name)})" for f in fields)
+        among, listed = self._in_list(ids, "text")
+        model = self._json_text("record", "model")
+        rows = await self._read(
+            f"SELECT continuum_id, {model}, {sums} FROM turns"
+            f" WHERE owner = ? AND continuum_id {among} GROUP BY continuum_id, {model}",
+            (user, listed),
+        )
+        found: dict[str, dict[str, TurnUsage]] = {}
+        for row in rows:
+            usage = TurnUsage(*(int(v or 0) for v in row[2:]))
+            found.setdefault(row[0], {})[str(row[1] or "")] = usage
+        return found
+
+    async def delete_continuum(self, user: str, continuum_id: str) -> None:
+        where, args = _owned(user, continuum_id)
+        async with self._transaction() as db:
+            # Messages first (leaving the search index), the continuum last (the others
+            # refer to it); none deleted: the transaction rolls back with the error.
+            await self._uncount_terms(db, "message", where, args)
+            for table in ("messages", "segments", "turns", "continuum_settings", "searches"):
+                await db.execute(f"DELETE FROM {table} WHERE {where}", args)
+            if not await _rows(
+                db, "DELETE FROM continuums WHERE owner = ? AND id = ? RETURNING 1", args
+            ):
+                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+
+    async def _messages(
+        self, user: str, continuum_id: str, start: int, limit: int = -1
+    ) -> list[Message]:
+        rows = await self._read(
+            "SELECT role, content, seq, turn_id, created_at FROM messages"
+            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            (user, continuum_id, start, self._limit(limit)),
+        )
+        decode = content_decoder.decode
+        return [
+            Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
+        ]
+
+    async def history(
+        self, user: str, continuum_id: str, *, missing_ok: bool = False
+    ) -> list[Message]:
+        _, args = _owned(user, continuum_id)
+        rows = await self._read(
+            "SELECT history_start FROM continuums WHERE owner = ? AND id = ?", args
+        )
+        if not rows:
+            if missing_ok:
+                return []
+            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+        return await self._messages(user, continuum_id, int(rows[0][0]))
+
+    async def all_messages(
+        self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
+    ) -> list[Message]:
+        """All the continuum's messages in order, from the one after seq `after`."""
+        await self.continuum(user, continuum_id)
+        return await self._messages(user, continuum_id, after + 1, limit)
+
+    async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
+        where, args = _owned(user, continuum_id)
+        rows = await self._read(f"SELECT settings FROM continuum_settings WHERE {where}", args)
+        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+
+    async def set_continuum_model(
+        self, user: str, continuum_id: str, settings: ContinuumModel
+    ) -> None:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO continuum_settings (owner, continuum_id, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (owner, continuum_id) DO UPDATE SET settings = excluded.settings",
+                (user, continuum_id, msgspec.json.encode(settings)),
+            )
+
+    async def commit_turn(self, user: str, write: TurnWrite) -> bool:
+        check_user_name(user)
+        record = write.record
+        rows = check_write(write)
+        cid = record.continuum_id
+        async with self._transaction() as db:
+            if await _rows(
+                db, "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+            ):
+                return False  # a retried commit of a turn already stored
+            await self._add_continuum(db, user, record)
+            # The row lock (PostgreSQL) orders concurrent commits of one continuum.
+            ((base,),) = await _rows(
+                db,
+                "SELECT message_count FROM continuums WHERE owner = ? AND id = ?"
+                + self._FOR_UPDATE,
+                (user, cid),
+            )
+            if not await self._put_turn(db, user, record):
+                return False  # the turn's id is taken by another user's turn
+            await db.executemany(
+                "INSERT INTO messages"
+                " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (user, cid, base + i, record.turn_id, role, content, text, at)
+                    for i, (role, content, text, at) in enumerate(rows)
+                ],
+            )
+            await self._count_terms(db, "message", [text for _, _, text, _ in rows])
+            await self._extend_segment(db, user, record, base, write.history_start)
+            await self._apply_effects(db, user, write.effects)
+            await self._count_down_searches(db, user, cid)
+            count, start = base + len(rows), write.history_start
+            await db.execute(
+                "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
+                " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
+                (count, record.finished_at, record.message_id, start, user, cid),
+            )
+        return True
+
+    async def _count_down_searches(self, db: Connection, user: str, cid: str) -> None:
+        """Each committed turn counts its continuum's finished searches down (a dialect
+        with writable CTEs does it in one statement)."""
+        where = "owner = ? AND continuum_id = ?"
+        await db.execute(f"DELETE FROM searches WHERE {where} AND turns_left <= 1", (user, cid))
+        await db.execute(
+            f"UPDATE searches SET turns_left = turns_left - 1 WHERE {where} AND turns_left > 1",
+            (user, cid),
+        )
+
+    async def _add_continuum(self, db: Connection, user: str, record: TurnRecord) -> None:
+        """The turn's continuum, created by its first turn (or its first turn's record)."""
+        await db.execute(
+            "INSERT INTO continuums (owner, id, created_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (owner, id) DO NOTHING",
+            (user, record.continuum_id, record.started_at),
+        )
+
+    async def _put_turn(self, db: Connection, user: str, record: TurnRecord) -> bool:
+        """Store the turn's record, replacing its provisional one (written when it
+        started); False if a completed record, or another user's, holds its id."""
+        r = record
+        args = (r.turn_id, user, r.continuum_id, r.status, r.started_at, msgspec.json.encode(r))
+        return bool(await _rows(db, _PUT_TURN, args))
+
+    async def _apply_effects(self, db: Connection, user: str, effects: tuple[Effect, ...]) -> None:
+        """The writes a turn's tools staged, inside the turn's transaction, as the turn's
+        user: what they add is that user's, and they complete only that user's reminders."""
+        for effect in effects:
+            match effect:
+                case AddReminder(text=text, due_at=due, created_at=created, origin=origin):
+                    await self._insert_reminder(db, user, text, due, created, origin)
+                case CompleteReminder(reminder_id=reminder_id, at=at):
+                    await self._complete_reminder(db, user, reminder_id, at)
+                case AddMemory(text=text, importance=importance, replaces=int() as memory_id):
+                    await self._update_memory(db, user, memory_id, text, importance)
+                case AddMemory(
+                    text=text, importance=importance, created_at=created, expires_at=expires
+                ):
+                    await self._insert_memory(db, user, text, created, expires, importance)
+
+    async def _extend_segment(
+        self,
+        db: Connection,
+        user: str,
+        record: TurnRecord,
+        first_seq: int,
+        history_start: int | None,
+    ) -> None:
+        cid = record.continuum_id
+        last = await _rows(
+            db,
+            "SELECT id, ended_at, first_seq FROM segments WHERE owner = ? AND continuum_id = ?"
+            " ORDER BY ended_at DESC LIMIT 1",
+            (user, cid),
+        )
+        if last and continues(record, last[0][1], last[0][2], history_start, self._segment_gap):
+            await db.execute(
+                "UPDATE segments SET ended_at = ?, turn_count = turn_count + 1 WHERE id = ?",
+                (record.finished_at, last[0][0]),
+            )
+            return
+        if last:
+            # The turn closes the previous segment: its summary job is due, written in
+            # this transaction so that it survives whatever happens next.
+            payload = segment_job_payload(int(last[0][0]))
+            await self._insert_job(db, user, SEGMENT_SUMMARY, cid, payload, record.finished_at)
+        title = segment_title(record.user_text)
+        await db.execute(
+            "INSERT INTO segments"
+            " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
+            " VALUES (?, ?, ?, ?, 1, ?, ?)",
+            (user, cid, record.started_at, record.finished_at, title, first_seq),
+        )
+
+    async def record_turn(self, user: str, record: TurnRecord) -> None:
+        check_user_name(user)
+        check_record(record)
+        if record.status == "completed":
+            raise InvalidInput("completed turns are stored with commit_turn, with their messages")
+        async with self._transaction() as db:
+            await self._add_continuum(db, user, record)
+            await self._put_turn(db, user, record)
+
+    async def turns(
+        self,
+        user: str,
+        continuum_id: str | None = None,
+        *,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[TurnRecord]:
+        """The user's latest `limit` turns, oldest first; with `before` (the started_at and
+        id of a turn), the latest ones before that turn."""
+        where, args = _owned(user, continuum_id)
+        if continuum_id is not None:
+            await self.continuum(user, continuum_id)
+        order = self._TURN_ORDER  # among turns started at the same instant: insertion
+        if before is not None:
+            where += (
+                f" AND (started_at < ? OR (started_at = ?"
+                f" AND {order} < (SELECT {order} FROM turns WHERE id = ?)))"
+            )
+            args += [before[0], before[0], before[1]]
+        rows = await self._read(
+            f"SELECT record FROM turns WHERE {where}"
+            f" ORDER BY started_at DESC, {order} DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [record_decoder.decode(row[0]) for row in reversed(rows)]
+
+    async def recent_segments(
+        self, user: str, continuum_id: str, *, limit: int = 10
+    ) -> list[Segment]:
+        where, args = _owned(user, continuum_id, "s.")
+        rows = await self._read(
+            f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
+            " ORDER BY s.ended_at DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [Segment(*row) for row in reversed(rows)]
+
+    async def segment(self, user: str, segment_id: int) -> Segment:
+        check_user_name(user)
+        check_row_id(segment_id, "segment id")
+        rows = await self._read(
+            f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE s.owner = ? AND s.id = ?",
+            (user, segment_id),
+        )
+        if not rows:
+            raise NotFound(f"no segment #{segment_id}")
+        return Segment(*rows[0])
+
+    async def segment_messages(self, user: str, segment_id: int) -> list[Message]:
+        segment = await self.segment(user, segment_id)
+        ((end,),) = await self._read(
+            "SELECT min(first_seq) FROM segments"
+            " WHERE owner = ? AND continuum_id = ? AND first_seq > ?",
+            (user, segment.continuum_id, segment.first_seq),
+        )
+        messages = await self._messages(user, segment.continuum_id, segment.first_seq)
+        return [m for m in messages if end is None or m.seq < end]
+
+    async def search_segments(
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[Segment]:
+        scope, args = _owned(user, continuum_id, "s.")
+        terms = query_terms(query)
+        if limit < 1 or not terms:
+            return []
+        source, order, match = self._segment_match(terms)
+        rows = await self._read(
+            f"SELECT {_SEGMENT_COLUMNS} FROM {source} AND {scope} ORDER BY {order} LIMIT ?",
+            (match, *args, limit),
+        )
+        return [Segment(*row) for row in rows]
+
+    # -- background jobs ----------------------------------------------------------------
+
+    async def _insert_job(
+        self, db: Connection, user: str, kind: str, continuum_id: str, payload: str, at: float
+    ) -> int:
+        extra = self._job_columns(user, continuum_id)
+        ((job_id,),) = await _rows(
+            db,
+            "INSERT INTO jobs (owner, kind, continuum_id, payload, state, next_at, created_at"
+            f"{''.join(f', {name}' for name in extra)})"
+            f" VALUES (?, ?, ?, ?, 'pending', ?, ?{', ?' * len(extra)}) RETURNING id",
+            (user, kind, continuum_id, payload.encode(), at, at, *extra.values()),
+        )
+        return int(job_id)
+
+    async def enqueue_job(
+        self, user: str, kind: str, continuum_id: str, payload: str, *, now: float | None = None
+    ) -> Job:
+        check_user_name(user)
+        check_continuum_id(continuum_id)
+        at = _at(now)
+        async with self._transaction() as db:
+            job_id = await self._insert_job(db, user, kind, continuum_id, payload, at)
+        return Job(job_id, user, kind, continuum_id, payload, "pending", 0, at, None, None, at)
+
+    async def claim_job(
+        self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
+    ) -> Job | None:
+        """One due job, claimed atomically (every replica's worker a different one). A job
+        of an excluded continuum, or of one whose lease is held or awaited, here or (on
+        PostgreSQL) in another process, is left for later: turns come first."""
+        keys = sorted({job_key(user, cid) for user, cid in (*exclude, *self._leased)})
+        among, listed = self._in_list(keys, "text")
+        async with self._transaction() as db:
+            rows = await _rows(
+                db,
+                "UPDATE jobs SET state = 'running', claimed_at = ?, attempts = attempts + 1"
+                " WHERE id = (SELECT j.id FROM jobs j"
+                " WHERE ((j.state = 'pending' AND j.next_at <= ?)"
+                " OR (j.state = 'running' AND j.claimed_at <= ?))"
+                f" AND NOT (j.owner || ':' || j.continuum_id {among}){self._LEASED_ELSEWHERE}"
+                f" ORDER BY j.next_at, j.id LIMIT 1{self._SKIP_LOCKED})"
+                f" RETURNING {_JOB_COLUMNS}",
+                (now, now, now - lease_seconds, listed),
+            )
+        return job_from_row(tuple(rows[0])) if rows else None
+
+    async def _still_claimed(self, db: Connection, job: Job) -> bool:
+        return bool(
+            await _rows(
+                db,
+                "SELECT 1 FROM jobs WHERE id = ? AND state = 'running' AND claimed_at = ?"
+                f"{self._FOR_UPDATE}",
+                (job.id, job.claimed_at),
+            )
+        )
+
+    async def finish_job(
+        self,
+        job: Job,
+        *,
+        now: float,
+        digest: SegmentDigest | None = None,
+        usage: JobUsage | None = None,
+    ) -> bool:
+        """Store the job's outcome and mark it done, in one transaction; False (and
+        nothing written) if the claim was lost meanwhile (the lease ran out)."""
+        proposals = check_digest(digest)
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            if digest is not None:
+                await db.execute(
+                    "UPDATE segments SET title = ?, summary = ? WHERE owner = ? AND id = ?",
+                    (digest.title, digest.summary, job.user, digest.segment_id),
+                )
+                text = f"{digest.title}\n{digest.summary}"
+                await self._index_segment(db, digest.segment_id, text)
+                for proposal in proposals:
+                    await self._keep_proposal(db, job.user, proposal, now, digest.segment_id)
+            await db.execute(
+                "UPDATE jobs SET state = 'done', finished_at = ?, record = ?, last_error = NULL"
+                " WHERE id = ?",
+                (now, None if usage is None else msgspec.json.encode(usage), job.id),
+            )
+        return True
+
+    async def _keep_proposal(
+        self, db: Connection, user: str, proposal: MemoryProposal, now: float, segment_id: int
+    ) -> None:
+        """A memory the segment's summary proposed: new, or an update of one it names."""
+        if proposal.update_id is None:
+            text, importance = proposal.text, proposal.importance
+            await self._insert_memory(db, user, text, now, None, importance, segment_id)
+            return
+        await self._update_memory(db, user, proposal.update_id, proposal.text, proposal.importance)
+
+    async def _update_memory(
+        self, db: Connection, user: str, memory_id: int, text: str, importance: float
+    ) -> None:
+        """The same memory said again (a summary's proposal, or `remember`): its text
+        replaced and the higher importance kept, in place; only the user's own."""
+        memory = (user, memory_id)
+        await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
+        if await _rows(
+            db,
+            "UPDATE memories SET text = ?,"
+            " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
+            " WHERE owner = ? AND id = ? RETURNING 1",
+            (text, importance, importance, *memory),
+        ):
+            await self._count_terms(db, "memory", [text])
+
+    async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
+        """Record the failure; retried at `retry_at`, or given up when it is None."""
+        async with self._transaction() as db:
+            if not await self._still_claimed(db, job):
+                return False
+            state, due, ended = (
+                ("failed", job.next_at, now) if retry_at is None else ("pending", retry_at, None)
+            )
+            await db.execute(
+                "UPDATE jobs SET state = ?, next_at = ?, last_error = ?, finished_at = ?"
+                " WHERE id = ?",
+                (state, due, error[:2000], ended, job.id),
+            )
+        return True
+
+    async def jobs(
+        self, user: str, continuum_id: str | None = None, *, limit: int = 1000
+    ) -> list[Job]:
+        where, args = _owned(user, continuum_id)
+        rows = await self._read(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?", (*args, limit)
+        )
+        return [job_from_row(tuple(row)) for row in rows]
+
+    # -- context searches ---------------------------------------------------------------
+
+    async def request_search(
+        self, user: str, continuum_id: str, query: str, *, now: float | None = None
+    ) -> ContextSearch:
+        where, args = _owned(user, continuum_id)
+        check_query(query)
+        at = _at(now)
+        async with self._transaction() as db:
+            await db.execute(f"DELETE FROM searches WHERE {where} AND query = ?", (*args, query))
+            ((search_id,),) = await _rows(
+                db,
+                "INSERT INTO searches (owner, continuum_id, query, state, requested_at)"
+                " VALUES (?, ?, ?, 'pending', ?) RETURNING id",
+                (*args, query, at),
+            )
+            await db.execute(
+                f"DELETE FROM searches WHERE {where} AND id < (SELECT min(id) FROM"
+                f" (SELECT id FROM searches WHERE {where} ORDER BY id DESC LIMIT ?) newest)",
+                (*args, *args, MAX_SEARCHES),
+            )
+        return ContextSearch(int(search_id), user, continuum_id, query, "pending", at)
+
+    async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
+        async with self._transaction() as db:
+            rows = await _rows(
+                db,
+                "UPDATE searches SET state = 'running', claimed_at = ?, attempts = attempts + 1"
+                " WHERE id = (SELECT id FROM searches WHERE state != 'done'"
+                " AND (state = 'pending' OR claimed_at <= ?)"
+                f" ORDER BY id LIMIT 1{self._SKIP_LOCKED}) RETURNING {_SEARCH_COLUMNS}",
+                (now, now - lease_seconds),
+            )
+        return search_from_row(tuple(rows[0])) if rows else None
+
+    async def finish_search(
+        self,
+        search: ContextSearch,
+        *,
+        now: float,
+        passages: Sequence[Passage],
+        error: str | None,
+        keep_turns: int,
+    ) -> bool:
+        found = (encode_passages(passages), None if error is None else error[:2000])
+        async with self._transaction() as db:
+            done = await _rows(
+                db,
+                "UPDATE searches SET state = 'done', finished_at = ?, turns_left = ?,"
+                " passages = ?, error = ?"
+                " WHERE id = ? AND state = 'running' AND claimed_at = ? RETURNING 1",
+                (now, max(keep_turns, 1), *found, search.id, search.claimed_at),
+            )
+        return bool(done)
+
+    async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
+        where, args = _owned(user, continuum_id)
+        rows = await self._read(
+            f"SELECT {_SEARCH_COLUMNS} FROM searches WHERE {where} ORDER BY id", args
+        )
+        return [search_from_row(tuple(row)) for row in rows]
+
+    # -- reminders ------------------------------------------------------------------------
+
+    async def _insert_reminder(
+        self,
+        db: Connection,
+        user: str,
+        text: str,
+        due: float | None,
+        created: float,
+        origin: str,
+    ) -> int:
+        ((reminder_id,),) = await _rows(
+            db,
+            "INSERT INTO reminders (owner, text, due_at, created_at, origin)"
+            " VALUES (?, ?, ?, ?, ?) RETURNING id",
+            (user, text, due, created, origin),
+        )
+        return int(reminder_id)
+
+    async def _complete_reminder(
+        self, db: Connection, user: str, reminder_id: int, at: float
+    ) -> None:
+        await db.execute(
+            "UPDATE reminders SET completed_at = ?"
+            " WHERE owner = ? AND id = ? AND completed_at IS NULL",
+            (at, user, reminder_id),
+        )
+
+    async def add_reminder(
+        self,
+        user: str,
+        text: str,
+        *,
+        due_at: datetime | None,
+        origin: Literal["user", "agent"],
+        now: float | None = None,
+    ) -> Reminder:
+        check_user_name(user)
+        created = _at(now)
+        due = add_reminder_effect(text, due_at, now=created, origin=origin).due_at
+        async with self._transaction() as db:
+            reminder_id = await self._insert_reminder(db, user, text, due, created, origin)
+        return Reminder(reminder_id, text, due, created, None, origin)
+
+    async def complete_reminder(
+        self, user: str, reminder_id: int, *, now: float | None = None
+    ) -> Reminder:
+        check_user_name(user)
+        check_row_id(reminder_id, "reminder id")
+        async with self._transaction() as db:
+            await self._complete_reminder(db, user, reminder_id, _at(now))
+            rows = await _rows(db, f"{_REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id))
+        if not rows:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*rows[0])
+
+    async def reminder(self, user: str, reminder_id: int) -> Reminder:
+        check_user_name(user)
+        check_row_id(reminder_id, "reminder id")
+        rows = await self._read(f"{_REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id))
+        if not rows:
+            raise NotFound(f"no reminder #{reminder_id}")
+        return Reminder(*rows[0])
+
+    async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
+        check_user_name(user)
+        rows = await self._read(
+            f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
+            " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
+            (user, limit),
+        )
+        return [Reminder(*row) for row in rows]
+
+    async def reminders_due_between(
+        self, user: str, start: datetime, end: datetime
+    ) -> list[Reminder]:
+        check_user_name(user)
+        lo, hi = to_epoch(start, "start"), to_epoch(end, "end")
+        if hi < lo:
+            raise InvalidInput("the end of the range comes before its start")
+        rows = await self._read(
+            f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
+            " AND due_at >= ? AND due_at < ? ORDER BY due_at",
+            (user, lo, hi),
+        )
+        return [Reminder(*row) for row in rows]
+
+    async def reminders(
+        self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
+    ) -> list[Reminder]:
+        check_user_name(user)
+        open_only = "" if include_completed else " AND completed_at IS NULL"
+        rows = await self._read(
+            f"{_REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT ?",
+            (user, after, limit),
+        )
+        return [Reminder(*row) for row in rows]
+
+    async def delete_reminder(self, user: str, reminder_id: int) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            if not await _rows(
+                db,
+                "DELETE FROM reminders WHERE owner = ? AND id = ? RETURNING 1",
+                (user, reminder_id),
+            ):
+                raise NotFound(f"no reminder #{reminder_id}")
+
+    # -- memories ---------------------------------------------------------------------------
+
+    async def _insert_memory(
+        self,
+        db: Connection,
+        user: str,
+        text: str,
+        created: float,
+        expires: float | None,
+        importance: float,
+        source_segment: int | None = None,
+    ) -> int:
+        ((memory_id,),) = await _rows(
+            db,
+            "INSERT INTO memories"
+            " (owner, text, created_at, expires_at, importance, source_segment)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (user, text, created, expires, importance, source_segment),
+        )
+        await self._count_terms(db, "memory", [text])
+        return int(memory_id)
+
+    async def add_memory(
+        self,
+        user: str,
+        text: str,
+        *,
+        importance: float = 0.5,
+        expires_at: datetime | None = None,
+        now: float | None = None,
+    ) -> Memory:
+        check_user_name(user)
+        created = _at(now)
+        expires = add_memory_effect(text, importance, now=created, expires_at=expires_at).expires_at
+        async with self._transaction() as db:
+            memory_id = await self._insert_memory(db, user, text, created, expires, importance)
+        return Memory(memory_id, text, created, expires, importance)
+
+    async def memories(
+        self, user: str, *, limit: int = 100, before: int | None = None
+    ) -> list[Memory]:
+        """The user's memories, newest first; with `before`, those older than that id."""
+        check_user_name(user)
+        where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
+        rows = await self._read(
+            f"{MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
+            (user, *args, limit),
+        )
+        return [Memory(*row) for row in rows]
+
+    async def delete_memory(self, user: str, memory_id: int) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            await self._uncount_terms(db, "memory", "owner = ? AND id = ?", (user, memory_id))
+            if not await _rows(
+                db, "DELETE FROM memories WHERE owner = ? AND id = ? RETURNING 1", (user, memory_id)
+            ):
+                raise NotFound(f"no memory #{memory_id}")
+
+    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+        rows = await self._read(
+            f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT ?", (limit,)
+        )
+        return [Memory(*row) for row in rows]
+
+    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
+        rows = [(encode_vector(v), memory_id) for memory_id, v in vectors]
+        async with self._transaction() as db:
+            await db.executemany("UPDATE memories SET embedding = ? WHERE id = ?", rows)
+
+    async def memory_vectors(
+        self, user: str, *, now: float | None = None
+    ) -> list[tuple[Memory, tuple[float, ...]]]:
+        check_user_name(user)
+        rows = await self._read(
+            f"{MEMORY}, m.embedding FROM memories m WHERE m.owner = ?"
+            " AND m.embedding IS NOT NULL AND (m.expires_at IS NULL OR m.expires_at > ?)",
+            (user, _at(now)),
+        )
+        return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
+
+    async def mark_memories_used(
+        self, user: str, memory_ids: Sequence[int], *, times: int = 1
+    ) -> None:
+        """Count `times` more surfacings of each memory (the `use` term of the ranking)."""
+        check_user_name(user)
+        check_row_id(times, "times")
+        if not memory_ids:
+            return
+        ids = sorted({check_row_id(i, "memory id") for i in memory_ids})
+        among, listed = self._in_list(ids, "bigint")
+        async with self._transaction() as db:
+            await db.execute(
+                f"UPDATE memories SET uses = uses + ? WHERE owner = ? AND id {among}",
+                (times, user, listed),
+            )
+
+    async def search_memories(
+        self, user: str, query: str, *, limit: int = 5, now: float | None = None
+    ) -> list[MemoryHit]:
+        """One statement (one round trip) plans and searches: it is on every turn's path."""
+        check_user_name(user)
+        terms = query_terms(query)
+        if limit < 1 or not terms:
+            return []
+        at = _at(now)
+        rows = await self._memory_rows(user, terms, at, limit * 4)
+        hits = [
+            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
+            for row in rows
+        ]
+        hits.sort(key=lambda hit: hit.score, reverse=True)
+        return hits[:limit]
+
+    async def search_messages(
+        self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
+    ) -> list[MessageHit]:
+        check_user_name(user)
+        if continuum_id is not None:
+            check_continuum_id(continuum_id)
+        terms = query_terms(query)
+        if limit < 1 or not terms:
+            return []
+        return await self._message_hits(user, terms, continuum_id, limit)
+
+    # -- documents ---------------------------------------------------------------------------
+
+    async def put_document(
+        self, user: str, label: str, content: str, *, now: float | None = None
+    ) -> Document:
+        check_user_name(user)
+        check_label(label)
+        check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
+        at = _at(now)
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO documents (owner, label, content, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (owner, label) DO UPDATE SET content = excluded.content,"
+                " updated_at = excluded.updated_at",
+                (user, label, content, at),
+            )
+        return Document(label, content, at)
+
+    async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
+        """The user's documents, in label order (they form that user's system prompt)."""
+        check_user_name(user)
+        rows = await self._read(
+            "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
+            " ORDER BY label LIMIT ?",
+            (user, after, self._limit(limit)),
+        )
+        return [Document(*row) for row in rows]
+
+    async def delete_document(self, user: str, label: str) -> None:
+        check_user_name(user)
+        async with self._transaction() as db:
+            if not await _rows(
+                db, "DELETE FROM documents WHERE owner = ? AND label = ? RETURNING 1", (user, label)
+            ):
+                raise NotFound(f"no document {label!r}")
+
+    # -- users --------------------------------------------------------------------------------
+
+    async def add_user(self, name: str, token_hash: str, *, now: float | None = None) -> User:
+        check_user_name(name)
+        if name == DEFAULT_USER:
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token and tokenless"
+                " loopback requests act as it); choose another name"
+            )
+        check_token_hash(token_hash)
+        at = _at(now)
+        async with self._transaction() as db:
+            added = await _rows(
+                db,
+                "INSERT INTO users (name, token_hash, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO NOTHING RETURNING 1",
+                (name, token_hash, at),
+            )
+        if not added:
+            raise UserExists(f"a user named {name!r} already exists")
+        return User(name, at)
+
+    async def users(self) -> list[User]:
+        rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
+        return [User(*row) for row in rows]
+
+    async def model_facts(self, name: str) -> tuple[bytes, float] | None:
+        rows = await self._read("SELECT facts, fetched_at FROM model_facts WHERE name = ?", (name,))
+        return (bytes(rows[0][0]), float(rows[0][1])) if rows else None
+
+    async def put_model_facts(self, name: str, facts: bytes, fetched_at: float) -> None:
+        async with self._transaction() as db:
+            await db.execute(
+                "INSERT INTO model_facts (name, facts, fetched_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET facts = excluded.facts,"
+                " fetched_at = excluded.fetched_at",
+                (name, facts, fetched_at),
+            )
+
+    async def user_for_token_hash(self, token_hash: str) -> str | None:
+        check_token_hash(token_hash)
+        rows = await self._read(
+            "SELECT name, token_hash FROM users WHERE token_hash = ?", (token_hash,)
+        )
+        # The lookup is by digest (it reveals nothing of the token); the final compare is
+        # constant-time all the same.
+        for name, stored in rows:
+            if hmac.compare_digest(str(stored), token_hash):
+                return str(name)
+        return None
