@@ -25,8 +25,8 @@ VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 EXTRAS = {
     "demo": "speed",
-    "test": "dev,speed,postgres",
-    "bench": "dev,speed,bench,postgres",
+    "test": "dev,speed,postgres,vectors",
+    "bench": "dev,speed,bench,postgres,vectors",
 }
 # `--quick` leaves out the suites that need more than this process: a browser, the
 # PostgreSQL server, the SDK's own tests, child processes and whole conversations.

@@ -20,9 +20,17 @@ from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
 from ._conversation import WarmUpDone
 from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
-from ._engine import Engine, TrinketEntry, builtin_trinkets, validate_settings
+from ._engine import (
+    Engine,
+    TrinketEntry,
+    TurnStream,
+    TurnWatch,
+    builtin_trinkets,
+    validate_settings,
+)
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -33,8 +41,10 @@ from ._events import (
 )
 from ._exceptions import (
     Busy,
+    ComposeTimeout,
     FrontmindError,
     InvalidModelSettings,
+    McpUnavailable,
     ModelError,
     ModelOverloaded,
     ModelRefused,
@@ -43,13 +53,39 @@ from ._exceptions import (
     ModelUnavailable,
     SectionConfigError,
     SettingsError,
+    ShuttingDown,
     ToolDefinitionError,
     TrinketLoadError,
 )
 from ._imports import import_module_near
-from ._layout import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, ModelRequest, block_kind, build_request
-from ._llm import AnthropicModel, ModelClient, ModelEvent, StreamDone, StreamText
+from ._layout import (
+    LOOKBACK_BLOCKS,
+    MAX_BREAKPOINTS,
+    ModelRequest,
+    block_kind,
+    build_request,
+    tool_name,
+    tool_text,
+)
+from ._llm import (
+    AnthropicModel,
+    ModelClient,
+    ModelEvent,
+    StreamDone,
+    StreamText,
+    StreamThinking,
+)
 from ._markup import escape_field, escape_text, neutralize_frame
+from ._mcp import (
+    DEFAULT_MCP_POLICY,
+    MCP_PREFIX,
+    McpHub,
+    McpServer,
+    McpServerStatus,
+    ToolsReload,
+    check_mcp_servers,
+    mcp_servers,
+)
 from ._messages import Compose, Composed, SystemSection, Turn, TurnStart
 from ._models import ModelChoice, check_model_choice, known_row
 from ._notification import (
@@ -67,7 +103,8 @@ from ._placement import (
     SectionSpec,
 )
 from ._prompt import DEFAULT_BASE_PROMPT
-from ._recall import Embedder
+from ._recall import Embedder, prepare_embedder
+from ._server_tools import ServerTool, ServerToolSupport, no_server_tool_data, server_tools
 from ._settings import (
     CacheSettings,
     ComposerSettings,
@@ -100,9 +137,11 @@ __all__ = [
     "BUILTIN_SECTIONS",
     "COMPACT_DELIMITER",
     "DEFAULT_BASE_PROMPT",
+    "DEFAULT_MCP_POLICY",
     "DELIMITER",
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
+    "MCP_PREFIX",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -116,6 +155,7 @@ __all__ = [
     "CacheView",
     "CatalogFile",
     "Compose",
+    "ComposeTimeout",
     "Composed",
     "ComposerActor",
     "ComposerSettings",
@@ -127,6 +167,10 @@ __all__ = [
     "FrontmindError",
     "HistorySettings",
     "InvalidModelSettings",
+    "McpHub",
+    "McpServer",
+    "McpServerStatus",
+    "McpUnavailable",
     "MeetModel",
     "MemorySettings",
     "ModelCatalog",
@@ -149,13 +193,18 @@ __all__ = [
     "SectionConfigError",
     "SectionRecord",
     "SectionSpec",
+    "ServerTool",
+    "ServerToolSupport",
     "Settings",
     "SettingsError",
+    "ShuttingDown",
     "StreamDone",
     "StreamText",
+    "StreamThinking",
     "SystemSection",
     "TaskTimers",
     "TextDelta",
+    "ThinkingDelta",
     "Timers",
     "Timings",
     "Tool",
@@ -165,6 +214,7 @@ __all__ = [
     "ToolOutcome",
     "ToolSettings",
     "ToolStarted",
+    "ToolsReload",
     "Trinket",
     "TrinketActor",
     "TrinketEntry",
@@ -178,6 +228,8 @@ __all__ = [
     "TurnSettings",
     "TurnStart",
     "TurnStarted",
+    "TurnStream",
+    "TurnWatch",
     "UserInput",
     "WarmUpDone",
     "apply_patches",
@@ -186,6 +238,7 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "check_mcp_servers",
     "check_model_choice",
     "check_user_tools",
     "current_turn",
@@ -196,15 +249,21 @@ __all__ = [
     "import_module_near",
     "input_schema",
     "known_row",
+    "mcp_servers",
     "neutralize_frame",
+    "no_server_tool_data",
     "oracle_plan",
     "parse_digest",
     "plan",
     "policy_for",
+    "prepare_embedder",
     "render_notification_center",
     "row_from_facts",
+    "server_tools",
     "summary_instruction",
     "tool",
+    "tool_name",
+    "tool_text",
     "user_content",
     "validate_settings",
     "warm_plan",

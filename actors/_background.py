@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
 
 import msgspec
@@ -42,7 +42,7 @@ from storage import (
 from storage import Storage as StoragePort
 
 from ._conversation import RideCache
-from ._digest import DigestError, deduplicate, parse_digest
+from ._digest import SAME_MEANING, DigestError, deduplicate, parse_digest
 from ._exceptions import FrontmindError
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
@@ -90,8 +90,10 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         clock: Callable[[], float],
         lease_seconds: float = LEASE_SECONDS,
         embedder: Embedder | None = None,
+        same_cosine: float = SAME_MEANING,
     ) -> None:
         self._embedder = embedder
+        self._same_cosine = same_cosine
         self._storage = storage
         self._model = model
         self._prefix = prefix
@@ -164,9 +166,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                         "the embedder returned %d vectors for %d texts", len(vectors), len(memories)
                     )
                     return
-                await self._storage.set_memory_vectors(
-                    [(m.id, v) for m, v in zip(memories, vectors, strict=True)]
-                )
+                await self._storage.set_memory_vectors(list(zip(memories, vectors, strict=True)))
         except StorageError as exc:  # tried again on the next wake
             log.warning("could not embed memories: %s", exc)
 
@@ -218,11 +218,37 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         text = "".join(b.text for b in done.content if isinstance(b, TextBlock))
         reply = parse_digest(text)
         accepted: list[MemoryProposal] = []
-        for proposed in reply.memories:
-            hits = await self._storage.search_memories(
-                job.user, proposed.text, limit=5, now=self._clock()
-            )
-            decided = deduplicate(proposed, [h.memory for h in hits], accepted)
+        vectors = await self._proposal_vectors([m.text for m in reply.memories])
+        for index, proposed in enumerate(reply.memories):
+            if vectors is None:  # keywords: the word-overlap rule
+                hits = await self._storage.search_memories(
+                    job.user, proposed.text, limit=5, now=self._clock()
+                )
+                decided = deduplicate(proposed, [h.memory for h in hits], accepted)
+            else:  # by meaning: the nearest memories and their cosines
+                near = await self._storage.nearest_memories(
+                    job.user, vectors[index], k=5, now=self._clock()
+                )
+                decided = deduplicate(
+                    proposed,
+                    [memory for memory, _ in near],
+                    accepted,
+                    closeness={memory.id: close for memory, close in near},
+                    same_cosine=self._same_cosine,
+                )
             if decided is not None:
                 accepted.append(decided)
         return SegmentDigest(segment.id, reply.title, reply.summary, tuple(accepted)), usage
+
+    async def _proposal_vectors(self, texts: list[str]) -> Sequence[Sequence[float]] | None:
+        """The proposals' vectors, to find the memories they repeat by meaning; None
+        without an embedder, or when it fails (the word-overlap rule then decides)."""
+        if self._embedder is None or not texts:
+            return None
+        try:
+            vectors = await self._embedder.embed(texts)
+        # The embedder is the user's code: whatever it raises, keywords decide.
+        except Exception:
+            log.exception("the embedder failed; proposals deduplicated by their words")
+            return None
+        return vectors if len(vectors) == len(texts) else None

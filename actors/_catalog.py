@@ -89,6 +89,7 @@ class CatalogFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     references: dict[str, str] = {}
     thinking_groups: dict[str, tuple[str, ...]] = {}
     retired: dict[str, str] = {}
+    tool_prompt_tokens: dict[str, int] = {}  # read by the local API's token counts
     model: tuple[ModelRow, ...] = ()
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
-from itertools import pairwise
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import msgspec
@@ -39,13 +37,16 @@ from storage import (
     TurnUsage,
     TurnWrite,
     UnknownContinuum,
+    error_type,
 )
 from storage import Storage as StoragePort
 
+from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
 from ._digest import summary_instruction
 from ._events import (
     TextDelta,
+    ThinkingDelta,
     Timings,
     ToolFinished,
     ToolStarted,
@@ -54,10 +55,23 @@ from ._events import (
     TurnEvent,
     TurnStarted,
 )
-from ._exceptions import ComposeTimeout, FrontmindError, ModelRefused, ModelStreamError
+from ._exceptions import (
+    ComposeTimeout,
+    FrontmindError,
+    ModelRefused,
+    ModelStreamError,
+    ShuttingDown,
+)
 from ._history import CompactHistory
-from ._layout import ModelRequest, ThinkingConfig, build_request, previous_boundary
-from ._llm import ModelClient, StreamDone
+from ._layout import (
+    ModelRequest,
+    ThinkingConfig,
+    build_request,
+    out_tool,
+    previous_boundary,
+    tool_text,
+)
+from ._llm import ModelClient, StreamDone, StreamThinking
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
@@ -65,15 +79,12 @@ from ._notification import delimiter
 from ._observe import current_turn, span, turn_span, usage_attributes
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._tools import ToolDefinition, ToolOutcome, ToolRunner
+from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
-    TTL_SECONDS,
     CacheView,
     TtlPolicy,
-    history_entry_after,
     policy_for,
-    system_entry_after,
     warm_plan,
 )
 
@@ -92,19 +103,6 @@ __all__ = [
 turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
 
 UPDATE_HEADER = "[notification center update]"
-# Miss reasons that mean the prefix itself changed (not that an entry expired).
-_CHANGED = frozenset({"model_changed", "tools_changed", "system_changed", "messages_changed"})
-
-
-def _system_entry(
-    entry: tuple[Literal["5m", "1h"], float] | None, record: TurnRecord
-) -> tuple[Literal["5m", "1h"], float] | None:
-    """The system entry after a completed turn: written (at the TTL it chose) when its
-    first call read nothing from the cache, else refreshed if it was still alive."""
-    first = record.call_usage[0] if record.call_usage else None
-    wrote = first is not None and first.cache_read_input_tokens == 0
-    wrote = wrote and first is not None and first.cache_creation_input_tokens > 0
-    return system_entry_after(entry, record.started_at, wrote, record.cache_ttl)
 
 
 # Room kept in the model's context window for the system prompt, the notification
@@ -185,8 +183,7 @@ ConversationMessage = RunTurn | Preview | Reconfigure | RideCache | WarmUp
 class ConversationDeps:
     storage: StoragePort
     model: ModelClient
-    tools: ToolRunner
-    tool_definitions: tuple[ToolDefinition, ...]
+    tools: ToolRunner  # runs the calls, and says what the `tools` array is now
     settings: Settings
     models: ModelSource  # what each model accepts, costs and can read
     clock: Callable[[], float]
@@ -227,6 +224,21 @@ def message_tokens(message: Message) -> int:
     return total
 
 
+def _tools_change(
+    before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]
+) -> str:
+    """What changed in the tools array since the last turn ("" for nothing, or no last
+    turn in this process)."""
+    if before is None or before is after:
+        return ""
+    old, new = {t.name: t for t in before}, {t.name: t for t in after}
+    added = sorted(set(new) - set(old))
+    removed = sorted(set(old) - set(new))
+    parts = [f"+{', +'.join(added)}" if added else "", f"-{', -'.join(removed)}" if removed else ""]
+    described = "; ".join(p for p in parts if p)
+    return described or "definitions updated"
+
+
 def _last_created_at(state: _Loaded) -> float | None:
     """When the history's newest message was stored (None for an empty history)."""
     last_seq = None
@@ -238,36 +250,40 @@ def _last_created_at(state: _Loaded) -> float | None:
 
 
 class _Loaded(msgspec.Struct):
+    """The continuum as this actor holds it between turns: its history window and where
+    it stands in storage, the model settings, the cache bookkeeping, and the last turn's
+    composition (the warm-up sends its system prompt: composing anew would run the
+    trinkets between turns and change what the next turn surfaces)."""
+
     history: CompactHistory
     history_start: int
     message_count: int
     last_message_id: str | None
-    tokens: int
     model: ModelChoice
-    # For the TTL policy: when recent turns started, what the last one chose, and
-    # whether each recent turn could reuse its predecessor's prefix.
-    turn_times: deque[float] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES + 1))
-    last_ttl: TtlChoice | None = None
-    reused: deque[bool] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_PAUSES))
-    # The system prompt's cache entry after the last turn: its TTL and when last used.
-    system_entry: tuple[Literal["5m", "1h"], float] | None = None
-    # When the last turn ended (its last call used the cache), and when a warm-up after
-    # it moved the prefix into a 1h entry (None: none since).
-    turn_ended: float | None = None
-    warmed_at: float | None = None
-    # The TTL of the entry the next turn's history breakpoint will hit, as written (see
-    # `history_entry_after`); None: unknown, the last turn's mark is assumed. And whether the
-    # last exchange is already cached (a background request since wrote it).
-    history_entry: Literal["5m", "1h"] | None = None
-    last_exchange_cached: bool = False
-    # The last turn's composition: the warm-up sends its system prompt (composing anew
-    # would run the trinkets between turns and change what the next turn surfaces).
+    cache: CacheBook = msgspec.field(default_factory=CacheBook)
     last_composed: Composed | None = None
     # Which model wrote the thinking blocks of the history (producer -> turn ids; ""
-    # for turns whose record is gone), and the model of the last completed turn: a
-    # model reads only some models' thinking blocks, and a switch re-writes the cache.
+    # for turns whose record is gone): a model reads only some models' thinking blocks.
     thinking_by_model: dict[str, set[str]] = msgspec.field(default_factory=dict)
-    last_model: str | None = None
+    # The tools array the last turn in this process sent (to tell a turn that the array
+    # changed under it, and what that cost).
+    tools: tuple[OfferedTool, ...] | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.history.tokens
+
+    def committed(self, record: TurnRecord, stored: list[Message], new_start: int | None) -> None:
+        """A turn's messages are stored (its history start moved to `new_start`, if set)."""
+        if new_start is not None:
+            self.history.drop_before(new_start)
+            self.history_start = new_start
+        self.history.extend(stored)
+        self.message_count += len(stored)
+        self.last_message_id = record.message_id
+        self.cache.absorb(record)
+        if any(m.role == "assistant" and _has_thinking(m) for m in stored):
+            self.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
 
 
 class ConversationActor(Actor[ConversationMessage, Any]):
@@ -376,7 +392,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 continuum = await storage.continuum(self._user, self._id)
             except UnknownContinuum:
-                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, 0, model)
+                self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, model)
             else:
                 history = CompactHistory(
                     await storage.history(self._user, self._id), message_tokens
@@ -386,19 +402,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     continuum.history_start,
                     continuum.message_count,
                     continuum.last_message_id,
-                    history.tokens,
                     model,
                 )
                 await self._load_producers(state)
                 for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
                     if record.status == "completed":
-                        state.last_model = record.model
-                        state.turn_times.append(record.started_at)
-                        state.last_ttl = record.cache_ttl
-                        state.reused.append(record.cache_miss_reason not in _CHANGED)
-                        state.system_entry = _system_entry(state.system_entry, record)
-                        state.turn_ended = record.finished_at
-                        state.history_entry = history_entry_after(state.history_entry, record)
+                        state.cache.absorb(record)
                 self._state = state
         return self._state
 
@@ -466,7 +475,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """What a change of model costs this turn, said in the turn's warnings."""
         warnings: list[str] = []
         catalog = self._deps.models.catalog
-        previous = state.last_model
+        previous = state.cache.last_model
         if previous is not None and catalog.canonical(previous) != row.name:
             # Caches are per model ("What invalidates the cache": a model change
             # invalidates everything): the whole prefix is written again.
@@ -512,28 +521,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     ) -> CacheView:
         """What the policy knows now; `pending`: the next turn has not come yet (its
         pause is unknown, not counted among the pauses)."""
-        times = list(state.turn_times)
-        pauses = tuple(b - a for a, b in pairwise(times))
-        since_last = now - times[-1] if times else None
-        if since_last is not None and not pending:
-            pauses = (*pauses, since_last)
-        previous = state.last_ttl
-        entry = state.history_entry
-        if pending and previous is not None and entry is not None and entry != previous.history:
-            # For the warm-up: the entry as written, not as marked (`history_entry_after`).
-            # A turn's own choice keeps planning on the mark: measured, planning turns on
-            # the written entry cost more (seed 6 of the realistic script: +16%), since
-            # it then keeps betting on 5m after each re-write.
-            previous = TtlChoice(previous.system, entry, previous.reason)
-        warmed = state.warmed_at
-        if warmed is not None and previous is not None and since_last is not None:
-            # A warm-up since the last turn wrote the history at 1h, counted from then.
-            previous = TtlChoice(previous.system, "1h", previous.reason)
-            since_last = now - warmed
+        book = state.cache
+        pauses, since_last, previous = book.timing(now, pending=pending)
         tools = sum(
-            estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
-            + BLOCK_FRAMING_TOKENS
-            for t in self._deps.tool_definitions
+            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
+            for t in map(out_tool, self._deps.tools.offered())
         )
         system = tools + sum(
             estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
@@ -551,7 +543,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             if turn_id != last_turn:
                 last_turn, increment = turn_id, 0
             increment += tokens
-        reused = list(state.reused)
         row = known_row(self._deps.models.catalog, state.model.name)
         return CacheView(
             now=now,
@@ -561,8 +552,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             system_tokens=system,
             history_tokens=history_tokens,
             increment_tokens=increment,
-            reusable=sum(reused) / len(reused) if reused else 1.0,
-            system_entry=state.system_entry[0] if state.system_entry else None,
+            reusable=book.reusable(),
+            system_entry=book.system_entry[0] if book.system_entry else None,
             system_entry_known=True,
             write_5m=row.cache_write_5m,
             write_1h=row.cache_write_1h,
@@ -640,6 +631,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         previous_id: str | None,
         model: ModelChoice,
         ttl: TtlChoice,
+        tools: Sequence[OfferedTool] | None = None,
     ) -> ModelRequest:
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
@@ -654,16 +646,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             notification = ""
         thinking = None
         if model.thinking == "enabled":
-            thinking = ThinkingConfig("enabled", model.budget_tokens)
+            thinking = ThinkingConfig("enabled", model.budget_tokens, model.thinking_display)
         elif model.thinking == "adaptive":
-            thinking = ThinkingConfig("adaptive")
+            thinking = ThinkingConfig("adaptive", display=model.thinking_display)
         elif known_row(self._deps.models.catalog, model.name).thinking_default == "on":
             # Off on a model that thinks unless told: say so (omitting it would think).
             thinking = ThinkingConfig("disabled")
         return build_request(
             model=model.name,
             max_tokens=model.max_tokens,
-            tools=self._deps.tool_definitions,
+            tools=self._deps.tools.offered() if tools is None else tools,
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),
@@ -714,9 +706,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # last turn's marks (a 5m write here would make the next turn's 1h mark moot).
         view = self._cache_view(state, composed, history, self._deps.clock(), pending=True)
         ttl = self._ttl_policy.choose(msgspec.structs.replace(view, ahead=True))
-        state.last_exchange_cached = True  # the warm-up then has nothing left to write
-        if state.history_entry != "1h":
-            state.history_entry = ttl.history
+        state.cache.rode(ttl.history)
         user = Message("user", (TextBlock(instruction),))
         return self._request(
             msgspec.structs.replace(composed, notification=""),
@@ -738,20 +728,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return WarmUpDone(False, "off: cache.warm = false")
         state = await self._load()
         now = self._deps.clock()
-        if state.last_ttl is None or state.turn_ended is None or state.message_count == 0:
+        if state.message_count == 0:
             return WarmUpDone(False, "no turn to warm after")
-        if state.warmed_at is not None:
-            return WarmUpDone(False, "already warmed since the last turn")
-        if (state.history_entry or state.last_ttl.history) == "1h":
-            return WarmUpDone(False, "the history entry is already 1h")
-        if state.last_exchange_cached:
-            # Its breakpoint would fall at or before the highest hit: nothing written.
-            return WarmUpDone(False, "the last exchange is already cached: nothing to write")
-        idle = now - state.turn_ended
-        if idle < cache.warm_after_seconds:
-            return WarmUpDone(False, f"idle {idle:.0f} s only: a turn came since")
-        if idle >= TTL_SECONDS["5m"]:
-            return WarmUpDone(False, f"idle {idle:.0f} s: the 5m entry has expired")
+        refusal = state.cache.warm_refusal(now, cache.warm_after_seconds)
+        if refusal is not None:
+            return WarmUpDone(False, refusal)
         if state.model.thinking != "off":
             # max_tokens must exceed a thinking budget, and a request with other thinking
             # settings than the turns' re-writes the cached messages (prompt caching,
@@ -795,9 +776,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return WarmUpDone(False, f"failed: {exc}")
         if done is None:
             return WarmUpDone(False, "failed: the stream ended without a reply")
-        state.warmed_at = now
-        state.history_entry = "1h"
-        state.system_entry = system_entry_after(state.system_entry, now, False, None)
+        state.cache.warmed(now)
         log.info("cache warm-up of %r: %s", self._id, reason)
         return WarmUpDone(True, reason, done.usage, request.model)
 
@@ -810,8 +789,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         yield TurnStarted(turn.turn_id, self._id)
         if deps.draining():
             reason = "the service is shutting down; this turn did not start"
-            await self._record_unfinished(run, "cancelled", f"shutting_down: {reason}")
-            yield TurnError("shutting_down", reason, turn.turn_id)
+            await self._record_unfinished(run, "cancelled", f"{ShuttingDown.type}: {reason}")
+            yield TurnError(ShuttingDown.type, reason, turn.turn_id)
             return
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
@@ -832,6 +811,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             start = await self._trim_point(state)
             history, dropped = self._readable(state, state.history.messages(start), model.name)
             new_start = start
+            # The tools array, fixed for the whole turn (its tool loop included).
+            tools = deps.tools.offered()
+            tools_changed = _tools_change(state.tools, tools)
             view = self._cache_view(state, composed, history, turn.now)
             run.ttl = self._ttl_policy.choose(view)
             run.warnings += self._switch_warnings(state, row, dropped, view, run.ttl)
@@ -848,18 +830,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     previous_id=previous_id,
                     model=model,
                     ttl=run.ttl,
+                    tools=tools,
                 )
                 done: StreamDone | None = None
                 async with aclosing(self._call(request, run)) as events:
                     async for event in events:
-                        if isinstance(event, TextDelta):
-                            yield event
-                        else:
+                        if isinstance(event, StreamDone):
                             done = event
+                        else:
+                            yield event
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
+                    if tools_changed:
+                        written = done.usage.cache_creation_input_tokens
+                        run.warnings += (
+                            f"the tools array changed since this continuum's last turn "
+                            f"({tools_changed}): this turn wrote {written:,} tokens to the "
+                            "cache (one full cache write of its prefix)",
+                        )
                     # The next turn extends this call's prefix (the history breakpoint),
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id
@@ -887,12 +877,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
-        except (FrontmindError, KernelError, StorageError) as exc:
-            kind = (
-                exc.kind
-                if isinstance(exc, FrontmindError)
-                else ("storage_error" if isinstance(exc, StorageError) else "internal_error")
-            )
+            state.tools = tools
+        except (FrontmindError, KernelError) as exc:
+            kind = error_type(exc)
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)
             return
@@ -901,8 +888,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         except Exception as exc:
             log.exception("turn %s of %r failed", turn.turn_id, self._id)
             detail = f"{type(exc).__name__}: {exc}"
-            await self._record_unfinished(run, "failed", f"internal_error: {detail}")
-            yield TurnError("internal_error", f"the turn failed: {detail}", turn.turn_id)
+            kind = error_type(exc)
+            await self._record_unfinished(run, "failed", f"{kind}: {detail}")
+            yield TurnError(kind, f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
             await self._record_unfinished(run, "cancelled", "cancelled")
@@ -975,7 +963,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         for use in uses:
             yield ToolStarted(use.id, use.name, use.input_json)
             outcome = await self._run_tool(use, turn, effects)
-            results.append(ToolResultBlock(use.id, outcome.content, outcome.is_error))
+            results.append(
+                ToolResultBlock(use.id, outcome.content, outcome.is_error, outcome.blocks_json)
+            )
             if outcome.update:
                 updates.append(outcome.update)
             yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
@@ -999,7 +989,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         model = {"gen_ai.request.model": request.model}
         with span("frontmind.model_call", run.turn.turn_id, **model) as call:
@@ -1012,7 +1002,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _call_once(
         self, request: ModelRequest, run: _TurnRun
-    ) -> AsyncGenerator[TextDelta | StreamDone, None]:
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         retried = False
         while True:
             emitted = False
@@ -1030,6 +1020,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             run.text.append(gap)
                             yield TextDelta(gap)
                         emitted = True
+                        if isinstance(event, StreamThinking):
+                            yield ThinkingDelta(event.text, event.redacted)
+                            continue
                         run.text.append(event.text)
                         yield TextDelta(event.text)
             except ModelStreamError:
@@ -1073,24 +1066,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
             for i, m in enumerate(tail)
         ]
-        if new_start is not None:
-            state.history.drop_before(new_start)
-            state.history_start = new_start
-        state.history.extend(stored)
-        state.tokens = state.history.tokens
-        state.message_count += len(stored)
-        state.last_message_id = record.message_id
-        state.turn_times.append(record.started_at)
-        state.last_ttl = record.cache_ttl
-        state.reused.append(record.cache_miss_reason not in _CHANGED)
-        state.system_entry = _system_entry(state.system_entry, record)
-        state.turn_ended = record.finished_at
-        state.warmed_at = None
-        state.history_entry = history_entry_after(state.history_entry, record)
-        state.last_exchange_cached = False
-        state.last_model = record.model
-        if any(m.role == "assistant" and _has_thinking(m) for m in stored):
-            state.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
+        state.committed(record, stored, new_start)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
         record = run.record(status, self._deps.clock(), error=error)

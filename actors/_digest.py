@@ -11,6 +11,7 @@ offline runs produce deterministic summaries.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import msgspec
 
@@ -31,6 +32,8 @@ SUMMARY_MARKER = "[frontmind:segment-summary]"
 TRANSCRIPT_CHARS = 24_000  # a segment quoted in the instruction is cut to this
 MAX_MEMORIES = 8
 SAME_MEMORY = 0.6  # word overlap (Jaccard) at which a proposal is the same memory
+# With an embedder: the cosine at which it is (`memory.same_memory_cosine` sets it).
+SAME_MEANING = 0.9
 
 _SHAPE = (
     'Reply with one JSON object and nothing else: {"title": "at most 8 words", '
@@ -124,21 +127,37 @@ def similarity(a: str, b: str) -> float:
 
 
 def deduplicate(
-    proposed: ProposedMemory, candidates: list[Memory], accepted: list[MemoryProposal]
+    proposed: ProposedMemory,
+    candidates: list[Memory],
+    accepted: list[MemoryProposal],
+    *,
+    closeness: Mapping[int, float] | None = None,
+    same_cosine: float = SAME_MEANING,
 ) -> MemoryProposal | None:
     """The proposal as it should be written: an update of the existing memory it
     repeats (None when it adds nothing), or a new memory. `accepted` are this pass's
-    earlier proposals, so one pass never writes the same memory twice."""
+    earlier proposals, so one pass never writes the same memory twice.
+
+    A candidate repeats the proposal when their word overlap reaches SAME_MEMORY (the
+    rule for keyword-only setups); with an embedder, `closeness` gives each candidate's
+    cosine to the proposal, and the same meaning is a cosine reaching `same_cosine`.
+    """
     for earlier in accepted:
         if similarity(earlier.text, proposed.text) >= SAME_MEMORY:
             return None
+
+    def score(memory: Memory) -> float:
+        if closeness is None:
+            return similarity(memory.text, proposed.text)
+        return closeness.get(memory.id, 0.0)
+
+    threshold = SAME_MEMORY if closeness is None else same_cosine
     best: Memory | None = None
     best_score = 0.0
     for memory in candidates:
-        score = similarity(memory.text, proposed.text)
-        if score > best_score:
-            best, best_score = memory, score
-    if best is not None and best_score >= SAME_MEMORY:
+        if (memory_score := score(memory)) > best_score:
+            best, best_score = memory, memory_score
+    if best is not None and best_score >= threshold:
         if best.text == proposed.text and best.importance >= proposed.importance:
             return None  # nothing new: the memory stays as it is
         return MemoryProposal(proposed.text, max(best.importance, proposed.importance), best.id)

@@ -3,12 +3,15 @@ per continuum, spawned on first use under the caller's actor system."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import partial
+from types import TracebackType
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
@@ -31,6 +34,7 @@ from storage import (
     TurnUsage,
     check_continuum_id,
     check_user_name,
+    error_type,
 )
 
 from ._background import BackgroundWorker, background_name
@@ -52,11 +56,18 @@ from ._events import TurnError, TurnEvent
 from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
+from ._mcp import McpHub, McpServer, check_mcp_servers
 from ._messages import Compose, Composed, Drain, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder, load_embedder
+from ._server_tools import (
+    ServerTool,
+    ServerToolSupport,
+    check_server_tool_support,
+    no_server_tool_data,
+)
 from ._settings import Settings
 from ._timers import Timers
 from ._tool_spec import Tool
@@ -75,7 +86,17 @@ from ._trinkets import (
 )
 from ._ttl import TtlPolicy
 
-__all__ = ["Engine", "LaneKey", "TrinketEntry", "builtin_trinkets", "validate_settings"]
+__all__ = [
+    "Engine",
+    "LaneKey",
+    "TrinketEntry",
+    "TurnStream",
+    "TurnWatch",
+    "builtin_trinkets",
+    "validate_settings",
+]
+
+log = logging.getLogger("frontmind.engine")
 
 # A conversation is identified by its user and the user's continuum id: two users may
 # both have a continuum "main", and each gets its own lane.
@@ -139,6 +160,10 @@ def validate_settings(
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
+    if not 0 < settings.memory.same_memory_cosine <= 1:
+        raise SettingsError("memory.same_memory_cosine: must be in (0, 1]")
+    if not settings.memory.embed_deadline_ms > 0:
+        raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
         # A bad name fails at startup.
         load_embedder(settings.memory.embedder, settings.module_path)
@@ -201,6 +226,7 @@ def builtin_trinkets(
                 directory=d,
                 embedder=embedder,
                 weight=settings.memory.embedding_weight,
+                embed_deadline=settings.memory.embed_deadline_ms / 1000,
             ),
         ),
     ]
@@ -233,12 +259,23 @@ class Engine:
         models: ModelSource,
         tools: Sequence[Tool[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
+        mcp: Sequence[McpServer] = (),
+        server_tools: Sequence[ServerTool] = (),
+        server_tool_support: ServerToolSupport = no_server_tool_data,
+        mcp_policy: RestartPolicy | None = None,
     ) -> None:
         validate_settings(settings, [entry.section for entry in trinkets], catalog=models.catalog)
         self._models = models
-        # The tools are fixed for the Engine's life: the `tools` array leads every cached
-        # prefix, so it must not change between turns.
-        definitions = tool_definitions(settings.tools.enabled, tools)
+        # The built-in and user tools are fixed for the Engine's life: the `tools` array
+        # leads every cached prefix, so it must not change between turns. MCP servers'
+        # tools change only when a server first runs or on an explicit reload (McpHub).
+        tool_definitions(settings.tools.enabled, tools)
+        check_mcp_servers(mcp)
+        self._server_tools = tuple(server_tools)
+        self._server_tool_support = server_tool_support
+        check_server_tool_support(
+            self._server_tools, settings.model.name, server_tool_support, "[[server_tool]]"
+        )
         if settings.composer.legacy_placement:
             registry = registry.legacy()
         for entry in trinkets:
@@ -297,6 +334,7 @@ class Engine:
                 busy=self._busy_continuums,
                 clock=clock,
                 embedder=embedder,
+                same_cosine=settings.memory.same_memory_cosine,
             ),
             name=background_name(),
             mailbox=16,
@@ -304,9 +342,12 @@ class Engine:
         # The cache warm-up's timers (`use_timers`; none: no warm-ups) and what the
         # warm-ups sent so far: their number and summed usage, for costs and metrics.
         self._timers: Timers | None = None
+        self._watch: TurnWatch | None = None
         self.warm_ups = 0
         self.warm_usage = TurnUsage()
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
+        # The MCP servers' actors (spawned now, started by `mcp.running()`).
+        self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -316,8 +357,9 @@ class Engine:
                 settings.tools.enabled,
                 tools,
                 timeout_s=settings.tools.timeout_s,
+                mcp=self.mcp,
+                server_tools=self._server_tools,
             ),
-            tool_definitions=definitions,
             settings=settings,
             models=models,
             clock=clock,
@@ -385,14 +427,10 @@ class Engine:
             async with self._using(user, continuum_id) as lane:
                 done: WarmUpDone = await lane.conversation.ask(WarmUp())
         except (KernelError, StorageError) as exc:
-            logging.getLogger("frontmind.engine").warning(
-                "cache warm-up of %s/%s: %s", user, continuum_id, exc
-            )
+            log.warning("cache warm-up of %s/%s: %s", user, continuum_id, exc)
             return
         self.warm_reasons = [*self.warm_reasons[-7:], done.reason]
-        logging.getLogger("frontmind.engine").debug(
-            "cache warm-up of %s/%s: %s", user, continuum_id, done.reason
-        )
+        log.debug("cache warm-up of %s/%s: %s", user, continuum_id, done.reason)
         if done.sent:
             self.warm_ups += 1
             self.warm_usage = self.warm_usage + done.usage
@@ -409,10 +447,11 @@ class Engine:
 
     def wake_background(self) -> None:
         """Look for due background jobs and searches now (a full mailbox already has a
-        wake queued); searches left by a replica that died are among them."""
-        with suppress(MailboxFull):
+        wake queued, a stopped actor needs none); searches left by a replica that died
+        are among them."""
+        with suppress(KernelError):
             self._background.tell(Wake())
-        with suppress(MailboxFull):
+        with suppress(KernelError):
             self._searcher.tell(Wake())
 
     async def run_background(self) -> int:
@@ -459,61 +498,49 @@ class Engine:
             lane.users -= 1
             lane.last_used = time.monotonic()
 
-    @asynccontextmanager
-    async def turn(
-        self, continuum_id: str, message: UserInput, *, user: str
-    ) -> AsyncIterator[ReplyStream[TurnEvent]]:
-        """Run a turn; iterate the events. Leaving early cancels the turn cleanly.
+    def turn(self, continuum_id: str, message: UserInput, *, user: str) -> TurnStream:
+        """A turn, started by its first event, `async with` or `start()`; see `TurnStream`.
 
         `message` is text or a list of content blocks (text, images, documents). Bad
-        input (`InvalidInput`, `MessageTooLarge`) is refused here, before anything is
-        composed, sent to the model or stored.
+        input (`InvalidInput`, `MessageTooLarge`) is refused when it starts, before
+        anything is composed, sent to the model or stored.
         """
-        content, text = user_content(message)
-        turn_id = new_turn_id()
-        run = RunTurn(turn_id, text, () if isinstance(message, str) else content)
+        return TurnStream(self, continuum_id, message, user)
+
+    def watch_turns(self, watch: TurnWatch) -> None:
+        """Tell `watch` whenever a turn starts and ends (the `idle` GC policy's collector)."""
+        self._watch = watch
+
+    async def _hold_turn(self, user: str, continuum_id: str) -> _Lane:
+        """The lane for a turn, held (never evicted) and counted among the turns running
+        until `_release_turn`."""
         if self._timers is not None:
             self._timers.cancel((user, continuum_id))  # a turn is here: no warm-up now
-        async with self._using(user, continuum_id) as lane, self._turn_running(user, continuum_id):
-            stream = lane.conversation.stream(run, wait=False)
-            try:
-                events = await stream.__aenter__()
-            except MailboxFull:
-                waiting = self._settings.turns.max_queued
-                raise Busy(
-                    f"continuum {continuum_id!r} already has {waiting} "
-                    f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
-                ) from None
-            except RestartLimitReached as exc:
-                raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
-            record = TurnRecord(
-                turn_id, continuum_id, "failed", self._deps.clock(), 0.0,
-                self._settings.model.name, text,
-            )  # fmt: skip
-            try:
-                yield _GuardedEvents(events, user, record, self._deps.storage, self._deps.clock)
-            except BaseException as exc:
-                if not await stream.__aexit__(type(exc), exc, exc.__traceback__):
-                    raise
-            else:
-                await stream.__aexit__(None, None, None)
-                self._schedule_warm_up(user, continuum_id)
-
-    @asynccontextmanager
-    async def _turn_running(self, user: str, continuum_id: str) -> AsyncIterator[None]:
+        lane = await self._lane(user, continuum_id)
+        lane.users += 1
         key = (user, continuum_id)
         self._turning[key] = self._turning.get(key, 0) + 1
-        try:
-            yield
-        finally:
-            left = self._turning[key] - 1
-            if left:
-                self._turning[key] = left
-            else:
-                del self._turning[key]
-                if key in self._wake_after:
-                    self._wake_after.discard(key)
-                    self.wake_background()
+        if self._watch is not None:
+            self._watch.turn_began()
+        return lane
+
+    def _release_turn(self, user: str, continuum_id: str, lane: _Lane, *, ended: bool) -> None:
+        """A turn is over (`ended`: without an error): its lane and its count go."""
+        if ended:
+            self._schedule_warm_up(user, continuum_id)
+        key = (user, continuum_id)
+        left = self._turning[key] - 1
+        if left:
+            self._turning[key] = left
+        else:
+            del self._turning[key]
+            if key in self._wake_after:
+                self._wake_after.discard(key)
+                self.wake_background()
+        lane.users -= 1
+        lane.last_used = time.monotonic()
+        if self._watch is not None:
+            self._watch.turn_ended()
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
@@ -580,6 +607,9 @@ class Engine:
         try:
             catalog = await self._models.meet(choice.name)  # online: the Models API first
             check_model_choice(choice, self._settings.composer.channel, catalog)
+            check_server_tool_support(
+                self._server_tools, choice.name, self._server_tool_support, "model"
+            )
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
         await self._storage.set_continuum_model(user, continuum_id, own)
@@ -641,53 +671,179 @@ class Engine:
         (`shutting_down`) when their turn comes, instead of running."""
         self._draining = True
 
+    def offered_tools(self) -> tuple[Any, ...]:
+        """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
+        return self._deps.tools.offered()
+
     def lanes(self) -> list[LaneKey]:
         """The (user, continuum id) of every running lane."""
         return list(self._lanes)
 
 
-class _GuardedEvents(ReplyStream[TurnEvent]):
-    """A turn's events, ended properly even if the conversation actor itself crashes:
-    the caller gets an error event with the turn's id and the turn gets a record (the
-    actor records every ending it sees; this covers the one it cannot)."""
+class TurnWatch(Protocol):
+    """Told when each turn starts and ends."""
 
-    __slots__ = ("_clock", "_ended", "_record", "_storage", "_user")
+    def turn_began(self) -> None: ...
 
-    def __init__(
-        self,
-        inner: ReplyStream[TurnEvent],
-        user: str,
-        record: TurnRecord,
-        storage: Storage,
-        clock: Callable[[], float],
-    ) -> None:
-        super().__init__(inner._slot)
+    def turn_ended(self) -> None: ...
+
+
+class TurnStream:
+    """The events of one turn, and the one owner of what the turn holds: its place in
+    the continuum's queue, its lane (the continuum's actors, never evicted meanwhile)
+    and its count among the turns running.
+
+    `async for` reads the events; `async with` (or `aclose()`) leaves early safely: the
+    turn is cancelled cleanly and its record says so. `start()` submits the turn without
+    reading an event (the first event and `async with` start it otherwise): bad input
+    (`InvalidInput`, `MessageTooLarge`) and a full queue (`Busy`) are raised there,
+    before anything is composed, sent or stored. Every ending goes through one close
+    path: the last event read, leaving the block, `aclose()`, an error or cancellation
+    while reading, and a stream dropped unclosed (an `async for` left by `break`), which
+    its finalizer closes on the event loop's thread.
+
+    If the conversation actor itself crashes, the stream still ends properly: with an
+    error event carrying the turn's id, and a record for the turn (the actor records
+    every ending it sees; this covers the one it cannot).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_continuum_id",
+        "_crashed",
+        "_engine",
+        "_events",
+        "_lane",
+        "_loop",
+        "_message",
+        "_run",
+        "_started_at",
+        "_user",
+    )
+
+    def __init__(self, engine: Engine, continuum_id: str, message: UserInput, user: str) -> None:
+        self._engine = engine
+        self._continuum_id = continuum_id
+        self._message = message
         self._user = user
-        self._record = record
-        self._storage = storage
-        self._clock = clock
-        self._ended = False
+        self._events: ReplyStream[TurnEvent] | None = None
+        self._lane: _Lane | None = None
+        self._run: RunTurn | None = None
+        self._started_at = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._crashed = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Queue the turn now (once; later calls return at once)."""
+        if self._events is not None or self._closed:
+            return
+        engine, continuum_id = self._engine, self._continuum_id
+        content, text = user_content(self._message)
+        run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
+        self._lane = lane = await engine._hold_turn(self._user, continuum_id)
+        try:
+            self._events = lane.conversation.stream_nowait(run)
+        except MailboxFull:
+            waiting = engine._settings.turns.max_queued
+            raise Busy(
+                f"continuum {continuum_id!r} already has {waiting} "
+                f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
+            ) from None
+        except RestartLimitReached as exc:
+            raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+        finally:
+            if self._events is None:
+                self._close(ended=False)
+        self._run = run
+        self._started_at = engine._deps.clock()
+        self._loop = asyncio.get_running_loop()
+
+    async def __aenter__(self) -> TurnStream:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close(ended=exc_type is None)
+
+    async def aclose(self) -> None:
+        self._close(ended=True)
+
+    def __aiter__(self) -> TurnStream:
+        return self
 
     async def __anext__(self) -> TurnEvent:
-        if self._ended:
+        if self._closed:
+            raise StopAsyncIteration
+        events = self._events
+        if events is None:
+            await self.start()
+            events = self._events
+            assert events is not None
+        if self._crashed:
+            self._close(ended=True)
             raise StopAsyncIteration
         try:
-            return await super().__anext__()
+            return await events.__anext__()
         except StopAsyncIteration:
+            self._close(ended=True)
             raise
-        except Exception as exc:
-            logging.getLogger("frontmind.engine").error(
-                "turn %s: the conversation actor failed", self._record.turn_id, exc_info=exc
-            )
-            self._ended = True
-            detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
-            record = msgspec.structs.replace(
-                self._record, finished_at=self._clock(), error=f"internal_error: {detail}"
-            )
-            # If the actor recorded the turn, this adds nothing (one record per turn id).
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-                await self._storage.record_turn(self._user, record)
-            return TurnError("internal_error", detail, record.turn_id)
+        except Exception as exc:  # the actor boundary: its crash is an event, not ours
+            log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
+            self._crashed = True
+            return await self._crash_event(exc)
+        except BaseException:
+            self._close(ended=False)
+            raise
+
+    def _close(self, *, ended: bool) -> None:
+        """The one close path: the handler is cancelled if it still runs (its record
+        says so), then the lane and the turn's count are released."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._events is not None:
+            self._events.abandon()
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            ended = ended and self._events is not None
+            self._engine._release_turn(self._user, self._continuum_id, lane, ended=ended)
+
+    def _turn_id(self) -> str | None:
+        return None if self._run is None else self._run.turn_id
+
+    def __del__(self) -> None:
+        if not self._closed and self._loop is not None:
+            # Dropped unclosed: closed on the loop's thread (a collection may run anywhere).
+            with suppress(RuntimeError):  # the loop is closed: nothing is left to release
+                self._loop.call_soon_threadsafe(partial(self._close, ended=False))
+
+    async def _crash_event(self, exc: Exception) -> TurnError:
+        """The conversation actor failed (it is restarted): an error event and a record."""
+        run = self._run
+        assert run is not None
+        engine = self._engine
+        detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
+        kind = error_type(exc)
+        record = TurnRecord(
+            run.turn_id,
+            self._continuum_id,
+            "failed",
+            self._started_at,
+            engine._deps.clock(),
+            engine._settings.model.name,
+            run.text,
+            error=f"{kind}: {detail}",
+        )
+        # If the actor recorded the turn, this adds nothing (one record per turn id).
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+            await engine._deps.storage.record_turn(self._user, record)
+        return TurnError(kind, detail, run.turn_id)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from storage import SectionStatus, TurnUsage
 
 __all__ = [
     "TextDelta",
+    "ThinkingDelta",
     "Timings",
     "ToolFinished",
     "ToolStarted",
@@ -28,6 +29,15 @@ class TurnStarted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.star
 
 class TextDelta(msgspec.Struct, frozen=True, tag_field="event", tag="text.delta"):
     text: str
+
+
+class ThinkingDelta(msgspec.Struct, frozen=True, tag_field="event", tag="thinking.delta"):
+    """The model's thinking as it streams (a summary on the models that summarize it;
+    nothing when its display is "omitted"). A `redacted_thinking` block is announced
+    with `redacted=True` and no text: its data is encrypted and never shown."""
+
+    text: str
+    redacted: bool = False
 
 
 class ToolStarted(msgspec.Struct, frozen=True, tag_field="event", tag="tool.started"):
@@ -69,4 +79,6 @@ class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
     turn_id: str | None = None
 
 
-TurnEvent = TurnStarted | TextDelta | ToolStarted | ToolFinished | TurnCompleted | TurnError
+TurnEvent = (
+    TurnStarted | TextDelta | ThinkingDelta | ToolStarted | ToolFinished | TurnCompleted | TurnError
+)

@@ -1,14 +1,21 @@
-"""Every error the domain actors raise, under one root, named by cause."""
+"""Every error the domain actors raise, named by cause, under Frontmind's one root.
+
+The root, `FrontmindError`, is storage's (the lowest layer that raises errors; see
+`storage/_exceptions.py`) and is re-exported here. Each class's `type` is the one string
+its error is reported with, in a `TurnError` event and in the daemon's answers alike;
+the whole tree is drawn in `frontmind/_exceptions.py`.
+"""
 
 from __future__ import annotations
 
-from storage import InvalidInput
+from storage import FrontmindError, InvalidInput
 
 __all__ = [
     "Busy",
     "ComposeTimeout",
     "FrontmindError",
     "InvalidModelSettings",
+    "McpUnavailable",
     "ModelError",
     "ModelOverloaded",
     "ModelRefused",
@@ -17,91 +24,93 @@ __all__ = [
     "ModelUnavailable",
     "SectionConfigError",
     "SettingsError",
+    "ShuttingDown",
     "ToolDefinitionError",
     "TrinketLoadError",
 ]
 
 
-class FrontmindError(Exception):
-    """Root of every error raised by the actors package."""
+class Busy(FrontmindError):
+    """Too many turns are already queued on this continuum."""
 
-    kind = "frontmind_error"
-
-
-class SectionConfigError(FrontmindError):
-    """A section is not in the placement registry, or the registry itself is inconsistent."""
-
-    kind = "configuration_error"
+    type = "busy"
 
 
-class TrinketLoadError(FrontmindError):
-    """A configured trinket could not be imported or constructed."""
+class ShuttingDown(FrontmindError):
+    """The service is shutting down: a queued or running turn was ended (cancelled, with
+    a record saying so; nothing of it is in the history)."""
 
-    kind = "configuration_error"
+    type = "shutting_down"
 
 
-class ToolDefinitionError(FrontmindError):
-    """A tool cannot be declared: a bad name, no description, a signature with no schema."""
+class McpUnavailable(FrontmindError):
+    """An MCP server marked `required` did not start: the instance does not start."""
 
-    kind = "configuration_error"
+    kind = "mcp_unavailable"
 
 
 class ComposeTimeout(FrontmindError):
     """The composer itself did not answer (its trinkets' deadline is separate)."""
 
-    kind = "timeout"
-
-
-class Busy(FrontmindError):
-    """Too many turns are already queued on this continuum."""
-
-    kind = "busy"
+    type = "compose_timeout"
 
 
 class ModelError(FrontmindError):
     """The model call failed (the SDK's error is chained as the cause)."""
 
-    kind = "model_error"
+    type = "model_error"
 
 
 class ModelUnavailable(ModelError):
     """No usable API key, or the API could not be reached: says what to set."""
 
-    kind = "model_unavailable"
+    type = "model_unavailable"
 
 
 class ModelOverloaded(ModelError):
     """Rate limited or overloaded, and the SDK's retries are used up."""
 
-    kind = "overloaded"
+    type = "model_overloaded"
 
 
 class ModelRejected(ModelError):
     """The API refused the request (4xx other than auth and rate limits)."""
 
-    kind = "invalid_request"
+    type = "model_rejected"
 
 
 class ModelRefused(ModelError):
     """The model declined the message (`stop_reason: "refusal"`)."""
 
-    kind = "refusal"
+    type = "refusal"
 
 
 class ModelStreamError(ModelError):
     """The stream broke after it started (an `event: error` or a dropped connection)."""
 
-    kind = "stream_error"
+    type = "stream_error"
 
 
 class SettingsError(FrontmindError):
     """A setting has a value the runtime cannot work with (the message names it)."""
 
-    kind = "configuration_error"
+    type = "configuration_error"
+
+
+class SectionConfigError(SettingsError):
+    """A section is not in the placement registry, or the registry itself is inconsistent."""
+
+
+class TrinketLoadError(SettingsError):
+    """A configured trinket could not be imported or constructed."""
+
+
+class ToolDefinitionError(SettingsError):
+    """A tool cannot be declared: a bad name, no description, a signature with no schema."""
 
 
 class InvalidModelSettings(SettingsError, InvalidInput):
     """A continuum's model settings were refused (the message names the setting); an
     `InvalidInput` too, like every other refused input."""
 
-    kind = "invalid_request"
+    type = "invalid_request"

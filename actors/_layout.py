@@ -40,8 +40,9 @@ from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock,
 
 from ._messages import SystemSection
 from ._notification import DELIMITER
+from ._server_tools import ServerTool
 from ._settings import CacheSettings
-from ._tools import ToolDefinition
+from ._tools import OfferedTool
 
 __all__ = [
     "CACHEABLE_KINDS",
@@ -52,7 +53,10 @@ __all__ = [
     "OutMessage",
     "block_kind",
     "build_request",
+    "out_tool",
     "previous_boundary",
+    "tool_name",
+    "tool_text",
 ]
 
 LOOKBACK_BLOCKS = 20
@@ -159,6 +163,7 @@ class OutMessage(msgspec.Struct, frozen=True, gc=False):
 class ThinkingConfig(msgspec.Struct, frozen=True, omit_defaults=True):
     type: Literal["enabled", "adaptive", "disabled"]
     budget_tokens: int | None = None
+    display: str | None = None  # "summarized" or "omitted"; None: the model's default
 
 
 class OutputConfig(msgspec.Struct, frozen=True):
@@ -182,7 +187,8 @@ class ModelRequest(msgspec.Struct, frozen=True, omit_defaults=True):
     max_tokens: int
     messages: tuple[OutMessage, ...]
     system: tuple[OutText, ...] = ()
-    tools: tuple[OutTool, ...] = ()
+    # Client tools, then server tools as the exact JSON of their `[[server_tool]]` entry.
+    tools: tuple[OutTool | msgspec.Raw, ...] = ()
     diagnostics: Diagnostics | None = None
     thinking: ThinkingConfig | None = None
     output_config: OutputConfig | None = None
@@ -205,6 +211,25 @@ def _out(block: ContentBlock, cache: CacheControl | None = None) -> OutBlock:
         return msgspec.Raw(block.json.rstrip().removesuffix("}").encode() + mark)
     content = msgspec.Raw(block.content_json.encode()) if block.content_json else block.content
     return OutToolResult(block.tool_use_id, content, block.is_error, cache)
+
+
+def out_tool(tool: OfferedTool) -> OutTool | msgspec.Raw:
+    if isinstance(tool, ServerTool):
+        return msgspec.Raw(tool.json.encode())
+    return OutTool(tool.name, tool.description, tool.input_schema)
+
+
+def tool_text(tool: OutTool | msgspec.Raw) -> str:
+    """A tool definition's text, for token estimates."""
+    if isinstance(tool, msgspec.Raw):
+        return bytes(tool).decode()
+    return tool.name + tool.description + bytes(tool.input_schema).decode()
+
+
+def tool_name(tool: OutTool | msgspec.Raw) -> str:
+    if isinstance(tool, msgspec.Raw):
+        return str(msgspec.json.decode(tool, type=dict).get("name", ""))
+    return tool.name
 
 
 def _lookback_end(history: Sequence[Message], boundary: int, history_bp: int) -> int | None:
@@ -275,7 +300,7 @@ def build_request(
     *,
     model: str,
     max_tokens: int,
-    tools: Sequence[ToolDefinition],
+    tools: Sequence[OfferedTool],
     system: Sequence[SystemSection],
     history: Sequence[Message],
     boundary: int | None,
@@ -347,7 +372,7 @@ def build_request(
         max_tokens=max_tokens,
         messages=tuple(messages),
         system=system_blocks,
-        tools=tuple(OutTool(t.name, t.description, t.input_schema) for t in tools),
+        tools=tuple(out_tool(t) for t in tools),
         diagnostics=Diagnostics(previous_message_id) if cache.diagnostics else None,
         thinking=thinking,
         output_config=None if effort is None else OutputConfig(effort),

@@ -32,11 +32,20 @@ __all__ = [
     "SSEDecoder",
     "StreamDone",
     "StreamText",
+    "StreamThinking",
 ]
 
 
 class StreamText(msgspec.Struct, frozen=True):
     text: str
+
+
+class StreamThinking(msgspec.Struct, frozen=True):
+    """Thinking text as it streams; `redacted`: a redacted_thinking block began (its
+    data is not shown)."""
+
+    text: str
+    redacted: bool = False
 
 
 class StreamDone(msgspec.Struct, frozen=True):
@@ -49,7 +58,7 @@ class StreamDone(msgspec.Struct, frozen=True):
     dropped: int = 0  # blocks cut off unfinished (a truncated tool_use or thinking block)
 
 
-ModelEvent = StreamText | StreamDone
+ModelEvent = StreamText | StreamThinking | StreamDone
 
 
 class ModelClient(Protocol):
@@ -66,12 +75,18 @@ class ModelClient(Protocol):
 # deltas (thinking text, the signature, a tool input's JSON) is filled in.
 
 
+class _ServerToolUse(msgspec.Struct):
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
+
+
 class _Usage(msgspec.Struct):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation: dict[str, int] | None = None
+    server_tool_use: _ServerToolUse | None = None
 
 
 class _MissReason(msgspec.Struct):
@@ -135,16 +150,17 @@ class _Block:
         self.citations: list[msgspec.Raw] = []
         self.streamed = False
 
-    def add(self, delta: _Delta) -> str | None:
-        """Apply one delta; returns text to show the caller, if any."""
+    def add(self, delta: _Delta) -> StreamText | StreamThinking | None:
+        """Apply one delta; returns what to show the caller, if anything."""
         self.streamed = True
         if delta.type == "text_delta":
             self.parts.append(delta.text)
-            return delta.text
+            return StreamText(delta.text) if delta.text else None
         if delta.type == "input_json_delta":
             self.parts.append(delta.partial_json)
         elif delta.type == "thinking_delta":
             self.parts.append(delta.thinking)
+            return StreamThinking(delta.thinking) if delta.thinking else None
         elif delta.type == "signature_delta":
             self.signature = (self.signature or "") + delta.signature
         elif delta.type == "citations_delta" and delta.citation:
@@ -201,6 +217,7 @@ def _usage(start: _Usage, final: _Usage | None) -> TurnUsage:
             )
         )
     split = u.cache_creation or {}
+    servers = u.server_tool_use or _ServerToolUse()
     return TurnUsage(
         input_tokens=u.input_tokens or 0,
         cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
@@ -208,6 +225,8 @@ def _usage(start: _Usage, final: _Usage | None) -> TurnUsage:
         output_tokens=u.output_tokens or 0,
         cache_creation_5m=split.get("ephemeral_5m_input_tokens", 0),
         cache_creation_1h=split.get("ephemeral_1h_input_tokens", 0),
+        web_search_requests=servers.web_search_requests,
+        web_fetch_requests=servers.web_fetch_requests,
     )
 
 
@@ -230,11 +249,13 @@ class _Assembly:
             self.dropped += 1  # an empty text block is not a loss; anything else is
         self.finished[index] = result
 
-    def feed(self, event: _Event) -> str | None:
+    def feed(self, event: _Event) -> StreamText | StreamThinking | None:
         if event.type == "message_start" and event.message is not None:
             self.message = event.message
         elif event.type == "content_block_start" and event.content_block:
-            self.blocks[event.index] = _Block(bytes(event.content_block))
+            opened = self.blocks[event.index] = _Block(bytes(event.content_block))
+            if opened.fields.get("type") == "redacted_thinking":
+                return StreamThinking("", redacted=True)  # announced, its data never shown
         elif event.type == "content_block_delta" and event.delta is not None:
             block = self.blocks.get(event.index)
             if block is not None:
@@ -455,9 +476,9 @@ class AnthropicModel:
                             event = _event_decoder.decode(data)
                         except msgspec.DecodeError as exc:
                             raise ModelStreamError(f"a malformed stream event: {exc}") from exc
-                        text = assembly.feed(event)
-                        if text:
-                            yield StreamText(text)
+                        shown = assembly.feed(event)
+                        if shown is not None:
+                            yield shown
             finally:
                 await response.aclose()
         except (anthropic.APIError, httpx2.HTTPError) as exc:

@@ -36,6 +36,9 @@ class ModelChoice(msgspec.Struct, frozen=True):
     thinking: str  # "off" | "enabled" | "adaptive"
     budget_tokens: int
     effort: str | None
+    # What thinking blocks carry: "summarized" text or "omitted" (a signature only);
+    # None: the model's own default.
+    thinking_display: str | None = None
 
 
 def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
@@ -45,6 +48,7 @@ def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
         thinking=own.thinking or defaults.thinking,
         budget_tokens=own.budget_tokens or defaults.budget_tokens,
         effort=own.effort or defaults.effort,
+        thinking_display=own.thinking_display or defaults.thinking_display,
     )
 
 
@@ -156,6 +160,11 @@ def check_model_choice(choice: ModelChoice, channel: str, catalog: ModelCatalog)
         raise SettingsError(
             f"budget_tokens: must be at least {MIN_THINKING_BUDGET} and less than "
             f"max_tokens ({choice.max_tokens}), got {choice.budget_tokens}"
+        )
+    if choice.thinking_display is not None and choice.thinking == "off":
+        raise SettingsError(
+            "thinking_display: applies to thinking; set thinking to enabled or adaptive "
+            "(or leave thinking_display unset)"
         )
     if choice.effort is not None and choice.effort not in row.effort_levels:
         effort_docs = "https://platform.claude.com/docs/en/build-with-claude/effort"

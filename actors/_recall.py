@@ -7,40 +7,54 @@ joins the relevance term:
 
     relevance = (1 - w) × keyword relevance / best keyword relevance + w × cosine
 
-with w = `memory.embedding_weight` (0.5), over the keyword hits and every memory with an
-embedding whose cosine reaches MIN_SIMILARITY, so a paraphrase that shares no word with
-a memory still finds it. Vectors are
-written by the background worker beside the memories; nothing is downloaded for the
-default (no embedder: keyword search alone).
+with w = `memory.embedding_weight` (0.5), over the keyword hits and the user's nearest
+memories by vector whose cosine reaches MIN_SIMILARITY, so a paraphrase that shares no
+word with a memory still finds it. The nearest are found in the database, through its
+vector index (`Storage.nearest_memories`): a turn reads a few dozen rows, never every
+vector. The query's embedding has its own deadline (`memory.embed_deadline_ms`, inside
+the composer's); an embedder that is slow or fails leaves that turn to keywords alone.
+
+Vectors are written by the background worker beside the memories. The embedder's name
+and dimension are recorded with them (`prepare_embedder`, at startup): another embedder
+makes every stored vector unused at once, and the worker embeds the memories again.
+Nothing is downloaded for the default (no embedder: keyword search alone).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from storage import MemoryHit, Storage, memory_score
+import anyio
+
+from storage import MemoryHit, Storage, StorageError, memory_score
 
 from ._exceptions import SettingsError
 from ._imports import import_module_near
 
-__all__ = ["Embedder", "cosine", "load_embedder", "recall"]
+__all__ = ["Embedder", "embedder_name", "load_embedder", "prepare_embedder", "recall"]
 
 log = logging.getLogger("frontmind.recall")
 # Below this cosine a memory that no keyword found is not considered related at all.
 MIN_SIMILARITY = 0.2
+# How long the startup's dimension check may take (a hosted embedder answers one text).
+PROBE_TIMEOUT_S = 30.0
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What `[memory] embedder` names: a class built with no arguments."""
+    """What `[memory] embedder` names: a class built with no arguments. It may say its
+    `dimensions` (an int) and its `model` (a str: another model means other vectors)."""
 
     async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
 
 
-def load_embedder(spec: str, search: Sequence[str] = ()) -> Embedder:
+@functools.cache
+def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
+    """The embedder `spec` names, built once per process (a local model loads once);
+    its module is also looked for in `search` (actors/_imports.py)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SettingsError(f"memory.embedder: {spec!r} must look like 'package.module:Class'")
@@ -54,12 +68,58 @@ def load_embedder(spec: str, search: Sequence[str] = ()) -> Embedder:
     return embedder
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    if len(a) != len(b):
-        return 0.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+def embedder_name(spec: str, embedder: Embedder) -> str:
+    """What is recorded with the vectors: the class, and its model when it says one."""
+    model = getattr(embedder, "model", None)
+    return spec if not isinstance(model, str) or not model else f"{spec} {model}"
+
+
+async def _dimensions(spec: str, embedder: Embedder) -> int:
+    said = getattr(embedder, "dimensions", None)
+    if isinstance(said, int) and not isinstance(said, bool):
+        return said
+    try:
+        with anyio.fail_after(PROBE_TIMEOUT_S):
+            vectors = await embedder.embed(["dimension check"])
+    except TimeoutError as exc:
+        raise SettingsError(f"memory.embedder: {spec!r} did not answer in time") from exc
+    # The embedder is the user's code: whatever it raises is a startup error naming it.
+    except Exception as exc:
+        raise SettingsError(f"memory.embedder: {spec!r} failed: {exc!r}") from exc
+    if len(vectors) != 1:
+        raise SettingsError(f"memory.embedder: {spec!r} returned {len(vectors)} vectors for 1 text")
+    return len(vectors[0])
+
+
+async def prepare_embedder(
+    spec: str, storage: Storage, search: tuple[str, ...] = ()
+) -> Embedder:
+    """Load the embedder, check its dimension, and record it with the stored vectors
+    (another embedder than recorded: they are dropped, and embedded again in the
+    background). A bad embedder is a startup error."""
+    embedder = load_embedder(spec, search)
+    dimensions = await _dimensions(spec, embedder)
+    try:
+        if await storage.use_embedder(embedder_name(spec, embedder), dimensions):
+            log.info("embedder %s: memories are embedded again in the background", spec)
+    except StorageError as exc:
+        raise SettingsError(f"memory.embedder: {exc}") from exc
+    return embedder
+
+
+async def _query_vector(embedder: Embedder, text: str, deadline: float) -> Sequence[float] | None:
+    """The text's vector, or None when the embedder is late or fails (keywords alone)."""
+    with anyio.move_on_after(deadline):
+        try:
+            (vector,) = await embedder.embed([text])
+        # The embedder is the user's code: if it fails, recall falls back to keywords
+        # for this turn rather than losing the section.
+        except Exception:
+            log.exception("the embedder failed; recall used keywords alone")
+            return None
+        return vector
+    log.warning("the embedder missed its %.0f ms deadline; recall used keywords", deadline * 1e3)
+    return None
 
 
 async def recall(
@@ -71,25 +131,29 @@ async def recall(
     now: float,
     embedder: Embedder | None = None,
     weight: float = 0.5,
+    deadline: float = 0.15,
 ) -> list[MemoryHit]:
     if embedder is None:
         return await storage.search_memories(user, text, limit=limit, now=now)
     hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
     if not text.strip():
         return hits[:limit]
+    query = await _query_vector(embedder, text, deadline)
+    if query is None:
+        return hits[:limit]
     try:
-        (query,) = await embedder.embed([text])
-    # The embedder is the user's code: if it fails, recall falls back to keywords for
-    # this turn rather than losing the section.
-    except Exception:
-        log.exception("the embedder failed; recall used keywords alone")
+        near = await storage.nearest_memories(
+            user, query, k=limit * 4, now=now, among=[h.memory.id for h in hits]
+        )
+    except StorageError as exc:  # a vector the store refuses (another dimension): keywords
+        log.warning("vector recall failed; keywords alone: %s", exc)
         return hits[:limit]
     best = max((h.score for h in hits), default=0.0)
     keyword = {h.memory.id: (h.score / best if best > 0 else 0.0) for h in hits}
     candidates = {h.memory.id: h.memory for h in hits}
     similarity: dict[int, float] = {}
-    for memory, vector in await storage.memory_vectors(user, now=now):
-        close = cosine(query, vector)
+    # A few dozen candidates at most (the keyword hits and the k nearest).
+    for memory, close in near:
         if close >= MIN_SIMILARITY or memory.id in keyword:
             candidates[memory.id] = memory
             similarity[memory.id] = max(close, 0.0)

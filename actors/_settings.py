@@ -24,6 +24,7 @@ Frame = Literal["seed", "compact"]
 Thinking = Literal["off", "enabled", "adaptive"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 Channel = Literal["frame", "system_message", "user_message"]
+ThinkingDisplay = Literal["summarized", "omitted"]
 
 
 class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -32,6 +33,9 @@ class ModelSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     thinking: Thinking = "off"  # "enabled" takes budget_tokens; "adaptive" the model decides
     budget_tokens: int = 2048
     effort: Effort | None = None  # output_config.effort; None: the model's default
+    # thinking.display: "summarized" (thinking text, summarized) or "omitted" (empty
+    # thinking with its signature: faster to first text); None: the model's default.
+    thinking_display: ThinkingDisplay | None = None
     max_retries: int = 2  # the SDK's retries for 408/409/429/5xx before the stream starts
     timeout_s: float = 120.0
 
@@ -100,6 +104,12 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 
     embedder: str | None = None
     embedding_weight: float = 0.5
+    # The query's embedding within a turn: later than this, that turn's recall uses
+    # keywords alone (inside the composer's own deadline for the section).
+    embed_deadline_ms: float = 150.0
+    # With an embedder, an extracted memory whose cosine to a stored one reaches this
+    # updates it instead of adding a copy (without: word overlap, actors/_digest.py).
+    same_memory_cosine: float = 0.9
 
 
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

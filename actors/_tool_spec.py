@@ -14,16 +14,28 @@ import functools
 import inspect
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import anyio
 import msgspec
 
+from storage import InvalidInput, MessageTooLarge, RawBlock
+
+from ._content import user_content
 from ._exceptions import ToolDefinitionError
 from ._messages import Turn
 
-__all__ = ["Tool", "ToolDefinition", "ToolOutcome", "as_tool", "input_schema", "tool"]
+__all__ = [
+    "Tool",
+    "ToolDefinition",
+    "ToolOutcome",
+    "as_tool",
+    "blocks_outcome",
+    "input_schema",
+    "is_content_blocks",
+    "tool",
+]
 
 log = logging.getLogger("frontmind.tools")
 
@@ -43,9 +55,45 @@ class ToolDefinition(msgspec.Struct, frozen=True):
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
-    content: str
+    content: str  # the result's text (all of it, for a plain result)
     is_error: bool = False
     update: str | None = None  # a change the notification center would show next turn
+    # A result made of content blocks (text, image, document): their exact JSON array,
+    # sent and stored as the tool_result's content; `content` then holds only the text.
+    blocks_json: str = ""
+
+
+def blocks_outcome(blocks: Sequence[Mapping[str, Any] | msgspec.Raw], name: str) -> ToolOutcome:
+    """A result of content blocks, checked as a user message's blocks are (text, image,
+    document; the same limits); a bad block is an error result naming it."""
+    try:
+        stored, text = user_content(blocks)
+    except (InvalidInput, MessageTooLarge) as exc:
+        return ToolOutcome(f"{name} returned unusable content: {exc}", is_error=True)
+    parts = [
+        block.json if isinstance(block, RawBlock) else _block_json(block) for block in stored
+    ]
+    return ToolOutcome(text, blocks_json="[" + ",".join(parts) + "]")
+
+
+def _block_json(block: object) -> str:
+    return msgspec.json.encode(block).decode()
+
+
+def is_content_blocks(value: object) -> bool:
+    """A tool's return value that is a list of content blocks: every item a mapping (or
+    raw JSON) whose "type" is text, image or document."""
+    if not isinstance(value, list | tuple) or not value:
+        return False
+    for item in value:
+        if isinstance(item, msgspec.Raw):
+            continue
+        if not isinstance(item, Mapping) or item.get("type") not in _RESULT_BLOCKS:
+            return False
+    return True
+
+
+_RESULT_BLOCKS = frozenset({"text", "image", "document"})
 
 
 def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
@@ -182,6 +230,8 @@ class Tool(Generic[P, R]):
                 )
             if inspect.isawaitable(result):
                 result = await result
+            if is_content_blocks(result):
+                return blocks_outcome(result, self.name)
             content = _render(result)
         except Exception as exc:  # the user's code: any failure goes back to the model
             log.warning("tool %s failed", self.name, exc_info=True)
@@ -190,7 +240,8 @@ class Tool(Generic[P, R]):
 
 
 def _render(result: Any) -> str:
-    """A tool's return value as the text of its tool_result."""
+    """A tool's return value as the text of its tool_result (a list of content blocks
+    is the tool_result's content instead: see `blocks_outcome`)."""
     if isinstance(result, str):
         return result
     if result is None:

@@ -35,7 +35,9 @@ from storage import (
 from ._digest import ProposedMemory, deduplicate
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
+from ._mcp import MCP_PREFIX, McpHub
 from ._messages import Turn, Wake
+from ._server_tools import ServerTool
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, builtin_definition
 from ._trinket import Directory, trinket_name
 from ._trinkets._reminders import describe_reminder
@@ -44,12 +46,17 @@ from ._trinkets._search import searcher_name
 
 __all__ = [
     "TOOL_NAMES",
+    "OfferedTool",
     "ToolDefinition",
     "ToolOutcome",
     "ToolRunner",
     "check_user_tools",
     "tool_definitions",
 ]
+
+# One entry of the request's `tools` array: a client tool's definition (built-in, the
+# user's, an MCP server's) or a server tool's JSON, in that order.
+OfferedTool = ToolDefinition | ServerTool
 
 
 def _described(text: str) -> msgspec.Meta:
@@ -131,17 +138,37 @@ _DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
 TOOL_NAMES = tuple(_DEFINITIONS)
 
 
-def check_user_tools(tools: Sequence[Tool[..., Any]]) -> None:
-    """User tools need names of their own: none twice, none a built-in's."""
+def check_user_tools(
+    tools: Sequence[Tool[..., Any]], server_tools: Sequence[ServerTool] = ()
+) -> None:
+    """User tools need names of their own: none twice, none a built-in's or a server
+    tool's, none in the MCP servers' `mcp__` namespace."""
     seen: set[str] = set()
+    servers = {t.name: t.type for t in server_tools}
     for user_tool in tools:
         if user_tool.name in _DEFINITIONS:
             raise ToolDefinitionError(
                 f"tool {user_tool.name!r}: the name is a built-in tool's; choose another"
             )
+        if user_tool.name.startswith(MCP_PREFIX):
+            raise ToolDefinitionError(
+                f"tool {user_tool.name!r}: names starting with {MCP_PREFIX!r} are the MCP "
+                "servers' tools; choose another"
+            )
+        if user_tool.name in servers:
+            raise ToolDefinitionError(
+                f"tool {user_tool.name!r}: the [[server_tool]] {servers[user_tool.name]} has "
+                "that name; choose another"
+            )
         if user_tool.name in seen:
             raise ToolDefinitionError(f"tool {user_tool.name!r} is declared twice")
         seen.add(user_tool.name)
+    for server_tool in server_tools:
+        if server_tool.name in _DEFINITIONS:
+            raise ToolDefinitionError(
+                f"[[server_tool]] {server_tool.type}: its name {server_tool.name!r} is a "
+                "built-in tool's"
+            )
 
 
 def tool_definitions(
@@ -175,19 +202,46 @@ class ToolRunner:
         user_tools: Sequence[Tool[..., Any]] = (),
         *,
         timeout_s: float = 10.0,
+        mcp: McpHub | None = None,
+        server_tools: Sequence[ServerTool] = (),
     ) -> None:
-        check_user_tools(user_tools)
+        check_user_tools(user_tools, server_tools)
         self._storage = storage
         self._directory = directory
         self._enabled = frozenset(enabled)
         self._user = {t.name: t for t in user_tools}
         self._timeout_s = timeout_s
+        self._fixed = tool_definitions(tuple(enabled), user_tools)
+        self._mcp = mcp
+        self._server_tools = tuple(server_tools)
+        self._offered: tuple[OfferedTool, ...] = (*self._fixed, *self._server_tools)
+        self._mcp_offered: tuple[ToolDefinition, ...] = ()
+
+    @property
+    def mcp(self) -> McpHub | None:
+        return self._mcp
+
+    def offered(self) -> tuple[OfferedTool, ...]:
+        """The request's `tools` array now: the built-in tools, the user's, the MCP
+        servers' applied tools, then the server tools. Changes only when an MCP server's
+        tools join or are reloaded (`McpHub`), so it is byte-identical turn after turn."""
+        if self._mcp is not None:
+            mcp = self._mcp.offered()
+            if mcp is not self._mcp_offered:
+                self._mcp_offered = mcp
+                self._offered = (*self._fixed, *mcp, *self._server_tools)
+        return self._offered
 
     def timeout_s(self, name: str) -> float:
-        """How long a call of `name` may run: its own timeout, else `tools.timeout_s`."""
+        """How long a call of `name` may run: its own timeout (a user tool's, an MCP
+        server's `timeout_s`), else `tools.timeout_s`."""
         user_tool = self._user.get(name)
         if user_tool is not None and user_tool.timeout_s is not None:
             return user_tool.timeout_s
+        if self._mcp is not None:
+            server_timeout = self._mcp.timeout_s(name)
+            if server_timeout is not None:
+                return server_timeout
         return self._timeout_s
 
     async def run(
@@ -197,6 +251,9 @@ class ToolRunner:
         if user_tool is not None:
             # The user's own code: its effects are its own, outside the turn's commit.
             return await user_tool.invoke(raw_input, turn)
+        if self._mcp is not None and name.startswith(MCP_PREFIX):
+            # Another process's code: every way it can fail is an error result.
+            return await self._mcp.call(name, bytes(raw_input))
         entry = _DEFINITIONS.get(name)
         if entry is None or name not in self._enabled:
             return ToolOutcome(f"there is no tool named {name!r}", is_error=True)

@@ -11,7 +11,12 @@ after a turn's commit (every reader's page cache dropped).
 Stores are built once and kept in the temporary directory (the largest takes minutes
 to build through the storage API); `--rebuild` builds them afresh.
 
+A section measures vector recall (bench/_vectors.py): 50,000 memories with a vector
+each by default (`--vectors 50000,500000` adds the largest; `--vectors-only` skips the
+stores above).
+
     .venv/bin/python -m bench.compose [--turns 400] [--first-token-ms 800] [--rebuild]
+        [--vectors 50000,500000] [--vectors-only]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 from bench._common import loaded, run, summary, write_results
 from bench._store import CONTINUUM, build_store, sentence
+from bench._vectors import measure_vectors, vector_store
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
 from storage import DEFAULT_USER, SCHEMA_VERSION, SQLiteStorage
@@ -36,6 +42,7 @@ from storage import DEFAULT_USER, SCHEMA_VERSION, SQLiteStorage
 SIZES = ((1_000, 1_000), (10_000, 5_000), (100_000, 50_000))
 CACHE = Path(tempfile.gettempdir()) / "frontmind-bench-stores"
 GOAL_MS = 5.0
+VECTOR_GOALS_MS = {50_000: 5.0, 500_000: 10.0}  # compose p99 with an embedder
 
 
 async def _time(fn: Callable[[], Awaitable[object]], rounds: int) -> dict[str, float]:
@@ -111,6 +118,34 @@ async def _measure(folder: Path, now: float, turns: int) -> dict[str, Any]:
     return results
 
 
+async def _vector_section(memories: int, turns: int, rebuild: bool) -> dict[str, Any]:
+    """Vector recall (bench/_vectors.py) at this many memories, printed as it ends."""
+    print(f"vector recall, {memories:,} memories (384 dimensions), load {_load()}")
+    folder, now = await vector_store(CACHE, memories, rebuild)
+    result = await measure_vectors(folder, now, turns)
+    goal = VECTOR_GOALS_MS.get(memories)
+    late = result["loop_late_ms"]
+    print(
+        f"  nearest k=20 median/p99 {_ms(result['nearest_k20'], 'median_us')} /"
+        f"{_ms(result['nearest_k20'], 'p99_us')} ms; compose median/p99"
+        f" {_ms(result['compose'], 'median_us')} /{_ms(result['compose'], 'p99_us')} ms"
+        + (f" (goal p99 ≤ {goal:.0f} ms)" if goal else "")
+        + "\n  1 ms ticker late p99/max (ms): {} recalling, {} composing, {} alone".format(
+            *(
+                f"{late[k]['p99']:.2f}/{late[k]['max']:.2f}"
+                for k in ("recalling", "composing", "idle")
+            )
+        )
+        + " (goal: recall adds ≤ 5 ms)"
+        f"\n  recall@10 {result['recall_at_10']:.3f} (goal ≥ 0.95); load {_load()}"
+    )
+    return {**result, "load": _load()}
+
+
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").exists() else "?"
+
+
 def _ms(r: dict[str, float], key: str) -> str:
     return f"{r[key] / 1000:7.2f}"
 
@@ -120,11 +155,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=400)
     parser.add_argument("--first-token-ms", type=float, default=800.0)
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument(
+        "--vectors",
+        default="50000",
+        help="memory counts of the vector recall section, comma-separated ('' for none)",
+    )
+    parser.add_argument("--vectors-only", action="store_true", help="that section alone")
     args = parser.parse_args()
 
     async def body() -> None:
         stores = []
-        for messages, memories in SIZES:
+        for messages, memories in () if args.vectors_only else SIZES:
             print(f"{messages:,} messages, {memories:,} memories")
             folder, now = await _store(messages, memories, args.rebuild)
             result = await _measure(folder, now, args.turns)
@@ -132,12 +173,20 @@ def main() -> None:
         names = ["history", "active_reminders", "recent_segments", "memory_search"]
         names += ["message_search", "compose", "compose_after_write"]
         header = "".join(f"{s['messages']:>12,} msgs" for s in stores)
-        print(f"\n{'median / p99 (ms)':<20}{header}")
-        for name in names:
+        if stores:
+            print(f"\n{'median / p99 (ms)':<20}{header}")
+        for name in names if stores else ():
             cells = "".join(
                 f"{_ms(s[name], 'median_us')} /{_ms(s[name], 'p99_us')}" for s in stores
             )
             print(f"{name:<20}{cells}")
+        vectors = [
+            {"memories": n, **await _vector_section(n, args.turns, args.rebuild)}
+            for n in (int(n) for n in args.vectors.split(",") if n)
+        ]
+        if not stores:
+            write_results("compose_vectors", {"vectors": vectors})
+            return
         largest = stores[-1]
         print(
             f"\nmessage search at {largest['messages']:,} messages: p99 "
@@ -151,7 +200,12 @@ def main() -> None:
         )
         write_results(
             "compose",
-            {"first_token_ms": args.first_token_ms, "goal_p99_ms": GOAL_MS, "stores": stores},
+            {
+                "first_token_ms": args.first_token_ms,
+                "goal_p99_ms": GOAL_MS,
+                "stores": stores,
+                "vectors": vectors,
+            },
         )
 
     run(body)

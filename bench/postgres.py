@@ -7,7 +7,13 @@
    daemons on one database, each driven by the same load over HTTP (continuums x turns,
    round robin over the replicas). Reports turns/s, p50/p99 and errors (must be zero).
 
+3. Vector recall: 50,000 memories with a 384-dimension vector each (bench/_vectors.py),
+   the nearest-memories query p50/p99 and its recall@10 against brute force; through
+   pgvector's HNSW index on the server `pgserver` bundles when installed, otherwise the
+   exact search in SQL. Goal: p50 ≤ 3 ms, recall@10 ≥ 0.95.
+
     .venv/bin/python -m bench.postgres [--continuums 40] [--turns 5] [--reads-only]
+        [--vectors 50000] [--vectors-only]
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench._common import run, summary, write_results
 from bench._store import sentence
+from bench._vectors import postgres_vectors
 from bench.load import one_turn
 from storage import DEFAULT_USER, Message, PostgresStorage, TextBlock, TurnRecord, TurnWrite
-from tests._postgres import running_server
+from tests._postgres import pgvector_bin_dir, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTINUUM = "bench"
@@ -163,6 +170,11 @@ async def replicas(url: str, count: int, continuums: int, turns: int, api: str) 
     return {"turns_per_s": len(totals) / wall, "total": total, "errors": len(errors)}
 
 
+def _load() -> str:
+    with open("/proc/loadavg") as loadavg:  # a few bytes of procfs: never blocks
+        return loadavg.read().strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--continuums", type=int, default=40)
@@ -171,9 +183,33 @@ def main() -> None:
     parser.add_argument(
         "--reads-only", action="store_true", help="only the per-turn reads (no results file)"
     )
+    parser.add_argument(
+        "--vectors", type=int, default=50_000, help="memories of the vector section (0: none)"
+    )
+    parser.add_argument("--vectors-only", action="store_true", help="that section alone")
     args = parser.parse_args()
 
+    async def vectors() -> dict[str, Any] | None:
+        if not args.vectors:
+            return None
+        # pgvector's server where it is installed (pgserver's), else the exact search.
+        with running_server(pgvector_bin_dir()) as server:
+            load = _load()
+            print(f"vector recall, {args.vectors:,} memories (384 dimensions), load {load}")
+            result = await postgres_vectors(server.new_database(), args.vectors)
+        nearest, load = result["nearest_k20"], _load()
+        print(
+            f"  {'pgvector HNSW' if result['pgvector_hnsw'] else 'exact search in SQL'}:"
+            f" nearest k=20 p50/p99 {nearest['median_us'] / 1000:.2f} /"
+            f" {nearest['p99_us'] / 1000:.2f} ms (goal p50 ≤ 3 ms); recall@10"
+            f" {result['recall_at_10']:.3f} (goal ≥ 0.95); load {load}"
+        )
+        return {**result, "load": load}
+
     async def body() -> None:
+        if args.vectors_only:
+            write_results("postgres_vectors", {"vectors": await vectors()})
+            return
         with running_server() as server:
             print("per-turn reads on PostgreSQL (loopback):")
             read_results = await reads(server.new_database(), args.samples)
@@ -184,6 +220,7 @@ def main() -> None:
             async with _child(model) as api:
                 one = await replicas(server.new_database(), 1, args.continuums, args.turns, api)
                 two = await replicas(server.new_database(), 2, args.continuums, args.turns, api)
+        vector_results = await vectors()
         write_results(
             "postgres",
             {
@@ -193,6 +230,7 @@ def main() -> None:
                 "turns_per_continuum": args.turns,
                 "one_replica": one,
                 "two_replicas": two,
+                "vectors": vector_results,
             },
         )
         if one["errors"] or two["errors"]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         FrontmindError,
         ModelError,
         TextDelta,
+        ThinkingDelta,
         Tool,
         ToolFinished,
         ToolStarted,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         TurnError,
         TurnEvent,
         TurnStarted,
+        TurnStream,
         escape_field,
         escape_text,
         tool,
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
     from ._client import Client, ContinuumSummary, Page
     from ._exceptions import ClientError, ConfigError
-    from ._frontmind import Frontmind, TurnStream
+    from ._frontmind import Frontmind
     from ._sync_client import SyncClient
     from .config import Config, load_config
 
@@ -56,13 +58,14 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy FrontmindError ModelError TextDelta Tool ToolFinished ToolStarted Trinket Turn "
-        "TurnCompleted TurnError TurnEvent TurnStarted escape_field escape_text tool"
+        "Busy FrontmindError ModelError TextDelta ThinkingDelta Tool ToolFinished ToolStarted "
+        "Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream escape_field "
+        "escape_text tool"
     ),
     "storage": "InvalidInput MessageTooLarge NotFound StorageError",
     "frontmind._client": "Client ContinuumSummary Page",
     "frontmind._exceptions": "ClientError ConfigError",
-    "frontmind._frontmind": "Frontmind TurnStream",
+    "frontmind._frontmind": "Frontmind",
     "frontmind._sync_client": "SyncClient",
     "frontmind.config": "Config load_config",
 }
@@ -85,6 +88,7 @@ __all__ = [
     "StorageError",
     "SyncClient",
     "TextDelta",
+    "ThinkingDelta",
     "Tool",
     "ToolFinished",
     "ToolStarted",

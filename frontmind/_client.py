@@ -6,7 +6,7 @@
 
 It returns the library's own event and record types (decoded with msgspec through the
 wire rules of `_wire`), and raises the library's own errors: an error answer is mapped
-back through `_errors.WIRE_ERRORS`, the table the daemon answered with.
+back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 """
 
 from __future__ import annotations
@@ -14,12 +14,19 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 import httpx2
 import msgspec
 
-from actors import ModelChoice, ModelRequest, TurnEvent, UserInput
+from actors import (
+    McpServerStatus,
+    ModelChoice,
+    ModelRequest,
+    ToolsReload,
+    TurnEvent,
+    UserInput,
+)
 from storage import (
     ContinuumModel,
     Document,
@@ -32,13 +39,13 @@ from storage import (
     User,
 )
 
-from ._errors import FROM_WIRE
-from ._exceptions import ClientError
+from ._exceptions import FROM_WIRE, ClientError
 from ._wire import (
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
     JobList,
+    McpServers,
     MemoryHitPage,
     MemoryPage,
     MessagePage,
@@ -76,13 +83,10 @@ def _raise_for(status: int, body: bytes) -> None:
     raise cls(message)
 
 
-class RemoteTurn:
-    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+class _Closing:
+    """`async with` for an object whose `aclose()` ends it, however the block is left."""
 
-    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
-        self._events = events
-
-    async def __aenter__(self) -> RemoteTurn:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -94,6 +98,16 @@ class RemoteTurn:
         await self.aclose()
 
     async def aclose(self) -> None:
+        raise NotImplementedError
+
+
+class RemoteTurn(_Closing):
+    """The events of one turn run by the daemon, like the library's `TurnStream`."""
+
+    def __init__(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+        self._events = events
+
+    async def aclose(self) -> None:
         await self._events.aclose()
 
     def __aiter__(self) -> RemoteTurn:
@@ -103,7 +117,7 @@ class RemoteTurn:
         return await self._events.__anext__()
 
 
-class Client:
+class Client(_Closing):
     """An async client for `frontmind serve`; use it with `async with`."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
@@ -119,17 +133,6 @@ class Client:
             timeout=httpx2.Timeout(timeout, read=None),
         )
         self.url = url
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -205,6 +208,7 @@ class Client:
         budget_tokens: int | None = None,
         max_tokens: int | None = None,
         effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
+        thinking_display: Literal["summarized", "omitted"] | None = None,
     ) -> tuple[ContinuumModel, ModelChoice]:
         """Choose the continuum's model settings (each None falls back to the daemon's
         `[model]`); refused with `InvalidModelSettings` when the model would refuse them."""
@@ -214,6 +218,7 @@ class Client:
             budget_tokens=budget_tokens,
             max_tokens=max_tokens,
             effort=effort,
+            thinking_display=thinking_display,
         )
         path = f"/v1/continuums/{continuum_id}/settings"
         body = await self._call("PUT", path, content=_encoder.encode(own))
@@ -310,6 +315,20 @@ class Client:
         its continuums, with their state, tries and usage."""
         params = {} if continuum_id is None else {"continuum_id": continuum_id}
         return from_wire(await self._call("GET", "/v1/jobs", params=params), JobList).jobs
+
+    # -- MCP servers (the admin token's) --------------------------------------------------
+
+    async def mcp_servers(self) -> list[McpServerStatus]:
+        """The daemon's MCP servers: state, the tools each offers, a pending tool list."""
+        return from_wire(await self._call("GET", "/v1/mcp"), McpServers).servers
+
+    async def offered_tools(self) -> list[str]:
+        """The names in the daemon's request `tools` array, in its order."""
+        return from_wire(await self._call("GET", "/v1/mcp"), McpServers).tools
+
+    async def reload_tools(self) -> ToolsReload:
+        """Apply the MCP servers' current tool lists (see `Frontmind.reload_tools`)."""
+        return from_wire(await self._call("POST", "/v1/mcp/reload", json={}), ToolsReload)
 
     # -- users (the admin token's) -------------------------------------------------------
 

@@ -27,7 +27,15 @@ import msgspec
 from actors import ModelCatalog, ModelRow
 from storage import TurnRecord, TurnUsage
 
-__all__ = ["NO_COST", "Cost", "cost", "input_cost", "records_cost"]
+__all__ = [
+    "NO_COST",
+    "SERVER_TOOL_PRICES",
+    "Cost",
+    "cost",
+    "input_cost",
+    "records_cost",
+    "server_tool_cost",
+]
 
 _MILLION = 1_000_000
 # The documented multipliers, for a usage of a model no data knows (ModelRow's defaults).
@@ -109,3 +117,16 @@ def records_cost(records: Iterable[TurnRecord], catalog: ModelCatalog) -> Cost:
     for record in records:
         total += cost(record.usage, catalog.lookup(record.model))
     return total
+
+
+# Server tools billed per use, in dollars per request, beside the tokens their results
+# add: web search "$10 per 1,000 searches, plus standard token costs"
+# (https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool, "Usage
+# and pricing"); web fetch "no additional charges beyond standard token costs"
+# (.../tool-use/web-fetch-tool, "Usage and pricing").
+SERVER_TOOL_PRICES = {"web_search_requests": 10.0 / 1000, "web_fetch_requests": 0.0}
+
+
+def server_tool_cost(usage: TurnUsage) -> float:
+    """What the usage's server tool requests cost, in dollars."""
+    return sum(float(getattr(usage, field)) * price for field, price in SERVER_TOOL_PRICES.items())

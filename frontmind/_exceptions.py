@@ -1,16 +1,103 @@
-"""Errors of the process edge (config, daemon, CLI, client), under the one root.
+"""Frontmind's errors: the whole tree, the process edge's own errors, and the one table
+that maps them to the wire.
 
-Every error Frontmind raises on purpose derives from `FrontmindError` (defined with the
-domain actors, re-exported by `frontmind`); storage refusals derive from `StorageError`
-and bad input from `InvalidInput`. `frontmind._errors.WIRE_ERRORS` maps them all to
-HTTP statuses.
+Everything Frontmind raises on purpose is a `FrontmindError`. Each error has one type
+string, its class's `type` (inherited until a subclass gives its own): the library's
+`TurnError` events, the daemon's SSE `error` events and its HTTP error bodies
+(`{"error": {"type": ..., "message": ...}}`) all say the same. `HTTP_STATUS` below is
+the daemon's status for each; `frontmind.Client` reads a type back as the class in
+`FROM_WIRE`. Classes that share a type share a status (tests/test_errors.py walks the
+tree and checks this drawing, the types and the statuses)::
+
+    FrontmindError                    internal_error          500
+    ├── StorageError                  storage_unavailable     503
+    │   ├── InvalidInput              invalid_request         400  also a ValueError
+    │   │   └── MessageTooLarge       request_too_large       413
+    │   ├── NotFound                  not_found               404  also a LookupError
+    │   │   └── UnknownContinuum      not_found               404
+    │   ├── UserExists                conflict                409
+    │   ├── SchemaTooNew              storage_unavailable     503
+    │   └── StorageUnavailable        storage_unavailable     503
+    ├── Busy                          busy                    429
+    ├── ShuttingDown                  shutting_down           503
+    ├── ComposeTimeout                compose_timeout         504
+    ├── ModelError                    model_error             502
+    │   ├── ModelUnavailable          model_unavailable       503
+    │   ├── ModelOverloaded           model_overloaded        503
+    │   ├── ModelRejected             model_rejected          502
+    │   ├── ModelRefused              refusal                 422
+    │   └── ModelStreamError          stream_error            502
+    ├── SettingsError                 configuration_error     400
+    │   ├── SectionConfigError        configuration_error     400
+    │   ├── TrinketLoadError          configuration_error     400
+    │   ├── ToolDefinitionError       configuration_error     400
+    │   └── InvalidModelSettings      invalid_request         400  also an InvalidInput
+    └── EdgeError                     internal_error          500
+        ├── ConfigError               configuration_error     400
+        ├── BadBody                   invalid_request         400
+        ├── BodyTooLarge              request_too_large       413
+        ├── BudgetExceeded            budget_exceeded         413
+        ├── Forbidden                 forbidden               403
+        ├── UnsupportedMediaType      unsupported_media_type  415
+        ├── RequestTimeout            request_timeout         408
+        ├── DataDirLocked             data_dir_locked         409
+        └── ClientError               client_error            502
+
+    KernelError                       internal_error          500
+    ├── ActorStopped                  internal_error          500
+    ├── MailboxFull                   internal_error          500
+    ├── DeadlineExceeded              internal_error          500
+    ├── RestartLimitReached           internal_error          500
+    ├── ActorCrashed                  internal_error          500
+    ├── CodecError                    internal_error          500
+    └── MessageFailed                 internal_error          500
+
+Where each part lives, since imports run one way (frontmind → actors → runtime,
+storage) and `runtime` and `storage` import nothing of the rest: the root and the
+storage errors are storage's (`storage/_exceptions.py`, the lowest layer that raises
+errors to callers), the domain's are the actors' (`actors/_exceptions.py`), and the
+process edge's (config, daemon, CLI, client) are here, under `EdgeError`.
+`KernelError` (`runtime/_exceptions.py`) stays beside the tree: the actor kernel is a
+general library and keeps its own root. None of its errors is Frontmind's answer to a
+caller: the engine turns those it expects into `Busy` (a full mailbox, a restart limit),
+and any other is a bug, reported as `internal_error` with the details in the log.
+
+The HTTP edge also answers a few types that are no error of the library: `unauthorized`
+(401, no or a wrong token), `not_found` (404, no such route), `method_not_allowed`
+(405), `overloaded` (503, too many open connections) and `invalid_request` (400,
+malformed HTTP).
 """
 
 from __future__ import annotations
 
-from actors import FrontmindError
+from actors import (
+    Busy,
+    ComposeTimeout,
+    InvalidModelSettings,
+    ModelError,
+    ModelOverloaded,
+    ModelRefused,
+    ModelRejected,
+    ModelStreamError,
+    ModelUnavailable,
+    SettingsError,
+    ShuttingDown,
+)
+from runtime import KernelError
+from storage import (
+    FrontmindError,
+    InvalidInput,
+    MessageTooLarge,
+    NotFound,
+    StorageError,
+    UserExists,
+    error_type,
+)
 
 __all__ = [
+    "FROM_WIRE",
+    "HTTP_STATUS",
+    "INTERNAL_MESSAGE",
     "BadBody",
     "BodyTooLarge",
     "BudgetExceeded",
@@ -19,74 +106,134 @@ __all__ = [
     "DataDirLocked",
     "EdgeError",
     "Forbidden",
-    "ForbiddenRequest",
     "RequestTimeout",
     "UnsupportedMediaType",
+    "wire_error",
+    "wire_message",
 ]
 
 
 class EdgeError(FrontmindError):
     """Root of the errors raised by the process edge itself."""
 
-    kind = "edge_error"
-
 
 class ConfigError(EdgeError):
     """The configuration file or environment is wrong; the message names the key."""
 
-    kind = "configuration_error"
+    type = "configuration_error"
 
 
 class BadBody(EdgeError):
     """A request body is not valid JSON of the expected shape (HTTP 400)."""
 
-    kind = "invalid_request"
-
-
-class ClientError(EdgeError):
-    """`frontmind.Client` could not reach the daemon, or could not read its answer."""
-
-    kind = "client_error"
+    type = "invalid_request"
 
 
 class BodyTooLarge(EdgeError):
     """A request body is over `server.max_body_bytes` (HTTP 413), refused unread."""
 
-    kind = "request_too_large"
+    type = "request_too_large"
 
 
 class BudgetExceeded(EdgeError):
     """A write would take a total over its configured budget (HTTP 413); names the key."""
 
-    kind = "budget_exceeded"
+    type = "budget_exceeded"
 
 
-class ForbiddenRequest(EdgeError):
-    """A foreign `Host` or `Origin`: cross-site use or DNS rebinding (HTTP 403)."""
+class Forbidden(EdgeError):
+    """The request may not do this (HTTP 403): a foreign `Host` or `Origin` (cross-site
+    use, DNS rebinding), or a user's token on a route for the admin token alone."""
 
-    kind = "forbidden"
+    type = "forbidden"
 
 
 class UnsupportedMediaType(EdgeError):
     """A state-changing request without `Content-Type: application/json` (HTTP 415)."""
 
-    kind = "unsupported_media_type"
+    type = "unsupported_media_type"
 
 
 class RequestTimeout(EdgeError):
     """The request body stalled longer than the idle timeout (HTTP 408)."""
 
-    kind = "request_timeout"
+    type = "request_timeout"
 
 
 class DataDirLocked(EdgeError):
     """Another process holds the data directory's lock."""
 
-    kind = "data_dir_locked"
+    type = "data_dir_locked"
 
 
-class Forbidden(EdgeError):
-    """The request's token is valid but may not do this: only the admin token manages
-    users (HTTP 403)."""
+class ClientError(EdgeError):
+    """`frontmind.Client` could not reach the daemon, or could not read its answer."""
 
-    kind = "forbidden"
+    type = "client_error"
+
+
+# The one table from errors to the wire: the daemon's HTTP status for each class that
+# gives its own type. The most specific class wins (the table is searched along the
+# exception's MRO), so a new subclass answers as its parent until it gets its own row.
+HTTP_STATUS: dict[type[BaseException], int] = {
+    FrontmindError: 500,
+    StorageError: 503,
+    InvalidInput: 400,
+    MessageTooLarge: 413,
+    NotFound: 404,
+    UserExists: 409,
+    Busy: 429,
+    ShuttingDown: 503,
+    # RFC 9110 §15.6.5: a server acting for another did not get its answer in time.
+    ComposeTimeout: 504,
+    ModelError: 502,
+    ModelUnavailable: 503,
+    ModelOverloaded: 503,
+    ModelRejected: 502,
+    ModelRefused: 422,  # the content was understood and declined (only ever mid-stream)
+    ModelStreamError: 502,
+    SettingsError: 400,
+    InvalidModelSettings: 400,
+    ConfigError: 400,
+    BadBody: 400,
+    BodyTooLarge: 413,
+    BudgetExceeded: 413,
+    Forbidden: 403,
+    UnsupportedMediaType: 415,
+    RequestTimeout: 408,
+    DataDirLocked: 409,
+    ClientError: 502,
+    KernelError: 500,
+}
+
+# The other way, for `frontmind.Client`: the class raised for each type, the first (most
+# general) of the table's classes with that type, except where the one callers catch
+# is the edge's.
+def _from_wire() -> dict[str, type[FrontmindError]]:
+    found: dict[str, type[FrontmindError]] = {}
+    for cls in HTTP_STATUS:
+        if issubclass(cls, FrontmindError):
+            found.setdefault(cls.type, cls)
+    return {**found, "configuration_error": ConfigError}
+
+
+FROM_WIRE = _from_wire()
+
+
+def wire_error(exc: BaseException) -> tuple[int, str]:
+    """The (HTTP status, type) of `exc`; anything not in the tree is a bug: 500,
+    `internal_error`."""
+    for cls in type(exc).__mro__:
+        status = HTTP_STATUS.get(cls)
+        if status is not None:
+            return status, error_type(exc)
+    return 500, FrontmindError.type
+
+
+INTERNAL_MESSAGE = "internal error (logged by the daemon)"
+
+
+def wire_message(exc: BaseException, status: int) -> str:
+    """What an error body says: the error's own message, but never a bug's or the
+    kernel's (a 500), whose details stay in the log."""
+    return INTERNAL_MESSAGE if status == 500 else str(exc) or error_type(exc)

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -27,6 +25,8 @@ from actors import (
     Composed,
     Engine,
     InvalidModelSettings,
+    McpServer,
+    McpServerStatus,
     ModelCatalog,
     ModelChoice,
     ModelClient,
@@ -35,20 +35,26 @@ from actors import (
     ModelSource,
     ModelUnavailable,
     PlacementRegistry,
+    ServerToolSupport,
     TaskTimers,
     Timers,
     Tool,
+    ToolsReload,
     TtlPolicy,
     Turn,
-    TurnEvent,
+    TurnStream,
     UserInput,
     as_tool,
     builtin_trinkets,
     check_user_tools,
     estimate_tokens,
+    mcp_servers,
+    no_server_tool_data,
+    prepare_embedder,
+    server_tools,
     validate_settings,
 )
-from runtime import ActorStats, ActorSystem, ReplyStream
+from runtime import ActorStats, ActorSystem, RestartPolicy
 from storage import (
     DEFAULT_USER,
     Continuum,
@@ -94,57 +100,6 @@ class NoModel:
 
     async def aclose(self) -> None:
         return None
-
-
-class TurnStream:
-    """The events of one turn. Use `async for` (and `async with` to leave early safely)."""
-
-    def __init__(self, context: AbstractAsyncContextManager[ReplyStream[TurnEvent]]) -> None:
-        self._context = context
-        self._events: ReplyStream[TurnEvent] | None = None
-        self._closed = False
-
-    async def __aenter__(self) -> TurnStream:
-        if self._events is None:
-            self._events = await self._context.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._closed or self._events is None:
-            self._closed = True
-            return
-        self._closed = True
-        await self._context.__aexit__(exc_type, exc, tb)
-
-    async def aclose(self) -> None:
-        await self.__aexit__(None, None, None)
-
-    def __aiter__(self) -> TurnStream:
-        return self
-
-    async def __anext__(self) -> TurnEvent:
-        if self._closed:
-            raise StopAsyncIteration
-        await self.__aenter__()
-        assert self._events is not None
-        try:
-            return await self._events.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except BaseException:
-            await self.__aexit__(*sys.exc_info())
-            raise
-
-    def __del__(self) -> None:
-        # A stream dropped without being closed must not leave its turn parked forever.
-        if not self._closed and self._events is not None:
-            self._events.abandon()
 
 
 class Frontmind:
@@ -214,6 +169,9 @@ class Frontmind:
         tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
+        mcp: Sequence[McpServer | Mapping[str, Any]] = (),
+        server_tool_support: ServerToolSupport | None = None,
+        mcp_policy: RestartPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         """Open (creating if needed) the data directory and start every actor.
 
@@ -225,6 +183,11 @@ class Frontmind:
         `ttl_policy` replaces the cache TTL policy `cache.policy` names (`frontmind
         simulate` passes its oracle); `timers` run the cache warm-up's timers (`frontmind
         simulate` passes its simulated clock), else tasks of this instance.
+        `mcp`: MCP servers (`McpServer`s, or mappings with the keys of `[[mcp]]`), after
+        the config's; they start now and stop with the instance, and a `required` one
+        that does not start makes `open` fail. `server_tool_support` answers whether a
+        model takes a server tool (the model data's answer; default: the API judges);
+        `mcp_policy` replaces the servers' restart policy.
         """
         try:
             async with cls._open(
@@ -240,6 +203,9 @@ class Frontmind:
                 tools=tools,
                 ttl_policy=ttl_policy,
                 timers=timers,
+                mcp=mcp,
+                server_tool_support=server_tool_support,
+                mcp_policy=mcp_policy,
             ) as fm:
                 yield fm
         except BaseExceptionGroup as group:
@@ -263,6 +229,9 @@ class Frontmind:
         tools: Sequence[Tool[..., Any] | Callable[..., Any]],
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
+        mcp: Sequence[McpServer | Mapping[str, Any]] = (),
+        server_tool_support: ServerToolSupport | None = None,
+        mcp_policy: RestartPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
@@ -270,7 +239,10 @@ class Frontmind:
         catalog = load_catalog(config.models)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]
-        check_user_tools(user_tools)  # before anything starts: a clash is a startup error
+        # Before anything starts: a bad entry or a name clash is a startup error.
+        servers = mcp_servers([*config.mcp, *mcp])
+        offered_server_tools = server_tools(config.server_tool)
+        check_user_tools(user_tools, offered_server_tools)
         async with AsyncExitStack() as stack:
             stack.enter_context(data_dir_lock(directory))
             local_api: LocalMessagesAPI | None = None
@@ -306,6 +278,9 @@ class Frontmind:
             # The config's model is checked before anything starts (online: after the
             # Models API had its say; offline: against the data alone).
             validate_settings(config, catalog=await models.meet(config.model.name))
+            if config.memory.embedder is not None:
+                # Its dimension checked and recorded with the vectors before any turn.
+                await prepare_embedder(config.memory.embedder, storage, config.module_path)
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )
@@ -320,7 +295,15 @@ class Frontmind:
                 models=models,
                 tools=user_tools,
                 ttl_policy=ttl_policy,
+                mcp=servers,
+                server_tools=offered_server_tools,
+                mcp_policy=mcp_policy,
+                server_tool_support=server_tool_support or no_server_tool_data,
             )
+            if runtime.mcp is not None:
+                # The servers start now (each one's first try is waited for) and stop
+                # before the actors do.
+                await stack.enter_async_context(runtime.mcp.running())
             idle = config.turns.idle_minutes * 60
             collector = None
             if config.runtime.gc == "idle":  # unset: CPython's own (the daemon sets it)
@@ -336,6 +319,7 @@ class Frontmind:
             # fires them as it advances), else tasks of the janitor, cancelled with it.
             runtime.use_timers(timers or TaskTimers(janitor, clock))
             if collector is not None:
+                runtime.watch_turns(collector)  # a turn in flight: no idle collection now
                 janitor.start_soon(collector.run)
             yield cls(
                 runtime,
@@ -396,10 +380,7 @@ class Frontmind:
         `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
-        turn = self._runtime.turn(continuum_id, message, user=self.user_name)
-        if self._collector is not None:
-            turn = self._collector.around(turn)  # in flight: no idle collection now
-        return TurnStream(turn)
+        return self._runtime.turn(continuum_id, message, user=self.user_name)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
         """The request a turn with `message` would send now. Nothing is sent or stored."""
@@ -418,6 +399,7 @@ class Frontmind:
         budget_tokens: int | None = None,
         max_tokens: int | None = None,
         effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
+        thinking_display: Literal["summarized", "omitted"] | None = None,
     ) -> tuple[ContinuumModel, ModelChoice]:
         """Choose the continuum's model settings; each None falls back to `[model]`.
 
@@ -430,6 +412,7 @@ class Frontmind:
             "budget_tokens": budget_tokens,
             "max_tokens": max_tokens,
             "effort": effort,
+            "thinking_display": thinking_display,
         }
         try:  # the same type checks the daemon's JSON body gets
             own = msgspec.convert(given, ContinuumModel)
@@ -555,6 +538,33 @@ class Frontmind:
         """Begin shutting down: running turns go on; queued and later turns end at once
         with a `shutting_down` error event, each leaving a turn record."""
         self._runtime.drain()
+
+    def mcp_servers(self) -> list[McpServerStatus]:
+        """The MCP servers: running or down (and why), the tools each offers now, and a
+        newer tool list each has announced that is not applied yet."""
+        hub = self._runtime.mcp
+        return [] if hub is None else hub.status()
+
+    async def wait_mcp(self, holds: Callable[[list[McpServerStatus]], bool]) -> None:
+        """Wait until `holds(fm.mcp_servers())` is true (checked at every change): e.g.
+        until a server is running again. Bound it with a timeout of your own."""
+        hub = self._runtime.mcp
+        if hub is None:
+            if not holds([]):
+                raise ValueError("no MCP servers: the condition can never hold")
+            return
+        await hub.wait_until(holds)
+
+    async def reload_tools(self) -> ToolsReload:
+        """Apply the MCP servers' current tool lists to the `tools` array. It leads every
+        cached prefix: when anything changed, each continuum's next turn writes its whole
+        prefix to the cache once (the report says what changed)."""
+        hub = self._runtime.mcp
+        return ToolsReload(message="no MCP servers") if hub is None else await hub.reload()
+
+    def offered_tools(self) -> list[str]:
+        """The names in the request's `tools` array, in its order."""
+        return [t.name for t in self._runtime.offered_tools()]
 
     def statistics(self) -> list[ActorStats]:
         return self._system.statistics()

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -82,8 +82,8 @@ class IdleCollector:
     """One Frontmind instance's part in the `idle` policy.
 
     `installed()` holds the policy for the instance's life, `run()` is its task, and
-    every turn runs inside `around(...)`, which is how the collector knows when no turn
-    is in flight.
+    the engine tells it when each turn begins and ends (`Engine.watch_turns`), which is
+    how it knows when no turn is in flight.
     """
 
     def __init__(self, settle_s: float = SETTLE_S) -> None:
@@ -120,19 +120,16 @@ class IdleCollector:
                     gc.unfreeze()
                     _process.froze = False
 
-    @asynccontextmanager
-    async def around(self, turn: AbstractAsyncContextManager[T]) -> AsyncIterator[T]:
-        """`turn`, counted as in flight from before it is entered until it has ended."""
+    def turn_began(self) -> None:
+        """A turn is in flight (from when it is submitted until it has ended)."""
         _process.in_flight += 1
         _process.changed_at = time.monotonic()
-        try:
-            async with turn as events:
-                yield events
-        finally:
-            _process.in_flight -= 1
-            _process.changed_at = time.monotonic()
-            if _process.in_flight == 0 and self._ended is not None:
-                self._ended.set()
+
+    def turn_ended(self) -> None:
+        _process.in_flight -= 1
+        _process.changed_at = time.monotonic()
+        if _process.in_flight == 0 and self._ended is not None:
+            self._ended.set()
 
     def due(self) -> bool:
         """Whether CPython would want a full collection by now (its count, not ours)."""

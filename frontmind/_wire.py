@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from actors import ModelChoice
+from actors import McpServerStatus, ModelChoice, ToolsReload
 from storage import (
     Continuum,
     ContinuumModel,
@@ -47,10 +47,12 @@ __all__ = [
     "ContinuumSummary",
     "DocumentBody",
     "DocumentPage",
+    "EmptyBody",
     "ErrorBody",
     "ErrorDetail",
     "Health",
     "JobList",
+    "McpServers",
     "MemoryBody",
     "MemoryHitPage",
     "MemoryPage",
@@ -60,6 +62,7 @@ __all__ = [
     "PricedTurn",
     "ReminderBody",
     "ReminderPage",
+    "ToolsReload",
     "TurnBody",
     "TurnPage",
     "UserBody",
@@ -132,10 +135,23 @@ class UserList(msgspec.Struct, frozen=True):
     users: list[User]
 
 
+class EmptyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`{}`: what a POST that needs nothing sends. The edge takes a POST only as JSON
+    (a bodyless one with its Content-Type too); describing it so makes a generated
+    client send `{}` as JSON rather than nothing, which the edge would refuse (415)."""
+
+
 class JobList(msgspec.Struct, frozen=True):
     """The background jobs of a user (or of one continuum), oldest first."""
 
     jobs: list[Job]
+
+
+class McpServers(msgspec.Struct, frozen=True):
+    """The MCP servers: state, offered tools, a pending tool list (admin only)."""
+
+    servers: list[McpServerStatus]
+    tools: list[str]  # the request's `tools` array, by name, in its order
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

@@ -21,6 +21,7 @@ from actors import (
     ComposerSettings,
     Directory,
     HistorySettings,
+    McpServer,
     MemorySettings,
     ModelPatch,
     ModelSettings,
@@ -37,7 +38,9 @@ from actors import (
     TrinketLoadError,
     TrinketSettings,
     TurnSettings,
+    check_mcp_servers,
     import_module_near,
+    server_tools,
     validate_settings,
 )
 
@@ -54,6 +57,7 @@ __all__ = [
     "CustomTrinket",
     "DocumentsConfig",
     "HistorySettings",
+    "McpServer",
     "MemorySettings",
     "ModelPatch",
     "ModelSettings",
@@ -152,6 +156,10 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     # `[[models]]`: add or correct a model's row of the shipped data (TOML allows no
     # `[[model]]` array beside the `[model]` table, hence the plural).
     models: tuple[ModelPatch, ...] = ()
+    mcp: tuple[McpServer, ...] = ()  # `[[mcp]]`: MCP servers whose tools the model gets
+    # `[[server_tool]]`: Anthropic's server tools, each as the API takes it (`type`, and
+    # that type's options); checked against the `anthropic` SDK's definition of the type.
+    server_tool: tuple[dict[str, Any], ...] = ()
 
 
 def default_data_dir() -> Path:
@@ -199,7 +207,9 @@ def load_config(
         # Frontmind opens (online: after asking it), not here.
         known = catalog.lookup(config.model.name) is not None
         validate_settings(config, names, catalog=catalog if known else None)
-    except SettingsError as exc:
+        check_mcp_servers(config.mcp)
+        server_tools(config.server_tool)
+    except (SettingsError, ToolDefinitionError) as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
     return config

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 
@@ -35,9 +35,7 @@ from ._actor import Actor, ActorState, ActorStats, RestartPolicy
 from ._codec import decode, encode
 from ._exceptions import ActorStopped, MailboxFull, MessageFailed, RestartLimitReached
 from ._replies import StreamSlot
-
-if TYPE_CHECKING:
-    from ._workers import Worker, Workers
+from ._workers import Worker, Workers
 
 __all__ = ["Cell", "Envelope", "ReplyTarget"]
 

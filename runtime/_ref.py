@@ -58,17 +58,27 @@ class ActorRef(Generic[M, R]):
 
         With `wait=False` a full mailbox raises `MailboxFull` instead of waiting.
         """
+        if wait:
+            cell = self._cell
+            slot = StreamSlot(buffer)
+            await cell.put(cell.envelope(message, slot))
+            replies: ReplyStream[Any] = ReplyStream(slot)
+        else:
+            replies = self.stream_nowait(message, buffer=buffer)
+        try:
+            yield replies
+        finally:
+            replies.abandon()
+
+    def stream_nowait(self, message: M, *, buffer: int = 64) -> ReplyStream[Any]:
+        """Send now (`MailboxFull` if there is no room) and read many replies from the
+        stream returned, which the caller owns: `abandon()` stops reading and cancels the
+        handler if it still runs. For an owner that holds more than the stream (the
+        engine's turns); `stream` is this in an `async with` block."""
         cell = self._cell
         slot = StreamSlot(buffer)
-        envelope = cell.envelope(message, slot)
-        if wait:
-            await cell.put(envelope)
-        else:
-            cell.put_nowait(envelope)
-        try:
-            yield ReplyStream(slot)
-        finally:
-            slot.abandon()
+        cell.put_nowait(cell.envelope(message, slot))
+        return ReplyStream(slot)
 
     def stats(self) -> ActorStats:
         return self._cell.stats()

@@ -31,19 +31,30 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ._exceptions import ActorStopped
 
-if TYPE_CHECKING:
-    from ._cell import Cell
-
-__all__ = ["IDLE_S", "Worker", "Workers"]
+__all__ = ["IDLE_S", "Drainable", "Worker", "Workers"]
 
 IDLE_S = 10.0  # workers not needed for this long leave the pool
+
+
+class Drainable(Protocol):
+    """What the pool needs of an actor's cell (runtime/_cell.py): the pool runs cells,
+    and the cell module imports the pool, never the other way round."""
+
+    name: str
+    worker: Worker | None  # the worker draining it, set and cleared by the pool
+
+    async def drain(self) -> None:
+        """Run the mailbox's messages in order until it is empty."""
+
+    def abort(self) -> None:
+        """End at once, without running anything (its worker was cancelled)."""
 
 
 class Worker:
@@ -53,7 +64,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
-        self.parked: asyncio.Future[Cell | None] | None = None
+        self.parked: asyncio.Future[Drainable | None] | None = None
 
 
 class Workers:
@@ -70,7 +81,7 @@ class Workers:
         self._timer: asyncio.TimerHandle | None = None  # the next trim, while any park
         self._closed = False
 
-    def activate(self, cell: Cell) -> None:
+    def activate(self, cell: Drainable) -> None:
         """Start draining `cell`, which has no worker: a parked one, or a new one."""
         idle = self._idle
         while idle:
@@ -94,7 +105,7 @@ class Workers:
             cell.worker = None
             raise
 
-    def _spawn(self, worker: Worker, cell: Cell) -> None:
+    def _spawn(self, worker: Worker, cell: Drainable) -> None:
         self._tg.start_soon(self._run, worker, cell, name="actor worker")
 
     def trim(self) -> None:
@@ -123,10 +134,10 @@ class Workers:
             if parked is not None and not parked.done():
                 parked.set_result(None)
 
-    async def _run(self, worker: Worker, first: Cell) -> None:
+    async def _run(self, worker: Worker, first: Drainable) -> None:
         # Parking is written out here, not in a helper: every activation resumes this
         # coroutine, and each frame on the way costs (bench/kernel.py).
-        cell: Cell | None = first
+        cell: Drainable | None = first
         loop = self._loop
         idle = self._idle
         copy_context = contextvars.copy_context
@@ -151,7 +162,9 @@ class Workers:
                     self._cancelled_while_parked(worker, parked)
                     raise
 
-    def _cancelled_while_parked(self, worker: Worker, parked: asyncio.Future[Cell | None]) -> None:
+    def _cancelled_while_parked(
+        self, worker: Worker, parked: asyncio.Future[Drainable | None]
+    ) -> None:
         if parked.done() and not parked.cancelled():
             handed = parked.result()
             if handed is not None:

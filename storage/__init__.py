@@ -14,6 +14,7 @@ from ._effects import (
     complete_reminder_effect,
 )
 from ._exceptions import (
+    FrontmindError,
     InvalidInput,
     MessageTooLarge,
     NotFound,
@@ -22,6 +23,7 @@ from ._exceptions import (
     StorageUnavailable,
     UnknownContinuum,
     UserExists,
+    error_type,
 )
 from ._fts import memory_score
 from ._jobs import (
@@ -108,6 +110,7 @@ __all__ = [
     "ContinuumModel",
     "Document",
     "Effect",
+    "FrontmindError",
     "InvalidInput",
     "Job",
     "JobState",
@@ -153,6 +156,7 @@ __all__ = [
     "check_token_hash",
     "check_user_name",
     "complete_reminder_effect",
+    "error_type",
     "memory_score",
     "segment_job_payload",
 ]

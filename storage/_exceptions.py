@@ -1,8 +1,18 @@
-"""Every error the storage layer raises, under one root."""
+"""Every error the storage layer raises, and the root of every error Frontmind raises.
+
+`FrontmindError` is defined here, in the lowest layer that raises errors to callers,
+because imports run one way (storage imports nothing of the rest): storage's errors
+derive from it, and so do those of the actors and of the process edge above. Each error
+class names its kind with `type`, one string per error, inherited until a subclass gives
+its own; the library's `TurnError` events, the daemon's SSE `error` events and its HTTP
+error bodies all carry it. The whole tree, with each type and HTTP status, is drawn in
+`frontmind/_exceptions.py`, whose table maps it to the wire.
+"""
 
 from __future__ import annotations
 
 __all__ = [
+    "FrontmindError",
     "InvalidInput",
     "MessageTooLarge",
     "NotFound",
@@ -11,23 +21,38 @@ __all__ = [
     "StorageUnavailable",
     "UnknownContinuum",
     "UserExists",
+    "error_type",
 ]
 
 
-class StorageError(Exception):
+class FrontmindError(Exception):
+    """Root of every error Frontmind raises on purpose."""
+
+    type = "internal_error"
+
+
+class StorageError(FrontmindError):
     """Root of every storage error."""
+
+    type = "storage_unavailable"
 
 
 class InvalidInput(StorageError, ValueError):
     """The call was refused before anything was written: the message says what was wrong."""
 
+    type = "invalid_request"
+
 
 class MessageTooLarge(InvalidInput):
     """A user message is over `MAX_MESSAGE_CHARS` (the daemon answers 413)."""
 
+    type = "request_too_large"
+
 
 class NotFound(StorageError, LookupError):
     """The record the call names does not exist."""
+
+    type = "not_found"
 
 
 class UnknownContinuum(NotFound):
@@ -37,6 +62,8 @@ class UnknownContinuum(NotFound):
 class UserExists(StorageError):
     """`add_user` named a user that already exists (a token is issued once, never again)."""
 
+    type = "conflict"
+
 
 class SchemaTooNew(StorageError):
     """The database was written by a newer Frontmind; opening it could corrupt it."""
@@ -44,3 +71,9 @@ class SchemaTooNew(StorageError):
 
 class StorageUnavailable(StorageError):
     """The database could not be opened, read or written (the cause is chained)."""
+
+
+def error_type(exc: BaseException) -> str:
+    """The type string `exc` is reported with: its class's `type`, or `internal_error`
+    for anything that is not a `FrontmindError` (a bug, or the actor kernel's)."""
+    return exc.type if isinstance(exc, FrontmindError) else FrontmindError.type

@@ -284,6 +284,14 @@ CREATE TABLE model_facts (
 );
 """
 
+# Vector recall: the embedder whose vectors the store keeps (one row: its name and
+# dimension). The index itself, sqlite-vec's `memory_vec` (rowid = the memory's id,
+# partitioned by owner), is created when an embedder is first used, as its dimension is
+# part of its definition and the extension may be missing where no embedder is set.
+_V9 = """
+CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -293,5 +301,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (6, _V6),
     (7, _V7),
     (8, _V8),
+    (9, _V9),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

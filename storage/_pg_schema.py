@@ -212,6 +212,13 @@ CREATE TABLE model_facts (
 );
 """
 
+# Vector recall: the embedder whose vectors the store keeps (one row), and each memory's
+# vector as `real[]`, normalized, so that the exact search is a dot product in SQL.
+_V8 = """
+CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
+ALTER TABLE memories ADD COLUMN vector real[];
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -220,5 +227,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -274,19 +274,41 @@ class Storage(Protocol):
         """Delete it and its search index entry; `NotFound` if the user has none by that id."""
         ...
 
+    async def use_embedder(self, model: str, dimensions: int) -> bool:
+        """Keep the vectors of this embedder (name and dimension, recorded with them).
+        Another one than recorded: every stored vector is dropped in this transaction
+        (unused from now on; the memories wait to be embedded again). Returns whether
+        they were dropped. `InvalidInput` when this store cannot search vectors."""
+        ...
+
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
-        """Memories of any user with no embedding yet (for the background worker's
+        """Memories of any user with no vector yet (for the background worker's
         optional embedder), oldest first."""
         ...
 
-    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
-        """Store embeddings beside their memories (float32)."""
+    async def count_memories_without_vectors(self) -> int | None:
+        """How many memories (of every user) wait for a vector; None when no embedder
+        was ever used."""
         ...
 
-    async def memory_vectors(
-        self, user: str, *, now: float | None = None
-    ) -> list[tuple[Memory, tuple[float, ...]]]:
-        """Every unexpired memory of the user that has an embedding, with it."""
+    async def set_memory_vectors(self, vectors: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+        """Store and index each memory's vector (float32), in one transaction; a memory
+        whose text changed since it was read is left waiting for its new text's vector.
+        Needs `use_embedder` first; a vector of another dimension is `InvalidInput`."""
+        ...
+
+    async def nearest_memories(
+        self,
+        user: str,
+        vector: Sequence[float],
+        *,
+        k: int,
+        now: float | None = None,
+        among: Sequence[int] = (),
+    ) -> list[tuple[Memory, float]]:
+        """The user's `k` memories nearest to `vector` by cosine similarity, best first,
+        expired ones left out, searched in the database; with `among`, the similarity
+        of those memories too (when they have a vector)."""
         ...
 
     async def mark_memories_used(

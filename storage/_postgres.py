@@ -24,6 +24,7 @@ driver and dialect under it:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -177,6 +178,7 @@ class PostgresStorage(SQLStore):
         self.url = url
         self._pool = pool
         self._leases = leases
+        self._pgvector = False  # vector recall through pgvector's HNSW index (else exact)
 
     @classmethod
     async def open(
@@ -312,6 +314,90 @@ class PostgresStorage(SQLStore):
             (*row[:7], -row[7] if row[8] else -matched_terms(row[1], list(row[9]))) for row in found
         ]
 
+    # Vector recall, in the database. Each memory's vector is kept normalized as `real[]`
+    # (`vector`), so that its cosine to a normalized query is a dot product in SQL: the
+    # exact search, wherever the pgvector extension is missing. With pgvector, the same
+    # vector is also kept as `vector(d)` (`vec`) under an HNSW index (cosine), which
+    # answers the nearest instead.
+
+    async def _prepare_vectors(self, db: Connection, dimensions: int, *, reset: bool) -> None:
+        if reset:
+            await db.execute("UPDATE memories SET vector = NULL WHERE vector IS NOT NULL", ())
+        self._pgvector = await self._pgvector_ready(db)
+        if not self._pgvector:
+            return
+        if reset:
+            await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
+            await db.execute("ALTER TABLE memories DROP COLUMN IF EXISTS vec", ())
+        await db.execute(
+            f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({dimensions})", ()
+        )
+        # Vectors stored before the extension was: indexed now.
+        await db.execute(
+            "UPDATE memories SET vec = vector::vector WHERE vector IS NOT NULL AND vec IS NULL", ()
+        )
+        await db.execute(
+            "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories"
+            " USING hnsw (vec vector_cosine_ops)",
+            (),
+        )
+
+    async def _pgvector_ready(self, db: Connection) -> bool:
+        """Whether pgvector is installed in the database, installing it when the server
+        has it (a role that may not create it leaves the exact search)."""
+        ((installed, available),) = await db.execute_fetchall(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+            " EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')",
+            (),
+        )
+        if installed or not available:
+            return bool(installed)
+        await db.execute("SAVEPOINT pgvector", ())
+        try:
+            await db.execute("CREATE EXTENSION IF NOT EXISTS vector", ())
+        except self._ERRORS:
+            await db.execute("ROLLBACK TO SAVEPOINT pgvector", ())
+            return False
+        return True
+
+    async def _index_vectors(
+        self, db: Connection, vectors: Sequence[tuple[int, Sequence[float]]]
+    ) -> None:
+        also = ", vec = ?::real[]::vector" if self._pgvector else ""
+        rows = [(_normalized(v), memory_id) for memory_id, v in vectors]
+        await db.executemany(
+            f"UPDATE memories SET vector = ?::real[]{also} WHERE id = ?",
+            [(v, v, i) for v, i in rows] if self._pgvector else rows,
+        )
+
+    async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
+        also = ", vec = NULL" if self._pgvector else ""
+        await db.execute(
+            f"UPDATE memories SET vector = NULL{also} WHERE id = ANY(?::bigint[])",
+            (list(memory_ids),),
+        )
+
+    async def _nearest_rows(
+        self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
+    ) -> list[Any]:
+        query = _normalized(vector)
+        if self._pgvector:
+            # HNSW: the index's nearest, filtered to the user's live memories; pgvector
+            # computes the similarities too.
+            similarity = "1 - (m.vec <=> ?::real[]::vector)"
+            nearest = f"m.vec IS NOT NULL AND {_ALIVE} ORDER BY m.vec <=> ?::real[]::vector"
+        else:  # exact: every live vector of the user, scored in the database
+            similarity = _DOT
+            nearest = f"m.vector IS NOT NULL AND {_ALIVE} ORDER BY {_DOT} DESC"
+        return await self._read(
+            f"WITH near AS MATERIALIZED (SELECT m.id FROM memories m WHERE m.owner = ?"
+            f" AND {nearest} LIMIT ?)"
+            f" {MEMORY}, {similarity} FROM memories m"
+            " WHERE m.id = ANY(ARRAY(SELECT id FROM near) || ?::bigint[])"
+            f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}",
+            (user, at, query, k, query, list(among), user, at),
+        )
+
     async def _message_hits(
         self, user: str, terms: list[str], continuum_id: str | None, limit: int
     ) -> list[MessageHit]:
@@ -359,3 +445,13 @@ def _redact(url: str) -> str:
     credentials, _, host = rest.rpartition("@")
     user = credentials.split(":", 1)[0]
     return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+
+
+# The cosine of a memory's normalized vector to the normalized query (bound once more).
+_DOT = "(SELECT sum(a * b) FROM unnest(m.vector, ?::real[]) AS t(a, b))"
+_ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
+
+
+def _normalized(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]

@@ -112,6 +112,10 @@ class TurnUsage(msgspec.Struct, frozen=True):
     output_tokens: int = 0
     cache_creation_5m: int = 0
     cache_creation_1h: int = 0
+    # Anthropic's server tools run on the API's side and are billed per request beside
+    # the tokens (`usage.server_tool_use`): web searches and web fetches.
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
     def __add__(self, other: TurnUsage) -> TurnUsage:
         return TurnUsage(
@@ -196,6 +200,7 @@ class ContinuumModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     budget_tokens: int | None = None  # with thinking = "enabled"
     max_tokens: int | None = None
     effort: Effort | None = None
+    thinking_display: Literal["summarized", "omitted"] | None = None
 
 
 class Continuum(msgspec.Struct, frozen=True):

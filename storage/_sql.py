@@ -38,15 +38,20 @@ The dialect hooks, only where the databases really differ:
   `_uncount_terms` (PostgreSQL's per-word document counts, which plan its searches).
 - `_count_down_searches`, on every commit: PostgreSQL's is one statement (a writable
   CTE), not two, to keep the commit's round trips as few.
+- vector recall: `_prepare_vectors` (the index for an embedder's dimension),
+  `_index_vectors` / `_unindex_vectors` (kept with the memories, in their transaction)
+  and `_nearest_rows` (the k nearest, answered in the database: sqlite-vec's `vec0` on
+  SQLite; pgvector's HNSW index on PostgreSQL, or where the server lacks it an exact
+  dot product over normalized `real[]` vectors).
 
-Built on next: vector search (sqlite-vec, pgvector) is one more pair of search hooks;
-export, import and migration between stores, and deleting a user, are written here once,
-over `_read` and `_transaction`.
+Built on next: export, import and migration between stores, and deleting a user, are
+written here once, over `_read` and `_transaction`.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
@@ -102,7 +107,6 @@ from ._shared import (
     check_write,
     content_decoder,
     continues,
-    decode_vector,
     encode_vector,
     record_decoder,
     segment_title,
@@ -120,6 +124,9 @@ from ._validation import (
 )
 
 __all__ = ["MEMORY", "Connection", "SQLStore"]
+
+MAX_DIMENSIONS = 4096  # an embedder's widest vector
+MAX_NEAREST = 1000  # the most memories one vector search returns
 
 # A memory's columns (of `memories m`), in `Memory`'s order: the searches select them too.
 MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
@@ -199,6 +206,8 @@ class SQLStore(ABC):
         # Continuums whose lease is held or awaited here (a turn running or waiting):
         # claim_job leaves their jobs alone.
         self._leased: dict[tuple[str, str], int] = {}
+        # The dimension of the embedder in use (`use_embedder`); None: no vectors.
+        self._dimensions: int | None = None
 
     # -- the driver -----------------------------------------------------------------
 
@@ -285,6 +294,28 @@ class SQLStore(ABC):
         self, user: str, terms: list[str], continuum_id: str | None, limit: int
     ) -> list[MessageHit]:
         """The user's best `limit` messages for the terms, best first."""
+
+    @abstractmethod
+    async def _prepare_vectors(self, db: Connection, dimensions: int, *, reset: bool) -> None:
+        """Make the vector index ready for `dimensions`; with `reset`, empty (another
+        embedder: no stored vector is used any more)."""
+
+    @abstractmethod
+    async def _index_vectors(
+        self, db: Connection, vectors: Sequence[tuple[int, Sequence[float]]]
+    ) -> None:
+        """Index each memory's vector (replacing any earlier one)."""
+
+    @abstractmethod
+    async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
+        """Take the memories out of the vector index (their text changed, or they go)."""
+
+    @abstractmethod
+    async def _nearest_rows(
+        self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
+    ) -> list[Any]:
+        """`MEMORY`'s columns and the cosine similarity to `vector`, for the user's `k`
+        nearest memories alive at `at` that have a vector, and for those of `among`."""
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -459,9 +490,11 @@ class SQLStore(ABC):
         cid = record.continuum_id
         async with self._transaction() as db:
             if await _rows(
-                db, "SELECT 1 FROM turns WHERE id = ? AND status = 'completed'", (record.turn_id,)
+                db,
+                "SELECT 1 FROM turns WHERE id = ? AND (status = 'completed' OR owner != ?)",
+                (record.turn_id, user),
             ):
-                return False  # a retried commit of a turn already stored
+                return False  # a retried commit of a turn already stored, or another user's
             await self._add_continuum(db, user, record)
             # The row lock (PostgreSQL) orders concurrent commits of one continuum.
             ((base,),) = await _rows(
@@ -471,7 +504,7 @@ class SQLStore(ABC):
                 (user, cid),
             )
             if not await self._put_turn(db, user, record):
-                return False  # the turn's id is taken by another user's turn
+                return False  # stored meanwhile (by another replica)
             await db.executemany(
                 "INSERT INTO messages"
                 " (owner, continuum_id, seq, turn_id, role, content, text, created_at)"
@@ -756,12 +789,15 @@ class SQLStore(ABC):
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
         if await _rows(
             db,
-            "UPDATE memories SET text = ?,"
+            "UPDATE memories SET text = ?, embedding = NULL,"
             " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
             " WHERE owner = ? AND id = ? RETURNING 1",
             (text, importance, importance, *memory),
         ):
             await self._count_terms(db, "memory", [text])
+            # The vector of the old text goes with it (re-embedded in the background);
+            # only once the memory is known to be this user's.
+            await self._unindex_vectors(db, [memory_id])
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1011,10 +1047,52 @@ class SQLStore(ABC):
         check_user_name(user)
         async with self._transaction() as db:
             await self._uncount_terms(db, "memory", "owner = ? AND id = ?", (user, memory_id))
+            await self._unindex_vectors(db, [memory_id])
             if not await _rows(
                 db, "DELETE FROM memories WHERE owner = ? AND id = ? RETURNING 1", (user, memory_id)
             ):
                 raise NotFound(f"no memory #{memory_id}")
+
+    async def use_embedder(self, model: str, dimensions: int) -> bool:
+        """Keep the vectors of this embedder (its name and dimension, recorded with them).
+
+        Another name or dimension than the recorded ones: every stored vector is dropped
+        in this transaction, unused from now on, and the memories wait for the background
+        worker to embed them again. Returns whether they were dropped.
+        """
+        if not model.strip() or len(model) > 500:
+            raise InvalidInput("an embedder's name must be 1 to 500 characters")
+        if not 1 <= dimensions <= MAX_DIMENSIONS:
+            raise InvalidInput(
+                f"an embedder's dimension must be 1 to {MAX_DIMENSIONS}, not {dimensions}"
+            )
+        async with self._transaction() as db:
+            recorded = await _rows(
+                db, f"SELECT model, dimensions FROM vector_model{self._FOR_UPDATE}", ()
+            )
+            reset = [tuple(row) for row in recorded] != [(model, dimensions)]
+            if reset:
+                await db.execute("DELETE FROM vector_model", ())
+                await db.execute(
+                    "INSERT INTO vector_model (model, dimensions) VALUES (?, ?)",
+                    (model, dimensions),
+                )
+                await db.execute(
+                    "UPDATE memories SET embedding = NULL WHERE embedding IS NOT NULL", ()
+                )
+            await self._prepare_vectors(db, dimensions, reset=reset)
+        self._dimensions = dimensions
+        return reset
+
+    def _check_vector(self, vector: Sequence[float]) -> None:
+        if self._dimensions is None:
+            raise InvalidInput("no embedder is in use: call use_embedder first")
+        if len(vector) != self._dimensions:
+            raise InvalidInput(
+                f"a vector of {len(vector)} dimensions; the embedder in use has {self._dimensions}"
+            )
+        if not all(math.isfinite(x) for x in vector) or not any(vector):
+            raise InvalidInput("a vector must be finite and not all zeros")
 
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
         rows = await self._read(
@@ -1022,21 +1100,51 @@ class SQLStore(ABC):
         )
         return [Memory(*row) for row in rows]
 
-    async def set_memory_vectors(self, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
-        rows = [(encode_vector(v), memory_id) for memory_id, v in vectors]
-        async with self._transaction() as db:
-            await db.executemany("UPDATE memories SET embedding = ? WHERE id = ?", rows)
-
-    async def memory_vectors(
-        self, user: str, *, now: float | None = None
-    ) -> list[tuple[Memory, tuple[float, ...]]]:
-        check_user_name(user)
-        rows = await self._read(
-            f"{MEMORY}, m.embedding FROM memories m WHERE m.owner = ?"
-            " AND m.embedding IS NOT NULL AND (m.expires_at IS NULL OR m.expires_at > ?)",
-            (user, _at(now)),
+    async def count_memories_without_vectors(self) -> int | None:
+        ((count, recorded),) = await self._read(
+            "SELECT (SELECT count(*) FROM memories WHERE embedding IS NULL),"
+            " (SELECT count(*) FROM vector_model)"
         )
-        return [(Memory(*row[:7]), decode_vector(row[7])) for row in rows]
+        return int(count) if recorded else None
+
+    async def set_memory_vectors(self, vectors: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+        """Store each memory's vector (float32) and index it, unless its text changed
+        since it was read (its new text waits for its own vector)."""
+        for _, vector in vectors:
+            self._check_vector(vector)
+        async with self._transaction() as db:
+            kept: list[tuple[int, Sequence[float]]] = []
+            for memory, vector in vectors:
+                if await _rows(
+                    db,
+                    "UPDATE memories SET embedding = ? WHERE id = ? AND text = ? RETURNING 1",
+                    (encode_vector(vector), memory.id, memory.text),
+                ):
+                    kept.append((memory.id, vector))
+            await self._index_vectors(db, kept)
+
+    async def nearest_memories(
+        self,
+        user: str,
+        vector: Sequence[float],
+        *,
+        k: int,
+        now: float | None = None,
+        among: Sequence[int] = (),
+    ) -> list[tuple[Memory, float]]:
+        """The user's `k` memories nearest to `vector` (cosine similarity, best first),
+        expired ones left out, answered in the database; with `among`, the similarity
+        of those memories too (when they have a vector)."""
+        check_user_name(user)
+        self._check_vector(vector)
+        if not 1 <= k <= MAX_NEAREST:
+            raise InvalidInput(f"k must be 1 to {MAX_NEAREST}, not {k}")
+        for memory_id in among:
+            check_row_id(memory_id, "memory")
+        rows = await self._nearest_rows(user, vector, k, _at(now), among)
+        found = sorted(((Memory(*row[:7]), float(row[7])) for row in rows), key=lambda h: -h[1])
+        wanted = set(among)
+        return [hit for rank, hit in enumerate(found) if rank < k or hit[0].id in wanted]
 
     async def mark_memories_used(
         self, user: str, memory_ids: Sequence[int], *, times: int = 1

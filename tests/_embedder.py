@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import anyio
+
 CONCEPTS = (
     {"sister", "sibling", "brother", "family"},
     {"tea", "coffee", "drink", "beverage"},
@@ -19,3 +21,28 @@ class ConceptEmbedder:
             words = re.findall(r"\w+", text.lower())
             vectors.append([float(sum(w in c for w in words)) for c in CONCEPTS] + [0.01])
         return vectors
+
+
+class RenamedConceptEmbedder(ConceptEmbedder):
+    """The same vectors under another model name: another embedder for the store."""
+
+    model = "concepts-v2"
+
+
+class BlockedEmbedder(ConceptEmbedder):
+    """Says its dimension (no call at startup); each turn's call waits for `release`,
+    which no test sets: the call misses its deadline."""
+
+    dimensions = len(CONCEPTS) + 1
+    release: anyio.Event | None = None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if BlockedEmbedder.release is None:
+            BlockedEmbedder.release = anyio.Event()
+        await BlockedEmbedder.release.wait()
+        return await super().embed(texts)
+
+
+class BrokenEmbedder:
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise RuntimeError("the embeddings service is down")

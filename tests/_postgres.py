@@ -12,6 +12,7 @@ developer's machine without the package they are skipped with the reason shown.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["PostgresServer", "find_bin_dir", "start_server"]
+__all__ = ["PostgresServer", "find_bin_dir", "pgvector_bin_dir", "start_server"]
 
 _database_numbers = count(1)
 
@@ -94,8 +95,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(base: Path) -> PostgresServer:
-    bin_dir = find_bin_dir()
+def pgvector_bin_dir() -> Path | None:
+    """A server with the pgvector extension: the one the `pgserver` package bundles
+    (Debian's mirror here has no pgvector package), or None when it is not installed."""
+    spec = importlib.util.find_spec("pgserver")  # located, not imported (it sets up paths)
+    if spec is None or spec.origin is None:
+        return None
+    bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
+    return bin_dir if (bin_dir / "initdb").exists() else None
+
+
+def start_server(base: Path, bin_dir: Path | None = None) -> PostgresServer:
+    bin_dir = bin_dir or find_bin_dir()
     if bin_dir is None:
         raise FileNotFoundError("no PostgreSQL server is installed (Debian package postgresql)")
     run_as = "postgres" if os.geteuid() == 0 else None
@@ -147,13 +158,13 @@ def start_server(base: Path) -> PostgresServer:
 
 
 @contextlib.contextmanager
-def running_server() -> Iterator[PostgresServer]:
+def running_server(bin_dir: Path | None = None) -> Iterator[PostgresServer]:
     base = Path(tempfile.mkdtemp(prefix="frontmind-pg-"))
     os.chmod(base, 0o755)
     server: PostgresServer | None = None
     try:
         try:
-            server = start_server(base)
+            server = start_server(base, bin_dir)
         except (OSError, subprocess.CalledProcessError) as exc:
             detail = getattr(exc, "stderr", b"") or b""
             reason = f"PostgreSQL could not be started: {exc} {detail!r}"

@@ -17,7 +17,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests._postgres import PostgresServer, running_server
+from tests._postgres import PostgresServer, pgvector_bin_dir, running_server
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +29,16 @@ def anyio_backend() -> str:
 def pg_server() -> Iterator[PostgresServer]:
     """One real PostgreSQL server for the session (each test makes its own database)."""
     with running_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server with the pgvector extension (`pgserver`'s binaries)."""
+    bin_dir = pgvector_bin_dir()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server with pgvector: pip install pgserver")
+    with running_server(bin_dir) as server:
         yield server
 
 

@@ -276,3 +276,26 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
     assert "no open reminders" in out
     assert "Alt-Enter, Esc Enter" in out
     assert await user_messages(tmp_path) == ["hello", "second line"]
+
+
+@pytest.mark.anyio
+async def test_thinking_is_folded_until_asked_for(tmp_path: Path) -> None:
+    config = tmp_path / "thinking.toml"
+    config.write_text('[model]\nthinking = "enabled"\nbudget_tokens = 1024\nmax_tokens = 4096\n')
+    code, out, err = await run_cli(
+        "chat",
+        "--offline",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--config",
+        str(config),
+        stdin=b"hello there\n/thinking\nhello again\n",
+    )
+    assert code == 0, err
+    folded, _, unfolded = out.partition("the model's thinking is shown as it streams")
+    # Folded: a marker, without the thinking's text.
+    assert "[thinking] … (/thinking unfolds)" in folded
+    assert "The user wrote" not in folded
+    # Unfolded: the thinking's text, before the reply.
+    assert unfolded.index("[thinking]") < unfolded.index("The user wrote 2 word(s)")
+    assert unfolded.index("The user wrote 2 word(s)") < unfolded.index("You said")

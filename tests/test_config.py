@@ -7,7 +7,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from actors import SettingsError, validate_settings
+from actors import SettingsError, tool_name, validate_settings
 from frontmind import Config, ConfigError, Frontmind, FrontmindError, load_config
 from frontmind._frontmind import NoModel
 from storage import SQLiteStorage, StorageUnavailable
@@ -114,7 +114,7 @@ def _shop(folder: Path, module: str) -> str:
 async def _tools_and_context(data: Path, config_file: Path) -> tuple[list[str], str]:
     async with Frontmind.open(data, config_file=config_file, model=NoModel()) as fm:
         request = await fm.context("shop", "what is in stock?")
-    names = [t.name for t in request.tools]
+    names = [tool_name(t) for t in request.tools]
     return names, msgspec.json.encode(request).decode()
 
 

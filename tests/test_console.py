@@ -219,6 +219,9 @@ async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None
             assert await page.locator("#stack section[data-kind=history] .breakpoint").count() == 1
             sections = page.locator("#stack section[data-kind=notification] .section .label")
             assert "datetime_section" in await sections.all_inner_texts()
+            # Each tool says where it came from.
+            tools = page.locator("#stack section[data-kind=tools] .block .label")
+            assert "tool · built-in · add_reminder" in await tools.all_inner_texts()
 
             # Token estimates per block are Frontmind's (4 UTF-8 bytes a token, 3 a block).
             def shown(text: str) -> str:

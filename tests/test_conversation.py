@@ -240,21 +240,39 @@ async def test_tool_loop_stops_at_the_iteration_limit(
 # -- cache accounting ---------------------------------------------------------------------------
 
 
-async def test_twenty_turns_read_everything_but_the_newest_exchange(
-    api: LocalMessagesAPI, tmp_path: Path
-) -> None:
+async def test_twenty_turns_read_everything_but_the_newest_exchange(tmp_path: Path) -> None:
+    # Plain counts (4 bytes a token, 3 a block): the uncached part is added up by hand.
     clock = FakeClock()
-    async with frontmind(api, tmp_path, clock=clock) as fm:
+    async with (
+        LocalMessagesAPI(token_counts="plain") as api,
+        frontmind(api, tmp_path, clock=clock) as fm,
+    ):
+        calls: list[int] = []
         for i in range(20):
             clock.advance(47)
-            completed(await run_turn(fm, "c1", f"message number {i}: how is it going?"))
+            done = completed(await run_turn(fm, "c1", f"message number {i}: how is it going?"))
+            calls.append(done.model_calls)
         records = await fm.turns("c1")
+        bodies = api.message_bodies()
     usages = [r.call_usage[0] for r in records]
     for n in range(2, 20):
         assert usages[n].cache_read_input_tokens == (
             usages[n - 1].cache_read_input_tokens + usages[n - 1].cache_creation_input_tokens
         ), f"turn {n + 1}"
-        # Everything before the newest exchange was sent before: all of it is read.
+        # Everything before the newest exchange was sent before: all of it is read, and
+        # what is not read is exactly the blocks after the last breakpoint: the frame
+        # (delimiter and notification center) and the new message.
+        body = bodies[sum(calls[:n])]
+        _, last_message, last_block, _ = cache_marks(body)[-1]
+        tail = [
+            block
+            for m, message in enumerate(body["messages"])
+            for b, block in enumerate(message["content"])
+            if (m, b) > (last_message, last_block)
+        ]
+        assert len(tail) == 3, f"turn {n + 1}: only the frame and the new message"
+        plain = sum((len(block["text"].encode()) + 3) // 4 + 3 for block in tail)
+        assert usages[n].input_tokens == plain, f"turn {n + 1}"
         assert usages[n].input_tokens < 400, "only the notification center and the new message"
     assert all(r.cache_miss_reason is None for r in records[1:])
 
@@ -383,6 +401,26 @@ async def test_cancelling_mid_stream_leaves_history_unchanged(
         records = await fm.turns("c1")
         assert [r.status for r in records] == ["completed", "cancelled", "completed"]
         assert records[1].reply_text, "the partial reply is kept in the record"
+
+
+async def test_a_stream_left_by_break_is_closed_whole(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """An `async for` left by `break`, with no `async with`, drops the stream: its one
+    close path still cancels the turn (recorded as such) and lets the lane go."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))
+        api.set_latency(Latency(tokens_per_second=200))
+        async for event in fm.turn("c1", "a long answer please " * 5):
+            if isinstance(event, TextDelta):
+                break
+        api.set_latency(Latency())
+        completed(await run_turn(fm, "c1", "next"))  # the dropped turn wound down first
+        records = await fm.turns("c1")
+        assert [r.status for r in records] == ["completed", "cancelled", "completed"]
+        assert [m.text() for m in await fm.history("c1") if m.role == "user"] == ["first", "next"]
+        # No turn holds the continuum's lane any more: it can be unloaded.
+        assert await fm.unload_idle(0) == ["c1"]
 
 
 async def test_same_continuum_serialized_others_concurrent(

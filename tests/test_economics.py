@@ -19,7 +19,7 @@ from actors import (
     FixedPolicy,
     render_notification_center,
 )
-from actors._conversation import _system_entry
+from actors._cache_book import CacheBook
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
 from frontmind import Frontmind
@@ -156,12 +156,20 @@ def test_the_system_entry_is_read_off_the_turn_records() -> None:
             "t", "c", "completed", at, at + 1, "m", "hi", call_usage=(usage,), cache_ttl=ttl
         )
 
-    entry = _system_entry(None, record(START, 0, 1500, TtlChoice("5m", "5m")))
-    assert entry == ("5m", START)  # read nothing, wrote: the system prompt at 5m
-    later = record(START + 2 * MIN, 1500, 40, TtlChoice("1h", "1h"))
-    assert _system_entry(entry, later) == ("5m", START + 2 * MIN)
-    gone = record(START + 40 * MIN, 1540, 40, TtlChoice("1h", "1h"))  # read the 1h history
-    assert _system_entry(("5m", START + 2 * MIN), gone) is None
+    book = CacheBook()
+
+    def entry_after(at: float, read: int, written: int, ttl: TtlChoice) -> object:
+        book.absorb(record(at, read, written, ttl))
+        return book.system_entry
+
+    # Read nothing, wrote: the system prompt at 5m.
+    assert entry_after(START, 0, 1500, TtlChoice("5m", "5m")) == ("5m", START)
+    later = START + 2 * MIN
+    assert entry_after(later, 1500, 40, TtlChoice("1h", "1h")) == ("5m", later)
+    # Read the 1h history 40 minutes later: the 5m system entry is gone.
+    assert entry_after(START + 40 * MIN, 1540, 40, TtlChoice("1h", "1h")) is None
+    assert list(book.turn_times) == [START, later, START + 40 * MIN]
+    assert book.last_ttl == TtlChoice("1h", "1h")
 
 
 def test_what_a_turn_finds_alive_follows_each_entry_s_own_ttl() -> None:

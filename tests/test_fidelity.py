@@ -18,7 +18,7 @@ import pytest
 from actors import InvalidModelSettings, ModelRequest, SettingsError, user_content
 from actors._exceptions import ModelStreamError
 from actors._layout import build_request
-from actors._llm import _Assembly, _event_decoder
+from actors._llm import StreamText, StreamThinking, _Assembly, _event_decoder
 from actors._messages import SystemSection
 from actors._settings import CacheSettings
 from frontmind.localapi import (
@@ -136,7 +136,14 @@ def test_blocks_frontmind_does_not_interpret_keep_the_json_the_api_sent() -> Non
             STOP,
         )
     )
-    assert shown == ["Cats."]
+    # Text and thinking reach the caller as they stream; redacted thinking is announced
+    # without its data.
+    assert shown == [
+        StreamThinking("Let me "),
+        StreamThinking("think."),
+        StreamThinking("", redacted=True),
+        StreamText("Cats."),
+    ]
     assert done.stop_reason == "tool_use"
     assert done.dropped == 0
     assert done.usage.input_tokens == 5
@@ -340,6 +347,44 @@ async def test_a_message_of_blocks_is_stored_and_replayed_byte_for_byte(
             await too_big.__aenter__()
         assert api.requests == []
         assert await fm.storage.continuums(DEFAULT_USER) == []
+
+
+async def test_a_cited_reply_is_stored_and_replayed_with_its_citations(tmp_path: Path) -> None:
+    # The local API's default responder cites a document with citations enabled (docs:
+    # "Citations"); the streamed citations_delta events are kept on the stored reply and
+    # sent back unchanged on the next turn.
+    document = {
+        "type": "document",
+        "title": "Launch plan",
+        "source": {"type": "text", "media_type": "text/plain", "data": "It is on Friday. Yes."},
+        "citations": {"enabled": True},
+    }
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        events = [e async for e in fm.turn("c1", [document, {"type": "text", "text": "when?"}])]
+        completed(events)
+        reply = (await fm.history("c1"))[-1]
+        completed(await run_turn(fm, "c1", "thanks"))
+        sent = api.message_bodies()[-1]["messages"]
+    cited = [
+        json.loads(b.json) for b in reply.content if isinstance(b, RawBlock) and b.kind == "text"
+    ]
+    citation = {
+        "type": "char_location",
+        "cited_text": "It is on Friday.",
+        "document_index": 0,
+        "document_title": "Launch plan",
+        "start_char_index": 0,
+        "end_char_index": 16,
+    }
+    assert [c["citations"] for c in cited] == [[citation]]
+    replayed = [
+        {k: v for k, v in b.items() if k != "cache_control"}
+        for m in sent
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b.get("citations")
+    ]
+    assert replayed == cited
 
 
 # -- stop reasons ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ and the real Prometheus parser."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -39,7 +40,7 @@ from frontmind._wire import from_wire, to_wire
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
-from frontmind.server._openapi import openapi
+from frontmind.server._routes import ENDPOINTS, describe
 from storage import (
     DEFAULT_USER,
     ContinuumModel,
@@ -80,7 +81,7 @@ def starlette_of(app: Any) -> Starlette:
 
 
 async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> None:
-    spec = openapi()
+    spec = describe()
     validate(spec)
     async with Frontmind.open(tmp_path, offline=True) as fm:
         app = starlette_of(build_app(fm, token="secret"))
@@ -92,15 +93,33 @@ async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> Non
         }
     described = {(path, method) for path, ops in spec["paths"].items() for method in ops}
     assert served_routes == described
+    operations = [op for ops in spec["paths"].values() for op in ops.values()]
+    ids = [op["operationId"] for op in operations]
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[a-z]+[A-Za-z]*", i) for i in ids), ids
+    assert {"createTurn", "listReminders", "listTurns", "createUser"} <= set(ids)
+    tags = {t["name"] for t in spec["tags"]}
+    assert all(len(op["tags"]) == 1 and op["tags"][0] in tags for op in operations)
+    # Each operation lists the auth errors its row's auth level can answer, no others.
+    for endpoint in ENDPOINTS:
+        responses = spec["paths"][endpoint.path][endpoint.method.lower()]["responses"]
+        assert ("401" in responses) == (endpoint.auth != "public"), endpoint.path
+        assert ("403" in responses) == (endpoint.auth == "admin"), endpoint.path
+    for public in ("/healthz", "/openapi.json", "/docs"):
+        assert "401" not in spec["paths"][public]["get"]["responses"]
+        assert spec["paths"][public]["get"]["security"] == []
     schemas = spec["components"]["schemas"]
     # The wire rules: timestamps are ISO strings, a tool input is an object.
     assert schemas["Reminder"]["properties"]["created_at"]["format"] == "date-time"
     assert "input" in schemas["ToolStarted"]["properties"]
     assert "input_json" not in schemas["ToolStarted"]["properties"]
     sse = spec["paths"]["/v1/continuums/{continuum_id}/turns"]["post"]["responses"]["200"]
-    names = set(sse["content"]["text/event-stream"]["schema"]["discriminator"]["mapping"])
-    assert names == {"turn.started", "text.delta", "tool.started", "tool.finished",
-                     "turn.completed", "error"}  # fmt: skip
+    # Text to a client that reads whole bodies; the events' schema rides beside it.
+    stream = sse["content"]["text/event-stream"]
+    assert stream["schema"]["type"] == "string"
+    names = set(stream["x-item-schema"]["discriminator"]["mapping"])
+    assert names == {"turn.started", "thinking.delta", "text.delta", "tool.started",
+                     "tool.finished", "turn.completed", "error"}  # fmt: skip
     async with served(tmp_path / "d") as (_, url), httpx2.AsyncClient(base_url=url) as http:
         assert (await http.get("/openapi.json")).json() == spec
         page = (await http.get("/docs")).text
@@ -176,6 +195,10 @@ async def test_client_sends_content_blocks_and_manages_settings_and_users(
         with pytest.raises(InvalidInput, match="budget_tokens"):
             await c.set_model_settings("ada", thinking="enabled", budget_tokens=4096)
 
+        assert await c.mcp_servers() == fm.mcp_servers() == []  # none configured
+        assert await c.offered_tools() == fm.offered_tools()
+        reload = await c.reload_tools()
+        assert (reload.added, reload.removed, reload.updated) == ((), (), ())
         assert await c.jobs() == await fm.jobs() == []
         with pytest.raises(InvalidInput, match="continuum id"):
             await c.jobs("not an id")

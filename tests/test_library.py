@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from frontmind import ConfigError, InvalidInput, MessageTooLarge, StorageError
-from frontmind._errors import wire_error
+from frontmind._exceptions import wire_error
 from frontmind.config import ComposerSettings, Config
 from frontmind.localapi import LocalMessagesAPI
+from storage import error_type
 from tests._harness import frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +37,7 @@ async def test_bad_turn_input_is_refused_before_any_model_call(
         assert api.requests == []
         assert await fm.turns() == []
         # The daemon answers the same error with the same status.
-        assert wire_error(caught.value) == (status, wire_error(caught.value)[1])  # type: ignore[index]
+        assert wire_error(caught.value) == (status, error_type(caught.value))
         # Nothing was lost: the instance still runs turns.
         await run_turn(fm, "ada", "hello")
         assert len(await fm.turns()) == 1

@@ -67,7 +67,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def api(clock: ManualClock) -> AsyncIterator[LocalMessagesAPI]:
-    async with LocalMessagesAPI(clock=clock) as server:
+    async with LocalMessagesAPI(clock=clock, token_counts="plain") as server:
         yield server
 
 
@@ -325,7 +325,7 @@ async def test_tool_use_from_scripted_responder_and_max_tokens(
         Reply((ReplyText("Let me check."), ReplyToolUse("lookup", {"q": "x" * 30}, "toolu_1"))),
         Reply((ReplyText("word " * 200),)),
     )
-    async with LocalMessagesAPI(responder=script) as api:
+    async with LocalMessagesAPI(responder=script, token_counts="plain") as api:
         client = clients(api.base_url, max_retries=0)
         tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
         async with client.messages.stream(
@@ -537,7 +537,8 @@ async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
 async def test_entries_are_readable_only_once_the_writer_responds(
     clients: Callable[..., anthropic.AsyncAnthropic],
 ) -> None:
-    async with LocalMessagesAPI(latency=Latency(time_to_first_token=0.2)) as api:
+    latency = Latency(time_to_first_token=0.2)
+    async with LocalMessagesAPI(latency=latency, token_counts="plain") as api:
         client = clients(api.base_url)
         results: list[Any] = []
 

@@ -55,7 +55,7 @@ def sys_blocks(content: str = SYSTEM, cached: bool = False) -> list[dict[str, An
 
 @pytest.fixture
 async def api() -> AsyncIterator[LocalMessagesAPI]:
-    async with LocalMessagesAPI() as server:
+    async with LocalMessagesAPI(token_counts="plain") as server:
         yield server
 
 
@@ -373,7 +373,7 @@ async def test_scripted_server_tool_blocks_stream_and_replay(
     script = ScriptedResponder()
     script.push(reply, reply, "Here is the news.")
     tools: Any = [{"type": "web_search_20250305", "name": "web_search"}]
-    async with LocalMessagesAPI(responder=script) as api:
+    async with LocalMessagesAPI(responder=script, token_counts="plain") as api:
         client = clients(api.base_url)
         ask = [user(text("news?"))]
         plain = await create(client, max_tokens=1024, tools=tools, messages=ask)
@@ -411,7 +411,7 @@ async def test_the_sdk_tool_runner_falls_back_from_thread(
         calls.append(city)
         return "3 degrees"
 
-    async with LocalMessagesAPI(responder=script) as api:
+    async with LocalMessagesAPI(responder=script, token_counts="plain") as api:
         client = clients(api.base_url)
         runner = client.beta.messages.tool_runner(
             model=MODEL,
@@ -458,7 +458,7 @@ async def test_stop_sequences_end_the_reply(
 ) -> None:
     script = ScriptedResponder()
     script.push("Hello there. END and more words", "Hello there. END and more words")
-    async with LocalMessagesAPI(responder=script) as api:
+    async with LocalMessagesAPI(responder=script, token_counts="plain") as api:
         client = clients(api.base_url)
         m = await create(client, messages=[user(text("hi"))], stop_sequences=["END", "words"])
         assert (m.stop_reason, m.stop_sequence) == ("stop_sequence", "END")

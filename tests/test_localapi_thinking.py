@@ -42,7 +42,7 @@ async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
 async def client(
     clients: Callable[..., anthropic.AsyncAnthropic],
 ) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with LocalMessagesAPI() as api:
+    async with LocalMessagesAPI(token_counts="plain") as api:
         yield clients(api.base_url)
 
 
@@ -108,8 +108,16 @@ async def test_returned_thinking_must_be_unaltered(client: anthropic.AsyncAnthro
     assert ok.content[0].type == "thinking"
     altered_text = [{**reply[0], "thinking": reply[0]["thinking"] + " (edited)"}, reply[1]]
     with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
-        await create(client, model="claude-opus-4-8", thinking=THINK, messages=turn(altered_text))
-    altered_signature = [{**reply[0], "signature": "c2lnbmF0dXJl"}, reply[1]]
+        await create(
+            client,
+            model="claude-opus-4-8",
+            thinking={"type": "adaptive"},
+            messages=turn(altered_text),
+        )
+    # A signature of this server's, altered (its marker kept): refused. One without the
+    # marker was made elsewhere: opaque (test_foreign_signatures_are_opaque...).
+    own = reply[0]["signature"]
+    altered_signature = [{**reply[0], "signature": own[:-8] + "AAAAAAA="}, reply[1]]
     with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
         await create(client, thinking=THINK, messages=turn(altered_signature))
 
@@ -128,7 +136,8 @@ async def test_redacted_thinking_round_trips_and_is_checked(
         {"role": "user", "content": "ok"},
     ]
     assert (await create(client, thinking=THINK, messages=history)).stop_reason == "end_turn"
-    history[1]["content"] = [{"type": "redacted_thinking", "data": "AAAA"}, reply[1]]
+    altered = reply[0]["data"][:-8] + "AAAAAAA="
+    history[1]["content"] = [{"type": "redacted_thinking", "data": altered}, reply[1]]
     with pytest.raises(anthropic.BadRequestError, match="redacted_thinking"):
         await create(client, thinking=THINK, messages=history)
 
@@ -153,7 +162,7 @@ async def test_earlier_turns_thinking_is_stripped_or_kept_per_model(
 ) -> None:
     """Claude 4 models before Opus 4.5 strip thinking of earlier turns from the context: it
     is not counted, and (being ignored) not checked. Later models keep and check it."""
-    for model, kept in [("claude-opus-4-1", False), ("claude-opus-4-8", True)]:
+    for model, kept in [("claude-opus-4-1", False), ("claude-opus-4-6", True)]:
         first = await create(
             client, model=model, thinking=THINK, messages=[{"role": "user", "content": "hi"}]
         )
@@ -225,7 +234,7 @@ async def test_scripted_thinking_replies(clients: Callable[..., anthropic.AsyncA
         Reply((ReplyThinking("hidden", redacted=True), ReplyText("Done."))),
         Reply((ReplyThinking("not shown: thinking is off"), ReplyText("Plain."))),
     )
-    async with LocalMessagesAPI(responder=script) as api:
+    async with LocalMessagesAPI(responder=script, token_counts="plain") as api:
         client = clients(api.base_url)
         ask: Any = [{"role": "user", "content": "choose"}]
         first = await create(client, thinking=THINK, messages=ask)

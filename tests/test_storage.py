@@ -88,7 +88,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 8
+        assert await store.schema_version() == SCHEMA_VERSION == 9
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -648,18 +648,6 @@ async def test_a_read_goes_to_a_reader_that_is_not_busy(tmp_path: Path) -> None:
             # the next in turn, it would wait behind a slow read).
             await store._read("SELECT 1")
             assert done == []
-
-
-async def test_embeddings_are_stored_beside_their_memories(store: Store) -> None:
-    a = await store.add_memory(DEFAULT_USER, "first", now=10.0)
-    b = await store.add_memory(DEFAULT_USER, "second", now=10.0)
-    assert [m.id for m in await store.memories_without_vectors()] == [a.id, b.id]
-    await store.set_memory_vectors([(a.id, [0.5, -1.25, 3.0])])
-    assert [m.id for m in await store.memories_without_vectors()] == [b.id]
-    ((memory, vector),) = await store.memory_vectors(DEFAULT_USER, now=20.0)
-    assert (memory.id, vector) == (a.id, (0.5, -1.25, 3.0))
-    with pytest.raises(InvalidInput, match="at least one dimension"):
-        await store.set_memory_vectors([(b.id, [])])
 
 
 async def test_a_turn_that_trims_into_the_open_segment_closes_it(store: Store) -> None:

@@ -27,12 +27,14 @@ class MemoriesTrinket(Trinket):
         directory: Directory | None = None,
         embedder: Embedder | None = None,
         weight: float = 0.5,
+        embed_deadline: float = 0.15,
     ) -> None:
         self._storage = storage
         self._top_k = top_k
         self._directory = directory
         self._embedder = embedder
         self._weight = weight
+        self._embed_deadline = embed_deadline
 
     async def render(self, turn: Turn) -> str:
         hits = await recall(
@@ -43,6 +45,7 @@ class MemoriesTrinket(Trinket):
             now=turn.now,
             embedder=self._embedder,
             weight=self._weight,
+            deadline=self._embed_deadline,
         )
         if hits and self._directory is not None:
             # Counted by the background worker: no write on the turn's path.

@@ -27,6 +27,7 @@ import msgspec
 from actors import (
     FrontmindError,
     TextDelta,
+    ThinkingDelta,
     ToolFinished,
     ToolStarted,
     TurnCompleted,
@@ -34,10 +35,8 @@ from actors import (
     TurnEvent,
     TurnStarted,
 )
-from storage import StorageError
 
 from .._client import Client
-from .._exceptions import EdgeError
 from .._frontmind import Frontmind
 from ._render import render_context, render_stats
 
@@ -65,6 +64,8 @@ Commands
   /context     the context window the next turn would send (sections, breakpoints)
   /stats       cache hit share and latencies of this conversation
   /reminders   the open reminders
+  /thinking    show the model's thinking as it streams, or fold it again (folded: a
+               one-line marker per stretch of thinking)
   /quit        leave (or /exit)
 Keys
   Enter                   send the message
@@ -181,6 +182,8 @@ class _Out:
     def __init__(self, stream: TextIO, colour: bool) -> None:
         self._stream = stream
         self.colour = colour
+        self.unfold_thinking = False  # /thinking: show its text, not just a marker
+        self.thinking = False  # a stretch of thinking is being shown now
 
     def __call__(self, text: str, style: str | None = None) -> None:
         if self.colour and style is not None:
@@ -225,6 +228,18 @@ class _Indicator:
 
 
 def _show(event: TurnEvent, out: _Out) -> None:
+    if isinstance(event, ThinkingDelta):
+        if not out.thinking:
+            out.thinking = True
+            marker = "[redacted thinking]" if event.redacted else "[thinking]"
+            folded = "" if out.unfold_thinking else " … (/thinking unfolds)"
+            out(f"\n  {marker}{folded}" + ("\n  " if out.unfold_thinking else ""), "dim")
+        if out.unfold_thinking and event.text:
+            out(event.text.replace("\n", "\n  "), "dim")
+        return
+    if out.thinking:
+        out.thinking = False
+        out("\n")
     if isinstance(event, TextDelta):
         out(event.text)
     elif isinstance(event, ToolStarted):
@@ -281,7 +296,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
                             indicator.stop()
                             out(REPLY, "reply")
                         _show(event, out)
-            except (FrontmindError, StorageError, EdgeError) as exc:
+            except FrontmindError as exc:
                 if indicator is not None:
                     indicator.stop()
                 out(f"\n  error: {exc}\n", "error")
@@ -304,10 +319,14 @@ async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
     }
     if name == "/help":
         out(HELP + "\n")
+    elif name == "/thinking":
+        out.unfold_thinking = not out.unfold_thinking
+        shown = "shown as it streams" if out.unfold_thinking else "folded"
+        out(f"  the model's thinking is {shown}\n", "dim")
     elif name in views:
         try:
             out(await views[name]() + "\n")
-        except (FrontmindError, StorageError, EdgeError) as exc:
+        except FrontmindError as exc:
             out(f"  error: {exc}\n", "error")
         except msgspec.ValidationError as exc:
             out(f"  error: the daemon's answer could not be read: {exc}\n", "error")

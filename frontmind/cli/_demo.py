@@ -15,12 +15,22 @@ import tempfile
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Annotated, Literal, TextIO
 from zoneinfo import ZoneInfo
 
 import msgspec
 
-from actors import AnthropicModel, ComposerSettings, ModelSettings, TurnCompleted, TurnError
+from actors import (
+    AnthropicModel,
+    ComposerSettings,
+    ModelSettings,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnError,
+    tool,
+)
 from storage import TurnRecord, TurnUsage
 
 from .._cost import input_cost
@@ -29,7 +39,14 @@ from .._models import shipped_catalog
 from ..config import Config
 from ..localapi import LocalMessagesAPI
 
-__all__ = ["DEMO_SCRIPT", "LayoutTotals", "SimulatedClock", "run_conversation", "run_demo"]
+__all__ = [
+    "DEMO_SCRIPT",
+    "LayoutTotals",
+    "SimulatedClock",
+    "run_conversation",
+    "run_demo",
+    "show_own_tool",
+]
 
 ZONE = "Europe/Berlin"
 START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo(ZONE)).timestamp()
@@ -303,4 +320,36 @@ async def run_demo(
             script,
         )
     write(_comparison(nc, legacy) + "\n")
+    with tempfile.TemporaryDirectory(prefix="frontmind-demo-tools-") as scratch:
+        await show_own_tool(Path(scratch), write)
     return nc, legacy
+
+
+_SHELVES = {"42": 7, "7": 0}
+
+
+@tool(timeout_s=5, guidance="stock: check stock before promising a delivery date.")
+async def stock(sku: Annotated[str, msgspec.Meta(description="The item's SKU.")]) -> dict[str, int]:
+    """How many of an item are in stock."""
+    return {"count": _SHELVES.get(sku, 0)}
+
+
+async def show_own_tool(data_dir: Path, write: Callable[[str], None]) -> None:
+    """Your own tool, offline: the local model calls a tool that the message names."""
+    message = "Use the stock tool for sku 42."
+    write(f"\nYOUR OWN TOOL (tools=[stock], offline)\n  you: {message}\n")
+    async with Frontmind.open(data_dir, Config(timezone=ZONE), offline=True, tools=[stock]) as fm:
+        speaking = False
+        async for event in fm.turn("tools", message):
+            if isinstance(event, TextDelta):
+                write(event.text if speaking else f"  model: {event.text}")
+                speaking = True
+                continue
+            if speaking:
+                write("\n")
+                speaking = False
+            if isinstance(event, ToolStarted):
+                write(f"  [tool {event.name}] input {event.input_json}\n")
+            elif isinstance(event, ToolFinished):
+                outcome = "failed" if event.is_error else "result"
+                write(f"  [tool {event.name}] {outcome} {event.content}\n")

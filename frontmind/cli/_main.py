@@ -21,7 +21,7 @@ import anyio
 import msgspec
 
 from actors import FrontmindError
-from storage import DEFAULT_USER, SQLiteStorage, StorageError, check_continuum_id
+from storage import DEFAULT_USER, SQLiteStorage, check_continuum_id
 
 from .._exceptions import DataDirLocked, EdgeError
 from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
@@ -129,6 +129,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
     from ._render import render_stats
 
     async def main() -> None:
+        waiting: int | None = None  # the daemon does not say: not shown
         if args.url:
             from ._remote import remote_records
 
@@ -140,7 +141,8 @@ def cmd_stats(args: argparse.Namespace) -> None:
             async with await SQLiteStorage.open(path) as storage:
                 records = await storage.turns(args.user, args.continuum, limit=100_000)
                 jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
-        print(render_stats(records, jobs))
+                waiting = await storage.count_memories_without_vectors()
+        print(render_stats(records, jobs, waiting_vectors=waiting))
 
     _run(main)
 
@@ -401,7 +403,7 @@ def _version() -> str:
 
 def _usage_error(exc: BaseException) -> str | None:
     """One line for a mistake the user can fix, or None for a bug (keep the traceback)."""
-    if isinstance(exc, (EdgeError, FrontmindError, StorageError)):
+    if isinstance(exc, FrontmindError):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"the address is already in use ({exc.strerror}): choose another --port"

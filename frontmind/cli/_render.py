@@ -12,17 +12,21 @@ import msgspec
 from actors import (
     COMPACT_DELIMITER,
     DELIMITER,
+    MCP_PREFIX,
+    TOOL_NAMES,
     ModelCatalog,
     ModelRequest,
     block_kind,
     estimate_tokens,
+    tool_name,
+    tool_text,
 )
 from storage import Job, TurnRecord, TurnUsage
 
-from .._cost import NO_COST, cost, records_cost
+from .._cost import NO_COST, cost, records_cost, server_tool_cost
 from .._models import shipped_catalog
 
-__all__ = ["render_context", "render_stats"]
+__all__ = ["render_context", "render_stats", "tool_origins"]
 
 _TAG = re.compile(r"^<([a-z_][a-z0-9_]*)>", re.IGNORECASE)
 _BREAK = "◆ breakpoint"
@@ -47,6 +51,25 @@ def _preview(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def tool_origins(request: ModelRequest) -> dict[str, list[str]]:
+    """The request's tools by where they came from, in the array's order: built-in,
+    yours (`[[tool]]`, `tools=`), each MCP server's (`mcp__{server}__{tool}`), and
+    Anthropic's server tools."""
+    origins: dict[str, list[str]] = {}
+    for tool in request.tools:
+        name = tool_name(tool)
+        if isinstance(tool, msgspec.Raw):
+            kind = msgspec.json.decode(tool, type=dict).get("type", "")
+            origin, name = "server tools", f"{name} ({kind})"
+        elif name.startswith(MCP_PREFIX):
+            server, _, short = name.removeprefix(MCP_PREFIX).partition("__")
+            origin, name = f"mcp server {server}", short
+        else:
+            origin = "built-in" if name in TOOL_NAMES else "yours"
+        origins.setdefault(origin, []).append(name)
+    return origins
+
+
 def render_context(request: ModelRequest) -> str:
     """Sections labelled, breakpoints marked, cached and uncached token estimates."""
     lines: list[str] = []
@@ -61,12 +84,11 @@ def render_context(request: ModelRequest) -> str:
             pending = 0
         return f"  {_BREAK}: cached through here" if marked else ""
 
-    tool_tokens = sum(
-        estimate_tokens(t.name + t.description + bytes(t.input_schema).decode())
-        for t in request.tools
-    )
+    tool_tokens = sum(estimate_tokens(tool_text(t)) for t in request.tools)
     pending += tool_tokens
     lines.append(f"TOOLS  {len(request.tools)} definitions, ~{tool_tokens} tokens")
+    for origin, names in tool_origins(request).items():
+        lines.append(f"  [{origin}] {', '.join(names)}")
     lines.append("SYSTEM")
     for i, block in enumerate(request.system):
         match = _TAG.match(block.text)
@@ -147,11 +169,17 @@ def _dollars(value: float | None) -> str:
 
 
 def render_stats(
-    records: Sequence[TurnRecord], jobs: Sequence[Job] = (), catalog: ModelCatalog | None = None
+    records: Sequence[TurnRecord],
+    jobs: Sequence[Job] = (),
+    catalog: ModelCatalog | None = None,
+    *,
+    waiting_vectors: int | None = None,
 ) -> str:
-    """`catalog`: the prices (None: the shipped model data)."""
+    """`catalog`: the prices (None: the shipped model data); `waiting_vectors`: with an
+    embedder, how many memories the background worker has still to embed."""
+    vectors = [] if waiting_vectors is None else [f"memory vectors  {waiting_vectors} waiting"]
     if not records:
-        return "no turns recorded yet"
+        return "\n".join(["no turns recorded yet", *vectors])
     catalog = catalog or shipped_catalog()
     done = [r for r in records if r.status == "completed"]
     statuses = Counter(r.status for r in records)
@@ -197,5 +225,13 @@ def render_stats(
         ttls = Counter(f"system {c.system} history {c.history}" for c in chosen)
         lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
         lines.append(f"last TTL choice {chosen[-1].reason}")
+    used = sum((r.usage for r in done), TurnUsage())
+    if used.web_search_requests or used.web_fetch_requests:
+        lines.append(
+            f"server tools    {used.web_search_requests} web searches, "
+            f"{used.web_fetch_requests} web fetches: ${server_tool_cost(used):.2f} "
+            "beside the tokens"
+        )
     lines.extend(render_background(records, jobs, catalog))
+    lines.extend(vectors)
     return "\n".join(lines)

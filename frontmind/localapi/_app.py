@@ -16,11 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._cache import CacheSimulator, CacheUsage, context_messages, prefix_blocks
+from ._cache import CacheSimulator, CacheUsage, PrefixBlock, context_messages, prefix_blocks
+from ._catalog import model_json, model_page
 from ._clock import Clock, MonotonicClock
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
-from ._models import ModelInfo
+from ._models import ModelInfo, find_model
 from ._responder import (
     DefaultResponder,
     Reply,
@@ -38,10 +39,23 @@ from ._schema import (
     ThinkingBlock,
 )
 from ._thinking import ThinkingSigner, effective_thinking
-from ._tokens import canonical_json, estimate_text_tokens
-from ._validate import VERSIONS, ApiError, cache_controls, decode_request, validate
+from ._tokens import canonical_json, cut_to_tokens, estimate_text_tokens
+from ._validate import (
+    VERSIONS,
+    ApiError,
+    cache_controls,
+    decode_request,
+    require_model,
+    validate,
+)
 
-__all__ = ["ConnectionDropped", "LocalAPIState", "RecordedRequest", "build_app"]
+__all__ = [
+    "ConnectionDropped",
+    "LocalAPIState",
+    "RecordedRequest",
+    "build_app",
+    "count_request_tokens",
+]
 
 _FAULT_HEADER = "x-localapi-fault"
 _COUNT_MAX_TOKENS = 1 << 30  # count_tokens takes no max_tokens; no thinking budget reaches it
@@ -75,13 +89,18 @@ class LocalAPIState:
     cache: CacheSimulator = field(init=False)
     diagnostics: DiagnosticsBook = field(default_factory=DiagnosticsBook)
     signer: ThinkingSigner = field(default_factory=ThinkingSigner)
+    # refuse thinking signatures this server did not make (by default they are opaque)
+    verify_foreign_signatures: bool = False
+    # "calibrated" (the live API's counts, near enough) or "plain" (4 bytes a token, 3 a
+    # block: for tests that add tokens up by hand)
+    token_counts: str = "calibrated"
     served: int = 0
     # perf_counter() when each response's last byte was produced (benchmarks read it)
     finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
 
     def __post_init__(self) -> None:
         self.requests = deque(maxlen=self.record_limit)
-        self.cache = CacheSimulator(self.clock)
+        self.cache = CacheSimulator(self.clock, self.token_counts == "plain")
 
 
 def _new_id(prefix: str) -> str:
@@ -118,6 +137,27 @@ def _check_headers(request: Request, state: LocalAPIState) -> str:
     return version
 
 
+def _count_max_tokens(model: str) -> int:
+    """count_tokens takes no max_tokens: the model's largest, so no rule on it trips."""
+    info = find_model(model)
+    return info.max_output if info is not None and info.max_output else _COUNT_MAX_TOKENS
+
+
+def _page_limit(raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        raise ApiError(400, "limit: Input should be between 1 and 1000")
+    return int(raw)
+
+
+def _is_beta(request: Request) -> bool:
+    """A beta request: the beta client's `?beta=true`, or an `anthropic-beta` header (SDK
+    2.15 sends the header alone; docs: beta headers, e.g. context editing's
+    `context-management-2025-06-27`)."""
+    return request.query_params.get("beta") == "true" or bool(
+        request.headers.get("anthropic-beta", "").strip()
+    )
+
+
 def _take_fault(request: Request, state: LocalAPIState) -> Fault | None:
     raw = request.headers.get(_FAULT_HEADER)
     if raw is not None:
@@ -138,6 +178,20 @@ def _status_fault(fault: StatusFault) -> ApiError:
         headers["x-should-retry"] = "true" if fault.should_retry else "false"
     messages = {429: "Rate limited", 500: "Internal server error", 529: "Overloaded"}
     return ApiError(fault.status, messages.get(fault.status, "Injected fault"), headers)
+
+
+def _server_tool_use(request: MessagesRequest, blocks: list[dict[str, Any]]) -> dict[str, int]:
+    """usage.server_tool_use: the server tool calls the reply made (docs: web search and
+    web fetch tools, "Usage")."""
+    names = [b.get("name") for b in blocks if b.get("type") == "server_tool_use"]
+    return {
+        "web_search_requests": names.count("web_search"),
+        "web_fetch_requests": names.count("web_fetch"),
+    }
+
+
+def _has_server_tools(request: MessagesRequest) -> bool:
+    return any(tool.type not in (None, "custom") for tool in request.tools or ())
 
 
 def _usage_json(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
@@ -169,10 +223,6 @@ def _first_stop(text: str, sequences: list[str]) -> tuple[int, str] | None:
     return min(found) if found else None
 
 
-def _cut_text(text: str, tokens: int) -> str:
-    return text.encode()[: max(tokens, 0) * 4].decode("utf-8", "ignore")
-
-
 def _reply_blocks(
     reply: Reply, request: MessagesRequest, model: ModelInfo
 ) -> tuple[list[ReplyBlock], dict[str, Any]]:
@@ -187,9 +237,19 @@ def _reply_blocks(
 
 
 def _plan(
-    reply: Reply, request: MessagesRequest, model: ModelInfo, signer: ThinkingSigner
+    reply: Reply,
+    request: MessagesRequest,
+    model: ModelInfo,
+    signer: ThinkingSigner,
+    room: int | None = None,
 ) -> _Planned:
+    """`room`: what the context window leaves for output. Docs (context windows, "Context
+    window exceeded"): when input plus max_tokens exceeds the window the model writes
+    until the window is full and stops with `model_context_window_exceeded`."""
     budget = request.max_tokens
+    window_stop = room is not None and room < budget
+    if room is not None:
+        budget = min(budget, max(room, 0))
     blocks: list[dict[str, Any]] = []
     used = 0
     stop: str | None = None
@@ -201,10 +261,10 @@ def _plan(
             text = block.thinking
             limit = thinking.get("budget_tokens")
             if isinstance(limit, int) and estimate_text_tokens(text) > limit:
-                text = _cut_text(text, limit)
+                text = cut_to_tokens(text, limit)
             tokens = estimate_text_tokens(text)
             if used + tokens > budget:
-                text, tokens, stop = _cut_text(text, budget - used), budget - used, "max_tokens"
+                text, tokens, stop = cut_to_tokens(text, budget - used), budget - used, "max_tokens"
             if block.redacted:
                 blocks.append({"type": "redacted_thinking", "data": signer.redact(text)})
             else:
@@ -219,9 +279,11 @@ def _plan(
                 text, stop, stop_sequence = text[: hit[0]], "stop_sequence", hit[1]
             tokens = estimate_text_tokens(text)
             if used + tokens > budget:
-                text = _cut_text(text, budget - used)
+                text = cut_to_tokens(text, budget - used)
                 tokens, stop, stop_sequence = estimate_text_tokens(text), "max_tokens", None
-            if text:
+            if text and block.citations:
+                blocks.append({"type": "text", "text": text, "citations": list(block.citations)})
+            elif text:
                 blocks.append({"type": "text", "text": text})
             used += tokens
         elif isinstance(block, ReplyRawBlock):
@@ -247,6 +309,8 @@ def _plan(
             used += tokens
         if stop is not None:
             break
+    if stop == "max_tokens" and window_stop:
+        stop = "model_context_window_exceeded"
     if stop is None:
         if reply.stop_reason is not None:
             stop = reply.stop_reason
@@ -311,12 +375,18 @@ def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str
 class _Exchange:
     """One accepted request: its usage is decided when the response starts."""
 
-    def __init__(self, state: LocalAPIState, request: MessagesRequest, planned: _Planned) -> None:
+    def __init__(
+        self,
+        state: LocalAPIState,
+        request: MessagesRequest,
+        planned: _Planned,
+        blocks: list[PrefixBlock],
+    ) -> None:
         self.state = state
         self.request = request
         self.planned = planned
         self.message_id = _new_id("msg")
-        self.usage = state.cache.lookup(request)  # the cache is consulted on arrival
+        self.usage = state.cache.lookup(request, blocks)  # consulted on arrival
 
     def start(self) -> tuple[CacheUsage, dict[str, Any] | None]:
         """The response starts: this request's cache entries become readable now."""
@@ -371,6 +441,8 @@ class _Exchange:
         for index, block in enumerate(planned.blocks):
             stream.extend(_block_events(index, block))
         final_usage = _usage_json(usage, planned.output_tokens)
+        if _has_server_tools(self.request):
+            final_usage["server_tool_use"] = _server_tool_use(self.request, planned.blocks)
         del final_usage["cache_creation"], final_usage["service_tier"]
         delta = {"stop_reason": planned.stop_reason, "stop_sequence": planned.stop_sequence}
         stream.append(
@@ -420,30 +492,53 @@ def _thread_error(request: MessagesRequest) -> ApiError:
     )
 
 
-def _check_signatures(request: MessagesRequest, model: ModelInfo, signer: ThinkingSigner) -> None:
+def _check_signatures(
+    request: MessagesRequest, model: ModelInfo, signer: ThinkingSigner, verify_foreign: bool
+) -> None:
     """Thinking blocks the model will see must come back as it wrote them (docs:
-    extended thinking, "preserving thinking blocks")."""
+    extended thinking, "preserving thinking blocks"). Blocks signed elsewhere (the live
+    API) are opaque here: taken as they are, unless `verify_foreign`."""
     for i, message in enumerate(context_messages(request.messages, model)):
         if message.role != "assistant" or isinstance(message.content, str):
             continue
         for j, block in enumerate(message.content):
             where = f"messages.{i}.content.{j}"
             if isinstance(block, ThinkingBlock):
+                if not verify_foreign and not signer.made_here(block.signature):
+                    continue
                 if signer.thinking_text(block.thinking, block.signature) is None:
                     raise ApiError(400, f"{where}: Invalid `signature` in `thinking` block")
-            elif isinstance(block, RedactedThinkingBlock) and not signer.redacted_text(block.data):
-                raise ApiError(400, f"{where}: Invalid `data` in `redacted_thinking` block")
+            elif isinstance(block, RedactedThinkingBlock):
+                if not verify_foreign and not signer.made_here(block.data):
+                    continue
+                if not signer.redacted_text(block.data):
+                    raise ApiError(400, f"{where}: Invalid `data` in `redacted_thinking` block")
 
 
 def _accept(
-    body: bytes, version: str, beta: bool, signer: ThinkingSigner
+    body: bytes, version: str, beta: bool, state: LocalAPIState
 ) -> tuple[MessagesRequest, ModelInfo]:
     decoded = decode_request(body, MessagesRequest)
     if decoded.thread is not None:
         raise _thread_error(decoded)
     parsed, model = validate(decoded, version, beta=beta)
-    _check_signatures(parsed, model, signer)
+    _check_signatures(parsed, model, state.signer, state.verify_foreign_signatures)
     return parsed, model
+
+
+def count_request_tokens(
+    request: MessagesRequest,
+    version: str,
+    beta: bool,
+    signer: ThinkingSigner,
+    verify_foreign: bool = False,
+    plain: bool = False,
+) -> int:
+    """What `count_tokens` answers: the request's input tokens as `usage` would add them
+    up (docs: token counting, "the same count a Messages request would report")."""
+    checked, model = validate(request, version, beta=beta)
+    _check_signatures(checked, model, signer, verify_foreign)
+    return sum(block.tokens for block in prefix_blocks(checked, plain))
 
 
 def build_app(state: LocalAPIState) -> Starlette:
@@ -454,7 +549,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             RecordedRequest(request.url.path, dict(request.headers), body, time.perf_counter())
         )
         state.served += 1
-        beta = request.query_params.get("beta") == "true"
+        beta = _is_beta(request)
         try:
             version = _check_headers(request, state)
             fault = _take_fault(request, state)
@@ -462,14 +557,24 @@ def build_app(state: LocalAPIState) -> Starlette:
                 await anyio.sleep(fault.seconds)
             elif isinstance(fault, StatusFault):
                 raise _status_fault(fault)
-            parsed, model = _accept(body, version, beta, state.signer)
+            parsed, model = _accept(body, version, beta, state)
             try:
                 reply = state.responder.respond(parsed)
             except LookupError as exc:
                 raise ApiError(500, str(exc)) from None
         except ApiError as error:
             return _error_response(error, request_id)
-        exchange = _Exchange(state, parsed, _plan(reply, parsed, model, state.signer))
+        blocks = prefix_blocks(parsed, state.token_counts == "plain")
+        prompt = sum(block.tokens for block in blocks)
+        if prompt > model.context_window:
+            # Docs: context windows ("prompt is too long" when the input alone exceeds it).
+            too_long = ApiError(
+                400, f"prompt is too long: {prompt} tokens > {model.context_window} maximum"
+            )
+            return _error_response(too_long, request_id)
+        room = model.context_window - prompt
+        planned = _plan(reply, parsed, model, state.signer, room)
+        exchange = _Exchange(state, parsed, planned, blocks)
         headers = {"request-id": request_id}
         if parsed.stream:
             return StreamingResponse(
@@ -481,9 +586,12 @@ def build_app(state: LocalAPIState) -> Starlette:
             await anyio.sleep(state.latency.time_to_first_token)
         usage, diagnostics = exchange.start()
         planned = exchange.planned
+        usage_json = _usage_json(usage, planned.output_tokens)
+        if _has_server_tools(parsed):
+            usage_json["server_tool_use"] = _server_tool_use(parsed, planned.blocks)
         body_json = exchange.message(
             planned.blocks,
-            _usage_json(usage, planned.output_tokens),
+            usage_json,
             planned.stop_reason,
             diagnostics,
             planned.stop_sequence,
@@ -493,13 +601,13 @@ def build_app(state: LocalAPIState) -> Starlette:
     async def count_tokens(request: Request) -> Response:
         request_id = _new_id("req")
         body = await request.body()
-        beta = request.query_params.get("beta") == "true"
+        beta = _is_beta(request)
         try:
             version = _check_headers(request, state)
             parsed = decode_request(body, CountTokensRequest)
             as_messages = MessagesRequest(
                 model=parsed.model,
-                max_tokens=_COUNT_MAX_TOKENS,
+                max_tokens=_count_max_tokens(parsed.model),
                 messages=parsed.messages,
                 system=parsed.system,
                 tools=parsed.tools,
@@ -513,12 +621,39 @@ def build_app(state: LocalAPIState) -> Starlette:
                 context_management=parsed.context_management,
                 mcp_servers=parsed.mcp_servers,
             )
-            checked, model = validate(as_messages, version, beta=beta)
-            _check_signatures(checked, model, state.signer)
-            total = sum(block.tokens for block in prefix_blocks(checked))
+            total = count_request_tokens(
+                as_messages,
+                version,
+                beta,
+                state.signer,
+                state.verify_foreign_signatures,
+                state.token_counts == "plain",
+            )
         except ApiError as error:
             return _error_response(error, request_id)
         return JSONResponse({"input_tokens": total}, headers={"request-id": request_id})
+
+    async def list_models(request: Request) -> Response:
+        request_id = _new_id("req")
+        try:
+            _check_headers(request, state)
+            page = model_page(
+                _page_limit(request.query_params.get("limit", "20")),
+                request.query_params.get("after_id"),
+                request.query_params.get("before_id"),
+            )
+        except ApiError as error:
+            return _error_response(error, request_id)
+        return JSONResponse(page, headers={"request-id": request_id})
+
+    async def get_model(request: Request) -> Response:
+        request_id = _new_id("req")
+        try:
+            _check_headers(request, state)
+            info = require_model(request.path_params["model_id"])
+        except ApiError as error:
+            return _error_response(error, request_id)
+        return JSONResponse(model_json(info), headers={"request-id": request_id})
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _error_response(ApiError(404, f"Not found: {request.url.path}"), _new_id("req"))
@@ -530,5 +665,7 @@ def build_app(state: LocalAPIState) -> Starlette:
     routes = [
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", get_model, methods=["GET"]),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})

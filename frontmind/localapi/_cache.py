@@ -30,33 +30,43 @@ boundary. The docs' rules (prompt caching; extended thinking), as simulated:
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from ._clock import Clock
+from ._images import ImageError, decode_image, image_tokens
 from ._models import MODELS, ModelInfo
+from ._pdf import PdfError, pdf_tokens
 from ._schema import (
     Block,
     CacheControl,
-    CodeExecutionToolResultBlock,
+    CompactionBlock,
+    ContainerUploadBlock,
     DocumentBlock,
     ImageBlock,
+    McpToolListingBlock,
+    McpToolResultBlock,
+    McpToolUseBlock,
     MessageParam,
     MessagesRequest,
     RedactedThinkingBlock,
     SearchResultBlock,
-    ServerToolResultBlock,
     ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
+    ToolAdditionBlock,
+    ToolReferenceBlock,
+    ToolRemovalBlock,
     ToolResultBlock,
     ToolUseBlock,
-    WebFetchToolResultBlock,
 )
 from ._thinking import effective_thinking
-from ._tokens import BLOCK_FRAMING_TOKENS, IMAGE_TOKENS, canonical_json, estimate_text_tokens
+from ._tokens import FRAMING, IMAGE_TOKENS, canonical_json, text_token_weight
 
 __all__ = [
     "LOOKBACK",
@@ -113,47 +123,90 @@ class CacheUsage:
         return self.total - self.read - self.written
 
 
-def _parts_text(parts: list[TextBlock]) -> str:
-    return "\n".join(part.text for part in parts)
+def _json_text(value: Any) -> str:
+    """JSON as the API renders it to the model (calibrated on this spacing, keys in the
+    order sent)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
-def _block_text(block: Block) -> str:
-    if isinstance(block, TextBlock):
-        return block.text
-    if isinstance(block, ToolUseBlock | ServerToolUseBlock):
-        return block.name + canonical_json(block.input)
-    if isinstance(block, ThinkingBlock):
-        return block.thinking
-    if isinstance(block, RedactedThinkingBlock):
-        return block.data
+def _source_weight(block: ImageBlock | DocumentBlock) -> float:
+    source = block.source
+    kind = source.get("type")
     if isinstance(block, ImageBlock):
-        return ""
+        if kind == "base64":
+            try:
+                width, height = decode_image(str(source.get("data")), str(source.get("media_type")))
+            except ImageError:
+                return IMAGE_TOKENS  # refused before counting; count_tokens checks first
+            return image_tokens(width, height)
+        return IMAGE_TOKENS  # a URL or a file: its size is unknown here
+    if kind == "text":
+        return text_token_weight(str(source.get("data", "")))
+    if kind == "content":
+        parts = source.get("content")
+        if isinstance(parts, str):
+            return text_token_weight(parts)
+        return sum(
+            text_token_weight(str(p.get("text", ""))) + FRAMING["text"]
+            for p in parts or ()
+            if isinstance(p, dict)
+        )
+    if kind == "base64" and source.get("media_type") == "application/pdf":
+        try:
+            return pdf_tokens(str(source.get("data")))
+        except PdfError:
+            return IMAGE_TOKENS
+    return IMAGE_TOKENS  # a PDF by URL or file: one page of unknown text
+
+
+def block_weight(block: Any) -> float:
+    """A content block's tokens, unrounded: its content plus its kind's framing."""
+    if isinstance(block, TextBlock):
+        return text_token_weight(block.text) + FRAMING["text"]
+    if isinstance(block, ToolUseBlock | ServerToolUseBlock | McpToolUseBlock):
+        return FRAMING["tool_use"] + text_token_weight(block.name + _json_text(block.input))
+    if isinstance(block, ThinkingBlock):
+        return text_token_weight(block.thinking) + FRAMING["text"]
+    if isinstance(block, RedactedThinkingBlock):
+        return len(block.data) / 40 + FRAMING["text"]  # chosen: opaque, ~1 token per 30 bytes
+    if isinstance(block, ImageBlock):
+        return _source_weight(block) + FRAMING["text"]
     if isinstance(block, DocumentBlock):
-        source = block.source
-        if source.get("type") == "text" and isinstance(source.get("data"), str):
-            return str(source["data"])
-        return canonical_json(source)
+        extra = text_token_weight((block.title or "") + (block.context or ""))
+        return _source_weight(block) + extra + FRAMING["document"]
     if isinstance(block, SearchResultBlock):
-        return block.title + "\n" + _parts_text(block.content)
-    if isinstance(
-        block, ServerToolResultBlock | WebFetchToolResultBlock | CodeExecutionToolResultBlock
-    ):
-        return canonical_json(msgspec.to_builtins(block.content))
-    content = block.content
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "\n".join(_block_text(part) for part in content)
+        text = block.source + block.title
+        return (
+            FRAMING["search_result"]
+            + text_token_weight(text)
+            + sum(block_weight(part) for part in block.content)
+        )
+    if isinstance(block, ToolResultBlock | McpToolResultBlock):
+        content = block.content
+        if content is None:
+            return FRAMING["tool_result"]
+        if isinstance(content, str):
+            return FRAMING["tool_result"] + text_token_weight(content)
+        return FRAMING["tool_result"] + sum(block_weight(part) for part in content)
+    if isinstance(block, ToolReferenceBlock):
+        return FRAMING["text"] + text_token_weight(block.tool_name)
+    if isinstance(block, CompactionBlock):
+        summary = block.content or ""
+        hidden = len(block.encrypted_content or "") / 40
+        return FRAMING["text"] + text_token_weight(summary) + hidden
+    if isinstance(block, ToolAdditionBlock | ToolRemovalBlock):
+        return FRAMING["tool"] + text_token_weight(_json_text(block.tool))
+    if isinstance(block, McpToolListingBlock):
+        return FRAMING["tool"] + text_token_weight(_json_text(block.tools))
+    if isinstance(block, ContainerUploadBlock):
+        return FRAMING["server_block"] + text_token_weight(block.file_id)
+    # server tool results: what the API returned, as JSON (web search results, ...)
+    content = msgspec.to_builtins(getattr(block, "content", None))
+    return FRAMING["server_block"] + text_token_weight(_json_text(content))
 
 
 def block_tokens(block: Block) -> int:
-    tokens = estimate_text_tokens(_block_text(block)) + BLOCK_FRAMING_TOKENS
-    if isinstance(block, ImageBlock):
-        tokens += IMAGE_TOKENS
-    elif isinstance(block, ToolResultBlock) and isinstance(block.content, list):
-        tokens += IMAGE_TOKENS * sum(isinstance(p, ImageBlock) for p in block.content)
-    return tokens
+    return math.ceil(block_weight(block))
 
 
 def _strip_cache_control(block: msgspec.Struct) -> bytes:
@@ -181,9 +234,22 @@ def _blocks(message: MessageParam) -> list[Block]:
     return [TextBlock(text=content)] if isinstance(content, str) else list(content)
 
 
+def _after_compaction(messages: list[MessageParam]) -> list[MessageParam]:
+    """What the model reads of a history holding a `compaction` block: the API drops
+    every block before the last one (docs: compaction, "the API automatically drops all
+    message blocks prior to the compaction block")."""
+    for i in range(len(messages) - 1, -1, -1):
+        blocks = _blocks(messages[i])
+        for j in range(len(blocks) - 1, -1, -1):
+            if isinstance(blocks[j], CompactionBlock):
+                return [MessageParam(messages[i].role, blocks[j:]), *messages[i + 1 :]]
+    return messages
+
+
 def context_messages(messages: list[MessageParam], model: ModelInfo | None) -> list[MessageParam]:
     """The messages as the model sees them: earlier turns' thinking stripped where the
     model does not keep it (docs: context windows, extended thinking)."""
+    messages = _after_compaction(messages)
     if model is None or model.keeps_previous_thinking:
         return messages
     current = 0  # the current turn begins at the last user message that is not only results
@@ -206,36 +272,78 @@ def context_messages(messages: list[MessageParam], model: ModelInfo | None) -> l
     return out
 
 
-def flatten(request: MessagesRequest) -> Iterator[tuple[str, bytes, int, str | None, str | None]]:
+def tool_prompt_tokens(request: MessagesRequest, model: ModelInfo | None) -> tuple[int, int]:
+    """The tool-use system prompt the API adds: (tools part, messages part).
+
+    The part every tool_choice shares belongs to the tools; what a forcing tool_choice
+    adds belongs to the messages, as a tool_choice change re-writes only the messages
+    (docs: prompt caching, "What invalidates the cache")."""
+    if not request.tools or model is None:
+        return 0, 0
+    base = model.tool_prompt_tokens.get("auto", 0)
+    kind = str((request.tool_choice or {}).get("type", "auto"))
+    return base, model.tool_prompt_tokens.get(kind, base) - base
+
+
+def _context_weight(request: MessagesRequest, model: ModelInfo | None) -> float:
+    """What the request's settings add at the head of the messages (they re-write the
+    messages when they change, not tools or system)."""
+    thinking = effective_thinking(request.thinking, model is not None and model.thinks_by_default)
+    weight = float(tool_prompt_tokens(request, model)[1])
+    if thinking["type"] == "enabled":
+        weight += FRAMING["thinking_enabled"]
+    elif thinking["type"] == "adaptive" and model is not None and "enabled" in model.thinking_types:
+        weight += FRAMING["thinking_adaptive"]
+    if (request.output_config or {}).get("task_budget") is not None:
+        weight += FRAMING["task_budget"]
+    output_format = (request.output_config or {}).get("format")
+    if isinstance(output_format, dict):
+        schema = output_format.get("schema") or {}
+        weight += FRAMING["output_format"] + text_token_weight(_json_text(schema))
+    return weight
+
+
+def flatten(
+    request: MessagesRequest,
+) -> Iterator[tuple[str, bytes, float, str | None, str | None]]:
     """(section, canonical bytes, tokens, breakpoint TTL, run kind) for every prefix block."""
+    model = MODELS.get(request.model)
+    pending = FRAMING["request"]  # the request's own framing goes to its first block
+    tools_prompt = float(tool_prompt_tokens(request, model)[0])
     for tool in request.tools or ():
         if tool.input_schema is not None:
-            text = tool.name + tool.description + canonical_json(tool.input_schema)
+            schema = _json_text(tool.input_schema)
+            text = tool.name + tool.description + schema
         else:
-            text = canonical_json(msgspec.to_builtins(tool))
-        tokens = estimate_text_tokens(text) + BLOCK_FRAMING_TOKENS + 2
-        yield "tools", _strip_cache_control(tool), tokens, _ttl(tool.cache_control), None
+            text = _json_text(msgspec.to_builtins(tool))
+        weight = pending + tools_prompt + FRAMING["tool"] + text_token_weight(text)
+        pending = tools_prompt = 0.0
+        yield "tools", _strip_cache_control(tool), weight, _ttl(tool.cache_control), None
     system = request.system
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
     for system_block in system or ():
-        tokens = estimate_text_tokens(system_block.text) + BLOCK_FRAMING_TOKENS
+        weight = pending + FRAMING["system"] + text_token_weight(system_block.text)
+        pending = 0.0
         yield (
             "system",
             _strip_cache_control(system_block),
-            tokens,
+            weight,
             _ttl(system_block.cache_control),
             None,
         )
-    model = MODELS.get(request.model)
+    pending += _context_weight(request, model)
     for index, message in enumerate(context_messages(request.messages, model)):
+        pending += FRAMING["message"]
         for position, block in enumerate(_blocks(message)):
             # Role and message boundary belong to the prefix as much as the text does.
             marker = f"{index}:{message.role}:{position}".encode()
+            weight = pending + block_weight(block)
+            pending = 0.0
             yield (
                 "messages",
                 marker + _strip_cache_control(block),
-                block_tokens(block),
+                weight,
                 _ttl(getattr(block, "cache_control", None)),
                 _run_kind(block),
             )
@@ -245,16 +353,83 @@ def _messages_context(request: MessagesRequest) -> bytes:
     """What the messages part of the prefix depends on besides the messages themselves."""
     model = MODELS.get(request.model)
     thinking = effective_thinking(request.thinking, model is not None and model.thinks_by_default)
-    return canonical_json({"thinking": thinking, "tool_choice": request.tool_choice}).encode()
+    output_format = (request.output_config or {}).get("format")
+    return canonical_json(
+        {"thinking": thinking, "tool_choice": request.tool_choice, "format": output_format}
+    ).encode()
 
 
-def prefix_blocks(request: MessagesRequest) -> list[PrefixBlock]:
+def _plain(
+    blocks: Iterator[tuple[str, bytes, float, str | None, str | None]],
+    request: MessagesRequest,
+) -> Iterator[tuple[str, bytes, float, str | None, str | None]]:
+    """The plain count: one token per 4 UTF-8 bytes of a block's text plus 3 per block
+    (an image 1,600), nothing for the request's structure. For tests that do token
+    arithmetic by hand (`LocalMessagesAPI(token_counts="plain")`)."""
+    texts = _plain_texts(request)
+    for (section, data, _, ttl, kind), (text, images) in zip(blocks, texts, strict=True):
+        yield section, data, (len(text.encode()) + 3) // 4 + 3 + images * IMAGE_TOKENS, ttl, kind
+
+
+def _plain_texts(request: MessagesRequest) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for tool in request.tools or ():
+        if tool.input_schema is not None:
+            text = tool.name + tool.description + canonical_json(tool.input_schema)
+        else:
+            text = canonical_json(msgspec.to_builtins(tool))
+        out.append((text + "\0" * 8, 0))  # 2 more tokens per tool
+    system = request.system
+    if isinstance(system, str):
+        system = [TextBlock(text=system)] if system else []
+    out.extend((block.text, 0) for block in system or ())
+    for message in context_messages(request.messages, MODELS.get(request.model)):
+        for block in _blocks(message):
+            out.append(_plain_text(block))
+    return out
+
+
+def _plain_text(block: Any) -> tuple[str, int]:
+    if isinstance(block, TextBlock):
+        return block.text, 0
+    if isinstance(block, ToolUseBlock | ServerToolUseBlock | McpToolUseBlock):
+        return block.name + canonical_json(block.input), 0
+    if isinstance(block, ThinkingBlock):
+        return block.thinking, 0
+    if isinstance(block, RedactedThinkingBlock):
+        return block.data, 0
+    if isinstance(block, ImageBlock):
+        return "", 1
+    if isinstance(block, DocumentBlock):
+        source = block.source
+        if source.get("type") == "text" and isinstance(source.get("data"), str):
+            return str(source["data"]), 0
+        return canonical_json(source), 0
+    if isinstance(block, SearchResultBlock):
+        return block.title + "\n" + "\n".join(p.text for p in block.content), 0
+    if isinstance(block, ToolResultBlock):
+        content = block.content
+        if content is None:
+            return "", 0
+        if isinstance(content, str):
+            return content, 0
+        parts = [_plain_text(part) for part in content]
+        return "\n".join(t for t, _ in parts), sum(n for _, n in parts)
+    return canonical_json(msgspec.to_builtins(block)), 0
+
+
+def prefix_blocks(request: MessagesRequest, plain: bool = False) -> list[PrefixBlock]:
     chain = hashlib.blake2b(request.model.encode(), digest_size=16).digest()
     blocks: list[PrefixBlock] = []
     position = -1
     previous_kind: str | None = None
     in_messages = False
-    for section, data, tokens, ttl, kind in flatten(request):
+    weight_so_far = 0.0
+    flat = flatten(request)
+    for section, data, weight, ttl, kind in _plain(flat, request) if plain else flat:
+        # Whole tokens per block that add up to the rounded total.
+        tokens = round(weight_so_far + weight) - round(weight_so_far)
+        weight_so_far += weight
         if section == "messages" and not in_messages:
             in_messages = True
             chain = hashlib.blake2b(chain + _messages_context(request), digest_size=16).digest()
@@ -291,8 +466,9 @@ def _place_automatic(request: MessagesRequest, blocks: list[PrefixBlock]) -> Non
 
 
 class CacheSimulator:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, plain: bool = False) -> None:
         self._clock = clock
+        self._plain = plain
         self._entries: dict[bytes, _Entry] = {}
 
     def __len__(self) -> int:
@@ -315,10 +491,13 @@ class CacheSimulator:
                 entry.expires_at = max(entry.expires_at, now + seconds)
         self._evict(now)
 
-    def lookup(self, request: MessagesRequest) -> CacheUsage:
+    def lookup(
+        self, request: MessagesRequest, blocks: list[PrefixBlock] | None = None
+    ) -> CacheUsage:
         """Read what can be read now (refreshing the hit) and plan the writes."""
         now = self._clock.now()
-        blocks = prefix_blocks(request)
+        if blocks is None:
+            blocks = prefix_blocks(request, self._plain)
         cumulative: list[int] = []
         running = 0
         for block in blocks:

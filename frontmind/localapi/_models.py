@@ -51,9 +51,14 @@ class ModelInfo:
     pdf_input: bool = True
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()
+    # the tool-use system prompt by tool_choice type (the file's [tool_prompt_tokens])
+    tool_prompt_tokens: dict[str, int] = field(default_factory=dict)
+    lifecycle: str = "active"
 
 
-def _info(row: dict[str, Any], groups: dict[str, list[str]]) -> ModelInfo:
+def _info(
+    row: dict[str, Any], groups: dict[str, list[str]], tool_prompt: dict[str, int]
+) -> ModelInfo:
     readers: set[str] = set()
     for entry in row.get("reads_thinking_of", []):
         readers.update(groups[entry[1:]] if entry.startswith("@") else [entry])
@@ -88,6 +93,7 @@ def _info(row: dict[str, Any], groups: dict[str, list[str]]) -> ModelInfo:
         pdf_input=row.get("pdf_input", True),
         context_management=frozenset(row.get("context_management", [])),
         reads_thinking_of=frozenset(readers),
+        tool_prompt_tokens=dict(tool_prompt),
     )
 
 
@@ -97,7 +103,7 @@ def load_models(path: Path = MODELS_FILE) -> tuple[dict[str, ModelInfo], dict[st
     groups: dict[str, list[str]] = data.get("thinking_groups", {})
     served: dict[str, ModelInfo] = {}
     for row in data.get("model", []):
-        info = _info(row, groups)
+        info = _info(row, groups, data.get("tool_prompt_tokens", {}))
         for name in (row["name"], *row.get("aliases", [])):
             served[name] = replace(info, name=name)
     retired: dict[str, str] = data.get("retired", {})

@@ -13,6 +13,14 @@ built-in tools, and that tool is offered in the request, it answers with `tool_u
 | "remember that X" / "remember: X"               | remember            | text           |
 | "search for X" / "what did we say about X"      | search_context      | query          |
 
+Any other tool offered in the request (your own, an MCP server's) is called when the
+user's message names it ("use the stock tool for sku 42", "call get_weather with city
+Oslo"): its arguments are drawn from the tool's input schema, each property from the
+words after its name in the message ("sku 42" gives `{"sku": "42"}`, typed as the schema
+says: integer, number, boolean or string), a required one not found from its default,
+its first enum value, or a placeholder of its type. An MCP server's tool
+(`mcp__time__get_current_time`) is also named by its last part ("get current time").
+
 After tool results it replies with one line per result.
 
 A user message that begins with `[frontmind:segment-summary]` (Frontmind's background
@@ -40,7 +48,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._schema import MessagesRequest, TextBlock, ToolResultBlock
+from ._citations import citations_for
+from ._schema import MessagesRequest, TextBlock, ToolDef, ToolResultBlock
 from ._thinking import REDACTED_TRIGGER
 
 __all__ = [
@@ -58,6 +67,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ReplyText:
     text: str
+    # Citation objects as the API returns them (docs: "Citations"); not counted as output.
+    citations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +143,10 @@ def _notification_sections(request: MessagesRequest) -> list[str]:
     return []
 
 
+# Frontmind's built-in tools: called only by the phrases above, never by name alone.
+_BUILTIN_TOOLS = frozenset(
+    {"add_reminder", "list_reminders", "complete_reminder", "remember", "search_context"}
+)
 _UNITS = {"minute": 1, "minutes": 1, "hour": 60, "hours": 60, "day": 1440, "days": 1440}
 
 
@@ -170,6 +185,78 @@ def _plain_tool_request(text: str, offered: set[str]) -> ReplyToolUse | None:
     for name, use in rules:
         if name in offered:
             return use
+    return None
+
+
+_PLACEHOLDERS: dict[str, Any] = {
+    "string": "example",
+    "integer": 1,
+    "number": 1,
+    "boolean": True,
+    "array": [],
+    "object": {},
+}
+
+
+def _typed(value: str, schema: dict[str, Any]) -> Any:
+    """A word of the message as the property's JSON type."""
+    kind = schema.get("type")
+    try:
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        return _placeholder(schema)
+    if kind == "boolean":
+        return value.lower() in ("true", "yes", "on", "1")
+    if kind == "array":
+        return [value]
+    return value
+
+
+def _placeholder(schema: dict[str, Any]) -> Any:
+    if "default" in schema:
+        return schema["default"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind is None:
+        kinds = [s.get("type") for s in schema.get("anyOf", ()) if s.get("type") != "null"]
+        kind = kinds[0] if kinds else "string"
+    return _PLACEHOLDERS.get(str(kind), "example")
+
+
+def _spoken(name: str) -> str:
+    """A tool's name as a pattern: `get_weather` also matches "get weather"."""
+    return r"[\s_-]".join(re.escape(part) for part in re.split(r"[_-]+", name) if part)
+
+
+def _named_tool_request(text: str, tools: Iterable[ToolDef]) -> ReplyToolUse | None:
+    """A call of the first offered tool whose name the message says, arguments drawn
+    from its schema."""
+    for tool in tools:
+        schema = tool.input_schema
+        # An MCP server's tool (`mcp__server__tool`) is named by its own last part too.
+        names = {tool.name, tool.name.rsplit("__", 1)[-1]}
+        said = any(re.search(rf"\b{_spoken(name)}\b", text, re.I) for name in names)
+        if schema is None or not said:
+            continue
+        properties: dict[str, Any] = schema.get("properties") or {}
+        arguments: dict[str, Any] = {}
+        for prop, prop_schema in properties.items():
+            found = re.search(
+                rf"\b{_spoken(prop)}\b\s*(?:[=:]|is)?\s*(\"[^\"]*\"|'[^']*'|[^\s,;!?]+)",
+                text,
+                re.I,
+            )
+            if found is not None:
+                word = found.group(1).strip("\"'").rstrip(".")
+                arguments[prop] = _typed(word, prop_schema if isinstance(prop_schema, dict) else {})
+        for prop in schema.get("required") or ():
+            if prop not in arguments:
+                arguments[prop] = _placeholder(properties.get(prop) or {})
+        return ReplyToolUse(tool.name, arguments)
     return None
 
 
@@ -258,6 +345,14 @@ class DefaultResponder:
         instruction = " ".join(b.text for b in blocks if isinstance(b, TextBlock))
         if instruction.startswith(SUMMARY_MARKER):
             return summarise_segment(request, instruction)
+        cited = citations_for(request)
+        if cited:
+            return Reply(
+                (
+                    ReplyText("From the sources you gave:\n"),
+                    *(ReplyText(text, (citation,)) for text, citation in cited),
+                )
+            )
         results = [b for b in blocks if isinstance(b, ToolResultBlock)]
         if results:
             lines = []
@@ -274,6 +369,9 @@ class DefaultResponder:
         said = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
         offered = {tool.name for tool in request.tools or ()}
         use = _plain_tool_request(said, offered)
+        if use is None:
+            own = (t for t in request.tools or () if t.name not in _BUILTIN_TOOLS)
+            use = _named_tool_request(said, own)
         if use is not None:
             return Reply((ReplyText("On it."), use))
         sections = _notification_sections(request)

@@ -17,13 +17,26 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "ASSISTANT_BLOCKS",
+    "BETA_BLOCKS",
     "BETA_ONLY_FIELDS",
+    "SERVER_RESULT_BLOCKS",
+    "SERVER_TOOL_BLOCKS",
+    "USER_ONLY_BLOCKS",
+    "AdvisorToolResultBlock",
+    "BashCodeExecutionToolResultBlock",
     "Block",
     "CacheControl",
+    "CodeExecutionToolResultBlock",
+    "CompactionBlock",
+    "ContainerUploadBlock",
     "CountTokensRequest",
     "Diagnostics",
     "DocumentBlock",
     "ImageBlock",
+    "McpToolListingBlock",
+    "McpToolResultBlock",
+    "McpToolUseBlock",
     "MessageParam",
     "MessagesRequest",
     "RedactedThinkingBlock",
@@ -31,10 +44,16 @@ __all__ = [
     "ServerToolResultBlock",
     "ServerToolUseBlock",
     "TextBlock",
+    "TextEditorCodeExecutionToolResultBlock",
     "ThinkingBlock",
+    "ToolAdditionBlock",
     "ToolDef",
+    "ToolReferenceBlock",
+    "ToolRemovalBlock",
     "ToolResultBlock",
+    "ToolSearchToolResultBlock",
     "ToolUseBlock",
+    "WebFetchToolResultBlock",
 ]
 
 
@@ -78,7 +97,14 @@ class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"
     caller: Any = None
 
 
-ToolResultPart = TextBlock | ImageBlock | DocumentBlock | SearchResultBlock
+class ToolReferenceBlock(msgspec.Struct, frozen=True, tag="tool_reference", tag_field="type"):
+    """A deferred tool the tool search found: loads its definition (tool search tool)."""
+
+    tool_name: str
+    cache_control: CacheControl | None = None
+
+
+ToolResultPart = TextBlock | ImageBlock | DocumentBlock | SearchResultBlock | ToolReferenceBlock
 
 
 class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
@@ -86,15 +112,20 @@ class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field=
     content: str | list[ToolResultPart] | None = None
     is_error: bool = False
     cache_control: CacheControl | None = None
+    toolset_name: str | None = None
 
 
 class ThinkingBlock(msgspec.Struct, frozen=True, tag="thinking", tag_field="type"):
     thinking: str
     signature: str
+    # Refused by the API ("cache_control" cannot be set on thinking blocks); decoded so
+    # the refusal can say so instead of "Extra inputs are not permitted".
+    cache_control: CacheControl | None = None
 
 
 class RedactedThinkingBlock(msgspec.Struct, frozen=True, tag="redacted_thinking", tag_field="type"):
     data: str
+    cache_control: CacheControl | None = None
 
 
 class ServerToolUseBlock(msgspec.Struct, frozen=True, tag="server_tool_use", tag_field="type"):
@@ -131,6 +162,87 @@ class CodeExecutionToolResultBlock(
     cache_control: CacheControl | None = None
 
 
+class _ResultOfServerTool(msgspec.Struct, frozen=True):
+    """A server tool's result block: replayed as the API returned it."""
+
+    tool_use_id: str
+    content: Any = None
+    cache_control: CacheControl | None = None
+    caller: Any = None
+
+
+class BashCodeExecutionToolResultBlock(
+    _ResultOfServerTool, frozen=True, tag="bash_code_execution_tool_result", tag_field="type"
+):
+    pass
+
+
+class TextEditorCodeExecutionToolResultBlock(
+    _ResultOfServerTool,
+    frozen=True,
+    tag="text_editor_code_execution_tool_result",
+    tag_field="type",
+):
+    pass
+
+
+class ToolSearchToolResultBlock(
+    _ResultOfServerTool, frozen=True, tag="tool_search_tool_result", tag_field="type"
+):
+    pass
+
+
+class AdvisorToolResultBlock(
+    _ResultOfServerTool, frozen=True, tag="advisor_tool_result", tag_field="type"
+):
+    pass
+
+
+class McpToolUseBlock(msgspec.Struct, frozen=True, tag="mcp_tool_use", tag_field="type"):
+    id: str
+    name: str
+    server_name: str
+    input: dict[str, Any]
+    cache_control: CacheControl | None = None
+
+
+class McpToolResultBlock(msgspec.Struct, frozen=True, tag="mcp_tool_result", tag_field="type"):
+    tool_use_id: str
+    content: str | list[TextBlock] | None = None
+    is_error: bool = False
+    cache_control: CacheControl | None = None
+
+
+class ContainerUploadBlock(msgspec.Struct, frozen=True, tag="container_upload", tag_field="type"):
+    file_id: str
+    cache_control: CacheControl | None = None
+
+
+class CompactionBlock(msgspec.Struct, frozen=True, tag="compaction", tag_field="type"):
+    """A server-side compaction's summary: what replaces the turns before it."""
+
+    content: str | None = None
+    encrypted_content: str | None = None
+    signature: str | None = None
+    tool_changes: Any = None
+    cache_control: CacheControl | None = None
+
+
+class ToolAdditionBlock(msgspec.Struct, frozen=True, tag="tool_addition", tag_field="type"):
+    tool: dict[str, Any]
+    cache_control: CacheControl | None = None
+
+
+class ToolRemovalBlock(msgspec.Struct, frozen=True, tag="tool_removal", tag_field="type"):
+    tool: dict[str, Any]
+    cache_control: CacheControl | None = None
+
+
+class McpToolListingBlock(msgspec.Struct, frozen=True, tag="mcp_tool_listing", tag_field="type"):
+    mcp_server_name: str
+    tools: list[dict[str, Any]]
+
+
 Block = (
     TextBlock
     | ImageBlock
@@ -144,23 +256,53 @@ Block = (
     | ServerToolResultBlock
     | WebFetchToolResultBlock
     | CodeExecutionToolResultBlock
+    | BashCodeExecutionToolResultBlock
+    | TextEditorCodeExecutionToolResultBlock
+    | ToolSearchToolResultBlock
+    | AdvisorToolResultBlock
+    | McpToolUseBlock
+    | McpToolResultBlock
+    | ContainerUploadBlock
+    | CompactionBlock
+    | ToolAdditionBlock
+    | ToolRemovalBlock
+    | McpToolListingBlock
+)
+
+# Blocks the API takes only on beta requests (the beta client's types): the response
+# blocks of beta features, sent back as history.
+BETA_BLOCKS = (
+    AdvisorToolResultBlock,
+    McpToolUseBlock,
+    McpToolResultBlock,
+    CompactionBlock,
+    ToolAdditionBlock,
+    ToolRemovalBlock,
+    McpToolListingBlock,
 )
 
 # Blocks that belong to assistant turns; every other kind belongs to user turns.
+SERVER_RESULT_BLOCKS = (
+    ServerToolResultBlock,
+    WebFetchToolResultBlock,
+    CodeExecutionToolResultBlock,
+    BashCodeExecutionToolResultBlock,
+    TextEditorCodeExecutionToolResultBlock,
+    ToolSearchToolResultBlock,
+    AdvisorToolResultBlock,
+)
+SERVER_TOOL_BLOCKS = (
+    ServerToolUseBlock,
+    McpToolUseBlock,
+    McpToolResultBlock,
+    *SERVER_RESULT_BLOCKS,
+)
 ASSISTANT_BLOCKS = (
     ThinkingBlock,
     RedactedThinkingBlock,
     ToolUseBlock,
-    ServerToolUseBlock,
-    ServerToolResultBlock,
-    WebFetchToolResultBlock,
-    CodeExecutionToolResultBlock,
-)
-SERVER_TOOL_BLOCKS = (
-    ServerToolUseBlock,
-    ServerToolResultBlock,
-    WebFetchToolResultBlock,
-    CodeExecutionToolResultBlock,
+    CompactionBlock,
+    *SERVER_TOOL_BLOCKS,
 )
 USER_ONLY_BLOCKS = (ImageBlock, DocumentBlock, SearchResultBlock, ToolResultBlock)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Literal
 
 from ._app import LocalAPIState, RecordedRequest, build_app
 from ._clock import Clock, MonotonicClock
@@ -28,6 +28,8 @@ class LocalMessagesAPI:
         clock: Clock | None = None,
         latency: Latency | None = None,
         api_key: str | None = None,
+        verify_foreign_signatures: bool = False,
+        token_counts: Literal["calibrated", "plain"] = "calibrated",
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -36,6 +38,8 @@ class LocalMessagesAPI:
             clock=clock or MonotonicClock(),
             latency=latency or Latency(),
             api_key=api_key,
+            verify_foreign_signatures=verify_foreign_signatures,
+            token_counts=token_counts,
         )
         self._host = host
         self._port = port

@@ -1,11 +1,15 @@
 """Extended thinking: the thinking configuration and the signatures on thinking blocks.
 
-A thinking block's `signature` is base64 of an HMAC-SHA256 tag (keyed by the server's
-secret) followed by the thinking text, so the server can tell a block it wrote from an
+A thinking block's `signature` is base64 of a marker, an HMAC-SHA256 tag (keyed by the
+server's secret) and the thinking text, so the server can tell a block it wrote from an
 altered one, even when the text was omitted from the reply (`display: "omitted"`). A
-`redacted_thinking` block's `data` is built the same way. The default secret is a fixed
-constant, so signatures survive a restart of the local API (a stored conversation with
-thinking replays after `frontmind serve --offline` restarts), as the API's do.
+`redacted_thinking` block's `data` is built the same way. A signature without the marker
+was made elsewhere (the live API signs with keys no one else holds): by default it is
+taken as opaque, as the API takes its own, so a recorded live conversation replays
+offline; `verify_foreign_signatures` refuses it instead ("Invalid `signature`").
+The default secret is a fixed constant, so signatures survive a restart of the local
+API (a stored conversation with thinking replays after `frontmind serve --offline`
+restarts), as the API's do.
 
 Thinking is on when the request says `enabled` (with `budget_tokens`) or `adaptive`, or
 when it says nothing and the model thinks by default. Docs: extended thinking,
@@ -36,6 +40,7 @@ REDACTED_TRIGGER = (
     "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
 )
 _TAG = 32
+_MARK = b"FMLA1"  # what starts every signature this server makes
 
 
 def effective_thinking(thinking: dict[str, Any] | None, thinks_by_default: bool) -> dict[str, Any]:
@@ -59,17 +64,29 @@ class ThinkingSigner:
 
     def sign(self, thinking: str) -> str:
         text = thinking.encode()
-        return base64.b64encode(self._tag(b"thinking", text) + text).decode()
+        return base64.b64encode(_MARK + self._tag(b"thinking", text) + text).decode()
 
     def redact(self, thinking: str) -> str:
         text = thinking.encode()
-        return base64.b64encode(self._tag(b"redacted", text) + text).decode()
+        return base64.b64encode(_MARK + self._tag(b"redacted", text) + text).decode()
+
+    @staticmethod
+    def made_here(encoded: str) -> bool:
+        """Whether a signature (or redacted data) carries this server's marker."""
+        try:
+            raw = base64.b64decode(encoded[:12], validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return raw.startswith(_MARK)
 
     def _open(self, kind: bytes, encoded: str) -> str | None:
         try:
             raw = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             return None
+        if not raw.startswith(_MARK):
+            return None
+        raw = raw[len(_MARK) :]
         tag, text = raw[:_TAG], raw[_TAG:]
         if len(tag) < _TAG or not hmac.compare_digest(tag, self._tag(kind, text)):
             return None

@@ -8,9 +8,12 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from ._images import MAX_EDGE_MANY, ImageError, decode_image, max_edge
 from ._models import ModelInfo, find_model
+from ._pdf import PdfError, pdf_tokens
 from ._schema import (
     ASSISTANT_BLOCKS,
+    BETA_BLOCKS,
     BETA_ONLY_FIELDS,
     SERVER_TOOL_BLOCKS,
     USER_ONLY_BLOCKS,
@@ -21,12 +24,14 @@ from ._schema import (
     ImageBlock,
     MessageParam,
     MessagesRequest,
+    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
+    ToolReferenceBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from ._thinking import MIN_BUDGET_TOKENS
+from ._thinking import MIN_BUDGET_TOKENS, effective_thinking
 
 __all__ = [
     "VERSIONS",
@@ -165,7 +170,7 @@ def _check_text(text: str, where: str) -> None:
         raise ApiError(400, f"{where}: text content blocks must contain non-whitespace text")
 
 
-def _check_source(block: ImageBlock | DocumentBlock, where: str) -> None:
+def _check_source(block: ImageBlock | DocumentBlock, where: str, images: int) -> None:
     """Image and document sources: base64, URL or file (documents also text/content)."""
     source = block.source
     kind = source.get("type")
@@ -193,23 +198,71 @@ def _check_source(block: ImageBlock | DocumentBlock, where: str) -> None:
                 f"{where}.source.media_type: Input should be 'image/jpeg', 'image/png', "
                 "'image/gif' or 'image/webp'",
             )
+        # Docs: vision, "Image size" and "FAQ" (5 MB per image, 8000 px a side, 2000 px
+        # when a request holds more than 20 images; the data must be the format named).
+        try:
+            width, height = decode_image(str(source.get("data")), str(media))
+        except ImageError as exc:
+            raise ApiError(400, f"{where}.source.base64.data: {exc}") from None
+        limit = max_edge(images)
+        if max(width, height) > limit:
+            many = " when a request holds more than 20 images" if limit == MAX_EDGE_MANY else ""
+            raise ApiError(
+                400,
+                f"{where}.source.base64.data: image dimensions exceed max allowed size"
+                f"{many}: {limit} pixels",
+            )
+    if (
+        isinstance(block, DocumentBlock)
+        and kind == "base64"
+        and source.get("media_type") == "application/pdf"
+    ):
+        try:  # docs: PDF support (a valid PDF; 32 MB per request, 100 pages)
+            pdf_tokens(str(source.get("data")))
+        except PdfError as exc:
+            raise ApiError(400, f"{where}.source.base64.data: {exc}") from None
 
 
-def _check_block(block: Block, role: str, where: str) -> None:
+def _check_block(
+    block: Block | ToolReferenceBlock, role: str, where: str, images: int, beta: bool
+) -> None:
     if isinstance(block, TextBlock):
         _check_text(block.text, where)
     elif isinstance(block, ImageBlock | DocumentBlock):
-        _check_source(block, where)
+        _check_source(block, where, images)
     elif isinstance(block, ToolResultBlock) and isinstance(block.content, list):
         for k, part in enumerate(block.content):
-            _check_block(part, role, f"{where}.content.{k}")
+            _check_block(part, role, f"{where}.content.{k}", images, beta)
+    elif isinstance(block, ThinkingBlock | RedactedThinkingBlock) and block.cache_control:
+        # Docs: prompt caching, "Caching with thinking blocks": thinking blocks cannot
+        # be marked with cache_control (they are cached as part of the turn).
+        raise ApiError(
+            400,
+            f"{where}.cache_control: thinking blocks cannot be marked with cache_control",
+        )
+    if not beta and isinstance(block, BETA_BLOCKS):
+        # The non-beta Messages API has no such block type (the beta client's types do).
+        raise ApiError(
+            400,
+            f"{where}: Input tag '{_type_of(block)}' found using 'type' does not match any of "
+            "the expected tags; it is a beta block type: send it with the beta client "
+            "(`client.beta.messages`)",
+        )
     if role == "assistant" and isinstance(block, USER_ONLY_BLOCKS):
         raise ApiError(400, f"{where}: {_type_of(block)} blocks belong to user turns")
     if role != "assistant" and isinstance(block, ASSISTANT_BLOCKS):
         raise ApiError(400, f"{where}: {_type_of(block)} blocks belong to assistant turns")
 
 
-def _type_of(block: Block) -> str:
+def _images_in(block: Block) -> int:
+    if isinstance(block, ImageBlock):
+        return 1
+    if isinstance(block, ToolResultBlock) and isinstance(block.content, list):
+        return sum(isinstance(part, ImageBlock) for part in block.content)
+    return 0
+
+
+def _type_of(block: Block | ToolReferenceBlock) -> str:
     return str(type(block).__struct_config__.tag)
 
 
@@ -218,8 +271,11 @@ def _check_thinking_config(request: MessagesRequest) -> None:
     if thinking is None:
         return
     kind = thinking.get("type")
-    if kind not in ("enabled", "disabled", "adaptive"):
-        raise ApiError(400, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'")
+    if kind not in ("enabled", "disabled", "adaptive", "between_tools"):
+        raise ApiError(
+            400,
+            "thinking.type: Input should be 'enabled', 'disabled', 'adaptive' or 'between_tools'",
+        )
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int):
@@ -232,6 +288,95 @@ def _check_thinking_config(request: MessagesRequest) -> None:
             )
         if budget >= request.max_tokens:
             raise ApiError(400, "`max_tokens` must be greater than `thinking.budget_tokens`.")
+
+
+def _effort(request: MessagesRequest) -> str | None:
+    effort = (request.output_config or {}).get("effort")
+    return str(effort) if effort is not None else None
+
+
+def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
+    """What this model accepts, from its row in models.toml (each rule's docs page is in
+    the row's sources): thinking types, effort levels, forced tool choice, max_tokens."""
+    # Docs: "Troubleshooting thinking", table "Thinking support, defaults, and rejected
+    # configurations by model".
+    kind = (request.thinking or {}).get("type")
+    effort = _effort(request)
+    if kind is not None and kind not in model.thinking_types:
+        if kind == "enabled":
+            hint = 'Use "thinking.type.adaptive" and "output_config.effort" to control thinking.'
+        elif kind == "adaptive":
+            hint = 'Use "thinking.type.enabled" with "budget_tokens".'
+        elif model.thinking_default == "always":
+            hint = "Thinking is always on for this model."
+        else:
+            hint = "Accepted: " + ", ".join(sorted(model.thinking_types)) + "."
+        raise ApiError(400, f'"thinking.type.{kind}" is not supported for this model. {hint}')
+    if kind is not None and effort in model.thinking_refused_at_effort.get(kind, ()):
+        raise ApiError(
+            400,
+            f'"thinking.type.{kind}" is not supported with effort "{effort}" for this model. '
+            'Use effort "high" or lower, or "thinking.type.adaptive".',
+        )
+    # Docs: effort, "Supported models" (Haiku 4.5 has none; xhigh and max per model).
+    if effort is not None and effort not in model.effort_levels:
+        if not model.effort_levels:
+            raise ApiError(400, "output_config.effort: effort is not supported for this model")
+        levels = ", ".join(f"'{e}'" for e in _EFFORT_ORDER if e in model.effort_levels)
+        raise ApiError(
+            400, f"output_config.effort: '{effort}' is not supported for this model ({levels})"
+        )
+    # Docs: Fable 5.1 migration guide and Opus 5.5 "Forced tool use is not supported".
+    forced = (request.tool_choice or {}).get("type") in ("any", "tool")
+    if forced and not model.forced_tool_choice:
+        raise ApiError(
+            400,
+            f"tool_choice: type '{request.tool_choice.get('type') if request.tool_choice else ''}'"
+            " is not supported for this model (forced tool use); use 'auto' or 'none'",
+        )
+    # Docs: extended thinking, "Extended thinking with tool use": only auto and none.
+    if forced and kind in ("enabled", "adaptive"):
+        raise ApiError(400, "Thinking may not be enabled when tool_choice forces tool use.")
+    # Docs: models overview, "Max output" per model.
+    if model.max_output and request.max_tokens > model.max_output:
+        raise ApiError(
+            400,
+            f"max_tokens: {request.max_tokens} > {model.max_output}, which is the maximum "
+            f"allowed number of output tokens for {model.name}",
+        )
+
+
+_EFFORT_ORDER = ("low", "medium", "high", "xhigh", "max")
+
+
+def _check_tool_loop_thinking(
+    messages: list[MessageParam], request: MessagesRequest, model: ModelInfo
+) -> None:
+    """Docs: extended thinking, "Preserving thinking blocks": with thinking on, the
+    assistant turn of the current tool loop (the last one, answered by tool results) must
+    begin with its thinking block."""
+    thinking = effective_thinking(request.thinking, model.thinks_by_default)
+    if thinking["type"] == "disabled" or (request.thinking or {}).get("type") is None:
+        return
+    for i in range(len(messages) - 1, 0, -1):
+        message = messages[i]
+        if message.role != "user":
+            continue
+        blocks = blocks_of(message)
+        if not blocks or not all(isinstance(b, ToolResultBlock) for b in blocks):
+            return  # the turn began with the user's own words: no tool loop open
+        turn = messages[i - 1]
+        first = blocks_of(turn)[0] if turn.role == "assistant" else None
+        if first is None or isinstance(first, ThinkingBlock | RedactedThinkingBlock):
+            return
+        raise ApiError(
+            400,
+            f"messages.{i - 1}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+            f"but found `{_type_of(first)}`. When `thinking` is enabled, a final `assistant` "
+            "message must start with a thinking block (preceeding the lastmost set of "
+            "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks "
+            "from previous turns. To avoid this requirement, disable `thinking`.",
+        )
 
 
 def _check_tools(request: MessagesRequest) -> None:
@@ -302,6 +447,7 @@ def validate(
     model = require_model(request.model)
     if request.max_tokens < 1:
         raise ApiError(400, "max_tokens: must be greater than or equal to 1")
+    _check_model_rules(request, model)
     if version >= _SAMPLING_REJECTED_FROM:
         for name in ("temperature", "top_p", "top_k"):
             if getattr(request, name) is not None:
@@ -316,13 +462,15 @@ def validate(
     messages = merge_consecutive(request.messages)
     if not messages:
         raise ApiError(400, "messages: at least one message is required")
+    images = sum(_images_in(block) for message in messages for block in blocks_of(message))
     for i, message in enumerate(messages):
         if isinstance(message.content, list) and not message.content:
             raise ApiError(400, f"messages.{i}: all messages must have non-empty content")
         for j, block in enumerate(blocks_of(message)):
-            _check_block(block, message.role, f"messages.{i}.content.{j}")
+            _check_block(block, message.role, f"messages.{i}.content.{j}", images, beta)
     _check_system_messages(messages, model)
     _check_tool_pairs(messages)
+    _check_tool_loop_thinking(messages, request, model)
     last = [m for m in messages if m.role != "system"][-1]
     # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
     # handling stop reasons, server tools): that is no prefill.

@@ -29,13 +29,14 @@ import anyio
 import msgspec
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._errors import wire_error
 from .._exceptions import (
     BodyTooLarge,
     EdgeError,
-    ForbiddenRequest,
+    Forbidden,
     RequestTimeout,
     UnsupportedMediaType,
+    wire_error,
+    wire_message,
 )
 
 __all__ = ["EdgeGuard", "bearer_token", "error_body"]
@@ -172,7 +173,7 @@ class EdgeGuard:
         try:
             await self.app(scope, capped_receive if length != 0 else receive, tracked_send)
         except Exception as exc:  # the edge's last line: JSON, never a plain-text trace
-            status, _ = wire_error(exc) or (500, "internal_error")
+            status, _ = wire_error(exc)
             if status >= 500:
                 log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
             if not started:
@@ -189,24 +190,24 @@ class EdgeGuard:
         headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
             if name in headers and name in (b"host", b"content-length", b"origin"):
-                raise ForbiddenRequest(f"more than one {name.decode()} header")
+                raise Forbidden(f"more than one {name.decode()} header")
             headers[name] = value
         server = scope.get("server") or ("", 0)
         host = headers.get(b"host")
         if host is None:
-            raise ForbiddenRequest("a Host header is required")
+            raise Forbidden("a Host header is required")
         if not self._allowed(host.decode("latin-1"), "http", server):
-            raise ForbiddenRequest(
+            raise Forbidden(
                 f"Host {host.decode('latin-1')!r} is not this daemon's address; "
                 "add it to server.allowed_hosts if it is yours"
             )
         origin = headers.get(b"origin")
         if origin is not None and not self._same_origin(origin.decode("latin-1"), server):
-            raise ForbiddenRequest(
+            raise Forbidden(
                 f"cross-origin requests are refused (Origin {origin.decode('latin-1')!r})"
             )
         if headers.get(b"sec-fetch-site", b"").lower() == b"cross-site":
-            raise ForbiddenRequest("cross-site requests are refused (Sec-Fetch-Site)")
+            raise Forbidden("cross-site requests are refused (Sec-Fetch-Site)")
         length = _content_length(headers)
         has_body = bool(length) or b"transfer-encoding" in headers
         if scope["method"] in _CHANGING or has_body:
@@ -247,10 +248,8 @@ def _content_length(headers: dict[bytes, bytes]) -> int | None:
 
 
 async def _send_error(send: Send, exc: Exception, *, close: bool) -> None:
-    row = wire_error(exc)
-    status, kind = row or (500, "internal_error")
-    message = (str(exc) or kind) if row else "internal error (logged by the daemon)"
-    body = error_body(kind, message)
+    status, kind = wire_error(exc)
+    body = error_body(kind, wire_message(exc, status))
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -1,47 +1,36 @@
-"""The daemon's OpenAPI 3.1 description, built from the msgspec structs it decodes and sends.
+"""The daemon's OpenAPI 3.1 description, built from its table of endpoints.
 
-The schemas come from `msgspec.json.schema_components` over the same types the routes
-use, then pass through the wire rules of `_wire` (timestamps as ISO 8601 strings, tool
-inputs as objects), so the description cannot drift from what is decoded and sent.
-A test checks that every route the app serves is described here.
+Each `Endpoint` (one row of `frontmind.server._routes.ENDPOINTS`) is what the router
+serves and what this describes: method, path, handler, the request and reply structs,
+the auth level, the operation id, tag and summary. The schemas come from
+`msgspec.json.schema_components` over those same structs, then pass through the wire
+rules of `_wire` (timestamps as ISO 8601 strings, tool inputs as objects), so the
+description cannot drift from what is decoded and sent.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
 
 from actors import ModelRequest, TurnEvent
-from storage import Document, Memory, Reminder
+from storage import FrontmindError
 
-from .._errors import WIRE_ERRORS
-from .._wire import (
-    ContinuumPage,
-    DocumentBody,
-    DocumentPage,
-    ErrorBody,
-    Health,
-    JobList,
-    MemoryBody,
-    MemoryHitPage,
-    MemoryPage,
-    MessagePage,
-    ModelSettingsBody,
-    ModelSettingsReply,
-    ReminderBody,
-    ReminderPage,
-    TurnBody,
-    TurnPage,
-    UserBody,
-    UserCreated,
-    UserList,
-)
+from .._exceptions import HTTP_STATUS
+from .._wire import ErrorBody
 
-__all__ = ["DOCS_PAGE", "OPERATIONS", "openapi", "openapi_json"]
+__all__ = ["DOCS_PAGE", "TAGS", "Auth", "Endpoint", "Param", "openapi"]
 
 REF = "#/components/schemas/{name}"
+
+
+Auth = Literal["public", "user", "admin"]
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 class Param(msgspec.Struct, frozen=True):
@@ -51,197 +40,46 @@ class Param(msgspec.Struct, frozen=True):
     description: str = ""
 
 
-class Operation(msgspec.Struct, frozen=True):
-    method: str
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One operation of the API, as both the router and this description read it.
+
+    `auth`: "public" needs no token (so no 401 is described), "user" any valid token,
+    "admin" the admin token (a user's token is answered 403).
+    """
+
+    method: str  # upper case, as the router matches it
     path: str
+    handler: Handler
+    operation_id: str
+    tag: str
     summary: str
+    auth: Auth = "user"
     ok: int = 200
     reply: Any = None  # a type, or None for no body
     body: Any = None
     params: tuple[Param, ...] = ()
-    errors: tuple[int, ...] = (400,)
+    errors: tuple[int, ...] = (400,)  # besides those `auth` brings, and 500
     media: str = "application/json"
     alt: Any = None  # a second reply type, when a query parameter changes the answer
 
+    def statuses(self) -> tuple[int, ...]:
+        """Every error status the operation can answer, in order."""
+        auth = {"public": (), "user": (401,), "admin": (401, 403)}[self.auth]
+        return tuple(sorted({*self.errors, *auth, 500}))
 
-_STR = {"type": "string"}
-_INT = {"type": "integer", "minimum": 1}
-_LABEL = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}
-CONTINUUM = Param("continuum_id", "path", {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"})
-PAGE = (
-    Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}),
-    Param("cursor", "query", _STR, "the `next_cursor` of the previous page"),
-)
 
-OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        "get",
-        "/v1/continuums",
-        "List continuums, the most recently active first.",
-        reply=ContinuumPage,
-        params=PAGE,
-    ),
-    Operation(
-        "delete",
-        "/v1/continuums/{continuum_id}",
-        "Delete a continuum with its turns, messages and search index entries.",
-        ok=204,
-        params=(CONTINUUM,),
-        errors=(400, 404, 429),
-    ),
-    Operation(
-        "post",
-        "/v1/continuums/{continuum_id}/turns",
-        "Run a turn; its events stream as server-sent events (each with an `id:`; a"
-        " `: ping` comment every 15 s while nothing else is sent).",
-        reply=TurnEvent,
-        body=TurnBody,
-        params=(CONTINUUM,),
-        errors=(400, 413, 429, 503),
-        media="text/event-stream",
-    ),
-    Operation(
-        "get",
-        "/v1/continuums/{continuum_id}/turns",
-        "The continuum's turn records: the latest first page, each page in time order;"
-        " `next_cursor` leads to earlier turns.",
-        reply=TurnPage,
-        params=(CONTINUUM, *PAGE),
-        errors=(400, 404),
-    ),
-    Operation(
-        "get",
-        "/v1/continuums/{continuum_id}/messages",
-        "The continuum's messages, in order.",
-        reply=MessagePage,
-        params=(CONTINUUM, *PAGE),
-        errors=(400, 404),
-    ),
-    Operation(
-        "get",
-        "/v1/continuums/{continuum_id}/context",
-        "The Messages API request a turn with `message` would send now (nothing is sent).",
-        reply=ModelRequest,
-        params=(CONTINUUM, Param("message", "query", _STR, "the would-be user message")),
-    ),
-    Operation(
-        "get",
-        "/v1/continuums/{continuum_id}/settings",
-        "The continuum's own model settings, and those its turns run with.",
-        reply=ModelSettingsReply,
-        params=(CONTINUUM,),
-    ),
-    Operation(
-        "put",
-        "/v1/continuums/{continuum_id}/settings",
-        "Choose the continuum's model settings (null: the config's).",
-        reply=ModelSettingsReply,
-        body=ModelSettingsBody,
-        params=(CONTINUUM,),
-    ),
-    Operation(
-        "get",
-        "/v1/reminders",
-        "List reminders (open ones unless include_completed).",
-        reply=ReminderPage,
-        params=(*PAGE, Param("include_completed", "query", {"type": "boolean"})),
-    ),
-    Operation(
-        "post", "/v1/reminders", "Add a reminder.", ok=201, reply=Reminder, body=ReminderBody
-    ),
-    Operation(
-        "delete",
-        "/v1/reminders/{reminder_id}",
-        "Delete a reminder.",
-        ok=204,
-        params=(Param("reminder_id", "path", _INT),),
-        errors=(400, 404),
-    ),
-    Operation(
-        "post",
-        "/v1/reminders/{reminder_id}/complete",
-        "Mark a reminder done.",
-        reply=Reminder,
-        params=(Param("reminder_id", "path", _INT),),
-        errors=(400, 404),
-    ),
-    Operation(
-        "get",
-        "/v1/memories",
-        "List memories, the newest first; with `q`, one ranked page of search hits"
-        " (a MemoryHitPage, whose next_cursor is always null).",
-        reply=MemoryPage,
-        alt=MemoryHitPage,
-        params=(*PAGE, Param("q", "query", _STR, "search text")),
-    ),
-    Operation("post", "/v1/memories", "Add a memory.", ok=201, reply=Memory, body=MemoryBody),
-    Operation(
-        "delete",
-        "/v1/memories/{memory_id}",
-        "Delete a memory and its search index entry.",
-        ok=204,
-        params=(Param("memory_id", "path", _INT),),
-        errors=(400, 404),
-    ),
-    Operation("get", "/v1/documents", "List documents by label.", reply=DocumentPage, params=PAGE),
-    Operation(
-        "post",
-        "/v1/documents",
-        "Create or replace a document.",
-        ok=201,
-        reply=Document,
-        body=DocumentBody,
-    ),
-    Operation(
-        "delete",
-        "/v1/documents/{label}",
-        "Delete a document.",
-        ok=204,
-        params=(Param("label", "path", _LABEL),),
-        errors=(404,),
-    ),
-    Operation(
-        "post",
-        "/v1/users",
-        "Add a user (admin token only); the answer holds its token, shown this once.",
-        ok=201,
-        reply=UserCreated,
-        body=UserBody,
-        errors=(400, 403, 409),
-    ),
-    Operation(
-        "get",
-        "/v1/users",
-        "List the added users (admin token only; `default` is built in).",
-        reply=UserList,
-        errors=(403,),
-    ),
-    Operation(
-        "get",
-        "/v1/jobs",
-        "The background jobs (segment summaries) of the token's user, oldest first.",
-        reply=JobList,
-        params=(Param("continuum_id", "query", CONTINUUM.schema, "Only this continuum's."),),
-    ),
-    Operation("get", "/healthz", "Liveness (needs no token).", reply=Health, errors=()),
-    Operation(
-        "get",
-        "/metrics",
-        "Prometheus metrics (text exposition format; admin token only).",
-        reply=str,
-        errors=(403,),
-        media="text/plain",
-    ),
-    Operation("get", "/openapi.json", "This description (needs no token).", reply=dict, errors=()),
-    Operation(
-        "get",
-        "/docs",
-        "A readable page of this description.",
-        reply=str,
-        errors=(),
-        media="text/html",
-    ),
-)
+TAGS = {
+    "continuums": "Conversations: list, delete, their messages and model settings.",
+    "turns": "Run a turn, read the turn records, preview the next request.",
+    "reminders": "The user's reminders.",
+    "memories": "The user's long-term memories and their search.",
+    "documents": "The user's documents, which make up the system prompt.",
+    "users": "Users and their tokens (admin token only).",
+    "mcp": "The MCP servers whose tools the model is offered, and their reload.",
+    "jobs": "Background work: segment summaries, their state and the cost of their call.",
+    "service": "Health, metrics and this description.",
+}
 
 
 _RAW_BLOCK = {
@@ -295,15 +133,20 @@ def _drop_raw_discriminators(schema: Any) -> None:
             _drop_raw_discriminators(value)
 
 
+# The HTTP edge's own answers, besides the errors of the tree.
+_EDGE_TYPES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}
+
+
 def _error_responses(statuses: tuple[int, ...]) -> dict[str, Any]:
     kinds: dict[int, set[str]] = {}
-    for status, kind in WIRE_ERRORS.values():
+    for cls, status in HTTP_STATUS.items():
+        kind = cls.type if issubclass(cls, FrontmindError) else FrontmindError.type
         kinds.setdefault(status, set()).add(kind)
-    kinds.setdefault(404, set()).add("not_found")
+    for status, kind in _EDGE_TYPES.items():
+        kinds.setdefault(status, set()).add(kind)
     out: dict[str, Any] = {}
-    for status in (*statuses, 401, 500):
-        fallback = "unauthorized" if status == 401 else "internal_error"
-        types = ", ".join(sorted(kinds.get(status, {fallback})))
+    for status in statuses:
+        types = ", ".join(sorted(kinds[status]))
         out[str(status)] = {
             "description": f"error type: {types}",
             "content": {"application/json": {"schema": {"$ref": REF.format(name="ErrorBody")}}},
@@ -311,25 +154,38 @@ def _error_responses(statuses: tuple[int, ...]) -> dict[str, Any]:
     return out
 
 
-def _operation_id(op: Operation) -> str:
-    words = op.path.strip("/").replace("{", "").replace("}", "").replace(".", "_").split("/")
-    return "_".join([op.method, *words])
+def _media(media: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A reply's media type object. A stream of server-sent events is text to a client
+    that reads whole bodies (a generated client hands it back as a string, rather than
+    failing to read it as one JSON value); the events' own schema, by their `event`
+    name, rides beside it as `x-item-schema` (OpenAPI 3.2's `itemSchema`, which a 3.1
+    description may carry only as an extension)."""
+    if media != "text/event-stream":
+        return {"schema": schema}
+    return {
+        "schema": {
+            "type": "string",
+            "description": "server-sent events; each event's `data` is one of x-item-schema",
+        },
+        "x-item-schema": schema,
+    }
 
 
-@functools.cache
-def openapi() -> dict[str, Any]:
+def openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
+    """The OpenAPI 3.1 description of `endpoints`, as plain JSON values."""
     types = [ErrorBody, TurnEvent, ModelRequest]
-    for op in OPERATIONS:
+    for op in endpoints:
         for t in (op.body, op.reply, op.alt):
             if t is not None and t not in (str, dict) and t not in types:
                 types.append(t)
     refs, components = msgspec.json.schema_components(types, ref_template=REF)
     by_type = dict(zip(types, refs, strict=True))
     paths: dict[str, Any] = {}
-    for op in OPERATIONS:
+    for op in endpoints:
         entry: dict[str, Any] = {
+            "operationId": op.operation_id,
+            "tags": [op.tag],
             "summary": op.summary,
-            "operationId": _operation_id(op),
             "parameters": [
                 {
                     "name": p.name,
@@ -355,9 +211,11 @@ def openapi() -> dict[str, Any]:
             schema = by_type[op.reply]
             if op.alt is not None:
                 schema = {"oneOf": [schema, by_type[op.alt]]}
-            ok["content"] = {op.media: {"schema": schema}}
-        entry["responses"] = {str(op.ok): ok, **_error_responses(op.errors)}
-        paths.setdefault(op.path, {})[op.method] = entry
+            ok["content"] = {op.media: _media(op.media, schema)}
+        entry["responses"] = {str(op.ok): ok, **_error_responses(op.statuses())}
+        if op.auth == "public":
+            entry["security"] = []  # no token needed
+        paths.setdefault(op.path, {})[op.method.lower()] = entry
     spec = {
         "openapi": "3.1.0",
         "info": {
@@ -367,6 +225,7 @@ def openapi() -> dict[str, Any]:
             " with a UTC offset; lists are paged with `?limit=&cursor=` and answer"
             " `next_cursor`. Send `Authorization: Bearer <token>` when the daemon has one.",
         },
+        "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": paths,
         "components": {
             "schemas": {name: _wire_rules(name, s) for name, s in components.items()},
@@ -376,11 +235,6 @@ def openapi() -> dict[str, Any]:
     }
     result: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(spec))  # plain JSON
     return result
-
-
-@functools.cache
-def openapi_json() -> bytes:
-    return msgspec.json.encode(openapi())
 
 
 # A self-contained page (no CDN, no external assets): it fetches /openapi.json and lists

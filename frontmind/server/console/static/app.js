@@ -217,10 +217,19 @@ async function runTurn(id, text, transcript) {
   const bubble = h("div", { class: "msg assistant live", id: "live" }, h("span", { class: "role" }, "assistant"), reply);
   transcript.append(bubble);
   const tools = new Map();
+  let thinking = null; // the open stretch of thinking: folded, its text inside
   await streamTurn(id, text, (name, data) => {
+    if (name !== "thinking.delta") thinking = null;
     if (name === "turn.started") {
       sentRequests.set(data.turn_id, request);
       bubble.dataset.turn = data.turn_id;
+    } else if (name === "thinking.delta") {
+      if (!thinking) {
+        thinking = h("pre", { class: "full" });
+        reply.before(h("details", { class: "thinking" },
+          h("summary", {}, data.redacted ? "redacted thinking (encrypted, not shown)" : "thinking"), thinking));
+      }
+      thinking.textContent += data.text;
     } else if (name === "text.delta") {
       reply.textContent += data.text;
     } else if (name === "tool.started") {

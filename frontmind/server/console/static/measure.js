@@ -42,6 +42,18 @@ function firstTag(text) {
   return m ? m[1] : null;
 }
 
+// Frontmind's built-in tools; any other client tool is the user's own or an MCP server's.
+const BUILT_IN = new Set(["add_reminder", "list_reminders", "complete_reminder", "remember", "search_context"]);
+
+// Where a tool came from: built in, yours, an MCP server (mcp__server__tool), or one of
+// Anthropic's server tools (a `type` and no schema).
+export function toolOrigin(tool) {
+  if (tool.type && !tool.input_schema) return `server tool ${tool.name} (${tool.type})`;
+  const mcp = /^mcp__(.+?)__(.+)$/.exec(tool.name);
+  if (mcp) return `mcp server ${mcp[1]} · ${mcp[2]}`;
+  return `${BUILT_IN.has(tool.name) ? "built-in" : "yours"} · ${tool.name}`;
+}
+
 // A request body (POST /v1/messages) as the layers Frontmind lays out, top to bottom:
 // tools, system blocks, history, the delimiter, the notification center (with its
 // sections), the current message, then any tool loop. Each entry has a kind, a label,
@@ -49,8 +61,10 @@ function firstTag(text) {
 export function layers(request) {
   const out = [];
   for (const tool of request.tools || []) {
-    const text = `${tool.name}\n${tool.description}\n${JSON.stringify(tool.input_schema)}`;
-    out.push({ kind: "tools", label: `tool ${tool.name}`, text, tokens: blockTokens(text), cache: tool.cache_control });
+    const text = tool.input_schema
+      ? `${tool.name}\n${tool.description}\n${JSON.stringify(tool.input_schema)}`
+      : JSON.stringify(tool);
+    out.push({ kind: "tools", label: `tool · ${toolOrigin(tool)}`, text, tokens: blockTokens(text), cache: tool.cache_control });
   }
   (request.system || []).forEach((block, i) => {
     const tag = firstTag(block.text);

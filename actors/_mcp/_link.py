@@ -1,0 +1,286 @@
+"""One live connection to an MCP server, on the official `mcp` SDK.
+
+A link is served by one task of the hub's task group (the SDK's client is a stack of
+context managers with task groups of its own, entered and left in one task); calls are
+made on it from the callers' tasks, at most `MAX_CONCURRENT_CALLS` at once. The link
+ends when it is closed (the instance stops, or its actor is restarted) or lost: the
+server's process exited (its stderr reached its end), a call found the connection
+closed, or a ping went unanswered. Whoever owns the link (the server's actor) is told
+through `lost`; the kernel's supervision decides when to connect again.
+
+The server's stderr goes to the log (logger `frontmind.mcp.<name>`), a line at a time.
+`mcp` is imported here, on first connection: it is heavy (and brings its own HTTP
+server), and an instance without MCP servers never loads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+from contextlib import AsyncExitStack, suppress
+from typing import Any
+
+import anyio
+import httpx2
+import msgspec
+from anyio.abc import TaskStatus
+
+from .._tool_spec import ToolOutcome
+from ._results import mcp_outcome
+from ._spec import McpServer
+
+__all__ = ["ListedTool", "McpLink", "McpStartFailed"]
+
+MAX_CONCURRENT_CALLS = 16  # per server; more wait for a turn (within their timeout)
+PING_EVERY_S = 15.0  # an idle link is checked this often
+PING_TIMEOUT_S = 10.0
+_STDERR_LINE_LIMIT = 2000  # characters of one stderr line kept in the log
+
+log = logging.getLogger("frontmind.mcp")
+
+
+class McpStartFailed(Exception):
+    """The server could not be started or did not answer its handshake."""
+
+
+class ListedTool(msgspec.Struct, frozen=True):
+    """One tool as the server lists it: its schema kept as the exact JSON it encodes to."""
+
+    name: str
+    description: str
+    input_schema: str
+
+
+class McpLink:
+    def __init__(self, spec: McpServer, generation: int) -> None:
+        self.spec = spec
+        self.generation = generation
+        self.tools: tuple[ListedTool, ...] = ()
+        self.lost = anyio.Event()
+        self.reason = ""
+        self.done = anyio.Event()  # the serving task has ended (the server is stopped)
+        self.listing_changed: anyio.Event = anyio.Event()  # set by a list_changed notice
+        self._closing = anyio.Event()
+        self._check = anyio.Event()  # a call failed oddly: ping now
+        self._client: Any = None
+        self._limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
+        self._log = logging.getLogger(f"frontmind.mcp.{spec.name}")
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and not self.lost.is_set() and not self._closing.is_set()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def lose(self, reason: str) -> None:
+        if not self.lost.is_set():
+            self.reason = reason
+            self._log.warning("MCP server %r: %s", self.spec.name, reason)
+            self.lost.set()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Call a tool; every failure is an error result for the model, never a raise
+        (cancellation, the caller's timeout, passes through)."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        where = f"MCP server {self.spec.name!r}"
+        if not self.alive:
+            return ToolOutcome(
+                f"{where} is not running ({self.reason or 'stopped'})", is_error=True
+            )
+        try:
+            async with self._limiter:
+                result = await self._client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self.lose("the connection closed during a call (the server exited?)")
+                return ToolOutcome(
+                    f"{where} stopped during the call ({exc.message}); it is being restarted",
+                    is_error=True,
+                )
+            return ToolOutcome(f"{where} refused the call: {exc.message}", is_error=True)
+        # The actor boundary: whatever the SDK or a broken server raises is this call's
+        # error, never the turn's. Cancellation is a BaseException and passes through.
+        except Exception as exc:  # noqa: BLE001
+            self._check.set()
+            self._log.warning("call %s of %r failed", tool, self.spec.name, exc_info=True)
+            return ToolOutcome(
+                f"{where} failed the call: {type(exc).__name__}: {exc}", is_error=True
+            )
+        return mcp_outcome(result, self.spec.max_result_chars)
+
+    # -- serving -------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect, list the tools, report started, then hold the connection until the
+        link is closed or lost. Fails (before `started`) with `McpStartFailed`."""
+        spec = self.spec
+        started = False
+        relayed = anyio.Event()  # the stderr relay has seen the stream's end
+        # One scope for the whole connection: its deadline bounds the start and is lifted
+        # once the server has answered (a deadline around the start alone would end
+        # before the SDK's task groups it entered, which anyio forbids).
+        with anyio.CancelScope(deadline=anyio.current_time() + spec.startup_timeout_s) as scope:
+            try:
+                async with anyio.create_task_group() as relay:
+                    async with AsyncExitStack() as stack:
+                        self._client = await self._connect(stack, relay, relayed)
+                        self.tools = await self._list()
+                        scope.deadline = math.inf
+                        started = True
+                        task_status.started()
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(self._watch)
+                            tg.start_soon(self._listen)
+                            await self._until_ended()
+                            tg.cancel_scope.cancel()
+                        self._closing.set()  # from here on, the server's exit is expected
+                    # The client has stopped the server: its stderr ends (a child it left
+                    # holding the pipe is not waited for).
+                    with anyio.move_on_after(2):
+                        await relayed.wait()
+                    relay.cancel_scope.cancel()
+            except Exception as exc:
+                if not started:
+                    raise McpStartFailed(_describe(exc)) from exc
+                self.lose(f"the connection failed: {_describe(exc)}")
+            finally:
+                self._client = None
+                self.lost.set()
+                self.done.set()
+        if scope.cancelled_caught and not started:
+            raise McpStartFailed(f"no answer within startup_timeout_s = {spec.startup_timeout_s:g}")
+
+    async def _until_ended(self) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def closing() -> None:
+                await self._closing.wait()
+                tg.cancel_scope.cancel()
+
+            async def lost() -> None:
+                await self.lost.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(closing)
+            tg.start_soon(lost)
+
+    async def _connect(self, stack: AsyncExitStack, tg: Any, relayed: anyio.Event) -> Any:
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        spec = self.spec
+        transport: Any
+        if spec.command is not None:
+            read_end, write_end = os.pipe()
+            errlog = os.fdopen(write_end, "w")
+            stack.callback(errlog.close)
+            tg.start_soon(self._relay_stderr, read_end, relayed)
+            params = StdioServerParameters(
+                command=spec.command[0],
+                args=list(spec.command[1:]),
+                env=dict(spec.env) or None,
+                cwd=spec.cwd,
+            )
+            transport = stdio_client(params, errlog=errlog)
+        else:
+            assert spec.url is not None
+            # The SDK's own defaults: 30 s to connect and write, 300 s to read (a server
+            # may hold a response stream open); calls are bounded by `timeout_s` anyway.
+            http = httpx2.AsyncClient(
+                headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+            )
+            await stack.enter_async_context(http)
+            transport = streamable_http_client(spec.url, http_client=http)
+        client = Client(transport, message_handler=self._on_message, cache=None)
+        await stack.enter_async_context(client)
+        if spec.command is not None:
+            errlog.close()  # the child holds its own copy: its exit ends the stream
+        return client
+
+    async def _list(self) -> tuple[ListedTool, ...]:
+        listed: list[ListedTool] = []
+        cursor: str | None = None
+        for _ in range(100):  # pages; a server that never stops paging is cut off
+            page = await self._client.list_tools(cursor=cursor)
+            for tool in page.tools:
+                schema = msgspec.json.encode(tool.input_schema).decode()
+                description = tool.description or getattr(tool, "title", None) or ""
+                listed.append(ListedTool(tool.name, description, schema))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(listed)
+
+    async def relist(self) -> tuple[ListedTool, ...]:
+        """The server's tools now (after a list_changed notice)."""
+        return await self._list()
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.listing_changed.set()
+
+    async def _listen(self) -> None:
+        """On a 2026-07-28 connection, list changes come only to a listener."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        with suppress(ListenNotSupportedError):
+            try:
+                async with self._client.listen(tools_list_changed=True) as events:
+                    async for _ in events:
+                        self.listing_changed.set()
+            except Exception as exc:  # noqa: BLE001 - no listener: no list changes heard
+                self._log.debug("no tools list_changed listener: %s", exc)
+
+    async def _watch(self) -> None:
+        """Ping when idle (or when a call failed oddly): an unanswered ping loses the link."""
+        while True:
+            with anyio.move_on_after(PING_EVERY_S):
+                await self._check.wait()
+            self._check = anyio.Event()
+            try:
+                with anyio.fail_after(PING_TIMEOUT_S):
+                    await self._client.send_ping()
+            except Exception as exc:  # noqa: BLE001 - any failure of a ping loses the link
+                self.lose(f"it did not answer a ping: {_describe(exc)}")
+                return
+
+    async def _relay_stderr(self, fd: int, relayed: anyio.Event) -> None:
+        """The server's stderr into the log; its end means the process has exited."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # a line over the limit: take what is there
+                    line = await reader.read(1 << 20)
+                if not line:
+                    break
+                text = line.decode("utf-8", "replace").rstrip()
+                if text:
+                    self._log.info("%s", text[:_STDERR_LINE_LIMIT])
+        finally:
+            transport.close()
+            relayed.set()
+        if not self._closing.is_set():
+            self.lose("the server's process exited")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        return _describe(inner)
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text

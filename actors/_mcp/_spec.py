@@ -1,0 +1,102 @@
+"""`[[mcp]]`: an MCP server the model's tools may come from, and its checks.
+
+Each entry is checked when the instance starts (before any server is spawned): a bad
+one fails with one line naming it. A server's tools are offered as
+`mcp__{server}__{tool}`, so the server's name is part of every tool name and follows the
+API's rule for tool names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from .._exceptions import ToolDefinitionError
+
+__all__ = ["MCP_PREFIX", "McpServer", "check_mcp_servers", "mcp_servers", "mcp_tool_name"]
+
+MCP_PREFIX = "mcp__"
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One MCP server: a command to run (stdio) or a URL (streamable HTTP)."""
+
+    name: str  # 1-64 of A-Z a-z 0-9 _ -; its tools are offered as mcp__{name}__{tool}
+    command: tuple[str, ...] | None = None  # stdio: the program and its arguments
+    url: str | None = None  # streamable HTTP: the endpoint
+    headers: dict[str, str] = {}  # streamable HTTP only: sent with every request
+    env: dict[str, str] = {}  # stdio only: set for the server, over a minimal environment
+    cwd: str | None = None  # stdio only: the server's working directory
+    allowed_tools: tuple[str, ...] | None = None  # only these of its tools (None: all)
+    timeout_s: float = 30.0  # per call; a call running longer is an error for the model
+    startup_timeout_s: float = 30.0  # to start and answer the handshake and tools/list
+    required: bool = False  # true: the instance refuses to start without it
+    max_result_chars: int = 100_000  # a longer text result is cut, with a note
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    return f"{MCP_PREFIX}{server}__{tool}"
+
+
+def _where(index: int, entry: McpServer | None = None) -> str:
+    name = f" ({entry.name})" if entry is not None and entry.name else ""
+    return f"[[mcp]] #{index + 1}{name}"
+
+
+def check_mcp_servers(servers: Sequence[McpServer]) -> None:
+    """Refuse an unusable entry, naming it: a bad name, a name used twice, neither or both
+    of command and url, options of the other transport, bad numbers."""
+    seen: set[str] = set()
+    for index, server in enumerate(servers):
+        where = _where(index, server)
+        if not _NAME.fullmatch(server.name):
+            raise ToolDefinitionError(
+                f"{_where(index)}: name {server.name!r} must be 1-64 of A-Z a-z 0-9 _ -"
+            )
+        if server.name in seen:
+            raise ToolDefinitionError(
+                f"{where}: another [[mcp]] entry has the name {server.name!r}"
+            )
+        seen.add(server.name)
+        if (server.command is None) == (server.url is None):
+            raise ToolDefinitionError(
+                f"{where}: give command (a stdio server) or url (streamable HTTP), one of them"
+            )
+        if server.command is not None:
+            if not server.command or not server.command[0]:
+                raise ToolDefinitionError(f"{where}: command is empty")
+            if server.headers:
+                raise ToolDefinitionError(f"{where}: headers are for url servers, not command")
+        if server.url is not None:
+            if not server.url.startswith(("http://", "https://")):
+                raise ToolDefinitionError(f"{where}: url must be http:// or https://")
+            if server.env or server.cwd is not None:
+                raise ToolDefinitionError(f"{where}: env and cwd are for command servers, not url")
+        for key in ("timeout_s", "startup_timeout_s"):
+            value = getattr(server, key)
+            if not value > 0:
+                raise ToolDefinitionError(f"{where}: {key} must be greater than 0, got {value}")
+        if server.max_result_chars < 1000:
+            raise ToolDefinitionError(
+                f"{where}: max_result_chars must be at least 1000, got {server.max_result_chars}"
+            )
+
+
+def mcp_servers(given: Iterable[McpServer | Mapping[str, Any]]) -> tuple[McpServer, ...]:
+    """The library's `mcp=[...]`: structs as they are, mappings decoded as the config
+    decodes `[[mcp]]` (the same errors); then checked."""
+    servers: list[McpServer] = []
+    for index, entry in enumerate(given):
+        if isinstance(entry, McpServer):
+            servers.append(entry)
+            continue
+        try:
+            servers.append(msgspec.convert(entry, McpServer))
+        except msgspec.ValidationError as exc:
+            raise ToolDefinitionError(f"{_where(index)}: {exc}") from None
+    check_mcp_servers(servers)
+    return tuple(servers)

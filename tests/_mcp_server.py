@@ -1,0 +1,143 @@
+"""An MCP server for the tests, written with the `mcp` SDK; run as a child process.
+
+    python -m tests._mcp_server [--http PORT] [--start crash|hang]
+
+stdio by default, streamable HTTP with `--http` (port 0: a free one; the URL is printed
+on stderr as `listening on URL`). Its tools cover what a client must survive: a plain
+answer, an error, an image, an embedded resource and a resource link, megabytes of text,
+a crash in the middle of a call, a call that never answers, a slow one, and a tool list
+that changes while connected. `--start crash` exits before answering the handshake;
+`--start hang` never answers it; `--start-when FILE` exits at start until FILE exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import socket
+import sys
+from typing import Annotated
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+from pydantic import Field
+
+# A 1×1 transparent PNG.
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+
+server = MCPServer("tests", instructions="A server for Frontmind's tests.")
+
+
+@server.tool(description="Echo the text back, with the server's pid.")
+def echo(text: Annotated[str, Field(description="What to echo.")]) -> str:
+    return f"echo: {text} (pid {os.getpid()})"
+
+
+@server.tool(description="Always fails.")
+def fail(reason: str = "on purpose") -> str:
+    raise ValueError(f"failed {reason}")
+
+
+@server.tool(description="A chart, as an image.")
+def chart() -> list[TextContent | ImageContent]:
+    return [
+        TextContent(text="the chart:"),
+        ImageContent(data=PIXEL, mime_type="image/png"),
+    ]
+
+
+@server.tool(description="A file, embedded, and a link to another.")
+def files() -> list[EmbeddedResource | ResourceLink]:
+    return [
+        EmbeddedResource(
+            resource=TextResourceContents(
+                uri="file:///notes.txt", text="buy milk", mime_type="text/plain"
+            )
+        ),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///archive.zip", blob=PIXEL, mime_type="application/zip"
+            )
+        ),
+        ResourceLink(uri="file:///report.pdf", name="report", mime_type="application/pdf"),
+    ]
+
+
+@server.tool(description="Megabytes of text.")
+def flood(megabytes: int = 3) -> str:
+    return "x" * (megabytes * 1024 * 1024)
+
+
+@server.tool(description="Exits the server in the middle of the call.")
+def crash() -> str:
+    sys.stderr.write("crashing now\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+@server.tool(description="Never answers.")
+async def hang() -> str:
+    await anyio.sleep_forever()
+    return "never"  # pragma: no cover
+
+
+@server.tool(description="Answers after a while.")
+async def slow(seconds: float = 0.2) -> str:
+    await anyio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+def _extra() -> str:
+    return "I was added later."
+
+
+@server.tool(description="Adds a tool named `extra` and tells the client the list changed.")
+async def grow(ctx: Context) -> str:
+    server.add_tool(_extra, name="extra", description="Added while connected.")
+    await ctx.request_context.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=None)
+    parser.add_argument("--start", choices=["crash", "hang"], default=None)
+    parser.add_argument("--start-when", default=None, help="crash at start unless this file exists")
+    args = parser.parse_args()
+    sys.stderr.write(f"test server starting (pid {os.getpid()})\n")
+    sys.stderr.flush()
+    if args.start == "crash" or (args.start_when and not os.path.exists(args.start_when)):
+        sys.exit(4)
+    if args.start == "hang":
+        while True:
+            anyio.run(anyio.sleep_forever)
+    if args.http is None:
+        server.run("stdio")
+        return
+    port = args.http
+    if port == 0:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    sys.stderr.write(f"listening on http://127.0.0.1:{port}/mcp\n")
+    sys.stderr.flush()
+    server.run("streamable-http", host="127.0.0.1", port=port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""One error tree, one type per error: the drawing in frontmind/_exceptions.py is the tree,
+every error has its type and HTTP status in the one table, and the library's events, the
+daemon's SSE events and its HTTP bodies say the same type for the same error."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+import actors
+import frontmind
+import frontmind._exceptions as fm_exceptions
+import runtime
+import storage
+from actors import ModelEvent, ModelRequest, TurnError
+from frontmind import Client, Frontmind
+from frontmind._exceptions import FROM_WIRE, HTTP_STATUS, wire_error
+from frontmind.localapi import LocalMessagesAPI, StatusFault
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
+from runtime import KernelError
+from storage import FrontmindError, error_type
+from tests._daemon import turn
+from tests._harness import config, failed, run_turn
+from tests._harness import frontmind as open_frontmind
+
+pytestmark = pytest.mark.anyio
+
+PROJECT = ("storage.", "actors.", "runtime.", "frontmind.")
+ROOTS = (FrontmindError, KernelError)
+
+
+def _import_everything() -> None:
+    """Every project module, so that every error class defined anywhere is a subclass
+    the walk can see (the local API stands apart and raises none of these)."""
+    for package in (runtime, storage, actors, frontmind):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if ".localapi" not in info.name and not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+
+
+def tree() -> list[type[BaseException]]:
+    """Every exception class reachable from the roots, defined by the project."""
+    _import_everything()
+    found: list[type[BaseException]] = []
+
+    def walk(cls: type[BaseException]) -> Iterator[type[BaseException]]:
+        yield cls
+        for sub in cls.__subclasses__():
+            yield from walk(sub)
+
+    for root in ROOTS:
+        for cls in walk(root):
+            if cls.__module__.startswith(PROJECT) and cls not in found:
+                found.append(cls)
+    return found
+
+
+def status_of(cls: type[BaseException]) -> int:
+    return next(HTTP_STATUS[c] for c in cls.__mro__ if c in HTTP_STATUS)
+
+
+class Drawn:
+    def __init__(self, name: str, parent: str | None, kind: str, status: int, also: str) -> None:
+        self.name, self.parent, self.kind, self.status = name, parent, kind, status
+        self.also = set(re.findall(r"[A-Z]\w+", also))
+
+
+LINE = re.compile(
+    r"^    (?P<lead>[│├└─ ]*)(?P<name>[A-Z]\w+)\s+"
+    r"(?P<kind>[a-z_]+)\s+(?P<status>\d{3})(?P<also>.*)$"
+)
+
+
+def drawing() -> dict[str, Drawn]:
+    """The tree as drawn in frontmind/_exceptions.py's docstring."""
+    doc = fm_exceptions.__doc__ or ""
+    drawn: dict[str, Drawn] = {}
+    parents: list[str] = []
+    for line in doc.splitlines():
+        match = LINE.match(line)
+        if match is None:
+            continue
+        depth = len(match["lead"]) // 4
+        parents[depth:] = [match["name"]]
+        parent = parents[depth - 1] if depth else None
+        assert match["name"] not in drawn, f"{match['name']} is drawn twice"
+        drawn[match["name"]] = Drawn(
+            match["name"], parent, match["kind"], int(match["status"]), match["also"]
+        )
+    return drawn
+
+
+def test_the_drawing_is_the_tree() -> None:
+    classes = {cls.__name__: cls for cls in tree()}
+    drawn = drawing()
+    assert set(drawn) == set(classes)
+    for name, cls in classes.items():
+        entry = drawn[name]
+        bases = {b.__name__ for b in cls.__bases__}
+        if entry.parent is None:
+            assert cls in ROOTS, name
+        else:
+            assert entry.parent in bases, f"{name} is drawn under {entry.parent}"
+        # Every other base is named beside it ("also a ValueError").
+        others = bases - {entry.parent, "Exception"}
+        assert entry.also == others, name
+        assert (entry.kind, entry.status) == (error_type(cls("x")), status_of(cls)), name
+
+
+def test_every_error_has_one_type_and_one_status() -> None:
+    classes = tree()
+    statuses: dict[str, set[int]] = {}
+    for cls in classes:
+        kind = error_type(cls("x"))
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", kind), cls
+        assert wire_error(cls("x")) == (status_of(cls), kind)
+        statuses.setdefault(kind, set()).add(status_of(cls))
+        # A class that names its own type has its own row, so its status is chosen.
+        if "type" in vars(cls):
+            assert cls in HTTP_STATUS, f"{cls.__name__} has a type but no status"
+    # One type, one status: the type alone tells a client what happened.
+    assert {kind: s for kind, s in statuses.items() if len(s) > 1} == {}
+    assert set(HTTP_STATUS) <= set(classes)
+    # The client reads each type back as a class with that very type.
+    assert set(FROM_WIRE) == set(statuses)
+    for kind, cls in FROM_WIRE.items():
+        assert error_type(cls("x")) == kind
+    assert FROM_WIRE["invalid_request"] is storage.InvalidInput
+    assert FROM_WIRE["internal_error"] is FrontmindError
+    # Not ours at all: a bug, answered as the root's type.
+    assert wire_error(ZeroDivisionError()) == (500, "internal_error")
+
+
+def test_the_three_disagreements_are_settled() -> None:
+    """The types the stream and the table used to give differently."""
+    assert actors.ModelOverloaded.type == "model_overloaded"
+    assert actors.ModelRejected.type == "model_rejected"
+    assert FrontmindError.type == "internal_error"
+    assert not hasattr(fm_exceptions, "ForbiddenRequest")
+    assert issubclass(storage.StorageError, FrontmindError)
+
+
+class Raising:
+    """A model client whose every call fails with the error the test sets."""
+
+    def __init__(self) -> None:
+        self.error: BaseException = RuntimeError("unset")
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        raise self.error
+
+    async def aclose(self) -> None:
+        return None
+
+
+def failing(error: BaseException) -> Callable[..., Awaitable[object]]:
+    async def call(*args: object, **kwargs: object) -> object:
+        raise error
+
+    return call
+
+
+async def test_an_error_reads_the_same_in_an_event_a_stream_and_a_body(tmp_path: Path) -> None:
+    """For every error of the tree: the library's TurnError, the daemon's SSE `error`
+    event and its HTTP error body carry the error's one type; the body has the table's
+    status; the client raises a class of that type."""
+    model = Raising()
+    async with (
+        Frontmind.open(tmp_path, config(), model=model) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as http,
+        Client(served.url) as client,
+    ):
+        documents = fm.storage.documents
+        for cls in tree():
+            model.error = cls("it failed")
+            kind = error_type(model.error)
+            event = failed(await run_turn(fm, "lib", "hello"))
+            assert event.type == kind, cls
+            name, data = (await turn(http, "sse", "hello"))[-1]
+            assert (name, data["type"]) == ("error", kind), cls
+
+            setattr(fm.storage, "documents", failing(model.error))  # noqa: B010 - the route's store fails
+            try:
+                response = await http.get("/v1/documents")
+                assert response.status_code == status_of(cls), cls
+                assert response.json()["error"]["type"] == kind, cls
+                if kind in FROM_WIRE:
+                    with pytest.raises(FROM_WIRE[kind]) as raised:
+                        await client.documents()
+                    assert error_type(raised.value) == kind
+            finally:
+                setattr(fm.storage, "documents", documents)  # noqa: B010
+
+
+async def test_the_sdk_errors_arrive_with_their_one_type(tmp_path: Path) -> None:
+    """Through the real SDK: an overload (529) and a refused request (400) end the turn
+    with the type the daemon's table gives the same error."""
+    async with (
+        LocalMessagesAPI() as api,
+        open_frontmind(api, tmp_path, max_retries=0) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as http,
+    ):
+        for status, cls in ((529, actors.ModelOverloaded), (400, actors.ModelRejected)):
+            api.schedule(StatusFault(status))
+            event = failed(await run_turn(fm, "c1", "hello"))
+            api.schedule(StatusFault(status))
+            name, data = (await turn(http, "c2", "hello"))[-1]
+            assert event.type == data["type"] == cls.type
+            assert name == "error"
+            assert wire_error(cls("x"))[1] == cls.type
+    assert isinstance(event, TurnError)

@@ -1,0 +1,395 @@
+"""MCP servers as tools: real servers in child processes, the real SDK on both sides.
+
+The test server (tests/_mcp_server.py, written with the `mcp` SDK) runs over stdio and
+streamable HTTP, crashes, hangs, floods and changes its tool list; `mcp-server-time`
+(from PyPI) is a third-party server. The model is the local Messages API with a
+scripted responder that calls the tools."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from actors import McpUnavailable, ToolDefinitionError
+from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
+from frontmind.cli._render import render_context
+from frontmind.config import load_config
+from frontmind.localapi import (
+    LocalMessagesAPI,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+    ToolResultBlock,
+)
+from runtime import RestartPolicy
+from tests._daemon import daemon, turn
+from tests._harness import FakeClock, completed, config
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = [sys.executable, "-m", "tests._mcp_server"]
+# Restarts close together, so a test sees a server come back within seconds.
+FAST = RestartPolicy(max_restarts=50, within=60.0, backoff_initial=0.05, backoff_max=0.2)
+
+
+def stdio(name: str = "t", *args: str, **options: Any) -> dict[str, Any]:
+    return {"name": name, "command": [*SERVER, *args], "cwd": str(ROOT), **options}
+
+
+@pytest.fixture
+async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
+    responder = ScriptedResponder()
+    async with LocalMessagesAPI(responder=responder) as server:
+        yield server, responder
+
+
+async def opened(
+    api: LocalMessagesAPI, data: Path, servers: Sequence[dict[str, Any]], **kwargs: Any
+) -> Any:
+    return Frontmind.open(
+        data,
+        kwargs.pop("cfg", config()),
+        api_key="test-key",
+        base_url=api.base_url,
+        clock=FakeClock(),
+        mcp=servers,
+        mcp_policy=FAST,
+        **kwargs,
+    )
+
+
+def calls(*uses: tuple[str, dict[str, Any]]) -> list[Reply]:
+    """The model calls each tool in turn, then says it is done."""
+    return [Reply((ReplyToolUse(name, arguments),)) for name, arguments in uses] + [
+        Reply((ReplyText("done"),))
+    ]
+
+
+def tool_json(request: Any) -> bytes:
+    return msgspec.json.encode(request.tools)
+
+
+def results(responder: ScriptedResponder) -> list[Any]:
+    """The tool_result blocks the model was sent, in order."""
+    found = []
+    for request in responder.requests:
+        last = request.messages[-1]
+        if isinstance(last.content, list):
+            found += [b for b in last.content if type(b).__name__ == "ToolResultBlock"]
+    return found
+
+
+def result_text(block: Any) -> str:
+    content = block.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(getattr(p, "text", "") for p in content)
+
+
+async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        names = fm.offered_tools()
+        mcp = [n for n in names if n.startswith("mcp__")]
+        # After the built-in tools, the server's tools by name: a stable order.
+        assert names[: len(names) - len(mcp)] == [n for n in names if not n.startswith("mcp__")]
+        assert mcp == sorted(mcp)
+        assert {"mcp__t__echo", "mcp__t__hang", "mcp__t__chart"} <= set(mcp)
+        status = fm.mcp_servers()[0]
+        assert (status.name, status.state, status.transport) == ("t", "running", "stdio")
+        # `frontmind inspect` says which tools came from which server.
+        shown = render_context(await fm.context("ada", "hi"))
+        assert "  [built-in] add_reminder, list_reminders" in shown
+        assert "  [mcp server t] chart, crash, echo, fail, files, flood, grow, hang, slow" in shown
+        responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
+        responder.push("again")
+        events = [e async for e in fm.turn("ada", "echo hi")]
+        finished = [e for e in events if isinstance(e, ToolFinished)]
+        assert finished[0].name == "mcp__t__echo"
+        assert not finished[0].is_error
+        assert finished[0].content.startswith("echo: hi (pid ")
+        completed(events)
+        completed([e async for e in fm.turn("ada", "and again")])
+        # The server's schema and description, as it gave them.
+        echo = next(t for t in responder.requests[0].tools or () if t.name == "mcp__t__echo")
+        assert echo.description == "Echo the text back, with the server's pid."
+        assert echo.input_schema is not None
+        assert echo.input_schema["required"] == ["text"]
+    # The tools array leads every cached prefix: byte-identical turn after turn.
+    arrays = {tool_json(r) for r in responder.requests}
+    assert len(arrays) == 1
+
+
+async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    server = stdio(timeout_s=2, max_result_chars=5000)
+    async with await opened(api, tmp_path, [server]) as fm:
+        responder.extend(
+            calls(
+                ("mcp__t__chart", {}),
+                ("mcp__t__files", {}),
+                ("mcp__t__fail", {}),
+                ("mcp__t__flood", {"megabytes": 2}),
+                ("mcp__t__hang", {}),
+                ("mcp__t__nope", {}),
+                ("mcp__t__echo", {"text": 5}),
+            )
+        )
+        with anyio.fail_after(60):
+            events = [e async for e in fm.turn("ada", "try everything")]
+        done = completed(events)
+        assert done.text.endswith("done")
+        finished = [e for e in events if isinstance(e, ToolFinished)]
+        errors = {e.name: e.is_error for e in finished}
+        assert errors == {
+            "mcp__t__chart": False,
+            "mcp__t__files": False,
+            "mcp__t__fail": True,
+            "mcp__t__flood": False,
+            "mcp__t__hang": True,
+            "mcp__t__nope": True,  # not a tool the model was offered
+            "mcp__t__echo": True,  # the server refused the argument's type
+        }
+        sent = results(responder)
+        chart, files, _, flood, hang = sent[:5]
+        # An image is an image block of the tool_result.
+        assert isinstance(chart.content, list)
+        assert [type(p).__name__ for p in chart.content] == ["TextBlock", "ImageBlock"]
+        # Resources: text with their URI; a PDF would be a document, other binaries a note.
+        text = result_text(files)
+        assert "[resource <file:///notes.txt>]\nbuy milk" in text
+        assert "<file:///archive.zip>: application/zip" in text
+        assert "[resource link] report <file:///report.pdf>" in text
+        # Megabytes are cut to the server's limit, with a note.
+        flooded = result_text(flood)
+        assert len(flooded) < 5400
+        assert "[truncated: 2,092,152 more characters" in flooded
+        assert "timed out after 2s" in result_text(hang)
+        # Stored as sent, and replayed byte for byte on the next turn.
+        history = await fm.history("ada")
+        stored = [b for m in history for b in m.content if type(b).__name__ == "ToolResultBlock"]
+        assert json.loads(stored[0].content_json)[1]["type"] == "image"
+        responder.push("next")
+        completed([e async for e in fm.turn("ada", "next")])
+        replayed = responder.requests[-1].messages[2].content
+        assert isinstance(replayed, list)
+        assert isinstance(replayed[0], ToolResultBlock)
+        assert msgspec.json.encode(replayed[0].content) == msgspec.json.encode(chart.content)
+
+        # A crash in the middle of a call: an error for the model, and the server is
+        # restarted (a new process) for the calls after it.
+        responder.extend(calls(("mcp__t__echo", {"text": "a"}), ("mcp__t__crash", {})))
+        first = [e async for e in fm.turn("ada", "crash it")]
+        crashed = [e for e in first if isinstance(e, ToolFinished)]
+        assert crashed[1].is_error
+        assert "stopped during the call" in crashed[1].content
+        completed(first)
+        with anyio.fail_after(30):
+            await fm.wait_mcp(lambda servers: servers[0].state == "running")
+        responder.extend(calls(("mcp__t__echo", {"text": "b"})))
+        after = [e async for e in fm.turn("ada", "echo again")]
+        echoed = next(e for e in after if isinstance(e, ToolFinished))
+        pid = re.compile(r"pid (\d+)")
+        old, new = pid.search(crashed[0].content), pid.search(echoed.content)
+        assert old is not None
+        assert new is not None
+        assert old.group(1) != new.group(1)
+
+
+async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        responder.extend(calls(("mcp__t__grow", {})))
+        completed([e async for e in fm.turn("ada", "grow")])
+        with anyio.fail_after(20):
+            await fm.wait_mcp(lambda servers: servers[0].pending is not None)
+        assert "mcp__t__extra" in (fm.mcp_servers()[0].pending or ())
+        responder.push("same tools")
+        same = completed([e async for e in fm.turn("ada", "hello")])
+        assert not same.warnings
+        assert "mcp__t__extra" not in fm.offered_tools()
+        assert len({tool_json(r) for r in responder.requests}) == 1
+
+        report = await fm.reload_tools()
+        assert report.added == ("mcp__t__extra",)
+        assert "one full cache write" in report.message
+        responder.push("new tools")
+        changed = completed([e async for e in fm.turn("ada", "hello again")])
+        assert "mcp__t__extra" in fm.offered_tools()
+        warning = " ".join(changed.warnings)
+        assert "the tools array changed" in warning
+        assert "+mcp__t__extra" in warning
+        written = changed.usage.cache_creation_input_tokens
+        assert written > 0
+        assert f"wrote {written:,} tokens" in warning
+
+
+async def test_a_server_that_cannot_start_is_retried_and_joins_once_it_runs(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    flag = tmp_path / "ready"
+    servers = [stdio("late", "--start-when", str(flag), startup_timeout_s=20)]
+    async with await opened(api, tmp_path / "data", servers) as fm:
+        status = fm.mcp_servers()[0]
+        assert status.state == "down"
+        assert status.error is not None
+        assert not [n for n in fm.offered_tools() if n.startswith("mcp__")]
+        responder.push("without it")
+        completed([e async for e in fm.turn("ada", "hello")])
+        flag.touch()
+        with anyio.fail_after(60):
+            await fm.wait_mcp(lambda servers: servers[0].state == "running")
+        assert "mcp__late__echo" in fm.offered_tools()
+        responder.push("with it")
+        joined = completed([e async for e in fm.turn("ada", "hello")])
+        assert any("+mcp__late__echo" in w for w in joined.warnings)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [(("--start", "crash"), "did not start"), (("--start", "hang"), "no answer within")],
+)
+async def test_a_required_server_that_does_not_start_refuses_the_start(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    args: tuple[str, str],
+    why: str,
+) -> None:
+    api, _ = script
+    server = stdio("needed", *args, required=True, startup_timeout_s=3)
+    with pytest.raises(McpUnavailable, match=r"\[\[mcp\]\] needed: required"):
+        async with await opened(api, tmp_path, [server]):
+            pytest.fail("it started")
+
+
+async def test_a_streamable_http_server(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with await anyio.open_process(
+        [*SERVER, "--http", "0"], cwd=ROOT, stderr=subprocess.PIPE
+    ) as process:
+        assert process.stderr is not None
+        url, said = "", b""
+        with anyio.fail_after(30):
+            while not url:
+                said += await process.stderr.receive()
+                found = re.search(rb"listening on (\S+)\n", said)
+                url = found.group(1).decode() if found else ""
+        server = {"name": "web", "url": url, "headers": {"x-test": "1"}, "startup_timeout_s": 20}
+        with anyio.fail_after(60):
+            async with await opened(api, tmp_path, [server]) as fm:
+                assert fm.mcp_servers()[0].transport == "http"
+                responder.extend(calls(("mcp__web__slow", {"seconds": 0.1})))
+                events = [e async for e in fm.turn("ada", "slowly")]
+                finished = next(e for e in events if isinstance(e, ToolFinished))
+                assert (finished.is_error, finished.content) == (False, "slept 0.1")
+        process.terminate()
+
+
+async def test_a_third_party_server_from_pypi(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    time_server = {
+        "name": "time",
+        "command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        "allowed_tools": ["get_current_time"],
+        "startup_timeout_s": 30,
+    }
+    async with await opened(api, tmp_path, [time_server]) as fm:
+        assert [n for n in fm.offered_tools() if n.startswith("mcp__")] == [
+            "mcp__time__get_current_time"
+        ]
+        responder.extend(calls(("mcp__time__get_current_time", {"timezone": "Europe/Oslo"})))
+        events = [e async for e in fm.turn("ada", "what time is it in Oslo?")]
+        finished = next(e for e in events if isinstance(e, ToolFinished))
+        assert not finished.is_error
+        assert "Europe/Oslo" in finished.content
+        assert isinstance(events[-1], TurnCompleted)
+
+
+# -- bad entries: one line at startup, naming the entry ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('name = "t"\ncommand = ["x"]\nport = 1', r"unknown field `port`.*mcp\[0\]"),
+        ('name = "t"', r"\[\[mcp\]\] #1 \(t\): give command .* or url"),
+        ('name = "a b"\ncommand = ["x"]', r"\[\[mcp\]\] #1: name 'a b' must be 1-64"),
+        ('name = "t"\nurl = "ftp://x"', r"\[\[mcp\]\] #1 \(t\): url must be http"),
+        ('name = "t"\ncommand = ["x"]\ntimeout_s = 0', r"timeout_s must be greater than 0"),
+    ],
+)
+def test_a_bad_mcp_entry_is_refused_naming_it(tmp_path: Path, entry: str, message: str) -> None:
+    (tmp_path / "frontmind.toml").write_text(f"[[mcp]]\n{entry}\n")
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(None, tmp_path)
+    assert "\n" not in str(caught.value)
+
+
+def test_two_mcp_entries_with_one_name_are_refused(tmp_path: Path) -> None:
+    entry = '[[mcp]]\nname = "t"\ncommand = ["x"]\n'
+    (tmp_path / "frontmind.toml").write_text(entry + entry)
+    with pytest.raises(ConfigError, match=r"\[\[mcp\]\] #2 \(t\): another \[\[mcp\]\] entry"):
+        load_config(None, tmp_path)
+
+
+async def test_library_mcp_entries_get_the_same_checks(tmp_path: Path) -> None:
+    with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1 \(t\): give command"):
+        async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t"}]):
+            pass
+    with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1: .*unknown field `nope`"):
+        async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t", "nope": 1}]):
+            pass
+
+
+async def test_the_daemon_serves_mcp_tools_its_status_reload_and_thinking(tmp_path: Path) -> None:
+    """`frontmind serve` starts the servers, logs their stderr, answers the admin's
+    status and reload, streams thinking as `thinking.delta`, and stops the servers."""
+    command = ", ".join(json.dumps(part) for part in SERVER)
+    (tmp_path / "frontmind.toml").write_text(
+        '[model]\nthinking = "enabled"\nbudget_tokens = 1024\nmax_tokens = 4096\n'
+        f'[[mcp]]\nname = "t"\ncommand = [{command}]\ncwd = {json.dumps(str(ROOT))}\n'
+        "startup_timeout_s = 30\n"
+    )
+    async with (
+        daemon(tmp_path, "--log-level", "info") as served,
+        served.client() as client,
+    ):
+        status = (await client.get("/v1/mcp")).json()
+        assert status["servers"][0]["name"] == "t"
+        assert status["servers"][0]["state"] == "running"
+        assert "mcp__t__echo" in status["tools"]
+        reload = (await client.post("/v1/mcp/reload", json={})).json()
+        assert (reload["added"], reload["message"]) == ([], "no change")
+        events = await turn(client, "ada", "hello there")
+        names = [name for name, _ in events]
+        assert "thinking.delta" in names
+        assert names.index("thinking.delta") < names.index("text.delta")
+        thought = "".join(data["text"] for name, data in events if name == "thinking.delta")
+        assert thought.startswith("The user wrote 2 word(s)")
+        assert await served.stop() == 0
+        logged = (await served.read_stderr()).decode()
+    # The server's own stderr went to the daemon's log (info), under its name.
+    assert "frontmind.mcp.t" in logged
+    assert "test server starting" in logged

@@ -1,0 +1,283 @@
+"""Vector recall in the database: the storage port's nearest-memories query on both
+adapters (sqlite-vec on SQLite, the exact search in SQL on PostgreSQL), and the
+embedder's lifecycle (its name and dimension recorded with the vectors)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from actors import SettingsError
+from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
+from storage import (
+    DEFAULT_USER,
+    InvalidInput,
+    JobUsage,
+    MemoryProposal,
+    PostgresStorage,
+    SegmentDigest,
+    SQLiteStorage,
+    TurnUsage,
+)
+from tests._daemon import run_cli
+from tests._factories import turn
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
+from tests._postgres import PostgresServer
+
+pytestmark = pytest.mark.anyio
+
+Store = SQLiteStorage | PostgresStorage
+
+
+@pytest.fixture(params=["sqlite", "postgres", "pgvector"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """SQLite (sqlite-vec), PostgreSQL without pgvector (the exact search in SQL) and
+    PostgreSQL with it (the HNSW index)."""
+    storage: Store
+    if request.param == "sqlite":
+        storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+    else:
+        fixture = "pg_server" if request.param == "postgres" else "pgvector_server"
+        server: PostgresServer = request.getfixturevalue(fixture)
+        storage = await PostgresStorage.open(server.new_database(), segment_gap=600)
+    async with storage:
+        yield storage
+
+
+async def test_postgres_uses_pgvector_where_the_server_has_it(
+    store: Store, request: pytest.FixtureRequest
+) -> None:
+    await store.use_embedder("tests:Fixed", 3)
+    if isinstance(store, PostgresStorage):
+        async with store._transaction() as db:
+            ((indexes,),) = await db.execute_fetchall(
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_hnsw'", ()
+            )
+        with_pgvector = request.node.callspec.params["store"] == "pgvector"
+        assert (store._pgvector, indexes) == (with_pgvector, int(with_pgvector))
+
+
+def exact_cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store: Store) -> None:
+    await store.use_embedder("tests:Random", 16)
+    rng = random.Random(7)
+    vectors = {}
+    for i in range(300):
+        memory = await store.add_memory(DEFAULT_USER, f"memory {i}", now=10.0)
+        vectors[memory.id] = [rng.gauss(0, 1) for _ in range(16)]
+    memories = {m.id: m for m in await store.memories(DEFAULT_USER, limit=1000)}
+    query = [rng.gauss(0, 1) for _ in range(16)]
+    exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+    # Another user's memory at the query itself, and an expired one, are never found.
+    await store.add_user("other", "a" * 64, now=10.0)
+    theirs = await store.add_memory("other", "theirs", now=10.0)
+    gone = await store.add_memory(
+        DEFAULT_USER, "gone", expires_at=datetime.fromtimestamp(20.0, UTC), now=10.0
+    )
+    await store.set_memory_vectors(
+        [(memories[i], v) for i, v in vectors.items()] + [(theirs, query), (gone, query)]
+    )
+    hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=30.0)
+    assert [m.id for m, _ in hits] == exact[:10]
+    for memory, similarity in hits:
+        assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-5)
+    # `among`: the similarity of memories beyond the k nearest (the keyword hits).
+    far = exact[-1]
+    hits = await store.nearest_memories(DEFAULT_USER, query, k=3, now=30.0, among=[far])
+    assert [m.id for m, _ in hits] == [*exact[:3], far]
+    ((found, similarity),) = await store.nearest_memories("other", query, k=5, now=30.0)
+    assert found == theirs
+    assert similarity == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking(
+    store: Store,
+) -> None:
+    """384 dimensions: indexed as bits on SQLite, as HNSW with pgvector; the ten nearest
+    agree with exact brute-force cosine on at least 95% of places."""
+    await store.use_embedder("tests:Wide", 384)
+    rng = random.Random(11)
+    memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(400)]
+    vectors = {m.id: [rng.gauss(0, 1) for _ in range(384)] for m in memories}
+    await store.set_memory_vectors([(m, vectors[m.id]) for m in memories])
+    agree = 0
+    for _ in range(10):
+        query = [rng.gauss(0, 1) for _ in range(384)]
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))[:10]
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+        assert len(hits) == 10
+        agree += len(set(exact) & {m.id for m, _ in hits})
+        for memory, similarity in hits:  # the similarities themselves are exact
+            assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-4)
+    assert agree >= 95
+
+
+async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
+    await store.use_embedder("tests:Fixed", 3)
+    kept = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    deleted = await store.add_memory(DEFAULT_USER, "the user has a sister", now=10.0)
+    await store.set_memory_vectors([(kept, [1.0, 0.0, 0.0]), (deleted, [1.0, 0.1, 0.0])])
+    assert await store.count_memories_without_vectors() == 0
+    await store.delete_memory(DEFAULT_USER, deleted.id)
+    hits = await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=5, now=20.0)
+    assert [m.id for m, _ in hits] == [kept.id]
+    # The extraction rewrites the memory: its old vector is cleared in the same
+    # transaction, and it waits for a new one.
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=2200.0))
+    job = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert job is not None
+    (segment, _) = await store.recent_segments(DEFAULT_USER, "c1")
+    update = MemoryProposal("the user likes coffee", 0.5, update_id=kept.id)
+    digest = SegmentDigest(segment.id, "Drinks", "Coffee now.", (update,))
+    usage = JobUsage("claude-sonnet-4-6", TurnUsage(input_tokens=5))
+    assert await store.finish_job(job, now=3001.0, digest=digest, usage=usage)
+    assert await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=5, now=3002.0) == []
+    (waiting,) = await store.memories_without_vectors()
+    assert waiting.text == "the user likes coffee"
+    # A vector computed for the old text is not stored over the new one.
+    await store.set_memory_vectors([(kept, [1.0, 0.0, 0.0])])
+    assert await store.count_memories_without_vectors() == 1
+    await store.set_memory_vectors([(waiting, [0.0, 1.0, 0.0])])
+    hits = await store.nearest_memories(DEFAULT_USER, [0.0, 1.0, 0.0], k=5, now=3002.0)
+    assert [(m.text, round(s, 5)) for m, s in hits] == [("the user likes coffee", 1.0)]
+
+
+async def test_another_embedder_drops_every_vector(store: Store) -> None:
+    assert await store.use_embedder("tests:First", 3)  # nothing recorded yet
+    memory = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    await store.set_memory_vectors([(memory, [1.0, 0.0, 0.0])])
+    assert not await store.use_embedder("tests:First", 3)  # the same: kept
+    assert await store.count_memories_without_vectors() == 0
+    assert await store.use_embedder("tests:Second", 4)  # another: dropped, waiting
+    assert await store.count_memories_without_vectors() == 1
+    assert await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0, 0.0], k=5) == []
+    with pytest.raises(InvalidInput, match="3 dimensions; the embedder in use has 4"):
+        await store.set_memory_vectors([(memory, [1.0, 0.0, 0.0])])
+    await store.set_memory_vectors([(memory, [0.0, 0.0, 0.0, 2.0])])
+    hits = await store.nearest_memories(DEFAULT_USER, [0.0, 0.0, 0.0, 1.0], k=5)
+    assert [m.id for m, _ in hits] == [memory.id]
+    assert await store.use_embedder("tests:Second", 3)  # another dimension: dropped too
+    assert await store.count_memories_without_vectors() == 1
+
+
+async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: Store) -> None:
+    memory = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    with pytest.raises(InvalidInput, match="no embedder is in use"):
+        await store.set_memory_vectors([(memory, [1.0])])
+    with pytest.raises(InvalidInput, match="dimension must be 1 to 4096"):
+        await store.use_embedder("tests:Huge", 5000)
+    with pytest.raises(InvalidInput, match="name must be"):
+        await store.use_embedder(" ", 3)
+    await store.use_embedder("tests:Fixed", 2)
+    with pytest.raises(InvalidInput, match="finite and not all zeros"):
+        await store.set_memory_vectors([(memory, [0.0, 0.0])])
+    with pytest.raises(InvalidInput, match="finite"):
+        await store.set_memory_vectors([(memory, [math.nan, 1.0])])
+    with pytest.raises(InvalidInput, match="k must be"):
+        await store.nearest_memories(DEFAULT_USER, [1.0, 0.0], k=0)
+    assert await store.count_memories_without_vectors() == 1
+
+
+# -- through Frontmind: the embedder's lifecycle and its deadline ---------------------
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+async def test_another_embedder_re_embeds_in_the_background(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    first = config(memory={"embedder": "tests._embedder:ConceptEmbedder"})
+    async with frontmind(api, tmp_path, cfg=first) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        await fm.remember("Green tea every morning")
+        assert await fm.storage.count_memories_without_vectors() == 2
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 0
+    code, out, err = await run_cli("stats", "--data-dir", str(tmp_path))
+    assert code == 0, err
+    assert "memory vectors  0 waiting" in out
+    second = config(memory={"embedder": "tests._embedder:RenamedConceptEmbedder"})
+    async with frontmind(api, tmp_path, cfg=second) as fm:
+        # Opening dropped the old vectors (the storage tests show none is used after);
+        # the worker, woken at startup too, embeds the memories again.
+        assert isinstance(fm.storage, SQLiteStorage)
+        ((recorded,),) = await fm.storage._read("SELECT model FROM vector_model")
+        assert recorded == "tests._embedder:RenamedConceptEmbedder concepts-v2"
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 0
+        assert "Ingrid" in (await fm.compose("ada", "Tell me about my sibling")).notification
+
+
+async def test_a_late_embedder_leaves_the_turn_to_keywords(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    cfg = config(
+        memory={"embedder": "tests._embedder:BlockedEmbedder", "embed_deadline_ms": 20},
+        composer={"deadline_ms": 5000},
+    )
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        composed = await fm.compose("ada", "What does my sister like?")
+        # The keyword hit is shown although the embedder never answered.
+        assert "Ingrid" in composed.notification
+        assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
+
+
+async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    cfg = config(memory={"embedder": "tests._embedder:BrokenEmbedder"})
+    with pytest.raises(SettingsError, match=r"BrokenEmbedder.*the embeddings service is down"):
+        async with frontmind(api, tmp_path, cfg=cfg):
+            pass
+
+
+@pytest.mark.parametrize("embedder", [None, "tests._embedder:ConceptEmbedder"])
+async def test_extraction_updates_a_memory_of_the_same_meaning(
+    tmp_path: Path, embedder: str | None
+) -> None:
+    """With an embedder, a proposal whose cosine to a stored memory passes
+    `memory.same_memory_cosine` updates it; by words alone (overlap 0.375) it is new."""
+    digest = (
+        '{"title": "Family", "summary": "Ingrid.", "memories": ['
+        '{"text": "The user has a sibling called Ingrid", "importance": 0.7},'
+        '{"text": "Green tea every morning", "importance": 0.4}]}'
+    )
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", digest)
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, cfg=config(memory={"embedder": embedder}), clock=clock) as fm,
+    ):
+        sister = await fm.remember("Ingrid is the user's sister")
+        await fm.run_background()  # its vector, with an embedder
+        completed(await run_turn(fm, "ada", "my sister visited"))
+        clock.advance(30 * 60 + 1)
+        completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+        await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        assert job.state == "done"
+        texts = {m.id: m.text for m in await fm.memories()}
+        if embedder is None:
+            assert len(texts) == 3
+            assert texts[sister.id] == "Ingrid is the user's sister"
+        else:
+            assert len(texts) == 2  # updated in place, not copied
+            assert texts[sister.id] == "The user has a sibling called Ingrid"
+            # Its new text waited for a new vector, which the worker wrote.
+            assert await fm.storage.count_memories_without_vectors() == 0
