@@ -3,6 +3,9 @@
 
     python3 dev.py demo     the offline demo conversation (the main job)
     python3 dev.py test     ruff, mypy --strict and the test suite
+    python3 dev.py test --quick
+                            the same with the unit and component tests only (no
+                            browser, PostgreSQL, SDK suite or slow process tests)
     python3 dev.py bench    every benchmark (see bench/README.md)
 
 Each creates .venv and installs what it needs when missing or when pyproject.toml
@@ -25,6 +28,14 @@ EXTRAS = {
     "test": "dev,speed,postgres,vectors",
     "bench": "dev,speed,bench,postgres,vectors",
 }
+# `--quick` leaves out the suites that need more than this process: a browser, the
+# PostgreSQL server, the SDK's own tests, child processes and whole conversations.
+QUICK = "not slow and not postgres and not browser and not sdk_suite"
+# The checkout itself goes on sys.path (a .pth file of our own) besides setuptools'
+# editable import hook, which Python consults only after sys.path: then the clone's own
+# folder never passes for a `frontmind` namespace package (`python -m frontmind` works
+# from the clone's parent directory), and mypy finds the packages and their py.typed.
+CHECKOUT_PTH = "frontmind-checkout.pth"
 
 
 def run(*args: str | Path) -> None:
@@ -35,7 +46,8 @@ def run(*args: str | Path) -> None:
 
 def ensure(extras: str) -> None:
     stamp = VENV / f".installed-{extras.replace(',', '-')}"
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    digest = hashlib.sha256(pyproject + CHECKOUT_PTH.encode()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and PYTHON.exists():
         return
     if not PYTHON.exists():
@@ -44,6 +56,10 @@ def ensure(extras: str) -> None:
     print(f"installing frontmind[{extras}] into .venv …", flush=True)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
+    purelib = subprocess.check_output(
+        [str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+    )
+    (Path(purelib.strip()) / CHECKOUT_PTH).write_text(f"{ROOT}\n")
     stamp.write_text(digest)
 
 
@@ -55,9 +71,18 @@ def main() -> None:
     if command == "demo":
         run(VENV / "bin" / "frontmind", "demo", *sys.argv[2:])
     elif command == "test":
+        options = sys.argv[2:]
+        if "--quick" in options:
+            options = ["-m", QUICK, *(o for o in options if o != "--quick")]
+            print(
+                "quick: unit and component tests only; left out: the console in Chromium, "
+                "PostgreSQL, the SDK's own suite and the slow process tests "
+                "(python3 dev.py test runs them all)",
+                flush=True,
+            )
         run(VENV / "bin" / "ruff", "check", ".")
         run(VENV / "bin" / "mypy")
-        run(PYTHON, "-m", "pytest", *sys.argv[2:])
+        run(PYTHON, "-m", "pytest", *options)
     else:
         run(PYTHON, "-m", "bench.run_all")
 

@@ -57,6 +57,7 @@ from ._exceptions import (
     ToolDefinitionError,
     TrinketLoadError,
 )
+from ._imports import import_module_near
 from ._layout import (
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,
@@ -245,6 +246,7 @@ __all__ = [
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "import_module_near",
     "input_schema",
     "known_row",
     "mcp_servers",

@@ -76,7 +76,7 @@ from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
-from ._observe import current_turn, span, turn_span
+from ._observe import current_turn, span, turn_span, usage_attributes
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
@@ -983,17 +983,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         closing = f"I stopped after {limit} rounds of tool calls."
         tail.append(Message("assistant", (TextBlock(closing),)))
-        run.text.append(closing)
-        return TextDelta(closing)
+        shown = run.paragraph_break() + closing
+        run.text.append(shown)
+        return TextDelta(shown)
 
     async def _call(
         self, request: ModelRequest, run: _TurnRun
     ) -> AsyncGenerator[TextDelta | ThinkingDelta | StreamDone, None]:
         """One model call; a stream that breaks before any text is retried once."""
         model = {"gen_ai.request.model": request.model}
-        with span("frontmind.model_call", run.turn.turn_id, **model):
+        with span("frontmind.model_call", run.turn.turn_id, **model) as call:
             async with aclosing(self._call_once(request, run)) as events:
                 async for event in events:
+                    if isinstance(event, StreamDone):
+                        call.set_attributes(usage_attributes(event.usage))
+                        call.set_attribute("gen_ai.response.id", event.message_id)
                     yield event
 
     async def _call_once(
@@ -1010,6 +1014,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             return
                         if run.first_token_ms is None:
                             run.first_token_ms = run.elapsed_ms()
+                        if not emitted and (gap := run.paragraph_break()):
+                            # A later call's reply starts a new paragraph, as the model's
+                            # separate text blocks read ("On it." then "Done.").
+                            run.text.append(gap)
+                            yield TextDelta(gap)
                         emitted = True
                         if isinstance(event, StreamThinking):
                             yield ThinkingDelta(event.text, event.redacted)
@@ -1094,6 +1103,14 @@ class _TurnRun:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def paragraph_break(self) -> str:
+        """What separates text still to come from the turn's text so far: a blank
+        line, or as much of one as the text does not already end with."""
+        so_far = "".join(self.text)
+        if not so_far:
+            return ""
+        return "\n" * max(0, 2 - (len(so_far) - len(so_far.rstrip("\n"))))
 
     def record(
         self, status: TurnStatus, finished_at: float, *, error: str | None = None

@@ -165,7 +165,8 @@ def validate_settings(
     if not settings.memory.embed_deadline_ms > 0:
         raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
-        load_embedder(settings.memory.embedder)  # a bad name fails at startup
+        # A bad name fails at startup.
+        load_embedder(settings.memory.embedder, settings.module_path)
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
     for name, value in settings.composer.deadlines.items():
@@ -191,11 +192,11 @@ def validate_settings(
 
 def _embedder(settings: Settings) -> Embedder | None:
     spec = settings.memory.embedder
-    return None if spec is None else load_embedder(spec)
+    return None if spec is None else load_embedder(spec, settings.module_path)
 
 
 def builtin_trinkets(
-    storage: Storage, settings: Settings, tools: Sequence[Tool] = ()
+    storage: Storage, settings: Settings, tools: Sequence[Tool[..., Any]] = ()
 ) -> list[TrinketEntry]:
     """The built-in trinkets; `tools` (the user's) join the tool guidance and hints."""
     definitions = tool_definitions(settings.tools.enabled, tools)
@@ -256,7 +257,7 @@ class Engine:
         clock: Callable[[], float],
         trinket_policy: RestartPolicy | None = None,
         models: ModelSource,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
         mcp: Sequence[McpServer] = (),
         server_tools: Sequence[ServerTool] = (),

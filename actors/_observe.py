@@ -22,7 +22,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-__all__ = ["current_turn", "record_span", "span", "turn_span"]
+from storage import TurnUsage
+
+__all__ = ["current_turn", "record_span", "span", "turn_span", "usage_attributes"]
 
 current_turn: ContextVar[str | None] = ContextVar("frontmind_turn", default=None)
 _turns: dict[str, Span] = {}  # turn id -> the turn's open span
@@ -39,11 +41,12 @@ def _start(name: str, turn_id: str | None, start: int | None, attrs: dict[str, A
 
 
 @contextmanager
-def span(name: str, turn_id: str | None = None, **attrs: Any) -> Iterator[None]:
-    """A child span of the turn `turn_id` around the block; an error marks it failed."""
+def span(name: str, turn_id: str | None = None, **attrs: Any) -> Iterator[Span]:
+    """A child span of the turn `turn_id` around the block (which may add attributes to
+    it); an error marks it failed."""
     opened = _start(name, turn_id, None, attrs)
     try:
-        yield
+        yield opened
     except Exception as exc:
         opened.record_exception(exc)
         opened.set_status(Status(StatusCode.ERROR, str(exc)))
@@ -82,3 +85,18 @@ def record_span(
     if failed:
         opened.set_status(Status(StatusCode.ERROR))
     opened.end(end_time=end_ns)
+
+
+def usage_attributes(usage: TurnUsage) -> dict[str, int]:
+    """A model call's token counts as span attributes: OpenTelemetry's GenAI names, where
+    `gen_ai.usage.input_tokens` counts all input, cache reads and writes included, and
+    the Messages API's own split beside them."""
+    return {
+        "gen_ai.usage.input_tokens": usage.total_input,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
+        "frontmind.uncached_input_tokens": usage.input_tokens,
+        "frontmind.cache_creation_5m_input_tokens": usage.cache_creation_5m,
+        "frontmind.cache_creation_1h_input_tokens": usage.cache_creation_1h,
+    }

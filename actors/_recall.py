@@ -23,7 +23,6 @@ Nothing is downloaded for the default (no embedder: keyword search alone).
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -33,6 +32,7 @@ import anyio
 from storage import MemoryHit, Storage, StorageError, memory_score
 
 from ._exceptions import SettingsError
+from ._imports import import_module_near
 
 __all__ = ["Embedder", "embedder_name", "load_embedder", "prepare_embedder", "recall"]
 
@@ -52,13 +52,14 @@ class Embedder(Protocol):
 
 
 @functools.cache
-def load_embedder(spec: str) -> Embedder:
-    """The embedder `spec` names, built once per process (a local model loads once)."""
+def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
+    """The embedder `spec` names, built once per process (a local model loads once);
+    its module is also looked for in `search` (actors/_imports.py)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise SettingsError(f"memory.embedder: {spec!r} must look like 'package.module:Class'")
     try:
-        cls = getattr(importlib.import_module(module_name), attribute)
+        cls = getattr(import_module_near(module_name, search), attribute)
         embedder = cls()
     except (ImportError, AttributeError) as exc:
         raise SettingsError(f"memory.embedder: cannot load {spec!r}: {exc}") from exc
@@ -90,11 +91,13 @@ async def _dimensions(spec: str, embedder: Embedder) -> int:
     return len(vectors[0])
 
 
-async def prepare_embedder(spec: str, storage: Storage) -> Embedder:
+async def prepare_embedder(
+    spec: str, storage: Storage, search: tuple[str, ...] = ()
+) -> Embedder:
     """Load the embedder, check its dimension, and record it with the stored vectors
     (another embedder than recorded: they are dropped, and embedded again in the
     background). A bad embedder is a startup error."""
-    embedder = load_embedder(spec)
+    embedder = load_embedder(spec, search)
     dimensions = await _dimensions(spec, embedder)
     try:
         if await storage.use_embedder(embedder_name(spec, embedder), dimensions):

@@ -129,3 +129,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     trinkets: TrinketSettings = TrinketSettings()
     turns: TurnSettings = TurnSettings()
     memory: MemorySettings = MemorySettings()
+    # Where the modules `use = "module:attribute"` names are looked for when Python's
+    # own path has none of that name (actors/_imports.py); then the working directory.
+    # `load_config` makes its entries absolute (relative to the config file) and adds
+    # the config file's own directory.
+    module_path: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, get_type_hints, overload
+from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import anyio
 import msgspec
@@ -42,6 +42,9 @@ log = logging.getLogger("frontmind.tools")
 # The Messages API's rule for `tools[].name` (API reference, "tools": name must match
 # ^[a-zA-Z0-9_-]{1,64}$); a name that breaks it would fail every request, so refuse it here.
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ToolDefinition(msgspec.Struct, frozen=True):
@@ -137,17 +140,18 @@ def builtin_definition(name: str, struct: type[msgspec.Struct], guidance: str) -
     return ToolDefinition(name, description, _encode_schema(struct), guidance)
 
 
-class Tool:
+class Tool(Generic[P, R]):
     """A function the model may call, with its definition generated from the signature.
 
-    Build one with `@tool` (or `tool(fn, name=…)`); call it like the function it wraps.
+    Build one with `@tool` (or `tool(fn, name=…)`); call it like the function it wraps:
+    `Tool[P, R]` keeps the function's parameters and return type for type checkers.
     A parameter annotated `Turn` is not part of the schema: it receives the current turn
     (continuum id, time, timezone).
     """
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[P, R],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -191,13 +195,13 @@ class Tool:
         self._is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, timeout_s={self.timeout_s})"
 
-    def with_options(self, **options: Any) -> Tool:
+    def with_options(self, **options: Any) -> Tool[P, R]:
         """This tool with some of name/description/guidance/timeout_s replaced (None keeps)."""
         merged = {**self._options, **{k: v for k, v in options.items() if v is not None}}
         return Tool(self.fn, **merged)
@@ -214,14 +218,15 @@ class Tool:
         else:
             kwargs = msgspec.structs.asdict(arguments)
         kwargs.update(dict.fromkeys(self._turn_params, turn))
+        fn: Callable[..., Any] = self.fn  # called with the decoded input, by name
         try:
             if self._is_async:
-                result = await self.fn(**kwargs)
+                result = await fn(**kwargs)
             else:
                 # A sync tool runs in a worker thread so it cannot stall the event loop; at
                 # its timeout the turn moves on and the thread is left to finish alone.
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(self.fn, **kwargs), abandon_on_cancel=True
+                    functools.partial(fn, **kwargs), abandon_on_cancel=True
                 )
             if inspect.isawaitable(result):
                 result = await result
@@ -286,13 +291,13 @@ def _signature(
     return struct, None, tuple(turn_params)
 
 
-def as_tool(candidate: Tool | Callable[..., Any]) -> Tool:
+def as_tool(candidate: Tool[..., Any] | Callable[..., Any]) -> Tool[..., Any]:
     """A `Tool` as it is, or a plain function made into one."""
     return candidate if isinstance(candidate, Tool) else Tool(candidate)
 
 
 @overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 
 
 @overload
@@ -302,18 +307,18 @@ def tool(
     description: str | None = None,
     guidance: str | None = None,
     timeout_s: float | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None,
+    fn: Callable[P, R] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     guidance: str | None = None,
     timeout_s: float | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a function as a tool the model may call: `@tool` or `@tool(timeout_s=5)`.
 
     The schema comes from the type hints (or a single msgspec Struct parameter), the
@@ -323,7 +328,7 @@ def tool(
     them in the config (`[[tool]] use = "package.module:function"`).
     """
 
-    def build(function: Callable[..., Any]) -> Tool:
+    def build(function: Callable[P, R]) -> Tool[P, R]:
         return Tool(
             function, name=name, description=description, guidance=guidance, timeout_s=timeout_s
         )

@@ -12,15 +12,17 @@ import logging
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
 from runtime import KernelError
+from storage import AddMemory as StagedMemory
 from storage import AddReminder as StagedReminder
 from storage import (
     Effect,
     InvalidInput,
+    MemoryProposal,
     NotFound,
     Reminder,
     Storage,
@@ -30,6 +32,7 @@ from storage import (
     complete_reminder_effect,
 )
 
+from ._digest import ProposedMemory, deduplicate
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._mcp import MCP_PREFIX, McpHub
@@ -135,7 +138,9 @@ _DEFINITIONS: dict[str, tuple[type[msgspec.Struct], ToolDefinition]] = {
 TOOL_NAMES = tuple(_DEFINITIONS)
 
 
-def check_user_tools(tools: Sequence[Tool], server_tools: Sequence[ServerTool] = ()) -> None:
+def check_user_tools(
+    tools: Sequence[Tool[..., Any]], server_tools: Sequence[ServerTool] = ()
+) -> None:
     """User tools need names of their own: none twice, none a built-in's or a server
     tool's, none in the MCP servers' `mcp__` namespace."""
     seen: set[str] = set()
@@ -167,7 +172,7 @@ def check_user_tools(tools: Sequence[Tool], server_tools: Sequence[ServerTool] =
 
 
 def tool_definitions(
-    enabled: Sequence[str], user_tools: Sequence[Tool] = ()
+    enabled: Sequence[str], user_tools: Sequence[Tool[..., Any]] = ()
 ) -> tuple[ToolDefinition, ...]:
     """The enabled built-in tools in their fixed order, then the user's in theirs."""
     unknown = [name for name in enabled if name not in _DEFINITIONS]
@@ -194,7 +199,7 @@ class ToolRunner:
         storage: Storage,
         directory: Directory,
         enabled: Sequence[str],
-        user_tools: Sequence[Tool] = (),
+        user_tools: Sequence[Tool[..., Any]] = (),
         *,
         timeout_s: float = 10.0,
         mcp: McpHub | None = None,
@@ -322,8 +327,7 @@ class ToolRunner:
                     update=f"active_reminders: - #{reminder.id} completed",
                 )
             case Remember(text=text, importance=importance):
-                effects.append(add_memory_effect(text, importance, now=turn.now))
-                return ToolOutcome("remembered (saved with this turn)")
+                return await self._remember(ProposedMemory(text, importance), turn, effects)
             case SearchContext(query=query):
                 if not query.strip():
                     return ToolOutcome("the search query is empty", is_error=True)
@@ -349,6 +353,33 @@ class ToolRunner:
                     update=f'context_search_results: search "{query}" started',
                 )
         raise AssertionError(f"unhandled tool input {arguments!r}")  # pragma: no cover
+
+    async def _remember(
+        self, proposed: ProposedMemory, turn: Turn, effects: list[Effect]
+    ) -> ToolOutcome:
+        """A memory that repeats a stored one (the rule the segment summaries follow,
+        `deduplicate`) updates it in place; one this turn already staged is not staged
+        again."""
+        add_memory_effect(proposed.text, proposed.importance, now=turn.now)  # checked first
+        hits = await self._storage.search_memories(turn.user, proposed.text, limit=5, now=turn.now)
+        staged = [
+            MemoryProposal(e.text, e.importance, e.replaces)
+            for e in effects
+            if isinstance(e, StagedMemory)
+        ]
+        decided = deduplicate(proposed, [h.memory for h in hits], staged)
+        if decided is None:
+            return ToolOutcome("already remembered: nothing new to store")
+        effects.append(
+            add_memory_effect(
+                decided.text, decided.importance, now=turn.now, replaces=decided.update_id
+            )
+        )
+        if decided.update_id is not None:
+            return ToolOutcome(
+                f"updated memory #{decided.update_id}, which said the same (saved with this turn)"
+            )
+        return ToolOutcome("remembered (saved with this turn)")
 
 
 def tool_guidance(definitions: Sequence[ToolDefinition]) -> str:

@@ -105,7 +105,7 @@ def script(gaps: Sequence[float]) -> list[ScriptTurn]:
 
 
 def _row(row: Row) -> dict[str, Any]:
-    return {**row.as_json(), "per_turn_cost": [round(c, 2) for c in row.per_turn_cost]}
+    return {**row.as_json(turns=False), "per_turn_cost": [round(c, 2) for c in row.per_turn_cost]}
 
 
 def _cost(rows: Sequence[Row], layout: str, ttl: str) -> float:
@@ -273,7 +273,7 @@ def main() -> None:
         path = RESULTS / "cache_efficiency.png"
         RESULTS.mkdir(exist_ok=True)
         try:
-            write_chart(scripts["realistic"], path)
+            write_chart([r for r in scripts["realistic"] if r.ttl == "adaptive"], path)
         except EdgeError as exc:  # no matplotlib: no chart, and say so
             print(f"(no chart: {exc})")
         else:

@@ -20,6 +20,8 @@ the actors through this package.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from ._client import Client, ContinuumSummary, Page
     from ._exceptions import ClientError, ConfigError
     from ._frontmind import Frontmind
+    from ._sync_client import SyncClient
     from .config import Config, load_config
 
     __version__: str
@@ -63,6 +66,7 @@ _HOMES = {
     "frontmind._client": "Client ContinuumSummary Page",
     "frontmind._exceptions": "ClientError ConfigError",
     "frontmind._frontmind": "Frontmind",
+    "frontmind._sync_client": "SyncClient",
     "frontmind.config": "Config load_config",
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
@@ -82,6 +86,7 @@ __all__ = [
     "NotFound",
     "Page",
     "StorageError",
+    "SyncClient",
     "TextDelta",
     "ThinkingDelta",
     "Tool",
@@ -100,6 +105,35 @@ __all__ = [
     "load_config",
     "tool",
 ]
+
+
+def _check_layers() -> None:
+    """Frontmind's layers are top-level packages beside it (`runtime`, `actors`,
+    `storage`, kept so on purpose). An application's own package of one of those names
+    found first on `sys.path` (its `storage/`, in the directory it runs from) would
+    half-load Frontmind and fail later, obscurely: refuse now, in one line naming both.
+    Nothing is imported to find out (so `frontmind.localapi` still loads nothing)."""
+    home = Path(__file__).resolve().parent.parent
+    for name in ("runtime", "actors", "storage"):
+        expected = home / name / "__init__.py"
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None else None
+        if origin is not None and Path(origin).resolve() == expected:
+            continue
+        found = origin or (
+            "a folder without __init__.py" if spec is not None else "nothing: it is missing"
+        )
+        raise ImportError(
+            f"frontmind: the {name!r} package Python finds ({found}) is not Frontmind's "
+            f"own ({expected}): rename your {name!r} package, or run from a directory "
+            "that does not hold it, so that the two do not share one name"
+        )
+
+
+_check_layers()
 
 
 def _version() -> str:

@@ -14,14 +14,23 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 import httpx2
 import msgspec
 
-from actors import ModelRequest, TurnEvent
+from actors import (
+    McpServerStatus,
+    ModelChoice,
+    ModelRequest,
+    ToolsReload,
+    TurnEvent,
+    UserInput,
+)
 from storage import (
+    ContinuumModel,
     Document,
+    Job,
     Memory,
     MemoryHit,
     Message,
@@ -37,9 +46,12 @@ from ._wire import (
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
+    JobList,
+    McpServers,
     MemoryHitPage,
     MemoryPage,
     MessagePage,
+    ModelSettingsReply,
     ReminderPage,
     TurnPage,
     UserCreated,
@@ -50,6 +62,7 @@ from ._wire import (
 __all__ = ["Client", "ContinuumSummary", "Page", "RemoteTurn"]
 
 T = TypeVar("T")
+_encoder = msgspec.json.Encoder()
 
 
 class Page(list[T], Generic[T]):
@@ -148,15 +161,23 @@ class Client(_Closing):
 
     # -- turns ----------------------------------------------------------------------------
 
-    def turn(self, continuum_id: str, text: str) -> RemoteTurn:
+    def turn(self, continuum_id: str, message: UserInput) -> RemoteTurn:
         """Run a turn and stream its events (`async for`; `async with` to leave early
-        safely: leaving closes the stream, and the daemon cancels the turn)."""
-        return RemoteTurn(self._turn_events(continuum_id, text))
+        safely: leaving closes the stream, and the daemon cancels the turn).
 
-    async def _turn_events(self, continuum_id: str, text: str) -> AsyncGenerator[TurnEvent, None]:
+        `message` is text, or a list of content blocks in the Messages API's shape (text,
+        image and document blocks), as `Frontmind.turn` takes it."""
+        return RemoteTurn(self._turn_events(continuum_id, message))
+
+    async def _turn_events(
+        self, continuum_id: str, message: UserInput
+    ) -> AsyncGenerator[TurnEvent, None]:
         path = f"/v1/continuums/{continuum_id}/turns"
+        body = _encoder.encode(
+            {"message": message} if isinstance(message, str) else {"content": list(message)}
+        )
         try:
-            async with self._http.stream("POST", path, json={"message": text}) as response:
+            async with self._http.stream("POST", path, content=body) as response:
                 if response.status_code >= 400:
                     _raise_for(response.status_code, await response.aread())
                 async for data in _sse_data(response.aiter_lines()):
@@ -173,6 +194,38 @@ class Client(_Closing):
             return msgspec.json.decode(body, type=ModelRequest)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise ClientError(f"the daemon sent an unreadable request: {exc}") from None
+
+    async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
+        """The continuum's own model settings, and the settings its turns run with."""
+        body = await self._call("GET", f"/v1/continuums/{continuum_id}/settings")
+        reply = from_wire(body, ModelSettingsReply)
+        return reply.own, reply.effective
+
+    async def set_model_settings(
+        self,
+        continuum_id: str,
+        *,
+        model: str | None = None,
+        thinking: Literal["off", "enabled", "adaptive"] | None = None,
+        budget_tokens: int | None = None,
+        max_tokens: int | None = None,
+        effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None,
+        thinking_display: Literal["summarized", "omitted"] | None = None,
+    ) -> tuple[ContinuumModel, ModelChoice]:
+        """Choose the continuum's model settings (each None falls back to the daemon's
+        `[model]`); refused with `InvalidModelSettings` when the model would refuse them."""
+        own = ContinuumModel(
+            model=model,
+            thinking=thinking,
+            budget_tokens=budget_tokens,
+            max_tokens=max_tokens,
+            effort=effort,
+            thinking_display=thinking_display,
+        )
+        path = f"/v1/continuums/{continuum_id}/settings"
+        body = await self._call("PUT", path, content=_encoder.encode(own))
+        reply = from_wire(body, ModelSettingsReply)
+        return reply.own, reply.effective
 
     async def history(
         self, continuum_id: str, *, limit: int = 100, cursor: str | None = None
@@ -262,10 +315,32 @@ class Client(_Closing):
         body = await self._call("POST", "/v1/admin/backup", json={"path": path})
         return from_wire(body, BackupDone).bytes
 
-    # -- users (the admin token only) ----------------------------------------------------
+    # -- background jobs ------------------------------------------------------------------
+
+    async def jobs(self, continuum_id: str | None = None) -> list[Job]:
+        """The background jobs (segment summaries) of the token's user, or of one of
+        its continuums, with their state, tries and usage."""
+        params = {} if continuum_id is None else {"continuum_id": continuum_id}
+        return from_wire(await self._call("GET", "/v1/jobs", params=params), JobList).jobs
+
+    # -- MCP servers (the admin token's) --------------------------------------------------
+
+    async def mcp_servers(self) -> list[McpServerStatus]:
+        """The daemon's MCP servers: state, the tools each offers, a pending tool list."""
+        return from_wire(await self._call("GET", "/v1/mcp"), McpServers).servers
+
+    async def offered_tools(self) -> list[str]:
+        """The names in the daemon's request `tools` array, in its order."""
+        return from_wire(await self._call("GET", "/v1/mcp"), McpServers).tools
+
+    async def reload_tools(self) -> ToolsReload:
+        """Apply the MCP servers' current tool lists (see `Frontmind.reload_tools`)."""
+        return from_wire(await self._call("POST", "/v1/mcp/reload", json={}), ToolsReload)
+
+    # -- users (the admin token's) -------------------------------------------------------
 
     async def add_user(self, name: str) -> str:
-        """Add a user; returns its token (shown this once)."""
+        """Add a user; returns its bearer token, shown this once."""
         body = await self._call("POST", "/v1/users", json={"name": name})
         return from_wire(body, UserCreated).token
 

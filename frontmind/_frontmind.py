@@ -167,7 +167,7 @@ class Frontmind:
         api_key: str | None = None,
         base_url: str | None = None,
         local_api_clock: Clock | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool[..., Any] | Callable[..., Any]] = (),
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
         mcp: Sequence[McpServer | Mapping[str, Any]] = (),
@@ -227,7 +227,7 @@ class Frontmind:
         api_key: str | None,
         base_url: str | None,
         local_api_clock: Clock | None,
-        tools: Sequence[Tool | Callable[..., Any]],
+        tools: Sequence[Tool[..., Any] | Callable[..., Any]],
         ttl_policy: TtlPolicy | None = None,
         timers: Timers | None = None,
         mcp: Sequence[McpServer | Mapping[str, Any]] = (),
@@ -281,7 +281,7 @@ class Frontmind:
             validate_settings(config, catalog=await models.meet(config.model.name))
             if config.memory.embedder is not None:
                 # Its dimension checked and recorded with the vectors before any turn.
-                await prepare_embedder(config.memory.embedder, storage)
+                await prepare_embedder(config.memory.embedder, storage, config.module_path)
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )

@@ -27,6 +27,7 @@ from storage import (
     Continuum,
     ContinuumModel,
     Document,
+    Job,
     Memory,
     MemoryHit,
     Message,
@@ -48,9 +49,11 @@ __all__ = [
     "ContinuumSummary",
     "DocumentBody",
     "DocumentPage",
+    "EmptyBody",
     "ErrorBody",
     "ErrorDetail",
     "Health",
+    "JobList",
     "McpServers",
     "MemoryBody",
     "MemoryHitPage",
@@ -141,6 +144,18 @@ class BackupDone(msgspec.Struct, frozen=True):
 
 class UserList(msgspec.Struct, frozen=True):
     users: list[User]
+
+
+class EmptyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`{}`: what a POST that needs nothing sends. The edge takes a POST only as JSON
+    (a bodyless one with its Content-Type too); describing it so makes a generated
+    client send `{}` as JSON rather than nothing, which the edge would refuse (415)."""
+
+
+class JobList(msgspec.Struct, frozen=True):
+    """The background jobs of a user (or of one continuum), oldest first."""
+
+    jobs: list[Job]
 
 
 class McpServers(msgspec.Struct, frozen=True):

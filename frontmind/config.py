@@ -8,7 +8,6 @@ FRONTMIND_DATA_DIR, FRONTMIND_DATABASE_URL (overrides `storage.url`).
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,6 +39,7 @@ from actors import (
     TrinketSettings,
     TurnSettings,
     check_mcp_servers,
+    import_module_near,
     server_tools,
     validate_settings,
 )
@@ -183,6 +183,10 @@ def load_config(
             raise ConfigError(f"{candidate}: {exc}") from None
         except msgspec.DecodeError as exc:
             raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+        # `use` modules are also looked for beside the config file (actors/_imports.py).
+        here = candidate.resolve().parent
+        near = (*(str(here / entry) for entry in config.module_path), str(here))
+        config = msgspec.structs.replace(config, module_path=near)
     if env.get("FRONTMIND_MODEL"):
         model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
         config = msgspec.structs.replace(config, model=model)
@@ -211,13 +215,13 @@ def load_config(
     return config
 
 
-def _import(use: str, what: str, shape: str) -> object:
+def _import(use: str, what: str, shape: str, search: tuple[str, ...]) -> object:
     """The object `use` ("package.module:attribute") names; `what` says whose entry it is."""
     module_name, _, attribute = use.partition(":")
     if not module_name or not attribute:
         raise ToolDefinitionError(f"{what}: use = {use!r} must look like {shape!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = import_module_near(module_name, search)
     except ImportError as exc:
         raise ToolDefinitionError(f"{what}: cannot import {module_name!r}: {exc}") from exc
     found = getattr(module, attribute, None)
@@ -226,12 +230,12 @@ def _import(use: str, what: str, shape: str) -> object:
     return found
 
 
-def custom_tools(config: Config) -> list[Tool]:
+def custom_tools(config: Config) -> list[Tool[..., Any]]:
     """The config's `[[tool]]` entries as tools, built now so a bad entry fails at startup."""
     tools = []
     for index, entry in enumerate(config.tool):
         what = f"[[tool]] #{index + 1} ({entry.use})"
-        found = _import(entry.use, what, "package.module:function")
+        found = _import(entry.use, what, "package.module:function", config.module_path)
         if not callable(found):
             raise ToolDefinitionError(f"{what}: {entry.use!r} is not a function")
         try:
@@ -256,14 +260,14 @@ def custom_tools(config: Config) -> list[Tool]:
     return tools
 
 
-def _load_class(entry: CustomTrinket) -> type[Trinket]:
+def _load_class(entry: CustomTrinket, search: tuple[str, ...]) -> type[Trinket]:
     module_name, _, attribute = entry.use.partition(":")
     if not module_name or not attribute:
         raise TrinketLoadError(
             f"trinket {entry.name!r}: use = {entry.use!r} must look like 'package.module:Class'"
         )
     try:
-        module = importlib.import_module(module_name)
+        module = import_module_near(module_name, search)
     except ImportError as exc:
         raise TrinketLoadError(
             f"trinket {entry.name!r}: cannot import {module_name!r}: {exc}"
@@ -292,7 +296,7 @@ def custom_trinkets(
         raise TrinketLoadError(f"[[trinket]]: {exc}") from None
     entries = []
     for entry in config.trinket:
-        cls = _load_class(entry)
+        cls = _load_class(entry, config.module_path)
         try:
             cls(**entry.options)  # built once now so that a bad entry fails at startup
         except Exception as exc:

@@ -51,6 +51,9 @@ class AddMemory(msgspec.Struct, frozen=True, tag="add_memory"):
     importance: float
     created_at: float
     expires_at: float | None = None
+    # The id of a stored memory this one repeats: that memory is updated in place (its
+    # text, and the higher importance) rather than copied.
+    replaces: int | None = None
 
 
 Effect = AddReminder | CompleteReminder | AddMemory
@@ -72,11 +75,17 @@ def complete_reminder_effect(reminder_id: object, *, now: float) -> CompleteRemi
 
 
 def add_memory_effect(
-    text: str, importance: float, *, now: float, expires_at: datetime | None = None
+    text: str,
+    importance: float,
+    *,
+    now: float,
+    expires_at: datetime | None = None,
+    replaces: int | None = None,
 ) -> AddMemory:
     """The one check of a new memory: staged by a tool, or written at once by an adapter."""
     check_text(text, "memory text", MAX_MEMORY_CHARS)
     if not 0.0 <= importance <= 1.0:
         raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
     expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
-    return AddMemory(text, importance, now, expires)
+    memory_id = None if replaces is None else check_row_id(replaces, "memory id")
+    return AddMemory(text, importance, now, expires, memory_id)

@@ -596,6 +596,8 @@ class SQLStore(ABC):
                     await self._insert_reminder(db, user, effect)
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await self._complete_reminder(db, user, reminder_id, at)
+                case AddMemory(replaces=int() as memory_id):
+                    await self._update_memory(db, user, memory_id, effect.text, effect.importance)
                 case AddMemory():
                     await self._insert_memory(db, user, effect)
 
@@ -804,18 +806,26 @@ class SQLStore(ABC):
             new = AddMemory(proposal.text, proposal.importance, now)
             await self._insert_memory(db, user, new, segment_id)
             return
-        memory = (user, proposal.update_id)
+        await self._update_memory(db, user, proposal.update_id, proposal.text, proposal.importance)
+
+    async def _update_memory(
+        self, db: Connection, user: str, memory_id: int, text: str, importance: float
+    ) -> None:
+        """The same memory said again (a summary's proposal, or `remember`): its text
+        replaced and the higher importance kept, in place; only the user's own."""
+        memory = (user, memory_id)
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
-        # The vector of the old text goes with it (re-embedded in the background).
-        await self._unindex_vectors(db, [proposal.update_id])
         if await _rows(
             db,
             "UPDATE memories SET text = ?, embedding = NULL,"
             " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
             " WHERE owner = ? AND id = ? RETURNING 1",
-            (proposal.text, proposal.importance, proposal.importance, *memory),
+            (text, importance, importance, *memory),
         ):
-            await self._count_terms(db, "memory", [proposal.text])
+            await self._count_terms(db, "memory", [text])
+            # The vector of the old text goes with it (re-embedded in the background);
+            # only once the memory is known to be this user's.
+            await self._unindex_vectors(db, [memory_id])
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""

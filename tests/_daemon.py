@@ -66,11 +66,16 @@ async def daemon(data_dir: Path, *args: str, **env: str) -> AsyncIterator[Daemon
         assert url.startswith("http://"), url
         yield Daemon(url, process, BufferedByteReceiveStream(process.stderr))
     finally:
-        if process.returncode is None:
-            process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-        await process.aclose()
+        await reap(process)
+
+
+async def reap(process: Process) -> None:
+    """Kill the child if it still runs, wait for it and close its pipes."""
+    if process.returncode is None:
+        process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+    await process.aclose()
 
 
 async def run_cli(*args: str, stdin: bytes | None = None, **env: str) -> tuple[int, str, str]:

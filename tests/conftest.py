@@ -1,8 +1,17 @@
-"""Shared fixtures. aiosqlite needs asyncio, so anyio's plugin is pinned to it."""
+"""Shared fixtures. aiosqlite needs asyncio, so anyio's plugin is pinned to it.
+
+Suites are marked by what they need, so `python3 dev.py test --quick` can leave them
+out: `postgres` (a test that starts or uses the PostgreSQL server, marked here from
+its fixtures and parameters), `browser` (Chromium), `sdk_suite` (the SDK's own tests)
+and `slow` (child processes, whole conversations). A run ends with the suites it
+skipped and why.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -52,3 +61,25 @@ async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
 def client(api: Any, clients: Callable[..., anthropic.AsyncAnthropic]) -> anthropic.AsyncAnthropic:
     """An SDK client of the test module's own `api` fixture (a LocalMessagesAPI)."""
     return clients(api.base_url)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        on_postgres = spec is not None and "postgres" in spec.params.values()
+        if on_postgres or "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Which suites (test files) skipped tests, and why, in a few lines."""
+    skipped: dict[tuple[str, str], int] = defaultdict(int)
+    for report in terminalreporter.stats.get("skipped", []):
+        path = Path(str(report.location[0])).as_posix() if report.location else "?"
+        reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else ""
+        skipped[(path, reason.removeprefix("Skipped: "))] += 1
+    if not skipped:
+        return
+    terminalreporter.section("skipped suites", sep="-")
+    for (path, reason), count in sorted(skipped.items()):
+        terminalreporter.write_line(f"{path}: {count} skipped: {reason}")

@@ -55,6 +55,7 @@ def section(notification: str, name: str) -> str:
     return notification[start : notification.index(f"</{name}>", start)]
 
 
+@pytest.mark.slow
 async def test_two_hundred_turns_with_pauses_are_summarised_and_remembered(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:

@@ -90,6 +90,41 @@ async def test_chat_against_a_running_daemon(tmp_path: Path) -> None:
         assert await d.stop() == 0
 
 
+async def test_inspect_and_stats_ask_a_running_daemon(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    async with daemon(data, "--token", "admin") as d, d.client() as http:
+        auth = {"authorization": "Bearer admin"}
+        for message in ("hello", "remind me to stretch in 5 minutes"):
+            async with http.stream(
+                "POST", "/v1/continuums/me/turns", json={"message": message}, headers=auth
+            ) as response:
+                await response.aread()
+        # The data directory is the daemon's: read from it, inspect says where to ask.
+        code, _, err = await run_cli("inspect", "--data-dir", str(data), "--continuum", "me")
+        assert code == 2
+        assert err.strip().endswith(
+            "is in use by another Frontmind process "
+            f"(pid {d.process.pid}); to ask the daemon that runs on it, pass --url (and --token)"
+        )
+        remote = ("--url", d.url, "--token", "admin", "--continuum", "me")
+        code, out, err = await run_cli("inspect", *remote, "--message", "what's next?")
+        assert code == 0, err
+        assert "NOTIFICATION CENTER: datetime_section" in out
+        assert "stretch" in out  # the reminder the daemon's turn added
+        assert "◆ breakpoint" in out
+        code, out, err = await run_cli("stats", *remote)
+        assert code == 0, err
+        assert "turns           2  (completed 2)" in out
+        assert "cache hit share" in out
+        code, out, err = await run_cli("stats", "--url", d.url, "--token", "admin")
+        assert code == 0, err
+        assert "turns           2  (completed 2)" in out  # every continuum: the one
+        code, _, err = await run_cli("stats", "--url", d.url)
+        assert code == 2
+        assert "unauthorized" in err or "bearer token" in err
+        assert await d.stop() == 0
+
+
 async def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     code, _, err = await run_cli("stats", "--data-dir", str(tmp_path / "nothing"))
     assert code == 2

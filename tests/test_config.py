@@ -7,8 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from actors import SettingsError, validate_settings
-from frontmind import Config, ConfigError, Frontmind, load_config
+from actors import SettingsError, tool_name, validate_settings
+from frontmind import Config, ConfigError, Frontmind, FrontmindError, load_config
 from frontmind._frontmind import NoModel
 from storage import SQLiteStorage, StorageUnavailable
 from tests._harness import config
@@ -69,6 +69,112 @@ async def test_an_unusable_database_path_is_a_clear_error(tmp_path: Path) -> Non
     blocker.write_text("a file where the data directory should be")
     with pytest.raises(StorageUnavailable, match="cannot open the database"):
         await SQLiteStorage.open(blocker / "frontmind.db")
+
+
+# -- the modules `use` names ----------------------------------------------------------------
+
+SHOP = '''\
+from frontmind import Trinket, Turn, tool
+
+from {helpers} import COUNT  # a neighbour module: its directory is on the path too
+
+
+@tool
+def {tool}(sku: str) -> str:
+    """How many of an item are in stock."""
+    return str(COUNT)
+
+
+class Shelf(Trinket):
+    async def render(self, turn: Turn) -> str:
+        return f"on the shelf: {{COUNT}}"
+'''
+
+SHOP_CONFIG = """\
+[[tool]]
+use = "{module}:{tool}"
+
+[[trinket]]
+name = "shelf"
+use = "{module}:Shelf"
+placement = "notification"
+order = 60
+"""
+
+
+def _shop(folder: Path, module: str) -> str:
+    """A tool and a trinket in `module`.py in `folder`; the tool's name."""
+    tool = f"{module}_stock"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{module}.py").write_text(SHOP.format(helpers=f"{module}_helpers", tool=tool))
+    (folder / f"{module}_helpers.py").write_text("COUNT = 7\n")
+    return tool
+
+
+async def _tools_and_context(data: Path, config_file: Path) -> tuple[list[str], str]:
+    async with Frontmind.open(data, config_file=config_file, model=NoModel()) as fm:
+        request = await fm.context("shop", "what is in stock?")
+    names = [tool_name(t) for t in request.tools]
+    return names, msgspec.json.encode(request).decode()
+
+
+async def test_use_finds_a_module_beside_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = tmp_path / "app"
+    tool = _shop(app, "shop_beside_config")
+    config_file = app / "frontmind.toml"
+    config_file.write_text(SHOP_CONFIG.format(module="shop_beside_config", tool=tool))
+    monkeypatch.chdir(tmp_path)  # elsewhere: only the config file's directory has it
+    names, request = await _tools_and_context(tmp_path / "data", config_file)
+    assert names[-1] == tool
+    assert "on the shelf: 7" in request
+
+
+async def test_use_finds_a_module_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    tool = _shop(work, "shop_in_cwd")
+    config_file = tmp_path / "etc" / "frontmind.toml"
+    config_file.parent.mkdir()
+    config_file.write_text(SHOP_CONFIG.format(module="shop_in_cwd", tool=tool))
+    monkeypatch.chdir(work)
+    names, request = await _tools_and_context(tmp_path / "data", config_file)
+    assert names[-1] == tool
+    assert "on the shelf: 7" in request
+
+
+async def test_use_of_a_module_found_nowhere_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_file = tmp_path / "etc" / "frontmind.toml"
+    config_file.parent.mkdir()
+    config_file.write_text('[[tool]]\nuse = "nowhere_tools:stock"\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FrontmindError) as caught:
+        await _tools_and_context(tmp_path / "data", config_file)
+    assert str(caught.value) == (
+        "[[tool]] #1 (nowhere_tools:stock): cannot import 'nowhere_tools': no module named "
+        f"'nowhere_tools' on Python's path, nor in {config_file.parent}, {tmp_path}: put "
+        "nowhere_tools.py (or the package nowhere_tools/) beside the config file or in the "
+        "working directory, install it, or add its directory to PYTHONPATH"
+    )
+
+
+async def test_module_path_entries_are_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = _shop(tmp_path / "app" / "plugins", "shop_in_plugins")
+    config_file = tmp_path / "app" / "frontmind.toml"
+    config_file.write_text(
+        'module_path = ["plugins"]\n\n' + SHOP_CONFIG.format(module="shop_in_plugins", tool=tool)
+    )
+    monkeypatch.chdir(tmp_path)
+    loaded = load_config(config_file, tmp_path / "data")
+    assert loaded.module_path == (str(tmp_path / "app" / "plugins"), str(tmp_path / "app"))
+    names, _ = await _tools_and_context(tmp_path / "data", config_file)
+    assert names[-1] == tool
 
 
 def test_a_bad_models_row_in_the_config_names_its_key(tmp_path: Path) -> None:

@@ -25,9 +25,11 @@ from frontmind._models import shipped_catalog
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.browser]
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium; FRONTMIND_TEST_CHROMIUM names another (tests/test_install.py points
+# it at nothing, to see the suite skip, or fail in CI).
+CHROMIUM = Path(os.environ.get("FRONTMIND_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -264,9 +266,16 @@ async def test_console_views_turns_context_and_reminders(tmp_path: Path) -> None
             await page.wait_for_selector("#turns-table tbody tr")
             # This turn calls a tool: the call and its result show in the chat as they run.
             await send_and_watch(page, "Remind me to repot the basil in 2 hours")
-            tool = page.locator("#transcript .msg.assistant").last.locator(".tool")
-            assert (await tool.inner_text()).startswith("⚙ add_reminder")
+            live = page.locator("#transcript .msg.assistant").last
+            tool = live.locator(".tool")
+            # The call as the model made it: its name and its input, as JSON.
+            called, result = (await tool.inner_text()).split("\n", 1)
+            assert called == '⚙ add_reminder {"due_in_minutes":120,"text":"repot the basil"}'
+            assert result.startswith("↳ ")
             assert await tool.locator(".muted").count() == 1  # its result, not an error
+            # The two model calls' replies read as two paragraphs.
+            said = await live.locator(".text").inner_text()
+            assert said.startswith("On it.\n\nTool done: "), said
             await page.locator("#turns-table tbody tr").nth(2).click()
             await page.wait_for_selector("#context-title:has-text('previewed just before')")
             reminder = page.locator(

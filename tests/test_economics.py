@@ -23,8 +23,9 @@ from actors._cache_book import CacheBook
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
 from frontmind import Frontmind
+from frontmind._cost import input_cost
 from frontmind.cli._render import render_context, render_stats
-from frontmind.cli._simulate import OraclePolicy, parse_script
+from frontmind.cli._simulate import OraclePolicy, parse_script, simulate_run, write_chart
 from frontmind.localapi import LocalMessagesAPI, ManualClock
 from storage import TtlChoice, TurnRecord, TurnUsage
 from tests._daemon import run_cli
@@ -339,9 +340,39 @@ async def test_simulate_json_rows(tmp_path: Path) -> None:
         "none",
     }
     keys = {"layout", "ttl", "input_cost", "cache_read", "cache_write", "uncached"}
+    keys |= {"cache_write_5m", "cache_write_1h", "turns"}
     warm = {"warm_ups", "warm_cost", "warm_output_tokens"}  # the adaptive+warm row's
     assert all(set(r) == keys | {"avoidable_misses"} | warm for r in rows)
     assert len(rows) == 5 * len(layouts)
+    for r in rows:
+        # The writes split by TTL, and one row per turn that adds up to the totals (but
+        # for the warm-ups between turns, which no turn's row holds).
+        assert r["cache_write_5m"] + r["cache_write_1h"] == r["cache_write"]
+        turns = r["turns"]
+        assert [t["turn"] for t in turns] == list(range(1, 10))
+        assert turns[3]["at"] == "2026-11-30T09:28:00+00:00"
+        for key in ("cache_read", "cache_write_5m", "cache_write_1h", "uncached"):
+            assert sum(t[key] for t in turns) <= r[key], key
+            if r["warm_ups"] == 0:
+                assert sum(t[key] for t in turns) == r[key], key
+        for t in turns:
+            u = TurnUsage(
+                input_tokens=t["uncached"],
+                cache_read_input_tokens=t["cache_read"],
+                cache_creation_input_tokens=t["cache_write_5m"] + t["cache_write_1h"],
+                cache_creation_5m=t["cache_write_5m"],
+                cache_creation_1h=t["cache_write_1h"],
+            )
+            assert t["input_cost"] == round(input_cost(u), 2)
+            assert t["output_tokens"] > 0
+        if r["warm_ups"] == 0:
+            assert abs(sum(t["input_cost"] for t in turns) - r["input_cost"]) < 0.1
+    # Two policies that write the same tokens at different TTLs cost differently, and
+    # the rows say why.
+    fixed = {r["ttl"]: r for r in rows if r["layout"] == "notification"}
+    assert fixed["1h"]["cache_write_1h"] > fixed["5m"]["cache_write_1h"]
+    assert fixed["1h"]["cache_write_5m"] < fixed["5m"]["cache_write_5m"]
+    assert fixed["5m"]["turns"][1]["ttl"] == ["1h", "5m"]
     cost = {(r["layout"], r["ttl"]): r["input_cost"] for r in rows}
     for layout in layouts:
         policies = {ttl: cost[(layout, ttl)] for ttl in ("5m", "1h", "adaptive", "oracle")}
@@ -359,6 +390,39 @@ async def test_simulate_json_rows(tmp_path: Path) -> None:
     assert all(r["cache_read"] > 0 and r["uncached"] > 0 for r in rows)
     # The system prompt layout re-writes its whole prefix every turn.
     assert cost[("system_prompt", "5m")] > 2 * cost[("notification", "5m")]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_chart_needs_matplotlib_and_says_so_before_running(
+    tmp_path: Path,
+) -> None:
+    # A matplotlib that cannot be imported, found first on the path.
+    broken = tmp_path / "site" / "matplotlib"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    script = _script(tmp_path)
+    code, out, err = await run_cli(
+        "simulate", str(script), "--chart", str(tmp_path / "cost.png"),
+        PYTHONPATH=str(tmp_path / "site"),
+    )  # fmt: skip
+    assert code == 2
+    assert err.strip() == (
+        "frontmind: error: --chart needs matplotlib: pip install matplotlib "
+        "(or '.[bench]' in the clone)"
+    )
+    assert out == ""  # nothing was run: no table
+
+
+@pytest.mark.anyio
+async def test_the_chart_draws_the_policies_asked_for(tmp_path: Path) -> None:
+    script = parse_script(_script(tmp_path).read_text())[:4]
+    rows = [
+        (await simulate_run(script, layout="notification", policy=ttl))[0] for ttl in ("5m", "1h")
+    ]
+    path = tmp_path / "cost.png"
+    assert write_chart(rows, path) == ["5m", "1h"]
+    assert path.read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.anyio

@@ -101,6 +101,7 @@ async def test_idle_policy_keeps_full_collections_off_the_turn_path(
         gc.callbacks.remove(watch)
 
 
+@pytest.mark.slow
 async def test_the_daemon_keeps_full_collections_off_turns_unless_told_otherwise(
     tmp_path: Path,
 ) -> None:

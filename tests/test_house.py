@@ -165,6 +165,7 @@ EXPORTS = {
         "NotFound",
         "Page",
         "StorageError",
+        "SyncClient",
         "TextDelta",
         "ThinkingDelta",
         "Tool",

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from openapi_spec_validator import validate
@@ -27,17 +28,28 @@ from frontmind import (
     FrontmindError,
     InvalidInput,
     NotFound,
+    SyncClient,
     TextDelta,
     ToolStarted,
     TurnCompleted,
+    TurnEvent,
     TurnStarted,
 )
+from frontmind._exceptions import EdgeError
 from frontmind._wire import from_wire, to_wire
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._routes import ENDPOINTS, describe
-from storage import DEFAULT_USER, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import (
+    DEFAULT_USER,
+    ContinuumModel,
+    Message,
+    RawBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from tests._daemon import daemon
 from tests._harness import config
 
@@ -102,7 +114,10 @@ async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> Non
     assert "input" in schemas["ToolStarted"]["properties"]
     assert "input_json" not in schemas["ToolStarted"]["properties"]
     sse = spec["paths"]["/v1/continuums/{continuum_id}/turns"]["post"]["responses"]["200"]
-    names = set(sse["content"]["text/event-stream"]["schema"]["discriminator"]["mapping"])
+    # Text to a client that reads whole bodies; the events' schema rides beside it.
+    stream = sse["content"]["text/event-stream"]
+    assert stream["schema"]["type"] == "string"
+    names = set(stream["x-item-schema"]["discriminator"]["mapping"])
     assert names == {"turn.started", "thinking.delta", "text.delta", "tool.started",
                      "tool.finished", "turn.completed", "error"}  # fmt: skip
     async with served(tmp_path / "d") as (_, url), httpx2.AsyncClient(base_url=url) as http:
@@ -152,6 +167,81 @@ async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
         assert [d.label for d in await c.documents()] == ["notes"]
         await c.delete_document("notes")
         assert list(await c.documents()) == []
+
+
+async def test_client_sends_content_blocks_and_manages_settings_and_users(
+    tmp_path: Path,
+) -> None:
+    admin = "admin-token"
+    async with served(tmp_path, token=admin) as (fm, url), Client(url, token=admin) as c:
+        # A message of content blocks, as the library takes it: kept as sent.
+        document: dict[str, Any] = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Ferns like shade."},
+        }
+        blocks: list[dict[str, Any]] = [document, {"type": "text", "text": "What does it say?"}]
+        events = [e async for e in c.turn("ada", blocks)]
+        assert isinstance(events[-1], TurnCompleted)
+        (first, *_) = await c.history("ada")
+        assert [type(b).__name__ for b in first.content] == ["RawBlock", "TextBlock"]
+        assert first.content == (await fm.history("ada"))[0].content
+
+        own, effective = await c.model_settings("ada")
+        assert own == ContinuumModel()
+        assert effective.max_tokens == fm.config.model.max_tokens
+        own, effective = await c.set_model_settings("ada", max_tokens=2048)
+        assert (own.max_tokens, effective.max_tokens) == (2048, 2048)
+        assert await fm.model_settings("ada") == (own, effective)
+        with pytest.raises(InvalidInput, match="budget_tokens"):
+            await c.set_model_settings("ada", thinking="enabled", budget_tokens=4096)
+
+        assert await c.mcp_servers() == fm.mcp_servers() == []  # none configured
+        assert await c.offered_tools() == fm.offered_tools()
+        reload = await c.reload_tools()
+        assert (reload.added, reload.removed, reload.updated) == ((), (), ())
+        assert await c.jobs() == await fm.jobs() == []
+        with pytest.raises(InvalidInput, match="continuum id"):
+            await c.jobs("not an id")
+
+        token = await c.add_user("bob")
+        assert [u.name for u in await c.users()] == ["bob"]
+        async with Client(url, token=token) as bob:
+            await bob.remember("Bob keeps bees")
+            assert [m.text for m in await fm.user("bob").memories()] == ["Bob keeps bees"]
+            with pytest.raises(EdgeError, match="admin"):
+                await bob.users()
+
+
+async def test_the_sync_client_runs_turns_and_calls_from_a_plain_thread(tmp_path: Path) -> None:
+    def script(url: str) -> tuple[list[TurnEvent], list[str]]:
+        # No event loop in this thread: the blocking client runs its own.
+        with SyncClient(url) as c:
+            events = list(c.turn("ada", "remind me to water the plants in 10 minutes"))
+            texts = [r.text for r in c.reminders()]
+            with pytest.raises(NotFound):
+                c.complete_reminder(9999)
+        return events, texts
+
+    def leave_early(url: str) -> list[TurnEvent]:
+        with SyncClient(url) as c:
+            seen = []
+            for event in c.turn("ada", "and then?"):
+                seen.append(event)
+                break  # the model has not answered yet (30 s to its first token)
+        return seen
+
+    async with served(tmp_path / "quick") as (fm, url):
+        events, texts = await anyio.to_thread.run_sync(script, url)
+    assert isinstance(events[0], TurnStarted)
+    assert isinstance(events[-1], TurnCompleted)
+    assert any(isinstance(e, ToolStarted) for e in events)
+    assert texts == ["water the plants"]
+    async with served(tmp_path / "slow", ttft=30) as (fm, url):
+        early = await anyio.to_thread.run_sync(leave_early, url)
+    assert [type(e) for e in early] == [TurnStarted]
+    # The server finished every response before it stopped: the turn was cancelled.
+    async with Frontmind.open(tmp_path / "slow", offline=True) as fm:
+        assert [r.status for r in await fm.turns("ada")] == ["cancelled"]
 
 
 async def test_every_list_pages_with_a_cursor(tmp_path: Path) -> None:
@@ -311,6 +401,15 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
         lines = [json.loads(line) for line in (await d.read_stderr()).decode().splitlines()]
     access = [line for line in lines if line["logger"] == "frontmind.access"]
     assert any("POST /v1/continuums/ada/turns 200" in line["message"] for line in access)
+    # Each request's facts are fields of their own, the turn's id among them.
+    (posted,) = [line for line in access if line["method"] == "POST"]
+    assert posted["path"] == "/v1/continuums/ada/turns"
+    assert posted["status"] == 200
+    assert posted["user"] == "default"
+    started = events[0]
+    assert isinstance(started, TurnStarted)
+    assert posted["turn_id"] == started.turn_id
+    assert 0 < posted["duration_ms"] < 60_000
     for line in lines:
         assert datetime.fromisoformat(line["time"]).tzinfo is not None
         assert {"level", "message", "turn_id"} <= set(line)

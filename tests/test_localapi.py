@@ -4,6 +4,7 @@ a text block of N ASCII bytes is ceil(N / 4) + 3 tokens."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -550,3 +551,16 @@ async def test_entries_are_readable_only_once_the_writer_responds(
         assert [usage_of(r) for r in results] == [(13, 1103, 0), (13, 1103, 0)]
         later = await create(client, system=sys_blocks(), messages=conversation(1))
         assert usage_of(later) == (13, 0, 1103)
+
+
+async def test_serving_leaves_the_process_logging_alone(caplog: pytest.LogCaptureFixture) -> None:
+    """uvicorn's loggers are the process's: an application served by uvicorn that runs
+    the local API keeps its log level and its own lines; the local API's are dropped."""
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.setLevel(logging.INFO)
+    with caplog.at_level(logging.INFO, logger="uvicorn.error"):
+        async with LocalMessagesAPI():
+            uvicorn_log.info("the application's own line")
+        assert uvicorn_log.level == logging.INFO
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
+    assert lines == ["the application's own line"]

@@ -30,7 +30,7 @@ import pytest
 from frontmind.localapi import LocalMessagesAPI
 from frontmind.localapi._models import RETIRED
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.sdk_suite]
 
 SUITES = ("tests/api_resources/test_messages.py", "tests/api_resources/beta/test_messages.py")
 SUPPORT = (

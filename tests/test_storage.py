@@ -237,6 +237,7 @@ async def test_cancellation_at_any_moment_leaves_whole_turns_or_none(
     assert [m.seq for m in all_messages] == list(range(len(all_messages)))
 
 
+@pytest.mark.slow
 def test_kill_during_writes_never_corrupts_or_loses_commits(tmp_path: Path) -> None:
     path = tmp_path / "killed.db"
     rng = random.Random(2026)
@@ -428,6 +429,24 @@ async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> Non
     )
     assert len(await store.reminders(DEFAULT_USER, include_completed=True)) == 2
     assert len(await store.memories(DEFAULT_USER)) == 1
+
+
+async def test_a_staged_memory_that_replaces_one_updates_it_in_place(store: Store) -> None:
+    kept = await store.add_memory(DEFAULT_USER, "likes tea", importance=0.8)
+    other = await store.add_memory("alice", "likes tea", importance=0.1)
+    effects = (
+        add_memory_effect("likes green tea", 0.4, now=102.0, replaces=kept.id),
+        # Another user's memory is never touched, whatever id a turn names.
+        add_memory_effect("likes coffee", 0.9, now=102.0, replaces=other.id),
+    )
+    write = msgspec.structs.replace(turn("c1", "t1"), effects=effects)
+    assert await store.commit_turn(DEFAULT_USER, write)
+    mine = await store.memories(DEFAULT_USER)
+    assert [(m.id, m.text, m.importance) for m in mine] == [(kept.id, "likes green tea", 0.8)]
+    theirs = await store.memories("alice")
+    assert [(m.id, m.text, m.importance) for m in theirs] == [(other.id, "likes tea", 0.1)]
+    hits = await store.search_memories(DEFAULT_USER, "green", now=200.0)
+    assert [h.memory.id for h in hits] == [kept.id]
 
 
 # -- blocks carried as they came, and a continuum's model settings -----------------------

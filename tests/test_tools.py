@@ -17,7 +17,7 @@ import pytest
 import frontmind as fm_module
 from actors import TOOL_NAMES, Tool, ToolDefinitionError, input_schema
 from actors._tools import AddReminder, tool_definitions
-from frontmind import ConfigError, Frontmind, ToolFinished, ToolStarted, Turn, tool
+from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from tests._harness import completed, config, frontmind, run_turn
@@ -33,7 +33,7 @@ async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
         yield server, responder
 
 
-def schema(t: Tool) -> Any:
+def schema(t: Tool[..., Any]) -> Any:
     return msgspec.json.decode(t.definition.input_schema)
 
 
@@ -239,6 +239,7 @@ async def test_the_model_calls_a_user_tool(
         events = await run_turn(fm, "c1", "is A-1 in stock?")
         await run_turn(fm, "c1", "thanks")
         history = await fm.history("c1")
+        records = await fm.turns("c1")
     started = [e for e in events if isinstance(e, ToolStarted)]
     finished = [e for e in events if isinstance(e, ToolFinished)]
     assert [e.name for e in started] == ["lookup_stock", "shout"]
@@ -248,6 +249,10 @@ async def test_the_model_calls_a_user_tool(
     ]
     assert seen_turns == ["c1"]
     assert completed(events).model_calls == 2
+    # The two calls' replies read as two paragraphs, streamed and in the record alike.
+    assert completed(events).text == "Checking.\n\nSeven in stock."
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == completed(events).text
+    assert records[0].reply_text == completed(events).text
     bodies = api.message_bodies()
     assert len(bodies) == 3
     # The user's tools follow the built-in ones, and the list is byte-identical on every
@@ -395,3 +400,29 @@ def test_the_readme_tool_example_declares_a_tool() -> None:
     assert (stock.name, stock.timeout_s) == ("stock", 5)
     assert schema(stock)["required"] == ["sku"]
     assert "turn" not in schema(stock)["properties"]
+
+
+async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_path: Path) -> None:
+    """The offline model calls `remember` when asked plainly; the same memory said
+    again (word overlap, the rule the segment summaries follow) is updated in place."""
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        said: list[str] = []
+        for text in (
+            "Remember that I like green tea",
+            "Remember that I like green tea a lot",  # the same memory, said more fully
+            "Remember that I like green tea a lot",  # nothing new
+            "Remember that my sister lives in Bergen",  # another memory
+        ):
+            events = [e async for e in fm.turn("c1", text)]
+            said.extend(e.content for e in events if isinstance(e, ToolFinished))
+        memories = await fm.memories()
+    assert said[0] == "remembered (saved with this turn)"
+    first = [m for m in memories if "tea" in m.text]
+    assert len(first) == 1, memories
+    assert said[1] == f"updated memory #{first[0].id}, which said the same (saved with this turn)"
+    assert said[2] == "already remembered: nothing new to store"
+    assert said[3] == "remembered (saved with this turn)"
+    assert sorted(m.text for m in memories) == [
+        "I like green tea a lot",
+        "my sister lives in Bergen",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -56,7 +57,25 @@ async def test_a_turn_has_spans_for_compose_trinkets_model_calls_and_tools(
     assert {(s.attributes or {})["frontmind.section"] for s in trinkets} == {
         s.name for s in done.sections
     }
-    assert len(named(mine, "frontmind.model_call")) == done.model_calls == 2
+    calls = named(mine, "frontmind.model_call")
+    assert len(calls) == done.model_calls == 2
+    # Each call carries its tokens: input (all of it), read, written, uncached, output.
+
+    def tokens(call: ReadableSpan, key: str) -> int:
+        value = (call.attributes or {})[key]
+        assert isinstance(value, int)
+        return value
+
+    for key, total in (
+        ("gen_ai.usage.cache_read.input_tokens", done.usage.cache_read_input_tokens),
+        ("gen_ai.usage.cache_creation.input_tokens", done.usage.cache_creation_input_tokens),
+        ("frontmind.uncached_input_tokens", done.usage.input_tokens),
+        ("gen_ai.usage.input_tokens", done.usage.total_input),
+        ("gen_ai.usage.output_tokens", done.usage.output_tokens),
+    ):
+        assert sum(tokens(c, key) for c in calls) == total, key
+    assert tokens(calls[0], "gen_ai.usage.cache_creation.input_tokens") > 0  # the first write
+    assert tokens(calls[1], "gen_ai.usage.cache_read.input_tokens") > 0  # the loop reads it
     (tool,) = named(mine, "frontmind.tool")
     assert (tool.attributes or {})["frontmind.tool"] == "add_reminder"
     assert turn.context is not None
@@ -83,6 +102,7 @@ async def test_a_failed_turn_marks_its_span(tmp_path: Path, exporter: InMemorySp
     assert all(c.status.status_code == StatusCode.ERROR for c in calls)
 
 
+@pytest.mark.slow
 async def test_without_an_sdk_provider_the_hooks_record_nothing(tmp_path: Path) -> None:
     script = (
         "import sys; sys.modules['opentelemetry.sdk'] = None\n"
@@ -102,3 +122,69 @@ async def test_without_an_sdk_provider_the_hooks_record_nothing(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().strip() == "ok"
+
+
+@pytest.mark.slow
+async def test_serve_otel_exports_spans_over_otlp(tmp_path: Path) -> None:
+    """`frontmind serve --otel` sends its spans to the OTLP endpoint the standard
+    variables name, the model calls with their token counts."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from frontmind import Client
+    from frontmind.server._asgi import serve_app
+    from tests._daemon import daemon
+
+    received: list[ExportTraceServiceRequest] = []
+
+    async def traces(request: Request) -> Response:
+        export = ExportTraceServiceRequest()
+        export.ParseFromString(await request.body())
+        received.append(export)
+        return Response(b"", media_type="application/x-protobuf")
+
+    collector = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+    async with serve_app(collector) as served:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": served.url, "OTEL_SERVICE_NAME": "shop-agent"}
+        async with daemon(tmp_path, "--otel", **env) as d:
+            async with Client(d.url) as client:
+                events = [e async for e in client.turn("ada", "remind me to call Bo in 5 minutes")]
+            assert await d.stop() == 0  # the batch is flushed on the way out
+    done = events[-1]
+    assert isinstance(done, TurnCompleted)
+    spans = [
+        (resource.resource, span)
+        for export in received
+        for resource in export.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    services = {
+        a.value.string_value
+        for resource, _ in spans
+        for a in resource.attributes
+        if a.key == "service.name"
+    }
+    assert services == {"shop-agent"}
+
+    def attributes(span: Any) -> dict[str, int | str]:
+        return {a.key: a.value.string_value or a.value.int_value for a in span.attributes}
+
+    turn = [(s.name, attributes(s)) for _, s in spans]
+    turn = [(name, a) for name, a in turn if a.get("frontmind.turn_id") == done.turn_id]
+    names = [name for name, _ in turn]
+    assert names.count("frontmind.turn") == 1
+    assert names.count("frontmind.model_call") == done.model_calls == 2
+    calls = [a for name, a in turn if name == "frontmind.model_call"]
+    for key, total in (
+        ("gen_ai.usage.input_tokens", done.usage.total_input),
+        ("gen_ai.usage.cache_read.input_tokens", done.usage.cache_read_input_tokens),
+        ("gen_ai.usage.cache_creation.input_tokens", done.usage.cache_creation_input_tokens),
+        ("gen_ai.usage.output_tokens", done.usage.output_tokens),
+    ):
+        assert sum(int(a[key]) for a in calls) == total, key

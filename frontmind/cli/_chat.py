@@ -343,8 +343,8 @@ async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool)
 
 
 async def _plain(backend: ChatBackend, stdin: TextIO, out: _Out) -> None:
-    """No terminal: one message per line, no editing, no colour."""
-    out(PROMPT)
+    """No terminal: one message per line, no editing, no colour, and no prompts (no one
+    is there to read them; the output is the replies alone)."""
     while True:
         line = await anyio.to_thread.run_sync(stdin.readline)
         if not line:
@@ -352,7 +352,6 @@ async def _plain(backend: ChatBackend, stdin: TextIO, out: _Out) -> None:
         text = line.strip()
         if text and not await _handle(backend, text, out, interactive=False):
             return
-        out(PROMPT)
 
 
 def _session(history_file: Path | None, colour: bool) -> PromptSession[str]:

@@ -23,7 +23,7 @@ import msgspec
 from actors import FrontmindError
 from storage import DEFAULT_USER, SQLiteStorage, check_continuum_id
 
-from .._exceptions import EdgeError
+from .._exceptions import DataDirLocked, EdgeError
 from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from .._groups import unwrap_group
 from ..config import Config, default_data_dir, load_config
@@ -68,6 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
             announce=_announce_daemon,
             access_log=args.access_log,
             database=args.database,
+            otel=args.otel,
         )
     )
 
@@ -102,13 +103,24 @@ def cmd_chat(args: argparse.Namespace) -> None:
         )
 
 
+_ASK_THE_DAEMON = "; to ask the daemon that runs on it, pass --url (and --token)"
+
+
 def cmd_inspect(args: argparse.Namespace) -> None:
     from ._render import render_context
 
     async def main() -> None:
-        config = load_config(args.config, args.data_dir)
-        async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
-            request = await fm.user(args.user).context(args.continuum, args.message)
+        if args.url:
+            from ._remote import remote_context
+
+            request = await remote_context(args.url, args.token, args.continuum, args.message)
+        else:
+            config = load_config(args.config, args.data_dir)
+            try:
+                async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
+                    request = await fm.user(args.user).context(args.continuum, args.message)
+            except DataDirLocked as exc:
+                raise DataDirLocked(f"{exc}{_ASK_THE_DAEMON}") from None
         print(render_context(request))
 
     _run(main)
@@ -118,13 +130,19 @@ def cmd_stats(args: argparse.Namespace) -> None:
     from ._render import render_stats
 
     async def main() -> None:
-        path = args.data_dir / DATABASE_FILE
-        if not path.exists():
-            raise EdgeError(f"no Frontmind database in {args.data_dir}")
-        async with await SQLiteStorage.open(path) as storage:
-            records = await storage.turns(args.user, args.continuum, limit=100_000)
-            jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
-            waiting = await storage.count_memories_without_vectors()
+        waiting: int | None = None  # the daemon does not say: not shown
+        if args.url:
+            from ._remote import remote_records
+
+            records, jobs = await remote_records(args.url, args.token, args.continuum)
+        else:
+            path = args.data_dir / DATABASE_FILE
+            if not path.exists():
+                raise EdgeError(f"no Frontmind database in {args.data_dir}")
+            async with await SQLiteStorage.open(path) as storage:
+                records = await storage.turns(args.user, args.continuum, limit=100_000)
+                jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
+                waiting = await storage.count_memories_without_vectors()
         print(render_stats(records, jobs, waiting_vectors=waiting))
 
     _run(main)
@@ -133,8 +151,10 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import json
 
-    from ._simulate import load_script, render_table, run_simulation, write_chart
+    from ._simulate import chart_backend, load_script, render_table, run_simulation, write_chart
 
+    if args.chart is not None:
+        chart_backend()  # a missing matplotlib is said now, not after the replay
     script = load_script(args.script)
     config = load_config(args.config, Path(".")) if args.config else Config()
     if args.model:
@@ -276,6 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a PostgreSQL URL to share with other replicas (or FRONTMIND_DATABASE_URL;"
         " default: SQLite in the data dir)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="export spans with OpenTelemetry (the otel extra; OTEL_* variables configure it)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="run the offline demo conversation (both layouts)")
@@ -295,8 +320,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="in-process: use the local API")
     p.set_defaults(func=cmd_chat)
 
+    def daemon_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--url", default=None, help="ask a running daemon at this base URL (not the data dir)"
+        )
+        p.add_argument(
+            "--token",
+            default=None,
+            help="with --url: the bearer token; whose token it is says whose data (--user is "
+            "for the data dir)",
+        )
+
     p = sub.add_parser("inspect", help="print the context window of the next turn")
     data_options(p)
+    daemon_options(p)
     p.add_argument("--continuum", default="default", help="conversation id")
     p.add_argument("--message", default="(next message)", help="the next user message")
     p.add_argument("--user", default=DEFAULT_USER, help="whose continuum (default: default)")
@@ -304,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("stats", help="cache hit share, latencies and section misses")
     data_options(p)
+    daemon_options(p)
     p.add_argument("--continuum", default=None, help="one conversation (default: all)")
     p.add_argument("--user", default=DEFAULT_USER, help="whose turns (default: default)")
     p.set_defaults(func=cmd_stats)

@@ -34,7 +34,7 @@ import logging
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -48,6 +48,7 @@ from actors import (
     AnthropicModel,
     CacheView,
     FixedPolicy,
+    ModelRow,
     TtlPolicy,
     oracle_plan,
 )
@@ -78,6 +79,8 @@ __all__ = [
     "OraclePolicy",
     "Row",
     "ScriptTurn",
+    "TurnCost",
+    "chart_backend",
     "load_script",
     "parse_script",
     "run_simulation",
@@ -103,6 +106,37 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True):
 
 
 @dataclass
+class TurnCost:
+    """One turn of a run: its input by kind (its model calls together), and its cost."""
+
+    turn: int  # from 1
+    at: float  # POSIX seconds
+    cache_read: int
+    cache_write_5m: int
+    cache_write_1h: int
+    uncached: int
+    output_tokens: int
+    input_cost: float
+    ttl: TtlChoice | None  # the TTLs its breakpoints were written with, and why
+    cache_miss_reason: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "at": datetime.fromtimestamp(self.at, UTC).isoformat(),
+            "cache_read": self.cache_read,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "uncached": self.uncached,
+            "output_tokens": self.output_tokens,
+            "input_cost": round(self.input_cost, 2),
+            "ttl": None if self.ttl is None else [self.ttl.system, self.ttl.history],
+            "ttl_reason": None if self.ttl is None else self.ttl.reason,
+            "cache_miss_reason": self.cache_miss_reason,
+        }
+
+
+@dataclass
 class Row:
     """The totals of one run: a layout under a TTL policy."""
 
@@ -113,6 +147,10 @@ class Row:
     cache_write: int
     uncached: int
     avoidable_misses: int
+    # The writes by TTL: a 1h write costs 2x, a 5m one 1.25x, so two rows that read,
+    # write and leave uncached the same tokens can still cost differently.
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
     # The cache warm-ups sent between turns (adaptive+warm): their input is counted in
     # the totals above; their number and output tokens are reported here.
     warm_ups: int = 0
@@ -120,20 +158,27 @@ class Row:
     warm_output_tokens: int = 0
     per_turn_cost: list[float] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)  # each avoidable miss, explained
+    turns: list[TurnCost] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
-        return {
+    def as_json(self, *, turns: bool = True) -> dict[str, Any]:
+        body: dict[str, Any] = {
             "layout": self.layout,
             "ttl": self.ttl,
             "input_cost": round(self.input_cost, 2),
             "cache_read": self.cache_read,
             "cache_write": self.cache_write,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
             "uncached": self.uncached,
             "avoidable_misses": self.avoidable_misses,
             "warm_ups": self.warm_ups,
             "warm_cost": round(self.warm_cost, 2),
             "warm_output_tokens": self.warm_output_tokens,
         }
+        if turns:
+            # The warm-ups between turns are in the totals, not in any turn's row.
+            body["turns"] = [t.as_json() for t in self.turns]
+        return body
 
 
 # -- the script -----------------------------------------------------------------------------
@@ -427,16 +472,35 @@ async def simulate_run(
         cache_write=usage.cache_creation_input_tokens,
         uncached=usage.input_tokens,
         avoidable_misses=len(misses),
+        cache_write_5m=usage.cache_creation_5m,
+        cache_write_1h=usage.cache_creation_1h,
         warm_ups=warm_ups,
         warm_cost=input_cost(warm_usage, priced),
         warm_output_tokens=warm_usage.output_tokens,
         per_turn_cost=[input_cost(r.usage, priced) for r in records],
         misses=misses,
+        turns=[_turn_cost(n, r, priced) for n, r in enumerate(records, start=1)],
     )
     failed = [r for r in records if r.status != "completed"]
     if failed:
         raise EdgeError(f"{layout}/{policy}: turn {failed[0].turn_id} failed: {failed[0].error}")
     return row, records
+
+
+def _turn_cost(number: int, record: TurnRecord, priced: ModelRow | None) -> TurnCost:
+    u = record.usage
+    return TurnCost(
+        turn=number,
+        at=record.started_at,  # on the simulated clock: the script's time
+        cache_read=u.cache_read_input_tokens,
+        cache_write_5m=u.cache_creation_5m,
+        cache_write_1h=u.cache_creation_1h,
+        uncached=u.input_tokens,
+        output_tokens=u.output_tokens,
+        input_cost=input_cost(u, priced),
+        ttl=record.cache_ttl,
+        cache_miss_reason=record.cache_miss_reason,
+    )
 
 
 async def run_simulation(
@@ -476,13 +540,14 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
     lines = [
         f"{turns} turns; input cost in base-price tokens (uncached 1x, cache write 1.25x for "
         "5m and 2x for 1h, cache read 0.1x)",
-        f"{'layout':<15}{'ttl':<10}{'input cost':>12}{'read':>11}{'written':>10}"
-        f"{'uncached':>10}{'avoidable misses':>18}",
+        f"{'layout':<15}{'ttl':<14}{'input cost':>12}{'read':>11}{'written 5m':>12}"
+        f"{'written 1h':>12}{'uncached':>10}{'avoidable misses':>18}",
     ]
     for row in rows:
         lines.append(
-            f"{row.layout:<15}{row.ttl:<10}{row.input_cost:>12,.0f}{row.cache_read:>11,}"
-            f"{row.cache_write:>10,}{row.uncached:>10,}{row.avoidable_misses:>18}"
+            f"{row.layout:<15}{row.ttl:<14}{row.input_cost:>12,.0f}{row.cache_read:>11,}"
+            f"{row.cache_write_5m:>12,}{row.cache_write_1h:>12,}{row.uncached:>10,}"
+            f"{row.avoidable_misses:>18}"
         )
         if row.warm_ups:
             lines.append(
@@ -499,8 +564,9 @@ def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str
     return "\n".join(lines)
 
 
-def write_chart(rows: Sequence[Row], path: Path, policy: str = "adaptive") -> None:
-    """Input cost per turn, one line per layout, under one TTL policy."""
+def chart_backend() -> Any:
+    """matplotlib's pyplot, ready to draw to a file; checked before a run (`--chart`),
+    so a missing matplotlib is said at once, not after the whole replay."""
     try:
         import matplotlib
 
@@ -508,19 +574,35 @@ def write_chart(rows: Sequence[Row], path: Path, policy: str = "adaptive") -> No
         import matplotlib.pyplot as plt
     except ImportError:
         raise EdgeError(
-            "--chart needs matplotlib: pip install 'frontmind[bench]' (or matplotlib)"
+            "--chart needs matplotlib: pip install matplotlib (or '.[bench]' in the clone)"
         ) from None
-    chosen = [r for r in rows if r.ttl == policy] or list(rows)
+    return plt
+
+
+def write_chart(rows: Sequence[Row], path: Path) -> list[str]:
+    """Input cost per turn, one line per row given (each layout under each TTL policy
+    asked for); returns the lines' labels."""
+    plt = chart_backend()
     figure, axes = plt.subplots(figsize=(9, 4))
-    for row in chosen:
+    policies = sorted({r.ttl for r in rows})
+    layouts = sorted({r.layout for r in rows})
+    labels = []
+    for row in rows:
         turns = range(1, len(row.per_turn_cost) + 1)
-        axes.plot(turns, row.per_turn_cost, "-o", markersize=2.5, label=row.layout)
+        label = " · ".join(
+            part
+            for part, varies in ((row.layout, len(layouts) > 1), (row.ttl, len(policies) > 1))
+            if varies
+        )
+        labels.append(label or row.layout)
+        axes.plot(turns, row.per_turn_cost, "-o", markersize=2.5, label=labels[-1])
     axes.set_xlabel("turn")
     axes.set_ylabel("input cost (base-price tokens)")
     axes.set_yscale("log")
-    axes.set_title(f"Input cost per turn by layout ({chosen[0].ttl} TTL policy)")
+    axes.set_title(f"Input cost per turn ({', '.join(layouts)}; TTL policy {', '.join(policies)})")
     axes.legend(loc="upper left", fontsize=8)
     axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+    return labels

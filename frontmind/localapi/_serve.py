@@ -2,6 +2,11 @@
 
 The socket is bound before uvicorn starts, so port 0 works and the URL is known at once.
 Signals are left to the owner (uvicorn's handlers would re-raise SIGTERM after shutdown).
+Logging is left to the owner too: uvicorn's loggers are the whole process's, and a
+config with a log level would set theirs (an application served by uvicorn that opens
+Frontmind offline would lose its own "Uvicorn running on" lines). This server's own
+info lines are dropped by a filter that knows them by the task they come from; its
+warnings and errors pass.
 This is a test double's server: no connection limits or edge hardening, which belong to
 Frontmind's daemon (`frontmind.server`), not to a stand-in for Anthropic's API.
 """
@@ -9,14 +14,28 @@ Frontmind's daemon (`frontmind.server`), not to a stand-in for Anthropic's API.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 from collections.abc import AsyncIterator, Generator
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
 import uvicorn
 
 __all__ = ["serve_local"]
+
+_serving_local = ContextVar("frontmind_local_api_serving", default=False)
+
+
+class _QuietLocal(logging.Filter):
+    """Drops the info lines uvicorn logs for the local API (set in its serving task)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _serving_local.get()
+
+
+_quiet = _QuietLocal()
 
 
 class _Server(uvicorn.Server):
@@ -48,10 +67,16 @@ async def serve_local(app: Any, host: str, port: int) -> AsyncIterator[str]:
         raise
     bound = sock.getsockname()[1]
     url = f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"
-    config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False, ws="none")
+    config = uvicorn.Config(
+        app, lifespan="off", log_config=None, log_level=None, access_log=False, ws="none"
+    )
     server = _Server(config)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if _quiet not in uvicorn_log.filters:
+        uvicorn_log.addFilter(_quiet)
 
     async def run() -> None:
+        _serving_local.set(True)  # this task's context only
         try:
             await server.serve(sockets=[sock])
         finally:

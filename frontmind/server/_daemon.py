@@ -50,8 +50,9 @@ from ._routes import (
     not_found,
     unexpected,
 )
-from ._sse import PING_SECONDS, TurnStreams
+from ._sse import PING_SECONDS, TURN_KEY, TurnStreams
 from ._startup import freeze_startup_objects
+from ._tracing import setup_tracing
 
 __all__ = ["TurnStreams", "build_app", "serve"]
 
@@ -104,8 +105,8 @@ class UserAuth:
                 await response(scope, receive, send)
                 return
             user, admin = resolved
-            state = {**scope.get("state", {}), USER_KEY: user, ADMIN_KEY: admin}
-            scope = {**scope, "state": state}
+            # In the request's own state dict, which the access log reads afterwards.
+            scope.setdefault("state", {}).update({USER_KEY: user, ADMIN_KEY: admin})
         await self.app(scope, receive, send)
 
 
@@ -130,17 +131,30 @@ class Observed:
                 status = int(message["status"])
             await send(message)
 
+        state = scope.setdefault("state", {})  # filled by the layers inside
         try:
             await self.app(scope, receive, sending)
         finally:
             self.metrics.response(status)
             if self.access:
+                duration_ms = round((time.perf_counter() - started) * 1000, 1)
+                user = state.get(USER_KEY)
                 access_log.info(
-                    "%s %s %d %.1fms",
+                    "%s %s %d %.1fms user=%s",
                     scope["method"],
                     scope["path"],
                     status,
-                    (time.perf_counter() - started) * 1000,
+                    duration_ms,
+                    user or "-",
+                    # Fields of their own in the JSON log (frontmind/cli/_logs.py).
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "status": status,
+                        "duration_ms": duration_ms,
+                        "user": user,
+                        "turn_id": state.get(TURN_KEY),
+                    },
                 )
 
 
@@ -198,9 +212,42 @@ async def serve(
     token_file: Path | None = None,
     access_log: bool = False,
     database: str | None = None,
+    otel: bool = False,
 ) -> None:
     """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
     config = load_config(config_file, data_dir)
+    stop_tracing = setup_tracing(otel)  # --otel, or the standard OTEL_* variables
+    try:
+        await _serve(
+            config,
+            data_dir=data_dir,
+            host=host,
+            port=port,
+            offline=offline,
+            token=token,
+            announce=announce,
+            token_file=token_file,
+            access_log=access_log,
+            database=database,
+        )
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # the spans still batched are exported before the exit
+
+
+async def _serve(
+    config: Config,
+    *,
+    data_dir: Path,
+    host: str | None,
+    port: int | None,
+    offline: bool,
+    token: str | None,
+    announce: Callable[[str], None],
+    token_file: Path | None,
+    access_log: bool,
+    database: str | None,
+) -> None:
     if database is not None:  # --database wins over FRONTMIND_DATABASE_URL and the file
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=database)

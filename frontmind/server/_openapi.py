@@ -77,6 +77,7 @@ TAGS = {
     "documents": "The user's documents, which make up the system prompt.",
     "users": "Users and their tokens (admin token only).",
     "mcp": "The MCP servers whose tools the model is offered, and their reload.",
+    "jobs": "Background work: segment summaries, their state and the cost of their call.",
     "service": "Health, metrics and this description.",
 }
 
@@ -153,6 +154,23 @@ def _error_responses(statuses: tuple[int, ...]) -> dict[str, Any]:
     return out
 
 
+def _media(media: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A reply's media type object. A stream of server-sent events is text to a client
+    that reads whole bodies (a generated client hands it back as a string, rather than
+    failing to read it as one JSON value); the events' own schema, by their `event`
+    name, rides beside it as `x-item-schema` (OpenAPI 3.2's `itemSchema`, which a 3.1
+    description may carry only as an extension)."""
+    if media != "text/event-stream":
+        return {"schema": schema}
+    return {
+        "schema": {
+            "type": "string",
+            "description": "server-sent events; each event's `data` is one of x-item-schema",
+        },
+        "x-item-schema": schema,
+    }
+
+
 def openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
     """The OpenAPI 3.1 description of `endpoints`, as plain JSON values."""
     types = [ErrorBody, TurnEvent, ModelRequest]
@@ -193,7 +211,7 @@ def openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
             schema = by_type[op.reply]
             if op.alt is not None:
                 schema = {"oneOf": [schema, by_type[op.alt]]}
-            ok["content"] = {op.media: {"schema": schema}}
+            ok["content"] = {op.media: _media(op.media, schema)}
         entry["responses"] = {str(op.ok): ok, **_error_responses(op.statuses())}
         if op.auth == "public":
             entry["security"] = []  # no token needed

@@ -42,9 +42,11 @@ from .._wire import (
     ContinuumPage,
     DocumentBody,
     DocumentPage,
+    EmptyBody,
     ErrorBody,
     ErrorDetail,
     Health,
+    JobList,
     McpServers,
     MemoryBody,
     MemoryHitPage,
@@ -338,6 +340,12 @@ async def backup_store(request: Request) -> Response:
     return json_response(BackupDone(body.path, await _daemon(request).fm.backup(body.path)))
 
 
+async def list_jobs(request: Request) -> Response:
+    cid = request.query_params.get("continuum_id")
+    found = await _scoped(request).jobs(None if cid is None else check_continuum_id(cid))
+    return json_response(JobList(found))
+
+
 async def get_health(request: Request) -> Response:
     return json_response(Health("ok"))
 
@@ -498,6 +506,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "reminders",
         "Mark a reminder done.",
         reply=Reminder,
+        body=EmptyBody,
         params=(Param("reminder_id", "path", _INT),),
         errors=(400, 404),
     ),
@@ -652,7 +661,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         " continuum's next turn then writes its whole prefix once.",
         auth="admin",
         reply=ToolsReload,
+        body=EmptyBody,
         errors=(),
+    ),
+    Endpoint(
+        "GET",
+        "/v1/jobs",
+        list_jobs,
+        "listJobs",
+        "jobs",
+        "The background jobs (segment summaries) of the token's user, oldest first: their"
+        " state, tries, last error and the usage of their model call.",
+        reply=JobList,
+        params=(Param("continuum_id", "query", CONTINUUM.schema, "only this continuum's"),),
     ),
     Endpoint(
         "GET",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Generator
+from typing import Any
 
 import anyio
 import msgspec
@@ -23,7 +24,9 @@ from storage import error_type
 from .._wire import to_wire
 from ._metrics import Metrics
 
-__all__ = ["PING_SECONDS", "TurnEvents", "TurnStreams"]
+__all__ = ["PING_SECONDS", "TURN_KEY", "TurnEvents", "TurnStreams"]
+
+TURN_KEY = "frontmind_turn_id"  # in the request's state: the turn it ran (access log)
 
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
@@ -108,9 +111,11 @@ class TurnEvents(Response):
         self.ping_seconds = ping_seconds
         self.served = served
         self.turn_id: str | None = None
+        self.state: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         finished = relayed = False
+        self.state = scope.setdefault("state", {})  # the access log reads the turn id there
         with self.served.serving():
             try:
                 async with self.stream, anyio.create_task_group() as tg:
@@ -178,7 +183,7 @@ class TurnEvents(Response):
             try:
                 async for event in self.stream:
                     if isinstance(event, TurnStarted):
-                        self.turn_id = event.turn_id
+                        self.turn_id = self.state[TURN_KEY] = event.turn_id
                     await events.send(event)
             except KernelError as exc:
                 # A bug in the turn's actor (it is restarted): end with an error event

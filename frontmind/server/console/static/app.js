@@ -233,7 +233,7 @@ async function runTurn(id, text, transcript) {
     } else if (name === "text.delta") {
       reply.textContent += data.text;
     } else if (name === "tool.started") {
-      const line = h("div", { class: "tool running" }, `⚙ ${data.name} ${data.input_json}`);
+      const line = h("div", { class: "tool running" }, `⚙ ${data.name} ${JSON.stringify(data.input)}`);
       tools.set(data.id, line);
       reply.before(line);
     } else if (name === "tool.finished") {

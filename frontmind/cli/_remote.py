@@ -1,0 +1,47 @@
+"""`frontmind inspect --url` and `stats --url`: what they show, read from a running
+daemon through `frontmind.Client` instead of from the data directory (which the daemon
+holds). The token says whose data it is: a user's token reads that user's."""
+
+from __future__ import annotations
+
+from actors import ModelRequest
+from storage import Job, TurnRecord
+
+from .._client import Client
+
+__all__ = ["remote_context", "remote_records"]
+
+PAGE = 1000
+
+
+async def remote_context(
+    url: str, token: str | None, continuum_id: str, message: str
+) -> ModelRequest:
+    async with Client(url, token=token) as client:
+        return await client.context(continuum_id, message)
+
+
+async def remote_records(
+    url: str, token: str | None, continuum_id: str | None
+) -> tuple[list[TurnRecord], list[Job]]:
+    """Every turn record (of one continuum, or of all) in time order, and the jobs."""
+    async with Client(url, token=token) as client:
+        if continuum_id is not None:
+            ids = [continuum_id]
+        else:
+            ids = []
+            listed = await client.continuums(limit=PAGE)
+            while True:
+                ids.extend(c.id for c in listed)
+                if listed.next_cursor is None:
+                    break
+                listed = await client.continuums(limit=PAGE, cursor=listed.next_cursor)
+        records: list[TurnRecord] = []
+        for cid in ids:
+            # Pages run from the latest turns back; each page is in time order.
+            pages = [await client.turns(cid, PAGE)]
+            while pages[-1].next_cursor is not None:
+                pages.append(await client.turns(cid, PAGE, cursor=pages[-1].next_cursor))
+            records.extend(record for page in reversed(pages) for record in page)
+        records.sort(key=lambda r: r.started_at)
+        return records, await client.jobs(continuum_id)

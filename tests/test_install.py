@@ -1,0 +1,201 @@
+"""Installing and embedding Frontmind as a user does: from a clone into a fresh virtual
+environment, type-checked with `mypy --strict`, beside an application's own packages.
+
+Each test runs real processes (pip, mypy, the interpreter) on real files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests._daemon import ROOT, child_env
+
+pytestmark = pytest.mark.slow
+
+APP = '''\
+"""A small application embedding Frontmind, as its README shows."""
+
+from typing import Annotated
+
+import anyio
+import msgspec
+
+from frontmind import Frontmind, TextDelta, Turn, TurnCompleted, tool
+
+
+@tool(timeout_s=5)
+async def stock(
+    sku: Annotated[str, msgspec.Meta(description="The item's SKU.")], *, turn: Turn
+) -> dict[str, int]:
+    """How many of an item are in stock."""
+    return {"count": len(sku), "asked_at": int(turn.now)}
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
+
+async def main() -> None:
+    loud: str = shout("hello")
+    async with Frontmind.open("./data", offline=True, tools=[stock, shout]) as fm:
+        async for event in fm.turn("ada", loud):
+            if isinstance(event, TextDelta):
+                print(event.text, end="")
+            elif isinstance(event, TurnCompleted):
+                print(event.usage.cache_read_input_tokens)
+
+
+anyio.run(main)
+'''
+
+# The decorated function keeps its parameters and return type: misuse is caught.
+MISUSE = '''\
+from frontmind import tool
+
+
+@tool(timeout_s=1)
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
+
+count: int = shout("hello")
+shout(3)
+'''
+
+
+def _run(*command: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a command; an empty value in `env` removes that variable."""
+    environment = {k: v for k, v in child_env(**env).items() if v}
+    return subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_an_app_embedding_frontmind_passes_mypy_strict(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "misuse.py").write_text(MISUSE)
+    cache = f"--cache-dir={tmp_path / '.mypy_cache'}"
+    clean = _run(sys.executable, "-m", "mypy", "--strict", cache, "app.py", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    caught = _run(sys.executable, "-m", "mypy", "--strict", cache, "misuse.py", cwd=tmp_path)
+    assert caught.returncode == 1
+    errors = [line for line in caught.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2, caught.stdout
+    assert 'expression has type "str", variable has type "int"' in errors[0]
+    assert 'incompatible type "int"; expected "str"' in errors[1]
+
+
+def test_a_shadowing_package_fails_the_import_at_once_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "storage").mkdir()
+    (tmp_path / "storage" / "__init__.py").write_text("ROWS = []\n")
+    result = _run(sys.executable, "-c", "import frontmind", cwd=tmp_path)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    mine = tmp_path.resolve() / "storage" / "__init__.py"
+    theirs = ROOT / "storage" / "__init__.py"
+    assert last == (
+        f"ImportError: frontmind: the 'storage' package Python finds ({mine}) is not "
+        f"Frontmind's own ({theirs}): rename your 'storage' package, or run from a "
+        "directory that does not hold it, so that the two do not share one name"
+    )
+    # Elsewhere the same interpreter imports it as usual.
+    assert _run(sys.executable, "-c", "import frontmind", cwd=tmp_path / "storage").returncode == 0
+
+
+def test_python_m_frontmind_runs_from_the_clones_parent_directory(tmp_path: Path) -> None:
+    # The clone's folder is named `frontmind`, as `git clone` names it.
+    (tmp_path / "frontmind").symlink_to(ROOT, target_is_directory=True)
+    result = _run(sys.executable, "-m", "frontmind", "--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("frontmind ")
+
+
+def _clone(into: Path) -> Path:
+    """The checkout's files as a fresh clone has them (tracked and new, not ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    clone = into / "frontmind"
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = clone / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return clone
+
+
+def test_pip_install_from_a_clone_into_a_fresh_venv(tmp_path: Path) -> None:
+    """The README's install commands, as written there, into a new environment."""
+    readme = (ROOT / "README.md").read_text()
+    assert "\npip install . " in readme
+    assert "pip install '.[postgres,otel]'" in readme
+    assert "pip install 'frontmind[" not in readme  # Frontmind is not on a package index
+    clone = _clone(tmp_path)
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    home = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": os.environ.get("HOME", str(tmp_path))}
+
+    installed = _run(python, "-m", "pip", "install", "--quiet", ".", cwd=clone, **home)
+    assert installed.returncode == 0, installed.stderr
+    # From a directory holding none of the clone, the installed package is what runs.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    version = _run(env_dir / "bin" / "frontmind", "--version", cwd=elsewhere)
+    assert version.returncode == 0, version.stderr
+    probe = (
+        "import importlib.util, pathlib, frontmind.server\n"
+        "for name in ('frontmind', 'runtime', 'actors', 'storage'):\n"
+        "    spec = importlib.util.find_spec(name)\n"
+        "    folder = pathlib.Path(spec.origin).parent\n"
+        "    assert 'site-packages' in str(folder), folder\n"
+        "    assert (folder / 'py.typed').is_file(), name\n"
+        "static = pathlib.Path(frontmind.server.__file__).parent / 'console' / 'static'\n"
+        "assert (static / 'app.js').is_file()\n"
+        "assert (static.parent.parent.parent / 'models.toml').is_file()\n"
+        "print('ok')\n"
+    )
+    checked = _run(python, "-c", probe, cwd=elsewhere)
+    assert checked.stdout.strip() == "ok", checked.stderr
+    # From the clone's parent too: the installed package wins over the clone's folder.
+    from_parent = _run(python, "-m", "frontmind", "--version", cwd=tmp_path)
+    assert from_parent.returncode == 0, from_parent.stderr
+
+    extras = _run(python, "-m", "pip", "install", "--quiet", ".[postgres,otel]", cwd=clone, **home)
+    assert extras.returncode == 0, extras.stderr
+    both = _run(python, "-c", "import asyncpg, opentelemetry.sdk.trace; print('ok')", cwd=elsewhere)
+    assert both.stdout.strip() == "ok", both.stderr
+
+
+def test_a_run_names_the_suites_it_skipped_and_ci_fails_them_instead(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-chromium")
+    select = ("-m", "pytest", "tests/test_console.py", "-k", "phone", "-p", "no:cacheprovider")
+    skipped = _run(sys.executable, *select, cwd=ROOT, FRONTMIND_TEST_CHROMIUM=missing, CI="")
+    assert skipped.returncode == 0, skipped.stdout
+    summary = skipped.stdout.split("skipped suites")[1]
+    assert (
+        f"tests/test_console.py: 1 skipped: {missing} is missing (apt-get install chromium)"
+        in summary
+    )
+    failed = _run(sys.executable, *select, cwd=ROOT, FRONTMIND_TEST_CHROMIUM=missing, CI="true")
+    assert failed.returncode == 1
+    assert "the console tests need Chromium and Playwright in CI" in failed.stdout
