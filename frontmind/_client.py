@@ -349,7 +349,8 @@ class Client(_Closing):
 
     async def rotate_token(self, name: str) -> str:
         """Give the user a new token (returned, shown this once); the old one stops working."""
-        return from_wire(await self._call("POST", f"/v1/users/{name}/token"), UserCreated).token
+        body = await self._call("POST", f"/v1/users/{name}/token", json={})
+        return from_wire(body, UserCreated).token
 
     async def delete_user(self, name: str) -> UserForgotten:
         """Forget the user and every row of theirs; the rows deleted, by table."""

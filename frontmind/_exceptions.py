@@ -16,7 +16,9 @@ tree and checks this drawing, the types and the statuses)::
     │   ├── NotFound                  not_found               404  also a LookupError
     │   │   └── UnknownContinuum      not_found               404
     │   ├── UserExists                conflict                409
+    │   ├── ImportCollision           conflict                409
     │   ├── SchemaTooNew              storage_unavailable     503
+    │   ├── MigrationMismatch         storage_unavailable     503
     │   └── StorageUnavailable        storage_unavailable     503
     ├── Busy                          busy                    429
     ├── ShuttingDown                  shutting_down           503
@@ -88,6 +90,7 @@ from actors import (
 from runtime import KernelError
 from storage import (
     FrontmindError,
+    ImportCollision,
     InvalidInput,
     MessageTooLarge,
     NotFound,
@@ -184,6 +187,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     MessageTooLarge: 413,
     NotFound: 404,
     UserExists: 409,
+    ImportCollision: 409,  # an import that would overwrite stored rows
     Busy: 429,
     ShuttingDown: 503,
     McpUnavailable: 503,  # a required MCP server did not start (only ever at startup)

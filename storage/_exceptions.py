@@ -68,6 +68,8 @@ class UserExists(StorageError):
 class ImportCollision(StorageError):
     """An import met rows the store already has (the same user, continuum or id)."""
 
+    type = "conflict"
+
 
 class SchemaTooNew(StorageError):
     """The database was written by a newer Frontmind; opening it could corrupt it."""

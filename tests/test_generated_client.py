@@ -155,6 +155,17 @@ async def test_a_generated_client_calls_every_route(tmp_path: Path) -> None:
                 lambda r: None,
             ),
             ("listUsers", dict, lambda r: None),
+            (
+                "rotateUserToken",
+                lambda: {"name": "bob", "body": body("rotateUserToken", {})},
+                lambda r: None,
+            ),
+            (
+                "backupStore",
+                lambda: {"body": body("backupStore", {"path": str(tmp_path / "backup.db")})},
+                lambda r: None,
+            ),
+            ("deleteUser", lambda: {"name": "bob"}, lambda r: None),
             ("listJobs", lambda: {"continuum_id": "ada"}, lambda r: None),
             ("listMcpServers", dict, lambda r: None),
             ("reloadMcpTools", lambda: {"body": body("reloadMcpTools", {})}, lambda r: None),

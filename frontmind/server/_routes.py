@@ -623,6 +623,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         " the new token, shown this once.",
         auth="admin",
         reply=UserCreated,
+        body=EmptyBody,
         params=(USER,),
         errors=(400, 404),
     ),
