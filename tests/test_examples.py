@@ -110,6 +110,13 @@ async def test_assistant_says_so_when_no_daemon_answers() -> None:
     assert err.startswith("assistant: no Frontmind daemon answers at http://127.0.0.1:9")
 
 
+async def test_a_user_tool_and_an_mcp_servers_tool_run_offline() -> None:
+    code, out, err = await run_example("tools_and_mcp.py")
+    assert code == 0, err
+    assert '[stock] {"sku":"42"}\n  -> {"count":7}' in out
+    assert '[mcp__inventory__price] {"sku":"42"}\n  -> sku 42: 19.50 EUR' in out
+
+
 async def test_multi_user_service_on_postgresql(pg_server: PostgresServer) -> None:
     url = pg_server.new_database()
     code, out, err = await run_example("multi_user_postgres.py", FRONTMIND_DATABASE_URL=url)
