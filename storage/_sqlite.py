@@ -270,10 +270,15 @@ class SQLiteStorage(SQLStore):
             # serving): one step, so the copy is one consistent snapshot while turns
             # write (WAL: a reader never blocks the writer). Written aside, made durable,
             # then renamed: a file at `path` is always a whole backup.
+            # Both ends through DRIVER, the SQLite library the store's own connections
+            # use: where that is sqlean's, a connection of Python's sqlite3 is another
+            # copy of SQLite in this process, blind to the store's locks; closing it
+            # checkpointed and deleted the live WAL under the store's connections (a
+            # daemon backed up through the API died of SIGBUS, or lost its writes).
             partial.unlink(missing_ok=True)
-            source = sqlite3.connect(self.path)
+            source = DRIVER.connect(str(self.path))
             try:
-                target = sqlite3.connect(partial)
+                target = DRIVER.connect(str(partial))
                 try:
                     source.backup(target)
                 finally:
@@ -287,7 +292,7 @@ class SQLiteStorage(SQLStore):
 
         try:
             return await anyio.to_thread.run_sync(copy)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, DRIVER.Error) as exc:
             raise StorageUnavailable(f"the backup to {path} failed: {exc}") from exc
 
     @classmethod
