@@ -17,6 +17,12 @@ import msgspec
 
 from ._exceptions import SettingsError
 
+# The documented multipliers of a model's base input price (prompt caching, "Pricing"):
+# the defaults of a row that names none, and of the TTL policy before it knows the model.
+CACHE_WRITE_5M = 1.25
+CACHE_WRITE_1H = 2.0
+CACHE_READ = 0.1
+
 __all__ = [
     "CatalogFile",
     "MeetModel",
@@ -59,9 +65,9 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     min_cacheable: int = 1024
     input_price: float | None = None  # dollars per million tokens; None: not known
     output_price: float | None = None
-    cache_write_5m: float = 1.25  # multipliers of the input price
-    cache_write_1h: float = 2.0
-    cache_read: float = 0.1
+    cache_write_5m: float = CACHE_WRITE_5M  # multipliers of the input price
+    cache_write_1h: float = CACHE_WRITE_1H
+    cache_read: float = CACHE_READ
     image_input: bool = True
     pdf_input: bool = True
     context_management: frozenset[str] = frozenset()

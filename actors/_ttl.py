@@ -53,6 +53,8 @@ import msgspec
 
 from storage import TtlChoice, TurnRecord
 
+from ._catalog import CACHE_READ, CACHE_WRITE_1H, CACHE_WRITE_5M
+
 __all__ = [
     "CHOICES",
     "DISCOUNT",
@@ -83,8 +85,8 @@ __all__ = [
 
 Ttl = Literal["5m", "1h"]
 TTL_SECONDS: Final[dict[str, float]] = {"5m": 300.0, "1h": 3600.0}
-PRICE: Final[dict[str, float]] = {"5m": 1.25, "1h": 2.0}
-READ_PRICE: Final = 0.1
+PRICE: Final[dict[str, float]] = {"5m": CACHE_WRITE_5M, "1h": CACHE_WRITE_1H}
+READ_PRICE: Final = CACHE_READ
 # (system, history): never a 1h breakpoint after a 5m one.
 CHOICES: Final[tuple[tuple[Ttl, Ttl], ...]] = (("1h", "1h"), ("1h", "5m"), ("5m", "5m"))
 MAX_PAUSES: Final = 64  # the most recent pauses weigh in; older habits fade out
