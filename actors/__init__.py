@@ -104,7 +104,13 @@ from ._placement import (
 )
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder, prepare_embedder
-from ._server_tools import ServerTool, ServerToolSupport, no_server_tool_data, server_tools
+from ._server_tools import (
+    ServerTool,
+    ServerToolSupport,
+    catalog_support,
+    no_server_tool_data,
+    server_tools,
+)
 from ._settings import (
     CacheSettings,
     ComposerSettings,
@@ -238,6 +244,7 @@ __all__ = [
     "block_kind",
     "build_request",
     "builtin_trinkets",
+    "catalog_support",
     "check_mcp_servers",
     "check_model_choice",
     "check_user_tools",

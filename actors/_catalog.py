@@ -10,6 +10,7 @@ read from a row, never written in code. The file documents each field and its so
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal
 
@@ -24,6 +25,7 @@ CACHE_WRITE_1H = 2.0
 CACHE_READ = 0.1
 
 __all__ = [
+    "SERVER_TOOL_FAMILIES",
     "CatalogFile",
     "MeetModel",
     "ModelCatalog",
@@ -42,6 +44,17 @@ ThinkingDisplay = Literal["summarized", "omitted"]
 EffortLevel = Literal["low", "medium", "high", "xhigh", "max"]
 
 ALL_EFFORTS: tuple[EffortLevel, ...] = ("low", "medium", "high", "xhigh", "max")
+
+# The server tools Frontmind passes on; each `type` is one dated version of a family
+# (`web_search_20250305`). A row's `server_tools` names types, or a family for every
+# version of it (the permissive default: the API judges).
+SERVER_TOOL_FAMILIES = ("web_search", "web_fetch", "code_execution")
+_DATED = re.compile(r"(web_search|web_fetch|code_execution)_\d{8}")
+
+
+def server_tool_family(kind: str) -> str | None:
+    """`web_search_20250305` -> `web_search`; None for a type of no known family."""
+    return next((f for f in SERVER_TOOL_FAMILIES if kind == f or kind.startswith(f + "_")), None)
 
 
 class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -72,6 +85,11 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     pdf_input: bool = True
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()  # names, or "@group" in the file
+    server_tools: frozenset[str] = frozenset(SERVER_TOOL_FAMILIES)  # types or families
+    # Dollars per server tool request, beside the tokens ("Usage and pricing" of the web
+    # search and web fetch tools' pages: $10 per 1,000 searches; fetches cost only tokens).
+    web_search_price: float = 0.01
+    web_fetch_price: float = 0.0
     sources: dict[str, str] = {}
 
     @property
@@ -87,6 +105,15 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
             for refused, efforts in self.thinking_refused_at_effort.items()
         )
 
+    def takes_server_tool(self, kind: str) -> bool:
+        """Whether the model takes the server tool of this `type` (per the data)."""
+        family = server_tool_family(kind)
+        return kind in self.server_tools or (family is not None and family in self.server_tools)
+
+    def server_tools_of(self, family: str) -> list[str]:
+        """The row's entries of one family (a dated type, or the family itself)."""
+        return sorted(e for e in self.server_tools if server_tool_family(e) == family)
+
 
 class CatalogFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The shape of `models.toml`."""
@@ -94,6 +121,7 @@ class CatalogFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     schema: int
     references: dict[str, str] = {}
     thinking_groups: dict[str, tuple[str, ...]] = {}
+    server_tool_groups: dict[str, tuple[str, ...]] = {}
     retired: dict[str, str] = {}
     tool_prompt_tokens: dict[str, int] = {}  # read by the local API's token counts
     model: tuple[ModelRow, ...] = ()
@@ -128,6 +156,9 @@ class ModelPatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     pdf_input: bool | None = None
     context_management: frozenset[str] | None = None
     reads_thinking_of: frozenset[str] | None = None
+    server_tools: frozenset[str] | None = None
+    web_search_price: float | None = None
+    web_fetch_price: float | None = None
 
 
 def _base_name(name: str) -> str | None:
@@ -141,7 +172,18 @@ def _base_name(name: str) -> str | None:
 class ModelCatalog:
     """Rows by name (and alias), the retired names, and the lookups the actors need."""
 
-    def __init__(self, rows: Iterable[ModelRow], retired: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        rows: Iterable[ModelRow],
+        retired: Mapping[str, str] | None = None,
+        *,
+        references: Mapping[str, str] | None = None,
+        dynamic_server_tools: frozenset[str] = frozenset(),
+    ):
+        # What a row's source lines name (the file's [references]), and the server tool
+        # versions whose code calls the request's tools (the file's `dynamic` group).
+        self.references = dict(references or {})
+        self.dynamic_server_tools = dynamic_server_tools
         self._rows: dict[str, ModelRow] = {}
         self._ids: dict[str, str] = {}
         for row in rows:
@@ -193,7 +235,22 @@ class ModelCatalog:
         merged = dict(self._rows)
         for row in rows:
             merged[row.name] = row
-        return ModelCatalog(merged.values(), self._retired)
+        return ModelCatalog(
+            merged.values(),
+            self._retired,
+            references=self.references,
+            dynamic_server_tools=self.dynamic_server_tools,
+        )
+
+    def source(self, row: ModelRow, fact: str) -> str:
+        """The row's source line for a fact, with its reference's address ("" if none)."""
+        line = row.sources.get(fact, "")
+        key, _, note = line.partition(":")
+        where = self.references.get(key.strip())
+        if where is None:
+            return line
+        address = where.split()[0]  # a reference is its address, then what it says
+        return f"{note.strip()}: {address}" if note.strip() else address
 
 
 def decode_catalog(data: bytes | str) -> ModelCatalog:
@@ -208,6 +265,17 @@ def decode_catalog(data: bytes | str) -> ModelCatalog:
         raise SettingsError(f"models.toml: schema {raw.schema} is not known (1 is)")
     rows: list[ModelRow] = []
     for i, row in enumerate(raw.model):
+        where = f"models.toml: model[{i}] ({row.name})"
+        tools: set[str] = set()
+        for entry in row.server_tools:
+            if entry.startswith("@"):
+                members = raw.server_tool_groups.get(entry[1:])
+                if members is None:
+                    raise SettingsError(f"{where}.server_tools: no group {entry[1:]!r}")
+                tools.update(members)
+            else:
+                tools.add(entry)
+        row = msgspec.structs.replace(row, server_tools=frozenset(tools))
         readers: set[str] = set()
         for entry in row.reads_thinking_of:
             if entry.startswith("@"):
@@ -220,12 +288,13 @@ def decode_catalog(data: bytes | str) -> ModelCatalog:
             else:
                 readers.add(entry)
         readers.discard(row.name)
-        _check_row(row, f"models.toml: model[{i}] ({row.name})")
+        _check_row(row, where)
         rows.append(msgspec.structs.replace(row, reads_thinking_of=frozenset(readers)))
     names = [row.name for row in rows]
     if len(set(names)) != len(names):
         raise SettingsError("models.toml: a model name appears twice")
-    return ModelCatalog(rows, raw.retired)
+    dynamic = frozenset(raw.server_tool_groups.get("dynamic", ()))
+    return ModelCatalog(rows, raw.retired, references=raw.references, dynamic_server_tools=dynamic)
 
 
 _REQUIRED_NEW = ("context_window", "max_output")
@@ -270,7 +339,15 @@ def _check_row(row: ModelRow, where: str) -> None:
             f"{where}.max_output: {row.max_output} is more than the context window "
             f"({row.context_window})"
         )
-    for field in ("input_price", "output_price", "cache_write_5m", "cache_write_1h", "cache_read"):
+    for entry in sorted(row.server_tools):
+        if entry not in SERVER_TOOL_FAMILIES and not _DATED.fullmatch(entry):
+            raise SettingsError(
+                f"{where}.server_tools: {entry!r} is neither a server tool type "
+                f"(family_YYYYMMDD) nor a family ({', '.join(SERVER_TOOL_FAMILIES)})"
+            )
+    prices = ("input_price", "output_price", "cache_write_5m", "cache_write_1h", "cache_read",
+              "web_search_price", "web_fetch_price")  # fmt: skip
+    for field in prices:
         value = getattr(row, field)
         if value is not None and value < 0:
             raise SettingsError(f"{where}.{field}: must not be negative")
@@ -324,12 +401,43 @@ class ModelFacts(msgspec.Struct, frozen=True, kw_only=True):
     context_management: frozenset[str] | None = None
     image_input: bool | None = None
     pdf_input: bool | None = None
+    # capabilities.server_tools: family -> supported (web_search, code_execution; "true
+    # when the model supports at least one version of the tool, not necessarily every
+    # version"), and capabilities.code_execution: whether code the model runs may call
+    # the request's tools (the `dynamic` versions need it).
+    server_tools: dict[str, bool] | None = None
+    code_calls_tools: bool | None = None
 
 
-def row_from_facts(base: ModelRow | None, name: str, facts: ModelFacts) -> ModelRow:
+def _server_tools_from_facts(
+    row: ModelRow, facts: ModelFacts, dynamic: frozenset[str]
+) -> tuple[frozenset[str], list[str]]:
+    """The row's server tools once the Models API has answered, and what it changed."""
+    takes = set(row.server_tools)
+    said: list[str] = []
+    for family, supported in sorted((facts.server_tools or {}).items()):
+        mine = set(row.server_tools_of(family))
+        if not supported and mine:
+            takes -= mine
+            said.append(f"capabilities.server_tools.{family}.supported is false")
+        elif supported and not mine:
+            takes.add(family)  # some version: which one, the API judges
+    if facts.code_calls_tools is False and takes & dynamic:
+        takes -= dynamic
+        said.append(
+            "capabilities.code_execution.supported is false (no dynamic filtering or "
+            "programmatic tool calling)"
+        )
+    return frozenset(takes), said
+
+
+def row_from_facts(
+    base: ModelRow | None, name: str, facts: ModelFacts, dynamic: frozenset[str] = frozenset()
+) -> ModelRow:
     """The row a model runs with once the Models API has answered: its answer over the
     data's row (`base`; None for a model the data does not know, whose other facts take
-    the permissive defaults, the API judging)."""
+    the permissive defaults, the API judging). `dynamic`: the server tool versions that
+    need capabilities.code_execution (the catalog's `dynamic_server_tools`)."""
     given: dict[str, object] = {}
     if facts.max_input_tokens is not None:
         given["context_window"] = facts.max_input_tokens
@@ -357,4 +465,7 @@ def row_from_facts(base: ModelRow | None, name: str, facts: ModelFacts) -> Model
     if row.effort_default is not None and row.effort_default not in row.effort_levels:
         row = msgspec.structs.replace(row, effort_default=None)
     sources = {**row.sources, "models_api": f"GET /v1/models/{facts.id}"}
-    return msgspec.structs.replace(row, sources=sources)
+    takes, said = _server_tools_from_facts(row, facts, dynamic)
+    if said:
+        sources["server_tools"] = f"the Models API (GET /v1/models/{facts.id}): " + "; ".join(said)
+    return msgspec.structs.replace(row, server_tools=takes, sources=sources)

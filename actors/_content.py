@@ -15,6 +15,12 @@ Limits, from the API documentation (late 2026):
 - A request is at most 32 MB on the standard endpoints ("Request size limits",
   https://platform.claude.com/docs/en/api/overview#request-size-limits): one message
   may use at most that, less room for the rest of the request.
+
+A tool's result (a user tool's blocks, an MCP server's content) is held to a smaller
+share (`ResultBudget`): it rides in every later request of the conversation beside the
+user's own images and the other results, so one result takes at most
+`MAX_RESULT_IMAGES` images and `MAX_RESULT_BINARY_BYTES` of base64 images and
+documents; what is over is left out, and a text note in the result says so.
 """
 
 from __future__ import annotations
@@ -40,8 +46,12 @@ __all__ = [
     "IMAGE_MEDIA_TYPES",
     "MAX_IMAGES_PER_MESSAGE",
     "MAX_IMAGE_BYTES",
+    "MAX_RESULT_BINARY_BYTES",
+    "MAX_RESULT_IMAGES",
     "MAX_USER_CONTENT_BYTES",
+    "ResultBudget",
     "UserInput",
+    "budget_result_blocks",
     "user_content",
 ]
 
@@ -49,6 +59,10 @@ MAX_IMAGE_BYTES = 5 * 1024 * 1024  # per image, as base64 text
 MAX_IMAGES_PER_MESSAGE = 100
 MAX_USER_CONTENT_BYTES = 30 * 1024 * 1024  # of the 32 MB request: room for the rest
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+# One tool result's share: a fifth of the 100 images and a quarter of the 32 MB a request
+# may hold, so a few such results and the rest of the conversation still fit.
+MAX_RESULT_IMAGES = 20
+MAX_RESULT_BINARY_BYTES = 8 * 1024 * 1024  # base64 images and documents, summed
 _SOURCES = {
     "image": frozenset({"base64", "url", "file"}),
     "document": frozenset({"base64", "url", "file", "text", "content"}),
@@ -112,6 +126,68 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
             base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidInput(f"{where}.source.data: not valid base64") from None
+
+
+class ResultBudget:
+    """What of one tool result's images and documents fits (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.images = 0
+        self.size = 0
+        self.left_out: list[str] = []  # what was dropped, e.g. "an image (image/png)"
+
+    def admit(self, kind: str, size: int, label: str) -> bool:
+        """Whether a block of `kind` ("image" / "document"), `size` bytes of base64 (0 for
+        a URL or file source), fits; if not, it is counted as left out."""
+        images = self.images + (kind == "image")
+        if images > MAX_RESULT_IMAGES or self.size + size > MAX_RESULT_BINARY_BYTES:
+            self.left_out.append(label)
+            return False
+        self.images, self.size = images, self.size + size
+        return True
+
+    def note(self) -> str | None:
+        """The text saying what was left out (None: nothing)."""
+        if not self.left_out:
+            return None
+        shown = ", ".join(self.left_out[:5]) + (", ..." if len(self.left_out) > 5 else "")
+        return (
+            f"[left out: {len(self.left_out)} more images or documents ({shown}); one tool "
+            f"result holds at most {MAX_RESULT_IMAGES} images and "
+            f"{MAX_RESULT_BINARY_BYTES // (1024 * 1024)} MB of images and documents]"
+        )
+
+
+def budget_result_blocks(
+    blocks: Sequence[Mapping[str, Any] | msgspec.Raw],
+) -> list[Mapping[str, Any] | msgspec.Raw]:
+    """A tool's result blocks within `ResultBudget`: the images and documents over it
+    replaced by one text note at the end. Blocks it cannot read are left to
+    `user_content`'s checks."""
+    budget = ResultBudget()
+    kept: list[Mapping[str, Any] | msgspec.Raw] = []
+    for item in blocks:
+        fields: Any = item
+        if isinstance(item, msgspec.Raw):
+            try:
+                fields = msgspec.json.decode(bytes(item))
+            except msgspec.DecodeError:
+                fields = None
+        kind = fields.get("type") if isinstance(fields, Mapping) else None
+        if kind in ("image", "document"):
+            assert isinstance(fields, Mapping)
+            source = fields.get("source")
+            source = source if isinstance(source, Mapping) else {}
+            data = source.get("data") if source.get("type") == "base64" else None
+            size = len(data) if isinstance(data, str) else 0
+            media = source.get("media_type") or source.get("type") or "unknown"
+            if not budget.admit(kind, size, f"{'an' if kind == 'image' else 'a'} {kind} ({media})"):
+                continue
+        kept.append(item)
+    note = budget.note()
+    if note is not None:
+        kept.append({"type": "text", "text": note})
+    return kept
 
 
 def user_content(message: UserInput) -> tuple[tuple[ContentBlock, ...], str]:

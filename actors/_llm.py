@@ -301,6 +301,25 @@ def _supported(capability: Any) -> bool:
     return bool(getattr(capability, "supported", False))
 
 
+def _known(capability: Any) -> bool | None:
+    """A capability's `supported`, or None when the answer lacks the key."""
+    return None if capability is None else _supported(capability)
+
+
+def _server_tools(caps: Any) -> dict[str, bool] | None:
+    """capabilities.server_tools, per tool (web_search, code_execution; web fetch has no
+    key): a tool is supported only where the whole capability is."""
+    tools = getattr(caps, "server_tools", None)
+    if tools is None:
+        return None
+    found = {}
+    for family in ("web_search", "code_execution"):
+        each = _known(getattr(tools, family, None))
+        if each is not None:
+            found[family] = each and bool(getattr(tools, "supported", True))
+    return found
+
+
 def _facts(info: anthropic.types.ModelInfo) -> ModelFacts:
     """The Models API's answer as Frontmind keeps it (its `capabilities` read key by key:
     a key the answer lacks says nothing, and the data's fact stands)."""
@@ -337,6 +356,8 @@ def _facts(info: anthropic.types.ModelInfo) -> ModelFacts:
             "context_management": strategies,
             "image_input": _supported(caps.image_input),
             "pdf_input": _supported(caps.pdf_input),
+            "server_tools": _server_tools(caps),
+            "code_calls_tools": _known(getattr(caps, "code_execution", None)),
         },
         ModelFacts,
     )

@@ -5,8 +5,9 @@ An entry is checked at startup against the `anthropic` SDK's own definition of i
 `type` (the TypedDicts of `anthropic.types.ToolUnionParam`): an unknown type, an
 unknown key or a value of the wrong type fails with one line naming the entry. `name`
 may be left out (each server tool has one fixed name, which is filled in). Where the
-model's capabilities data says a model lacks a server tool, it is refused for that
-model (`ServerToolSupport`; the data lookup is injected, so the check follows the data).
+model data says a model lacks a server tool's type, the entry is refused for that model
+at settings time (`ServerToolSupport`, injected; `catalog_support` reads the catalog in
+force: models.toml's `server_tools`, with the Models API's `capabilities` over it).
 """
 
 from __future__ import annotations
@@ -18,27 +19,46 @@ from typing import Any
 
 import msgspec
 
+from ._catalog import SERVER_TOOL_FAMILIES, ModelCatalog, server_tool_family
 from ._exceptions import SettingsError, ToolDefinitionError
 
 __all__ = [
     "SERVER_TOOL_FAMILIES",
     "ServerTool",
     "ServerToolSupport",
+    "catalog_support",
     "check_server_tool_support",
     "no_server_tool_data",
     "server_tools",
 ]
 
-# The server tools Frontmind passes on; each `type` is one dated version of a family.
-SERVER_TOOL_FAMILIES = ("web_search", "web_fetch", "code_execution")
-
-# (model, family) -> why the model lacks it, or None when it has it (or nothing is known).
+# (model, server tool type) -> why the model lacks it, or None when it takes it (or
+# nothing is known of the model).
 ServerToolSupport = Callable[[str, str], "str | None"]
 
 
-def no_server_tool_data(model: str, family: str) -> str | None:
+def no_server_tool_data(model: str, kind: str) -> str | None:
     """Nothing known: the API judges."""
     return None
+
+
+def catalog_support(catalog: Callable[[], ModelCatalog]) -> ServerToolSupport:
+    """The model data's answer: the row of the catalog in force when asked (`catalog()`;
+    online, the Models API's answer is in it once the model was met). A model no row
+    knows: the API judges."""
+
+    def support(model: str, kind: str) -> str | None:
+        found = catalog()
+        row = found.lookup(model)
+        if row is None or row.takes_server_tool(kind):
+            return None
+        family = server_tool_family(kind) or kind
+        listed = row.server_tools_of(family)
+        has = f"only {', '.join(listed)} of {family}" if listed else f"no version of {family}"
+        source = found.source(row, "server_tools") or "the model data"
+        return f"it takes {has} ({source}); a [[models]] row with server_tools corrects the data"
+
+    return support
 
 
 class ServerTool(msgspec.Struct, frozen=True):
@@ -86,14 +106,15 @@ def server_tools(entries: Sequence[Mapping[str, Any]]) -> tuple[ServerTool, ...]
             types = ", ".join(sorted(known))
             raise ToolDefinitionError(f"{where}: type must be one of {types}; got {kind!r}")
         definition, family = known[kind]
-        allowed = set(definition.__annotations__)
+        if "cache_control" in entry:
+            raise ToolDefinitionError(f"{where}: Frontmind places the cache breakpoints itself")
+        # The SDK's keys but cache_control, which Frontmind sets itself.
+        allowed = set(definition.__annotations__) - {"cache_control"}
         unknown = sorted(set(entry) - allowed)
         if unknown:
             raise ToolDefinitionError(
                 f"{where}: unknown keys {unknown}; {kind} takes {sorted(allowed)}"
             )
-        if "cache_control" in entry:
-            raise ToolDefinitionError(f"{where}: Frontmind places the cache breakpoints itself")
         fields = dict(entry)
         name = _fixed_name(definition)
         if "name" not in fields and name is not None:
@@ -121,6 +142,6 @@ def check_server_tool_support(
 ) -> None:
     """Refuse a server tool the model lacks (per the capabilities data), naming both."""
     for tool in tools:
-        reason = support(model, tool.family)
+        reason = support(model, tool.type)
         if reason is not None:
             raise SettingsError(f"{where}: {model} does not take the {tool.type} tool: {reason}")

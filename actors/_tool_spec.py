@@ -22,7 +22,7 @@ import msgspec
 
 from storage import InvalidInput, MessageTooLarge, RawBlock
 
-from ._content import user_content
+from ._content import budget_result_blocks, user_content
 from ._exceptions import ToolDefinitionError
 from ._messages import Turn
 
@@ -65,14 +65,13 @@ class ToolOutcome(msgspec.Struct, frozen=True):
 
 def blocks_outcome(blocks: Sequence[Mapping[str, Any] | msgspec.Raw], name: str) -> ToolOutcome:
     """A result of content blocks, checked as a user message's blocks are (text, image,
-    document; the same limits); a bad block is an error result naming it."""
+    document; the same limits); a bad block is an error result naming it. Images and
+    documents over one result's share are left out, with a note (`ResultBudget`)."""
     try:
-        stored, text = user_content(blocks)
+        stored, text = user_content(budget_result_blocks(blocks))
     except (InvalidInput, MessageTooLarge) as exc:
         return ToolOutcome(f"{name} returned unusable content: {exc}", is_error=True)
-    parts = [
-        block.json if isinstance(block, RawBlock) else _block_json(block) for block in stored
-    ]
+    parts = [block.json if isinstance(block, RawBlock) else _block_json(block) for block in stored]
     return ToolOutcome(text, blocks_json="[" + ",".join(parts) + "]")
 
 

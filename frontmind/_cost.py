@@ -11,7 +11,18 @@ and the console (which shows the daemon's figures) all count cost here:
   its TTL's multiplier, a cache read the read multiplier (so figures compare across
   models of different prices);
 - in dollars, with the 5-minute and 1-hour writes split, where the model's price is
-  known.
+  known, and the server tools' requests (`usage.server_tool_use`) at the row's
+  `web_search_price` / `web_fetch_price` (models.toml; the web search page's "$10 per
+  1,000 searches, plus standard token costs", the web fetch page's "no additional
+  charges beyond standard token costs"), all in `total_usd`.
+
+Code execution is not priced. Its charge is container time beyond an organization's
+free hours (and nothing at all when web_search_20260209 / web_fetch_20260209 or later
+are in the request: the code execution page), and the usage reports no container time:
+`usage.server_tool_use` counts only web searches and web fetches, and a response's
+`container` carries its id and expiry, not how long it ran. What a turn's code
+execution costs cannot be told from what Frontmind is sent; the tokens it adds are
+counted as every token is.
 
 A usage whose cache writes are not split by TTL (older turn records) counts the unsplit
 remainder at the 5-minute price. Without a row (a model no data knows), the documented
@@ -29,12 +40,10 @@ from storage import TurnRecord, TurnUsage
 
 __all__ = [
     "NO_COST",
-    "SERVER_TOOL_PRICES",
     "Cost",
     "cost",
     "input_cost",
     "records_cost",
-    "server_tool_cost",
 ]
 
 _MILLION = 1_000_000
@@ -51,6 +60,7 @@ class Cost(msgspec.Struct, frozen=True, kw_only=True):
     write_1h_usd: float | None = None
     read_usd: float | None = None
     output_usd: float | None = None
+    server_tools_usd: float = 0.0  # web searches and fetches, beside the tokens
 
     @property
     def input_usd(self) -> float | None:
@@ -60,7 +70,9 @@ class Cost(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def total_usd(self) -> float | None:
         spent = self.input_usd
-        return None if spent is None or self.output_usd is None else spent + self.output_usd
+        if spent is None or self.output_usd is None:
+            return None
+        return spent + self.output_usd + self.server_tools_usd
 
     def __add__(self, other: Cost) -> Cost:
         def add(a: float | None, b: float | None) -> float | None:
@@ -73,6 +85,7 @@ class Cost(msgspec.Struct, frozen=True, kw_only=True):
             write_1h_usd=add(self.write_1h_usd, other.write_1h_usd),
             read_usd=add(self.read_usd, other.read_usd),
             output_usd=add(self.output_usd, other.output_usd),
+            server_tools_usd=self.server_tools_usd + other.server_tools_usd,
         )
 
 
@@ -92,8 +105,13 @@ def cost(usage: TurnUsage, row: ModelRow | None = None) -> Cost:
         "read": usage.cache_read_input_tokens * priced.cache_read,
     }
     base = sum(weighted.values())
+    # Per request, whatever the model's token prices (the row's, else the documented).
+    tools = (
+        usage.web_search_requests * priced.web_search_price
+        + usage.web_fetch_requests * priced.web_fetch_price
+    )
     if row is None or row.input_price is None:
-        return Cost(input_tokens=base)
+        return Cost(input_tokens=base, server_tools_usd=tools)
     dollars = row.input_price / _MILLION
     output = None if row.output_price is None else usage.output_tokens * row.output_price / _MILLION
     return Cost(
@@ -103,6 +121,7 @@ def cost(usage: TurnUsage, row: ModelRow | None = None) -> Cost:
         write_1h_usd=weighted["write_1h"] * dollars,
         read_usd=weighted["read"] * dollars,
         output_usd=output,
+        server_tools_usd=tools,
     )
 
 
@@ -117,16 +136,3 @@ def records_cost(records: Iterable[TurnRecord], catalog: ModelCatalog) -> Cost:
     for record in records:
         total += cost(record.usage, catalog.lookup(record.model))
     return total
-
-
-# Server tools billed per use, in dollars per request, beside the tokens their results
-# add: web search "$10 per 1,000 searches, plus standard token costs"
-# (https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool, "Usage
-# and pricing"); web fetch "no additional charges beyond standard token costs"
-# (.../tool-use/web-fetch-tool, "Usage and pricing").
-SERVER_TOOL_PRICES = {"web_search_requests": 10.0 / 1000, "web_fetch_requests": 0.0}
-
-
-def server_tool_cost(usage: TurnUsage) -> float:
-    """What the usage's server tool requests cost, in dollars."""
-    return sum(float(getattr(usage, field)) * price for field, price in SERVER_TOOL_PRICES.items())

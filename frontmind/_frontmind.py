@@ -46,10 +46,10 @@ from actors import (
     UserInput,
     as_tool,
     builtin_trinkets,
+    catalog_support,
     check_user_tools,
     estimate_tokens,
     mcp_servers,
-    no_server_tool_data,
     prepare_embedder,
     server_tools,
     validate_settings,
@@ -186,8 +186,9 @@ class Frontmind:
         simulate` passes its simulated clock), else tasks of this instance.
         `mcp`: MCP servers (`McpServer`s, or mappings with the keys of `[[mcp]]`), after
         the config's; they start now and stop with the instance, and a `required` one
-        that does not start makes `open` fail. `server_tool_support` answers whether a
-        model takes a server tool (the model data's answer; default: the API judges);
+        that does not start makes `open` fail. `server_tool_support(model, type)` answers
+        whether a model takes a server tool (None) or why not (default: the model data,
+        models.toml's `server_tools` with the Models API's capabilities over it);
         `mcp_policy` replaces the servers' restart policy.
         """
         try:
@@ -299,7 +300,10 @@ class Frontmind:
                 mcp=servers,
                 server_tools=offered_server_tools,
                 mcp_policy=mcp_policy,
-                server_tool_support=server_tool_support or no_server_tool_data,
+                # Default: the model data in force (the Models API's answer over the
+                # shipped rows, online), so a [[server_tool]] the model lacks is refused
+                # at settings time, before any model call.
+                server_tool_support=server_tool_support or catalog_support(lambda: models.catalog),
             )
             if runtime.mcp is not None:
                 # The servers start now (each one's first try is waited for) and stop

@@ -109,7 +109,7 @@ def models_api_meet(
                     )
                 facts = fresh
                 await storage.put_model_facts(name, msgspec.json.encode(facts), now)
-        row = row_from_facts(base.lookup(name), name, facts)
+        row = row_from_facts(base.lookup(name), name, facts, base.dynamic_server_tools)
         # The config's corrections stand over the API's answer.
         own = [p for p in corrections if p.name == row.name]
         if own:

@@ -9,6 +9,7 @@ FRONTMIND_DATA_DIR, FRONTMIND_DATABASE_URL (overrides `storage.url`).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -162,6 +163,28 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     server_tool: tuple[dict[str, Any], ...] = ()
 
 
+# An [[mcp]] or [[tool]] entry's error as their other checks name it, `[[mcp]] #1 (time)`,
+# not by msgspec's path `$.mcp[0]` (`[[models]]` rows keep `models[0]`, as theirs do);
+# the key naming an entry, per table.
+_ENTRY_PATH = re.compile(
+    r"(?P<what>.*) - at `\$\.(?P<table>mcp|tool)\[(?P<index>\d+)\](?P<rest>[^`]*)`"
+)
+_ENTRY_NAME = {"mcp": "name", "tool": "use"}
+
+
+def _located(message: str, text: bytes) -> str:
+    found = _ENTRY_PATH.fullmatch(message)
+    if found is None:
+        return message
+    table, index = found["table"], int(found["index"])
+    entries = msgspec.toml.decode(text).get(table)  # it decoded once already
+    entry = entries[index] if isinstance(entries, list) and index < len(entries) else {}
+    name = entry.get(_ENTRY_NAME[table]) if isinstance(entry, dict) else None
+    where = f"[[{table}]] #{index + 1}" + (f" ({name})" if isinstance(name, str) else "")
+    rest = found["rest"].removeprefix(".")
+    return f"{where}: {found['what']}" + (f" (at {rest})" if rest else "")
+
+
 def default_data_dir() -> Path:
     configured = os.environ.get("FRONTMIND_DATA_DIR")
     return Path(configured) if configured else Path.home() / ".frontmind"
@@ -177,10 +200,11 @@ def load_config(
     if path is not None and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     if candidate.is_file():
+        text = candidate.read_bytes()
         try:
-            config = msgspec.toml.decode(candidate.read_bytes(), type=Config)
+            config = msgspec.toml.decode(text, type=Config)
         except msgspec.ValidationError as exc:
-            raise ConfigError(f"{candidate}: {exc}") from None
+            raise ConfigError(f"{candidate}: {_located(str(exc), text)}") from None
         except msgspec.DecodeError as exc:
             raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
         # `use` modules are also looked for beside the config file (actors/_imports.py).

@@ -5,8 +5,9 @@
 stdio by default, streamable HTTP with `--http` (port 0: a free one; the URL is printed
 on stderr as `listening on URL`). Its tools cover what a client must survive: a plain
 answer, an error, an image, an embedded resource and a resource link, megabytes of text,
-a crash in the middle of a call, a call that never answers, a slow one, and a tool list
-that changes while connected. `--start crash` exits before answering the handshake;
+a crash in the middle of a call, a call that never answers, a slow one, a tool list
+that changes while connected, a gallery of many images, and (over HTTP) the headers a
+call arrived with. `--start crash` exits before answering the handshake;
 `--start hang` never answers it; `--start-when FILE` exits at start until FILE exists.
 """
 
@@ -99,6 +100,20 @@ async def hang() -> str:
 async def slow(seconds: float = 0.2) -> str:
     await anyio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool(description="Many pictures.")
+def gallery(count: int = 25) -> list[TextContent | ImageContent]:
+    return [
+        TextContent(text=f"{count} pictures:"),
+        *(ImageContent(data=PIXEL, mime_type="image/png") for _ in range(count)),
+    ]
+
+
+@server.tool(description="The HTTP headers this call arrived with (none on stdio).")
+def headers(ctx: Context) -> str:
+    found = ctx.headers or {}
+    return "\n".join(f"{k}: {v}" for k, v in sorted(found.items()) if k.startswith("x-"))
 
 
 def _extra() -> str:

@@ -9,7 +9,16 @@ from importlib import resources
 import msgspec
 import pytest
 
-from actors import ModelCatalog, ModelPatch, ModelRow, SettingsError, apply_patches, decode_catalog
+from actors import (
+    ModelCatalog,
+    ModelFacts,
+    ModelPatch,
+    ModelRow,
+    SettingsError,
+    apply_patches,
+    decode_catalog,
+    row_from_facts,
+)
 from frontmind._models import load_catalog, shipped_catalog
 from frontmind.localapi import MODELS
 from frontmind.localapi._models import MODELS_FILE, RETIRED, load_models
@@ -30,6 +39,7 @@ FACTS = (
     "media",
     "context_management",
     "reads_thinking_of",
+    "server_tools",
 )
 
 # The lineup the docs name (December 2026).
@@ -121,6 +131,7 @@ def test_product_and_local_api_agree_on_every_row() -> None:
         "pdf_input",
         "context_management",
         "reads_thinking_of",
+        "server_tools",
     ]
     for name, info in served.items():
         row = catalog.lookup(name)
@@ -128,6 +139,7 @@ def test_product_and_local_api_agree_on_every_row() -> None:
         assert info.canonical == row.name
         for field in shared:
             assert getattr(info, field) == getattr(row, field), (name, field)
+        assert info.dynamic_server_tools == catalog.dynamic_server_tools
 
 
 # The thinking table of ../shared/reference/anthropic-api-facts.md ("Troubleshooting
@@ -256,6 +268,64 @@ def test_a_bad_data_file_is_refused_with_its_path() -> None:
         )
     with pytest.raises(SettingsError, match="schema 2"):
         decode_catalog(b"schema = 2\n")
+
+
+# Which server tool versions each model takes (models.toml's server_tools, sourced from
+# each tool's page): every version from Claude 4.6 on; the basic ones on the 4.5 models.
+def test_server_tool_versions_follow_the_docs() -> None:
+    catalog = shipped_catalog()
+    dynamic = ("web_search_20260209", "web_fetch_20260318", "code_execution_20260120")
+    basic = ("web_search_20250305", "web_fetch_20250910", "code_execution_20250825")
+    for name in ("claude-opus-5-5", "claude-fable-5", "claude-opus-4-6", "claude-sonnet-4-6"):
+        row = catalog.lookup(name)
+        assert row is not None
+        assert all(row.takes_server_tool(kind) for kind in basic + dynamic), name
+        assert not row.takes_server_tool("code_execution_20250522"), name
+    for name in ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5"):
+        row = catalog.lookup(name)
+        assert row is not None
+        assert all(row.takes_server_tool(kind) for kind in basic), name
+        assert not any(row.takes_server_tool(kind) for kind in dynamic), name
+    assert catalog.dynamic_server_tools >= set(dynamic)
+    # Each family's versions are the SDK's (a row naming a type the SDK lacks is a typo).
+    from actors._server_tools import _definitions
+
+    named = {kind for row in catalog.rows() for kind in row.server_tools}
+    assert named <= set(_definitions())
+
+
+def test_the_models_api_capabilities_correct_the_server_tools() -> None:
+    catalog = shipped_catalog()
+    opus = catalog.lookup("claude-opus-4-8")
+    dynamic = catalog.dynamic_server_tools
+    no_search = ModelFacts(id="claude-opus-4-8", server_tools={"web_search": False})
+    row = row_from_facts(opus, "claude-opus-4-8", no_search, dynamic)
+    assert not row.takes_server_tool("web_search_20250305")
+    assert row.takes_server_tool("web_fetch_20260318")
+    assert "web_search.supported is false" in row.sources["server_tools"]
+    no_code = ModelFacts(id="claude-opus-4-8", code_calls_tools=False)
+    row = row_from_facts(opus, "claude-opus-4-8", no_code, dynamic)
+    assert not row.takes_server_tool("web_fetch_20260209")
+    assert row.takes_server_tool("web_fetch_20250910")
+    # A model the data lacks a version for, which the API says has the tool: the API judges.
+    haiku = catalog.lookup("claude-haiku-4-5")
+    assert haiku is not None
+    bare = msgspec.structs.replace(haiku, server_tools=frozenset({"web_fetch_20250910"}))
+    yes = ModelFacts(id="claude-haiku-4-5", server_tools={"web_search": True})
+    assert row_from_facts(bare, "claude-haiku-4-5", yes).takes_server_tool("web_search_20260209")
+
+
+def test_a_bad_server_tools_entry_is_refused() -> None:
+    head = b'schema = 1\n[[model]]\nname = "x"\ncontext_window = 10\nmax_output = 5\n'
+    with pytest.raises(SettingsError, match=r"server_tools: 'web_serch_20250305' is neither"):
+        decode_catalog(head + b'server_tools = ["web_serch_20250305"]\n')
+    with pytest.raises(SettingsError, match=r"model\[0\] \(x\)\.server_tools: no group 'nope'"):
+        decode_catalog(head + b'server_tools = ["@nope"]\n')
+    with pytest.raises(SettingsError, match=r"models\[0\]\.server_tools"):
+        apply_patches(
+            shipped_catalog(),
+            [ModelPatch(name="claude-opus-4-8", server_tools=frozenset({"bing"}))],
+        )
 
 
 def test_rows_round_trip_as_msgspec_structs() -> None:

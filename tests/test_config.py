@@ -192,3 +192,12 @@ def test_a_bad_models_row_in_the_config_names_its_key(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="max_tokens: must be from 1 to 8000"):
         load_config(None, tmp_path, environ={})
+
+
+def test_an_unknown_key_of_an_array_entry_names_the_entry(tmp_path: Path) -> None:
+    """As the entry's other checks name it (`[[tool]] #2 (use)`), not msgspec's path."""
+    (tmp_path / "frontmind.toml").write_text(
+        '[[tool]]\nuse = "a:b"\n\n[[tool]]\nuse = "tools:stock"\ncolour = "red"\n'
+    )
+    with pytest.raises(ConfigError, match=r": \[\[tool\]\] #2 \(tools:stock\): .*`colour`$"):
+        load_config(None, tmp_path, environ={})

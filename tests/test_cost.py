@@ -6,16 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx2
+import msgspec
 import pytest
 
 from frontmind._cost import cost, input_cost, records_cost
 from frontmind._models import shipped_catalog
 from frontmind.cli._render import render_stats
-from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyRawBlock, ReplyText, ScriptedResponder
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from storage import TurnUsage
-from tests._harness import completed, frontmind, run_turn
+from tests._harness import completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +55,26 @@ def test_each_model_is_priced_on_its_row() -> None:
     assert input_cost(USAGE, catalog.lookup("claude-fable-5-1")) == fable.input_tokens
 
 
+def test_server_tool_requests_are_in_the_total() -> None:
+    catalog = shipped_catalog()
+    sonnet = catalog.lookup("claude-sonnet-4-6")
+    searched = msgspec.structs.replace(USAGE, web_search_requests=3, web_fetch_requests=2)
+    spent, tokens = cost(searched, sonnet), cost(USAGE, sonnet)
+    # $10 per 1,000 searches; fetches cost only their tokens (the price table's figures).
+    assert spent.server_tools_usd == pytest.approx(0.03)
+    assert tokens.total_usd is not None
+    assert spent.total_usd == pytest.approx(tokens.total_usd + 0.03)
+    assert spent.input_usd == tokens.input_usd  # not input: beside it
+    assert (spent + spent).server_tools_usd == pytest.approx(0.06)
+    # A model without dollar prices has no total, though its searches are counted.
+    unknown = cost(searched, None)
+    assert unknown.total_usd is None
+    assert unknown.server_tools_usd == pytest.approx(0.03)
+    # A [[models]] row may correct the price, as any price.
+    dearer = msgspec.structs.replace(sonnet, web_search_price=0.02) if sonnet else None
+    assert cost(searched, dearer).server_tools_usd == pytest.approx(0.06)
+
+
 def test_older_records_without_a_split_count_writes_at_5m() -> None:
     old = TurnUsage(input_tokens=10, cache_creation_input_tokens=100)
     assert input_cost(old) == pytest.approx(10 + 125)
@@ -63,10 +84,16 @@ async def test_the_daemon_prices_turns_and_continuums_on_each_turn_s_model(
     tmp_path: Path,
 ) -> None:
     responder = ScriptedResponder()
-    responder.push("one", "two", "three")
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    searched = Reply(
+        (ReplyRawBlock({**search, "input": {"query": "x"}}), ReplyRawBlock(found), ReplyText("2"))
+    )
+    responder.push("one", searched, "three")
+    cfg = config(server_tool=[{"type": "web_search_20250305"}])
     async with (
         LocalMessagesAPI(responder=responder) as api,
-        frontmind(api, tmp_path) as fm,
+        frontmind(api, tmp_path, cfg=cfg) as fm,
         serve_app(build_app(fm)) as served,
         httpx2.AsyncClient(base_url=served.url, timeout=30) as client,
     ):
@@ -88,7 +115,9 @@ async def test_the_daemon_prices_turns_and_continuums_on_each_turn_s_model(
         assert wire["input_cost_tokens"] == pytest.approx(spent.input_tokens)
         assert wire["input_cost_usd"] == pytest.approx(spent.input_usd)
         assert wire["cost_usd"] == pytest.approx(spent.total_usd)
+    assert records[1].usage.web_search_requests == 1  # priced in its turn's cost_usd above
     total = records_cost(records, catalog)
+    assert total.server_tools_usd == pytest.approx(0.01)
     (summary,) = listed
     assert summary["input_cost_tokens"] == pytest.approx(total.input_tokens)
     assert summary["cost_usd"] == pytest.approx(total.total_usd)
@@ -97,3 +126,4 @@ async def test_the_daemon_prices_turns_and_continuums_on_each_turn_s_model(
     assert f"input {total.input_tokens:,.0f} base-price tokens" in stats
     assert total.input_usd is not None
     assert f"${total.input_usd:,.4f}" in stats
+    assert f"with output and server tools ${total.total_usd:,.4f}" in stats

@@ -439,6 +439,44 @@ async def test_usage_counts_server_tool_calls() -> None:
     assert reply.usage.server_tool_use.web_fetch_requests == 0
 
 
+async def test_a_server_tool_version_the_model_lacks_is_a_400(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    """models.toml's server_tools, as the product reads them: Haiku 4.5 takes the basic
+    web search, not the dynamic-filtering version; the Models API says so per family."""
+    dynamic: Any = [{"type": "web_search_20260209", "name": "web_search"}]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.create(
+            model="claude-haiku-4-5", max_tokens=64, messages=HI, tools=dynamic
+        )
+    body: Any = caught.value.body
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"] == (
+        "tools.0: the tool type 'web_search_20260209' is not supported by the model "
+        "'claude-haiku-4-5'"
+    )
+    # Refused before anything else: token counting answers the same.
+    with pytest.raises(anthropic.BadRequestError, match="web_search_20260209"):
+        await client.messages.count_tokens(model="claude-haiku-4-5", messages=HI, tools=dynamic)
+    basic: Any = [{"type": "web_search_20250305", "name": "web_search"}]
+    reply = await client.messages.create(
+        model="claude-haiku-4-5", max_tokens=64, messages=HI, tools=basic
+    )
+    assert reply.stop_reason == "end_turn"
+    ok = await client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=64, messages=HI, tools=dynamic
+    )
+    assert ok.stop_reason == "end_turn"
+    haiku = await client.models.retrieve("claude-haiku-4-5")
+    assert haiku.capabilities is not None
+    assert haiku.capabilities.server_tools.web_search.supported  # some version of it
+    assert not haiku.capabilities.code_execution.supported  # no dynamic filtering
+    sonnet = await client.models.retrieve("claude-sonnet-4-6")
+    assert sonnet.capabilities is not None
+    assert sonnet.capabilities.code_execution.supported
+
+
 async def test_counts_near_the_live_apis_published_figures(
     client: anthropic.AsyncAnthropic,
 ) -> None:

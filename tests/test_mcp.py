@@ -12,14 +12,17 @@ import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import msgspec
 import pytest
 
 from actors import McpUnavailable, ToolDefinitionError
+from actors._content import MAX_RESULT_IMAGES
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
 from frontmind.cli._render import render_context
 from frontmind.config import load_config
@@ -113,7 +116,10 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         # `frontmind inspect` says which tools came from which server.
         shown = render_context(await fm.context("ada", "hi"))
         assert "  [built-in] add_reminder, list_reminders" in shown
-        assert "  [mcp server t] chart, crash, echo, fail, files, flood, grow, hang, slow" in shown
+        assert (
+            "  [mcp server t] chart, crash, echo, fail, files, flood, gallery, grow, hang, "
+            "headers, slow" in shown
+        )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
         events = [e async for e in fm.turn("ada", "echo hi")]
@@ -138,7 +144,8 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
 ) -> None:
     api, responder = script
     server = stdio(timeout_s=2, max_result_chars=5000)
-    async with await opened(api, tmp_path, [server]) as fm:
+    rounds = config(tools={"max_iterations": 10})
+    async with await opened(api, tmp_path, [server], cfg=rounds) as fm:
         responder.extend(
             calls(
                 ("mcp__t__chart", {}),
@@ -148,6 +155,7 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
                 ("mcp__t__hang", {}),
                 ("mcp__t__nope", {}),
                 ("mcp__t__echo", {"text": 5}),
+                ("mcp__t__gallery", {"count": 25}),
             )
         )
         with anyio.fail_after(60):
@@ -164,8 +172,15 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
             "mcp__t__hang": True,
             "mcp__t__nope": True,  # not a tool the model was offered
             "mcp__t__echo": True,  # the server refused the argument's type
+            "mcp__t__gallery": False,
         }
         sent = results(responder)
+        # Images past one result's share are left out, with a note.
+        gallery = sent[7]
+        assert isinstance(gallery.content, list)
+        kinds = [type(p).__name__ for p in gallery.content]
+        assert kinds.count("ImageBlock") == MAX_RESULT_IMAGES
+        assert "[left out: 5 more images or documents" in result_text(gallery)
         chart, files, _, flood, hang = sent[:5]
         # An image is an image block of the tool_result.
         assert isinstance(chart.content, list)
@@ -280,12 +295,11 @@ async def test_a_required_server_that_does_not_start_refuses_the_start(
             pytest.fail("it started")
 
 
-async def test_a_streamable_http_server(
-    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
-) -> None:
-    api, responder = script
+@asynccontextmanager
+async def http_server(port: int = 0) -> AsyncIterator[tuple[anyio.abc.Process, str]]:
+    """The test server over streamable HTTP (port 0: a free one), and its URL."""
     async with await anyio.open_process(
-        [*SERVER, "--http", "0"], cwd=ROOT, stderr=subprocess.PIPE
+        [*SERVER, "--http", str(port)], cwd=ROOT, stderr=subprocess.PIPE
     ) as process:
         assert process.stderr is not None
         url, said = "", b""
@@ -294,15 +308,92 @@ async def test_a_streamable_http_server(
                 said += await process.stderr.receive()
                 found = re.search(rb"listening on (\S+)\n", said)
                 url = found.group(1).decode() if found else ""
-        server = {"name": "web", "url": url, "headers": {"x-test": "1"}, "startup_timeout_s": 20}
+        try:
+            yield process, url
+        finally:
+            if process.returncode is None:
+                process.terminate()
+
+
+def http(url: str, **options: Any) -> dict[str, Any]:
+    return {"name": "web", "url": url, "startup_timeout_s": 20, **options}
+
+
+def finished_call(events: Sequence[Any]) -> ToolFinished:
+    return next(e for e in events if isinstance(e, ToolFinished))
+
+
+async def test_a_streamable_http_server_gets_its_headers(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with http_server() as (_, url):
+        server = http(url, headers={"x-test": "1", "x-tenant": "acme"})
         with anyio.fail_after(60):
             async with await opened(api, tmp_path, [server]) as fm:
                 assert fm.mcp_servers()[0].transport == "http"
                 responder.extend(calls(("mcp__web__slow", {"seconds": 0.1})))
-                events = [e async for e in fm.turn("ada", "slowly")]
-                finished = next(e for e in events if isinstance(e, ToolFinished))
-                assert (finished.is_error, finished.content) == (False, "slept 0.1")
-        process.terminate()
+                slow = finished_call([e async for e in fm.turn("ada", "slowly")])
+                assert (slow.is_error, slow.content) == (False, "slept 0.1")
+                # The configured headers reach the server with every call.
+                responder.extend(calls(("mcp__web__headers", {})))
+                seen = finished_call([e async for e in fm.turn("ada", "your headers?")])
+                assert not seen.is_error
+                assert seen.content.splitlines() == ["x-tenant: acme", "x-test: 1"]
+
+
+async def test_an_http_server_killed_mid_call_then_restarted(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """The server's process dies during a call: that call is an error for the model (the
+    turn completes); once a server answers at the URL again, calls work again."""
+    api, responder = script
+    pid = re.compile(r"pid (\d+)")
+    async with http_server() as (first, url):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with anyio.fail_after(90):
+            async with await opened(api, tmp_path, [http(url, timeout_s=10)]) as fm:
+                responder.extend(calls(("mcp__web__echo", {"text": "a"}), ("mcp__web__crash", {})))
+                events = [e async for e in fm.turn("ada", "crash it")]
+                completed(events)
+                before, crashed = [e for e in events if isinstance(e, ToolFinished)]
+                assert not before.is_error
+                assert crashed.is_error
+                assert "MCP server 'web' stopped during the call" in crashed.content
+                await first.wait()
+                # Down: the next call is an error too, not a failed turn.
+                responder.extend(calls(("mcp__web__echo", {"text": "down"})))
+                down = [e async for e in fm.turn("ada", "anyone there?")]
+                completed(down)
+                assert finished_call(down).is_error
+                assert "'web' is not running" in finished_call(down).content
+                # The server comes back at the same URL: the link is made again.
+                async with http_server(port) as (_, again):
+                    assert again == url
+                    await fm.wait_mcp(lambda servers: servers[0].state == "running")
+                    responder.extend(calls(("mcp__web__echo", {"text": "b"})))
+                    echoed = finished_call([e async for e in fm.turn("ada", "echo again")])
+                    assert not echoed.is_error
+                    old, new = pid.search(before.content), pid.search(echoed.content)
+                    assert old is not None
+                    assert new is not None
+                    assert old.group(1) != new.group(1)
+
+
+async def test_an_http_server_that_hangs_times_out_and_still_serves(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with http_server() as (_, url):
+        with anyio.fail_after(60):
+            async with await opened(api, tmp_path, [http(url, timeout_s=1)]) as fm:
+                responder.extend(calls(("mcp__web__hang", {}), ("mcp__web__slow", {"seconds": 0})))
+                events = [e async for e in fm.turn("ada", "wait for it")]
+                completed(events)
+                hung, after = [e for e in events if isinstance(e, ToolFinished)]
+                assert hung.is_error
+                assert "timed out after 1s" in hung.content
+                assert (after.is_error, after.content) == (False, "slept 0.0")
 
 
 async def test_a_third_party_server_from_pypi(
@@ -333,7 +424,12 @@ async def test_a_third_party_server_from_pypi(
 @pytest.mark.parametrize(
     ("entry", "message"),
     [
-        ('name = "t"\ncommand = ["x"]\nport = 1', r"unknown field `port`.*mcp\[0\]"),
+        ('name = "t"\ncommand = ["x"]\nport = 1', r"\[\[mcp\]\] #1 \(t\): .*unknown field `port`$"),
+        (
+            'name = "t"\nurl = "http://x"\nheaders = {a = 1}',
+            r"#1 \(t\): Expected `str`.*\(at headers",
+        ),
+        ('name = "a__b"\ncommand = ["x"]', r"#1 \(a__b\): name 'a__b' may not hold '__'"),
         ('name = "t"', r"\[\[mcp\]\] #1 \(t\): give command .* or url"),
         ('name = "a b"\ncommand = ["x"]', r"\[\[mcp\]\] #1: name 'a b' must be 1-64"),
         ('name = "t"\nurl = "ftp://x"', r"\[\[mcp\]\] #1 \(t\): url must be http"),
@@ -358,7 +454,7 @@ async def test_library_mcp_entries_get_the_same_checks(tmp_path: Path) -> None:
     with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1 \(t\): give command"):
         async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t"}]):
             pass
-    with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1: .*unknown field `nope`"):
+    with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1 \(t\): .*unknown field `nope`"):
         async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t", "nope": 1}]):
             pass
 

@@ -231,3 +231,31 @@ async def test_offline_an_unknown_model_needs_a_config_row(tmp_path: Path) -> No
     async with Frontmind.open(tmp_path / "b", cfg, offline=True) as fm:
         with pytest.raises(InvalidModelSettings, match="from 1 to 8000"):
             await fm.set_model_settings("c1", max_tokens=9_000)
+
+
+async def test_the_models_api_s_capabilities_refuse_a_server_tool(tmp_path: Path) -> None:
+    """capabilities.server_tools.web_search false (say, an organization without web
+    search): a [[server_tool]] web search is refused at open, naming the answer; a model
+    whose answer says nothing of it keeps the data's versions."""
+    answers = dict(ANSWERS)
+    sonnet = json.loads(json.dumps(ANSWERS["claude-sonnet-4-6"]))
+    sonnet["capabilities"]["server_tools"] = {
+        "supported": False,
+        "web_search": _support(False),
+        "code_execution": _support(False),
+    }
+    answers["claude-sonnet-4-6"] = sonnet
+    search = config(server_tool=[{"type": "web_search_20250305"}])
+    async with models_api(answers) as api:
+        with pytest.raises(
+            SettingsError,
+            match=r"claude-sonnet-4-6 does not take the web_search_20250305 tool: it takes no "
+            r"version of web_search \(the Models API \(GET /v1/models/claude-sonnet-4-6\): "
+            r".*capabilities\.server_tools\.web_search\.supported is false",
+        ):
+            async with Frontmind.open(tmp_path, search, api_key="test-key", base_url=api.url):
+                pytest.fail("it started")
+        fetch = config(server_tool=[{"type": "web_fetch_20260209"}])  # no key for web fetch
+        async with Frontmind.open(tmp_path, fetch, api_key="test-key", base_url=api.url) as fm:
+            # Opus 4.6's answer says nothing of server tools: the data's rows stand.
+            await fm.set_model_settings("c1", model="claude-opus-4-6")

@@ -7,14 +7,17 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import msgspec
 import pytest
 
 from actors import InvalidModelSettings, SettingsError, ToolDefinitionError
+from actors._content import MAX_RESULT_BINARY_BYTES, MAX_RESULT_IMAGES, budget_result_blocks
 from frontmind import (
     ConfigError,
     Frontmind,
@@ -25,7 +28,8 @@ from frontmind import (
     TurnEvent,
     tool,
 )
-from frontmind._cost import server_tool_cost
+from frontmind._cost import cost
+from frontmind._models import shipped_catalog
 from frontmind._wire import from_wire, to_wire
 from frontmind.cli._render import render_context, render_stats
 from frontmind.config import load_config
@@ -39,6 +43,8 @@ from frontmind.localapi import (
     ToolResultBlock,
 )
 from frontmind.localapi._thinking import REDACTED_TRIGGER
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
 from frontmind.server._routes import describe
 from storage import ToolResultBlock as StoredResult
 from tests._harness import completed, config, frontmind
@@ -125,8 +131,17 @@ async def test_server_tool_use_is_recorded_per_turn_and_priced(
         assert (done.usage.web_search_requests, done.usage.web_fetch_requests) == (2, 0)
         records = await fm.turns("ada")
         assert records[-1].usage.web_search_requests == 2
-        assert server_tool_cost(records[-1].usage) == pytest.approx(0.02)
-        assert "2 web searches, 0 web fetches: $0.02" in render_stats(records)
+        # The searches are in the one cost figure: stats, the daemon's records, the console.
+        row = shipped_catalog().lookup(records[-1].model)
+        spent = cost(records[-1].usage, row)
+        assert spent.server_tools_usd == pytest.approx(0.02)
+        tokens_only = cost(msgspec.structs.replace(records[-1].usage, web_search_requests=0), row)
+        assert spent.total_usd is not None
+        assert tokens_only.total_usd is not None
+        assert spent.total_usd == pytest.approx(tokens_only.total_usd + 0.02)
+        stats = render_stats(records)
+        assert f"with output and server tools ${spent.total_usd:,.4f}" in stats
+        assert "2 web searches, 0 web fetches: $0.0200 (in the cost above)" in stats
         # The server tool's blocks are kept as they came.
         history = await fm.history("ada")
         kinds = [getattr(b, "kind", type(b).__name__) for b in history[-1].content]
@@ -179,8 +194,8 @@ async def test_a_user_tool_may_not_take_a_server_tools_or_an_mcp_name(tmp_path: 
 
 
 async def test_a_model_that_lacks_a_server_tool_is_refused(tmp_path: Path) -> None:
-    def support(model: str, family: str) -> str | None:
-        lacking = model == "claude-haiku-4-5" and family == "web_fetch"
+    def support(model: str, kind: str) -> str | None:
+        lacking = model == "claude-haiku-4-5" and kind.startswith("web_fetch_")
         return "the model data says it has no web fetch" if lacking else None
 
     cfg = config(server_tool=[{"type": "web_fetch_20250910"}])
@@ -191,6 +206,59 @@ async def test_a_model_that_lacks_a_server_tool_is_refused(tmp_path: Path) -> No
     with pytest.raises(SettingsError, match=r"\[\[server_tool\]\]: claude-haiku-4-5 does not"):
         async with Frontmind.open(tmp_path, haiku, offline=True, server_tool_support=support):
             pass
+
+
+async def test_the_model_data_refuses_a_server_tool_version_before_any_model_call(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """No injected lookup: models.toml's `server_tools` decide. Haiku 4.5 takes the basic
+    web search but not the dynamic-filtering version (the docs: Claude 4.6 and later)."""
+    api, responder = script
+    dynamic = {"type": "web_search_20260209"}
+    reason = (
+        r"claude-haiku-4-5 does not take the web_search_20260209 tool: it takes only "
+        r"web_search_20250305 of web_search \(.*tool-use/web-search-tool\)"
+    )
+    haiku = config(server_tool=[dynamic], model={"name": "claude-haiku-4-5"})
+    with pytest.raises(SettingsError, match=r"\[\[server_tool\]\]: " + reason):
+        async with frontmind(api, tmp_path / "haiku", cfg=haiku):
+            pytest.fail("it started")
+    # The config's model (Sonnet 4.6) takes it; a continuum moved to Haiku is refused, in
+    # the library and on the daemon's settings route (400, the error naming the docs).
+    async with (
+        frontmind(api, tmp_path / "sonnet", cfg=config(server_tool=[dynamic])) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        with pytest.raises(InvalidModelSettings, match="model: " + reason):
+            await fm.set_model_settings("ada", model="claude-haiku-4-5")
+        reply = await client.put("/v1/continuums/ada/settings", json={"model": "claude-haiku-4-5"})
+        assert reply.status_code == 400
+        assert re.search(reason, reply.json()["error"]["message"])
+        basic = await client.put("/v1/continuums/bo/settings", json={"model": "claude-opus-4-5"})
+        assert basic.status_code == 400  # Opus 4.5 neither: no dynamic filtering before 4.6
+        assert (await fm.model_settings("ada"))[1].name == "claude-sonnet-4-6"
+    assert responder.requests == []  # refused before any model call
+    # Where the data is wrong, a [[models]] row corrects it.
+    fixed = config(
+        server_tool=[dynamic],
+        model={"name": "claude-haiku-4-5"},
+        models=[{"name": "claude-haiku-4-5", "server_tools": ["web_search"]}],
+    )
+    async with frontmind(api, tmp_path / "fixed", cfg=fixed) as fm:
+        row = fm.models.lookup("claude-haiku-4-5")
+        assert row is not None
+        assert row.takes_server_tool("web_search_20260209")
+
+
+def test_a_server_tools_key_list_names_only_keys_it_takes(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text(
+        '[[server_tool]]\ntype = "web_search_20250305"\nx = 1\n'
+    )
+    with pytest.raises(ConfigError, match="unknown keys") as caught:
+        load_config(None, tmp_path)
+    assert "'max_uses'" in str(caught.value)
+    assert "cache_control" not in str(caught.value)
 
 
 # -- tools that return content blocks ---------------------------------------------------------
@@ -250,6 +318,52 @@ async def test_a_tool_returns_images_stored_and_replayed_byte_for_byte(
         )
 
 
+@tool
+def gallery(count: int) -> list[dict[str, Any]]:
+    """Pictures."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PIXEL},
+    }
+    return [{"type": "text", "text": f"{count} pictures:"}, *([image] * count)]
+
+
+async def test_a_tool_result_s_images_are_capped_with_a_note(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.extend([Reply((ReplyToolUse("gallery", {"count": 25}),)), Reply((ReplyText("ok"),))])
+    async with frontmind(api, tmp_path, tools=[gallery]) as fm:
+        events = [e async for e in fm.turn("ada", "show them all")]
+        finished = next(e for e in events if isinstance(e, ToolFinished))
+        assert not finished.is_error
+        assert finished.content.count("[image]") == MAX_RESULT_IMAGES
+        assert "[left out: 5 more images or documents (an image (image/png)" in finished.content
+        completed(events)
+    sent = responder.requests[-1].messages[-1].content
+    assert isinstance(sent, list)
+    (result,) = sent
+    assert isinstance(result, ToolResultBlock)
+    assert isinstance(result.content, list)
+    kinds = [type(part).__name__ for part in result.content]
+    assert kinds.count("ImageBlock") == MAX_RESULT_IMAGES
+    assert kinds[-1] == "TextBlock"
+
+
+def test_a_tool_result_s_binary_bytes_are_capped() -> None:
+    big = "A" * (3 * 1024 * 1024)  # 3 MB of base64 each: the third is over the 8 MB share
+    source = {"type": "base64", "media_type": "application/pdf", "data": big}
+    blocks: list[dict[str, Any]] = [{"type": "document", "source": source} for _ in range(3)]
+    kept = budget_result_blocks(blocks)
+    assert kept[:2] == blocks[:2]
+    note = kept[2]
+    assert isinstance(note, dict)
+    assert note["type"] == "text"
+    assert "1 more images or documents (a document (application/pdf))" in note["text"]
+    assert budget_result_blocks(blocks[:2]) == blocks[:2]  # within it: untouched
+    assert 2 * len(big) <= MAX_RESULT_BINARY_BYTES < 3 * len(big)
+
+
 # -- the offline model calls your own tools -------------------------------------------------
 
 
@@ -271,6 +385,27 @@ async def test_the_offline_model_calls_a_tool_the_message_names(tmp_path: Path) 
         # A message that names no tool calls none; the built-in phrases still work.
         plain = [e async for e in fm.turn("ada", "Good morning")]
         assert not [e for e in plain if isinstance(e, ToolStarted)]
+
+
+async def test_the_offline_model_reads_a_value_the_property_name_begins(tmp_path: Path) -> None:
+    @tool
+    def stock(sku: str) -> dict[str, int]:
+        """Units in stock."""
+        return {"count": 7 if sku == "SKU-9" else 0}
+
+    said = {
+        "check stock of SKU-9": "SKU-9",  # the whole word, never "-9"
+        "use the stock tool for sku 42": "42",
+        "stock: sku is A-1": "A-1",
+        "stock please, sku=B7.": "B7",
+    }
+    async with Frontmind.open(tmp_path, config(), offline=True, tools=[stock]) as fm:
+        for text, sku in said.items():
+            events = [e async for e in fm.turn("ada", text)]
+            started = next(e for e in events if isinstance(e, ToolStarted))
+            assert json.loads(started.input_json) == {"sku": sku}, text
+        finished = [e async for e in fm.turn("ada", "check stock of SKU-9")]
+        assert next(e for e in finished if isinstance(e, ToolFinished)).content == '{"count":7}'
 
 
 async def test_the_readme_tool_example_runs_the_tool_offline(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .._content import IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES
+from .._content import IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, ResultBudget
 from .._tool_spec import ToolOutcome
 
 __all__ = ["mcp_outcome"]
@@ -31,6 +31,7 @@ class _Parts:
         self.texts: list[str] = []
         self.left = budget
         self.cut = 0  # characters left out
+        self.binaries = ResultBudget()
 
     def text(self, text: str) -> None:
         if not text.strip():
@@ -51,6 +52,8 @@ class _Parts:
             self.text(
                 f"[{label}: {media}, {len(data)} bytes of base64, over the 5 MB the API takes]"
             )
+            return
+        if not self.binaries.admit(kind, len(data), f"{label} ({media})"):
             return
         self.texts.append(f"[{kind}]")
         source = {"type": "base64", "media_type": media, "data": data}
@@ -97,6 +100,10 @@ def mcp_outcome(result: Any, max_chars: int) -> ToolOutcome:
     structured = getattr(result, "structured_content", None)
     if not parts.blocks and structured is not None:
         parts.text(_encoder.encode(structured).decode())
+    left_out = parts.binaries.note()
+    if left_out is not None:
+        parts.left = max(parts.left, len(left_out))  # the note itself always fits
+        parts.text(left_out)
     if parts.cut:
         parts.left = len("[truncated: ]") + 200  # room for the note itself
         parts.text(

@@ -57,6 +57,12 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
             raise ToolDefinitionError(
                 f"{_where(index)}: name {server.name!r} must be 1-64 of A-Z a-z 0-9 _ -"
             )
+        if "__" in server.name:
+            # mcp__a__b__c could be server a's tool b__c or server a__b's tool c.
+            raise ToolDefinitionError(
+                f"{where}: name {server.name!r} may not hold '__' (its tools are named "
+                "mcp__{server}__{tool}, which would be ambiguous)"
+            )
         if server.name in seen:
             raise ToolDefinitionError(
                 f"{where}: another [[mcp]] entry has the name {server.name!r}"
@@ -97,6 +103,12 @@ def mcp_servers(given: Iterable[McpServer | Mapping[str, Any]]) -> tuple[McpServ
         try:
             servers.append(msgspec.convert(entry, McpServer))
         except msgspec.ValidationError as exc:
-            raise ToolDefinitionError(f"{_where(index)}: {exc}") from None
+            name = entry.get("name")
+            where = _where(index) + (f" ({name})" if isinstance(name, str) and name else "")
+            # msgspec's path (`- at `$.timeout_s``) as the config's errors give it.
+            what, _, path = str(exc).partition(" - at `$")
+            key = path.removesuffix("`").removeprefix(".")
+            message = what + (f" (at {key})" if key else "")
+            raise ToolDefinitionError(f"{where}: {message}") from None
     check_mcp_servers(servers)
     return tuple(servers)

@@ -23,7 +23,7 @@ from actors import (
 )
 from storage import Job, TurnRecord, TurnUsage
 
-from .._cost import NO_COST, cost, records_cost, server_tool_cost
+from .._cost import NO_COST, cost, records_cost
 from .._models import shipped_catalog
 
 __all__ = ["render_context", "render_stats", "tool_origins"]
@@ -207,9 +207,10 @@ def render_stats(
     if done:
         lines.append(f"mean compose    {statistics.fmean(r.compose_ms for r in done):.2f} ms")
         spent = records_cost(done, catalog)
+        tools = " and server tools" if spent.server_tools_usd else ""
         lines.append(
             f"cost            input {spent.input_tokens:,.0f} base-price tokens "
-            f"({_dollars(spent.input_usd)}), with output {_dollars(spent.total_usd)}"
+            f"({_dollars(spent.input_usd)}), with output{tools} {_dollars(spent.total_usd)}"
         )
     lines.append(
         "section misses  "
@@ -229,8 +230,8 @@ def render_stats(
     if used.web_search_requests or used.web_fetch_requests:
         lines.append(
             f"server tools    {used.web_search_requests} web searches, "
-            f"{used.web_fetch_requests} web fetches: ${server_tool_cost(used):.2f} "
-            "beside the tokens"
+            f"{used.web_fetch_requests} web fetches: "
+            f"${records_cost(done, catalog).server_tools_usd:.4f} (in the cost above)"
         )
     lines.extend(render_background(records, jobs, catalog))
     lines.extend(vectors)

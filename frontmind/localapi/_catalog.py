@@ -47,7 +47,8 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
         "capabilities": {
             "batch": _supported(True),
             "citations": _supported(True),
-            "code_execution": _supported(True),
+            # Code that calls the request's tools: dynamic filtering, programmatic calling.
+            "code_execution": _supported(bool(info.server_tools & info.dynamic_server_tools)),
             "context_management": {
                 "supported": bool(info.context_management),
                 **{s: _supported(s in info.context_management) for s in strategies},
@@ -61,10 +62,11 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
             },
             "image_input": _supported(info.image_input),
             "pdf_input": _supported(info.pdf_input),
+            # True when the model takes at least one version of the tool (the docs).
             "server_tools": {
-                "supported": True,
-                "code_execution": _supported(True),
-                "web_search": _supported(True),
+                "supported": info.takes_family("code_execution") or info.takes_family("web_search"),
+                "code_execution": _supported(info.takes_family("code_execution")),
+                "web_search": _supported(info.takes_family("web_search")),
             },
             "structured_outputs": _supported(True),
             "thinking": {

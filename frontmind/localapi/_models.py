@@ -22,6 +22,8 @@ MODELS_FILE = Path(__file__).resolve().parent.parent / "models.toml"
 
 _ALL_THINKING = frozenset({"adaptive", "enabled", "disabled"})
 _ALL_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+# A row's server_tools: dated types ("web_search_20250305"), or a family for every version.
+SERVER_TOOL_FAMILIES = ("web_search", "web_fetch", "code_execution")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +53,33 @@ class ModelInfo:
     pdf_input: bool = True
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()
+    server_tools: frozenset[str] = frozenset(SERVER_TOOL_FAMILIES)
+    dynamic_server_tools: frozenset[str] = frozenset()  # need capabilities.code_execution
     # the tool-use system prompt by tool_choice type (the file's [tool_prompt_tokens])
     tool_prompt_tokens: dict[str, int] = field(default_factory=dict)
     lifecycle: str = "active"
 
+    def server_tool_family(self, kind: str) -> str | None:
+        return next((f for f in SERVER_TOOL_FAMILIES if kind.startswith(f + "_")), None)
+
+    def takes_server_tool(self, kind: str) -> bool:
+        family = self.server_tool_family(kind)
+        return kind in self.server_tools or family in self.server_tools
+
+    def takes_family(self, family: str) -> bool:
+        """Some version of the family (the Models API's capabilities.server_tools)."""
+        return any(e == family or e.startswith(family + "_") for e in self.server_tools)
+
 
 def _info(
-    row: dict[str, Any], groups: dict[str, list[str]], tool_prompt: dict[str, int]
+    row: dict[str, Any],
+    groups: dict[str, list[str]],
+    tool_prompt: dict[str, int],
+    tool_groups: dict[str, list[str]],
 ) -> ModelInfo:
+    tools: set[str] = set()
+    for entry in row.get("server_tools", SERVER_TOOL_FAMILIES):
+        tools.update(tool_groups[entry[1:]] if entry.startswith("@") else [entry])
     readers: set[str] = set()
     for entry in row.get("reads_thinking_of", []):
         readers.update(groups[entry[1:]] if entry.startswith("@") else [entry])
@@ -93,6 +114,8 @@ def _info(
         pdf_input=row.get("pdf_input", True),
         context_management=frozenset(row.get("context_management", [])),
         reads_thinking_of=frozenset(readers),
+        server_tools=frozenset(tools),
+        dynamic_server_tools=frozenset(tool_groups.get("dynamic", [])),
         tool_prompt_tokens=dict(tool_prompt),
     )
 
@@ -103,7 +126,9 @@ def load_models(path: Path = MODELS_FILE) -> tuple[dict[str, ModelInfo], dict[st
     groups: dict[str, list[str]] = data.get("thinking_groups", {})
     served: dict[str, ModelInfo] = {}
     for row in data.get("model", []):
-        info = _info(row, groups, data.get("tool_prompt_tokens", {}))
+        info = _info(
+            row, groups, data.get("tool_prompt_tokens", {}), data.get("server_tool_groups", {})
+        )
         for name in (row["name"], *row.get("aliases", [])):
             served[name] = replace(info, name=name)
     retired: dict[str, str] = data.get("retired", {})

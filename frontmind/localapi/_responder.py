@@ -16,8 +16,9 @@ built-in tools, and that tool is offered in the request, it answers with `tool_u
 Any other tool offered in the request (your own, an MCP server's) is called when the
 user's message names it ("use the stock tool for sku 42", "call get_weather with city
 Oslo"): its arguments are drawn from the tool's input schema, each property from the
-words after its name in the message ("sku 42" gives `{"sku": "42"}`, typed as the schema
-says: integer, number, boolean or string), a required one not found from its default,
+words after its name in the message ("sku 42" gives `{"sku": "42"}`, "SKU-9" the whole
+word `{"sku": "SKU-9"}`; typed as the schema says: integer, number, boolean or string),
+a required one not found from its default,
 its first enum value, or a placeholder of its type. An MCP server's tool
 (`mcp__time__get_current_time`) is also named by its last part ("get current time").
 
@@ -232,6 +233,21 @@ def _spoken(name: str) -> str:
     return r"[\s_-]".join(re.escape(part) for part in re.split(r"[_-]+", name) if part)
 
 
+_VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;!?]+)"
+
+
+def _value_after(prop: str, text: str) -> str | None:
+    """The value the message gives a property: the word after its name ("sku 42", "sku:
+    42", "sku is 42"), or a word the name begins ("SKU-9", "sku#9": the whole word). The
+    name must end where a separator begins, so "SKU-9" never gives "-9"."""
+    spoken = _spoken(prop)
+    found = re.search(rf"\b{spoken}(?:\s*[=:]\s*|\s+is\s+|\s+){_VALUE}", text, re.I)
+    if found is not None:
+        return found.group(1).strip("\"'").rstrip(".")
+    joined = re.search(rf"\b({spoken}[-#][^\s,;!?]+)", text, re.I)
+    return joined.group(1).rstrip(".") if joined is not None else None
+
+
 def _named_tool_request(text: str, tools: Iterable[ToolDef]) -> ReplyToolUse | None:
     """A call of the first offered tool whose name the message says, arguments drawn
     from its schema."""
@@ -245,13 +261,8 @@ def _named_tool_request(text: str, tools: Iterable[ToolDef]) -> ReplyToolUse | N
         properties: dict[str, Any] = schema.get("properties") or {}
         arguments: dict[str, Any] = {}
         for prop, prop_schema in properties.items():
-            found = re.search(
-                rf"\b{_spoken(prop)}\b\s*(?:[=:]|is)?\s*(\"[^\"]*\"|'[^']*'|[^\s,;!?]+)",
-                text,
-                re.I,
-            )
-            if found is not None:
-                word = found.group(1).strip("\"'").rstrip(".")
+            word = _value_after(prop, text)
+            if word is not None:
                 arguments[prop] = _typed(word, prop_schema if isinstance(prop_schema, dict) else {})
         for prop in schema.get("required") or ():
             if prop not in arguments:
