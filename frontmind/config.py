@@ -46,6 +46,7 @@ from actors import (
 
 from ._exceptions import ConfigError
 from ._models import load_catalog
+from ._paths import default_data_dir
 
 # The public tier: every struct a `Config` is made of, and how to load one.
 __all__ = [
@@ -160,11 +161,6 @@ class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
     # `[[server_tool]]`: Anthropic's server tools, each as the API takes it (`type`, and
     # that type's options); checked against the `anthropic` SDK's definition of the type.
     server_tool: tuple[dict[str, Any], ...] = ()
-
-
-def default_data_dir() -> Path:
-    configured = os.environ.get("FRONTMIND_DATA_DIR")
-    return Path(configured) if configured else Path.home() / ".frontmind"
 
 
 def load_config(
