@@ -16,6 +16,8 @@ from typing import Literal
 
 import msgspec
 
+from storage import InvalidInput, check_model_name
+
 from ._exceptions import SettingsError
 
 # The documented multipliers of a model's base input price (prompt caching, "Pricing"):
@@ -382,6 +384,10 @@ class ModelSource:
         """The catalog once `name` has been looked up (once per process and name).
         The lookup may raise `SettingsError` (the Models API answered 404)."""
         if self._meet is not None and name and name not in self._met:
+            try:  # nothing that is no model name goes to the Models API (or its cache)
+                check_model_name(name)
+            except InvalidInput as exc:
+                raise SettingsError(str(exc)) from None
             row = await self._meet(name)
             self._met.add(name)
             if row is not None:

@@ -7,9 +7,8 @@ named by what the user can do about it.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anthropic
 import httpx2
 import msgspec
 
@@ -24,6 +23,12 @@ from ._exceptions import (
     ModelUnavailable,
 )
 from ._layout import ModelRequest
+
+if TYPE_CHECKING:
+    # Imported where it is used, not here: loading the SDK takes seconds of CPU, and a
+    # process that never calls the model (the `frontmind` command's `users`, `stats`,
+    # `--version`; anything importing `actors` for its types) should not pay for it.
+    import anthropic
 
 __all__ = [
     "AnthropicModel",
@@ -420,6 +425,8 @@ class AnthropicModel:
                 "no API key: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another "
                 "endpoint), or run offline with --offline"
             )
+        import anthropic
+
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
@@ -429,6 +436,8 @@ class AnthropicModel:
         await self._client.close()
 
     def _translate(self, exc: Exception, *, started: bool) -> ModelError:
+        import anthropic
+
         where = f"the Messages API at {self.base_url}"
         if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
             return ModelUnavailable(f"{where} refused the API key: check ANTHROPIC_API_KEY")
@@ -473,6 +482,8 @@ class AnthropicModel:
     async def model_facts(self, name: str) -> ModelFacts | None:
         """What `GET /v1/models/{id}` says of a model (the SDK's `models.retrieve`);
         None when the API answers 404 (unknown or retired for this key)."""
+        import anthropic
+
         try:
             info = await self._client.models.retrieve(name)
         except anthropic.NotFoundError:
@@ -482,6 +493,8 @@ class AnthropicModel:
         return _facts(info)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        import anthropic
+
         assembly = _Assembly()
         started = False
         try:

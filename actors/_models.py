@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from storage import ContinuumModel
+from storage import MIN_THINKING_BUDGET, ContinuumModel, InvalidInput, check_model_name, excerpt
 
 from ._catalog import ModelCatalog, ModelRow
 from ._exceptions import SettingsError
@@ -52,7 +52,6 @@ def choose_model(defaults: ModelSettings, own: ContinuumModel) -> ModelChoice:
     )
 
 
-MIN_THINKING_BUDGET = 1024
 # Frontmind's thinking setting -> the API's thinking.type.
 THINKING_TYPE = {"off": "disabled", "enabled": "enabled", "adaptive": "adaptive"}
 _EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -63,6 +62,10 @@ def known_row(catalog: ModelCatalog, name: str) -> ModelRow:
     answers 404), or unknown to Frontmind's data (and, online, to the Models API)."""
     if not name.strip():
         raise SettingsError("model: the model name is empty")
+    try:
+        check_model_name(name)
+    except InvalidInput as exc:
+        raise SettingsError(str(exc)) from None
     row = catalog.lookup(name)
     if row is not None:
         return row
@@ -73,7 +76,8 @@ def known_row(catalog: ModelCatalog, name: str) -> ModelRow:
             "(https://platform.claude.com/docs/en/about-claude/model-deprecations)"
         )
     raise SettingsError(
-        f"model: {name!r} is not a model Frontmind knows (known: {', '.join(catalog.names())}); "
+        f"model: {excerpt(name)!r} is not a model Frontmind knows "
+        f"(known: {', '.join(catalog.names())}); "
         "with an API key the Models API is asked first; offline, add it with a [[models]] "
         "row in the config"
     )

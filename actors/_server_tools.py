@@ -94,6 +94,8 @@ def _fixed_name(definition: type[Any]) -> str | None:
 
 def server_tools(entries: Sequence[Mapping[str, Any]]) -> tuple[ServerTool, ...]:
     """The config's `[[server_tool]]` entries, checked, in their order."""
+    if not entries:
+        return ()  # the SDK's definitions (seconds to import) are needed only to check some
     import pydantic
 
     tools: list[ServerTool] = []

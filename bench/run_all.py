@@ -15,6 +15,7 @@ SCRIPTS = (
     "load",
     "postgres",
     "summary_cost",
+    "cli_start",
 )
 
 

@@ -97,6 +97,7 @@ from storage import (
     StorageError,
     UserExists,
     error_type,
+    excerpt,
 )
 
 __all__ = [
@@ -213,6 +214,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     KernelError: 500,
 }
 
+
 # The other way, for `frontmind.Client`: the class raised for each type, the first (most
 # general) of the table's classes with that type, except where the one callers catch
 # is the edge's.
@@ -238,9 +240,17 @@ def wire_error(exc: BaseException) -> tuple[int, str]:
 
 
 INTERNAL_MESSAGE = "internal error (logged by the daemon)"
+# The longest message an error body carries. A message may quote a rejected input (a
+# decoder's "Invalid enum value '…'" quotes all of it): past this, its start and end
+# are kept, so no request is answered with the megabytes it sent. Frontmind's own
+# messages are shorter, and quote inputs as excerpts already.
+MAX_WIRE_MESSAGE = 1000
 
 
 def wire_message(exc: BaseException, status: int) -> str:
-    """What an error body says: the error's own message, but never a bug's or the
-    kernel's (a 500), whose details stay in the log."""
-    return INTERNAL_MESSAGE if status == 500 else str(exc) or error_type(exc)
+    """What an error body says: the error's own message (at most `MAX_WIRE_MESSAGE`
+    characters), but never a bug's or the kernel's (a 500), whose details stay in the
+    log."""
+    if status == 500:
+        return INTERNAL_MESSAGE
+    return excerpt(str(exc) or error_type(exc), MAX_WIRE_MESSAGE)

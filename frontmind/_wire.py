@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -24,6 +25,7 @@ import msgspec
 
 from actors import McpServerStatus, ModelChoice, ToolsReload
 from storage import (
+    MAX_ROW_ID,
     Continuum,
     ContinuumModel,
     Document,
@@ -34,6 +36,7 @@ from storage import (
     Reminder,
     TurnRecord,
     User,
+    excerpt,
 )
 
 from ._cost import Cost
@@ -47,6 +50,7 @@ __all__ = [
     "BackupDone",
     "ContinuumPage",
     "ContinuumSummary",
+    "CursorId",
     "DocumentBody",
     "DocumentPage",
     "EmptyBody",
@@ -279,17 +283,36 @@ def decode_body(body: bytes, type_: type[T]) -> T:
         raise BadBody(f"malformed JSON: {exc}") from None
 
 
+# What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last
+# item a page held, and a forged one must be refused here (400, naming the cursor), not
+# reach the store. An id or seq (`CursorId`) is a SQLite integer (signed 64-bit) and
+# never negative; a time (`tuple[float, str]`, with the id of its row) is a finite float
+# (JSON has no NaN or infinity, and msgspec refuses 1e999); a label is a `str`. The
+# cursor's own length bounds the strings.
+CursorId = Annotated[int, msgspec.Meta(ge=0, le=MAX_ROW_ID)]
+# What encode_cursor makes of the longest key (a 64-character id beside a time), with
+# room to spare.
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,512}")
+
+
 def encode_cursor(key: Any) -> str:
-    """An opaque cursor: the sort key of the last item a page held."""
+    """An opaque cursor: the sort key of the last item a page held, as unpadded
+    URL-safe base64 of its JSON."""
     return base64.urlsafe_b64encode(msgspec.json.encode(key)).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str, type_: type[K]) -> K:
+    """The key `cursor` holds, of `type_` (one of the Cursor* types above, whose ranges
+    are checked), or `BadBody`. Only what `encode_cursor` makes is read: its alphabet
+    (base64 decoding would skip any other character), its length."""
+    refused = BadBody(f"invalid cursor {excerpt(cursor)!r}: pass a next_cursor as given")
+    if not _CURSOR.fullmatch(cursor):
+        raise refused
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         return msgspec.json.decode(raw, type=type_)
     except (binascii.Error, ValueError, msgspec.DecodeError):
-        raise BadBody(f"invalid cursor {cursor[:40]!r}: pass a next_cursor as given") from None
+        raise refused from None
 
 
 # -- records both ways ----------------------------------------------------------------

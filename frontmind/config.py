@@ -47,6 +47,7 @@ from actors import (
 
 from ._exceptions import ConfigError
 from ._models import load_catalog
+from ._paths import default_data_dir
 
 # The public tier: every struct a `Config` is made of, and how to load one.
 __all__ = [
@@ -183,11 +184,6 @@ def _located(message: str, text: bytes) -> str:
     where = f"[[{table}]] #{index + 1}" + (f" ({name})" if isinstance(name, str) else "")
     rest = found["rest"].removeprefix(".")
     return f"{where}: {found['what']}" + (f" (at {rest})" if rest else "")
-
-
-def default_data_dir() -> Path:
-    configured = os.environ.get("FRONTMIND_DATA_DIR")
-    return Path(configured) if configured else Path.home() / ".frontmind"
 
 
 def load_config(

@@ -9,11 +9,17 @@ re-renders differently would break the prompt cache for every later turn.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from ._effects import Effect
+from ._validation import (
+    MAX_ROW_ID,
+    MIN_THINKING_BUDGET,
+    MODEL_NAME_PATTERN,
+    check_model_settings,
+)
 
 __all__ = [
     "ContentBlock",
@@ -190,17 +196,32 @@ class TurnWrite(msgspec.Struct, frozen=True):
 
 ThinkingMode = Literal["off", "enabled", "adaptive"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
+# The ranges `check_model_settings` holds the settings to, as their JSON schema says
+# them (for the OpenAPI description; the check itself gives the clearer message).
+_ModelName = Annotated[
+    str, msgspec.Meta(extra_json_schema={"pattern": f"^{MODEL_NAME_PATTERN}$", "maxLength": 256})
+]
+_MaxTokens = Annotated[int, msgspec.Meta(extra_json_schema={"minimum": 1, "maximum": MAX_ROW_ID})]
+_Budget = Annotated[
+    int, msgspec.Meta(extra_json_schema={"minimum": MIN_THINKING_BUDGET, "maximum": MAX_ROW_ID})
+]
 
 
 class ContinuumModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A continuum's own model settings; None means "the configured default"."""
+    """A continuum's own model settings; None means "the configured default".
 
-    model: str | None = None
+    Each value's own range is checked as the settings are made (a request body, a
+    library call), so no value the API would refuse is ever stored."""
+
+    model: _ModelName | None = None
     thinking: ThinkingMode | None = None
-    budget_tokens: int | None = None  # with thinking = "enabled"
-    max_tokens: int | None = None
+    budget_tokens: _Budget | None = None  # with thinking = "enabled"
+    max_tokens: _MaxTokens | None = None
     effort: Effort | None = None
     thinking_display: Literal["summarized", "omitted"] | None = None
+
+    def __post_init__(self) -> None:
+        check_model_settings(self.model, self.max_tokens, self.budget_tokens)
 
 
 class Continuum(msgspec.Struct, frozen=True):

@@ -186,6 +186,25 @@ _PUT_TURN = (
 _model_decoder = msgspec.json.Decoder(ContinuumModel)
 
 
+def _stored_model(raw: str | bytes) -> ContinuumModel:
+    """A continuum's stored settings. A row written before each value's range was
+    checked (`max_tokens` 0, a model name with a NUL) reads with such values unset (the
+    config's), as the refused value never took effect anyway, rather than failing every
+    read and turn of the continuum."""
+    try:
+        return _model_decoder.decode(raw)
+    except msgspec.ValidationError:
+        given = msgspec.json.decode(raw)
+    kept = {}
+    for key, value in given.items() if isinstance(given, dict) else ():
+        try:
+            msgspec.convert({key: value}, ContinuumModel)
+        except msgspec.ValidationError:
+            continue
+        kept[key] = value
+    return msgspec.convert(kept, ContinuumModel)
+
+
 Args = Sequence[Any]  # a statement's arguments, for its `?` marks in order
 
 
@@ -505,7 +524,7 @@ class SQLStore(ABC):
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
         where, args = _owned(user, continuum_id)
         rows = await self._read(f"SELECT settings FROM continuum_settings WHERE {where}", args)
-        return _model_decoder.decode(rows[0][0]) if rows else ContinuumModel()
+        return _stored_model(rows[0][0]) if rows else ContinuumModel()
 
     async def set_continuum_model(
         self, user: str, continuum_id: str, settings: ContinuumModel

@@ -17,14 +17,19 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "MAX_REMINDER_CHARS",
     "MAX_ROW_ID",
+    "MIN_THINKING_BUDGET",
+    "MODEL_NAME_PATTERN",
     "check_continuum_id",
     "check_instant",
     "check_label",
     "check_message",
+    "check_model_name",
+    "check_model_settings",
     "check_row_id",
     "check_text",
     "check_token_hash",
     "check_user_name",
+    "excerpt",
     "to_epoch",
 ]
 
@@ -35,6 +40,10 @@ MAX_DOCUMENT_CHARS = 100_000
 
 # SQLite integers are signed 64-bit: a larger id cannot even be bound to a query.
 MAX_ROW_ID = 2**63 - 1
+
+# "budget_tokens must be ≥1024" (the extended thinking docs,
+# https://platform.claude.com/docs/en/build-with-claude/extended-thinking).
+MIN_THINKING_BUDGET = 1024
 
 # The instants storage accepts: every one of them renders in every timezone (Python's
 # datetime stops at years 1 and 9999, and a zone offset of up to a day either side moves
@@ -49,15 +58,36 @@ _CONTINUUM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _USER_NAME = _CONTINUUM_ID  # no "/" or ":" either, so "user/continuum" names stay unambiguous
 _TOKEN_HASH = re.compile(r"[0-9a-f]{64}")
+# A model id as the Messages API and the Models API take them (`claude-opus-4-6`,
+# `claude-3-5-sonnet-v2@20241022`, `anthropic.claude-v2:1`): no "/" (it goes into the
+# Models API's path), no space or control character, at most 256 characters.
+MODEL_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,255}"
+_MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
 
 # The owner of everything when no users are configured (and of every row written before
 # users existed): a single-person setup never names a user at all.
 DEFAULT_USER = "default"
 
 
+def excerpt(text: str, limit: int = 40) -> str:
+    """`text`, or its start and end with the count of what was left out between: what an
+    error quotes of a rejected input (which may be megabytes), and the cap on an error's
+    message as the daemon sends it."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 3 // 4], text[len(text) - limit // 4 :]
+    return f"{head}…({len(text) - len(head) - len(tail)} more characters)…{tail}"
+
+
+def _quoted(value: object) -> str:
+    return repr(excerpt(value)) if isinstance(value, str) else excerpt(repr(value))
+
+
 def check_user_name(name: str) -> str:
     if not isinstance(name, str) or not _USER_NAME.fullmatch(name):
-        raise InvalidInput(f"user name {name!r} is malformed: use 1 to 64 of A-Z a-z 0-9 _ -")
+        raise InvalidInput(
+            f"user name {_quoted(name)} is malformed: use 1 to 64 of A-Z a-z 0-9 _ -"
+        )
     return name
 
 
@@ -71,7 +101,7 @@ def check_token_hash(token_hash: str) -> str:
 def check_continuum_id(continuum_id: str) -> str:
     if not isinstance(continuum_id, str) or not _CONTINUUM_ID.fullmatch(continuum_id):
         raise InvalidInput(
-            f"continuum id {continuum_id!r} is malformed: use 1 to 64 of A-Z a-z 0-9 _ -"
+            f"continuum id {_quoted(continuum_id)} is malformed: use 1 to 64 of A-Z a-z 0-9 _ -"
         )
     return continuum_id
 
@@ -79,7 +109,7 @@ def check_continuum_id(continuum_id: str) -> str:
 def check_label(label: str) -> str:
     if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise InvalidInput(
-            f"document label {label!r} is malformed: use 1 to 64 of A-Z a-z 0-9 _ . -"
+            f"document label {_quoted(label)} is malformed: use 1 to 64 of A-Z a-z 0-9 _ . -"
         )
     return label
 
@@ -108,6 +138,36 @@ def check_row_id(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROW_ID:
         raise InvalidInput(f"{what} must be an integer from 1 to {MAX_ROW_ID}, not {value!r}")
     return value
+
+
+def check_model_name(name: str) -> str:
+    """A model id safe to store, look up and send; a known model is the catalog's call."""
+    if not isinstance(name, str) or not _MODEL_NAME.fullmatch(name):
+        raise InvalidInput(
+            f"model: {_quoted(name)} is not a model name: use 1 to 256 of A-Z a-z 0-9 . _ - : @,"
+            " starting with a letter or digit"
+        )
+    return name
+
+
+def _count(value: int | None, what: str, lowest: int) -> None:
+    if value is not None and not lowest <= value <= MAX_ROW_ID:
+        raise InvalidInput(
+            f"{what}: must be at least {lowest} (and at most {MAX_ROW_ID}), got {_quoted(value)}"
+        )
+
+
+def check_model_settings(
+    model: str | None, max_tokens: int | None, budget_tokens: int | None
+) -> None:
+    """The ranges a continuum's own model settings have whatever the model: each value as
+    given (before the config's fill the gaps), whatever the thinking mode, so that
+    nothing stored is one the API refuses. The model's own limits (its maximum output,
+    a budget below max_tokens) are the actors' check against the model data."""
+    if model is not None:
+        check_model_name(model)
+    _count(max_tokens, "max_tokens", 1)
+    _count(budget_tokens, "budget_tokens", MIN_THINKING_BUDGET)
 
 
 def check_instant(epoch: float, what: str) -> float:

@@ -7,10 +7,16 @@ answered below 500, and every error with a JSON `{"error": {"type", "message"}}`
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Case", "RouteInfo", "corpus"]
+__all__ = ["PAGED", "Case", "RouteInfo", "corpus"]
+
+# The continuum the cursor cases page through: the test gives it a turn before the
+# corpus runs (and no case deletes it), so a forged cursor meets a real continuum's
+# messages and turns, not a 404.
+PAGED = "paged"
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 JSON = "application/json"
@@ -20,6 +26,7 @@ JSON = "application/json"
 class RouteInfo:
     path: str  # with {param} placeholders, as Starlette declares it
     methods: frozenset[str]
+    query: frozenset[str] = frozenset()  # the query parameters its endpoint describes
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,82 @@ FIELD_CASES: dict[str, list[tuple[str, bytes]]] = {
     ],
 }
 
+# Field cases every one of which is refused (400) before anything is stored or any model
+# is asked: a continuum's settings hold only values the Messages API takes.
+_BIG = (2**63, 2**64, 2**70, -(2**63) - 1)
+REFUSED_FIELDS: dict[str, list[tuple[str, bytes]]] = {
+    "/v1/continuums/{continuum_id}/settings": [
+        ("model-nul", b'{"model": "a\\u0000b"}'),
+        ("model-empty", b'{"model": ""}'),
+        ("model-blank", b'{"model": "   "}'),
+        ("model-newline", b'{"model": "claude-opus-4-6\\n"}'),
+        ("model-slash", b'{"model": "../../v1/messages"}'),
+        ("model-space", b'{"model": "claude opus"}'),
+        ("model-unicode", b'{"model": "claude\\u2011opus-4-6"}'),
+        ("model-rtl", b'{"model": "\\u202eclaude-opus-4-6"}'),
+        ("model-257", b'{"model": "' + b"c" * 257 + b'"}'),
+        ("model-1e6", b'{"model": "' + b"c" * 1_000_000 + b'"}'),
+        ("model-unknown", b'{"model": "claude-nonexistent-9"}'),
+        ("model-int", b'{"model": 5}'),
+        ("max-tokens-0", b'{"max_tokens": 0}'),
+        ("max-tokens-neg", b'{"max_tokens": -1}'),
+        ("max-tokens-over-model", b'{"max_tokens": 10000000}'),
+        ("max-tokens-float", b'{"max_tokens": 1024.5}'),
+        ("max-tokens-bool", b'{"max_tokens": true}'),
+        ("max-tokens-1e999", b'{"max_tokens": 1e999}'),
+        *((f"max-tokens-{n}", b'{"max_tokens": %d}' % n) for n in _BIG),
+        ("budget-neg", b'{"budget_tokens": -1}'),
+        ("budget-0", b'{"budget_tokens": 0}'),
+        ("budget-1023", b'{"budget_tokens": 1023}'),
+        ("budget-neg-off", b'{"thinking": "off", "budget_tokens": -1}'),
+        ("budget-neg-adaptive", b'{"thinking": "adaptive", "budget_tokens": -1}'),
+        *((f"budget-{n}", b'{"budget_tokens": %d}' % n) for n in _BIG),
+        *((f"budget-{n}-off", b'{"thinking": "off", "budget_tokens": %d}' % n) for n in _BIG),
+        (
+            "budget-not-below-max",
+            b'{"thinking": "enabled", "budget_tokens": 4096, "max_tokens": 4096}',
+        ),
+        ("thinking-odd", b'{"thinking": "sometimes"}'),
+        ("effort-long", b'{"effort": "' + b"e" * 100_000 + b'"}'),
+        ("display-without-thinking", b'{"thinking": "off", "thinking_display": "omitted"}'),
+        ("unknown-field", b'{"temperature": 2}'),
+    ],
+}
+
+
+def _cursor(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).decode().rstrip("=")
+
+
+# Cursors no page gave, each refused (400, naming the cursor) by every route that takes
+# one, whatever its sort key (an id, a time and an id, a label): none reaches the store.
+BAD_CURSORS: list[tuple[str, str]] = [
+    ("issue", "OTk5OTk5OTk5OTk5OTk5OTk5OTk5"),  # 999999999999999999999: past SQLite's range
+    ("2^63", _cursor(b"9223372036854775808")),
+    ("2^64", _cursor(b"18446744073709551616")),
+    ("-2^70", _cursor(b"-1180591620717411303424")),
+    ("-2^63-1", _cursor(b"-9223372036854775809")),
+    ("-1", _cursor(b"-1")),
+    ("1e999", _cursor(b"1e999")),
+    ("float", _cursor(b"1.5")),
+    ("null", _cursor(b"null")),
+    ("object", _cursor(b'{"id": 1}')),
+    ("pair-1e999", _cursor(b'[1e999, "a"]')),
+    ("pair-big-id", _cursor(b"[1.0, 99999999999999999999]")),
+    ("triple", _cursor(b'[1.0, "a", 3]')),
+    ("pair-swapped", _cursor(b'["a", 1.0]')),
+    ("long-int", _cursor(b"9" * 400)),
+    ("too-long", _cursor(b'"' + b"a" * 600 + b'"')),
+    ("padded", _cursor(b"5") + "=="),
+    ("plus-slash", "%2B%2F%2B%2F"),
+    ("space", "MQ%20"),
+    ("nul", "MQ%00"),
+    ("empty", ""),
+    ("not-base64", "@@@@"),
+    ("one-char", "A"),
+    ("bad-utf8", _cursor(b'"\xff\xfe"')),
+]
+
 QUERIES: list[str] = [
     "limit=%C2%B2",
     "limit=%EF%BC%91",
@@ -221,8 +304,10 @@ def _params(path: str) -> list[str]:
 def corpus(routes: Iterable[RouteInfo], host: str, port: int) -> list[Case]:
     routes = list(routes)
     by_path: dict[str, set[str]] = {}
+    query_params: dict[str, set[str]] = {}
     for route in routes:
         by_path.setdefault(route.path, set()).update(route.methods)
+        query_params.setdefault(route.path, set()).update(route.query)
     cases: list[Case] = []
     own = {"content-type": JSON}
     for path, methods in sorted(by_path.items()):
@@ -261,6 +346,10 @@ def corpus(routes: Iterable[RouteInfo], host: str, port: int) -> list[Case]:
                 cases.append(Case(f"{method} {path} body:{name}", method, plain, body, dict(own)))
             for name, body in FIELD_CASES.get(path, []):
                 cases.append(Case(f"{method} {path} field:{name}", method, plain, body, dict(own)))
+            for name, body in REFUSED_FIELDS.get(path, []):
+                cases.append(
+                    Case(f"{method} {path} refused:{name}", method, plain, body, dict(own), 400)
+                )
             # Wrong content types (DELETE without a body is allowed without one).
             for ctype in CONTENT_TYPES:
                 headers = {} if ctype is None else {"content-type": ctype}
@@ -285,6 +374,10 @@ def corpus(routes: Iterable[RouteInfo], host: str, port: int) -> list[Case]:
                 cases.append(
                     Case(f"GET {path}?{query[:20]}", "GET", f"{plain}?{query}", headers={})
                 )
+        if "GET" in methods and "cursor" in query_params.get(path, ()):
+            for name, cursor in BAD_CURSORS:
+                target = f"{_fill(path, PAGED, 'continuum_id')}?cursor={cursor}"
+                cases.append(Case(f"GET {path} cursor:{name}", "GET", target, expect=400))
         # Foreign Host and Origin, on every method the route has.
         for method in sorted(methods - {"HEAD"}):
             body = b"{}" if method != "GET" else b""

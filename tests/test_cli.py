@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
 import signal
+import sys
 from pathlib import Path
 
 import anthropic
@@ -11,7 +13,9 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+import storage
 from frontmind.cli._demo import DEMO_SCRIPT, run_demo
+from frontmind.cli._main import DEFAULT_USER
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -22,6 +26,82 @@ async def test_every_command_has_help(command: str) -> None:
     code, out, err = await run_cli(command, "--help")
     assert code == 0, err
     assert f"usage: frontmind {command}" in out
+
+
+# Runs one command in a fresh interpreter, then writes its exit code and every module
+# loaded by then to the file named first: what the command cost to start.
+_LOADED_BY = """
+import json, sys
+out, argv = sys.argv[1], sys.argv[2:]
+from frontmind.cli import main
+code = 0
+try:
+    main(argv)
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+_SDK_AND_SERVER = {"anthropic", "starlette", "uvicorn"}
+_PROJECT = {"actors", "storage", "runtime"}
+
+
+async def _loaded_by(tmp_path: Path, *argv: str, stdin: bytes = b"") -> tuple[int, set[str]]:
+    out = tmp_path / "loaded.json"
+    result = await anyio.run_process(
+        [sys.executable, "-c", _LOADED_BY, str(out), *argv],
+        input=stdin,
+        cwd=ROOT,
+        env=child_env(),
+        check=False,
+    )
+    assert out.exists(), result.stderr.decode()
+    found = json.loads(out.read_text())
+    return found["code"], set(found["modules"])
+
+
+def _tops(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+async def test_quick_commands_load_neither_the_sdk_nor_the_server(tmp_path: Path) -> None:
+    """`import anthropic` alone costs seconds of CPU: `--version` and `--help` load
+    nothing of the project's layers; `users add`, `users list` and `stats` load the
+    store (and the actors' types) but never the SDK or the HTTP server."""
+    data = str(tmp_path / "data")
+    quick: list[tuple[str, ...]] = [
+        ("--version",),
+        ("--help",),
+        ("users", "--help"),
+        ("stats", "--help"),
+    ]
+    for argv in quick:
+        code, modules = await _loaded_by(tmp_path, *argv)
+        assert code == 0, argv
+        assert not _tops(modules) & (_SDK_AND_SERVER | _PROJECT | {"anyio", "msgspec"}), argv
+        assert not {m for m in modules if m.startswith("frontmind.server")}, argv
+    runs: list[tuple[tuple[str, ...], int]] = [
+        (("users", "add", "ada", "--data-dir", data), 0),
+        (("users", "list", "--data-dir", data), 0),
+        (("stats", "--data-dir", data), 0),
+        (("stats", "--url", "http://127.0.0.1:9"), 2),  # no daemon: the remote path's imports
+    ]
+    for argv, status in runs:
+        code, modules = await _loaded_by(tmp_path, *argv)
+        assert code == status, argv
+        assert "storage" in modules, argv  # the command did run
+        assert not _tops(modules) & _SDK_AND_SERVER, (argv, _tops(modules) & _SDK_AND_SERVER)
+        assert not {m for m in modules if m.startswith("frontmind.server")}, argv
+    # A command that calls the model does load the SDK: the check above can fail.
+    code, modules = await _loaded_by(
+        tmp_path, "chat", "--offline", "--data-dir", data, stdin=b"/quit\n"
+    )
+    assert code == 0
+    assert "anthropic" in modules
+
+
+def test_the_default_user_the_help_shows_is_storage_s() -> None:
+    assert DEFAULT_USER == storage.DEFAULT_USER
 
 
 async def test_demo_runs_both_layouts_and_compares_them() -> None:

@@ -1,5 +1,6 @@
 """The fuzz corpus (tests/fuzz_cases.py) against one real daemon: no 5xx, no
-plain-text error body, whatever the request."""
+plain-text error body, no error that sends back more than an excerpt of what it
+refused, whatever the request."""
 
 from __future__ import annotations
 
@@ -13,29 +14,46 @@ import pytest
 from frontmind import Config, Frontmind
 from frontmind._frontmind import NoModel
 from frontmind.server._daemon import build_app
+from frontmind.server._routes import ENDPOINTS
 from tests._daemon import daemon
 from tests._raw import address
-from tests.fuzz_cases import Case, RouteInfo, corpus
+from tests.fuzz_cases import PAGED, Case, RouteInfo, corpus
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def app_routes(app: Any) -> list[RouteInfo]:
-    """The routes of the app build_app makes, through its middleware layers."""
+    """The routes of the app build_app makes, through its middleware layers, each with
+    the query parameters the endpoint table gives it."""
     while not hasattr(app, "routes"):
         app = app.app
+    query = {
+        (e.path, e.method): frozenset(p.name for p in e.params if p.where == "query")
+        for e in ENDPOINTS
+    }
     return [
-        RouteInfo(route.path, frozenset(route.methods))
+        RouteInfo(
+            route.path,
+            frozenset(route.methods),
+            frozenset().union(*(query.get((route.path, m), frozenset()) for m in route.methods)),
+        )
         for route in app.routes
         if getattr(route, "methods", None)
     ]
+
+
+# An error body quotes at most an excerpt of a rejected input: the message is capped at
+# 1,000 characters (frontmind/_exceptions.py), a few times that once JSON-escaped.
+MAX_ERROR_BODY = 8192
 
 
 def problem(case: Case, status: int, content_type: str, body: bytes) -> str | None:
     if status >= 500:
         return f"{status}"
     if case.expect is not None and status != case.expect:
-        return f"{status}, expected {case.expect}"
+        return f"{status}, expected {case.expect}: {body[:200]!r}"
+    if status >= 400 and len(body) > MAX_ERROR_BODY:
+        return f"{status} with a {len(body)}-byte error body: {body[:80]!r}"
     if status >= 400:
         if not content_type.startswith("application/json"):
             return f"{status} with content-type {content_type!r}"
@@ -57,9 +75,21 @@ async def test_fuzz_corpus_gets_no_5xx_and_only_json_errors(tmp_path: Path) -> N
     # The corpus's oversize bodies are just over 1 MiB.
     (data / "frontmind.toml").write_text("[server]\nmax_body_bytes = 1048576\n")
     async with daemon(data) as d, d.client() as client:
+        turn = await client.post(f"/v1/continuums/{PAGED}/turns", json={"message": "hi"})
+        assert turn.status_code == 200
+        assert b"event: turn.completed" in turn.content, turn.content
         host, port = address(d.url)
         cases = corpus(routes, host, port)
-        assert len(cases) >= 250
+        # Every route is fuzzed (at least its wrong methods, odd paths, queries and foreign
+        # origins), and the corpus does not shrink unnoticed.
+        assert len(cases) >= 1800, len(cases)
+        for route in routes:
+            assert sum(f" {route.path}" in c.name for c in cases) >= 20, route.path
+        assert {r.path for r in routes if "cursor" in r.query} >= {
+            "/v1/reminders",
+            "/v1/memories",
+            "/v1/continuums/{continuum_id}/messages",
+        }
         failures = []
         for case in cases:
             try:

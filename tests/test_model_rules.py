@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from frontmind.localapi import (
     ReplyThinking,
     ScriptedResponder,
 )
-from storage import RawBlock
+from storage import ContinuumModel, RawBlock
 from tests._daemon import ROOT
 from tests._harness import completed, config, frontmind, run_turn
 
@@ -93,6 +95,70 @@ async def test_settings_the_model_refuses_are_refused_before_any_call(
         own, _ = await fm.model_settings("c1")
         assert (own.model, own.max_tokens) == ("claude-sonnet-4-6", 2048)
     assert api.requests == []
+
+
+# Each value's own range, checked as given (not only once the config fills the gaps) and
+# whatever the thinking mode: a value the API would refuse is never stored.
+OUT_OF_RANGE: list[tuple[dict[str, Any], str]] = [
+    ({"max_tokens": 0}, "max_tokens: must be at least 1"),
+    ({"max_tokens": -5}, "max_tokens: must be at least 1"),
+    ({"max_tokens": 2**63}, "max_tokens: must be at least 1 (and at most 9223372036854775807)"),
+    ({"budget_tokens": -1}, "budget_tokens: must be at least 1024"),
+    ({"thinking": "off", "budget_tokens": -1}, "budget_tokens: must be at least 1024"),
+    ({"thinking": "off", "budget_tokens": 2**63}, "at most 9223372036854775807), got"),
+    ({"model": "claude-fable-5-1", "thinking": "adaptive", "budget_tokens": 1023}, "at least 1024"),
+    ({"model": "a\x00b"}, "model: 'a\\x00b' is not a model name"),
+    ({"model": ""}, "is not a model name"),
+    ({"model": "claude-opus-4-6 "}, "is not a model name"),
+    ({"model": "c" * 257}, "is not a model name"),
+]
+
+
+@pytest.mark.parametrize(("settings", "fragment"), OUT_OF_RANGE)
+async def test_values_out_of_range_are_refused_whatever_the_thinking_mode(
+    api: LocalMessagesAPI, tmp_path: Path, settings: dict[str, Any], fragment: str
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        await fm.set_model_settings("c1", max_tokens=2048)
+        with pytest.raises(InvalidModelSettings) as info:
+            await fm.set_model_settings("c1", **settings)
+        assert fragment in str(info.value)
+        assert (await fm.model_settings("c1"))[0] == ContinuumModel(max_tokens=2048)
+    assert api.requests == []
+
+
+async def test_a_refused_name_is_quoted_as_an_excerpt(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        with pytest.raises(InvalidModelSettings) as info:
+            await fm.set_model_settings("c1", model="x" * 10_000_000)
+    assert "…(9999960 more characters)…" in str(info.value)
+    assert len(str(info.value)) < 300
+
+
+async def test_settings_stored_before_the_ranges_were_checked_read_as_unset(
+    tmp_path: Path,
+) -> None:
+    """A row written before (a 0 max_tokens, a NUL in the name) does not fail every read
+    and turn of its continuum: its refused values read as the config's."""
+    responder = ScriptedResponder()
+    responder.push("Hello.")
+    async with LocalMessagesAPI(responder=responder) as api:
+        async with frontmind(api, tmp_path) as fm:
+            await fm.set_model_settings("c1", max_tokens=2048)
+        with closing(sqlite3.connect(tmp_path / "frontmind.db")) as db, db:
+            updated = db.execute(
+                "UPDATE continuum_settings SET settings = ?",
+                (b'{"model": "a\\u0000b", "max_tokens": 0, "budget_tokens": -1, "effort": "low"}',),
+            ).rowcount
+        assert updated == 1
+        async with frontmind(api, tmp_path) as fm:
+            own, effective = await fm.model_settings("c1")
+            assert own == ContinuumModel(effort="low")
+            assert (effective.name, effective.max_tokens) == (fm.config.model.name, 1024)
+            completed(await run_turn(fm, "c1", "hello"))
+        assert api.message_bodies()[-1]["max_tokens"] == 1024
 
 
 ACCEPTED: list[tuple[dict[str, Any], dict[str, Any] | None]] = [

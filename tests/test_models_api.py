@@ -197,6 +197,27 @@ async def test_an_unknown_config_model_is_refused_at_open_on_a_404(tmp_path: Pat
                 pass
 
 
+async def test_what_is_no_model_name_is_never_looked_up(tmp_path: Path) -> None:
+    """Online, a name outside the model-name charset or over 256 characters is refused
+    before the Models API is asked (it would go into the request's path), and the
+    refusal quotes only an excerpt of it."""
+    async with models_api(ANSWERS) as api:
+        async with Frontmind.open(tmp_path, config(), api_key="test-key", base_url=api.url) as fm:
+            api.asked.clear()
+            for name in ("a\x00b", "../../v1/messages", "claude opus", "c" * 257, "c" * 10**7):
+                with pytest.raises(InvalidModelSettings, match="is not a model name") as info:
+                    await fm.set_model_settings("c1", model=name)
+                assert len(str(info.value)) < 300
+            assert api.asked == []
+            assert (await fm.model_settings("c1"))[0].model is None
+        with pytest.raises(SettingsError, match="is not a model name"):
+            async with Frontmind.open(
+                tmp_path, config(model={"name": "claude/x"}), api_key="test-key", base_url=api.url
+            ):
+                pass
+        assert api.asked == []
+
+
 async def test_config_rows_correct_the_models_api(tmp_path: Path) -> None:
     cfg = config(models=[{"name": "claude-opus-4-6", "max_output": 16_000}])
     async with (

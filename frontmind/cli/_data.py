@@ -14,24 +14,13 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anyio
-import msgspec
+if TYPE_CHECKING:
+    from storage import Storage, TableRows
 
-from storage import (
-    SQLiteStorage,
-    Storage,
-    TableRows,
-    decode_line,
-    encode_header,
-    encode_row,
-    migrate,
-)
-
-from .._exceptions import DataDirLocked
-from .._frontmind import DATABASE_FILE, open_storage
-from .._lock import data_dir_lock
-from ..config import load_config
+# The commands import the store and the config when they run: registering them (for
+# `frontmind --help`) loads nothing of the project.
 
 __all__ = ["add_data_commands", "add_user_actions"]
 
@@ -41,6 +30,13 @@ async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncI
     """The command's store. `exclusive`: with SQLite, hold the data directory's lock too,
     so that no daemon is running on it (one that is would keep the user's continuums
     loaded; it must be asked through its API instead)."""
+    import msgspec
+
+    from .._exceptions import DataDirLocked
+    from .._frontmind import open_storage
+    from .._lock import data_dir_lock
+    from ..config import load_config
+
     config = load_config(args.config, args.data_dir)
     if args.database is not None:
         config = msgspec.structs.replace(
@@ -58,6 +54,8 @@ async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncI
 
 
 def cmd_rotate(args: argparse.Namespace) -> None:
+    import anyio
+
     from .._users import new_token, token_digest
 
     async def main() -> None:
@@ -76,6 +74,8 @@ def cmd_rotate(args: argparse.Namespace) -> None:
 
 
 def cmd_delete(args: argparse.Namespace) -> None:
+    import anyio
+
     async def main() -> None:
         async with _store(args, exclusive=True) as storage:
             forgotten = await storage.delete_user(args.name)
@@ -108,6 +108,10 @@ def add_user_actions(
 
 
 def cmd_export(args: argparse.Namespace) -> None:
+    import anyio
+
+    from storage import encode_header, encode_row
+
     async def main() -> None:
         out = sys.stdout.buffer
         async with _store(args, exclusive=True) as storage:
@@ -123,6 +127,8 @@ def cmd_export(args: argparse.Namespace) -> None:
 def read_export(path: str) -> list[TableRows]:
     """The file's rows, runs of one table together; every line checked before any row
     is written (a bad line names its number)."""
+    from storage import TableRows, decode_line
+
     parts: list[TableRows] = []
     with sys.stdin.buffer if path == "-" else open(path, "rb") as lines:
         for number, line in enumerate(lines, 1):
@@ -140,6 +146,8 @@ def read_export(path: str) -> list[TableRows]:
 
 
 def cmd_import(args: argparse.Namespace) -> None:
+    import anyio
+
     async def main() -> None:
         parts = read_export(args.file)
         async with _store(args, exclusive=True) as storage:
@@ -153,6 +161,13 @@ def cmd_import(args: argparse.Namespace) -> None:
 async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
     """The store `--to` names: a PostgreSQL URL, a SQLite file (`*.db`), or a data
     directory (created if missing; its lock held, so no daemon runs on it meanwhile)."""
+    import anyio
+
+    from storage import SQLiteStorage
+
+    from .._frontmind import DATABASE_FILE
+    from .._lock import data_dir_lock
+
     if url.startswith(("postgresql://", "postgres://")):
         from storage import PostgresStorage
 
@@ -168,6 +183,12 @@ async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
+    import anyio
+
+    from storage import migrate
+
+    from ..config import load_config
+
     async def main() -> None:
         async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
             config = load_config(args.config, args.data_dir)
@@ -185,6 +206,8 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 
 def cmd_backup(args: argparse.Namespace) -> None:
+    import anyio
+
     async def main() -> None:
         # No lock: the backup is taken beside a running daemon, as a consistent snapshot.
         async with _store(args) as storage:

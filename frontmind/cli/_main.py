@@ -1,39 +1,35 @@
 """The `frontmind` command.
 
-Each command imports what it needs when it runs (`frontmind --version` loads no HTTP
-server). Errors a user can fix print one line and exit 2; nothing prints a traceback
-for them, however deep in a task group they were raised.
+Each command imports what it needs when it runs: building the parser loads nothing of
+the project but the default data directory, so `frontmind --version` and `--help` start
+in a few tens of milliseconds, and no command but `serve` loads the HTTP server, nor any
+but those that call a model the SDK (tests/test_cli.py checks it). Errors a user can fix
+print one line and exit 2; nothing prints a traceback for them, however deep in a task
+group they were raised.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import logging
-import signal
-import socket
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import anyio
-import msgspec
-
-from actors import FrontmindError
-from storage import DEFAULT_USER, SQLiteStorage, check_continuum_id
-
-from .._exceptions import DataDirLocked, EdgeError
-from .._frontmind import DATABASE_FILE, Frontmind, NoModel, open_storage
 from .._groups import unwrap_group
-from ..config import Config, default_data_dir, load_config
+from .._paths import default_data_dir
 from ._data import add_data_commands, add_user_actions
-from ._logs import configure_logging
 
 __all__ = ["main"]
 
+# `--user`'s default, storage's DEFAULT_USER: said here so that `--help` need not load
+# storage to show it (tests/test_cli.py checks that the two agree).
+DEFAULT_USER = "default"
+
 
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    import anyio
+
     try:
         import uvloop  # noqa: F401 - optional speed-up
 
@@ -83,6 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_chat(args: argparse.Namespace) -> None:
+    from storage import check_continuum_id
+
     check_continuum_id(args.continuum)  # refused at start, not at the first message
     from ._chat import HISTORY_FILE, chat_in_process, chat_remote
 
@@ -107,6 +105,9 @@ _ASK_THE_DAEMON = "; to ask the daemon that runs on it, pass --url (and --token)
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
+    from .._exceptions import DataDirLocked
+    from .._frontmind import Frontmind, NoModel
+    from ..config import load_config
     from ._render import render_context
 
     async def main() -> None:
@@ -127,6 +128,12 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
+    # The store alone: no actors run and no model is called (the renderer loads the
+    # model data, for prices, but not the SDK).
+    from storage import SQLiteStorage
+
+    from .._exceptions import EdgeError
+    from .._frontmind import DATABASE_FILE
     from ._render import render_stats
 
     async def main() -> None:
@@ -151,6 +158,9 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import json
 
+    import msgspec
+
+    from ..config import Config, load_config
     from ._simulate import chart_backend, load_script, render_table, run_simulation, write_chart
 
     if args.chart is not None:
@@ -187,7 +197,11 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_users(args: argparse.Namespace) -> None:
+    import msgspec
+
+    from .._frontmind import open_storage
     from .._users import new_token, token_digest
+    from ..config import load_config
 
     async def main() -> None:
         # Storage alone (no actors, no model): this works beside a running daemon, which
@@ -219,6 +233,10 @@ def cmd_users(args: argparse.Namespace) -> None:
 
 
 def cmd_local_api(args: argparse.Namespace) -> None:
+    import signal
+
+    import anyio
+
     from ..localapi import LocalMessagesAPI
 
     async def main() -> None:
@@ -411,6 +429,11 @@ def _version() -> str:
 
 def _usage_error(exc: BaseException) -> str | None:
     """One line for a mistake the user can fix, or None for a bug (keep the traceback)."""
+    import errno
+    import socket
+
+    from storage import FrontmindError
+
     if isinstance(exc, FrontmindError):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
@@ -427,8 +450,12 @@ def _usage_error(exc: BaseException) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.func is cmd_serve:
+        from ._logs import configure_logging
+
         configure_logging(args.log_level, args.log_format)
     else:
+        import logging
+
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         try:

@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, Response
 
 from actors import ModelRequest, ToolsReload, TurnEvent
 from storage import (
+    MAX_ROW_ID,
     Document,
     FrontmindError,
     InvalidInput,
@@ -31,6 +32,7 @@ from storage import (
     UserForgotten,
     check_continuum_id,
     check_user_name,
+    excerpt,
 )
 
 from .._cost import NO_COST, cost
@@ -40,6 +42,7 @@ from .._wire import (
     BackupBody,
     BackupDone,
     ContinuumPage,
+    CursorId,
     DocumentBody,
     DocumentPage,
     EmptyBody,
@@ -191,7 +194,7 @@ async def list_turns(request: Request) -> Response:
 
 
 async def list_messages(request: Request) -> Response:
-    limit, after = _page(request, int)
+    limit, after = _page(request, CursorId)
     start = -1 if after is None else after
     found = await _scoped(request).history(_continuum(request), limit=limit + 1, after=start)
     cursor = encode_cursor(found[limit - 1].seq) if len(found) > limit else None
@@ -232,7 +235,7 @@ async def put_settings(request: Request) -> Response:
 
 
 async def list_reminders(request: Request) -> Response:
-    limit, after = _page(request, int)
+    limit, after = _page(request, CursorId)
     include = request.query_params.get("include_completed") in ("1", "true")
     found = await _scoped(request).reminders(include, limit=limit + 1, after=after or 0)
     cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
@@ -261,7 +264,7 @@ async def list_memories(request: Request) -> Response:
         # Search results are ranked, not listed: one page of the best `limit`.
         hits = await mine.search_memories(query, limit=_limit(request))
         return json_response(MemoryHitPage(None, hits))
-    limit, before = _page(request, int)
+    limit, before = _page(request, CursorId)
     found = await mine.memories(limit + 1, before=before)
     cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
     return json_response(MemoryPage(cursor, found[:limit]))
@@ -336,7 +339,9 @@ async def rotate_token(request: Request) -> Response:
 async def backup_store(request: Request) -> Response:
     body = decode_body(await request.body(), BackupBody)
     if not body.path or not Path(body.path).is_absolute():
-        raise InvalidInput(f"path {body.path!r}: give an absolute path on the daemon's machine")
+        raise InvalidInput(
+            f"path {excerpt(body.path)!r}: give an absolute path on the daemon's machine"
+        )
     return json_response(BackupDone(body.path, await _daemon(request).fm.backup(body.path)))
 
 
@@ -778,14 +783,16 @@ async def not_allowed(request: Request, exc: Exception) -> Response:
 # --- query parameters -------------------------------------------------------------------
 
 _ID = re.compile(r"[0-9]{1,19}")
-SQLITE_MAX_INT = 2**63 - 1
+SQLITE_MAX_INT = MAX_ROW_ID
 
 
 def parse_id(raw: str, what: str = "id") -> int:
     """An id as ASCII digits within SQLite's integer range: `int()` alone would take
     `+1`, `١`, `１` and `1_000`, and a 20-digit id would overflow the binding."""
     if not _ID.fullmatch(raw) or int(raw) > SQLITE_MAX_INT:
-        raise InvalidInput(f"{what} must be ASCII digits from 0 to {SQLITE_MAX_INT}, not {raw!r}")
+        raise InvalidInput(
+            f"{what} must be ASCII digits from 0 to {SQLITE_MAX_INT}, not {excerpt(raw)!r}"
+        )
     return int(raw)
 
 
