@@ -23,6 +23,7 @@ from actors import (
     McpServerStatus,
     ModelChoice,
     ModelRequest,
+    SSEDecoder,
     ToolsReload,
     TurnEvent,
     UserInput,
@@ -180,7 +181,7 @@ class Client(_Closing):
             async with self._http.stream("POST", path, content=body) as response:
                 if response.status_code >= 400:
                     _raise_for(response.status_code, await response.aread())
-                async for data in _sse_data(response.aiter_lines()):
+                async for data in _sse_data(response.aiter_bytes()):
                     yield from_wire(data, TurnEvent)  # type: ignore[arg-type]
         except httpx2.HTTPError as exc:
             raise ClientError(f"the turn's stream from {self.url} broke: {exc}") from exc
@@ -357,18 +358,14 @@ class Client(_Closing):
         return from_wire(await self._call("DELETE", f"/v1/users/{name}"), UserForgotten)
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The data of each server-sent event (comments such as `: ping` and ids skipped).
 
-    Per the SSE format, an event's data lines join with newlines and a blank line ends it.
+    Read as bytes by the same decoder the model's stream goes through: lines end at CR,
+    LF or CR LF only. A reply's JSON may hold U+2028, U+2029 or U+0085 raw, at which a
+    text line reader (`aiter_lines`, `str.splitlines`) would cut the event in two.
     """
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    if data:
-        yield "\n".join(data)
+    decoder = SSEDecoder()
+    async for chunk in chunks:
+        for _name, data in decoder.feed(chunk):
+            yield data

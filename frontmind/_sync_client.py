@@ -121,3 +121,6 @@ class SyncClient:
     reload_tools = _blocking(Client.reload_tools)
     add_user = _blocking(Client.add_user)
     users = _blocking(Client.users)
+    rotate_token = _blocking(Client.rotate_token)
+    delete_user = _blocking(Client.delete_user)
+    backup = _blocking(Client.backup)

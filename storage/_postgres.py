@@ -38,7 +38,7 @@ from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import MessageHit
 from ._sql import MEMORY, Connection, SQLStore
 
-try:  # an optional dependency: `pip install frontmind[postgres]`
+try:  # an optional dependency: `pip install '.[postgres]'` from the clone
     import asyncpg
 except ImportError:  # pragma: no cover - exercised only without the extra
     asyncpg = None
@@ -203,7 +203,8 @@ class PostgresStorage(SQLStore):
         """
         if asyncpg is None:
             raise StorageUnavailable(
-                "PostgreSQL storage needs the asyncpg package: pip install 'frontmind[postgres]'"
+                "PostgreSQL storage needs the asyncpg package: pip install '.[postgres]'"
+                " from the Frontmind clone"
             )
         shown = _redact(url)
         try:

@@ -5,6 +5,17 @@ bytes forever after: a tool input is kept as the exact JSON text the model produ
 (`input_json`), so key order, whitespace and float formatting can never drift between
 turns. A history that
 re-renders differently would break the prompt cache for every later turn.
+
+Times: every `*_at` field of every record is epoch seconds (UTC), a float, and the
+library hands these records out as they are. `frontmind.Client` returns the same types
+with the same floats (the wire carries RFC 3339 at microsecond precision; `_wire` turns
+them back), so code written against one runs against the other. A time given *to*
+Frontmind (`due_at`, `expires_at`) is an aware `datetime`: an offset is required, so no
+local time is ever misread, and it is checked and turned to epoch seconds where it
+enters (`to_epoch`). Floats are kept inside because the kernel compares, orders, pages
+by and claims on these exact values (a job's claim is checked by `claimed_at`, a page
+of turns resumes at `started_at`), which a round trip through `datetime`'s
+microseconds would not keep.
 """
 
 from __future__ import annotations

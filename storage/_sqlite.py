@@ -423,7 +423,7 @@ class SQLiteStorage(SQLStore):
         if not VECTORS:
             raise InvalidInput(
                 "vector recall on SQLite needs the sqlite-vec extension:"
-                " pip install 'frontmind[vectors]'"
+                " pip install '.[vectors]' from the Frontmind clone"
             )
         if reset:
             await db.execute("DROP TABLE IF EXISTS memory_vec", ())

@@ -17,6 +17,8 @@ import httpx2
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from actors import SSEDecoder
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = [sys.executable, "-m", "frontmind"]
 
@@ -86,12 +88,12 @@ async def run_cli(*args: str, stdin: bytes | None = None, **env: str) -> tuple[i
 
 
 async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, Any]]:
-    name = ""
-    async for line in response.aiter_lines():
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            yield name, json.loads(line[6:])
+    """(name, data) of each event, read as bytes: a text line reader would also cut at
+    the U+2028, U+2029 and U+0085 a reply may hold raw."""
+    decoder = SSEDecoder()
+    async for chunk in response.aiter_bytes():
+        for name, data in decoder.feed(chunk):
+            yield name, json.loads(data)
 
 
 async def turn(client: httpx2.AsyncClient, continuum: str, text: str) -> list[tuple[str, Any]]:

@@ -1,0 +1,336 @@
+"""`frontmind.Client` and `SyncClient` against the daemon: one call for every route of
+the endpoint table, the same types and values as the library, the admin calls, and a
+turn stream that keeps the characters a text line reader would cut at.
+
+The daemon is the real app on a real socket (in this process, or as a child process
+where the bytes on the wire matter); the clients are the ones users import.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import shutil
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import msgspec
+import pytest
+
+import storage
+from frontmind import (
+    Client,
+    ClientError,
+    Frontmind,
+    InvalidInput,
+    NotFound,
+    SyncClient,
+    TextDelta,
+    ToolStarted,
+    TurnCompleted,
+)
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
+from frontmind.server._routes import ENDPOINTS
+from storage import TurnRecord, UserForgotten
+from tests._daemon import daemon, sse_events
+from tests._harness import FakeClock, config
+
+pytestmark = pytest.mark.anyio
+
+ADMIN = "admin-token"
+GAP = 30 * 60  # history.segment_gap_minutes, in seconds
+
+
+@asynccontextmanager
+async def served(
+    data_dir: Path, *, clock: FakeClock | None = None
+) -> AsyncIterator[tuple[Frontmind, str]]:
+    """The library and the daemon's app over it, on a real socket (admin token ADMIN)."""
+    async with (
+        Frontmind.open(data_dir, config(), offline=True, clock=clock or FakeClock()) as fm,
+        serve_app(build_app(fm, token=ADMIN), graceful_seconds=10) as app,
+    ):
+        yield fm, app.url
+
+
+async def _drain(events: AsyncIterator[Any]) -> list[Any]:
+    return [event async for event in events]
+
+
+# -- every route has its call ------------------------------------------------------------
+
+# Served to other programs, not called by a client: Prometheus scrapes /metrics, client
+# generators read /openapi.json, a browser opens /docs.
+NOT_CALLED = {("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/docs")}
+
+Call = Callable[[Client, dict[str, Any], Path], Awaitable[Any]]
+
+# One call of each public method, in an order that makes each succeed (`done` holds what
+# the earlier calls returned). A method missing here, or a route none of them requests,
+# fails the test below.
+CALLS: dict[str, Call] = {
+    "health": lambda c, done, _: c.health(),
+    "turn": lambda c, done, _: _drain(c.turn("ada", "hello")),
+    "context": lambda c, done, _: c.context("ada", "and then?"),
+    "model_settings": lambda c, done, _: c.model_settings("ada"),
+    "set_model_settings": lambda c, done, _: c.set_model_settings("ada", max_tokens=2048),
+    "history": lambda c, done, _: c.history("ada"),
+    "turns": lambda c, done, _: c.turns("ada"),
+    "continuums": lambda c, done, _: c.continuums(),
+    "add_reminder": lambda c, done, _: c.add_reminder("call Bob"),
+    "complete_reminder": lambda c, done, _: c.complete_reminder(done["add_reminder"].id),
+    "reminders": lambda c, done, _: c.reminders(include_completed=True),
+    "delete_reminder": lambda c, done, _: c.delete_reminder(done["add_reminder"].id),
+    "remember": lambda c, done, _: c.remember("The cat is named Tom"),
+    "memories": lambda c, done, _: c.memories(),
+    "search_memories": lambda c, done, _: c.search_memories("cat"),
+    "delete_memory": lambda c, done, _: c.delete_memory(done["remember"].id),
+    "put_document": lambda c, done, _: c.put_document("notes", "plants on Tuesdays"),
+    "documents": lambda c, done, _: c.documents(),
+    "delete_document": lambda c, done, _: c.delete_document("notes"),
+    "jobs": lambda c, done, _: c.jobs(),
+    "backup": lambda c, done, tmp: c.backup(str(tmp / "backup.db")),
+    "mcp_servers": lambda c, done, _: c.mcp_servers(),
+    "offered_tools": lambda c, done, _: c.offered_tools(),
+    "reload_tools": lambda c, done, _: c.reload_tools(),
+    "add_user": lambda c, done, _: c.add_user("bob"),
+    "users": lambda c, done, _: c.users(),
+    "rotate_token": lambda c, done, _: c.rotate_token("bob"),
+    "delete_user": lambda c, done, _: c.delete_user("bob"),
+    "delete_continuum": lambda c, done, _: c.delete_continuum("ada"),
+}
+
+
+def _public(cls: type) -> set[str]:
+    return {
+        name for name, value in vars(cls).items() if not name.startswith("_") and callable(value)
+    }
+
+
+def _route_of(method: str, path: str) -> tuple[str, str]:
+    """The endpoint table's row a request lands on."""
+    found = [
+        (e.method, e.path)
+        for e in ENDPOINTS
+        if e.method == method
+        and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", e.path), path) is not None
+    ]
+    assert len(found) == 1, (method, path, found)
+    return found[0]
+
+
+async def test_every_route_of_the_endpoint_table_has_a_client_call(tmp_path: Path) -> None:
+    assert set(CALLS) == _public(Client) - {"aclose"}
+    requested: list[tuple[str, str]] = []
+
+    async def record(request: httpx2.Request) -> None:
+        requested.append((request.method, request.url.path))
+
+    routes: dict[str, tuple[str, str]] = {}
+    done: dict[str, Any] = {}
+    async with served(tmp_path / "data") as (_, url), Client(url, token=ADMIN) as c:
+        c._http.event_hooks["request"].append(record)
+        for name, call in CALLS.items():
+            requested.clear()
+            done[name] = await call(c, done, tmp_path)
+            assert len(requested) == 1, (name, requested)
+            routes[name] = _route_of(*requested[0])
+    assert isinstance(done["turn"][-1], TurnCompleted)
+    table = {(e.method, e.path) for e in ENDPOINTS}
+    assert table >= NOT_CALLED
+    assert set(routes.values()) == table - NOT_CALLED
+    assert routes["rotate_token"] == ("POST", "/v1/users/{name}/token")
+    assert routes["backup"] == ("POST", "/v1/admin/backup")
+
+
+def test_the_sync_client_makes_every_call_the_client_makes() -> None:
+    assert _public(SyncClient) - {"close"} == _public(Client) - {"aclose"}
+    for name in _public(Client) - {"aclose"}:
+        mine, theirs = getattr(SyncClient, name), getattr(Client, name)
+        assert list(inspect.signature(mine).parameters) == list(
+            inspect.signature(theirs).parameters
+        ), name
+
+
+# -- the same types and values as the library --------------------------------------------
+
+
+def _agree(mine: Any, theirs: Any, where: str) -> None:
+    """The client's value is the library's: the same struct types, field by field, and
+    every time the same float (the wire keeps microseconds)."""
+    if isinstance(mine, msgspec.Struct):
+        assert isinstance(theirs, type(mine)), where
+        for name in mine.__struct_fields__:
+            _agree(getattr(mine, name), getattr(theirs, name), f"{where}.{name}")
+    elif isinstance(mine, list | tuple):
+        assert len(theirs) == len(mine), where
+        for n, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            _agree(a, b, f"{where}[{n}]")
+    elif where.endswith("_at"):
+        assert type(theirs) is type(mine), where
+        if mine is not None:
+            assert isinstance(mine, float), where
+            assert theirs == pytest.approx(mine, abs=1e-6), where
+    elif where.endswith(("input_json", "content_json")) and mine:
+        # The same JSON value; the client's bytes are msgspec's, not the model's.
+        assert json.loads(theirs) == json.loads(mine), where
+    else:
+        assert theirs == mine, where
+
+
+def test_every_time_in_a_record_is_epoch_seconds() -> None:
+    """The one rule for times a record carries, whichever record it is."""
+    times = 0
+    for name in storage.__all__:
+        record = getattr(storage, name)
+        if not (isinstance(record, type) and issubclass(record, msgspec.Struct)):
+            continue
+        for field, hint in typing.get_type_hints(record).items():
+            if field.endswith("_at"):
+                times += 1
+                assert hint in (float, float | None), (name, field, hint)
+    assert times >= 20
+
+
+async def test_the_client_returns_the_librarys_types_and_values(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with served(tmp_path / "data", clock=clock) as (fm, url), Client(url, token=ADMIN) as c:
+        events = [e async for e in c.turn("ada", "remind me to water the plants in 10 minutes")]
+        assert any(isinstance(e, ToolStarted) for e in events)
+        clock.advance(GAP + 1)
+        await _drain(c.turn("ada", "I prefer green tea in the morning."))  # a new segment
+        await fm.run_background()  # the first segment's summary job, done
+        due = datetime.fromtimestamp(clock.now, UTC) + timedelta(hours=2)
+        done = await c.complete_reminder((await c.add_reminder("call Bob", due)).id)
+        assert isinstance(done.completed_at, float)
+        # Memories expire by the wall clock, not the app's: this one far from now.
+        await c.remember("The cat is named Tom", expires_at=datetime(2100, 1, 1, tzinfo=UTC))
+        await c.put_document("notes", "plants on Tuesdays")
+        await c.add_user("bob")
+
+        pairs: list[tuple[str, list[Any], list[Any]]] = [
+            ("history", await fm.history("ada"), await c.history("ada")),
+            ("turns", await fm.turns("ada"), await c.turns("ada")),
+            (
+                "reminders",
+                await fm.reminders(include_completed=True),
+                await c.reminders(include_completed=True),
+            ),
+            ("memories", await fm.memories(), await c.memories()),
+            ("documents", await fm.documents(), await c.documents()),
+            ("jobs", await fm.jobs("ada"), await c.jobs("ada")),
+            ("users", await fm.users(), await c.users()),
+        ]
+        for what, mine, theirs in pairs:
+            assert mine, f"nothing to compare in {what}"
+            _agree(mine, list(theirs), what)
+        # A hit's score weighs the memory's age by the wall clock, read at each search.
+        mine_hits = await fm.search_memories("cat Tom")
+        their_hits = await c.search_memories("cat Tom")
+        assert mine_hits
+        _agree([h.memory for h in mine_hits], [h.memory for h in their_hits], "search")
+        for a, b in zip(mine_hits, their_hits, strict=True):
+            assert b.score == pytest.approx(a.score, rel=1e-3)
+        turns = pairs[1][2]
+        assert all(isinstance(t, TurnRecord) for t in turns)
+        assert {j.state for j in pairs[5][1]} == {"done"}
+        # The continuum list is a summary of its own, with the same times.
+        (continuum,) = await fm.continuums()
+        (summary,) = await c.continuums()
+        assert summary.created_at == pytest.approx(continuum.created_at, abs=1e-6)
+        assert continuum.last_turn_at is not None
+        assert summary.last_activity_at == pytest.approx(continuum.last_turn_at, abs=1e-6)
+
+
+# -- the admin calls ---------------------------------------------------------------------
+
+
+async def test_the_admin_calls_back_up_rotate_a_token_and_forget_a_user(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.db"
+    async with served(tmp_path / "data") as (_, url), Client(url, token=ADMIN) as c:
+        token = await c.add_user("bob")
+        async with Client(url, token=token) as bob:
+            await bob.remember("Bob keeps bees")
+        fresh = await c.rotate_token("bob")
+        assert fresh != token
+        async with Client(url, token=token) as stale:
+            with pytest.raises(ClientError, match="unauthorized"):
+                await stale.memories()
+        async with Client(url, token=fresh) as bob:
+            assert [m.text for m in await bob.memories()] == ["Bob keeps bees"]
+
+        assert await c.backup(str(copy)) == copy.stat().st_size
+        with pytest.raises(InvalidInput, match="absolute path"):
+            await c.backup("relative.db")
+
+        forgotten = await c.delete_user("bob")
+        assert isinstance(forgotten, UserForgotten)
+        assert (forgotten.name, forgotten.rows["memories"]) == ("bob", 1)
+        assert await c.users() == []
+        async with Client(url, token=fresh) as gone:
+            with pytest.raises(ClientError, match="unauthorized"):
+                await gone.memories()
+        with pytest.raises(NotFound):
+            await c.delete_user("bob")
+    # The backup is a store of its own, holding what bob had then.
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    shutil.copyfile(copy, restored / "frontmind.db")
+    async with Frontmind.open(restored, offline=True) as fm:
+        assert [m.text for m in await fm.user("bob").memories()] == ["Bob keeps bees"]
+
+
+async def test_the_sync_client_makes_the_admin_calls(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.db"
+
+    def script(url: str) -> tuple[str, str, int, UserForgotten]:
+        with SyncClient(url, token=ADMIN) as c:
+            token = c.add_user("carol")
+            fresh = c.rotate_token("carol")
+            size = c.backup(str(copy))
+            return token, fresh, size, c.delete_user("carol")
+
+    async with served(tmp_path / "data") as (fm, url):
+        token, fresh, size, forgotten = await anyio.to_thread.run_sync(script, url)
+        assert await fm.users() == []
+    assert token != fresh
+    assert size == copy.stat().st_size
+    assert forgotten.name == "carol"
+
+
+# -- what a text line reader would cut ---------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_reply_holding_line_separators_arrives_whole(tmp_path: Path) -> None:
+    """U+2028, U+2029 and U+0085 end a line for `str.splitlines` (and so for a text line
+    reader), not for SSE: the daemon writes them raw inside an event's JSON, and the
+    client and the tests' reader both read the stream as bytes."""
+    said = "one\u2028two\u2029three\u0085four"
+    async with daemon(tmp_path) as d:
+        async with Client(d.url) as c:
+            events = [e async for e in c.turn("ada", said)]
+        done = events[-1]
+        assert isinstance(done, TurnCompleted)
+        assert said in done.text  # the offline model quotes the message
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == done.text
+        async with d.client() as http:
+            path = "/v1/continuums/ada/turns"
+            async with http.stream("POST", path, json={"message": said}) as response:
+                seen = [event async for event in sse_events(response)]
+            assert seen[-1][0] == "turn.completed"
+            assert said in seen[-1][1]["text"]
+            async with http.stream("POST", path, json={"message": said}) as response:
+                raw = await response.aread()
+        # Raw on the wire: what makes the two readers above worth testing.
+        for separator in "\u2028\u2029\u0085":
+            assert separator.encode() in raw
+        assert await d.stop() == 0
