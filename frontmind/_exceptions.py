@@ -43,6 +43,7 @@ tree and checks this drawing, the types and the statuses)::
         ├── Forbidden                 forbidden               403
         ├── UnsupportedMediaType      unsupported_media_type  415
         ├── RequestTimeout            request_timeout         408
+        ├── Overloaded                overloaded              503
         ├── DataDirLocked             data_dir_locked         409
         └── ClientError               client_error            502
 
@@ -67,8 +68,9 @@ and any other is a bug, reported as `internal_error` with the details in the log
 
 The HTTP edge also answers a few types that are no error of the library: `unauthorized`
 (401, no or a wrong token), `not_found` (404, no such route), `method_not_allowed`
-(405), `overloaded` (503, too many open connections) and `invalid_request` (400,
-malformed HTTP).
+(405), `overloaded` (503, a connection refused at the socket: too many open),
+`invalid_request` (400, malformed HTTP), `uri_too_long` (414, a request line over the
+head's cap) and `headers_too_large` (431, a request head over it).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ __all__ = [
     "DataDirLocked",
     "EdgeError",
     "Forbidden",
+    "Overloaded",
     "RequestTimeout",
     "UnsupportedMediaType",
     "wire_error",
@@ -161,9 +164,18 @@ class UnsupportedMediaType(EdgeError):
 
 
 class RequestTimeout(EdgeError):
-    """The request body stalled longer than the idle timeout (HTTP 408)."""
+    """The request body stalled, or came too slowly: past its pause timeout, its
+    deadline or its minimum rate (HTTP 408)."""
 
     type = "request_timeout"
+
+
+class Overloaded(EdgeError):
+    """The connections are all held (HTTP 503, with Retry-After): this request's was
+    given to a client holding fewer while its body still arrived, or its token holds
+    its share already."""
+
+    type = "overloaded"
 
 
 class DataDirLocked(EdgeError):
@@ -209,6 +221,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     Forbidden: 403,
     UnsupportedMediaType: 415,
     RequestTimeout: 408,
+    Overloaded: 503,
     DataDirLocked: 409,
     ClientError: 502,
     KernelError: 500,

@@ -109,9 +109,14 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     # Host names (or name:port) besides the bound address that clients may use.
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 32 << 20
-    max_connections: int = 1000
+    max_connections: int = 1000  # shared fairly by client address and token
+    # A fixed cap per address and per token besides the fair share (unset: none).
+    max_client_connections: int | None = None
     header_timeout_s: float = 10.0  # to deliver a whole request head
     body_timeout_s: float = 30.0  # longest pause while a request body arrives
+    body_deadline_s: float = 120.0  # longest a whole request body may take
+    body_min_rate: int = 1024  # bytes a second a body must average after the grace
+    body_grace_s: float = 5.0
     keep_alive_s: int = 5  # an idle kept-alive connection is closed after this
 
 

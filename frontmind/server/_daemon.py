@@ -169,6 +169,9 @@ def build_app(
     allowed_hosts: tuple[str, ...] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_idle_seconds: float = 30.0,
+    body_deadline_seconds: float = 120.0,
+    body_min_rate: float = 1024.0,
+    body_grace_seconds: float = 5.0,
 ) -> ASGIApp:
     """The daemon as an ASGI app over `fm`: the routes of `ENDPOINTS` (admin rows behind
     the admin check), the console, the user's token check, the edge guard and metrics."""
@@ -195,6 +198,9 @@ def build_app(
         allowed_hosts=allowed_hosts,
         max_body_bytes=max_body_bytes,
         body_idle_seconds=body_idle_seconds,
+        body_deadline_seconds=body_deadline_seconds,
+        body_min_rate=body_min_rate,
+        body_grace_seconds=body_grace_seconds,
     )
     # Outermost: the guard's refusals (403/413/415...) are counted and logged too.
     return Observed(guarded, stats, access=access_log)
@@ -274,6 +280,9 @@ async def _serve(
             allowed_hosts=config.server.allowed_hosts,
             max_body_bytes=config.server.max_body_bytes,
             body_idle_seconds=config.server.body_timeout_s,
+            body_deadline_seconds=config.server.body_deadline_s,
+            body_min_rate=config.server.body_min_rate,
+            body_grace_seconds=config.server.body_grace_s,
         )
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with serve_app(
@@ -347,10 +356,15 @@ def socket_limits(config: Config) -> SocketLimits:
         "max_connections",
         "header_timeout_s",
         "body_timeout_s",
+        "body_deadline_s",
         "keep_alive_s",
     ):
         if getattr(server, key) <= 0:
             raise ConfigError(f"server.{key} must be positive")
+    if server.max_client_connections is not None and server.max_client_connections <= 0:
+        raise ConfigError("server.max_client_connections must be positive (or unset)")
+    if server.body_min_rate < 0 or server.body_grace_s < 0:
+        raise ConfigError("server.body_min_rate and server.body_grace_s cannot be negative")
     for entry in server.allowed_hosts:
         try:
             EdgeGuard(_no_app, allowed_hosts=(entry,))
@@ -358,8 +372,10 @@ def socket_limits(config: Config) -> SocketLimits:
             raise ConfigError(str(exc)) from None
     return SocketLimits(
         max_connections=server.max_connections,
+        max_client_connections=server.max_client_connections,
         header_timeout=server.header_timeout_s,
         keep_alive_timeout=server.keep_alive_s,
+        max_body_bytes=server.max_body_bytes,
     )
 
 

@@ -12,7 +12,16 @@ What it refuses, before any route runs:
   CORS preflight, but not JSON; bodyless DELETEs are always preflighted (415);
 - a body over `max_body_bytes`: refused from `Content-Length` before a byte is read,
   and counted chunk by chunk from `receive()` otherwise, so it is never read whole
-  (413); a body that stalls longer than `body_idle_seconds` (408).
+  (413);
+- a body that arrives too slowly (408): one that stalls longer than
+  `body_idle_seconds`, one not in whole within `body_deadline_seconds`, and one that
+  falls below an average of `body_min_rate` bytes a second once `body_grace_seconds`
+  have passed (Apache's mod_reqtimeout rule: a trickle of a byte every few seconds
+  never stalls, but it falls behind the rate within the grace);
+- what the socket decided (`EdgeSignal`, from frontmind/server/_protocol.py): a
+  connection given to a client holding fewer, or a token over its share (503 with
+  Retry-After), a chunk announced over the cap (413), a chunked body h11 cannot read
+  (400).
 
 And it is the last line for errors: any exception a route lets escape becomes a JSON
 500 (logged once here), never a plain-text body.
@@ -23,23 +32,28 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
 import msgspec
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._exceptions import (
+    BadBody,
     BodyTooLarge,
     EdgeError,
     Forbidden,
+    Overloaded,
     RequestTimeout,
     UnsupportedMediaType,
     wire_error,
     wire_message,
 )
 
-__all__ = ["EdgeGuard", "bearer_token", "error_body"]
+__all__ = ["EDGE_KEY", "Cut", "EdgeGuard", "EdgeSignal", "bearer_token", "error_body"]
 
 log = logging.getLogger("frontmind.daemon")
 
@@ -49,6 +63,26 @@ DEFAULT_MAX_BODY_BYTES = 32 << 20
 _CHANGING = frozenset({"POST", "PUT", "PATCH"})
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _encoder = msgspec.json.Encoder()
+
+
+EDGE_KEY = "frontmind.edge"  # the request scope's `extensions` key of its EdgeSignal
+Cut = Literal["evicted", "token_share", "too_large", "malformed"]
+
+
+@dataclass
+class EdgeSignal:
+    """One request's line between the socket and the guard.
+
+    The protocol sets `cut` (and wakes the request's `receive`) when the request must
+    end; the guard answers it. The guard keeps `received`, the body bytes handed on, so
+    the protocol can check an announced chunk against what the body already took; the
+    protocol sets `body_in` once the whole request is read.
+    """
+
+    cut: Cut | None = None
+    detail: str = ""
+    received: int = 0
+    body_in: bool = False  # the socket has read the whole request (its body too)
 
 
 def error_body(kind: str, message: str) -> bytes:
@@ -107,10 +141,16 @@ class EdgeGuard:
         allowed_hosts: Iterable[str] = (),
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         body_idle_seconds: float = 30.0,
+        body_deadline_seconds: float = 120.0,
+        body_min_rate: float = 1024.0,
+        body_grace_seconds: float = 5.0,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_idle_seconds = body_idle_seconds
+        self.body_deadline_seconds = body_deadline_seconds
+        self.body_min_rate = body_min_rate  # bytes a second; 0: no minimum
+        self.body_grace_seconds = body_grace_seconds
         # "name" allows that name on any port (a proxy in front); "name:port" that port.
         self.any_port: set[str] = set()
         self.exact: set[tuple[str, int]] = set()
@@ -129,39 +169,55 @@ class EdgeGuard:
             return
         started = False
         close = False  # set when the body is refused part-read: the connection must go
+        edge: EdgeSignal | None = scope.get("extensions", {}).get(EDGE_KEY)
+
+        def closing() -> bool:
+            # An answer before the body is all in ends the connection (the socket does
+            # not wait for the rest): say so, or a client would send its next request
+            # on a connection being closed.
+            return close or (edge is not None and not edge.body_in)
 
         async def tracked_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                if close:
+                if closing():
                     headers = [*message["headers"], (b"connection", b"close")]
                     message = {**message, "headers": headers}
             await send(message)
 
         try:
+            if edge is not None and edge.cut is not None:
+                raise self._cut_error(edge)
             length = self._check(scope)
         except EdgeError as exc:
-            await _send_error(send, exc, close=isinstance(exc, BodyTooLarge))
+            close = isinstance(exc, BodyTooLarge | Overloaded)
+            await _send_error(send, exc, close=closing())
             return
 
         received = 0
         body_done = False
+        started_at = anyio.current_time()
 
         async def capped_receive() -> Message:
             nonlocal received, body_done, close
             if body_done:
                 return await receive()
-            try:
-                with anyio.fail_after(self.body_idle_seconds):
+            wait, late = self._body_wait(received, anyio.current_time() - started_at)
+            message: Message | None = None
+            if wait > 0:
+                with anyio.move_on_after(wait):
                     message = await receive()
-            except TimeoutError:
+            if message is None:
                 close = True
-                raise RequestTimeout(
-                    f"the request body stalled for over {self.body_idle_seconds:g} s"
-                ) from None
+                raise RequestTimeout(late)
+            if edge is not None and edge.cut is not None:
+                close = True
+                raise self._cut_error(edge)
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                if edge is not None:
+                    edge.received = received
                 if received > self.max_body_bytes:
                     close = True
                     raise BodyTooLarge(self._too_large())
@@ -172,12 +228,59 @@ class EdgeGuard:
 
         try:
             await self.app(scope, capped_receive if length != 0 else receive, tracked_send)
+        except ClientDisconnect:
+            return  # gone mid-body: no one to answer, and nothing went wrong here
         except Exception as exc:  # the edge's last line: JSON, never a plain-text trace
             status, _ = wire_error(exc)
             if status >= 500:
                 log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
             if not started:
-                await _send_error(send, exc, close=close)
+                await _send_error(send, exc, close=closing())
+
+    def _body_wait(self, received: int, elapsed: float) -> tuple[float, str]:
+        """How long the next part of a body may take, and what to say if it is late."""
+        waits = [
+            (
+                self.body_idle_seconds,
+                f"the request body stalled for over {self.body_idle_seconds:g} s "
+                "(server.body_timeout_s)",
+            ),
+            (
+                self.body_deadline_seconds - elapsed,
+                f"the request body was not in within {self.body_deadline_seconds:g} s "
+                "(server.body_deadline_s)",
+            ),
+        ]
+        if self.body_min_rate > 0:
+            # Behind once `received` is less than the rate times the time past the grace.
+            behind_at = self.body_grace_seconds + received / self.body_min_rate
+            waits.append(
+                (
+                    behind_at - elapsed,
+                    f"the request body arrived at under {self.body_min_rate:g} bytes a "
+                    f"second after {self.body_grace_seconds:g} s (server.body_min_rate)",
+                )
+            )
+        return min(waits)
+
+    def _cut_error(self, edge: EdgeSignal) -> EdgeError:
+        if edge.cut == "too_large":
+            return BodyTooLarge(
+                f"a chunk of the request body is announced over the limit of "
+                f"{self.max_body_bytes} bytes (server.max_body_bytes)"
+            )
+        if edge.cut == "malformed":
+            excerpt = edge.detail[:80] + ("…" if len(edge.detail) > 80 else "")
+            return BadBody(f"the chunked request body is malformed ({excerpt})")
+        if edge.cut == "token_share":
+            return Overloaded(
+                "this token holds its share of the connections "
+                "(server.max_client_connections); retry when one closes"
+            )
+        return Overloaded(
+            "the server's connections are all held and this client holds the most "
+            "(server.max_connections, shared fairly); retry"
+        )
 
     def _too_large(self) -> str:
         return (
@@ -256,5 +359,7 @@ async def _send_error(send: Send, exc: Exception, *, close: bool) -> None:
     ]
     if close:
         headers.append((b"connection", b"close"))
+    if isinstance(exc, Overloaded):
+        headers.append((b"retry-after", b"1"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,125 @@
+"""A flooding client, run as a process of its own so that its work does not slow the
+client it floods against (tests/test_connection_shares.py).
+
+    python -m tests._flood idle|slow-body URL LOCAL_ADDRESS SLOTS HELD_BUDGET ATTEMPTS
+
+`SLOTS` connections at once from `LOCAL_ADDRESS`, each opened again when the server
+closes or answers it, until `HELD_BUDGET` have been held and closed by the server
+without an answer (idle) or `ATTEMPTS` have been made. `idle` sends nothing; `slow-body`
+sends a POST head (Content-Length 100000) and then a byte a second.
+
+Lines on stdout: `full` at the first 503 (the server holds all it may), `spent` when a
+budget is used up, and at the end one JSON object of counts. On stdin: `mark` starts
+counting the refusals seen "meanwhile"; end of input stops the flood.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import SocketStream
+
+from tests._raw import address
+
+SLOW_PACE_SECONDS = 1.0  # the slow body's pace: a byte a second
+
+
+@dataclass
+class Counts:
+    attempts: int = 0
+    held: int = 0  # closed by the server without an answer
+    answers: Counter[str] = field(default_factory=Counter)
+    refused_meanwhile: int = 0
+    marked: bool = False
+    full_said: bool = False
+    spent_said: bool = False
+
+
+async def answer_or_close(stream: SocketStream) -> bytes:
+    data = b""
+    try:
+        while True:
+            data += await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+        return data
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def main(kind: str, url: str, local: str, slots: int, held_budget: int, most: int) -> None:
+    host, port = address(url)
+    counts = Counts()
+    head = (
+        f"POST /v1/documents HTTP/1.1\r\nhost: {host}:{port}\r\n"
+        "content-type: application/json\r\ncontent-length: 100000\r\n\r\n{"
+    ).encode()
+
+    def spent() -> bool:
+        return counts.held >= held_budget or counts.attempts >= most
+
+    async def one(stream: SocketStream) -> bytes:
+        if kind == "idle":
+            return await answer_or_close(stream)
+        await stream.send(head)
+        for _ in range(200):  # a byte a second while no answer comes
+            with anyio.move_on_after(SLOW_PACE_SECONDS):
+                return await answer_or_close(stream)
+            await stream.send(b" ")
+        return b""
+
+    async def slot() -> None:
+        while not spent():
+            counts.attempts += 1
+            try:
+                stream = await anyio.connect_tcp(host, port, local_host=local)
+            except OSError:
+                continue
+            async with stream:
+                try:
+                    data = await one(stream)
+                except (anyio.BrokenResourceError, ConnectionResetError):
+                    data = b""
+            status = data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/1.1 ") else ""
+            counts.answers[status or "closed"] += 1
+            counts.held += not data
+            if status == "503":
+                counts.refused_meanwhile += counts.marked
+                if not counts.full_said:
+                    counts.full_said = True
+                    say("full")
+            if spent() and not counts.spent_said:
+                counts.spent_said = True
+                say("spent")
+
+    async def control(tg_scope: anyio.CancelScope) -> None:
+        while line := await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True):
+            if line.strip() == "mark":
+                counts.marked = True
+        tg_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(control, tg.cancel_scope)
+        for _ in range(slots):
+            tg.start_soon(slot)
+    say(
+        json.dumps(
+            {
+                "attempts": counts.attempts,
+                "held": counts.held,
+                "answers": dict(counts.answers),
+                "refused_meanwhile": counts.refused_meanwhile,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    kind, url, local, slots, held, most = sys.argv[1:7]
+    anyio.run(main, kind, url, local, int(slots), int(held), int(most))
