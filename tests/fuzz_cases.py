@@ -417,6 +417,7 @@ def corpus(routes: Iterable[RouteInfo], host: str, port: int) -> list[Case]:
         "//v1//reminders",
         "/v1/continuums/a/turns/../../reminders",
         "/" + "a" * 8000,
+        "/v1/" + "b" * 12000,  # answered with an excerpt of the path, not the path
     ]:
         for method in ("GET", "POST", "DELETE"):
             cases.append(

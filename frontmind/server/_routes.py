@@ -771,12 +771,16 @@ async def unexpected(request: Request, exc: Exception) -> Response:
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    return error_response(404, "not_found", f"no route {request.method} {request.url.path}")
+    # The path is the client's: quoted as an excerpt, never echoed whole.
+    path = excerpt(request.url.path, 200)
+    return error_response(404, "not_found", f"no route {excerpt(request.method)} {path}")
 
 
 async def not_allowed(request: Request, exc: Exception) -> Response:
     return error_response(
-        405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"
+        405,
+        "method_not_allowed",
+        f"{excerpt(request.method)} is not allowed on {excerpt(request.url.path, 200)}",
     )
 
 
