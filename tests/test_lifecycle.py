@@ -94,6 +94,23 @@ async def test_a_store_made_before_incremental_vacuum_says_why_it_keeps_its_spac
         assert (nothing.freed_bytes, nothing.stuck_bytes) == (0, 0)
 
 
+async def test_the_worker_warns_once_of_space_it_cannot_give_back(
+    api: LocalMessagesAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copy(STORES / "sqlite_v8.db", tmp_path / "frontmind.db")
+    clock = FakeClock()
+    async with frontmind(api, tmp_path, clock=clock) as fm:
+        assert isinstance(fm.storage, SQLiteStorage)
+        await fill_documents(fm.storage, "alice", 2)
+        await fm.delete_user("alice")
+        for _ in range(2):
+            clock.advance(RECLAIM_EVERY_S)
+            await fm.run_background()
+    warned = [r.getMessage() for r in caplog.records if "cannot give back" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert '"Reclaiming space"' in warned[0]
+
+
 async def test_a_deleted_users_vectors_go_without_an_embedder_loaded(tmp_path: Path) -> None:
     path = tmp_path / "frontmind.db"
     embedder = ConceptEmbedder()
