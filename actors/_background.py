@@ -12,6 +12,9 @@ retries and for jobs left by a process that died. Each job:
 3. calls the model, parses the title, summary and proposed memories, de-duplicates the
    memories against those already stored, and stores everything with the call's usage
    in one transaction. A failure is stored and retried later with backoff.
+
+Now and then it also gives the space of deleted rows back to the file system
+(`Storage.reclaim_space`: SQLite's incremental vacuum).
 """
 
 from __future__ import annotations
@@ -69,6 +72,9 @@ BackgroundMessage = Wake | Drain | MemoriesSurfaced
 # Surfacings (notification centers) counted together at most: one write per user and
 # distinct count (usually one), not one per composition.
 SURFACED_BATCH = 1000
+# How often the worker looks for free space to give back (on the wake or drain after
+# that long): deletes are rare, and the look is one small read.
+RECLAIM_EVERY_S = 600.0
 
 PrefixFn = Callable[[str, str, RideCache], Awaitable[ModelRequest]]
 
@@ -103,6 +109,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         # Surfacings not yet counted: user -> memory id -> times.
         self._surfaced: defaultdict[str, Counter[int]] = defaultdict(Counter)
         self._pending = 0
+        self._reclaim_at = float("-inf")  # when free space is next looked at
+        self._told_stuck = False  # space that cannot be reclaimed is logged once
 
     async def stopped(self) -> None:
         await self._count_surfaced()
@@ -148,7 +156,29 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             ran += 1
         if self._embedder is not None:
             await self._embed_new_memories(self._embedder)
+        if self._clock() >= self._reclaim_at:
+            await self._reclaim_space()
         return ran if isinstance(message, Drain) else None
+
+    async def _reclaim_space(self) -> None:
+        """Give the space of deleted rows back to the file system (the store decides
+        whether there is enough of it; PostgreSQL's server does it on its own)."""
+        self._reclaim_at = self._clock() + RECLAIM_EVERY_S
+        try:
+            done = await self._storage.reclaim_space()
+        except StorageError as exc:  # tried again later
+            log.warning("could not reclaim the store's free space: %s", exc)
+            return
+        if done.freed_bytes:
+            log.info("gave %d bytes of deleted rows back to the file system", done.freed_bytes)
+        if done.stuck_bytes and not self._told_stuck:
+            self._told_stuck = True
+            log.warning(
+                "the store holds %d free bytes it cannot give back (it was made before"
+                ' incremental auto-vacuum): the README\'s "Reclaiming space" shows how to'
+                " switch it",
+                done.stuck_bytes,
+            )
 
     async def _embed_new_memories(self, embedder: Embedder) -> None:
         """Embed the memories that have no vector yet (extracted, or stored by a tool)."""

@@ -11,13 +11,20 @@ the rest is indexes: it should grow only by what is stored, and free pages stay 
 zero: nothing is deleted in a soak), and log bytes
 (warnings and errors only, as the daemon runs by default; its access log is off).
 
+`--minutes M` starts no turn after M minutes (a busy machine may not finish the turns
+asked for in the time it has): the report covers the turns that finished.
+`--from-log FILE` reports again from the samples a run printed (one dict a line), for a
+run stopped before its end.
+
     .venv/bin/python -m bench.soak [--turns 100000] [--continuums 1000] [--workers 16]
-        [--idle-minutes 0.5] [--every 1000] [--warmup 10000] [--ttft-ms 0]
+        [--idle-minutes 0.5] [--every 1000] [--warmup 10000] [--ttft-ms 0] [--minutes M]
+        [--from-log FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import random
 import sqlite3
@@ -81,11 +88,14 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
 
             done, sample_at = 0, args.every
             started = time.perf_counter()
+            stop_at = started + args.minutes * 60 if args.minutes else float("inf")
 
             async def worker(client: httpx2.AsyncClient, seed: int, share: int) -> None:
                 nonlocal done, sample_at
                 rng = random.Random(seed)
                 for _ in range(share):
+                    if time.perf_counter() > stop_at:
+                        return
                     continuum = f"c{rng.randrange(args.continuums)}"
                     text = f"turn {done} in {continuum}: how is the garden doing this week?"
                     ended = await timed_turn(client, continuum, text)
@@ -100,6 +110,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                             {"turns": done, "rss_kib": rss_anon_kib(process.pid),
                              "db_bytes": size, "free_bytes": free, "log_bytes": logged,
                              "stored_bytes": stored,
+                             "load_1m": os.getloadavg()[0],
+                             "errors": sum(errors.values()),
                              "seconds": round(time.perf_counter() - started, 1)}
                         )  # fmt: skip
                         print(samples[-1], flush=True)
@@ -113,6 +125,11 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     for seed in range(args.workers):
                         tg.start_soon(worker, client, seed, args.turns // args.workers)
                 logs.cancel_scope.cancel()
+    return {**report(args, samples, done), "errors": errors}
+
+
+def report(args: argparse.Namespace, samples: list[dict[str, float]], done: int) -> dict[str, Any]:
+    """The figures per 1,000 turns after the warm-up, from the samples."""
     after = [s for s in samples if s["turns"] > args.warmup]
 
     def per_1000(key: str) -> float:
@@ -124,14 +141,14 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers,
         "idle_minutes": args.idle_minutes,
         "warmup_turns": args.warmup,
-        "errors": errors,
         "rss_kib_per_1000_turns": per_1000("rss_kib"),
         "rss_goal_kib_per_1000_turns": 204.8,
         "db_bytes_per_1000_turns": per_1000("db_bytes"),
         "stored_bytes_per_1000_turns": per_1000("stored_bytes"),
         "free_bytes_at_end": after[-1]["free_bytes"] if after else None,
         "log_bytes_per_1000_turns": per_1000("log_bytes"),
-        "loadavg": await anyio.Path("/proc/loadavg").read_text(),
+        "seconds_per_1000_turns": per_1000("seconds"),
+        "loadavg": Path("/proc/loadavg").read_text(),
         "cpus": os.cpu_count(),
         "samples": samples,
     }
@@ -146,10 +163,18 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=10_000)
     parser.add_argument("--ttft-ms", type=float, default=0.0)
+    parser.add_argument("--minutes", type=float, default=0.0)
+    parser.add_argument("--from-log", type=Path, default=None)
     args = parser.parse_args()
 
     async def go() -> None:
-        results = await soak(args)
+        if args.from_log is not None:
+            lines = args.from_log.read_text().splitlines()
+            samples = [ast.literal_eval(line) for line in lines if line.startswith("{")]
+            # Failed turns by kind are told only at a run's end; a stopped run's are not.
+            results = {**report(args, samples, int(samples[-1]["turns"])), "errors": None}
+        else:
+            results = await soak(args)
         shown = {k: v for k, v in results.items() if k != "samples"}
         for key, value in shown.items():
             print(f"{key}: {value}")

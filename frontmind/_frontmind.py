@@ -76,6 +76,7 @@ from storage import (
 )
 
 from ._exceptions import BudgetExceeded, ConfigError
+from ._gate import GatedTurn, UserGate
 from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
@@ -126,6 +127,7 @@ class Frontmind:
         user: str = DEFAULT_USER,
         documents_locks: dict[str, anyio.Lock] | None = None,
         collector: IdleCollector | None = None,
+        gate: UserGate | None = None,
     ) -> None:
         self.user_name = check_user_name(user)
         self._runtime = runtime
@@ -141,6 +143,8 @@ class Frontmind:
         self._documents_locks = {} if documents_locks is None else documents_locks
         # The `idle` GC policy's collector (`[runtime] gc`), or None: CPython's own.
         self._collector = collector
+        # Turns in flight per user, shared by every scope: deleting a user waits for none.
+        self._gate = UserGate() if gate is None else gate
 
     @property
     def models(self) -> ModelCatalog:
@@ -358,6 +362,7 @@ class Frontmind:
             user=name,
             documents_locks=self._documents_locks,
             collector=self._collector,
+            gate=self._gate,
         )
 
     async def add_user(self, name: str) -> str:
@@ -382,11 +387,13 @@ class Frontmind:
     async def delete_user(self, name: str) -> UserForgotten:
         """Forget user `name`: their token and every row of theirs, in one transaction;
         the answer counts the rows of each table. Their loaded continuums are unloaded
-        first; `Busy` while a turn of theirs runs (nothing is deleted then)."""
-        for user, continuum_id in self._runtime.lanes():
-            if user == name:
-                await self._runtime.unload(user, continuum_id)
-        return await self.storage.delete_user(name)
+        first; `Busy` while a turn of theirs runs (nothing is deleted then), and no turn
+        of theirs starts until the delete is over (`Busy` too: frontmind/_gate.py)."""
+        async with self._gate.closed(name):
+            for user, continuum_id in self._runtime.lanes():
+                if user == name:
+                    await self._runtime.unload(user, continuum_id)
+            return await self.storage.delete_user(name)
 
     async def backup(self, path: str | Path) -> int:
         """A consistent snapshot of the store in the file `path`, taken while turns run
@@ -408,7 +415,8 @@ class Frontmind:
         `{"type": "document", "source": ...}` (dicts, or `msgspec.Raw` JSON kept as
         its exact bytes). Out-of-limit input is refused before anything happens.
         """
-        return self._runtime.turn(continuum_id, message, user=self.user_name)
+        # The engine's turn, counted in the user's gate while it runs (`delete_user`).
+        return GatedTurn(self._runtime, continuum_id, message, self.user_name, self._gate)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
         """The request a turn with `message` would send now. Nothing is sent or stored."""

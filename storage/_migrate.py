@@ -9,9 +9,11 @@ digest (settings, turn records and messages, byte for byte), the same on both si
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
-from ._exceptions import StorageError
+from ._exceptions import InvalidInput, StorageError
 from ._port import Storage
 
 __all__ = ["Migration", "MigrationMismatch", "migrate"]
@@ -30,11 +32,23 @@ class Migration(msgspec.Struct, frozen=True):
     digests: dict[str, str]
 
 
-async def migrate(source: Storage, target: Storage) -> Migration:
+async def migrate(
+    source: Storage,
+    target: Storage,
+    *,
+    batch: int = 500,
+    progress: Callable[[str, int], object] | None = None,
+) -> Migration:
+    """Copy `source` into `target`, `batch` rows a transaction, and verify the copy;
+    `progress(table, rows)` is told of each batch once it is committed."""
+    if batch < 1:
+        raise InvalidInput(f"a migration's batch is at least 1 row, not {batch}")
     copied: dict[str, int] = {}
-    async for part in source.export_rows():
+    async for part in source.export_rows(batch=batch):
         for table, count in (await target.import_rows([part], skip_existing=True)).items():
             copied[table] = copied.get(table, 0) + count
+            if progress is not None:
+                progress(table, count)
     counts, there = await source.table_counts(), await target.table_counts()
     if counts != there:
         differ = ", ".join(f"{t}: {counts[t]} here, {there[t]} there" for t in counts

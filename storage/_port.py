@@ -40,6 +40,7 @@ from ._records import (
     Reminder,
     Segment,
     SegmentDigest,
+    SpaceReclaimed,
     TurnRecord,
     TurnUsage,
     TurnWrite,
@@ -362,6 +363,12 @@ class Storage(Protocol):
         """A consistent snapshot of the running store in the file `path` (SQLite's online
         backup; written aside and renamed, so a file at `path` is always whole); its size.
         `InvalidInput` for PostgreSQL (pg_dump backs it up)."""
+        ...
+
+    async def reclaim_space(self) -> SpaceReclaimed:
+        """Give the free pages that deleted rows left back to the file system, when they
+        are many (SQLite's incremental vacuum; PostgreSQL's server autovacuums on its
+        own: nothing to do). What was given back, and what could not be."""
         ...
 
     # -- moving a store (the portable form: storage/_transfer.py) ------------------------

@@ -53,6 +53,7 @@ __all__ = [
     "SectionStatus",
     "Segment",
     "SegmentDigest",
+    "SpaceReclaimed",
     "TextBlock",
     "ToolResultBlock",
     "ToolUseBlock",
@@ -386,3 +387,12 @@ class UserForgotten(msgspec.Struct, frozen=True):
 
     name: str
     rows: dict[str, int]
+
+
+class SpaceReclaimed(msgspec.Struct, frozen=True):
+    """What reclaiming a store's free space did: the bytes given back to the file system,
+    and the free bytes it could not give back (a SQLite store made before incremental
+    auto-vacuum: the README's "Reclaiming space" says how to switch it)."""
+
+    freed_bytes: int
+    stuck_bytes: int

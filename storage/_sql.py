@@ -104,6 +104,7 @@ from ._records import (
     Reminder,
     Segment,
     SegmentDigest,
+    SpaceReclaimed,
     TurnRecord,
     TurnUsage,
     TurnWrite,
@@ -117,6 +118,7 @@ from ._shared import (
     check_write,
     content_decoder,
     continues,
+    decode_vector,
     encode_vector,
     record_decoder,
     segment_title,
@@ -235,6 +237,32 @@ def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, l
         return f"{alias}owner = ?", [user]
     check_continuum_id(continuum_id)
     return f"{alias}owner = ? AND {alias}continuum_id = ?", [user, continuum_id]
+
+
+class _ImportedVectors:
+    """What one import knows of the vectors it brings: the store's embedder (name and
+    dimension, once recorded), whether the imported vectors are of it (`keep`), and
+    whether the index is ready for them in this transaction."""
+
+    def __init__(self, recorded: tuple[Any, ...] | None) -> None:
+        self.recorded = recorded
+        self.keep = True
+        self.ready = False
+
+    def admit(self, rows: list[tuple[Any, ...]], embedding: int) -> list[tuple[Any, ...]]:
+        """The memory rows with the vectors that cannot be kept left out: those of
+        another embedder, or of another dimension than the store's (made again by the
+        embedder in the background)."""
+        width = 4 * int(self.recorded[1]) if self.recorded is not None else 0
+
+        def fits(value: Any) -> bool:
+            return self.keep and isinstance(value, bytes) and len(value) == width
+
+        return [
+            row if row[embedding] is None or fits(row[embedding])
+            else (*row[:embedding], None, *row[embedding + 1 :])
+            for row in rows
+        ]  # fmt: skip
 
 
 class SQLStore(ABC):
@@ -1292,10 +1320,12 @@ class SQLStore(ABC):
             # `_USER_TABLES`).
             await self._uncount_terms(db, "message", "owner = ?", (name,))
             await self._uncount_terms(db, "memory", "owner = ?", (name,))
-            # Their memories' vectors leave the vector index too (a table of its own on
-            # SQLite, columns of the memories on PostgreSQL).
-            owned = await _rows(db, "SELECT id FROM memories WHERE owner = ?", (name,))
-            await self._unindex_vectors(db, [int(row[0]) for row in owned])
+            # Their vectors leave the vector index too, whether or not an embedder is in
+            # use here (SQLite's is a table of its own, counted; PostgreSQL's are columns
+            # of the memories).
+            forgotten = await self._forget_vectors(db, name)
+            if forgotten is not None:
+                counted["memory_vec"] = forgotten
             for table, where in self._USER_TABLES:
                 rows = await _rows(db, f"SELECT count(*) FROM {table} WHERE {where}", (name,))
                 counted[table] = int(rows[0][0])
@@ -1305,6 +1335,16 @@ class SQLStore(ABC):
             if not any(counted.values()):
                 raise NotFound(f"no user named {name!r}")
         return UserForgotten(name, counted)
+
+    async def _forget_vectors(self, db: Connection, user: str) -> int | None:
+        """Delete the user's entries of a vector index kept apart from the memories; how
+        many, or None when the store keeps none (PostgreSQL: columns of the memories)."""
+        return None
+
+    async def reclaim_space(self) -> SpaceReclaimed:
+        """Give the database's free pages back to the file system (SQLite's incremental
+        vacuum); PostgreSQL's space is its server's autovacuum's, nothing to do here."""
+        return SpaceReclaimed(0, 0)
 
     async def set_user_token(self, name: str, token_hash: str) -> None:
         check_user_name(name)
@@ -1335,7 +1375,9 @@ class SQLStore(ABC):
             check_user_name(user)
         for table, columns, order in PORTABLE_TABLES:
             where, args = "", []
-            if user is not None:
+            # `vector_model` is the store's, of no user: one user's export carries it
+            # too, as their memories' vectors mean something only with it.
+            if user is not None and table != "vector_model":
                 where, args = f" WHERE {'name' if table == 'users' else 'owner'} = ?", [user]
             sql = (
                 f"SELECT {', '.join(columns)} FROM {table}{where}"
@@ -1359,16 +1401,62 @@ class SQLStore(ABC):
         resumed: what the last run copied is not copied twice)."""
         inserted: dict[str, int] = {}
         async with self._transaction() as db:
+            recorded = await _rows(
+                db, f"SELECT model, dimensions FROM vector_model{self._FOR_UPDATE}", ()
+            )
+            vectors = _ImportedVectors(tuple(recorded[0]) if recorded else None)
             for part in parts:
-                count = await self._insert_rows(db, part, skip_existing)
+                if part.table == "vector_model":
+                    count = await self._import_vector_model(db, part.rows, skip_existing, vectors)
+                else:
+                    count = await self._insert_rows(db, part, skip_existing, vectors)
                 inserted[part.table] = inserted.get(part.table, 0) + count
             await self._after_import(db)
         return inserted
 
-    async def _insert_rows(self, db: Connection, part: TableRows, skip_existing: bool) -> int:
+    async def _import_vector_model(
+        self,
+        db: Connection,
+        rows: list[tuple[Any, ...]],
+        skip_existing: bool,
+        vectors: _ImportedVectors,
+    ) -> int:
+        """The embedder the imported vectors are of, against the store's own: none here,
+        it is recorded (and the vectors kept); the same, nothing to do; another, a
+        migration refuses (its target is another store), an import keeps the store's
+        embedder and leaves the imported memories without vectors, for it to embed
+        again in the background (as its next start would after dropping them)."""
+        count = 0
+        for model, dimensions in rows:
+            if not isinstance(model, str) or not model.strip() or len(model) > 500:
+                raise InvalidInput("a vector_model row needs a name of 1 to 500 characters")
+            if not isinstance(dimensions, int) or not 1 <= dimensions <= MAX_DIMENSIONS:
+                raise InvalidInput(f"a vector_model row needs 1 to {MAX_DIMENSIONS} dimensions")
+            if vectors.recorded is None:
+                await db.execute(
+                    "INSERT INTO vector_model (model, dimensions) VALUES (?, ?)",
+                    (model, dimensions),
+                )
+                vectors.recorded = (model, dimensions)
+                count += 1
+            elif vectors.recorded != (model, dimensions):
+                if skip_existing:
+                    raise ImportCollision(
+                        f"the target's vectors are of the embedder {vectors.recorded[0]!r}"
+                        f" ({vectors.recorded[1]} dimensions), the source's of {model!r}"
+                        f" ({dimensions}): nothing was copied; migrate into an empty store"
+                    )
+                vectors.keep = False
+        return count
+
+    async def _insert_rows(
+        self, db: Connection, part: TableRows, skip_existing: bool, vectors: _ImportedVectors
+    ) -> int:
         columns = COLUMNS[part.table]
         extra: list[str] = []
         rows: list[tuple[Any, ...]] = part.rows
+        if part.table == "memories" and vectors.recorded is not None:
+            rows = vectors.admit(rows, columns.index("embedding"))
         if part.table == "jobs" and rows:
             # What an adapter's job row carries beside the portable columns (derived).
             owner, cid = columns.index("owner"), columns.index("continuum_id")
@@ -1395,8 +1483,33 @@ class SQLStore(ABC):
                     " import into an empty store, or delete those users first"
                 )
             await self._index_imported(db, part.table, columns, got)
+            if part.table == "memories":
+                await self._index_imported_vectors(db, columns, got, vectors)
             count += len(got)
         return count
+
+    async def _index_imported_vectors(
+        self, db: Connection, columns: tuple[str, ...], rows: list[Any], vectors: _ImportedVectors
+    ) -> None:
+        """The vector index (SQLite's `memory_vec`, PostgreSQL's normalized `vector` and
+        pgvector's `vec`) for the memories just imported with a vector, in the import's
+        transaction: the next start of the embedder finds them indexed and keeps them."""
+        embedding, mid = columns.index("embedding"), columns.index("id")
+        found = [(row[mid], decode_vector(row[embedding])) for row in rows if row[embedding]]
+        if not found or vectors.recorded is None:
+            return
+        if not vectors.ready:
+            # Without the means to index here (SQLite without sqlite-vec), the embedder's
+            # start builds the index from the stored vectors instead.
+            vectors.ready = await self._ready_imported_vectors(db, vectors.recorded[1])
+            if not vectors.ready:
+                return
+        await self._index_vectors(db, found)
+
+    async def _ready_imported_vectors(self, db: Connection, dimensions: int) -> bool:
+        """Make the vector index ready for imported vectors; False where it cannot be."""
+        await self._prepare_vectors(db, dimensions, reset=False)
+        return True
 
     async def _index_imported(
         self, db: Connection, table: str, columns: tuple[str, ...], rows: list[Any]

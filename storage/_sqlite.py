@@ -42,16 +42,22 @@ from ._exceptions import InvalidInput, SchemaTooNew, StorageUnavailable
 from ._fts import CANDIDATE_FACTOR, fts_query
 from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
-from ._records import MessageHit
+from ._records import MessageHit, SpaceReclaimed
 from ._shared import encode_vector
 from ._sql import MEMORY, USER_TABLES, Connection, SQLStore
 
 __all__ = ["SQLiteStorage"]
 
 _VEC_MAX_K = 4096  # sqlite-vec's largest k
+_AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 _READER_MMAP_BYTES = 256 * 1024 * 1024
+# Free space worth giving back to the file system: less stays for SQLite to reuse (a
+# delete's pages are taken again by the next inserts; giving back each few would only
+# make the file shrink and grow).
+RECLAIM_MIN_FREE_BYTES = 1024 * 1024
+_RECLAIM_STEP_PAGES = 1024  # pages per write transaction: a turn's commit waits one step
 
 
 def _optional(name: str) -> ModuleType | None:
@@ -98,6 +104,10 @@ async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
     await conn
     try:
         if not reader:
+            # Free pages can go back to the file system (`reclaim_space`, which the
+            # background worker calls): only a new store takes this, before its first
+            # table; an older one keeps its mode (see `reclaim_space`).
+            await conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA synchronous=NORMAL")
         await conn.execute("PRAGMA foreign_keys=ON")
@@ -427,11 +437,67 @@ class SQLiteStorage(SQLStore):
             )
         if reset:
             await db.execute("DROP TABLE IF EXISTS memory_vec", ())
+        elif await self._has_vector_index(db):
+            return
         await db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(owner TEXT PARTITION KEY,"
+            "CREATE VIRTUAL TABLE memory_vec USING vec0(owner TEXT PARTITION KEY,"
             f" embedding float[{dimensions}] distance_metric=cosine)",
             (),
         )
+        # Vectors stored without their index (imported where sqlite-vec was missing):
+        # indexed now, and kept.
+        await db.execute(
+            "INSERT INTO memory_vec (rowid, owner, embedding) SELECT id, owner, embedding"
+            " FROM memories WHERE embedding IS NOT NULL AND length(embedding) = ?",
+            (4 * dimensions,),
+        )
+
+    async def reclaim_space(
+        self, *, min_free_bytes: int = RECLAIM_MIN_FREE_BYTES
+    ) -> SpaceReclaimed:
+        """SQLite keeps the pages of deleted rows in the file, free for its next writes;
+        at `min_free_bytes` of them or more, they go back to the file system
+        (`PRAGMA incremental_vacuum`, a step at a time between other writes, then a
+        checkpoint: under WAL the file shrinks when the log is written back into it).
+        A store made before incremental auto-vacuum cannot (its free bytes are counted
+        in `stuck_bytes`): switching it rewrites the whole file, which the README's
+        "Reclaiming space" shows, rather than a migration doing it unasked."""
+        ((free, mode, page),) = await self._read(
+            "SELECT (SELECT freelist_count FROM pragma_freelist_count),"
+            " (SELECT auto_vacuum FROM pragma_auto_vacuum),"
+            " (SELECT page_size FROM pragma_page_size)"
+        )
+        if free * page < min_free_bytes:
+            return SpaceReclaimed(0, 0)
+        if mode != _AUTO_VACUUM_INCREMENTAL:
+            return SpaceReclaimed(0, free * page)
+        freed = 0
+        while free > 0:
+            async with self._transaction() as db:
+                await db.execute_fetchall(f"PRAGMA incremental_vacuum({_RECLAIM_STEP_PAGES})", ())
+                ((left,),) = await db.execute_fetchall("PRAGMA freelist_count", ())
+            if left >= free:  # nothing more to give back
+                break
+            freed, free = freed + free - left, left
+        try:
+            async with self._write_lock:
+                await self._writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except DRIVER.Error as exc:
+            raise StorageUnavailable(f"the checkpoint after a vacuum failed: {exc}") from exc
+        return SpaceReclaimed(freed * page, 0)
+
+    async def _has_vector_index(self, db: Connection) -> bool:
+        return bool(
+            await db.execute_fetchall(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memory_vec'", ()
+            )
+        )
+
+    async def _ready_imported_vectors(self, db: Connection, dimensions: int) -> bool:
+        if not VECTORS:
+            return False
+        await self._prepare_vectors(db, dimensions, reset=False)
+        return True
 
     async def _index_vectors(
         self, db: Connection, vectors: Sequence[tuple[int, Sequence[float]]]
@@ -444,13 +510,29 @@ class SQLiteStorage(SQLStore):
         )
 
     async def _unindex_vectors(self, db: Connection, memory_ids: Sequence[int]) -> None:
-        # With no embedder in use here the index may not even be loadable; a row left
-        # behind is never found (the search keeps memories whose vector is set, and a
-        # new vector replaces it).
-        if self._dimensions is not None:
-            await db.executemany(
-                "DELETE FROM memory_vec WHERE rowid = ?", [(i,) for i in memory_ids]
+        # With no embedder in use here, the index is still kept where it exists and can
+        # be loaded. Where it cannot (no sqlite-vec), a row left behind is never found
+        # (the search keeps memories whose vector is set, and a new vector replaces it).
+        if self._dimensions is None and not (VECTORS and await self._has_vector_index(db)):
+            return
+        await db.executemany("DELETE FROM memory_vec WHERE rowid = ?", [(i,) for i in memory_ids])
+
+    async def _forget_vectors(self, db: Connection, user: str) -> int | None:
+        # By owner (the index's partition), not by the memories: entries whose memory
+        # went while no embedder was loaded go too.
+        if not await self._has_vector_index(db):
+            return None
+        if not VECTORS:
+            raise StorageUnavailable(
+                "this store keeps a vector index (sqlite-vec's memory_vec) that cannot be"
+                " opened here, so the user's vectors cannot be deleted with the rest:"
+                " pip install 'frontmind[vectors]', then delete the user again"
             )
+        ((count,),) = await db.execute_fetchall(
+            "SELECT count(*) FROM memory_vec WHERE owner = ?", (user,)
+        )
+        await db.execute("DELETE FROM memory_vec WHERE owner = ?", (user,))
+        return int(count)
 
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]

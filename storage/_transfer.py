@@ -2,17 +2,23 @@
 
 A store is its tables' rows; the portable tables are the ones below, with the columns
 both databases share (what each adapter derives on its own is left out: full-text
-indexes and word counts, PostgreSQL's turn order and job lease keys, which are rebuilt
-as the rows go in; and `model_facts`, a cache of the Models API's answers, fetched again
-when wanted). Parents come before the tables that refer to them, so the rows can
-be inserted in file order. Every row keeps its ids, so a continuum's turn records,
-messages (their content bytes exactly), segments and searches arrive as they were.
+indexes and word counts, the vector index (SQLite's `memory_vec`, PostgreSQL's
+normalized `vector` and pgvector's `vec`), PostgreSQL's turn order and job lease keys,
+all rebuilt as the rows go in; and `model_facts`, a cache of the Models API's answers,
+fetched again when wanted). A memory's vector travels as its `embedding` (float32
+bytes), with `vector_model`, the embedder they are of: without it the next start of
+that embedder would take them for another's and drop them all. Parents come before
+the tables that refer to them, so the rows can be inserted in file order. Every row
+keeps its ids, so a continuum's turn records, messages (their content bytes exactly),
+segments and searches arrive as they were.
 
 As JSON Lines (`frontmind export`), every line is one record carrying the format
-version: first `{"format": 1, "kind": "header", "schema": N, "user": NAME|null}`, then
-one `{"format": 1, "table": T, "row": {column: value}}` per row, in the order below.
-Bytes are `{"base64": "..."}`; numbers are JSON numbers (a float printed as its
-shortest exact form, so timestamps come back bit for bit).
+version: first `{"format": 2, "kind": "header", "schema": N, "user": NAME|null}`, then
+one `{"format": 2, "table": T, "row": {column: value}}` per row, in the order below.
+Format 2 added `vector_model` (an export of one user carries it too: their vectors
+mean nothing without it); a format-1 file is still read. Bytes are
+`{"base64": "..."}`; numbers are JSON numbers (a float printed as its shortest exact
+form, so timestamps come back bit for bit).
 """
 
 from __future__ import annotations
@@ -35,12 +41,13 @@ __all__ = [
 ]
 
 # The version of the export format; an import refuses a newer one.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 
 # (table, its portable columns, the ORDER BY that lists its rows as they were written).
 # `turns` is ordered by insertion (`{turn_order}`, each adapter's own) so that turns
 # started at the same instant keep their order.
 _TABLES = (
+    ("vector_model", "model dimensions", "model"),  # one row at most, of no user
     ("users", "name token_hash created_at", "name"),
     ("documents", "owner label content updated_at", "owner, label"),
     ("reminders", "id owner text due_at created_at completed_at origin", "id"),

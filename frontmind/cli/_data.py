@@ -193,7 +193,12 @@ def cmd_migrate(args: argparse.Namespace) -> None:
         async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
             config = load_config(args.config, args.data_dir)
             target = await _target(args.to, config.history.segment_gap_minutes * 60, stack)
-            done = await migrate(source, target)
+
+            def committed(table: str, rows: int) -> None:
+                # Each batch as it is committed: what a run killed now would keep.
+                print(f"copied {rows} {table} rows", file=sys.stderr, flush=True)
+
+            done = await migrate(source, target, batch=args.batch, progress=committed)
         for table, count in done.counts.items():
             print(f"{table}\t{count}\t(copied now: {done.copied.get(table, 0)})")
         for continuum, digest in done.digests.items():
@@ -238,6 +243,13 @@ def add_data_commands(
         required=True,
         metavar="URL",
         help="postgresql://user:password@host/db, or a SQLite file or data directory",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=500,
+        metavar="ROWS",
+        help="rows copied per transaction in the target (default 500)",
     )
     p.set_defaults(func=cmd_migrate, while_running=busy)
     p = sub.add_parser("backup", help="a consistent snapshot of the (running) store to a file")

@@ -1,0 +1,179 @@
+"""A store over a long life: the space of deleted rows given back to the file system on the
+background worker's schedule, a deleted user's vectors gone whether or not an embedder is
+loaded, and no turn of a user slipping in while the user is being deleted."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actors import Busy
+from actors._background import RECLAIM_EVERY_S
+from frontmind import Frontmind
+from frontmind.localapi import LocalMessagesAPI
+from storage import SQLiteStorage
+from tests._embedder import ConceptEmbedder
+from tests._harness import FakeClock, completed, frontmind, run_turn
+
+pytestmark = pytest.mark.anyio
+
+STORES = Path(__file__).parent / "stores"
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+async def fill_documents(store: SQLiteStorage, user: str, mib: int) -> None:
+    # Distinct text per document (no page is shared with anything else's).
+    for n in range(mib * 10):
+        await store.put_document(user, f"doc-{n}", f"{user} {n} " + "lorem ipsum " * 8_000)
+
+
+async def test_a_deleted_users_space_goes_back_on_the_workers_schedule(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    db = tmp_path / "frontmind.db"
+    async with frontmind(api, tmp_path, clock=clock) as fm:
+        store = fm.storage
+        assert isinstance(store, SQLiteStorage)
+        ((mode,),) = await store._read("PRAGMA auto_vacuum")
+        assert mode == 2  # a new store is made with incremental auto-vacuum
+        await fill_documents(store, "alice", 4)
+        await fill_documents(store, "bob", 1)
+        await completed_turn(fm.user("alice"))
+        await fm.run_background()  # the worker looked now: the next look is due later
+        # The file's size once its write-ahead log is written back into it.
+        ((pages,),) = await store._read("PRAGMA page_count")
+        full = pages * 4096
+
+        forgotten = await fm.delete_user("alice")
+        assert forgotten.rows["documents"] == 40
+        ((free,),) = await store._read("PRAGMA freelist_count")
+        assert free * 4096 >= 3 * MIB  # the rows are gone, their pages still in the file
+        await fm.run_background()  # not due yet: the pages stay (SQLite reuses them)
+        assert (await store._read("PRAGMA freelist_count"))[0][0] == free
+
+        clock.advance(RECLAIM_EVERY_S)
+        await fm.run_background()
+        assert (await store._read("PRAGMA freelist_count"))[0][0] == 0
+        assert db.stat().st_size <= full - 3 * MIB  # the file itself
+        # Bob's rows are all there, and the store is whole.
+        assert len(await store.documents("bob")) == 10
+        assert (await store._read("PRAGMA integrity_check"))[0][0] == "ok"
+
+
+async def completed_turn(fm: Frontmind) -> None:
+    completed(await run_turn(fm, "main", "hello"))
+
+
+async def test_a_store_made_before_incremental_vacuum_says_why_it_keeps_its_space(
+    tmp_path: Path,
+) -> None:
+    # A store of an earlier release: opening it does not rewrite it (a VACUUM would
+    # rewrite the whole file); its free space is reported as stuck, not given back.
+    path = tmp_path / "frontmind.db"
+    shutil.copy(STORES / "sqlite_v8.db", path)
+    async with await SQLiteStorage.open(path) as store:
+        ((mode,),) = await store._read("PRAGMA auto_vacuum")
+        assert mode == 0
+        await fill_documents(store, "alice", 2)
+        await store.delete_user("alice")
+        done = await store.reclaim_space()
+        assert done.freed_bytes == 0
+        assert done.stuck_bytes >= MIB
+        nothing = await store.reclaim_space(min_free_bytes=done.stuck_bytes + 1)
+        assert (nothing.freed_bytes, nothing.stuck_bytes) == (0, 0)
+
+
+async def test_the_worker_warns_once_of_space_it_cannot_give_back(
+    api: LocalMessagesAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copy(STORES / "sqlite_v8.db", tmp_path / "frontmind.db")
+    clock = FakeClock()
+    async with frontmind(api, tmp_path, clock=clock) as fm:
+        assert isinstance(fm.storage, SQLiteStorage)
+        await fill_documents(fm.storage, "alice", 2)
+        await fm.delete_user("alice")
+        for _ in range(2):
+            clock.advance(RECLAIM_EVERY_S)
+            await fm.run_background()
+    warned = [r.getMessage() for r in caplog.records if "cannot give back" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert '"Reclaiming space"' in warned[0]
+
+
+async def test_a_deleted_users_vectors_go_without_an_embedder_loaded(tmp_path: Path) -> None:
+    path = tmp_path / "frontmind.db"
+    embedder = ConceptEmbedder()
+    async with await SQLiteStorage.open(path) as store:
+        await store.use_embedder("tests._embedder:ConceptEmbedder", 4)
+        for user, texts in (("alice", ["sister Ingrid", "green tea"]), ("bob", ["garden"])):
+            memories = [await store.add_memory(user, text) for text in texts]
+            vectors = await embedder.embed(texts)
+            await store.set_memory_vectors(list(zip(memories, vectors, strict=True)))
+        kept = await store.add_memory("alice", "a third, deleted below")
+        await store.set_memory_vectors([(kept, (await embedder.embed(["tea"]))[0])])
+
+    async def indexed(store: SQLiteStorage) -> dict[str, int]:
+        rows = await store._read("SELECT owner, count(*) FROM memory_vec GROUP BY owner")
+        return {str(owner): int(n) for owner, n in rows}
+
+    # Opened as a command does (`users delete`, `import`): no embedder in use.
+    async with await SQLiteStorage.open(path) as store:
+        assert await indexed(store) == {"alice": 3, "bob": 1}
+        await store.delete_memory("alice", kept.id)  # its vector goes with it
+        assert await indexed(store) == {"alice": 2, "bob": 1}
+        forgotten = await store.delete_user("alice")
+        assert forgotten.rows["memory_vec"] == 2
+        assert forgotten.rows["memories"] == 2
+        assert await indexed(store) == {"bob": 1}
+    # A store that never had an embedder has no index to count.
+    async with await SQLiteStorage.open(tmp_path / "plain.db") as plain:
+        await plain.add_memory("carol", "plain")
+        assert "memory_vec" not in (await plain.delete_user("carol")).rows
+
+
+async def test_no_turn_of_a_user_starts_while_the_user_is_deleted(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        alice = fm.user("alice")
+        await completed_turn(alice)
+
+        # A turn in flight (started, not yet read to its end): deletion is refused.
+        stream = alice.turn("main", "still talking")
+        await stream.start()
+        with pytest.raises(Busy, match="has a turn in progress"):
+            await fm.delete_user("alice")
+        completed([event async for event in stream])
+
+        # The delete waits for the writer (held here): a turn arriving meanwhile is
+        # refused, where it would have loaded the continuum again and committed after.
+        store = fm.storage
+        assert isinstance(store, SQLiteStorage)
+        result = []
+        async with anyio.create_task_group() as tg, store._write_lock:
+
+            async def delete() -> None:
+                result.append(await fm.delete_user("alice"))
+
+            tg.start_soon(delete)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(Busy, match="being deleted"):
+                await alice.turn("main", "let me in").start()
+            with pytest.raises(Busy, match="being deleted"):
+                await fm.delete_user("alice")
+        assert result[0].rows["turns"] == 2
+        left = await store._read("SELECT count(*) FROM turns WHERE owner = 'alice'")
+        assert left[0][0] == 0
+        # Once deleted, the name is free again (in the library any name may be used).
+        await completed_turn(alice)
