@@ -167,6 +167,19 @@ def default_data_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".frontmind"
 
 
+def _decode_config(data: bytes) -> Config:
+    """The file as a `Config`. `[[model]]` rows (the singular spelling) are taken as
+    `[[models]]` rows in a file without a `[model]` table: TOML allows no array of
+    tables beside a table of the same name, so a file with `[model]` says `[[models]]`."""
+    raw = msgspec.toml.decode(data)
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), list):
+        return msgspec.toml.decode(data, type=Config)
+    if "models" in raw:
+        raise msgspec.ValidationError("[[model]] and [[models]] both give model rows: use one")
+    raw["models"] = raw.pop("model")
+    return msgspec.convert(raw, Config)
+
+
 def load_config(
     path: Path | None, data_dir: Path, environ: Mapping[str, str] | None = None
 ) -> Config:
@@ -178,7 +191,7 @@ def load_config(
         raise ConfigError(f"config file {path} does not exist")
     if candidate.is_file():
         try:
-            config = msgspec.toml.decode(candidate.read_bytes(), type=Config)
+            config = _decode_config(candidate.read_bytes())
         except msgspec.ValidationError as exc:
             raise ConfigError(f"{candidate}: {exc}") from None
         except msgspec.DecodeError as exc:

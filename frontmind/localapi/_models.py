@@ -51,6 +51,8 @@ class ModelInfo:
     pdf_input: bool = True
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()
+    # "none", "new_accounts" or "every_account": who gets the thinking prefix check
+    prefix_check: str = "none"
     # the tool-use system prompt by tool_choice type (the file's [tool_prompt_tokens])
     tool_prompt_tokens: dict[str, int] = field(default_factory=dict)
     lifecycle: str = "active"
@@ -93,6 +95,7 @@ def _info(
         pdf_input=row.get("pdf_input", True),
         context_management=frozenset(row.get("context_management", [])),
         reads_thinking_of=frozenset(readers),
+        prefix_check=row.get("prefix_check", "none"),
         tool_prompt_tokens=dict(tool_prompt),
     )
 
