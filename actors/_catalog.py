@@ -11,6 +11,7 @@ read from a row, never written in code. The file documents each field and its so
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal
 
@@ -44,6 +45,10 @@ ThinkingType = Literal["adaptive", "enabled", "disabled", "between_tools"]
 ThinkingDefault = Literal["off", "on", "always"]
 ThinkingDisplay = Literal["summarized", "omitted"]
 EffortLevel = Literal["low", "medium", "high", "xhigh", "max"]
+# Whether the API checks that nothing before a replayed thinking block changed since it
+# was written (preserved thinking, "Keeping the prefix unchanged"): "new_accounts"
+# enforces it by default only for accounts created on or after 2026-08-31.
+PrefixCheck = Literal["none", "new_accounts", "every_account"]
 
 ALL_EFFORTS: tuple[EffortLevel, ...] = ("low", "medium", "high", "xhigh", "max")
 
@@ -92,6 +97,7 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # search and web fetch tools' pages: $10 per 1,000 searches; fetches cost only tokens).
     web_search_price: float = 0.01
     web_fetch_price: float = 0.0
+    prefix_check: PrefixCheck = "none"
     sources: dict[str, str] = {}
 
     @property
@@ -161,6 +167,7 @@ class ModelPatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     server_tools: frozenset[str] | None = None
     web_search_price: float | None = None
     web_fetch_price: float | None = None
+    prefix_check: PrefixCheck | None = None
 
 
 def _base_name(name: str) -> str | None:
@@ -365,12 +372,23 @@ MeetModel = Callable[[str], Awaitable[ModelRow | None]]
 class ModelSource:
     """The catalog in force, shared by the Engine and every conversation; with `meet`
     (online: the face reads the Models API), a model met for the first time is looked up
-    before it is checked, and its row replaces or joins the file's."""
+    before it is checked, and its row replaces or joins the file's. A model met more than
+    `refresh_seconds` ago (on `clock`) is looked up again when next met, so a daemon that
+    runs for weeks picks up the answers the face refreshes."""
 
-    def __init__(self, catalog: ModelCatalog, meet: MeetModel | None = None) -> None:
+    def __init__(
+        self,
+        catalog: ModelCatalog,
+        meet: MeetModel | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        refresh_seconds: float = 24 * 3600.0,
+    ) -> None:
         self._catalog = catalog
         self._meet = meet
-        self._met: set[str] = set()
+        self._clock = clock
+        self._refresh = refresh_seconds
+        self._met: dict[str, float] = {}  # name -> when it was last looked up
 
     @property
     def catalog(self) -> ModelCatalog:
@@ -381,15 +399,19 @@ class ModelSource:
         return self._meet is not None
 
     async def meet(self, name: str) -> ModelCatalog:
-        """The catalog once `name` has been looked up (once per process and name).
+        """The catalog once `name` has been looked up (once per name and refresh age).
         The lookup may raise `SettingsError` (the Models API answered 404)."""
-        if self._meet is not None and name and name not in self._met:
-            try:  # nothing that is no model name goes to the Models API (or its cache)
-                check_model_name(name)
-            except InvalidInput as exc:
-                raise SettingsError(str(exc)) from None
+        if self._meet is None or not name:
+            return self._catalog
+        try:  # nothing that is no model name goes to the Models API (or its cache)
+            check_model_name(name)
+        except InvalidInput as exc:
+            raise SettingsError(str(exc)) from None
+        now = self._clock()
+        met = self._met.get(name)
+        if met is None or now - met >= self._refresh:
             row = await self._meet(name)
-            self._met.add(name)
+            self._met[name] = now
             if row is not None:
                 self._catalog = self._catalog.with_rows([row])
         return self._catalog

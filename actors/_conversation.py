@@ -440,25 +440,35 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history as `reader` can read it: thinking blocks of models it cannot read
         are left out (the API would drop them: "Switching models mid-conversation",
         https://platform.claude.com/docs/en/build-with-claude/preserved-thinking), and
-        how many were left out per model that wrote them."""
+        how many were left out per model that wrote them.
+
+        On a model that runs the prefix check (its row's `prefix_check`), every stored
+        turn's thinking is left out: a block is valid only while everything sent before
+        it is unchanged, and every turn drops the notification center its blocks were
+        written after (trimming and summaries change the prefix too), so the API would
+        answer 400 ("The block is bound to a different conversation"). Leaving them all
+        out is valid ("Keeping the prefix unchanged", same page); the current turn's
+        tool loop keeps its own."""
         catalog = self._deps.models.catalog
+        row = catalog.lookup(reader)
+        bound = row is not None and row.prefix_check != "none"
         unreadable: dict[str, str] = {}  # turn id -> the model that wrote its thinking
         for producer, turns in state.thinking_by_model.items():
             if producer and not catalog.can_read_thinking(reader, producer):
                 unreadable.update(dict.fromkeys(turns, producer))
-        if not unreadable:
+        if not unreadable and not bound:
             return history, {}
         dropped: dict[str, int] = {}
         kept_messages: list[Message] = []
         for message in history:
             writer = unreadable.get(message.turn_id)
-            if writer is None or message.role != "assistant":
+            if (writer is None and not bound) or message.role != "assistant":
                 kept_messages.append(message)
                 continue
             kept = tuple(
                 b for b in message.content if not (isinstance(b, RawBlock) and b.kind in _THINKING)
             )
-            if len(kept) != len(message.content):
+            if writer is not None and len(kept) != len(message.content):
                 dropped[writer] = dropped.get(writer, 0) + len(message.content) - len(kept)
             if kept:  # a message of nothing but thinking leaves the replay whole
                 kept_messages.append(msgspec.structs.replace(message, content=kept))
@@ -697,7 +707,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # The system sections come from the composer as a turn gets them (they are stable
         # by design); an empty message surfaces no memories and starts no search.
         composed = await self._compose(self._turn("background", ""))  # the user's own
-        history = state.history.messages()
+        # As the next turn will send it (its thinking as that model reads it).
+        history, _ = self._readable(state, state.history.messages(), state.model.name)
         instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
         # This request's history breakpoint falls where the next turn's will, and a mark
         # at or before the highest cache hit writes nothing (prompt caching, "Mixing

@@ -67,6 +67,11 @@ MAX_BREAKPOINTS = 4
 # use and result blocks are tool use and results: the API's block params for each of
 # these kinds carry `cache_control`,
 # https://platform.claude.com/docs/en/build-with-claude/prompt-caching#what-can-be-cached).
+# So do the beta blocks a conversation carries back: a `compaction` block ("You can add a
+# `cache_control` breakpoint on compaction blocks to cache the summarized content",
+# https://platform.claude.com/docs/en/build-with-claude/compaction#prompt-caching), the
+# advisor tool's result and the mid-conversation tool changes (their block params in the
+# SDK's beta types: "Create a cache control breakpoint at this content block").
 CACHEABLE_KINDS = frozenset(
     {
         "text",
@@ -86,6 +91,10 @@ CACHEABLE_KINDS = frozenset(
         "tool_reference",
         "mcp_tool_use",
         "mcp_tool_result",
+        "compaction",
+        "advisor_tool_result",
+        "tool_addition",
+        "tool_removal",
     }
 )
 _CACHE_KEY = b'"cache_control"'

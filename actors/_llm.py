@@ -118,6 +118,8 @@ class _Delta(msgspec.Struct):
     thinking: str = ""
     signature: str = ""
     citation: msgspec.Raw = _ABSENT
+    content: str | None = None  # compaction_delta: the whole summary
+    encrypted_content: str | None = None
     stop_reason: str | None = None
     stop_sequence: str | None = None
 
@@ -170,6 +172,11 @@ class _Block:
             self.signature = (self.signature or "") + delta.signature
         elif delta.type == "citations_delta" and delta.citation:
             self.citations.append(delta.citation)
+        elif delta.type == "compaction_delta":
+            # One delta carries the whole summary (compaction docs, "Streaming"); the
+            # block goes back as it came.
+            self.fields["content"] = delta.content
+            self.fields["encrypted_content"] = delta.encrypted_content
         return None
 
     def finish(self) -> ContentBlock | None:

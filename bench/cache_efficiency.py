@@ -15,9 +15,21 @@ and the `oracle` policy are the floors).
 
 Also: the notification center with the compact frame beside the seed's, the TTL
 policies on more realistic seeds, and the channels (frame, role-system message, user
-message) with extended thinking off and on, on a model that takes role-system messages.
+message) with thinking off and adaptive, on a model that takes role-system messages.
 A PNG chart of the input cost per turn by layout (adaptive TTLs, realistic pauses) when
 matplotlib is installed (`pip install -e '.[bench]'`).
+
+And context management, on a longer conversation that outgrows its budget: 60 turns on
+`claude-opus-4-8` with thinking on (summarized), each reading a file of about 2,000
+tokens through a tool, two pauses of 45 minutes; the same replies in every run. Rows:
+Frontmind keeping everything, Frontmind's own trimming (its 80,000-token history budget,
+cut to half at a segment boundary) with its segment summaries, and the API's server-side
+edits on Frontmind's own requests (the local API applies them as a client sending them
+with the beta client would): `clear_tool_uses` and `compaction` triggered at 80,000 input
+tokens, `clear_thinking` keeping the last thinking turn. Each row's total adds what the
+turns cost to what summarising cost: Frontmind's background segment summaries (their
+own calls), or a compaction's summary step (billed beside the reply, in
+`usage.iterations`).
 
     .venv/bin/python -m bench.cache_efficiency
 """
@@ -30,7 +42,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from actors import ModelSettings
+from actors import HistorySettings, ModelSettings
 from bench._common import RESULTS, run, write_results
 from frontmind._exceptions import EdgeError
 from frontmind.cli._demo import LAUNCH_PLAN
@@ -39,12 +51,16 @@ from frontmind.cli._simulate import (
     POLICIES,
     WARM,
     Row,
+    SameReplies,
     ScriptTurn,
     layout_available,
     run_simulation,
+    simulate_run,
     write_chart,
 )
 from frontmind.config import Config
+from frontmind.localapi import MessagesRequest, Reply, ReplyThinking, TextBlock
+from storage import TurnRecord
 
 MINUTE, HOUR = 60.0, 3600.0
 START = datetime(2026, 11, 30, 8, 55, tzinfo=ZoneInfo("Europe/Berlin")).timestamp()
@@ -184,6 +200,145 @@ def goals(scripts: dict[str, list[Row]], seeds: dict[int, list[Row]]) -> dict[st
     }
 
 
+# -- context management on a conversation that outgrows its budget -----------------------------
+
+CONTEXT_MODEL = "claude-opus-4-8"  # keeps earlier thinking; takes all three strategies
+CONTEXT_TURNS = 60
+CONTEXT_TRIGGER = 80_000  # Frontmind's default history budget
+_WORDS = (
+    "the build step reads its settings from the project file and writes the bundle to "
+    "the output folder; the tests run after it and report each failure with its file "
+    "and line, and the deploy script checks the version before it uploads anything"
+).split()
+
+
+def read_file(path: str) -> str:
+    """Read a file of the project by its path."""
+    start = sum(map(ord, path)) % len(_WORDS)
+    words = [_WORDS[(start + i) % len(_WORDS)] for i in range(1500)]
+    return f"{path}:\n" + " ".join(words)
+
+
+class Thoughtful(SameReplies):
+    """The same replies, each led by some 300 tokens of thinking (as a real model's,
+    which clear_thinking can clear): written from the message it answers."""
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        reply = super().respond(request)
+        if any(isinstance(b, ReplyThinking) for b in reply.blocks):
+            return reply
+        last = request.messages[-1].content
+        said = (
+            last
+            if isinstance(last, str)
+            else " ".join(b.text for b in last if isinstance(b, TextBlock)) or "the tool's result"
+        )
+        words = (f"I am asked: {said}. " + " ".join(_WORDS) + ". ").split()
+        thought = " ".join(words[i % len(words)] for i in range(230))
+        return Reply((ReplyThinking(thought), *reply.blocks), reply.stop_reason)
+
+
+def context_script() -> list[ScriptTurn]:
+    at, turns = START, []
+    for i in range(CONTEXT_TURNS):
+        at += 0.0 if i == 0 else 45 * MINUTE if i in (20, 40) else 2 * MINUTE
+        text = f"Turn {i}: use the read_file tool for path notes/{i}.md and say what changed"
+        turns.append(ScriptTurn(at, text))
+    return turns
+
+
+CONTEXT_RUNS: dict[str, tuple[int, dict[str, Any] | None]] = {
+    # name: (Frontmind's history budget, the server-side context_management)
+    "frontmind, no trimming": (1_000_000, None),
+    "frontmind trimming + summaries": (CONTEXT_TRIGGER, None),
+    "clear_tool_uses": (
+        1_000_000,
+        {
+            "edits": [
+                {
+                    "type": "clear_tool_uses_20250919",
+                    "trigger": {"type": "input_tokens", "value": CONTEXT_TRIGGER},
+                    "keep": {"type": "tool_uses", "value": 3},
+                    "clear_at_least": {"type": "input_tokens", "value": 10_000},
+                }
+            ]
+        },
+    ),
+    "clear_thinking": (
+        1_000_000,
+        {
+            "edits": [
+                {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+            ]
+        },
+    ),
+    "compaction": (
+        1_000_000,
+        {
+            "edits": [
+                {
+                    "type": "compact_20260112",
+                    "trigger": {"type": "input_tokens", "value": CONTEXT_TRIGGER},
+                }
+            ]
+        },
+    ),
+}
+
+
+def _peak(records: Sequence[TurnRecord]) -> int:
+    """The largest input one model call read (what the context grew to)."""
+    return max(
+        (
+            u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
+            for r in records
+            for u in r.call_usage
+        ),
+        default=0,
+    )
+
+
+async def context_management() -> dict[str, dict[str, Any]]:
+    model = ModelSettings(
+        name=CONTEXT_MODEL, max_tokens=4096, thinking="adaptive", thinking_display="summarized"
+    )
+    measured: dict[str, dict[str, Any]] = {}
+    for name, (budget, edits) in CONTEXT_RUNS.items():
+        config = Config(model=model, history=HistorySettings(budget_tokens=budget))
+        row, records = await simulate_run(
+            context_script(),
+            layout="notification",
+            policy="adaptive",
+            config=config,
+            tools=[read_file],
+            responder=Thoughtful(),
+            server_edits=edits,
+        )
+        measured[name] = {
+            **_row(row),
+            "peak_input": _peak(records),
+            # What summarising cost: Frontmind's segment summaries, or compactions.
+            "summarising_cost": row.summary_cost + row.compaction_cost,
+            "total_cost": row.input_cost + row.summary_cost + row.compaction_cost,
+            "summarising_output": row.summary_output_tokens + row.compaction_output_tokens,
+        }
+    base = measured["frontmind, no trimming"]["total_cost"]
+    print(f"\n{CONTEXT_MODEL}, {CONTEXT_TURNS} turns reading files, thinking on, adaptive TTLs")
+    print(
+        f"  {'run':<32}{'turns':>11}{'summaries':>11}{'total':>11}{'vs none':>9}{'read':>11}"
+        f"{'written':>10}{'uncached':>10}{'output':>9}{'peak input':>12}"
+    )
+    for name, m in measured.items():
+        m["vs_no_trimming"] = m["total_cost"] / base
+        output = m["output_tokens"] + m["summarising_output"]
+        print(
+            f"  {name:<32}{m['input_cost']:>11,.0f}{m['summarising_cost']:>11,.0f}"
+            f"{m['total_cost']:>11,.0f}{m['vs_no_trimming']:>8.3f}x{m['cache_read']:>11,}"
+            f"{m['cache_write']:>10,}{m['uncached']:>10,}{output:>9,}{m['peak_input']:>12,}"
+        )
+    return measured
+
+
 def main() -> None:
     async def body() -> None:
         layouts = [layout for layout in LAYOUTS if layout_available(layout)]
@@ -223,10 +378,9 @@ def main() -> None:
                 / _cost(scripts[name], "user_message", "adaptive"),
             }
         channels: dict[str, list[Row]] = {}
-        for thinking in ("off", "enabled"):
-            model = ModelSettings(
-                name=CHANNEL_MODEL, max_tokens=4096, thinking=thinking, budget_tokens=1024
-            )
+        # Claude 4.7 and later refuse manual thinking: "adaptive" is the thinking-on mode.
+        for thinking in ("off", "adaptive"):
+            model = ModelSettings(name=CHANNEL_MODEL, max_tokens=4096, thinking=thinking)
             rows, _ = await run_simulation(
                 script(benchmark_gaps()),
                 layouts=CHANNELS,
@@ -236,6 +390,7 @@ def main() -> None:
             )
             channels[thinking] = rows
             _table(f"{CHANNEL_MODEL}, thinking {thinking}, benchmark pauses", rows)
+        managed = await context_management()
         measured = goals(scripts, seeds)
         print("\ngoals")
         for seed, ratios in measured["realistic_seeds"].items():
@@ -287,6 +442,7 @@ def main() -> None:
                 },
                 "compact_frame": compact,
                 "channels": {k: [_row(r) for r in rows] for k, rows in channels.items()},
+                "context_management": managed,
                 "goals": measured,
             },
         )

@@ -80,7 +80,7 @@ from ._gate import GatedTurn, UserGate
 from ._gc import IdleCollector
 from ._groups import unwrap_group
 from ._lock import data_dir_lock
-from ._models import load_catalog, models_api_meet
+from ._models import REFRESH_SECONDS, load_catalog, models_api_meet
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -280,7 +280,7 @@ class Frontmind:
             meet = None
             if own_client is not None:
                 meet = models_api_meet(catalog, config.models, storage, own_client, clock)
-            models = ModelSource(catalog, meet)
+            models = ModelSource(catalog, meet, clock=clock, refresh_seconds=REFRESH_SECONDS)
             # The config's model is checked before anything starts (online: after the
             # Models API had its say; offline: against the data alone).
             validate_settings(config, catalog=await models.meet(config.model.name))

@@ -9,9 +9,10 @@ here (a `ModelSource`) and never read the file themselves (they know nothing of
 Online, the first time a model is met (the config's model when Frontmind opens, a
 continuum's when its settings are set or its first turn runs), `GET /v1/models/{id}` is
 read through the SDK and its answer kept in storage with the time it was fetched; it is
-asked again once that answer is older than `REFRESH_SECONDS`. A 404 refuses the model
-at settings time. If the API cannot be reached, a kept answer (however old) or else the
-shipped data is used, with a warning in the log.
+asked again once that answer is older than `REFRESH_SECONDS`, by a new process or by a
+running one (`ModelSource` meets a model again once it met it that long ago). A 404
+refuses the model at settings time. If the API cannot be reached, a kept answer
+(however old) or else the shipped data is used, with a warning in the log.
 """
 
 from __future__ import annotations

@@ -191,6 +191,19 @@ def _located(message: str, text: bytes) -> str:
     return f"{where}: {found['what']}" + (f" (at {rest})" if rest else "")
 
 
+def _decode_config(data: bytes) -> Config:
+    """The file as a `Config`. `[[model]]` rows (the singular spelling) are taken as
+    `[[models]]` rows in a file without a `[model]` table: TOML allows no array of
+    tables beside a table of the same name, so a file with `[model]` says `[[models]]`."""
+    raw = msgspec.toml.decode(data)
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), list):
+        return msgspec.toml.decode(data, type=Config)
+    if "models" in raw:
+        raise msgspec.ValidationError("[[model]] and [[models]] both give model rows: use one")
+    raw["models"] = raw.pop("model")
+    return msgspec.convert(raw, Config)
+
+
 def load_config(
     path: Path | None, data_dir: Path, environ: Mapping[str, str] | None = None
 ) -> Config:
@@ -203,7 +216,7 @@ def load_config(
     if candidate.is_file():
         text = candidate.read_bytes()
         try:
-            config = msgspec.toml.decode(text, type=Config)
+            config = _decode_config(text)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"{candidate}: {_located(str(exc), text)}") from None
         except msgspec.DecodeError as exc:

@@ -201,3 +201,18 @@ def test_an_unknown_key_of_an_array_entry_names_the_entry(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError, match=r": \[\[tool\]\] #2 \(tools:stock\): .*`colour`$"):
         load_config(None, tmp_path, environ={})
+
+
+def test_model_rows_may_be_spelt_model_without_a_model_table(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text(
+        '[[model]]\nname = "claude-local-1"\ncontext_window = 100000\nmax_output = 8000\n'
+    )
+    loaded = load_config(None, tmp_path, environ={})
+    assert [row.name for row in loaded.models] == ["claude-local-1"]
+    assert loaded.model.name == Config().model.name  # the default [model] settings
+    (tmp_path / "frontmind.toml").write_text(
+        '[[model]]\nname = "a-1"\ncontext_window = 10\nmax_output = 5\n\n'
+        '[[models]]\nname = "b-1"\ncontext_window = 10\nmax_output = 5\n'
+    )
+    with pytest.raises(ConfigError, match=r"\[\[model\]\] and \[\[models\]\] both"):
+        load_config(None, tmp_path, environ={})

@@ -342,7 +342,10 @@ async def test_simulate_json_rows(tmp_path: Path) -> None:
     keys = {"layout", "ttl", "input_cost", "cache_read", "cache_write", "uncached"}
     keys |= {"cache_write_5m", "cache_write_1h", "turns"}
     warm = {"warm_ups", "warm_cost", "warm_output_tokens"}  # the adaptive+warm row's
-    assert all(set(r) == keys | {"avoidable_misses"} | warm for r in rows)
+    # What summarising cost beside the turns (segment summaries; server compactions).
+    summaries = {"summaries", "summary_cost", "summary_output_tokens", "output_tokens"}
+    summaries |= {"compactions", "compaction_cost", "compaction_output_tokens"}
+    assert all(set(r) == keys | {"avoidable_misses"} | warm | summaries for r in rows)
     assert len(rows) == 5 * len(layouts)
     for r in rows:
         # The writes split by TTL, and one row per turn that adds up to the totals (but

@@ -22,6 +22,7 @@ from frontmind.localapi import (
     Reply,
     ReplyText,
     ReplyThinking,
+    ReplyToolUse,
     ScriptedResponder,
 )
 from storage import ContinuumModel, RawBlock
@@ -301,10 +302,41 @@ async def test_a_model_that_reads_the_old_blocks_keeps_them(tmp_path: Path) -> N
         frontmind(api, tmp_path, cfg=cfg) as fm,
     ):
         completed(await run_turn(fm, "c1", "one?"))
-        await fm.set_model_settings("c1", model="claude-fable-5-1")
+        # Fable 5 reads the blocks of the models before it and runs no prefix check.
+        await fm.set_model_settings("c1", model="claude-fable-5")
         switched = completed(await run_turn(fm, "c1", "two?"))
         body = api.message_bodies()[-1]
     kinds = [b["type"] for m in body["messages"] for b in m["content"]]
-    assert "thinking" in kinds  # Fable 5.1 reads the blocks of the models before it
+    assert "thinking" in kinds
     assert not any("left out of the replay" in w for w in switched.warnings)
     assert any("the model changed" in w for w in switched.warnings)
+
+
+async def test_a_prefix_checked_model_gets_no_stored_thinking_and_keeps_its_loop_s(
+    tmp_path: Path,
+) -> None:
+    """Fable 5.1 checks that nothing before a replayed thinking block changed; every turn
+    drops the notification center its blocks were written after, so the stored turns'
+    thinking is left out (the local API, as a new account, answers 400 otherwise) while
+    the current tool loop sends its own back, leading its assistant turn."""
+    responder = ScriptedResponder()
+    responder.push(
+        Reply((ReplyThinking("Cats first."), ReplyText("Cats purr."))),
+        Reply((ReplyThinking("I will list them."), ReplyToolUse("list_reminders", {}))),
+        Reply((ReplyThinking("Nothing due."), ReplyText("No reminders."))),
+    )
+    cfg = config(model={"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096})
+    async with (
+        LocalMessagesAPI(responder=responder, account="new") as api,
+        frontmind(api, tmp_path, cfg=cfg) as fm,
+    ):
+        completed(await run_turn(fm, "c1", "cats?"))
+        second = completed(await run_turn(fm, "c1", "list my reminders"))
+        bodies = api.message_bodies()
+    assert second.warnings == ()
+    loop_call = bodies[-1]["messages"]
+    # Before the last three (the user's words, the call, its result): the stored turns.
+    history = loop_call[: len(loop_call) - 3]
+    assert not any(b["type"] == "thinking" for m in history for b in m["content"])
+    assert loop_call[-2]["role"] == "assistant"
+    assert loop_call[-2]["content"][0]["type"] == "thinking"  # this turn's own

@@ -185,6 +185,34 @@ async def test_the_models_api_is_read_once_kept_and_overrides_the_data(tmp_path:
         assert api.asked == ["claude-sonnet-4-6", "claude-opus-4-6"]
 
 
+async def test_a_running_process_asks_again_once_its_answer_is_stale(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with (
+        models_api(dict(ANSWERS)) as api,
+        Frontmind.open(tmp_path, config(), api_key="test-key", base_url=api.url, clock=clock) as fm,
+    ):
+        await fm.set_model_settings("c1", model="claude-opus-4-6", max_tokens=8_000)
+        assert api.asked == ["claude-sonnet-4-6", "claude-opus-4-6"]
+        clock.advance(REFRESH_SECONDS / 2)
+        await fm.set_model_settings("c1", model="claude-opus-4-6", max_tokens=8_000)
+        assert api.asked == ["claude-sonnet-4-6", "claude-opus-4-6"]  # still fresh
+        # The API's answer changes (a larger output limit); the running process
+        # learns it once the answer it keeps is older than the refresh age.
+        api.models["claude-opus-4-6"] = model_info(
+            "claude-opus-4-6",
+            window=500_000,
+            output=64_000,
+            thinking=("adaptive", "disabled"),
+            efforts=("low", "medium", "high"),
+        )
+        with pytest.raises(InvalidModelSettings, match="from 1 to 32000"):
+            await fm.set_model_settings("c1", model="claude-opus-4-6", max_tokens=64_000)
+        clock.advance(REFRESH_SECONDS / 2 + 1)
+        _, effective = await fm.set_model_settings("c1", model="claude-opus-4-6", max_tokens=64_000)
+        assert effective.max_tokens == 64_000
+        assert api.asked == ["claude-sonnet-4-6", "claude-opus-4-6", "claude-opus-4-6"]
+
+
 async def test_an_unknown_config_model_is_refused_at_open_on_a_404(tmp_path: Path) -> None:
     async with models_api(ANSWERS) as api:
         with pytest.raises(SettingsError, match="Models API answers 404 not_found_error"):

@@ -32,7 +32,7 @@ import bisect
 import json
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -54,7 +54,7 @@ from actors import (
 )
 from actors._settings import Channel
 from actors._ttl import CHOICES, TTL_SECONDS, history_entry_after
-from storage import StorageError, TtlChoice, TurnRecord, check_message
+from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
 
 from .._cost import input_cost
 from .._exceptions import EdgeError
@@ -67,6 +67,7 @@ from ..localapi import (
     MessagesRequest,
     Reply,
     ReplyText,
+    Responder,
     TextBlock,
     ToolResultBlock,
 )
@@ -156,6 +157,17 @@ class Row:
     warm_ups: int = 0
     warm_cost: float = 0.0  # their input cost, part of input_cost
     warm_output_tokens: int = 0
+    # Server-side compactions (the local API's `context_management`): their summary
+    # steps (outside the responses' top-level usage, so outside the totals above).
+    compactions: int = 0
+    compaction_cost: float = 0.0
+    compaction_output_tokens: int = 0
+    # The background summaries of closed segments (their own model calls, kept with
+    # their jobs, outside the turns' usage and the totals above).
+    summaries: int = 0
+    summary_cost: float = 0.0
+    summary_output_tokens: int = 0
+    output_tokens: int = 0  # the turns' and the warm-ups' output tokens
     per_turn_cost: list[float] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)  # each avoidable miss, explained
     turns: list[TurnCost] = field(default_factory=list)
@@ -174,6 +186,13 @@ class Row:
             "warm_ups": self.warm_ups,
             "warm_cost": round(self.warm_cost, 2),
             "warm_output_tokens": self.warm_output_tokens,
+            "compactions": self.compactions,
+            "compaction_cost": round(self.compaction_cost, 2),
+            "compaction_output_tokens": self.compaction_output_tokens,
+            "summaries": self.summaries,
+            "summary_cost": round(self.summary_cost, 2),
+            "summary_output_tokens": self.summary_output_tokens,
+            "output_tokens": self.output_tokens,
         }
         if turns:
             # The warm-ups between turns are in the totals, not in any turn's row.
@@ -419,8 +438,14 @@ async def simulate_run(
     frame: str = "seed",
     documents: Mapping[str, str] | None = None,
     data_dir: Path | None = None,
+    tools: Sequence[Callable[..., Any]] = (),
+    responder: Responder | None = None,
+    server_edits: Mapping[str, Any] | None = None,
 ) -> tuple[Row, list[TurnRecord]]:
-    """One replay of the script: its totals and its turn records."""
+    """One replay of the script: its totals and its turn records. `tools`: functions the
+    model may call; `responder`: the simulated model (default: `SameReplies`);
+    `server_edits`: a `context_management` the local API applies to every request, as a
+    client sending it with the beta client would (context editing, compaction)."""
     # The system_prompt layout churns the system prompt on purpose: its guard warnings
     # are expected, not news.
     logging.getLogger("frontmind.cache_guard").setLevel(logging.ERROR)
@@ -432,7 +457,10 @@ async def simulate_run(
     clock = SimulatedClock(times[0])
     with tempfile.TemporaryDirectory(prefix="frontmind-simulate-") as scratch:
         root = data_dir or Path(scratch)
-        async with LocalMessagesAPI(clock=clock, responder=SameReplies()) as api:
+        edits = None if server_edits is None else dict(server_edits)
+        async with LocalMessagesAPI(
+            clock=clock, responder=responder or SameReplies(), context_management=edits
+        ) as api:
             model = AnthropicModel(
                 api_key="offline-simulate", base_url=api.base_url, max_retries=2, timeout=30
             )
@@ -444,6 +472,7 @@ async def simulate_run(
                     clock=clock,
                     ttl_policy=_policy(policy, times),
                     timers=clock,
+                    tools=tools,
                 ) as fm:
                     for label, content in (documents or {}).items():
                         await fm.put_document(label, content)
@@ -460,8 +489,12 @@ async def simulate_run(
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
                     warm_ups, warm_usage = fm.warm_ups()
                     priced = fm.models.lookup(config.model.name)  # its prices and multipliers
+                    jobs = [j.usage.usage for j in await fm.jobs(CONTINUUM) if j.usage]
+                compactions = list(api.state.compactions)
             finally:
                 await model.aclose()
+    compacted = sum((_iteration_usage(c) for c in compactions), TurnUsage())
+    summarised = sum(jobs, TurnUsage())
     usage = sum((r.usage for r in records), warm_usage)
     misses = avoidable_misses(records)
     row = Row(
@@ -477,6 +510,13 @@ async def simulate_run(
         warm_ups=warm_ups,
         warm_cost=input_cost(warm_usage, priced),
         warm_output_tokens=warm_usage.output_tokens,
+        compactions=len(compactions),
+        compaction_cost=input_cost(compacted, priced),
+        compaction_output_tokens=compacted.output_tokens,
+        summaries=len(jobs),
+        summary_cost=input_cost(summarised, priced),
+        summary_output_tokens=summarised.output_tokens,
+        output_tokens=usage.output_tokens,
         per_turn_cost=[input_cost(r.usage, priced) for r in records],
         misses=misses,
         turns=[_turn_cost(n, r, priced) for n, r in enumerate(records, start=1)],
@@ -485,6 +525,19 @@ async def simulate_run(
     if failed:
         raise EdgeError(f"{layout}/{policy}: turn {failed[0].turn_id} failed: {failed[0].error}")
     return row, records
+
+
+def _iteration_usage(entry: Mapping[str, Any]) -> TurnUsage:
+    """A `usage.iterations` entry (a compaction's summary step) as a turn's usage."""
+    creation = entry.get("cache_creation") or {}
+    return TurnUsage(
+        input_tokens=int(entry.get("input_tokens", 0)),
+        cache_creation_input_tokens=int(entry.get("cache_creation_input_tokens", 0)),
+        cache_read_input_tokens=int(entry.get("cache_read_input_tokens", 0)),
+        output_tokens=int(entry.get("output_tokens", 0)),
+        cache_creation_5m=int(creation.get("ephemeral_5m_input_tokens", 0)),
+        cache_creation_1h=int(creation.get("ephemeral_1h_input_tokens", 0)),
+    )
 
 
 def _turn_cost(number: int, record: TurnRecord, priced: ModelRow | None) -> TurnCost:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections import deque
@@ -16,30 +17,31 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ._cache import CacheSimulator, CacheUsage, PrefixBlock, context_messages, prefix_blocks
+from ._cache import (
+    CacheSimulator,
+    CacheUsage,
+    PrefixBlock,
+    context_messages,
+    edits_thinking,
+    prefix_blocks,
+)
 from ._catalog import model_json, model_page
 from ._clock import Clock, MonotonicClock
+from ._context import COMPACT_BETA, CONTEXT_BETA
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
 from ._models import ModelInfo, find_model
-from ._responder import (
-    DefaultResponder,
-    Reply,
-    ReplyBlock,
-    ReplyRawBlock,
-    ReplyText,
-    ReplyThinking,
-    Responder,
-    default_thinking,
-)
+from ._plan import Planned, plan
+from ._prepare import Compaction, Prepared, plan_compaction, prepare
+from ._responder import DefaultResponder, Responder
 from ._schema import (
     CountTokensRequest,
     MessagesRequest,
     RedactedThinkingBlock,
     ThinkingBlock,
 )
-from ._thinking import ThinkingSigner, effective_thinking
-from ._tokens import canonical_json, cut_to_tokens, estimate_text_tokens
+from ._sse import block_events, sse
+from ._thinking import ThinkingSigner
 from ._validate import (
     VERSIONS,
     ApiError,
@@ -94,6 +96,16 @@ class LocalAPIState:
     # "calibrated" (the live API's counts, near enough) or "plain" (4 bytes a token, 3 a
     # block: for tests that add tokens up by hand)
     token_counts: str = "calibrated"
+    # The simulated account's age, for preserved thinking's prefix check: "new" (created
+    # on or after 2026-08-31: enforced by default on Fable 5.1 and its peers) or "old".
+    account: str = "new"
+    # `context_management` applied to every /v1/messages request that sends none, as a
+    # client would send it with the beta client and its beta headers (benchmarks run
+    # Frontmind's own requests with server-side context management this way).
+    context_management: dict[str, Any] | None = None
+    # The `compaction` entries of `usage.iterations`, one per compaction (their usage is
+    # outside the responses' top-level figures: benchmarks add them up).
+    compactions: list[dict[str, Any]] = field(default_factory=list)
     served: int = 0
     # perf_counter() when each response's last byte was produced (benchmarks read it)
     finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
@@ -147,6 +159,12 @@ def _page_limit(raw: str) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 1000:
         raise ApiError(400, "limit: Input should be between 1 and 1000")
     return int(raw)
+
+
+def _betas(request: Request) -> frozenset[str]:
+    """The `anthropic-beta` header's values (comma-separated, as the SDK joins them)."""
+    raw = ",".join(request.headers.getlist("anthropic-beta"))
+    return frozenset(v.strip() for v in raw.split(",") if v.strip())
 
 
 def _is_beta(request: Request) -> bool:
@@ -208,190 +226,52 @@ def _usage_json(usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """A reply cut to max_tokens and stop sequences, with ids and signatures, ready to send."""
-
-    blocks: list[dict[str, Any]]
-    stop_reason: str
-    output_tokens: int
-    stop_sequence: str | None = None
-
-
-def _first_stop(text: str, sequences: list[str]) -> tuple[int, str] | None:
-    found = [(text.find(seq), seq) for seq in sequences if seq and seq in text]
-    return min(found) if found else None
-
-
-def _reply_blocks(
-    reply: Reply, request: MessagesRequest, model: ModelInfo
-) -> tuple[list[ReplyBlock], dict[str, Any]]:
-    """The reply's blocks with thinking put first when on (and dropped when off)."""
-    thinking = effective_thinking(request.thinking, model.thinks_by_default)
-    blocks = list(reply.blocks)
-    if thinking["type"] == "disabled":
-        return [b for b in blocks if not isinstance(b, ReplyThinking)], thinking
-    if not any(isinstance(b, ReplyThinking) for b in blocks):
-        blocks.insert(0, default_thinking(request))
-    return blocks, thinking
-
-
-def _plan(
-    reply: Reply,
-    request: MessagesRequest,
-    model: ModelInfo,
-    signer: ThinkingSigner,
-    room: int | None = None,
-) -> _Planned:
-    """`room`: what the context window leaves for output. Docs (context windows, "Context
-    window exceeded"): when input plus max_tokens exceeds the window the model writes
-    until the window is full and stops with `model_context_window_exceeded`."""
-    budget = request.max_tokens
-    window_stop = room is not None and room < budget
-    if room is not None:
-        budget = min(budget, max(room, 0))
-    blocks: list[dict[str, Any]] = []
-    used = 0
-    stop: str | None = None
-    stop_sequence: str | None = None
-    reply_blocks, thinking = _reply_blocks(reply, request, model)
-    omitted = (request.thinking or {}).get("display") == "omitted"
-    for block in reply_blocks:
-        if isinstance(block, ReplyThinking):
-            text = block.thinking
-            limit = thinking.get("budget_tokens")
-            if isinstance(limit, int) and estimate_text_tokens(text) > limit:
-                text = cut_to_tokens(text, limit)
-            tokens = estimate_text_tokens(text)
-            if used + tokens > budget:
-                text, tokens, stop = cut_to_tokens(text, budget - used), budget - used, "max_tokens"
-            if block.redacted:
-                blocks.append({"type": "redacted_thinking", "data": signer.redact(text)})
-            else:
-                shown = "" if omitted else text
-                signature = signer.sign(text)
-                blocks.append({"type": "thinking", "thinking": shown, "signature": signature})
-            used += tokens
-        elif isinstance(block, ReplyText):
-            text = block.text
-            hit = _first_stop(text, request.stop_sequences or [])
-            if hit is not None:
-                text, stop, stop_sequence = text[: hit[0]], "stop_sequence", hit[1]
-            tokens = estimate_text_tokens(text)
-            if used + tokens > budget:
-                text = cut_to_tokens(text, budget - used)
-                tokens, stop, stop_sequence = estimate_text_tokens(text), "max_tokens", None
-            if text and block.citations:
-                blocks.append({"type": "text", "text": text, "citations": list(block.citations)})
-            elif text:
-                blocks.append({"type": "text", "text": text})
-            used += tokens
-        elif isinstance(block, ReplyRawBlock):
-            tokens = estimate_text_tokens(canonical_json(block.block))
-            if used + tokens > budget:
-                stop = "max_tokens"
-                break
-            blocks.append(dict(block.block))
-            used += tokens
-        else:
-            tokens = estimate_text_tokens(block.name + canonical_json(block.input))
-            if used + tokens > budget:
-                stop = "max_tokens"
-                break
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": block.id or _new_id("toolu"),
-                    "name": block.name,
-                    "input": block.input,
-                }
-            )
-            used += tokens
-        if stop is not None:
-            break
-    if stop == "max_tokens" and window_stop:
-        stop = "model_context_window_exceeded"
-    if stop is None:
-        if reply.stop_reason is not None:
-            stop = reply.stop_reason
-        else:
-            stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return _Planned(blocks, stop, max(used, 1), stop_sequence)
-
-
-def _sse(event: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + event.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
-
-
-def _chunks(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "content_block_delta", "index": index, "delta": delta}
-
-
-def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-    """content_block_start, its deltas and content_block_stop, with each delta's tokens."""
-    kind = block["type"]
-    events: list[tuple[str, dict[str, Any], int]] = []
-
-    def start(content_block: dict[str, Any]) -> None:
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": content_block},
-                0,
-            )
-        )
-
-    if kind == "text":
-        start({"type": "text", "text": ""})
-        for piece in _chunks(block["text"], 24):
-            delta = _delta(index, {"type": "text_delta", "text": piece})
-            events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
-        for citation in block.get("citations") or ():
-            delta = _delta(index, {"type": "citations_delta", "citation": citation})
-            events.append(("content_block_delta", delta, 0))
-    elif kind == "thinking":
-        start({"type": "thinking", "thinking": "", "signature": ""})
-        if block["thinking"]:
-            for piece in _chunks(block["thinking"], 24):
-                delta = _delta(index, {"type": "thinking_delta", "thinking": piece})
-                events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
-        signature = _delta(index, {"type": "signature_delta", "signature": block["signature"]})
-        events.append(("content_block_delta", signature, 0))
-    elif kind in ("tool_use", "server_tool_use"):
-        start({**block, "input": {}})
-        for piece in _chunks(canonical_json(block["input"]), 32):
-            delta = _delta(index, {"type": "input_json_delta", "partial_json": piece})
-            events.append(("content_block_delta", delta, estimate_text_tokens(piece)))
-    else:  # redacted_thinking, server tool results, ...: whole in content_block_start
-        start(block)
-    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
-    return events
+def _iteration(kind: str, usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
+    """One entry of `usage.iterations` (compaction docs, "Understanding usage")."""
+    entry = _usage_json(usage, output_tokens)
+    del entry["service_tier"]
+    return {"type": kind, **entry}
 
 
 class _Exchange:
-    """One accepted request: its usage is decided when the response starts."""
+    """One accepted request: its usage is decided when the response starts.
+
+    With a compaction, two sampling steps: the summary's (read from the cache over the
+    whole request, writing nothing) and the reply's, on the compacted context; only the
+    reply's is the top-level usage, both are in `usage.iterations`."""
 
     def __init__(
         self,
         state: LocalAPIState,
-        request: MessagesRequest,
-        planned: _Planned,
+        prepared: Prepared,
+        planned: Planned,
         blocks: list[PrefixBlock],
+        compaction: tuple[Compaction, CacheUsage] | None = None,
     ) -> None:
         self.state = state
-        self.request = request
+        self.prepared = prepared
+        self.request = prepared.request
         self.planned = planned
         self.message_id = _new_id("msg")
-        self.usage = state.cache.lookup(request, blocks)  # consulted on arrival
+        self.compaction = compaction
+        self.usage = state.cache.lookup(self.request, blocks)  # consulted on arrival
+        self.iterations: list[dict[str, Any]] | None = None
 
     def start(self) -> tuple[CacheUsage, dict[str, Any] | None]:
         """The response starts: this request's cache entries become readable now."""
         state, request, usage = self.state, self.request, self.usage
         state.cache.commit(usage)
+        plan = self.prepared.plan
+        if plan is not None and plan.compact is not None:
+            # Every response of the compaction beta has `usage.iterations`.
+            self.iterations = []
+            if self.compaction is not None:
+                compaction, summary_usage = self.compaction
+                entry = _iteration("compaction", summary_usage, compaction.output_tokens)
+                self.iterations.append(entry)
+                state.compactions.append(entry)
+            if self.compaction is None or not self.compaction[0].pause:
+                self.iterations.append(_iteration("message", usage, self.planned.output_tokens))
         diagnostics: dict[str, Any] | None = None
         if request.diagnostics is not None:
             previous = request.diagnostics.previous_message_id
@@ -402,6 +282,18 @@ class _Exchange:
         state.diagnostics.record(self.message_id, request.model, usage)
         return usage, diagnostics
 
+    def usage_body(self, usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
+        body = _usage_json(usage, output_tokens)
+        if _has_server_tools(self.request):
+            body["server_tool_use"] = _server_tool_use(self.request, self.planned.blocks)
+        if self.iterations is not None:
+            body["iterations"] = self.iterations
+        return body
+
+    def _context_management(self) -> dict[str, Any] | None:
+        applied = self.prepared.applied
+        return None if applied is None else {"applied_edits": applied}
+
     def message(
         self,
         content: list[dict[str, Any]],
@@ -409,6 +301,8 @@ class _Exchange:
         stop: str | None,
         diagnostics: dict[str, Any] | None,
         stop_sequence: str | None = None,
+        *,
+        final: bool = True,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "id": self.message_id,
@@ -422,6 +316,11 @@ class _Exchange:
         }
         if diagnostics is not None:
             body["diagnostics"] = diagnostics
+        if self.prepared.transformations is not None:
+            body["input_transformations"] = self.prepared.transformations
+        managed = self._context_management()
+        if final and managed is not None:
+            body["context_management"] = managed
         return body
 
     async def _pause(self, tokens: int) -> None:
@@ -433,21 +332,22 @@ class _Exchange:
         self, usage: CacheUsage, diagnostics: dict[str, Any] | None
     ) -> list[tuple[str, dict[str, Any], int]]:
         planned = self.planned
-        start = self.message([], _usage_json(usage, 1), None, diagnostics)
+        start = self.message([], _usage_json(usage, 1), None, diagnostics, final=False)
         stream: list[tuple[str, dict[str, Any], int]] = [
             ("message_start", {"type": "message_start", "message": start}, 0),
             ("ping", {"type": "ping"}, 0),
         ]
         for index, block in enumerate(planned.blocks):
-            stream.extend(_block_events(index, block))
-        final_usage = _usage_json(usage, planned.output_tokens)
-        if _has_server_tools(self.request):
-            final_usage["server_tool_use"] = _server_tool_use(self.request, planned.blocks)
+            stream.extend(block_events(index, block))
+        final_usage = self.usage_body(usage, planned.output_tokens)
         del final_usage["cache_creation"], final_usage["service_tier"]
         delta = {"stop_reason": planned.stop_reason, "stop_sequence": planned.stop_sequence}
-        stream.append(
-            ("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}, 0)
-        )
+        event: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": final_usage}
+        managed = self._context_management()
+        if managed is not None:
+            # Docs (context editing): "in the final message_delta event when streaming".
+            event["context_management"] = managed
+        stream.append(("message_delta", event, 0))
         stream.append(("message_stop", {"type": "message_stop"}, 0))
         return stream
 
@@ -465,10 +365,10 @@ class _Exchange:
                 assert isinstance(fault, MidStreamError)
                 kind = fault.error_type
                 message = "Overloaded" if kind == "overloaded_error" else "Internal error"
-                yield _sse("error", {"type": "error", "error": {"type": kind, "message": message}})
+                yield sse("error", {"type": "error", "error": {"type": kind, "message": message}})
                 return
             await self._pause(tokens)
-            yield _sse(event, data)
+            yield sse(event, data)
         self.state.finished_at.append(time.perf_counter())
 
 
@@ -498,7 +398,8 @@ def _check_signatures(
     """Thinking blocks the model will see must come back as it wrote them (docs:
     extended thinking, "preserving thinking blocks"). Blocks signed elsewhere (the live
     API) are opaque here: taken as they are, unless `verify_foreign`."""
-    for i, message in enumerate(context_messages(request.messages, model)):
+    messages = context_messages(request.messages, model, edits_thinking(request))
+    for i, message in enumerate(messages):
         if message.role != "assistant" or isinstance(message.content, str):
             continue
         for j, block in enumerate(message.content):
@@ -515,15 +416,38 @@ def _check_signatures(
                     raise ApiError(400, f"{where}: Invalid `data` in `redacted_thinking` block")
 
 
+def _with_default_edits(
+    decoded: MessagesRequest, beta: bool, betas: frozenset[str], state: LocalAPIState
+) -> tuple[MessagesRequest, bool, frozenset[str]]:
+    """The state's `context_management` on a request that sends none, with the beta
+    headers a client sending it would send."""
+    if state.context_management is None or decoded.context_management is not None:
+        return decoded, beta, betas
+    decoded = msgspec.structs.replace(decoded, context_management=state.context_management)
+    return decoded, True, betas | {CONTEXT_BETA, COMPACT_BETA}
+
+
 def _accept(
-    body: bytes, version: str, beta: bool, state: LocalAPIState
-) -> tuple[MessagesRequest, ModelInfo]:
-    decoded = decode_request(body, MessagesRequest)
+    decoded: MessagesRequest,
+    version: str,
+    beta: bool,
+    betas: frozenset[str],
+    state: LocalAPIState,
+) -> tuple[Prepared, ModelInfo]:
+    """The request checked, and what its model reads of it (`_prepare.py`)."""
     if decoded.thread is not None:
         raise _thread_error(decoded)
     parsed, model = validate(decoded, version, beta=beta)
     _check_signatures(parsed, model, state.signer, state.verify_foreign_signatures)
-    return parsed, model
+    plain = state.token_counts == "plain"
+
+    def count(request: MessagesRequest) -> int:
+        return sum(block.tokens for block in prefix_blocks(request, plain))
+
+    prepared = prepare(
+        parsed, model, betas, state.signer, count, new_account=state.account == "new"
+    )
+    return prepared, model
 
 
 def count_request_tokens(
@@ -541,6 +465,18 @@ def count_request_tokens(
     return sum(block.tokens for block in prefix_blocks(checked, plain))
 
 
+def _compact(
+    state: LocalAPIState, prepared: Prepared, blocks: list[PrefixBlock], prompt: int
+) -> tuple[Compaction, CacheUsage] | None:
+    """The compaction this request makes, and its summary step's usage: that step reads
+    the whole request from the cache as the request would, and writes nothing."""
+    compaction = plan_compaction(prepared, prompt, state.signer)
+    if compaction is None:
+        return None
+    looked = state.cache.lookup(prepared.request, blocks)
+    return compaction, CacheUsage(looked.total, looked.read, 0, 0, blocks, [])
+
+
 def build_app(state: LocalAPIState) -> Starlette:
     async def messages(request: Request) -> Response:
         request_id = _new_id("req")
@@ -549,7 +485,8 @@ def build_app(state: LocalAPIState) -> Starlette:
             RecordedRequest(request.url.path, dict(request.headers), body, time.perf_counter())
         )
         state.served += 1
-        beta = _is_beta(request)
+        beta, betas = _is_beta(request), _betas(request)
+        plain = state.token_counts == "plain"
         try:
             version = _check_headers(request, state)
             fault = _take_fault(request, state)
@@ -557,15 +494,23 @@ def build_app(state: LocalAPIState) -> Starlette:
                 await anyio.sleep(fault.seconds)
             elif isinstance(fault, StatusFault):
                 raise _status_fault(fault)
-            parsed, model = _accept(body, version, beta, state)
+            decoded = decode_request(body, MessagesRequest)
+            decoded, beta, betas = _with_default_edits(decoded, beta, betas, state)
+            prepared, model = _accept(decoded, version, beta, betas, state)
             try:
-                reply = state.responder.respond(parsed)
+                reply = state.responder.respond(prepared.request)
             except LookupError as exc:
                 raise ApiError(500, str(exc)) from None
         except ApiError as error:
             return _error_response(error, request_id)
-        blocks = prefix_blocks(parsed, state.token_counts == "plain")
+        parsed = prepared.request
+        blocks = prefix_blocks(parsed, plain)
         prompt = sum(block.tokens for block in blocks)
+        compaction = _compact(state, prepared, blocks, prompt)
+        if compaction is not None:
+            # The reply continues on the compacted context (system, tools, the block).
+            blocks = [] if compaction[0].pause else prefix_blocks(compaction[0].context, plain)
+            prompt = sum(block.tokens for block in blocks)
         if prompt > model.context_window:
             # Docs: context windows ("prompt is too long" when the input alone exceeds it).
             too_long = ApiError(
@@ -573,8 +518,18 @@ def build_app(state: LocalAPIState) -> Starlette:
             )
             return _error_response(too_long, request_id)
         room = model.context_window - prompt
-        planned = _plan(reply, parsed, model, state.signer, room)
-        exchange = _Exchange(state, parsed, planned, blocks)
+        made = None if compaction is None else compaction[0]
+        if made is not None and made.pause:
+            planned = Planned([dict(made.block)], "compaction", 0)
+        else:
+            struct = None if made is None else made.struct
+            planned = plan(
+                reply, parsed, model, state.signer, room, sent=prepared.sent, compaction=struct
+            )
+            if made is not None:
+                # The compaction block opens the reply (compaction docs).
+                planned = dataclasses.replace(planned, blocks=[dict(made.block), *planned.blocks])
+        exchange = _Exchange(state, prepared, planned, blocks, compaction)
         headers = {"request-id": request_id}
         if parsed.stream:
             return StreamingResponse(
@@ -585,13 +540,9 @@ def build_app(state: LocalAPIState) -> Starlette:
         if state.latency.time_to_first_token:
             await anyio.sleep(state.latency.time_to_first_token)
         usage, diagnostics = exchange.start()
-        planned = exchange.planned
-        usage_json = _usage_json(usage, planned.output_tokens)
-        if _has_server_tools(parsed):
-            usage_json["server_tool_use"] = _server_tool_use(parsed, planned.blocks)
         body_json = exchange.message(
             planned.blocks,
-            usage_json,
+            exchange.usage_body(usage, planned.output_tokens),
             planned.stop_reason,
             diagnostics,
             planned.stop_sequence,
@@ -601,7 +552,8 @@ def build_app(state: LocalAPIState) -> Starlette:
     async def count_tokens(request: Request) -> Response:
         request_id = _new_id("req")
         body = await request.body()
-        beta = _is_beta(request)
+        beta, betas = _is_beta(request), _betas(request)
+        plain = state.token_counts == "plain"
         try:
             version = _check_headers(request, state)
             parsed = decode_request(body, CountTokensRequest)
@@ -621,17 +573,17 @@ def build_app(state: LocalAPIState) -> Starlette:
                 context_management=parsed.context_management,
                 mcp_servers=parsed.mcp_servers,
             )
-            total = count_request_tokens(
-                as_messages,
-                version,
-                beta,
-                state.signer,
-                state.verify_foreign_signatures,
-                state.token_counts == "plain",
-            )
+            # The same checks and clearing edits as a Messages request; existing
+            # compaction blocks apply, no new compaction is made (compaction docs,
+            # "Token counting").
+            prepared, _ = _accept(as_messages, version, beta, betas, state)
         except ApiError as error:
             return _error_response(error, request_id)
-        return JSONResponse({"input_tokens": total}, headers={"request-id": request_id})
+        total = sum(block.tokens for block in prefix_blocks(prepared.request, plain))
+        answer: dict[str, Any] = {"input_tokens": total}
+        if prepared.applied is not None:
+            answer["context_management"] = {"original_input_tokens": prepared.original_tokens}
+        return JSONResponse(answer, headers={"request-id": request_id})
 
     async def list_models(request: Request) -> Response:
         request_id = _new_id("req")

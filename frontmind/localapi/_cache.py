@@ -74,6 +74,7 @@ __all__ = [
     "CacheUsage",
     "PrefixBlock",
     "context_messages",
+    "edits_thinking",
     "min_cacheable_tokens",
     "prefix_blocks",
 ]
@@ -246,11 +247,24 @@ def _after_compaction(messages: list[MessageParam]) -> list[MessageParam]:
     return messages
 
 
-def context_messages(messages: list[MessageParam], model: ModelInfo | None) -> list[MessageParam]:
+def edits_thinking(request: MessagesRequest) -> bool:
+    """Whether the request's own `clear_thinking_20251015` edit decides which thinking
+    stays (it replaces the model's default; `_context.py` applies it)."""
+    config = request.context_management
+    edits = config.get("edits") if isinstance(config, dict) else None
+    return any(
+        isinstance(e, dict) and e.get("type") == "clear_thinking_20251015" for e in edits or ()
+    )
+
+
+def context_messages(
+    messages: list[MessageParam], model: ModelInfo | None, keep_thinking: bool = False
+) -> list[MessageParam]:
     """The messages as the model sees them: earlier turns' thinking stripped where the
-    model does not keep it (docs: context windows, extended thinking)."""
+    model does not keep it (docs: context windows, extended thinking), unless the
+    request's own clear_thinking edit chose (`keep_thinking`)."""
     messages = _after_compaction(messages)
-    if model is None or model.keeps_previous_thinking:
+    if model is None or model.keeps_previous_thinking or keep_thinking:
         return messages
     current = 0  # the current turn begins at the last user message that is not only results
     for i, message in enumerate(messages):
@@ -333,7 +347,8 @@ def flatten(
             None,
         )
     pending += _context_weight(request, model)
-    for index, message in enumerate(context_messages(request.messages, model)):
+    messages = context_messages(request.messages, model, edits_thinking(request))
+    for index, message in enumerate(messages):
         pending += FRAMING["message"]
         for position, block in enumerate(_blocks(message)):
             # Role and message boundary belong to the prefix as much as the text does.
@@ -383,7 +398,8 @@ def _plain_texts(request: MessagesRequest) -> list[tuple[str, int]]:
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
     out.extend((block.text, 0) for block in system or ())
-    for message in context_messages(request.messages, MODELS.get(request.model)):
+    model = MODELS.get(request.model)
+    for message in context_messages(request.messages, model, edits_thinking(request)):
         for block in _blocks(message):
             out.append(_plain_text(block))
     return out
@@ -398,6 +414,8 @@ def _plain_text(block: Any) -> tuple[str, int]:
         return block.thinking, 0
     if isinstance(block, RedactedThinkingBlock):
         return block.data, 0
+    if isinstance(block, CompactionBlock):
+        return block.content or "", 0  # the summary (its signature is no input)
     if isinstance(block, ImageBlock):
         return "", 1
     if isinstance(block, DocumentBlock):

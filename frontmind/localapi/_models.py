@@ -55,6 +55,8 @@ class ModelInfo:
     reads_thinking_of: frozenset[str] = frozenset()
     server_tools: frozenset[str] = frozenset(SERVER_TOOL_FAMILIES)
     dynamic_server_tools: frozenset[str] = frozenset()  # need capabilities.code_execution
+    # "none", "new_accounts" or "every_account": who gets the thinking prefix check
+    prefix_check: str = "none"
     # the tool-use system prompt by tool_choice type (the file's [tool_prompt_tokens])
     tool_prompt_tokens: dict[str, int] = field(default_factory=dict)
     lifecycle: str = "active"
@@ -116,6 +118,7 @@ def _info(
         reads_thinking_of=frozenset(readers),
         server_tools=frozenset(tools),
         dynamic_server_tools=frozenset(tool_groups.get("dynamic", [])),
+        prefix_check=row.get("prefix_check", "none"),
         tool_prompt_tokens=dict(tool_prompt),
     )
 

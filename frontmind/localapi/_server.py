@@ -19,6 +19,11 @@ class LocalMessagesAPI:
 
     async with LocalMessagesAPI() as api:
         client = AsyncAnthropic(api_key="test", base_url=api.base_url)
+
+    `account`: the simulated account's age for preserved thinking's prefix check ("new":
+    created on or after 2026-08-31, enforced by default on Fable 5.1 and its peers).
+    `context_management`: applied to every request that sends none, as a client sending
+    it with the beta client would (benchmarks of Frontmind's own requests).
     """
 
     def __init__(
@@ -30,6 +35,8 @@ class LocalMessagesAPI:
         api_key: str | None = None,
         verify_foreign_signatures: bool = False,
         token_counts: Literal["calibrated", "plain"] = "calibrated",
+        account: Literal["new", "old"] = "new",
+        context_management: dict[str, Any] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -40,6 +47,8 @@ class LocalMessagesAPI:
             api_key=api_key,
             verify_foreign_signatures=verify_foreign_signatures,
             token_counts=token_counts,
+            account=account,
+            context_management=context_management,
         )
         self._host = host
         self._port = port

@@ -1,12 +1,17 @@
 """Extended thinking: the thinking configuration and the signatures on thinking blocks.
 
 A thinking block's `signature` is base64 of a marker, an HMAC-SHA256 tag (keyed by the
-server's secret) and the thinking text, so the server can tell a block it wrote from an
-altered one, even when the text was omitted from the reply (`display: "omitted"`). A
-`redacted_thinking` block's `data` is built the same way. A signature without the marker
-was made elsewhere (the live API signs with keys no one else holds): by default it is
-taken as opaque, as the API takes its own, so a recorded live conversation replays
-offline; `verify_foreign_signatures` refuses it instead ("Invalid `signature`").
+server's secret), the block's binding and the thinking text, so the server can tell a
+block it wrote from an altered one, even when the text was omitted from the reply
+(`display: "omitted"`). The binding records what the block was written after (its
+prefix's digest and the thinking block before it: `_binding.py`, preserved thinking's
+prefix check). A `redacted_thinking` block's `data` is built the same way; so is a
+`compaction` block's `signature`. Signatures of the first format (no binding, marker
+`FMLA1`) still verify: stored conversations from earlier releases replay. A signature
+without either marker was made elsewhere (the live API signs with keys no one else
+holds): by default it is taken as opaque, as the API takes its own, so a recorded live
+conversation replays offline; `verify_foreign_signatures` refuses it instead
+("Invalid `signature`").
 The default secret is a fixed constant, so signatures survive a restart of the local
 API (a stored conversation with thinking replays after `frontmind serve --offline`
 restarts), as the API's do.
@@ -25,6 +30,7 @@ import hmac
 from typing import Any
 
 __all__ = [
+    "BINDING_BYTES",
     "DEFAULT_SECRET",
     "MIN_BUDGET_TOKENS",
     "REDACTED_TRIGGER",
@@ -40,7 +46,9 @@ REDACTED_TRIGGER = (
     "46C9A13E193C177646C7398A98432ECCCE4C1253D5E2D82641AC0E52CC2876CB"
 )
 _TAG = 32
-_MARK = b"FMLA1"  # what starts every signature this server makes
+_MARK = b"FMLA1"  # what started every signature this server made before bindings
+_MARK2 = b"FMLA2"  # a signature with a binding: marker, tag, binding, text
+BINDING_BYTES = 32
 
 
 def effective_thinking(thinking: dict[str, Any] | None, thinks_by_default: bool) -> dict[str, Any]:
@@ -62,13 +70,18 @@ class ThinkingSigner:
     def _tag(self, kind: bytes, text: bytes) -> bytes:
         return hmac.new(self._secret, kind + b"\0" + text, hashlib.sha256).digest()
 
-    def sign(self, thinking: str) -> str:
-        text = thinking.encode()
-        return base64.b64encode(_MARK + self._tag(b"thinking", text) + text).decode()
+    def _seal(self, kind: bytes, text: str, binding: bytes) -> str:
+        body = binding + text.encode()
+        return base64.b64encode(_MARK2 + self._tag(kind, body) + body).decode()
 
-    def redact(self, thinking: str) -> str:
-        text = thinking.encode()
-        return base64.b64encode(_MARK + self._tag(b"redacted", text) + text).decode()
+    def sign(self, thinking: str, binding: bytes = bytes(BINDING_BYTES)) -> str:
+        return self._seal(b"thinking", thinking, binding)
+
+    def redact(self, thinking: str, binding: bytes = bytes(BINDING_BYTES)) -> str:
+        return self._seal(b"redacted", thinking, binding)
+
+    def sign_compaction(self, content: str) -> str:
+        return self._seal(b"compaction", content, bytes(BINDING_BYTES))
 
     @staticmethod
     def made_here(encoded: str) -> bool:
@@ -77,30 +90,48 @@ class ThinkingSigner:
             raw = base64.b64decode(encoded[:12], validate=True)
         except (binascii.Error, ValueError):
             return False
-        return raw.startswith(_MARK)
+        return raw.startswith((_MARK, _MARK2))
 
-    def _open(self, kind: bytes, encoded: str) -> str | None:
+    def _open(self, kind: bytes, encoded: str) -> tuple[str, bytes | None] | None:
+        """(text, binding; None in the first format), or None when not intact."""
         try:
             raw = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             return None
-        if not raw.startswith(_MARK):
+        bound = raw.startswith(_MARK2)
+        if not bound and not raw.startswith(_MARK):
             return None
         raw = raw[len(_MARK) :]
-        tag, text = raw[:_TAG], raw[_TAG:]
-        if len(tag) < _TAG or not hmac.compare_digest(tag, self._tag(kind, text)):
+        tag, body = raw[:_TAG], raw[_TAG:]
+        if len(tag) < _TAG or not hmac.compare_digest(tag, self._tag(kind, body)):
             return None
+        binding: bytes | None = None
+        if bound:
+            if len(body) < BINDING_BYTES:
+                return None
+            binding, body = body[:BINDING_BYTES], body[BINDING_BYTES:]
         try:
-            return text.decode()
+            return body.decode(), binding
         except UnicodeDecodeError:
             return None
 
     def thinking_text(self, thinking: str, signature: str) -> str | None:
         """The signed text when the block is unaltered (its text as signed, or omitted)."""
-        signed = self._open(b"thinking", signature)
-        if signed is None or thinking not in ("", signed):
+        opened = self._open(b"thinking", signature)
+        if opened is None or thinking not in ("", opened[0]):
             return None
-        return signed
+        return opened[0]
 
     def redacted_text(self, data: str) -> str | None:
-        return self._open(b"redacted", data)
+        opened = self._open(b"redacted", data)
+        return None if opened is None else opened[0]
+
+    def compaction_intact(self, content: str | None, signature: str) -> bool:
+        opened = self._open(b"compaction", signature)
+        return opened is not None and opened[0] == (content or "")
+
+    def binding(self, kind: str, encoded: str) -> bytes | None:
+        """The binding a block of ours records (`kind`: "thinking" or "redacted"), or
+        None (another server's block, or one of the first format)."""
+        opened = self._open(kind.encode(), encoded)
+        return None if opened is None else opened[1]

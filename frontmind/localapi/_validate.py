@@ -19,6 +19,7 @@ from ._schema import (
     USER_ONLY_BLOCKS,
     Block,
     CacheControl,
+    CompactionBlock,
     CountTokensRequest,
     DocumentBlock,
     ImageBlock,
@@ -42,6 +43,7 @@ __all__ = [
     "merge_consecutive",
     "require_model",
     "validate",
+    "validation_message",
 ]
 
 VERSIONS = frozenset({"2023-06-01", "2026-10-21"})
@@ -93,7 +95,7 @@ def _api_path(path: str) -> str:
     return re.sub(r"\[(\d+)\]", r".\1", path).lstrip(".")
 
 
-def _validation_message(error: str) -> str:
+def validation_message(error: str) -> str:
     """msgspec's message in the API's words: `<field path>: <what is wrong>`."""
     match = _AT.match(error)
     assert match is not None
@@ -118,7 +120,7 @@ def decode_request(body: bytes, type_: type[_R]) -> _R:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
-        raise ApiError(400, _validation_message(str(exc))) from None
+        raise ApiError(400, validation_message(str(exc))) from None
 
 
 def require_model(name: str) -> ModelInfo:
@@ -366,7 +368,10 @@ def _check_tool_loop_thinking(
         if not blocks or not all(isinstance(b, ToolResultBlock) for b in blocks):
             return  # the turn began with the user's own words: no tool loop open
         turn = messages[i - 1]
-        first = blocks_of(turn)[0] if turn.role == "assistant" else None
+        # A compaction block may open the turn: the context starts there (compaction
+        # docs), and the thinking follows it.
+        opening = [b for b in blocks_of(turn) if not isinstance(b, CompactionBlock)]
+        first = opening[0] if turn.role == "assistant" and opening else None
         if first is None or isinstance(first, ThinkingBlock | RedactedThinkingBlock):
             return
         raise ApiError(
@@ -482,8 +487,11 @@ def validate(
     _check_tool_loop_thinking(messages, request, model)
     last = [m for m in messages if m.role != "system"][-1]
     # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
-    # handling stop reasons, server tools): that is no prefill.
-    paused = last.role == "assistant" and isinstance(blocks_of(last)[-1], SERVER_TOOL_BLOCKS)
+    # handling stop reasons, server tools), and so does a reply paused after compaction
+    # (compaction docs, "Pausing after compaction"): that is no prefill.
+    paused = last.role == "assistant" and isinstance(
+        blocks_of(last)[-1], (*SERVER_TOOL_BLOCKS, CompactionBlock)
+    )
     if last.role != "user" and not paused and not model.prefill:
         raise ApiError(
             400,
