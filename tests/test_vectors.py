@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors import SettingsError
@@ -23,6 +24,7 @@ from storage import (
     SegmentDigest,
     SQLiteStorage,
     TurnUsage,
+    add_memory_effect,
 )
 from tests._daemon import run_cli
 from tests._factories import turn
@@ -150,6 +152,73 @@ async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.set_memory_vectors([(waiting, [0.0, 1.0, 0.0])])
     hits = await store.nearest_memories(DEFAULT_USER, [0.0, 1.0, 0.0], k=5, now=3002.0)
     assert [(m.text, round(s, 5)) for m, s in hits] == [("the user likes coffee", 1.0)]
+
+
+async def test_a_vector_given_with_the_text_is_written_in_its_transaction(store: Store) -> None:
+    """A writer that has the new text's vector (`remember`'s effect, the extraction's
+    proposals) stores it with the text: nothing waits for the worker, and the nearest
+    query finds it at once; without one (or of another dimension) the memory waits."""
+    await store.use_embedder("tests:Fixed", 3)
+    tea = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    await store.set_memory_vectors([(tea, [1.0, 0.0, 0.0])])
+    write = turn("c1", "t1", at=1000.0)
+    effects = (
+        add_memory_effect(
+            "the user likes green tea", 0.6, now=1000.0, replaces=tea.id, vector=[0.9, 0.1, 0.0]
+        ),
+        add_memory_effect("Ingrid is the user's sister", 0.7, now=1000.0, vector=[0.0, 1.0, 0.0]),
+        add_memory_effect("no vector yet", 0.5, now=1000.0),
+        add_memory_effect("made by another embedder", 0.5, now=1000.0, vector=[1.0, 1.0]),
+    )
+    assert await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, effects=effects))
+    waiting = {m.text for m in await store.memories_without_vectors()}
+    assert waiting == {"no vector yet", "made by another embedder"}
+    hits = await store.nearest_memories(DEFAULT_USER, [0.9, 0.1, 0.0], k=2, now=2000.0)
+    assert [(m.id, m.text, round(s, 5)) for m, s in hits] == [
+        (tea.id, "the user likes green tea", 1.0),
+        (
+            hits[1][0].id,
+            "Ingrid is the user's sister",
+            round(exact_cosine([0.9, 0.1, 0.0], [0, 1, 0]), 5),
+        ),
+    ]
+    # The extraction's proposals: a new memory and an update, each with its vector.
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=3000.0))
+    job = await store.claim_job(now=4000.0, lease_seconds=60)
+    assert job is not None
+    (_, segment) = await store.recent_segments(DEFAULT_USER, "c1")
+    proposals = (
+        MemoryProposal("the user gardens", 0.5, vector=(0.0, 0.0, 1.0)),
+        MemoryProposal("the user likes coffee", 0.6, update_id=tea.id, vector=(0.0, 0.2, 1.0)),
+    )
+    digest = SegmentDigest(segment.id, "Hobbies", "Gardening.", proposals)
+    usage = JobUsage("claude-sonnet-4-6", TurnUsage(input_tokens=5))
+    assert await store.finish_job(job, now=4001.0, digest=digest, usage=usage)
+    assert await store.count_memories_without_vectors() == 2  # the two above, still
+    hits = await store.nearest_memories(DEFAULT_USER, [0.0, 0.0, 1.0], k=2, now=5000.0)
+    assert [m.text for m, _ in hits] == ["the user gardens", "the user likes coffee"]
+    assert hits[1][1] == pytest.approx(exact_cosine([0.0, 0.2, 1.0], [0.0, 0.0, 1.0]), abs=1e-5)
+    # The old text's vector is gone with it: the first query now finds coffee's.
+    hits = await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=5, now=5000.0)
+    assert "the user likes green tea" not in {m.text for m, _ in hits}
+
+
+async def test_a_malformed_vector_is_refused_before_anything_is_written(store: Store) -> None:
+    await store.use_embedder("tests:Fixed", 2)
+    with pytest.raises(InvalidInput, match="finite and not all zeros"):
+        add_memory_effect("the user likes tea", 0.5, now=10.0, vector=[0.0, 0.0])
+    with pytest.raises(InvalidInput, match="sequence of numbers"):
+        add_memory_effect("the user likes tea", 0.5, now=10.0, vector="[1, 2]")  # type: ignore[arg-type]
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=3000.0))
+    job = await store.claim_job(now=4000.0, lease_seconds=60)
+    assert job is not None
+    (_, segment) = await store.recent_segments(DEFAULT_USER, "c1")
+    bad = MemoryProposal("the user likes tea", 0.5, vector=(math.inf, 1.0))
+    digest = SegmentDigest(segment.id, "Drinks", "Tea.", (bad,))
+    with pytest.raises(InvalidInput, match="proposed memory's vector must be finite"):
+        await store.finish_job(job, now=4001.0, digest=digest)
+    assert await store.memories(DEFAULT_USER) == []
 
 
 async def test_another_embedder_drops_every_vector(store: Store) -> None:
