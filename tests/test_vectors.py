@@ -27,6 +27,7 @@ from storage import (
     add_memory_effect,
 )
 from tests._daemon import run_cli
+from tests._embedder import CountingConceptEmbedder
 from tests._factories import turn
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -315,12 +316,14 @@ async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
             pass
 
 
-@pytest.mark.parametrize("embedder", [None, "tests._embedder:ConceptEmbedder"])
+@pytest.mark.parametrize("embedder", [None, "tests._embedder:CountingConceptEmbedder"])
 async def test_extraction_updates_a_memory_of_the_same_meaning(
     tmp_path: Path, embedder: str | None
 ) -> None:
     """With an embedder, a proposal whose cosine to a stored memory passes
-    `memory.same_memory_cosine` updates it; by words alone (overlap 0.375) it is new."""
+    `memory.same_memory_cosine` updates it, its vector written with its new text; by
+    words alone (overlap 0.375) it is new."""
+    CountingConceptEmbedder.embedded.clear()
     digest = (
         '{"title": "Family", "summary": "Ingrid.", "memories": ['
         '{"text": "The user has a sibling called Ingrid", "importance": 0.7},'
@@ -348,5 +351,7 @@ async def test_extraction_updates_a_memory_of_the_same_meaning(
         else:
             assert len(texts) == 2  # updated in place, not copied
             assert texts[sister.id] == "The user has a sibling called Ingrid"
-            # Its new text waited for a new vector, which the worker wrote.
+            # Its new text's vector came with the job's outcome: embedded once, by the
+            # extraction, never again by the worker.
             assert await fm.storage.count_memories_without_vectors() == 0
+            assert CountingConceptEmbedder.embedded[texts[sister.id]] == 1
