@@ -124,6 +124,38 @@ async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking
     assert agree >= 95
 
 
+async def test_hnsw_finds_a_users_nearest_among_another_users_many(
+    pgvector_server: PostgresServer,
+) -> None:
+    """Through the HNSW index (every user searched by it here: `_exact_below` 1), with
+    a wider candidate list than pgvector's default; another user's 600 memories, every
+    one nearer the query than any of ours, fill the index's candidates, and our nearest
+    are still found (exactly, as the candidates held fewer than k of ours)."""
+    async with await PostgresStorage.open(pgvector_server.new_database()) as store:
+        ((ef_search,),) = await store._read("SHOW hnsw.ef_search")
+        assert ef_search == "200"
+        store._exact_below = 1
+        await store.use_embedder("tests:Random", 16)
+        rng = random.Random(3)
+        query = [rng.gauss(0, 1) for _ in range(16)]
+        await store.add_user("other", "a" * 64, now=10.0)
+        theirs = [await store.add_memory("other", f"theirs {i}", now=10.0) for i in range(600)]
+        near_query = [[q + rng.gauss(0, 0.05) for q in query] for _ in theirs]
+        ours = [await store.add_memory(DEFAULT_USER, f"ours {i}", now=10.0) for i in range(100)]
+        vectors = {m.id: [rng.gauss(0, 1) for _ in range(16)] for m in ours}
+        await store.set_memory_vectors(
+            [*zip(theirs, near_query, strict=True), *((m, vectors[m.id]) for m in ours)]
+        )
+        await store._read("ANALYZE memories")  # the statistics that choose the index
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+        assert [m.id for m, _ in hits] == exact[:10]
+        # Their own search goes through the index's candidates (all theirs), nearly exact.
+        hits = await store.nearest_memories("other", query, k=10, now=20.0)
+        best = sorted(range(len(theirs)), key=lambda i: -exact_cosine(near_query[i], query))[:10]
+        assert len({m.id for m, _ in hits} & {theirs[i].id for i in best}) >= 9
+
+
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.use_embedder("tests:Fixed", 3)
     kept = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
