@@ -105,8 +105,9 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
 async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking(
     store: Store,
 ) -> None:
-    """384 dimensions: indexed as bits on SQLite, as HNSW with pgvector; the ten nearest
-    agree with exact brute-force cosine on at least 95% of places."""
+    """384 dimensions: a coarse pass over int8 vectors re-ranked exactly on SQLite, HNSW
+    with pgvector; the ten nearest agree with exact brute-force cosine on at least 95%
+    of places."""
     await store.use_embedder("tests:Wide", 384)
     rng = random.Random(11)
     memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(400)]
@@ -154,6 +155,38 @@ async def test_hnsw_finds_a_users_nearest_among_another_users_many(
         hits = await store.nearest_memories("other", query, k=10, now=20.0)
         best = sorted(range(len(theirs)), key=lambda i: -exact_cosine(near_query[i], query))[:10]
         assert len({m.id for m, _ in hits} & {theirs[i].id for i in best}) >= 9
+
+
+async def test_an_earlier_float32_index_is_made_anew_as_int8(tmp_path: Path) -> None:
+    """A store whose vector index holds float32 vectors (as written before the coarse
+    int8 pass) gets the int8 index when it opens, from the memories' own vectors."""
+    path = tmp_path / "frontmind.db"
+    rng = random.Random(5)
+    async with await SQLiteStorage.open(path) as store:
+        await store.use_embedder("tests:Random", 8)
+        memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(50)]
+        vectors = {m.id: [rng.gauss(0, 1) for _ in range(8)] for m in memories}
+        await store.set_memory_vectors([(m, vectors[m.id]) for m in memories])
+        async with store._transaction() as db:
+            await db.execute("DROP TABLE memory_vec", ())
+            await db.execute(
+                "CREATE VIRTUAL TABLE memory_vec USING vec0(owner TEXT PARTITION KEY,"
+                " embedding float[8] distance_metric=cosine)",
+                (),
+            )
+            await db.execute(
+                "INSERT INTO memory_vec (rowid, owner, embedding)"
+                " SELECT id, owner, embedding FROM memories",
+                (),
+            )
+    async with await SQLiteStorage.open(path) as store:
+        assert not await store.use_embedder("tests:Random", 8)  # the same embedder: kept
+        ((sql,),) = await store._read("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")
+        assert "int8[8]" in sql
+        query = [rng.gauss(0, 1) for _ in range(8)]
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=20.0)
+        assert [m.id for m, _ in hits] == exact[:5]
 
 
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
