@@ -181,7 +181,6 @@ class PostgresStorage(SQLStore):
         self._pool = pool
         self._leases = leases
         self._pgvector = False  # vector recall through pgvector's HNSW index (else exact)
-        self._exact_below = EXACT_BELOW  # a user with fewer memories is searched exactly
 
     @classmethod
     async def open(
@@ -213,10 +212,11 @@ class PostgresStorage(SQLStore):
                 min_size=1,
                 max_size=max_connections,
                 command_timeout=60,
-                # The HNSW search's candidate list (pgvector's default, 40, found 0.87 of
-                # the ten nearest at 50,000 memories). A session default, sent when each
-                # connection starts: no round trip per search, and the pool's RESET ALL
-                # keeps it. A placeholder where pgvector is absent.
+                # The HNSW search's candidate list: at 50,000 memories pgvector's default
+                # (40) found 0.88 of the ten nearest, 100 0.95, 150 0.965, 200 0.976,
+                # each costing more (bench/postgres.py). A session default, sent when
+                # each connection starts: no round trip per search, and the pool's
+                # RESET ALL keeps it. A placeholder where pgvector is absent.
                 server_settings={"hnsw.ef_search": str(HNSW_EF_SEARCH)},
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
@@ -404,22 +404,8 @@ class PostgresStorage(SQLStore):
     ) -> list[Any]:
         query = _normalized(vector)
         if self._pgvector:
-            approx = (user, at, query, k)
-            exact = (k, user, at, query, k)
-            return await self._read(
-                _HNSW_NEAREST,
-                (
-                    self._exact_below,
-                    user,
-                    self._exact_below,
-                    *approx,
-                    *exact,
-                    query,
-                    list(among),
-                    user,
-                    at,
-                ),
-            )
+            approx, exact = (user, at, query, k), (user, at, query, k, k)
+            return await self._read(_HNSW_NEAREST, (*approx, *exact, query, list(among), user, at))
         # exact: every live vector of the user, scored in the database
         nearest = f"m.vector IS NOT NULL AND {_ALIVE} ORDER BY {_DOT} DESC"
         return await self._read(
@@ -486,25 +472,22 @@ _ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
 
 
 # pgvector's HNSW index (cosine) answers for the whole table: the user's nearest are
-# those among its `hnsw.ef_search` candidates that are theirs and alive. A user holding a
-# small share of the table's memories may find fewer than k there (pgvector before 0.8,
-# as pgserver bundles, has no iterative scan to look further), so: a user with fewer
-# than EXACT_BELOW memories is searched exactly (pgvector's distance over their rows
-# alone, through the owner index: a few ms at most), and a larger one whose candidates
-# held fewer than k is searched exactly too. The exact branch's ORDER BY is an
-# expression the index cannot answer, so it never takes the HNSW path.
-HNSW_EF_SEARCH = 200
-EXACT_BELOW = 5_000
+# those among its `hnsw.ef_search` candidates that are theirs and alive. A user holding
+# a small share of the table's memories may find fewer than k there (pgvector before
+# 0.8, as pgserver bundles, has no iterative scan to look further): then their live
+# memories are searched exactly, in the same statement (pgvector's distance over their
+# rows alone). That branch sits under a one-time filter above its LIMIT, so a plan for
+# it (a parallel scan, for a large user) never starts unless it is needed; its ORDER BY
+# is an expression the index cannot answer, so it never takes the HNSW path.
+HNSW_EF_SEARCH = 150
 _HNSW_NEAREST = (
-    "WITH small AS MATERIALIZED (SELECT count(*) < ? AS yes"
-    " FROM (SELECT 1 FROM memories WHERE owner = ? LIMIT ?) t),"
-    " approx AS MATERIALIZED (SELECT m.id FROM memories m"
-    f" WHERE NOT (SELECT yes FROM small) AND m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
+    "WITH approx AS MATERIALIZED (SELECT m.id FROM memories m"
+    f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
     " ORDER BY m.vec <=> ?::real[]::vector LIMIT ?),"
-    " exact AS MATERIALIZED (SELECT m.id FROM memories m"
-    " WHERE ((SELECT yes FROM small) OR (SELECT count(*) FROM approx) < ?)"
-    f" AND m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
-    " ORDER BY (m.vec <=> ?::real[]::vector) + 0 LIMIT ?)"
+    " exact AS MATERIALIZED (SELECT id FROM (SELECT m.id FROM memories m"
+    f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
+    " ORDER BY (m.vec <=> ?::real[]::vector) + 0 LIMIT ?) e"
+    " WHERE (SELECT count(*) FROM approx) < ?)"
     f" {MEMORY}, 1 - (m.vec <=> ?::real[]::vector) FROM memories m"
     " WHERE m.id = ANY(ARRAY(SELECT id FROM approx UNION SELECT id FROM exact) || ?::bigint[])"
     f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}"
