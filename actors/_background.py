@@ -32,8 +32,10 @@ from storage import (
     LEASE_SECONDS,
     MAX_ATTEMPTS,
     SEGMENT_SUMMARY,
+    InvalidInput,
     Job,
     JobUsage,
+    Memory,
     MemoryProposal,
     Message,
     SegmentDigest,
@@ -250,15 +252,14 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         accepted: list[MemoryProposal] = []
         vectors = await self._proposal_vectors([m.text for m in reply.memories])
         for index, proposed in enumerate(reply.memories):
-            if vectors is None:  # keywords: the word-overlap rule
+            vector = None if vectors is None else vectors[index]
+            near = None if vector is None else await self._nearest(job.user, vector)
+            if near is None:  # keywords: the word-overlap rule
                 hits = await self._storage.search_memories(
                     job.user, proposed.text, limit=5, now=self._clock()
                 )
                 decided = deduplicate(proposed, [h.memory for h in hits], accepted)
             else:  # by meaning: the nearest memories and their cosines
-                near = await self._storage.nearest_memories(
-                    job.user, vectors[index], k=5, now=self._clock()
-                )
                 decided = deduplicate(
                     proposed,
                     [memory for memory, _ in near],
@@ -266,9 +267,24 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     closeness={memory.id: close for memory, close in near},
                     same_cosine=self._same_cosine,
                 )
+                if decided is not None and vector is not None:
+                    # Its vector is stored with it, in the job's transaction.
+                    checked = tuple(float(x) for x in vector)
+                    decided = msgspec.structs.replace(decided, vector=checked)
             if decided is not None:
                 accepted.append(decided)
         return SegmentDigest(segment.id, reply.title, reply.summary, tuple(accepted)), usage
+
+    async def _nearest(
+        self, user: str, vector: Sequence[float]
+    ) -> list[tuple[Memory, float]] | None:
+        """The user's memories nearest to a proposal; None when the store refuses the
+        vector (another dimension than the embedder it records): words decide then."""
+        try:
+            return await self._storage.nearest_memories(user, vector, k=5, now=self._clock())
+        except InvalidInput as exc:
+            log.warning("a proposal's vector was refused; its words decide: %s", exc)
+            return None
 
     async def _proposal_vectors(self, texts: list[str]) -> Sequence[Sequence[float]] | None:
         """The proposals' vectors, to find the memories they repeat by meaning; None

@@ -14,7 +14,9 @@ vector index (`Storage.nearest_memories`): a turn reads a few dozen rows, never 
 vector. The query's embedding has its own deadline (`memory.embed_deadline_ms`, inside
 the composer's); an embedder that is slow or fails leaves that turn to keywords alone.
 
-Vectors are written by the background worker beside the memories. The embedder's name
+A memory's vector is written with its text when the writer has it (`remember` and the
+extraction embed what they store, to find the memory it repeats); otherwise the
+background worker embeds it later. The embedder's name
 and dimension are recorded with them (`prepare_embedder`, at startup): another embedder
 makes every stored vector unused at once, and the worker embeds the memories again.
 Nothing is downloaded for the default (no embedder: keyword search alone).
@@ -34,7 +36,14 @@ from storage import MemoryHit, Storage, StorageError, memory_score
 from ._exceptions import SettingsError
 from ._imports import import_module_near
 
-__all__ = ["Embedder", "embedder_name", "load_embedder", "prepare_embedder", "recall"]
+__all__ = [
+    "Embedder",
+    "embedder_name",
+    "load_embedder",
+    "prepare_embedder",
+    "recall",
+    "text_vector",
+]
 
 log = logging.getLogger("frontmind.recall")
 # Below this cosine a memory that no keyword found is not considered related at all.
@@ -91,9 +100,7 @@ async def _dimensions(spec: str, embedder: Embedder) -> int:
     return len(vectors[0])
 
 
-async def prepare_embedder(
-    spec: str, storage: Storage, search: tuple[str, ...] = ()
-) -> Embedder:
+async def prepare_embedder(spec: str, storage: Storage, search: tuple[str, ...] = ()) -> Embedder:
     """Load the embedder, check its dimension, and record it with the stored vectors
     (another embedder than recorded: they are dropped, and embedded again in the
     background). A bad embedder is a startup error."""
@@ -107,18 +114,26 @@ async def prepare_embedder(
     return embedder
 
 
-async def _query_vector(embedder: Embedder, text: str, deadline: float) -> Sequence[float] | None:
-    """The text's vector, or None when the embedder is late or fails (keywords alone)."""
+async def text_vector(
+    embedder: Embedder, text: str, deadline: float, *, purpose: str = "recall"
+) -> Sequence[float] | None:
+    """The text's vector, or None when the embedder is late or fails (`purpose`, recall
+    or `remember`, then uses keywords alone)."""
     with anyio.move_on_after(deadline):
         try:
-            (vector,) = await embedder.embed([text])
-        # The embedder is the user's code: if it fails, recall falls back to keywords
-        # for this turn rather than losing the section.
+            vectors = await embedder.embed([text])
+        # The embedder is the user's code: if it fails, the caller falls back to keywords
+        # for this turn rather than losing the section or the memory.
         except Exception:
-            log.exception("the embedder failed; recall used keywords alone")
+            log.exception("the embedder failed; %s used keywords alone", purpose)
             return None
-        return vector
-    log.warning("the embedder missed its %.0f ms deadline; recall used keywords", deadline * 1e3)
+        if len(vectors) != 1:
+            log.warning("the embedder returned %d vectors for 1 text", len(vectors))
+            return None
+        return vectors[0]
+    log.warning(
+        "the embedder missed its %.0f ms deadline; %s used keywords", deadline * 1e3, purpose
+    )
     return None
 
 
@@ -138,7 +153,7 @@ async def recall(
     hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
     if not text.strip():
         return hits[:limit]
-    query = await _query_vector(embedder, text, deadline)
+    query = await text_vector(embedder, text, deadline)
     if query is None:
         return hits[:limit]
     try:

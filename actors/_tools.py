@@ -22,6 +22,7 @@ from storage import AddReminder as StagedReminder
 from storage import (
     Effect,
     InvalidInput,
+    Memory,
     MemoryProposal,
     NotFound,
     Reminder,
@@ -32,11 +33,12 @@ from storage import (
     complete_reminder_effect,
 )
 
-from ._digest import ProposedMemory, deduplicate
+from ._digest import SAME_MEANING, ProposedMemory, deduplicate
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._mcp import MCP_PREFIX, McpHub
 from ._messages import Turn, Wake
+from ._recall import Embedder, text_vector
 from ._server_tools import ServerTool
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, builtin_definition
 from ._trinket import Directory, trinket_name
@@ -204,8 +206,16 @@ class ToolRunner:
         timeout_s: float = 10.0,
         mcp: McpHub | None = None,
         server_tools: Sequence[ServerTool] = (),
+        embedder: Embedder | None = None,
+        same_cosine: float = SAME_MEANING,
+        embed_deadline: float = 0.15,
     ) -> None:
         check_user_tools(user_tools, server_tools)
+        # `remember` by meaning (`[memory] embedder`, `same_memory_cosine`,
+        # `embed_deadline_ms`): the memory it repeats is found by its vector.
+        self._embedder = embedder
+        self._same_cosine = same_cosine
+        self._embed_deadline = embed_deadline
         self._storage = storage
         self._directory = directory
         self._enabled = frozenset(enabled)
@@ -359,20 +369,38 @@ class ToolRunner:
     ) -> ToolOutcome:
         """A memory that repeats a stored one (the rule the segment summaries follow,
         `deduplicate`) updates it in place; one this turn already staged is not staged
-        again."""
+        again. With an embedder, the one it repeats is the nearest by meaning (a cosine
+        reaching `same_cosine`), and the text's vector is stored with it; an embedder that
+        is late or fails leaves it to the word-overlap rule (and the background worker)."""
         add_memory_effect(proposed.text, proposed.importance, now=turn.now)  # checked first
-        hits = await self._storage.search_memories(turn.user, proposed.text, limit=5, now=turn.now)
         staged = [
             MemoryProposal(e.text, e.importance, e.replaces)
             for e in effects
             if isinstance(e, StagedMemory)
         ]
-        decided = deduplicate(proposed, [h.memory for h in hits], staged)
+        vector, near = await self._nearest(proposed.text, turn)
+        if near is None:  # keywords: the word-overlap rule
+            hits = await self._storage.search_memories(
+                turn.user, proposed.text, limit=5, now=turn.now
+            )
+            decided = deduplicate(proposed, [h.memory for h in hits], staged)
+        else:  # by meaning: the nearest memories and their cosines
+            decided = deduplicate(
+                proposed,
+                [memory for memory, _ in near],
+                staged,
+                closeness={memory.id: close for memory, close in near},
+                same_cosine=self._same_cosine,
+            )
         if decided is None:
             return ToolOutcome("already remembered: nothing new to store")
         effects.append(
             add_memory_effect(
-                decided.text, decided.importance, now=turn.now, replaces=decided.update_id
+                decided.text,
+                decided.importance,
+                now=turn.now,
+                replaces=decided.update_id,
+                vector=vector,
             )
         )
         if decided.update_id is not None:
@@ -380,6 +408,23 @@ class ToolRunner:
                 f"updated memory #{decided.update_id}, which said the same (saved with this turn)"
             )
         return ToolOutcome("remembered (saved with this turn)")
+
+    async def _nearest(
+        self, text: str, turn: Turn
+    ) -> tuple[Sequence[float] | None, list[tuple[Memory, float]] | None]:
+        """The text's vector and the user's memories nearest to it; (None, None) without
+        an embedder, or when it is late, fails, or gives a vector the store refuses."""
+        if self._embedder is None:
+            return None, None
+        vector = await text_vector(self._embedder, text, self._embed_deadline, purpose="remember")
+        if vector is None:
+            return None, None
+        try:
+            near = await self._storage.nearest_memories(turn.user, vector, k=5, now=turn.now)
+        except InvalidInput as exc:  # another dimension than the store's embedder
+            log.warning("remember: the vector was refused; words decide: %s", exc)
+            return None, None
+        return vector, near
 
 
 def tool_guidance(definitions: Sequence[ToolDefinition]) -> str:

@@ -9,6 +9,7 @@ what the failed one did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -20,6 +21,7 @@ from ._validation import (
     MAX_REMINDER_CHARS,
     check_row_id,
     check_text,
+    check_vector,
     to_epoch,
 )
 
@@ -54,6 +56,9 @@ class AddMemory(msgspec.Struct, frozen=True, tag="add_memory"):
     # The id of a stored memory this one repeats: that memory is updated in place (its
     # text, and the higher importance) rather than copied.
     replaces: int | None = None
+    # The text's vector by the embedder in use, when the caller has it: written with the
+    # text, in the same transaction (else the background worker embeds it later).
+    vector: tuple[float, ...] | None = None
 
 
 Effect = AddReminder | CompleteReminder | AddMemory
@@ -81,6 +86,7 @@ def add_memory_effect(
     now: float,
     expires_at: datetime | None = None,
     replaces: int | None = None,
+    vector: Sequence[float] | None = None,
 ) -> AddMemory:
     """The one check of a new memory: staged by a tool, or written at once by an adapter."""
     check_text(text, "memory text", MAX_MEMORY_CHARS)
@@ -88,4 +94,5 @@ def add_memory_effect(
         raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
     expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
     memory_id = None if replaces is None else check_row_id(replaces, "memory id")
-    return AddMemory(text, importance, now, expires, memory_id)
+    checked = None if vector is None else check_vector(vector, "the memory's vector")
+    return AddMemory(text, importance, now, expires, memory_id, checked)

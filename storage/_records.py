@@ -333,6 +333,8 @@ class MemoryProposal(msgspec.Struct, frozen=True):
     text: str
     importance: float = 0.5
     update_id: int | None = None
+    # The text's vector by the embedder in use, when the pass has it (written with it).
+    vector: tuple[float, ...] | None = None
 
 
 class SegmentDigest(msgspec.Struct, frozen=True):

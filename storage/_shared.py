@@ -21,7 +21,13 @@ from ._records import (
     TurnRecord,
     TurnWrite,
 )
-from ._validation import MAX_MEMORY_CHARS, MAX_MESSAGE_CHARS, check_continuum_id, check_text
+from ._validation import (
+    MAX_MEMORY_CHARS,
+    MAX_MESSAGE_CHARS,
+    check_continuum_id,
+    check_text,
+    check_vector,
+)
 
 __all__ = [
     "check_digest",
@@ -109,6 +115,8 @@ def check_digest(digest: SegmentDigest | None) -> tuple[MemoryProposal, ...]:
         check_text(proposal.text, "memory text", MAX_MEMORY_CHARS)
         if not 0.0 <= proposal.importance <= 1.0:
             raise InvalidInput(f"importance must be between 0 and 1, not {proposal.importance}")
+        if proposal.vector is not None:
+            check_vector(proposal.vector, "a proposed memory's vector")
     return digest.memories
 
 

@@ -126,6 +126,7 @@ from ._shared import (
 from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
+    MAX_DIMENSIONS,
     MAX_DOCUMENT_CHARS,
     check_continuum_id,
     check_label,
@@ -158,7 +159,6 @@ USER_TABLES: tuple[tuple[str, str], ...] = (
     ("documents", "owner = ?"),
 )
 
-MAX_DIMENSIONS = 4096  # an embedder's widest vector
 MAX_NEAREST = 1000  # the most memories one vector search returns
 
 # A memory's columns (of `memories m`), in `Memory`'s order: the searches select them too.
@@ -644,7 +644,9 @@ class SQLStore(ABC):
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await self._complete_reminder(db, user, reminder_id, at)
                 case AddMemory(replaces=int() as memory_id):
-                    await self._update_memory(db, user, memory_id, effect.text, effect.importance)
+                    await self._update_memory(
+                        db, user, memory_id, effect.text, effect.importance, effect.vector
+                    )
                 case AddMemory():
                     await self._insert_memory(db, user, effect)
 
@@ -850,29 +852,50 @@ class SQLStore(ABC):
     ) -> None:
         """A memory the segment's summary proposed: new, or an update of one it names."""
         if proposal.update_id is None:
-            new = AddMemory(proposal.text, proposal.importance, now)
+            new = AddMemory(proposal.text, proposal.importance, now, vector=proposal.vector)
             await self._insert_memory(db, user, new, segment_id)
             return
-        await self._update_memory(db, user, proposal.update_id, proposal.text, proposal.importance)
+        await self._update_memory(
+            db, user, proposal.update_id, proposal.text, proposal.importance, proposal.vector
+        )
 
     async def _update_memory(
-        self, db: Connection, user: str, memory_id: int, text: str, importance: float
+        self,
+        db: Connection,
+        user: str,
+        memory_id: int,
+        text: str,
+        importance: float,
+        vector: Sequence[float] | None = None,
     ) -> None:
         """The same memory said again (a summary's proposal, or `remember`): its text
-        replaced and the higher importance kept, in place; only the user's own."""
+        replaced and the higher importance kept, in place; only the user's own. The
+        vector of the new text, when the caller has it, is written and indexed with it."""
         memory = (user, memory_id)
+        kept = self._fitting(vector)
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
         if await _rows(
             db,
-            "UPDATE memories SET text = ?, embedding = NULL,"
+            "UPDATE memories SET text = ?, embedding = ?,"
             " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
             " WHERE owner = ? AND id = ? RETURNING 1",
-            (text, importance, importance, *memory),
+            (text, None if kept is None else encode_vector(kept), importance, importance, *memory),
         ):
             await self._count_terms(db, "memory", [text])
-            # The vector of the old text goes with it (re-embedded in the background);
-            # only once the memory is known to be this user's.
+            # The vector of the old text goes with it (without a new one, the memory is
+            # embedded in the background); only once the memory is known to be this user's.
             await self._unindex_vectors(db, [memory_id])
+            if kept is not None:
+                await self._index_vectors(db, [(memory_id, kept)])
+
+    def _fitting(self, vector: Sequence[float] | None) -> Sequence[float] | None:
+        """A vector the caller computed for a memory's new text, if it fits the embedder
+        in use; None (the memory waits for the background worker) when no embedder is in
+        use here or it has another dimension (changed since the vector was made)."""
+        if vector is None or self._dimensions is None or len(vector) != self._dimensions:
+            return None
+        self._check_vector(vector)
+        return vector
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1064,14 +1087,27 @@ class SQLStore(ABC):
     async def _insert_memory(
         self, db: Connection, user: str, new: AddMemory, source_segment: int | None = None
     ) -> int:
+        """A new memory; its vector, when the caller has one, written and indexed with it
+        (else it waits for the background worker)."""
+        vector = self._fitting(new.vector)
         ((memory_id,),) = await _rows(
             db,
             "INSERT INTO memories"
-            " (owner, text, created_at, expires_at, importance, source_segment)"
-            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-            (user, new.text, new.created_at, new.expires_at, new.importance, source_segment),
+            " (owner, text, created_at, expires_at, importance, source_segment, embedding)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                user,
+                new.text,
+                new.created_at,
+                new.expires_at,
+                new.importance,
+                source_segment,
+                None if vector is None else encode_vector(vector),
+            ),
         )
         await self._count_terms(db, "memory", [new.text])
+        if vector is not None:
+            await self._index_vectors(db, [(int(memory_id), vector)])
         return int(memory_id)
 
     async def add_memory(

@@ -14,10 +14,13 @@ and dialect under it:
   planned and run in one statement (storage/_fts_plan_sql.py).
 - One process owns the file: a continuum's lease is the core's in-process count alone.
 - Vector recall: sqlite-vec's `vec0` table `memory_vec` (rowid = the memory's id,
-  partitioned by owner, float32, cosine), loaded into every connection, reader and
-  writer, when the `vectors` extra is installed. sqlite-vec searches exactly (it has no
-  approximate index yet); bits instead of floats were 15 times faster and missed too
-  many neighbours (recall@10 0.42 to 0.91 at 50,000 memories: bench/compose.py).
+  partitioned by owner), loaded into every connection, reader and writer, when the
+  `vectors` extra is installed. sqlite-vec 0.1.9 has no approximate index: each search
+  scans the user's partition. The partition holds each vector normalized and quantized
+  to int8 (a quarter of float32's bytes): a coarse pass finds 2k + 40 candidates there,
+  and the exact cosine of each, from the memory's float32 vector, ranks them. Bits
+  instead of int8 scan faster, but their ranking needs hundreds of candidates for the
+  same recall, and sqlite-vec's top-k selection costs k × the vectors scanned.
   Loading an extension needs a sqlite3 module built to allow it: Python's own where it
   is (most Linux builds), otherwise sqlean.py, the same module with extension loading
   built in (the extra installs it).
@@ -50,6 +53,13 @@ __all__ = ["SQLiteStorage"]
 
 _VEC_MAX_K = 4096  # sqlite-vec's largest k
 _AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+# The vector index holds each vector normalized and quantized to int8 (1 byte a
+# dimension, 'unit': [-1, 1] in 255 steps), compared by L2 distance: for normalized
+# vectors the same order as the cosine's, up to the quantization. It is the coarse pass
+# (a quarter of float32's bytes, and integer arithmetic); the exact cosine re-ranks.
+_COARSE = "int8"
+_QUANTIZED = "vec_quantize_int8(vec_normalize({}), 'unit')"
+COARSE_EXTRA = 40  # candidates beyond 2k the coarse pass hands the exact one
 READERS = 3  # read connections (WAL: none of them waits for the writer)
 
 _READER_MMAP_BYTES = 256 * 1024 * 1024
@@ -435,20 +445,27 @@ class SQLiteStorage(SQLStore):
                 "vector recall on SQLite needs the sqlite-vec extension:"
                 " pip install '.[vectors]' from the Frontmind clone"
             )
-        if reset:
+        found = list(
+            await db.execute_fetchall("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'", ())
+        )
+        # The index of an earlier release (float32 vectors) is made anew, from the
+        # memories' own vectors; another embedder's (`reset`) is dropped with them.
+        earlier = bool(found) and f"{_COARSE}[" not in str(found[0][0])
+        if reset or earlier:
             await db.execute("DROP TABLE IF EXISTS memory_vec", ())
         elif await self._has_vector_index(db):
             return
         await db.execute(
             "CREATE VIRTUAL TABLE memory_vec USING vec0(owner TEXT PARTITION KEY,"
-            f" embedding float[{dimensions}] distance_metric=cosine)",
+            f" embedding {_COARSE}[{dimensions}])",
             (),
         )
-        # Vectors stored without their index (imported where sqlite-vec was missing):
-        # indexed now, and kept.
+        # The memories' own vectors indexed now: those of an earlier index, and those
+        # stored without one (imported where sqlite-vec was missing).
         await db.execute(
-            "INSERT INTO memory_vec (rowid, owner, embedding) SELECT id, owner, embedding"
-            " FROM memories WHERE embedding IS NOT NULL AND length(embedding) = ?",
+            "INSERT INTO memory_vec (rowid, owner, embedding)"
+            f" SELECT id, owner, {_QUANTIZED.format('embedding')} FROM memories"
+            " WHERE embedding IS NOT NULL AND length(embedding) = ?",
             (4 * dimensions,),
         )
 
@@ -505,7 +522,7 @@ class SQLiteStorage(SQLStore):
         await self._unindex_vectors(db, [memory_id for memory_id, _ in vectors])
         await db.executemany(
             "INSERT INTO memory_vec (rowid, owner, embedding)"
-            " SELECT id, owner, ? FROM memories WHERE id = ?",
+            f" SELECT id, owner, {_QUANTIZED.format('?')} FROM memories WHERE id = ?",
             [(encode_vector(vector), memory_id) for memory_id, vector in vectors],
         )
 
@@ -537,20 +554,21 @@ class SQLiteStorage(SQLStore):
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
-        # The index is searched within the user's partition (exact: sqlite-vec scans
-        # it, in C, off the event loop); the nearest are then joined to their memories,
-        # expired ones left out (a few more are asked for, so that expired ones rarely
-        # leave fewer than k), and the similarities of `among` read from the memories'
-        # own vectors.
+        # Two passes, both in SQL on the reader's thread: the coarse one scans the
+        # user's partition of the int8 index (sqlite-vec, in C) for a few dozen more
+        # candidates than k; the exact cosine of each candidate is then computed from
+        # the memory's own float32 vector, expired ones left out (Python keeps the k
+        # best), with the similarities of `among` read the same way.
         return await self._read(
             "WITH near AS MATERIALIZED (SELECT rowid AS id FROM memory_vec"
-            " WHERE embedding MATCH :vector AND k = :k AND owner = :user)"
+            f" WHERE embedding MATCH {_QUANTIZED.format(':vector')} AND k = :k"
+            " AND owner = :user)"
             f" {MEMORY}, 1 - vec_distance_cosine(m.embedding, :vector) FROM memories m"
             " WHERE m.id IN (SELECT id FROM near UNION ALL SELECT value FROM json_each(:among))"
             f" AND {_ALIVE} AND m.embedding IS NOT NULL",
             {
                 "vector": encode_vector(vector),
-                "k": min(k + k // 2 + 8, _VEC_MAX_K),
+                "k": min(2 * k + COARSE_EXTRA, _VEC_MAX_K),
                 "user": user,
                 "at": at,
                 "among": json.dumps(list(among)),

@@ -133,6 +133,26 @@ def check_message(text: str) -> str:
     return check_text(text, "message", MAX_MESSAGE_CHARS)
 
 
+MAX_DIMENSIONS = 4096  # an embedder's widest vector
+
+
+def check_vector(vector: object, what: str = "a vector") -> tuple[float, ...]:
+    """A vector as an embedder returns it: 1 to MAX_DIMENSIONS finite numbers, not all
+    zeros (its direction is all a cosine reads). Its dimension against the embedder in
+    use is the store's to check."""
+    if isinstance(vector, (str, bytes)):
+        raise InvalidInput(f"{what} must be a sequence of numbers")
+    try:  # a list, a tuple, or a library's array row
+        values = tuple(float(x) for x in vector)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} must be a sequence of numbers") from None
+    if not 1 <= len(values) <= MAX_DIMENSIONS:
+        raise InvalidInput(f"{what} must have 1 to {MAX_DIMENSIONS} dimensions, not {len(values)}")
+    if not all(math.isfinite(x) for x in values) or not any(values):
+        raise InvalidInput(f"{what} must be finite and not all zeros")
+    return values
+
+
 def check_row_id(value: object, what: str) -> int:
     """A positive id that SQLite can bind (bool is not an id, though it is an int)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROW_ID:

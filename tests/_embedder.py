@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
+from typing import ClassVar
 
 import anyio
 
@@ -21,6 +23,16 @@ class ConceptEmbedder:
             words = re.findall(r"\w+", text.lower())
             vectors.append([float(sum(w in c for w in words)) for c in CONCEPTS] + [0.01])
         return vectors
+
+
+class CountingConceptEmbedder(ConceptEmbedder):
+    """Counts each text it embeds (`embedded`), to see who embedded what."""
+
+    embedded: ClassVar[Counter[str]] = Counter()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        CountingConceptEmbedder.embedded.update(texts)
+        return await super().embed(texts)
 
 
 class RenamedConceptEmbedder(ConceptEmbedder):

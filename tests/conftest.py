@@ -9,6 +9,7 @@ skipped and why.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -37,7 +38,10 @@ def pgvector_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL server with the pgvector extension (`pgserver`'s binaries)."""
     bin_dir = pgvector_bin_dir()
     if bin_dir is None:
-        pytest.skip("no PostgreSQL server with pgvector: pip install pgserver")
+        reason = "no PostgreSQL server with pgvector: pip install pgserver"
+        if os.environ.get("CI"):  # CI installs it: missing there is a failure
+            pytest.fail(reason)
+        pytest.skip(reason)
     with running_server(bin_dir) as server:
         yield server
 
@@ -66,8 +70,10 @@ def client(api: Any, clients: Callable[..., anthropic.AsyncAnthropic]) -> anthro
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         spec = getattr(item, "callspec", None)
-        on_postgres = spec is not None and "postgres" in spec.params.values()
-        if on_postgres or "pg_server" in getattr(item, "fixturenames", ()):
+        params = spec.params.values() if spec is not None else ()
+        on_postgres = any(isinstance(p, str) and p in ("postgres", "pgvector") for p in params)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if on_postgres or fixtures & {"pg_server", "pgvector_server"}:
             item.add_marker(pytest.mark.postgres)
 
 

@@ -15,11 +15,14 @@ import msgspec
 import pytest
 
 import frontmind as fm_module
-from actors import TOOL_NAMES, Tool, ToolDefinitionError, input_schema
-from actors._tools import AddReminder, tool_definitions
+from actors import TOOL_NAMES, Tool, ToolDefinitionError, ToolOutcome, input_schema
+from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
+from storage import DEFAULT_USER, AddMemory, Effect, SQLiteStorage
+from tests._embedder import BlockedEmbedder, ConceptEmbedder
+from tests._factories import turn as turn_write
 from tests._harness import completed, config, frontmind, run_turn
 from tests.test_readme import example as readme_example
 
@@ -426,3 +429,57 @@ async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_pa
         "I like green tea a lot",
         "my sister lives in Bergen",
     ]
+
+
+async def test_remember_by_meaning_updates_the_memory_it_repeats(tmp_path: Path) -> None:
+    """With an embedder, `remember` finds the memory it repeats by its vector (a cosine
+    reaching `same_memory_cosine`), as the extraction does, and stages the new text's
+    vector with it; by words alone (overlap 0.375) the same text is a new memory, and an
+    embedder that misses its deadline leaves it to the words."""
+    embedder = ConceptEmbedder()
+    said = "The user has a sibling called Ingrid"
+    (said_vector,) = await embedder.embed([said])
+    raw = msgspec.Raw(msgspec.json.encode({"text": said, "importance": 0.7}))
+    turn = Turn("t1", "c1", "note this", now=1000.0, timezone="UTC")
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as storage:
+        await storage.use_embedder("tests._embedder:ConceptEmbedder", len(said_vector))
+        sister = await storage.add_memory(DEFAULT_USER, "Ingrid is the user's sister", now=10.0)
+        await storage.set_memory_vectors([(sister, (await embedder.embed([sister.text]))[0])])
+
+        by_words: list[Effect] = []
+        words = ToolRunner(storage, lambda _: None, ["remember"])
+        outcome = await words.run("remember", raw, turn, by_words)
+        assert outcome == ToolOutcome("remembered (saved with this turn)")
+        ((replaces, vector),) = [
+            (e.replaces, e.vector) for e in by_words if isinstance(e, AddMemory)
+        ]
+        assert (replaces, vector) == (None, None)
+
+        late: list[Effect] = []
+        BlockedEmbedder.release = None
+        blocked = ToolRunner(
+            storage, lambda _: None, ["remember"], embedder=BlockedEmbedder(), embed_deadline=0.02
+        )
+        assert (await blocked.run("remember", raw, turn, late)).content.startswith("remembered")
+        assert [e.vector for e in late if isinstance(e, AddMemory)] == [None]
+
+        effects: list[Effect] = []
+        meaning = ToolRunner(storage, lambda _: None, ["remember"], embedder=embedder)
+        outcome = await meaning.run("remember", raw, turn, effects)
+        assert outcome.content == (
+            f"updated memory #{sister.id}, which said the same (saved with this turn)"
+        )
+        (effect,) = effects
+        assert isinstance(effect, AddMemory)
+        assert (effect.replaces, effect.vector) == (sister.id, tuple(said_vector))
+        # Said again in the same turn: nothing more is staged.
+        again = await meaning.run("remember", raw, turn, effects)
+        assert again.content == "already remembered: nothing new to store"
+        # The turn's commit writes the text and its vector together: nothing waits.
+        write = msgspec.structs.replace(turn_write("c1", "t1", at=1000.0), effects=tuple(effects))
+        assert await storage.commit_turn(DEFAULT_USER, write)
+        assert await storage.count_memories_without_vectors() == 0
+        ((memory, similarity),) = await storage.nearest_memories(
+            DEFAULT_USER, said_vector, k=5, now=2000.0
+        )
+        assert (memory.id, memory.text, round(similarity, 5)) == (sister.id, said, 1.0)

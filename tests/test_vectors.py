@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors import SettingsError
@@ -23,8 +24,10 @@ from storage import (
     SegmentDigest,
     SQLiteStorage,
     TurnUsage,
+    add_memory_effect,
 )
 from tests._daemon import run_cli
+from tests._embedder import CountingConceptEmbedder
 from tests._factories import turn
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -102,8 +105,9 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
 async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking(
     store: Store,
 ) -> None:
-    """384 dimensions: indexed as bits on SQLite, as HNSW with pgvector; the ten nearest
-    agree with exact brute-force cosine on at least 95% of places."""
+    """384 dimensions: a coarse pass over int8 vectors re-ranked exactly on SQLite, HNSW
+    with pgvector; the ten nearest agree with exact brute-force cosine on at least 95%
+    of places."""
     await store.use_embedder("tests:Wide", 384)
     rng = random.Random(11)
     memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(400)]
@@ -119,6 +123,69 @@ async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking
         for memory, similarity in hits:  # the similarities themselves are exact
             assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-4)
     assert agree >= 95
+
+
+async def test_hnsw_finds_a_users_nearest_among_another_users_many(
+    pgvector_server: PostgresServer,
+) -> None:
+    """Through the HNSW index, with a wider candidate list than pgvector's default:
+    another user's 600 memories, every one nearer the query than any of ours, fill the
+    index's candidates, and our nearest are still found (exactly, as the candidates held
+    fewer than k of ours)."""
+    async with await PostgresStorage.open(pgvector_server.new_database()) as store:
+        ((ef_search,),) = await store._read("SHOW hnsw.ef_search")
+        assert ef_search == "150"
+        await store.use_embedder("tests:Random", 16)
+        rng = random.Random(3)
+        query = [rng.gauss(0, 1) for _ in range(16)]
+        await store.add_user("other", "a" * 64, now=10.0)
+        theirs = [await store.add_memory("other", f"theirs {i}", now=10.0) for i in range(600)]
+        near_query = [[q + rng.gauss(0, 0.05) for q in query] for _ in theirs]
+        ours = [await store.add_memory(DEFAULT_USER, f"ours {i}", now=10.0) for i in range(100)]
+        vectors = {m.id: [rng.gauss(0, 1) for _ in range(16)] for m in ours}
+        await store.set_memory_vectors(
+            [*zip(theirs, near_query, strict=True), *((m, vectors[m.id]) for m in ours)]
+        )
+        await store._read("ANALYZE memories")  # the statistics that choose the index
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+        assert [m.id for m, _ in hits] == exact[:10]
+        # Their own search goes through the index's candidates (all theirs), nearly exact.
+        hits = await store.nearest_memories("other", query, k=10, now=20.0)
+        best = sorted(range(len(theirs)), key=lambda i: -exact_cosine(near_query[i], query))[:10]
+        assert len({m.id for m, _ in hits} & {theirs[i].id for i in best}) >= 9
+
+
+async def test_an_earlier_float32_index_is_made_anew_as_int8(tmp_path: Path) -> None:
+    """A store whose vector index holds float32 vectors (as written before the coarse
+    int8 pass) gets the int8 index when it opens, from the memories' own vectors."""
+    path = tmp_path / "frontmind.db"
+    rng = random.Random(5)
+    async with await SQLiteStorage.open(path) as store:
+        await store.use_embedder("tests:Random", 8)
+        memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(50)]
+        vectors = {m.id: [rng.gauss(0, 1) for _ in range(8)] for m in memories}
+        await store.set_memory_vectors([(m, vectors[m.id]) for m in memories])
+        async with store._transaction() as db:
+            await db.execute("DROP TABLE memory_vec", ())
+            await db.execute(
+                "CREATE VIRTUAL TABLE memory_vec USING vec0(owner TEXT PARTITION KEY,"
+                " embedding float[8] distance_metric=cosine)",
+                (),
+            )
+            await db.execute(
+                "INSERT INTO memory_vec (rowid, owner, embedding)"
+                " SELECT id, owner, embedding FROM memories",
+                (),
+            )
+    async with await SQLiteStorage.open(path) as store:
+        assert not await store.use_embedder("tests:Random", 8)  # the same embedder: kept
+        ((sql,),) = await store._read("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'")
+        assert "int8[8]" in sql
+        query = [rng.gauss(0, 1) for _ in range(8)]
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=20.0)
+        assert [m.id for m, _ in hits] == exact[:5]
 
 
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
@@ -150,6 +217,73 @@ async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.set_memory_vectors([(waiting, [0.0, 1.0, 0.0])])
     hits = await store.nearest_memories(DEFAULT_USER, [0.0, 1.0, 0.0], k=5, now=3002.0)
     assert [(m.text, round(s, 5)) for m, s in hits] == [("the user likes coffee", 1.0)]
+
+
+async def test_a_vector_given_with_the_text_is_written_in_its_transaction(store: Store) -> None:
+    """A writer that has the new text's vector (`remember`'s effect, the extraction's
+    proposals) stores it with the text: nothing waits for the worker, and the nearest
+    query finds it at once; without one (or of another dimension) the memory waits."""
+    await store.use_embedder("tests:Fixed", 3)
+    tea = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    await store.set_memory_vectors([(tea, [1.0, 0.0, 0.0])])
+    write = turn("c1", "t1", at=1000.0)
+    effects = (
+        add_memory_effect(
+            "the user likes green tea", 0.6, now=1000.0, replaces=tea.id, vector=[0.9, 0.1, 0.0]
+        ),
+        add_memory_effect("Ingrid is the user's sister", 0.7, now=1000.0, vector=[0.0, 1.0, 0.0]),
+        add_memory_effect("no vector yet", 0.5, now=1000.0),
+        add_memory_effect("made by another embedder", 0.5, now=1000.0, vector=[1.0, 1.0]),
+    )
+    assert await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, effects=effects))
+    waiting = {m.text for m in await store.memories_without_vectors()}
+    assert waiting == {"no vector yet", "made by another embedder"}
+    hits = await store.nearest_memories(DEFAULT_USER, [0.9, 0.1, 0.0], k=2, now=2000.0)
+    assert [(m.id, m.text, round(s, 5)) for m, s in hits] == [
+        (tea.id, "the user likes green tea", 1.0),
+        (
+            hits[1][0].id,
+            "Ingrid is the user's sister",
+            round(exact_cosine([0.9, 0.1, 0.0], [0, 1, 0]), 5),
+        ),
+    ]
+    # The extraction's proposals: a new memory and an update, each with its vector.
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=3000.0))
+    job = await store.claim_job(now=4000.0, lease_seconds=60)
+    assert job is not None
+    (_, segment) = await store.recent_segments(DEFAULT_USER, "c1")
+    proposals = (
+        MemoryProposal("the user gardens", 0.5, vector=(0.0, 0.0, 1.0)),
+        MemoryProposal("the user likes coffee", 0.6, update_id=tea.id, vector=(0.0, 0.2, 1.0)),
+    )
+    digest = SegmentDigest(segment.id, "Hobbies", "Gardening.", proposals)
+    usage = JobUsage("claude-sonnet-4-6", TurnUsage(input_tokens=5))
+    assert await store.finish_job(job, now=4001.0, digest=digest, usage=usage)
+    assert await store.count_memories_without_vectors() == 2  # the two above, still
+    hits = await store.nearest_memories(DEFAULT_USER, [0.0, 0.0, 1.0], k=2, now=5000.0)
+    assert [m.text for m, _ in hits] == ["the user gardens", "the user likes coffee"]
+    assert hits[1][1] == pytest.approx(exact_cosine([0.0, 0.2, 1.0], [0.0, 0.0, 1.0]), abs=1e-5)
+    # The old text's vector is gone with it: the first query now finds coffee's.
+    hits = await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=5, now=5000.0)
+    assert "the user likes green tea" not in {m.text for m, _ in hits}
+
+
+async def test_a_malformed_vector_is_refused_before_anything_is_written(store: Store) -> None:
+    await store.use_embedder("tests:Fixed", 2)
+    with pytest.raises(InvalidInput, match="finite and not all zeros"):
+        add_memory_effect("the user likes tea", 0.5, now=10.0, vector=[0.0, 0.0])
+    with pytest.raises(InvalidInput, match="sequence of numbers"):
+        add_memory_effect("the user likes tea", 0.5, now=10.0, vector="[1, 2]")  # type: ignore[arg-type]
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=3000.0))
+    job = await store.claim_job(now=4000.0, lease_seconds=60)
+    assert job is not None
+    (_, segment) = await store.recent_segments(DEFAULT_USER, "c1")
+    bad = MemoryProposal("the user likes tea", 0.5, vector=(math.inf, 1.0))
+    digest = SegmentDigest(segment.id, "Drinks", "Tea.", (bad,))
+    with pytest.raises(InvalidInput, match="proposed memory's vector must be finite"):
+        await store.finish_job(job, now=4001.0, digest=digest)
+    assert await store.memories(DEFAULT_USER) == []
 
 
 async def test_another_embedder_drops_every_vector(store: Store) -> None:
@@ -246,12 +380,14 @@ async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
             pass
 
 
-@pytest.mark.parametrize("embedder", [None, "tests._embedder:ConceptEmbedder"])
+@pytest.mark.parametrize("embedder", [None, "tests._embedder:CountingConceptEmbedder"])
 async def test_extraction_updates_a_memory_of_the_same_meaning(
     tmp_path: Path, embedder: str | None
 ) -> None:
     """With an embedder, a proposal whose cosine to a stored memory passes
-    `memory.same_memory_cosine` updates it; by words alone (overlap 0.375) it is new."""
+    `memory.same_memory_cosine` updates it, its vector written with its new text; by
+    words alone (overlap 0.375) it is new."""
+    CountingConceptEmbedder.embedded.clear()
     digest = (
         '{"title": "Family", "summary": "Ingrid.", "memories": ['
         '{"text": "The user has a sibling called Ingrid", "importance": 0.7},'
@@ -279,5 +415,7 @@ async def test_extraction_updates_a_memory_of_the_same_meaning(
         else:
             assert len(texts) == 2  # updated in place, not copied
             assert texts[sister.id] == "The user has a sibling called Ingrid"
-            # Its new text waited for a new vector, which the worker wrote.
+            # Its new text's vector came with the job's outcome: embedded once, by the
+            # extraction, never again by the worker.
             assert await fm.storage.count_memories_without_vectors() == 0
+            assert CountingConceptEmbedder.embedded[texts[sister.id]] == 1
