@@ -543,7 +543,7 @@ class SQLiteStorage(SQLStore):
             raise StorageUnavailable(
                 "this store keeps a vector index (sqlite-vec's memory_vec) that cannot be"
                 " opened here, so the user's vectors cannot be deleted with the rest:"
-                " pip install 'frontmind[vectors]', then delete the user again"
+                " pip install '.[vectors]' from the Frontmind clone, then delete the user again"
             )
         ((count,),) = await db.execute_fetchall(
             "SELECT count(*) FROM memory_vec WHERE owner = ?", (user,)
