@@ -356,6 +356,20 @@ async def test_another_embedder_re_embeds_in_the_background(
         assert "Ingrid" in (await fm.compose("ada", "Tell me about my sibling")).notification
 
 
+@pytest.mark.postgres
+async def test_stats_shows_the_memories_waiting_for_a_vector_on_postgresql(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    url = pg_server.new_database()
+    async with await PostgresStorage.open(url) as store:
+        await store.use_embedder("tests:Fixed", 2)
+        await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+        await store.add_memory(DEFAULT_USER, "the user has a cat", now=11.0)
+    code, out, err = await run_cli("stats", "--data-dir", str(tmp_path), "--database", url)
+    assert code == 0, err
+    assert "memory vectors  2 waiting" in out
+
+
 async def test_a_late_embedder_leaves_the_turn_to_keywords(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,12 @@ async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncI
         storage = await open_storage(config, args.data_dir)
         stack.push_async_callback(storage.close)
         yield storage
+
+
+def store_of(args: argparse.Namespace) -> AbstractAsyncContextManager[Storage]:
+    """The command's store (`--database`, the config's storage.url, or the data dir's
+    SQLite file), for commands outside this module."""
+    return _store(args)
 
 
 def cmd_rotate(args: argparse.Namespace) -> None:

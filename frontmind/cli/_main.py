@@ -130,10 +130,10 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 def cmd_stats(args: argparse.Namespace) -> None:
     # The store alone: no actors run and no model is called (the renderer loads the
     # model data, for prices, but not the SDK).
-    from storage import SQLiteStorage
-
     from .._exceptions import EdgeError
     from .._frontmind import DATABASE_FILE
+    from ..config import load_config
+    from ._data import store_of
     from ._render import render_stats
 
     async def main() -> None:
@@ -143,10 +143,11 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
             records, jobs = await remote_records(args.url, args.token, args.continuum)
         else:
-            path = args.data_dir / DATABASE_FILE
-            if not path.exists():
+            config = load_config(args.config, args.data_dir)
+            on_sqlite = args.database is None and config.storage.url is None
+            if on_sqlite and not (args.data_dir / DATABASE_FILE).exists():
                 raise EdgeError(f"no Frontmind database in {args.data_dir}")
-            async with await SQLiteStorage.open(path) as storage:
+            async with store_of(args) as storage:  # SQLite in the data dir, or PostgreSQL
                 records = await storage.turns(args.user, args.continuum, limit=100_000)
                 jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
                 waiting = await storage.count_memories_without_vectors()
@@ -360,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="cache hit share, latencies and section misses")
     data_options(p)
     daemon_options(p)
+    database_option(p)
     p.add_argument("--continuum", default=None, help="one conversation (default: all)")
     p.add_argument("--user", default=DEFAULT_USER, help="whose turns (default: default)")
     p.set_defaults(func=cmd_stats)
