@@ -37,6 +37,7 @@ from storage import (
     error_type,
 )
 
+from ._admission import Admission
 from ._background import BackgroundWorker, background_name
 from ._catalog import ModelCatalog, ModelSource
 from ._composer import ComposerActor
@@ -143,6 +144,8 @@ def validate_settings(
         "tools.max_iterations": settings.tools.max_iterations,
         "tools.timeout_s": settings.tools.timeout_s,
         "turns.max_queued": settings.turns.max_queued,
+        "turns.max_active": settings.turns.max_active,
+        "turns.max_wait_s": settings.turns.max_wait_s,
     }
     for key, value in positive.items():
         if value <= 0:
@@ -348,6 +351,8 @@ class Engine:
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
         self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
+        # The process's turn slots and their fair queue; every turn enters at its door.
+        self.admission = Admission(settings.turns.max_active, settings.turns.max_wait_s)
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -367,6 +372,7 @@ class Engine:
             draining=lambda: self._draining,
             segment_closed=self._wake_after.add,
             ttl_policy=ttl_policy,
+            admission=self.admission,
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
@@ -668,8 +674,10 @@ class Engine:
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record
-        (`shutting_down`) when their turn comes, instead of running."""
+        (`shutting_down`) when their turn comes, instead of running; those waiting for a
+        slot end so at once."""
         self._draining = True
+        self.admission.drain()
 
     def offered_tools(self) -> tuple[Any, ...]:
         """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
@@ -739,9 +747,20 @@ class TurnStream:
         if self._events is not None or self._closed:
             return
         engine, continuum_id = self._engine, self._continuum_id
+        check_user_name(self._user)
+        check_continuum_id(continuum_id)
         content, text = user_content(self._message)
         run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
-        self._lane = lane = await engine._hold_turn(self._user, continuum_id)
+        # The door: refused here (`Overloaded`) when the wait for a slot would be too
+        # long, before any actor is started; otherwise the turn has its place in the
+        # queue, which `_close` gives up, however the stream ends.
+        engine.admission.enter(self._user, continuum_id, run.turn_id)
+        self._run = run
+        try:
+            self._lane = lane = await engine._hold_turn(self._user, continuum_id)
+        except BaseException:
+            self._close(ended=False)
+            raise
         try:
             self._events = lane.conversation.stream_nowait(run)
         except MailboxFull:
@@ -755,7 +774,6 @@ class TurnStream:
         finally:
             if self._events is None:
                 self._close(ended=False)
-        self._run = run
         self._started_at = engine._deps.clock()
         self._loop = asyncio.get_running_loop()
 
@@ -809,6 +827,8 @@ class TurnStream:
         self._closed = True
         if self._events is not None:
             self._events.abandon()
+        if self._run is not None:
+            self._engine.admission.release(self._run.turn_id)
         lane, self._lane = self._lane, None
         if lane is not None:
             ended = ended and self._events is not None

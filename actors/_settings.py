@@ -115,6 +115,14 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
     idle_minutes: float = 30.0  # a continuum unused this long is unloaded (0: never)
+    # Turns composing and streaming at once in this process; the rest wait in a fair
+    # queue (actors/_admission.py). One event loop serves them all, so the right number
+    # is what one core keeps up with, not a multiple of the cores: bench/load measured
+    # (bench/README.md, "admission").
+    max_active: int = 64
+    # A turn whose expected wait for a slot is longer than this is refused at the door
+    # (`Overloaded`: HTTP 503 with Retry-After), before anything is composed or stored.
+    max_wait_s: float = 30.0
 
 
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -21,6 +21,7 @@ tree and checks this drawing, the types and the statuses)::
     │   ├── MigrationMismatch         storage_unavailable     503
     │   └── StorageUnavailable        storage_unavailable     503
     ├── Busy                          busy                    429
+    │   └── Overloaded                overloaded              503
     ├── ShuttingDown                  shutting_down           503
     ├── McpUnavailable                mcp_unavailable         503
     ├── ComposeTimeout                compose_timeout         504
@@ -67,8 +68,9 @@ and any other is a bug, reported as `internal_error` with the details in the log
 
 The HTTP edge also answers a few types that are no error of the library: `unauthorized`
 (401, no or a wrong token), `not_found` (404, no such route), `method_not_allowed`
-(405), `overloaded` (503, too many open connections) and `invalid_request` (400,
-malformed HTTP).
+(405), `overloaded` (503, too many open connections: the same type as `Overloaded`, too
+many turns waiting) and `invalid_request` (400, malformed HTTP). Every 429 and 503 says
+when to retry (`Retry-After`): a `Busy` error's own `retry_after` when it has one.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ from actors import (
     ModelRejected,
     ModelStreamError,
     ModelUnavailable,
+    Overloaded,
     SettingsError,
     ShuttingDown,
 )
@@ -189,6 +192,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     UserExists: 409,
     ImportCollision: 409,  # an import that would overwrite stored rows
     Busy: 429,
+    Overloaded: 503,  # the process, not this client's continuum, is past its capacity
     ShuttingDown: 503,
     McpUnavailable: 503,  # a required MCP server did not start (only ever at startup)
     # RFC 9110 §15.6.5: a server acting for another did not get its answer in time.
@@ -212,6 +216,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     ClientError: 502,
     KernelError: 500,
 }
+
 
 # The other way, for `frontmind.Client`: the class raised for each type, the first (most
 # general) of the table's classes with that type, except where the one callers catch
