@@ -19,9 +19,13 @@ rate slots have been freed lately. Refused turns cost nothing: no actor is start
 nothing is composed or stored (a write per refusal would load the store exactly when the
 process is past its capacity); they are counted (`refused`) for the metrics.
 
-Each turn's ticket is owned by its `TurnStream` (taken at the door, given up when the
-stream closes, however it ends); the conversation actor waits on it before the turn's
-first event and gives the slot back as soon as the turn is over.
+Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, where a
+continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
+closes, however it ends. The stream waits for its slot (`wait`) before it starts the
+continuum's actors and hands them the turn, so a waiting turn costs its ticket and its
+connection alone (a thousand waiting lanes, spawned at the door, had raised the daemon's
+memory high-water mark by some 40 MB for good: bench/abandon.py). The conversation actor
+gives the slot back as soon as the turn is over, before its last event is read.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ._exceptions import Overloaded
+from ._exceptions import Busy, Overloaded
 
 __all__ = ["Admission"]
 
@@ -91,11 +95,13 @@ class Admission:
         self,
         max_active: int,
         max_wait_s: float,
+        max_queued: int,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_active = max_active
         self.max_wait_s = max_wait_s
+        self.max_queued = max_queued  # per continuum, beside its running turn
         self._clock = clock
         self.active = 0  # slots held
         self.waiting = 0  # tickets waiting for one
@@ -121,9 +127,24 @@ class Admission:
         # go to the turns ahead of it and then its own.
         return beyond / self.max_active * self.turn_seconds
 
+    def queued(self, user: str, continuum: str) -> int:
+        """The continuum's turns waiting or holding a slot."""
+        account = self._users.get(user)
+        cont = None if account is None else account.continuums.get(continuum)
+        return 0 if cont is None else len(cont.tickets) + (cont.running is not None)
+
     def enter(self, user: str, continuum: str, turn_id: str) -> None:
-        """Take a ticket for the turn `turn_id`, or raise `Overloaded` (nothing is taken)
-        when its expected wait passes `max_wait_s`."""
+        """Take a ticket for the turn `turn_id`, or refuse it (nothing is taken): `Busy`
+        when `max_queued` turns of its continuum already wait, `Overloaded` when its
+        expected wait passes `max_wait_s`."""
+        known = self._users.get(user)
+        queued = None if known is None else known.continuums.get(continuum)
+        if queued is not None and len(queued.tickets) >= self.max_queued:
+            n = self.max_queued
+            raise Busy(
+                f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
+                "waiting; retry when one has finished"
+            )
         wait = self.expected_wait(user, continuum)
         if wait > self.max_wait_s:
             self.refused += 1

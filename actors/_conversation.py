@@ -195,7 +195,7 @@ class ConversationDeps:
     # queue then ends at once with an error event and a record, instead of running.
     draining: Callable[[], bool] = lambda: False
     ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
-    # The process's turn slots: a turn waits for its own before its first event.
+    # The process's turn slots: a turn gives its own back as soon as it is over.
     admission: Admission | None = None
 
 
@@ -338,12 +338,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _admitted(
         self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None], admission: Admission
     ) -> AsyncGenerator[TurnEvent, None]:
-        """The turn once it holds a slot; the slot goes back as soon as the turn is over
-        (before its last event is read), and whatever ends it (the stream's close
-        releases it too)."""
+        """The turn (which holds its slot: its stream waited for it), giving the slot
+        back as soon as the turn is over, before its last event is read, and whatever
+        ends it (the stream's close releases it too)."""
         turn_id = message.turn_id
         try:
-            await admission.wait(turn_id)
             async with aclosing(turn) as events:
                 async for event in events:
                     if isinstance(event, TurnCompleted | TurnError):

@@ -53,7 +53,7 @@ from ._conversation import (
     WarmUpDone,
     new_turn_id,
 )
-from ._events import TurnError, TurnEvent
+from ._events import TurnCompleted, TurnError, TurnEvent
 from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
@@ -352,7 +352,8 @@ class Engine:
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
         self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
         # The process's turn slots and their fair queue; every turn enters at its door.
-        self.admission = Admission(settings.turns.max_active, settings.turns.max_wait_s)
+        turns = settings.turns
+        self.admission = Admission(turns.max_active, turns.max_wait_s, turns.max_queued)
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -576,8 +577,9 @@ class Engine:
         return request
 
     async def _drop_unused(self, key: LaneKey) -> None:
-        """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
-        previews of unknown continuums must leave no actors behind."""
+        """Stop a lane that a preview (or a turn that did not complete) started, unless
+        someone has taken it up meanwhile: previews of unknown continuums, and turns
+        abandoned in them, must leave no actors behind."""
         lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
             return
@@ -653,10 +655,10 @@ class Engine:
         """
         key = (user, continuum_id)
         lane = self._lanes.get(key)
+        if (lane is not None and lane.users) or self.admission.queued(user, continuum_id):
+            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
         if lane is None:
             return
-        if lane.users:
-            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
         del self._lanes[key]
         stopped = self._stopping[key] = anyio.Event()
         try:
@@ -697,15 +699,18 @@ class TurnWatch(Protocol):
 
 
 class TurnStream:
-    """The events of one turn, and the one owner of what the turn holds: its place in
-    the continuum's queue, its lane (the continuum's actors, never evicted meanwhile)
-    and its count among the turns running.
+    """The events of one turn, and the one owner of what the turn holds: its ticket in
+    the process's turn queue (its place, then its slot: actors/_admission.py), its lane
+    (the continuum's actors, never evicted meanwhile) and its count among the turns
+    running.
 
     `async for` reads the events; `async with` (or `aclose()`) leaves early safely: the
-    turn is cancelled cleanly and its record says so. `start()` submits the turn without
-    reading an event (the first event and `async with` start it otherwise): bad input
-    (`InvalidInput`, `MessageTooLarge`) and a full queue (`Busy`) are raised there,
-    before anything is composed, sent or stored. Every ending goes through one close
+    turn is cancelled cleanly and its record says so. `start()` queues the turn without
+    reading an event (the first event and `async with` queue it otherwise): bad input
+    (`InvalidInput`, `MessageTooLarge`), a full queue (`Busy`) and a wait too long for a
+    slot (`Overloaded`) are raised there, before anything is composed, sent or stored.
+    The first event is awaited until the turn holds a slot; only then are the
+    continuum's actors started and the turn handed to them. Every ending goes through one close
     path: the last event read, leaving the block, `aclose()`, an error or cancellation
     while reading, and a stream dropped unclosed (an `async for` left by `break`), which
     its finalizer closes on the event loop's thread.
@@ -717,6 +722,7 @@ class TurnStream:
 
     __slots__ = (
         "_closed",
+        "_completed",
         "_continuum_id",
         "_crashed",
         "_engine",
@@ -725,6 +731,7 @@ class TurnStream:
         "_loop",
         "_message",
         "_run",
+        "_spawned",
         "_started_at",
         "_user",
     )
@@ -741,41 +748,53 @@ class TurnStream:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._crashed = False
         self._closed = False
+        self._completed = False  # its TurnCompleted was read
+        self._spawned = False  # its submission spawned the continuum's lane
 
     async def start(self) -> None:
-        """Queue the turn now (once; later calls return at once)."""
-        if self._events is not None or self._closed:
+        """Queue the turn now (once; later calls return at once): the door, where bad
+        input, a continuum with `turns.max_queued` turns waiting (`Busy`) and a wait for
+        a slot longer than `turns.max_wait_s` (`Overloaded`) are refused. Nothing is
+        started yet: no actor, nothing composed or stored."""
+        if self._run is not None or self._closed:
             return
-        engine, continuum_id = self._engine, self._continuum_id
         check_user_name(self._user)
-        check_continuum_id(continuum_id)
+        check_continuum_id(self._continuum_id)
         content, text = user_content(self._message)
         run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
-        # The door: refused here (`Overloaded`) when the wait for a slot would be too
-        # long, before any actor is started; otherwise the turn has its place in the
-        # queue, which `_close` gives up, however the stream ends.
-        engine.admission.enter(self._user, continuum_id, run.turn_id)
+        # Its place in the queue from now on, given up by `_close` however the stream
+        # ends (the finalizer's close included).
+        self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
         self._run = run
+        self._loop = asyncio.get_running_loop()
+
+    async def _submit(self) -> ReplyStream[TurnEvent]:
+        """Queued (`start`), then once the turn holds its slot: the continuum's lane,
+        spawned only now (a turn waiting costs its ticket alone), and the turn in the
+        conversation actor's mailbox."""
+        await self.start()
+        engine, continuum_id, run = self._engine, self._continuum_id, self._run
+        assert run is not None
         try:
+            await engine.admission.wait(run.turn_id)
+            self._spawned = (self._user, continuum_id) not in engine._lanes
             self._lane = lane = await engine._hold_turn(self._user, continuum_id)
-        except BaseException:
-            self._close(ended=False)
-            raise
-        try:
             self._events = lane.conversation.stream_nowait(run)
         except MailboxFull:
-            waiting = engine._settings.turns.max_queued
+            # Previews and warm-ups share the mailbox; turns are counted at the door.
+            self._close(ended=False)
             raise Busy(
-                f"continuum {continuum_id!r} already has {waiting} "
-                f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
+                f"continuum {continuum_id!r} has a full mailbox; retry when a turn has finished"
             ) from None
         except RestartLimitReached as exc:
+            self._close(ended=False)
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
-        finally:
-            if self._events is None:
-                self._close(ended=False)
+        except BaseException:
+            self._close(ended=False)
+            await self._let_go()
+            raise
         self._started_at = engine._deps.clock()
-        self._loop = asyncio.get_running_loop()
+        return self._events
 
     async def __aenter__(self) -> TurnStream:
         await self.start()
@@ -788,9 +807,11 @@ class TurnStream:
         tb: TracebackType | None,
     ) -> None:
         self._close(ended=exc_type is None)
+        await self._let_go()
 
     async def aclose(self) -> None:
         self._close(ended=True)
+        await self._let_go()
 
     def __aiter__(self) -> TurnStream:
         return self
@@ -800,16 +821,16 @@ class TurnStream:
             raise StopAsyncIteration
         events = self._events
         if events is None:
-            await self.start()
-            events = self._events
-            assert events is not None
+            events = await self._submit()
         if self._crashed:
             self._close(ended=True)
+            await self._let_go()
             raise StopAsyncIteration
         try:
-            return await events.__anext__()
+            event = await events.__anext__()
         except StopAsyncIteration:
             self._close(ended=True)
+            await self._let_go()
             raise
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
             log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
@@ -817,7 +838,22 @@ class TurnStream:
             return await self._crash_event(exc)
         except BaseException:
             self._close(ended=False)
+            await self._let_go()
             raise
+        if type(event) is TurnCompleted:
+            self._completed = True
+        return event
+
+    async def _let_go(self) -> None:
+        """After the close: a lane that this turn's start spawned goes too, unless the
+        turn completed or someone else holds the lane now. A turn abandoned or failed in
+        a continuum new to the process committed nothing, and its lane (a dozen actors
+        and their last composition, some 20 KiB) would otherwise stay until
+        `turns.idle_minutes`: a thousand abandoned turns held some 40 MB
+        (bench/abandon.py --fresh). Its next turn reloads it from storage."""
+        if self._spawned and not self._completed:
+            self._spawned = False
+            await self._engine._drop_unused((self._user, self._continuum_id))
 
     def _close(self, *, ended: bool) -> None:
         """The one close path: the handler is cancelled if it still runs (its record

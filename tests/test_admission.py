@@ -220,14 +220,21 @@ async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Pa
             assert fm.admission.waiting == 1
             await queued.aclose()  # left while waiting: its place goes at once
             assert fm.admission.waiting == 0
-        # Left mid-stream (the tool still waiting): the slot goes with the stream.
+        # Left mid-stream (the tool still waiting): the slot goes with the stream, and
+        # so do the lanes those turns started (nothing of them to keep in memory).
         assert fm.admission.active == 0
+        assert fm.loaded_continuums() == []
         events: list[TurnEvent] = []
         with anyio.fail_after(20):
             await drain(fm.turn("c", "hello"), events)
         full(events)
+        # A loaded continuum keeps its lane when a later turn of it is abandoned.
+        async with fm.turn("c", HOLD) as left:
+            await left.__anext__()
+            await holds.count(2)
+        assert fm.loaded_continuums() == ["c"]
         records = {r.continuum_id: r.status for r in await fm.turns()}
-        assert records["c"] == "completed"
+        assert records["a"] == "cancelled"
         assert "b" not in records  # it never started: nothing of it was stored
 
 
