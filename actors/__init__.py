@@ -3,6 +3,7 @@
 Built on the kernel (`runtime`) and the storage port (`storage`).
 """
 
+from ._admission import Admission
 from ._background import BackgroundWorker, background_name
 from ._catalog import (
     CatalogFile,
@@ -51,6 +52,7 @@ from ._exceptions import (
     ModelRejected,
     ModelStreamError,
     ModelUnavailable,
+    Overloaded,
     SectionConfigError,
     SettingsError,
     ShuttingDown,
@@ -155,6 +157,7 @@ __all__ = [
     "SUMMARY_MARKER",
     "TOOL_NAMES",
     "AdaptivePolicy",
+    "Admission",
     "AnthropicModel",
     "BackgroundWorker",
     "Busy",
@@ -196,6 +199,7 @@ __all__ = [
     "ModelSource",
     "ModelStreamError",
     "ModelUnavailable",
+    "Overloaded",
     "PlacementRegistry",
     "SSEDecoder",
     "SectionConfigError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +41,7 @@ from storage import (
 )
 from storage import Storage as StoragePort
 
+from ._admission import Admission
 from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
 from ._digest import summary_instruction
@@ -194,6 +195,8 @@ class ConversationDeps:
     # queue then ends at once with an error event and a record, instead of running.
     draining: Callable[[], bool] = lambda: False
     ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
+    # The process's turn slots: a turn gives its own back as soon as it is over.
+    admission: Admission | None = None
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -224,9 +227,7 @@ def message_tokens(message: Message) -> int:
     return total
 
 
-def _tools_change(
-    before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]
-) -> str:
+def _tools_change(before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]) -> str:
     """What changed in the tools array since the last turn ("" for nothing, or no last
     turn in this process)."""
     if before is None or before is after:
@@ -328,12 +329,31 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 self._state.model = choose_model(self._deps.settings.model, message.model)
             return None
         if self._deps.storage.shared:
-            return self._traced(message, self._leased(message))
-        return self._traced(message, self._run(message))
+            turn = self._traced(message, self._leased(message))
+        else:
+            turn = self._traced(message, self._run(message))
+        admission = self._deps.admission
+        return turn if admission is None else self._admitted(message, turn, admission)
+
+    async def _admitted(
+        self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None], admission: Admission
+    ) -> AsyncGenerator[TurnEvent, None]:
+        """The turn (which holds its slot: its stream waited for it), giving the slot
+        back as soon as the turn is over, before its last event is read, and whatever
+        ends it (the stream's close releases it too)."""
+        turn_id = message.turn_id
+        try:
+            async with aclosing(turn) as events:
+                async for event in events:
+                    if isinstance(event, TurnCompleted | TurnError):
+                        admission.release(turn_id)
+                    yield event
+        finally:
+            admission.release(turn_id)
 
     async def _traced(
         self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None]
-    ) -> AsyncIterator[TurnEvent]:
+    ) -> AsyncGenerator[TurnEvent, None]:
         """The turn, in its span, with its id on every line logged for it."""
         current_turn.set(message.turn_id)
         turn_log.debug("turn started in %s", self._id)

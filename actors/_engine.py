@@ -37,6 +37,7 @@ from storage import (
     error_type,
 )
 
+from ._admission import Admission
 from ._background import BackgroundWorker, background_name
 from ._catalog import ModelCatalog, ModelSource
 from ._composer import ComposerActor
@@ -52,7 +53,7 @@ from ._conversation import (
     WarmUpDone,
     new_turn_id,
 )
-from ._events import TurnError, TurnEvent
+from ._events import TurnCompleted, TurnError, TurnEvent
 from ._exceptions import Busy, InvalidModelSettings, SettingsError
 from ._layout import ModelRequest
 from ._llm import ModelClient
@@ -143,6 +144,8 @@ def validate_settings(
         "tools.max_iterations": settings.tools.max_iterations,
         "tools.timeout_s": settings.tools.timeout_s,
         "turns.max_queued": settings.turns.max_queued,
+        "turns.max_active": settings.turns.max_active,
+        "turns.max_wait_s": settings.turns.max_wait_s,
     }
     for key, value in positive.items():
         if value <= 0:
@@ -348,6 +351,9 @@ class Engine:
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
         self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
+        # The process's turn slots and their fair queue; every turn enters at its door.
+        turns = settings.turns
+        self.admission = Admission(turns.max_active, turns.max_wait_s, turns.max_queued)
         self._deps = ConversationDeps(
             storage=storage,
             model=model,
@@ -359,6 +365,9 @@ class Engine:
                 timeout_s=settings.tools.timeout_s,
                 mcp=self.mcp,
                 server_tools=self._server_tools,
+                embedder=embedder,
+                same_cosine=settings.memory.same_memory_cosine,
+                embed_deadline=settings.memory.embed_deadline_ms / 1000,
             ),
             settings=settings,
             models=models,
@@ -367,6 +376,7 @@ class Engine:
             draining=lambda: self._draining,
             segment_closed=self._wake_after.add,
             ttl_policy=ttl_policy,
+            admission=self.admission,
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
@@ -570,8 +580,9 @@ class Engine:
         return request
 
     async def _drop_unused(self, key: LaneKey) -> None:
-        """Stop a lane that a preview started, unless a turn has taken it up meanwhile:
-        previews of unknown continuums must leave no actors behind."""
+        """Stop a lane that a preview (or a turn that did not complete) started, unless
+        someone has taken it up meanwhile: previews of unknown continuums, and turns
+        abandoned in them, must leave no actors behind."""
         lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
             return
@@ -647,10 +658,10 @@ class Engine:
         """
         key = (user, continuum_id)
         lane = self._lanes.get(key)
+        if (lane is not None and lane.users) or self.admission.queued(user, continuum_id):
+            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
         if lane is None:
             return
-        if lane.users:
-            raise Busy(f"continuum {continuum_id!r} has a turn in progress")
         del self._lanes[key]
         stopped = self._stopping[key] = anyio.Event()
         try:
@@ -668,8 +679,10 @@ class Engine:
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record
-        (`shutting_down`) when their turn comes, instead of running."""
+        (`shutting_down`) when their turn comes, instead of running; those waiting for a
+        slot end so at once."""
         self._draining = True
+        self.admission.drain()
 
     def offered_tools(self) -> tuple[Any, ...]:
         """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
@@ -689,15 +702,18 @@ class TurnWatch(Protocol):
 
 
 class TurnStream:
-    """The events of one turn, and the one owner of what the turn holds: its place in
-    the continuum's queue, its lane (the continuum's actors, never evicted meanwhile)
-    and its count among the turns running.
+    """The events of one turn, and the one owner of what the turn holds: its ticket in
+    the process's turn queue (its place, then its slot: actors/_admission.py), its lane
+    (the continuum's actors, never evicted meanwhile) and its count among the turns
+    running.
 
     `async for` reads the events; `async with` (or `aclose()`) leaves early safely: the
-    turn is cancelled cleanly and its record says so. `start()` submits the turn without
-    reading an event (the first event and `async with` start it otherwise): bad input
-    (`InvalidInput`, `MessageTooLarge`) and a full queue (`Busy`) are raised there,
-    before anything is composed, sent or stored. Every ending goes through one close
+    turn is cancelled cleanly and its record says so. `start()` queues the turn without
+    reading an event (the first event and `async with` queue it otherwise): bad input
+    (`InvalidInput`, `MessageTooLarge`), a full queue (`Busy`) and a wait too long for a
+    slot (`Overloaded`) are raised there, before anything is composed, sent or stored.
+    The first event is awaited until the turn holds a slot; only then are the
+    continuum's actors started and the turn handed to them. Every ending goes through one close
     path: the last event read, leaving the block, `aclose()`, an error or cancellation
     while reading, and a stream dropped unclosed (an `async for` left by `break`), which
     its finalizer closes on the event loop's thread.
@@ -709,6 +725,7 @@ class TurnStream:
 
     __slots__ = (
         "_closed",
+        "_completed",
         "_continuum_id",
         "_crashed",
         "_engine",
@@ -717,6 +734,7 @@ class TurnStream:
         "_loop",
         "_message",
         "_run",
+        "_spawned",
         "_started_at",
         "_user",
     )
@@ -733,31 +751,53 @@ class TurnStream:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._crashed = False
         self._closed = False
+        self._completed = False  # its TurnCompleted was read
+        self._spawned = False  # its submission spawned the continuum's lane
 
     async def start(self) -> None:
-        """Queue the turn now (once; later calls return at once)."""
-        if self._events is not None or self._closed:
+        """Queue the turn now (once; later calls return at once): the door, where bad
+        input, a continuum with `turns.max_queued` turns waiting (`Busy`) and a wait for
+        a slot longer than `turns.max_wait_s` (`Overloaded`) are refused. Nothing is
+        started yet: no actor, nothing composed or stored."""
+        if self._run is not None or self._closed:
             return
-        engine, continuum_id = self._engine, self._continuum_id
+        check_user_name(self._user)
+        check_continuum_id(self._continuum_id)
         content, text = user_content(self._message)
         run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
-        self._lane = lane = await engine._hold_turn(self._user, continuum_id)
+        # Its place in the queue from now on, given up by `_close` however the stream
+        # ends (the finalizer's close included).
+        self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
+        self._run = run
+        self._loop = asyncio.get_running_loop()
+
+    async def _submit(self) -> ReplyStream[TurnEvent]:
+        """Queued (`start`), then once the turn holds its slot: the continuum's lane,
+        spawned only now (a turn waiting costs its ticket alone), and the turn in the
+        conversation actor's mailbox."""
+        await self.start()
+        engine, continuum_id, run = self._engine, self._continuum_id, self._run
+        assert run is not None
         try:
+            await engine.admission.wait(run.turn_id)
+            self._spawned = (self._user, continuum_id) not in engine._lanes
+            self._lane = lane = await engine._hold_turn(self._user, continuum_id)
             self._events = lane.conversation.stream_nowait(run)
         except MailboxFull:
-            waiting = engine._settings.turns.max_queued
+            # Previews and warm-ups share the mailbox; turns are counted at the door.
+            self._close(ended=False)
             raise Busy(
-                f"continuum {continuum_id!r} already has {waiting} "
-                f"turn{'s' if waiting != 1 else ''} waiting; retry when one has finished"
+                f"continuum {continuum_id!r} has a full mailbox; retry when a turn has finished"
             ) from None
         except RestartLimitReached as exc:
+            self._close(ended=False)
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
-        finally:
-            if self._events is None:
-                self._close(ended=False)
-        self._run = run
+        except BaseException:
+            self._close(ended=False)
+            await self._let_go()
+            raise
         self._started_at = engine._deps.clock()
-        self._loop = asyncio.get_running_loop()
+        return self._events
 
     async def __aenter__(self) -> TurnStream:
         await self.start()
@@ -770,9 +810,11 @@ class TurnStream:
         tb: TracebackType | None,
     ) -> None:
         self._close(ended=exc_type is None)
+        await self._let_go()
 
     async def aclose(self) -> None:
         self._close(ended=True)
+        await self._let_go()
 
     def __aiter__(self) -> TurnStream:
         return self
@@ -782,16 +824,16 @@ class TurnStream:
             raise StopAsyncIteration
         events = self._events
         if events is None:
-            await self.start()
-            events = self._events
-            assert events is not None
+            events = await self._submit()
         if self._crashed:
             self._close(ended=True)
+            await self._let_go()
             raise StopAsyncIteration
         try:
-            return await events.__anext__()
+            event = await events.__anext__()
         except StopAsyncIteration:
             self._close(ended=True)
+            await self._let_go()
             raise
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
             log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
@@ -799,7 +841,22 @@ class TurnStream:
             return await self._crash_event(exc)
         except BaseException:
             self._close(ended=False)
+            await self._let_go()
             raise
+        if type(event) is TurnCompleted:
+            self._completed = True
+        return event
+
+    async def _let_go(self) -> None:
+        """After the close: a lane that this turn's start spawned goes too, unless the
+        turn completed or someone else holds the lane now. A turn abandoned or failed in
+        a continuum new to the process committed nothing, and its lane (a dozen actors
+        and their last composition, some 20 KiB) would otherwise stay until
+        `turns.idle_minutes`: a thousand abandoned turns held some 40 MB
+        (bench/abandon.py --fresh). Its next turn reloads it from storage."""
+        if self._spawned and not self._completed:
+            self._spawned = False
+            await self._engine._drop_unused((self._user, self._continuum_id))
 
     def _close(self, *, ended: bool) -> None:
         """The one close path: the handler is cancelled if it still runs (its record
@@ -809,6 +866,8 @@ class TurnStream:
         self._closed = True
         if self._events is not None:
             self._events.abandon()
+        if self._run is not None:
+            self._engine.admission.release(self._run.turn_id)
         lane, self._lane = self._lane, None
         if lane is not None:
             ended = ended and self._events is not None

@@ -22,6 +22,7 @@ __all__ = [
     "ModelRejected",
     "ModelStreamError",
     "ModelUnavailable",
+    "Overloaded",
     "SectionConfigError",
     "SettingsError",
     "ShuttingDown",
@@ -31,9 +32,24 @@ __all__ = [
 
 
 class Busy(FrontmindError):
-    """Too many turns are already queued on this continuum."""
+    """Too many turns are already queued on this continuum (or, as `Overloaded`, in
+    this process). `retry_after`: seconds after which a retry is worth it, when known."""
 
     type = "busy"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Overloaded(Busy):
+    """The process is past its capacity: more turns wait for a slot than it can start
+    within `turns.max_wait_s` (refused at the door, before anything is composed or
+    stored, with the seconds after which the queue should have room, `retry_after`), or,
+    at the daemon's edge, its connections are all held (this request's was given to a
+    client holding fewer while its body still arrived, or its token holds its share)."""
+
+    type = "overloaded"
 
 
 class ShuttingDown(FrontmindError):

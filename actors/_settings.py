@@ -115,6 +115,16 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
     idle_minutes: float = 30.0  # a continuum unused this long is unloaded (0: never)
+    # Turns composing and streaming at once in this process; the rest wait in a fair
+    # queue (actors/_admission.py). One event loop serves them all, so the number is
+    # what one core keeps up with, not a multiple of the cores: on bench/load (2 cores,
+    # 13 ms of CPU per turn) 128 kept every section of 1,000 continuums at once and the
+    # throughput of 200 unqueued; 64 lost a little throughput, 192 and more let the
+    # composer's deadline cut sections again (bench/README.md, "admission").
+    max_active: int = 128
+    # A turn whose expected wait for a slot is longer than this is refused at the door
+    # (`Overloaded`: HTTP 503 with Retry-After), before anything is composed or stored.
+    max_wait_s: float = 30.0
 
 
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -1,13 +1,15 @@
-"""Load: the daemon over HTTP at 50, 200 and 500 continuums, all running turns at once;
-then the memory a loaded continuum costs at 100 turns of history.
+"""Load: the daemon over HTTP at 50, 200, 500 and 1,000 continuums, all running turns at
+once; then the memory a loaded continuum costs at 100 turns of history.
 
 The real daemon runs as a child process, talking to the local Messages API in a second
 child process (with a configured time to first token), so neither the simulated model's
 work nor this script's client is counted as the daemon's: the CPU of all three is
 reported, and a machine they saturate is flagged (the daemon is then waiting for a core,
-not for itself). For each level: turns per second, latency percentiles (whole turn,
+not for itself). For each level: turns per second, latency percentiles (whole turn from
+the request, its wait for a slot in the turn queue, i.e. until its `turn.started` event,
 first token, compose), sections left out or served stale (goal ≤ 0.1%), by section,
-errors (goal: none; busy refusals and full mailboxes counted apart), the daemon's CPU
+errors (goal: none; turns refused at the door with 503 `overloaded`, busy refusals and
+full mailboxes counted apart: a refused turn is no error), the daemon's CPU
 per turn, how long its event loop took to answer a ping while loaded (a thread of this
 script asks /healthz every 50 ms: what any composition waits for on top of its own
 work), and its marginal memory per continuum (RssAnon: heap, not the database's
@@ -28,10 +30,16 @@ no more turns and reports what finished. `--probe` runs the daemon under
 bench/_probe.py and prints where compositions waited (the reader connections' queues,
 the statements, the event loop's lag, the trinkets' mailboxes, garbage collections).
 
-    .venv/bin/python -m bench.load [--levels 50,200,500] [--turns 4] [--ttft-ms 100]
+Each conversation holds one connection at a time (the client's pool is sized to the
+level) and the daemon's `server.max_connections` is set above the level, so every turn
+reaches the daemon's own queue; the soft limit on open files is raised to the hard one.
+`--max-active` and `--max-wait-s` set `[turns] max_active` and `max_wait_s` (default:
+the daemon's own).
+
+    .venv/bin/python -m bench.load [--levels 50,200,500,1000] [--turns 4] [--ttft-ms 100]
         [--cpu-share 1.0] [--busy-levels 200] [--busy-share 0.25]
         [--memory-continuums 150] [--history-turns 100] [--level-timeout 120] [--probe]
-        [--memory-only] [--memtrace]
+        [--memory-only] [--memtrace] [--max-active N] [--max-wait-s S]
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import http.client
 import json
 import os
 import random
+import resource
 import signal
 import sys
 import tempfile
@@ -64,6 +73,20 @@ from storage import DEFAULT_USER, Message, SQLiteStorage, TextBlock, TurnRecord,
 ROOT = Path(__file__).resolve().parent.parent
 LEFT_OUT = ("timeout", "failed")
 GROUP = 4  # continuums loaded at once by the memory measure
+# A kept-alive connection is dropped by the client well before the daemon's own
+# `server.keep_alive_s` (5 s) closes it: a request sent on a connection the daemon is
+# closing at that moment fails with a ReadError (what the 1,000 level used to end with).
+KEEPALIVE_S = 2.0
+
+
+def raise_file_limit() -> None:
+    """A thousand conversations hold a thousand sockets on each side at once: the soft
+    limit on open files goes up to the hard one (the daemon and model server inherit it),
+    where a default of 1,024 would fail the level with connection errors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1 << 16 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -150,11 +173,14 @@ async def daemon(
     probe: Path | None = None,
     memtrace: Path | None = None,
     config: str = "",
+    server: str = "",
 ) -> AsyncIterator[tuple[Process, str]]:
     """The daemon on `data`, talking to the model server at `url`; yields it and its URL.
+    `config`: lines of its `[turns]` table, `server`: of its `[server]` table.
     With `probe`, it runs under bench/_probe.py, which writes its timings there at exit;
     with `memtrace`, under bench/_memtrace.py (tracemalloc, see `memtrace_snapshot`)."""
-    (data / "frontmind.toml").write_text(f"[turns]\nmax_queued = 4\n{config}")
+    text = f"[turns]\nmax_queued = 4\n{config}" + (f"[server]\n{server}" if server else "")
+    (data / "frontmind.toml").write_text(text)
     module = "frontmind" if probe is None else "bench._probe"
     if memtrace is not None:
         module = "bench._memtrace"
@@ -168,7 +194,8 @@ async def daemon(
     assert process.stdout is not None
     async with process:
         try:
-            with anyio.fail_after(30):
+            # Under tracemalloc every import is traced: on a busy machine, a minute or more.
+            with anyio.fail_after(30 if memtrace is None else 180):
                 line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 200)
             yield process, line.decode()
         finally:
@@ -184,30 +211,36 @@ async def one_turn(
     done = await timed_turn(client, continuum, text)
     seconds = done.pop("seconds", 0.0)
     done.pop("first_s", None)
+    done.pop("queued_s", None)
     return seconds, done
 
 
 async def timed_turn(client: httpx2.AsyncClient, continuum: str, text: str) -> dict[str, Any]:
-    """One turn over SSE: its whole time, time to first text, and how it ended."""
+    """One turn over SSE: its whole time, its wait for a slot (until `turn.started`), time
+    to first text, and how it ended; a refusal as {"error": ..., "status": ...}."""
     started = time.perf_counter()
     first: float | None = None
+    admitted: float | None = None
     done: dict[str, Any] = {}
     async with client.stream(
         "POST", f"/v1/continuums/{continuum}/turns", json={"message": text}
     ) as response:
         if response.status_code != 200:
             body = (await response.aread()).decode(errors="replace")[:200]
-            return {"error": f"HTTP {response.status_code}: {body}"}
+            return {"error": f"HTTP {response.status_code}: {body}", "status": response.status_code}
         name = ""
         async for line in response.aiter_lines():
             if line.startswith("event: "):
                 name = line[7:]
-                if name == "text.delta" and first is None:
+                if name == "turn.started" and admitted is None:
+                    admitted = time.perf_counter() - started
+                elif name == "text.delta" and first is None:
                     first = time.perf_counter() - started
             elif line.startswith("data: ") and name in ("turn.completed", "error"):
                 done = {name: json.loads(line[6:])}
     done["seconds"] = time.perf_counter() - started
     done["first_s"] = first
+    done["queued_s"] = admitted
     return done
 
 
@@ -219,13 +252,26 @@ async def level(
     share: float,
     limit: float,
     probe: bool = False,
+    config: str = "",
 ) -> dict[str, Any]:
-    """One fresh daemon, `continuums` conversations of `turns` turns each, all at once."""
+    """One fresh daemon, `continuums` conversations of `turns` turns each, all at once
+    (`config`: lines of the daemon's `[turns]` table)."""
     waits: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         probe_file = Path(tmp) / "probe.json" if probe else None
-        async with daemon(url, Path(tmp), probe_file) as (process, base_url):
-            limits = httpx2.Limits(max_connections=continuums * 2)
+        # Every conversation's connection reaches the daemon (its cap above the level, the
+        # pinger and the record reads beside them), so the queue is the daemon's own.
+        server = f"max_connections = {continuums + 100}\n"
+        async with daemon(url, Path(tmp), probe_file, config=config, server=server) as (
+            process,
+            base_url,
+        ):
+            # One connection per conversation: a turn at a time each.
+            limits = httpx2.Limits(
+                max_connections=continuums + 8,
+                max_keepalive_connections=continuums + 8,
+                keepalive_expiry=KEEPALIVE_S,
+            )
             async with httpx2.AsyncClient(base_url=base_url, timeout=300, limits=limits) as client:
                 await one_turn(client, "warmup", "hello")
                 rss_before = rss_anon_kib(process.pid)
@@ -233,7 +279,9 @@ async def level(
                 totals: list[float] = []
                 firsts: list[float] = []
                 composes: list[float] = []
+                queued: list[float] = []
                 errors: list[str] = []
+                refused: list[str] = []  # 503 overloaded: refused at the door, no error
                 stop_at = time.monotonic() + limit
 
                 async def conversation(index: int) -> None:
@@ -247,7 +295,11 @@ async def level(
                             totals.append(done["seconds"])
                             if done["first_s"] is not None:
                                 firsts.append(done["first_s"])
+                            if done["queued_s"] is not None:
+                                queued.append(done["queued_s"])
                             composes.append(done["turn.completed"]["timings_ms"]["compose"] / 1000)
+                        elif done.get("status") == 503 and "overloaded" in done["error"]:
+                            refused.append(done["error"][:300])
                         else:
                             errors.append(json.dumps(done.get("error", done))[:300])
 
@@ -262,7 +314,10 @@ async def level(
                 sections: dict[str, dict[str, int]] = {}
                 first_turns = 0  # sections left out of a continuum's first turn
                 for index in range(continuums):
-                    records = (await client.get(f"/v1/continuums/load-{index}/turns")).json()
+                    answer = await client.get(f"/v1/continuums/load-{index}/turns")
+                    if answer.status_code == 404:
+                        continue  # every turn of it refused at the door: nothing stored
+                    records = answer.json()
                     ordered = sorted(records["turns"], key=lambda r: r["started_at"])
                     for number, record in enumerate(ordered):
                         for section in record["sections"]:
@@ -283,13 +338,17 @@ async def level(
     cores = os.cpu_count() or 1
     busy = (daemon_cpu + model_cpu + client_cpu) / wall  # cores in use by the three
     total, first, compose = summary(totals or [0]), summary(firsts or [0]), summary(composes or [0])
+    wait = summary(queued or [0])
     ping = summary(pinger.samples or [0])
+    load_1m = os.getloadavg()[0]
     result = {
         "continuums": continuums,
         "turns_per_continuum": turns,
         "turns_completed": count,
-        "stopped_early": count + len(errors) < continuums * turns,
+        "stopped_early": count + len(errors) + len(refused) < continuums * turns,
         "errors": len(errors),
+        "refused_at_the_door": len(refused),
+        "refusal_samples": refused[:3],
         "busy_refusals": sum("HTTP 429" in e for e in errors),
         "mailbox_full": sum("mailbox full" in e for e in errors)
         + sum(1 for e in errors if "MailboxFull" in e),
@@ -297,6 +356,7 @@ async def level(
         "wall_s": wall,
         "turns_per_s": count / wall,
         "total": total,
+        "queue_wait": wait,
         "first_token": first,
         "compose": compose,
         "loop_ping": ping,
@@ -319,17 +379,20 @@ async def level(
         "rss_anon_kib_after": rss_after,
         "rss_anon_kib_per_continuum": (rss_after - rss_before) / continuums,
         "waits_ms": waits,
+        "load_average_1m": load_1m,
     }
     ms = 1000
     print(
         f"{continuums:>4} continuums × {turns}: {count} turns in {wall:5.1f} s = "
         f"{count / wall:6.1f} turns/s; errors {len(errors)} (busy {result['busy_refusals']}, "
-        f"mailbox full {result['mailbox_full']})"
+        f"mailbox full {result['mailbox_full']}); refused at the door {len(refused)}; "
+        f"load average {load_1m:.1f}"
         + ("; STOPPED at the level's time limit" if result["stopped_early"] else "")
     )
     print(
         f"      total p50 {total['median_us'] / ms:7.1f} p90 {total['p90_us'] / ms:7.1f} "
-        f"p99 {total['p99_us'] / ms:7.1f} ms; first token p50 {first['median_us'] / ms:.1f} ms; "
+        f"p99 {total['p99_us'] / ms:7.1f} ms; queue wait p50 {wait['median_us'] / ms:.1f} "
+        f"p99 {wait['p99_us'] / ms:.1f} ms; first token p50 {first['median_us'] / ms:.1f} ms; "
         f"compose p50 {compose['median_us'] / ms:.2f} p99 {compose['p99_us'] / ms:.2f} ms; "
         f"loop ping p50 {ping['median_us'] / ms:.1f} p99 {ping['p99_us'] / ms:.1f} ms"
     )
@@ -399,7 +462,7 @@ async def memory(url: str, continuums: int, history: int, memtrace: bool = False
         warm = 20  # loaded first, so caches and pools have grown before the measure
         text = await fill(data / "frontmind.db", continuums + warm, history)
         async with daemon(url, data, memtrace=trace) as (process, base_url):
-            limits = httpx2.Limits(max_connections=100)
+            limits = httpx2.Limits(max_connections=100, keepalive_expiry=KEEPALIVE_S)
             async with httpx2.AsyncClient(base_url=base_url, timeout=300, limits=limits) as client:
 
                 async def load(first: int, count: int) -> None:
@@ -443,7 +506,7 @@ async def memory(url: str, continuums: int, history: int, memtrace: bool = False
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--levels", default="50,200,500")
+    parser.add_argument("--levels", default="50,200,500,1000")
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--ttft-ms", type=float, default=100.0)
     parser.add_argument("--cpu-share", type=float, default=1.0)
@@ -451,7 +514,9 @@ def main() -> None:
         "--busy-levels", default="200", help="levels run again on a quarter of a core"
     )
     parser.add_argument("--busy-share", type=float, default=0.25)
-    parser.add_argument("--level-timeout", type=float, default=120.0)
+    parser.add_argument("--level-timeout", type=float, default=300.0)
+    parser.add_argument("--max-active", type=int, help="[turns] max_active (default: its own)")
+    parser.add_argument("--max-wait-s", type=float, help="[turns] max_wait_s (default: its own)")
     parser.add_argument("--memory-continuums", type=int, default=150)
     parser.add_argument("--history-turns", type=int, default=100)
     parser.add_argument("--probe", action="store_true", help="time the waits (bench/_probe.py)")
@@ -466,6 +531,13 @@ def main() -> None:
         args.levels = args.busy_levels = ""
     if not (0 < args.cpu_share <= 1 and 0 < args.busy_share <= 1):
         parser.error("--cpu-share and --busy-share must be in (0, 1]")
+
+    raise_file_limit()
+    config = "".join(
+        f"{key} = {value}\n"
+        for key, value in (("max_active", args.max_active), ("max_wait_s", args.max_wait_s))
+        if value is not None
+    )
 
     async def body() -> None:
         levels = [int(n) for n in args.levels.split(",") if n]
@@ -488,6 +560,7 @@ def main() -> None:
                         args.cpu_share,
                         args.level_timeout,
                         args.probe,
+                        config,
                     )
                 )
             if busy_levels:
@@ -502,6 +575,7 @@ def main() -> None:
                         args.busy_share,
                         args.level_timeout,
                         args.probe,
+                        config,
                     )
                 )
             if args.memory_continuums:
@@ -512,6 +586,7 @@ def main() -> None:
                 "ttft_ms": args.ttft_ms,
                 "turns_per_continuum": args.turns,
                 "cpu_share": args.cpu_share,
+                "turns_config": config,
                 "levels": results,
                 "busy_share": args.busy_share,
                 "busy_levels": busy,

@@ -21,6 +21,7 @@ tree and checks this drawing, the types and the statuses)::
     │   ├── MigrationMismatch         storage_unavailable     503
     │   └── StorageUnavailable        storage_unavailable     503
     ├── Busy                          busy                    429
+    │   └── Overloaded                overloaded              503
     ├── ShuttingDown                  shutting_down           503
     ├── McpUnavailable                mcp_unavailable         503
     ├── ComposeTimeout                compose_timeout         504
@@ -43,7 +44,6 @@ tree and checks this drawing, the types and the statuses)::
         ├── Forbidden                 forbidden               403
         ├── UnsupportedMediaType      unsupported_media_type  415
         ├── RequestTimeout            request_timeout         408
-        ├── Overloaded                overloaded              503
         ├── DataDirLocked             data_dir_locked         409
         └── ClientError               client_error            502
 
@@ -68,9 +68,11 @@ and any other is a bug, reported as `internal_error` with the details in the log
 
 The HTTP edge also answers a few types that are no error of the library: `unauthorized`
 (401, no or a wrong token), `not_found` (404, no such route), `method_not_allowed`
-(405), `overloaded` (503, a connection refused at the socket: too many open),
-`invalid_request` (400, malformed HTTP), `uri_too_long` (414, a request line over the
-head's cap) and `headers_too_large` (431, a request head over it).
+(405), `overloaded` (503, a connection refused at the socket: too many open; the same
+type as `Overloaded`, too many turns waiting), `invalid_request` (400, malformed HTTP),
+`uri_too_long` (414, a request line over the head's cap) and `headers_too_large` (431, a
+request head over it). Every 429 and 503 says when to retry (`Retry-After`): a `Busy`
+error's own `retry_after` when it has one.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ from actors import (
     ModelRejected,
     ModelStreamError,
     ModelUnavailable,
+    Overloaded,
     SettingsError,
     ShuttingDown,
 )
@@ -114,7 +117,6 @@ __all__ = [
     "DataDirLocked",
     "EdgeError",
     "Forbidden",
-    "Overloaded",
     "RequestTimeout",
     "UnsupportedMediaType",
     "wire_error",
@@ -170,14 +172,6 @@ class RequestTimeout(EdgeError):
     type = "request_timeout"
 
 
-class Overloaded(EdgeError):
-    """The connections are all held (HTTP 503, with Retry-After): this request's was
-    given to a client holding fewer while its body still arrived, or its token holds
-    its share already."""
-
-    type = "overloaded"
-
-
 class DataDirLocked(EdgeError):
     """Another process holds the data directory's lock."""
 
@@ -202,6 +196,7 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     UserExists: 409,
     ImportCollision: 409,  # an import that would overwrite stored rows
     Busy: 429,
+    Overloaded: 503,  # the process, not this client's continuum, is past its capacity
     ShuttingDown: 503,
     McpUnavailable: 503,  # a required MCP server did not start (only ever at startup)
     # RFC 9110 §15.6.5: a server acting for another did not get its answer in time.
@@ -221,7 +216,6 @@ HTTP_STATUS: dict[type[BaseException], int] = {
     Forbidden: 403,
     UnsupportedMediaType: 415,
     RequestTimeout: 408,
-    Overloaded: 503,
     DataDirLocked: 409,
     ClientError: 502,
     KernelError: 500,

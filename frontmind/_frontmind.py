@@ -21,6 +21,7 @@ import msgspec
 
 from actors import (
     BUILTIN_SECTIONS,
+    Admission,
     AnthropicModel,
     Composed,
     Engine,
@@ -151,6 +152,12 @@ class Frontmind:
         """What each model accepts and costs, as this instance knows it: the shipped
         `models.toml`, the Models API's answers (online), the config's `[[models]]`."""
         return self._runtime.models
+
+    @property
+    def admission(self) -> Admission:
+        """The process's turn slots and their queue (shared by every user's instance):
+        `active`, `waiting`, `refused`, `admitted`, `turn_seconds`, `max_active`."""
+        return self._runtime.admission
 
     def warm_ups(self) -> tuple[int, TurnUsage]:
         """The cache warm-ups this instance sent (every user's) and their summed usage:
@@ -409,6 +416,11 @@ class Frontmind:
 
     def turn(self, continuum_id: str, message: UserInput) -> TurnStream:
         """Run a turn and stream its events; `Busy` if too many are queued.
+
+        The turn waits for one of the process's slots (`[turns] max_active`) before its
+        first event, in a fair queue (round robin by user, then by continuum); when
+        that wait would pass `[turns] max_wait_s` it raises `Busy` (an `Overloaded`,
+        with `retry_after` seconds) as it starts, before anything is composed or stored.
 
         `message` is text, or a list of content blocks in the Messages API's shape:
         `{"type": "text", ...}`, `{"type": "image", "source": ...}`,

@@ -221,7 +221,10 @@ async def test_busy_continuum_answers_429_with_retry_after(tmp_path: Path) -> No
     ):
         path = "/v1/continuums/alice/turns"
         async with client.stream("POST", path, json={"message": "one"}) as first:
-            async for name, _ in sse_events(first):
+            # Held: an event reader dropped at the `break` is finalized at once, closing
+            # the response under it, and the first turn would be cancelled.
+            events = sse_events(first)
+            async for name, _ in events:
                 if name == "turn.started":
                     break
             async with client.stream("POST", path, json={"message": "two"}) as second:

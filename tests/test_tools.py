@@ -431,6 +431,28 @@ async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_pa
     ]
 
 
+async def test_remember_by_meaning_through_frontmind(tmp_path: Path) -> None:
+    """The engine hands the configured embedder to the tools: the offline model's
+    `remember` of a memory said again in other words updates it (by words alone these
+    two share too little to be the same)."""
+    cfg = config(memory={"embedder": "tests._embedder:ConceptEmbedder"})
+    async with Frontmind.open(tmp_path, cfg, offline=True) as fm:
+        said: list[str] = []
+        for text in (
+            "Remember that Ingrid is my sister",
+            "Remember that my sibling is called Ingrid",
+        ):
+            events = [e async for e in fm.turn("c1", text)]
+            said.extend(e.content for e in events if isinstance(e, ToolFinished))
+        memories = await fm.memories()
+    assert said[0] == "remembered (saved with this turn)"
+    assert len(memories) == 1, memories
+    assert (
+        said[1] == f"updated memory #{memories[0].id}, which said the same (saved with this turn)"
+    )
+    assert memories[0].text == "my sibling is called Ingrid"
+
+
 async def test_remember_by_meaning_updates_the_memory_it_repeats(tmp_path: Path) -> None:
     """With an embedder, `remember` finds the memory it repeats by its vector (a cosine
     reaching `same_memory_cosine`), as the extraction does, and stages the new text's

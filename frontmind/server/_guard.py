@@ -41,12 +41,13 @@ import msgspec
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actors import Overloaded
+
 from .._exceptions import (
     BadBody,
     BodyTooLarge,
     EdgeError,
     Forbidden,
-    Overloaded,
     RequestTimeout,
     UnsupportedMediaType,
     wire_error,
@@ -190,7 +191,7 @@ class EdgeGuard:
             if edge is not None and edge.cut is not None:
                 raise self._cut_error(edge)
             length = self._check(scope)
-        except EdgeError as exc:
+        except (EdgeError, Overloaded) as exc:
             close = isinstance(exc, BodyTooLarge | Overloaded)
             await _send_error(send, exc, close=closing())
             return
@@ -263,7 +264,7 @@ class EdgeGuard:
             )
         return min(waits)
 
-    def _cut_error(self, edge: EdgeSignal) -> EdgeError:
+    def _cut_error(self, edge: EdgeSignal) -> EdgeError | Overloaded:
         if edge.cut == "too_large":
             return BodyTooLarge(
                 f"a chunk of the request body is announced over the limit of "

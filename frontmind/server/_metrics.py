@@ -19,10 +19,10 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from actors import TurnCompleted
+from actors import Admission, TurnCompleted
 from storage import TurnUsage
 
 from .._gc import full_collections
@@ -71,6 +71,12 @@ class Metrics:
             buckets=_SECONDS,
             registry=registry,
         )
+        self.queue_wait = Histogram(
+            "frontmind_turn_queue_wait_seconds",
+            "Time a turn waited for its slot ([turns] max_active) before it started.",
+            buckets=_SECONDS,
+            registry=registry,
+        )
         for outcome in ("completed", "failed", "cancelled"):
             self.turns.labels(outcome)  # present (at 0) from the start
         for kind in _TOKEN_KINDS:
@@ -102,6 +108,11 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
+    def watch_admission(self, admission: Admission) -> None:
+        """The turn queue: its depth, the slots in use, refusals and each turn's wait."""
+        admission.on_wait = self.queue_wait.observe
+        self.registry.register(_Queue(admission))
+
     def watch_warm_ups(self, source: Callable[[], tuple[int, TurnUsage]]) -> None:
         """Count the cache warm-ups `source` reports (`Frontmind.warm_ups`)."""
         self.registry.register(_WarmUps(source))
@@ -126,6 +137,32 @@ class _WarmUps(Collector):
         tokens.add_metric(["uncached_input"], usage.input_tokens)
         tokens.add_metric(["output"], usage.output_tokens)
         yield tokens
+
+
+class _Queue(Collector):
+    """The turn queue as it is now, read when scraped (the engine keeps the numbers)."""
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+
+    def collect(self) -> Iterator[Metric]:
+        a = self._admission
+        yield GaugeMetricFamily(
+            "frontmind_turn_queue_depth", "Turns waiting for a slot.", value=a.waiting
+        )
+        yield GaugeMetricFamily(
+            "frontmind_turns_active",
+            "Turns holding a slot (composing or streaming).",
+            value=a.active,
+        )
+        yield GaugeMetricFamily(
+            "frontmind_turns_max_active", "Turn slots ([turns] max_active).", value=a.max_active
+        )
+        yield CounterMetricFamily(
+            "frontmind_turns_refused",
+            "Turns refused at the door: their wait would pass [turns] max_wait_s.",
+            value=a.refused,
+        )
 
 
 class _FullCollections(Collector):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from actors import ModelRequest, ToolsReload, TurnEvent
+from actors import Busy, ModelRequest, ToolsReload, TurnEvent
 from storage import (
     MAX_ROW_ID,
     Document,
@@ -410,7 +411,11 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "createTurn",
         "turns",
         "Run a turn; its events stream as server-sent events (each with an `id:`; a"
-        " `: ping` comment every 15 s while nothing else is sent).",
+        " `: ping` comment every 15 s while nothing else is sent). The turn waits for one"
+        " of the process's turn slots (`[turns] max_active`, a fair queue by user and"
+        " continuum) before its first event; when that wait would pass `[turns]"
+        " max_wait_s` it is refused (503 `overloaded`, with `Retry-After`) before"
+        " anything is stored.",
         reply=TurnEvent,
         body=TurnBody,
         params=(CONTINUUM,),
@@ -760,9 +765,16 @@ async def known_error(request: Request, exc: Exception) -> Response:
     status, kind = wire_error(exc)
     if status >= 500:
         log.error("%s on %s", kind, request.url.path, exc_info=exc)
-    # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying.
-    headers = {"retry-after": "1"} if status in (429, 503) else None
+    # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying: an
+    # overloaded queue says when it should have room (whole seconds), anything else 1.
+    headers = {"retry-after": retry_after(exc)} if status in (429, 503) else None
     return error_response(status, kind, wire_message(exc, status), headers)
+
+
+def retry_after(exc: Exception) -> str:
+    """The Retry-After of a 429/503: the error's own `retry_after`, else 1 second."""
+    seconds = exc.retry_after if isinstance(exc, Busy) else None
+    return str(max(1, math.ceil(seconds))) if seconds is not None else "1"
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:

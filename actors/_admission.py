@@ -1,0 +1,286 @@
+"""Admission: how many turns compose and stream at once in this process, and who is next.
+
+A process that starts every turn the moment it arrives falls behind on its event loop
+once it has more turns than a core can serve: each step of every composition waits a
+whole pass through a long ready queue, and the composer's deadline cuts sections that
+were starved, not slow (bench/README.md, issue 27's figures). So at most
+`turns.max_active` turns hold a slot (from the composition to the commit); the rest wait
+at the door, without costing the loop anything, in a fair queue:
+
+- round robin over the users with a turn waiting, one turn each per round;
+- within a user, round robin over their continuums;
+- within a continuum, in arrival order. A continuum whose turn holds a slot is skipped:
+  its turns run one at a time anyway, and a slot given to its next turn would sit idle.
+
+So one user's burst (many continuums at once) cannot starve another user's one turn. A
+turn is refused at the door (`Overloaded`, a `Busy`, with `retry_after`) only when its
+expected wait would pass `turns.max_wait_s`: the queue ahead of it in that order, at the
+rate slots have been freed lately. Refused turns cost nothing: no actor is started,
+nothing is composed or stored (a write per refusal would load the store exactly when the
+process is past its capacity); they are counted (`refused`) for the metrics.
+
+Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, where a
+continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
+closes, however it ends. The stream waits for its slot (`wait`) before it starts the
+continuum's actors and hands them the turn, so a waiting turn costs its ticket and its
+connection alone (a thousand waiting lanes, spawned at the door, had raised the daemon's
+memory high-water mark by some 40 MB for good: bench/abandon.py). The conversation actor
+gives the slot back as soon as the turn is over, before its last event is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ._exceptions import Busy, Overloaded
+
+__all__ = ["Admission"]
+
+_QUEUED, _GRANTED, _DONE = 0, 1, 2
+# How quickly the measure of a turn's time follows a change (an exponential average):
+# about the last twenty turns weigh in.
+_SMOOTHING = 0.05
+
+
+@dataclass(eq=False, slots=True)
+class _Ticket:
+    continuum: _Continuum
+    queued_at: float
+    state: int = _QUEUED
+    granted_at: float = 0.0
+    waiter: asyncio.Future[None] | None = None  # set while the actor waits for the slot
+
+
+@dataclass(eq=False, slots=True)
+class _Continuum:
+    user: _User
+    key: str
+    tickets: deque[_Ticket] = field(default_factory=deque)  # waiting, in arrival order
+    running: _Ticket | None = None  # the turn holding a slot
+
+
+@dataclass(eq=False, slots=True)
+class _User:
+    name: str
+    waiting: int = 0  # tickets waiting, over all continuums
+    ready: deque[_Continuum] = field(default_factory=deque)  # waiting, none running
+    continuums: dict[str, _Continuum] = field(default_factory=dict)
+    # at_least[k]: how many of the user's continuums have more than k tickets waiting.
+    at_least: list[int] = field(default_factory=list)
+
+
+def _raise(counts: list[int], level: int) -> None:
+    """One more member now has `level + 1` (it had `level`)."""
+    if level == len(counts):
+        counts.append(0)
+    counts[level] += 1
+
+
+def _lower(counts: list[int], level: int) -> None:
+    """One member now has `level - 1` (it had `level`)."""
+    counts[level - 1] -= 1
+    while counts and not counts[-1]:
+        counts.pop()
+
+
+class Admission:
+    """The process's turn slots and its fair queue (see the module's docstring)."""
+
+    def __init__(
+        self,
+        max_active: int,
+        max_wait_s: float,
+        max_queued: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_active = max_active
+        self.max_wait_s = max_wait_s
+        self.max_queued = max_queued  # per continuum, beside its running turn
+        self._clock = clock
+        self.active = 0  # slots held
+        self.waiting = 0  # tickets waiting for one
+        self.refused = 0  # turns refused at the door, since the start
+        self.admitted = 0  # turns given a slot, since the start
+        self.turn_seconds: float | None = None  # a slot's recent holding time; None: none yet
+        self.on_wait: Callable[[float], None] | None = None  # told each admitted turn's wait
+        self._tickets: dict[str, _Ticket] = {}
+        self._users: dict[str, _User] = {}
+        self._ready: deque[_User] = deque()  # users with a ready continuum, round robin
+        # at_least[k]: how many users have more than k tickets waiting.
+        self._at_least: list[int] = []
+        self._draining = False
+
+    # -- the door ------------------------------------------------------------------------
+
+    def expected_wait(self, user: str, continuum: str) -> float:
+        """Seconds a turn arriving now would wait for its slot (0 if one is free)."""
+        beyond = self._ahead(user, continuum) + 1 - (self.max_active - self.active)
+        if beyond <= 0 or self.turn_seconds is None:
+            return 0.0  # a slot is free, or nothing is measured yet: no ground to refuse
+        # Slots free at max_active / turn_seconds a second; this turn needs the ones that
+        # go to the turns ahead of it and then its own.
+        return beyond / self.max_active * self.turn_seconds
+
+    def queued(self, user: str, continuum: str) -> int:
+        """The continuum's turns waiting or holding a slot."""
+        account = self._users.get(user)
+        cont = None if account is None else account.continuums.get(continuum)
+        return 0 if cont is None else len(cont.tickets) + (cont.running is not None)
+
+    def enter(self, user: str, continuum: str, turn_id: str) -> None:
+        """Take a ticket for the turn `turn_id`, or refuse it (nothing is taken): `Busy`
+        when `max_queued` turns of its continuum already wait, `Overloaded` when its
+        expected wait passes `max_wait_s`."""
+        known = self._users.get(user)
+        queued = None if known is None else known.continuums.get(continuum)
+        if queued is not None and len(queued.tickets) >= self.max_queued:
+            n = self.max_queued
+            raise Busy(
+                f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
+                "waiting; retry when one has finished"
+            )
+        wait = self.expected_wait(user, continuum)
+        if wait > self.max_wait_s:
+            self.refused += 1
+            retry = max(1, math.ceil(wait - self.max_wait_s))
+            raise Overloaded(
+                f"{self.waiting} turns are waiting for one of {self.max_active} slots: about "
+                f"{wait:.0f} s, over turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
+                retry_after=retry,
+            )
+        account = self._users.get(user)
+        if account is None:
+            account = self._users[user] = _User(user)
+        cont = account.continuums.get(continuum)
+        if cont is None:
+            cont = account.continuums[continuum] = _Continuum(account, continuum)
+        ticket = _Ticket(cont, self._clock())
+        self._tickets[turn_id] = ticket
+        _raise(account.at_least, len(cont.tickets))
+        _raise(self._at_least, account.waiting)
+        cont.tickets.append(ticket)
+        account.waiting += 1
+        self.waiting += 1
+        if cont.running is None and len(cont.tickets) == 1:
+            self._make_ready(cont)
+        self._dispatch()
+
+    # -- the actor's side ----------------------------------------------------------------
+
+    async def wait(self, turn_id: str) -> None:
+        """Until the turn holds its slot (at once if it does, or has no ticket: its stream
+        has closed, and its handler is being cancelled). Draining: at once."""
+        ticket = self._tickets.get(turn_id)
+        if ticket is None or ticket.state != _QUEUED or self._draining:
+            return
+        waiter = ticket.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            ticket.waiter = None
+
+    def release(self, turn_id: str) -> None:
+        """The turn is over (or its stream closed): its slot, or its place, goes to the
+        next. Any number of calls; the first counts."""
+        ticket = self._tickets.pop(turn_id, None)
+        if ticket is None:
+            return
+        cont = ticket.continuum
+        if ticket.state == _GRANTED:
+            held = self._clock() - ticket.granted_at
+            known = self.turn_seconds
+            self.turn_seconds = held if known is None else known + _SMOOTHING * (held - known)
+            self.active -= 1
+            cont.running = None
+            if cont.tickets:
+                self._make_ready(cont)
+        elif ticket.state == _QUEUED:
+            self._withdraw(ticket)
+        ticket.state = _DONE
+        self._forget(cont)
+        self._dispatch()
+
+    def drain(self) -> None:
+        """Shutting down: every turn waiting goes on at once (to end as shutting down)."""
+        self._draining = True
+        for ticket in self._tickets.values():
+            if ticket.waiter is not None and not ticket.waiter.done():
+                ticket.waiter.set_result(None)
+
+    # -- the queue -----------------------------------------------------------------------
+
+    def _ahead(self, user: str, continuum: str) -> int:
+        """Tickets that the fair order serves before a new one of (user, continuum)."""
+        account = self._users.get(user)
+        mine = waiting = 0
+        if account is not None:
+            cont = account.continuums.get(continuum)
+            place = 0 if cont is None else len(cont.tickets)  # its round in the continuum
+            # Round robin over the user's continuums: each serves min(its waiting,
+            # place + 1) first, at worst (its own: `place`). Summed by levels:
+            # sum of min(w, m) over members = sum of at_least[k] for k < m.
+            mine = sum(account.at_least[: place + 1])
+            waiting = account.waiting
+        # Round robin over the users the same way: each other user serves min(its
+        # waiting, mine + 1) before this one.
+        others = sum(self._at_least[: mine + 1]) - min(waiting, mine + 1)
+        return mine + others
+
+    def _make_ready(self, cont: _Continuum) -> None:
+        account = cont.user
+        account.ready.append(cont)
+        if len(account.ready) == 1:
+            self._ready.append(account)
+
+    def _dispatch(self) -> None:
+        """Give free slots to the fair order's next tickets."""
+        now = None
+        while self.active < self.max_active and self._ready:
+            account = self._ready.popleft()
+            cont = account.ready.popleft()
+            ticket = cont.tickets.popleft()
+            self._took(account, cont)
+            cont.running = ticket
+            ticket.state = _GRANTED
+            ticket.granted_at = now = self._clock() if now is None else now
+            self.active += 1
+            self.admitted += 1
+            if account.ready:
+                self._ready.append(account)  # its next continuum, after the others
+            if self.on_wait is not None:
+                self.on_wait(now - ticket.queued_at)
+            if ticket.waiter is not None and not ticket.waiter.done():
+                ticket.waiter.set_result(None)
+
+    def _took(self, account: _User, cont: _Continuum) -> None:
+        """One ticket of `cont` left the waiting (given a slot, or withdrawn)."""
+        _lower(account.at_least, len(cont.tickets) + 1)
+        _lower(self._at_least, account.waiting)
+        account.waiting -= 1
+        self.waiting -= 1
+
+    def _withdraw(self, ticket: _Ticket) -> None:
+        """A waiting ticket leaves the queue (its stream closed before its slot came)."""
+        cont = ticket.continuum
+        account = cont.user
+        cont.tickets.remove(ticket)
+        self._took(account, cont)
+        if not cont.tickets and cont.running is None:
+            account.ready.remove(cont)
+            if not account.ready:
+                self._ready.remove(account)
+
+    def _forget(self, cont: _Continuum) -> None:
+        """Drop the bookkeeping of a continuum (and user) with nothing waiting or running."""
+        if cont.tickets or cont.running is not None:
+            return
+        account = cont.user
+        del account.continuums[cont.key]
+        if not account.continuums:
+            del self._users[account.name]

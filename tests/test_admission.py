@@ -1,0 +1,327 @@
+"""Admission control: a bounded number of turns compose and stream at once, the rest wait
+in a fair queue (round robin by user, then by continuum), and a turn is refused at the
+door only when its wait would pass `turns.max_wait_s`, before anything is stored.
+
+A real Frontmind (and the real daemon app on a socket) against the local Messages API.
+Turns are held open by a user tool that waits for the test's go, so every step waits on
+an event: the tool starting is the sign that its turn holds a slot."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors import (
+    Busy,
+    Overloaded,
+    SettingsError,
+    Turn,
+    TurnCompleted,
+    TurnEvent,
+    TurnStarted,
+    TurnStream,
+    validate_settings,
+)
+from frontmind import Frontmind, NotFound
+from frontmind.server._asgi import serve_app
+from frontmind.server._daemon import build_app
+from frontmind.server._metrics import Metrics
+from tests._harness import config
+
+pytestmark = pytest.mark.anyio
+
+LEFT_OUT = ("timeout", "failed", "stale")
+HOLD = "call hold"  # the local model calls the `hold` tool when a message names it
+
+
+class Holds:
+    """The `hold` tool: each call is counted as it starts and waits for its own go."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, str]] = []  # (user, continuum), in start order
+        self.running = 0
+        self.most_running = 0
+        self._gates: list[anyio.Event] = []
+        self._arrived = anyio.Event()
+
+    def tool(self) -> Any:
+        async def hold(turn: Turn) -> str:
+            """Wait for the test's go."""
+            gate = anyio.Event()
+            self._gates.append(gate)
+            self.started.append((turn.user, turn.continuum_id))
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+            self._arrived.set()
+            try:
+                await gate.wait()
+            finally:
+                self.running -= 1
+            return "held"
+
+        return hold
+
+    async def count(self, n: int) -> None:
+        """Until `n` holds have started."""
+        with anyio.fail_after(20):
+            while len(self.started) < n:
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+
+    def release(self, index: int) -> None:
+        self._gates[index].set()
+
+
+@asynccontextmanager
+async def opened(tmp_path: Path, holds: Holds, **turns: Any) -> AsyncIterator[Frontmind]:
+    cfg = config(
+        offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0},
+        turns=turns,
+        tools={"timeout_s": 60},
+    )
+    async with Frontmind.open(tmp_path, cfg, offline=True, tools=[holds.tool()]) as fm:
+        yield fm
+
+
+async def drain(stream: TurnStream, into: list[TurnEvent]) -> None:
+    async with stream:
+        async for event in stream:
+            into.append(event)
+
+
+def full(events: list[TurnEvent]) -> TurnCompleted:
+    """The turn completed, with every section composed (none cut or stale)."""
+    done = events[-1]
+    assert isinstance(done, TurnCompleted), done
+    assert done.sections
+    assert not [s for s in done.sections if s.status in LEFT_OUT], done.sections
+    return done
+
+
+async def test_turns_beyond_the_slots_wait_and_all_complete_in_full(tmp_path: Path) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=2) as fm:
+        users = [fm.user("ann"), fm.user("bob")]
+        results: list[list[TurnEvent]] = [[] for _ in range(6)]
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                stream = users[i % 2].turn(f"c{i}", HOLD)
+                await stream.start()
+                tg.start_soon(drain, stream, results[i])
+            await holds.count(2)
+            # Two hold their slots; the other four wait, none of them started.
+            assert (fm.admission.active, fm.admission.waiting) == (2, 4)
+            for i in range(6):
+                await holds.count(i + 1)
+                assert holds.running <= 2
+                holds.release(i)
+        assert holds.most_running == 2
+        for events in results:
+            full(events)
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+        assert fm.admission.admitted == 6
+
+
+async def test_one_users_burst_does_not_starve_another_user(tmp_path: Path) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1) as fm:
+        ann, bob = fm.user("ann"), fm.user("bob")
+        results: list[list[TurnEvent]] = [[] for _ in range(11)]
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                stream = ann.turn(f"a{i}", HOLD)
+                await stream.start()
+                tg.start_soon(drain, stream, results[i])
+            await holds.count(1)  # a0 holds the one slot; a1..a9 wait
+            stream = bob.turn("b0", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, results[10])
+            assert fm.admission.waiting == 10
+            for i in range(11):
+                await holds.count(i + 1)
+                holds.release(i)
+        # Round robin by user: Bob's one turn goes right after Ann's next, not after
+        # her whole backlog (which a plain FIFO would do: 11th).
+        order = [f"{user[0]}{cid}" for user, cid in holds.started]
+        assert order == ["aa0", "aa1", "bb0", *[f"aa{i}" for i in range(2, 10)]]
+        for events in results:
+            full(events)
+
+
+async def test_a_users_continuums_take_turns_and_a_continuum_keeps_its_order(
+    tmp_path: Path,
+) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1) as fm:
+        results: list[list[TurnEvent]] = [[] for _ in range(4)]
+        async with anyio.create_task_group() as tg:
+            # x gets three turns in a row, then y one: y's goes before x's last two.
+            for i, cid in enumerate(["x", "x", "x", "y"]):
+                stream = fm.turn(cid, f"{HOLD} {i}")
+                await stream.start()
+                tg.start_soon(drain, stream, results[i])
+            for i in range(4):
+                await holds.count(i + 1)
+                holds.release(i)
+        assert [cid for _, cid in holds.started] == ["x", "y", "x", "x"]
+        history = await fm.history("x")
+        texts = [m.text() for m in history if m.role == "user" and m.text()]
+        assert texts == [f"{HOLD} 0", f"{HOLD} 1", f"{HOLD} 2"]  # x's own order kept
+
+
+async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
+    tmp_path: Path,
+) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm:
+        events: list[TurnEvent] = []
+        await drain(fm.turn("warm", "hello"), events)  # a measured turn time
+        full(events)
+        held: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("long", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # the one slot is taken
+            refused = fm.turn("late", "hello")
+            with pytest.raises(Busy) as caught:
+                await refused.start()
+            holds.release(0)
+        assert isinstance(caught.value, Overloaded)
+        assert caught.value.retry_after is not None
+        assert caught.value.retry_after >= 1
+        assert "max_wait_s" in str(caught.value)
+        full(held)
+        # Refused at the door: no actor started, nothing stored for it.
+        assert "late" not in fm.loaded_continuums()
+        with pytest.raises(NotFound):  # not even the continuum exists
+            await fm.turns("late")
+        assert fm.admission.refused == 1
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+
+
+async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Path) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1) as fm:
+        running = fm.turn("a", HOLD)
+        await running.start()
+        async with running:
+            assert isinstance(await running.__anext__(), TurnStarted)  # it holds the slot
+            await holds.count(1)
+            queued = fm.turn("b", "hello")
+            await queued.start()
+            assert fm.admission.waiting == 1
+            await queued.aclose()  # left while waiting: its place goes at once
+            assert fm.admission.waiting == 0
+        # Left mid-stream (the tool still waiting): the slot goes with the stream, and
+        # so do the lanes those turns started (nothing of them to keep in memory).
+        assert fm.admission.active == 0
+        assert fm.loaded_continuums() == []
+        events: list[TurnEvent] = []
+        with anyio.fail_after(20):
+            await drain(fm.turn("c", "hello"), events)
+        full(events)
+        # A loaded continuum keeps its lane when a later turn of it is abandoned.
+        async with fm.turn("c", HOLD) as left:
+            await left.__anext__()
+            await holds.count(2)
+        assert fm.loaded_continuums() == ["c"]
+        records = {r.continuum_id: r.status for r in await fm.turns()}
+        assert records["a"] == "cancelled"
+        assert "b" not in records  # it never started: nothing of it was stored
+
+
+# -- the daemon ----------------------------------------------------------------------------
+
+
+def sample(metrics: str, name: str) -> float:
+    for family in text_string_to_metric_families(metrics):
+        for s in family.samples:
+            if s.name == name:
+                return s.value
+    raise AssertionError(f"no {name} in /metrics")
+
+
+async def sse_events(response: httpx2.Response) -> list[str]:
+    return [line[7:] async for line in response.aiter_lines() if line.startswith("event: ")]
+
+
+async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
+    tmp_path: Path,
+) -> None:
+    holds = Holds()
+    async with (
+        opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm,
+        serve_app(build_app(fm, metrics=Metrics()), graceful_seconds=10) as app,
+        httpx2.AsyncClient(base_url=app.url, timeout=30) as http,
+    ):
+        body = {"message": HOLD}
+        async with http.stream("POST", "/v1/continuums/c1/turns", json=body) as held:
+            assert held.status_code == 200
+            await holds.count(1)
+            # Nothing measured yet: a second turn waits (it is not refused on a guess).
+            queued_body = {"message": "hello"}
+            async with http.stream("POST", "/v1/continuums/c2/turns", json=queued_body) as queued:
+                assert queued.status_code == 200  # its headers: queued, not started
+                metrics = (await http.get("/metrics")).text
+                assert sample(metrics, "frontmind_turn_queue_depth") == 1
+                assert sample(metrics, "frontmind_turns_active") == 1
+                assert sample(metrics, "frontmind_turns_max_active") == 1
+                holds.release(0)
+                assert (await sse_events(held))[-1] == "turn.completed"
+                assert (await sse_events(queued))[-1] == "turn.completed"
+        metrics = (await http.get("/metrics")).text
+        assert sample(metrics, "frontmind_turn_queue_wait_seconds_count") == 2
+        assert sample(metrics, "frontmind_turn_queue_wait_seconds_sum") > 0  # c2 waited
+        async with http.stream("POST", "/v1/continuums/c3/turns", json=body) as held:
+            await holds.count(2)
+            refused = await http.post("/v1/continuums/c4/turns", json={"message": "hello"})
+            holds.release(1)
+            assert (await sse_events(held))[-1] == "turn.completed"
+        assert refused.status_code == 503
+        assert int(refused.headers["retry-after"]) >= 1
+        error = refused.json()["error"]
+        assert error["type"] == "overloaded"
+        assert "max_wait_s" in error["message"]
+        assert (await http.get("/v1/continuums/c4/turns")).status_code == 404  # not stored
+        metrics = (await http.get("/metrics")).text
+        assert sample(metrics, "frontmind_turns_refused_total") == 1
+        assert sample(metrics, "frontmind_turn_queue_depth") == 0
+
+
+async def test_a_client_that_disconnects_gives_its_slot_back(tmp_path: Path) -> None:
+    holds = Holds()
+    async with (
+        opened(tmp_path, holds, max_active=1) as fm,
+        serve_app(build_app(fm, metrics=Metrics()), graceful_seconds=10) as app,
+        httpx2.AsyncClient(base_url=app.url, timeout=30) as http,
+    ):
+        for i in range(3):  # each one left mid-stream, its tool still waiting
+            async with http.stream("POST", f"/v1/continuums/gone{i}/turns", json={"message": HOLD}):
+                await holds.count(i + 1)
+        # The next turn gets the slot (it would wait forever for a slot still held).
+        with anyio.fail_after(20):
+            async with http.stream(
+                "POST", "/v1/continuums/next/turns", json={"message": "hi"}
+            ) as r:
+                assert (await sse_events(r))[-1] == "turn.completed"
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("turns", "message"),
+    [
+        ({"max_active": 0}, "turns.max_active: must be greater than 0"),
+        ({"max_wait_s": 0}, "turns.max_wait_s: must be greater than 0"),
+    ],
+)
+def test_the_limits_must_be_positive(turns: dict[str, float], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        validate_settings(config(turns=turns))
