@@ -23,8 +23,8 @@ Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, whe
 continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
 closes, however it ends. The stream waits for its slot (`wait`) before it starts the
 continuum's actors and hands them the turn, so a waiting turn costs its ticket and its
-connection alone (a thousand waiting lanes, spawned at the door, had raised the daemon's
-memory high-water mark by some 40 MB for good: bench/abandon.py). The conversation actor
+connection alone (a thousand lanes spawned at the door for turns then abandoned had
+left the daemon's RSS some 55 MB higher: bench/abandon.py --fresh). The conversation actor
 gives the slot back as soon as the turn is over, before its last event is read.
 """
 
