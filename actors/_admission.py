@@ -171,11 +171,11 @@ class Admission:
             self._make_ready(cont)
         self._dispatch()
 
-    # -- the actor's side ----------------------------------------------------------------
+    # -- the turn's side -----------------------------------------------------------------
 
     async def wait(self, turn_id: str) -> None:
-        """Until the turn holds its slot (at once if it does, or has no ticket: its stream
-        has closed, and its handler is being cancelled). Draining: at once."""
+        """Until the turn holds its slot (at once if it does, or has no ticket any more).
+        Draining: at once, and the turn ends as shutting down when the actor takes it."""
         ticket = self._tickets.get(turn_id)
         if ticket is None or ticket.state != _QUEUED or self._draining:
             return
