@@ -23,8 +23,8 @@ Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, whe
 continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
 closes, however it ends. The stream waits for its slot (`wait`) before it starts the
 continuum's actors and hands them the turn, so a waiting turn costs its ticket and its
-connection alone (a thousand waiting lanes, spawned at the door, had raised the daemon's
-memory high-water mark by some 40 MB for good: bench/abandon.py). The conversation actor
+connection alone (a thousand lanes spawned at the door for turns then abandoned had
+left the daemon's RSS some 55 MB higher: bench/abandon.py --fresh). The conversation actor
 gives the slot back as soon as the turn is over, before its last event is read.
 """
 
@@ -171,11 +171,11 @@ class Admission:
             self._make_ready(cont)
         self._dispatch()
 
-    # -- the actor's side ----------------------------------------------------------------
+    # -- the turn's side -----------------------------------------------------------------
 
     async def wait(self, turn_id: str) -> None:
-        """Until the turn holds its slot (at once if it does, or has no ticket: its stream
-        has closed, and its handler is being cancelled). Draining: at once."""
+        """Until the turn holds its slot (at once if it does, or has no ticket any more).
+        Draining: at once, and the turn ends as shutting down when the actor takes it."""
         ticket = self._tickets.get(turn_id)
         if ticket is None or ticket.state != _QUEUED or self._draining:
             return

@@ -118,9 +118,9 @@ class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     # Turns composing and streaming at once in this process; the rest wait in a fair
     # queue (actors/_admission.py). One event loop serves them all, so the number is
     # what one core keeps up with, not a multiple of the cores: on bench/load (2 cores,
-    # 13 ms of CPU per turn) 128 kept every section of 1,000 continuums at once and the
-    # throughput of 200 unqueued; 64 lost a little throughput, 192 and more let the
-    # composer's deadline cut sections again (bench/README.md, "admission").
+    # 13 ms of CPU per turn) 128 kept every section of 1,000 continuums at once, at
+    # some 7% less throughput than starting every turn at once; 64 lost more, 192 and
+    # more let the composer's deadline cut sections again (bench/README.md, "admission").
     max_active: int = 128
     # A turn whose expected wait for a slot is longer than this is refused at the door
     # (`Overloaded`: HTTP 503 with Retry-After), before anything is composed or stored.
