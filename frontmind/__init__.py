@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Busy,
         FrontmindError,
         ModelError,
+        Overloaded,
         TextDelta,
         ThinkingDelta,
         Tool,
@@ -58,9 +59,9 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy FrontmindError ModelError TextDelta ThinkingDelta Tool ToolFinished ToolStarted "
-        "Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream escape_field "
-        "escape_text tool"
+        "Busy FrontmindError ModelError Overloaded TextDelta ThinkingDelta Tool ToolFinished "
+        "ToolStarted Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream "
+        "escape_field escape_text tool"
     ),
     "storage": "InvalidInput MessageTooLarge NotFound StorageError",
     "frontmind._client": "Client ContinuumSummary Page",
@@ -84,6 +85,7 @@ __all__ = [
     "MessageTooLarge",
     "ModelError",
     "NotFound",
+    "Overloaded",
     "Page",
     "StorageError",
     "SyncClient",

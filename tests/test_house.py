@@ -163,6 +163,7 @@ EXPORTS = {
         "MessageTooLarge",
         "ModelError",
         "NotFound",
+        "Overloaded",
         "Page",
         "StorageError",
         "SyncClient",
