@@ -261,6 +261,11 @@ class SQLiteStorage(SQLStore):
     _ERRORS = (DRIVER.Error,)
     _TURN_ORDER = "rowid"
     _NO_LIMIT = -1
+    # An expression, not a bare parameter: with the SQLite sqlean builds (ENABLE_STAT4)
+    # a statement with a bare parameter as its LIMIT is compiled again at every
+    # execution (storage/_fts_plan_sql.py); the turn's reads of reminders, documents and
+    # segments were, each turn.
+    _LIMIT = "+?"
     # The segment summaries' index is a table of its own (no trigger keeps it): a
     # deleted user's entries go before their segments.
     _USER_TABLES = (
