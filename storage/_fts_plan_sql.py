@@ -7,17 +7,25 @@ composition's memory search is on the turn's critical path, and that trip cost m
 than the counting itself (bench/compose.py: compose 4.0 → 2.6 ms median at 50k
 memories without it). So the plan is a few common table expressions:
 
-- `counts`: each term's documents, counted up to `:cap` (COUNT_CAP);
+- `counts`: each term's documents, counted up to COUNT_CAP;
 - `present`: the terms that occur, rarest first (ties in query order), at most
-  `:selective` (MAX_SELECTIVE_TERMS), each with the running total of documents;
+  MAX_SELECTIVE_TERMS, each with the running total of documents;
 - `plan`: one row. `ranked` when the rarest term is rare (below the cap); `chosen`, the
-  FTS5 query of the rarest terms within `:budget` (ROW_BUDGET; the rarest always);
+  FTS5 query of the rarest terms within ROW_BUDGET rows (the rarest always);
   `every`, the query of every present term, for a search of only common words; `term1`
   … `termN`, each present term alone, for counting how many a document holds.
 
 A query the plan does not use is `'""'`, an empty phrase that matches nothing (FTS5
 refuses NULL), so the branch of the statement it feeds finds no rows at once.
 tests/test_search.py checks the SQL plan against `search_plan` term for term.
+
+The limits are written into the text as literals, not bound: with the SQLite that
+sqlean builds (ENABLE_STAT4; the standard library's is built without it), a statement
+with a bare parameter as a LIMIT is compiled again at every execution, and these
+statements take some 3 ms to compile (the memory search: 3.3 ms a run, 0.05 ms with its
+limits fixed; 3.4 ms of a reader thread's CPU in every turn of bench/turn_overhead.py).
+A limit that varies per call is bound as `+:name`, an expression rather than a bare
+parameter, which leaves the compiled statement valid.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ def plan_ctes(table: str) -> str:
     """
     counted = (
         "SELECT key AS ord, value AS q, (SELECT count(*) FROM (SELECT 1 FROM"
-        f" {table} WHERE {table} MATCH terms.value LIMIT :cap)) AS n"
+        f" {table} WHERE {table} MATCH terms.value LIMIT {COUNT_CAP})) AS n"
         " FROM json_each(:terms) AS terms"
     )
     singles = "".join(
@@ -53,10 +61,11 @@ def plan_ctes(table: str) -> str:
         " present AS MATERIALIZED (SELECT q, n, row_number() OVER w AS rank,"
         " sum(n) OVER w AS total FROM counts WHERE n > 0"
         " WINDOW w AS (ORDER BY n, ord ROWS UNBOUNDED PRECEDING)"
-        " ORDER BY n, ord LIMIT :selective),"
-        " rarest AS MATERIALIZED (SELECT coalesce((SELECT n < :cap FROM present"
+        f" ORDER BY n, ord LIMIT {MAX_SELECTIVE_TERMS}),"
+        f" rarest AS MATERIALIZED (SELECT coalesce((SELECT n < {COUNT_CAP} FROM present"
         " WHERE rank = 1), 1) AS ranked, coalesce((SELECT min(rank) FROM present"
-        " WHERE rank > 1 AND (n >= :cap OR total > :budget)), :selective + 1) AS stop),"
+        f" WHERE rank > 1 AND (n >= {COUNT_CAP} OR total > {ROW_BUDGET})),"
+        f" {MAX_SELECTIVE_TERMS + 1}) AS stop),"
         " plan AS MATERIALIZED (SELECT r.ranked,"
         f" CASE WHEN r.ranked THEN coalesce((SELECT group_concat(q, ' OR ') FROM present"
         f" WHERE rank < r.stop), '{NOTHING}') ELSE '{NOTHING}' END AS chosen,"
@@ -78,9 +87,4 @@ def term_hits(table: str) -> str:
 
 def plan_parameters(terms: list[str]) -> dict[str, object]:
     """The named parameters `plan_ctes` reads."""
-    return {
-        "terms": json.dumps([fts_query([term]) for term in terms]),
-        "cap": COUNT_CAP,
-        "selective": MAX_SELECTIVE_TERMS,
-        "budget": ROW_BUDGET,
-    }
+    return {"terms": json.dumps([fts_query([term]) for term in terms])}

@@ -26,7 +26,8 @@ The dialect hooks, only where the databases really differ:
   orders concurrent writers) and `_SKIP_LOCKED` (replicas claim different jobs and
   searches); SQLite has one writer and needs neither.
 - `_TURN_ORDER`, the column ordering turns started at the same instant (insertion);
-  `_NO_LIMIT`, the LIMIT that means none; `_in_list`, membership of a list bound as one
+  `_NO_LIMIT`, the LIMIT that means none; `_LIMIT`, how a LIMIT's parameter is
+  written (SQLite's `+?`: see storage/_sqlite.py); `_in_list`, membership of a list bound as one
   parameter; `_json_int`, an integer inside a stored JSON record.
 - leases: `_lease_lock` holds a continuum's lease against other processes (PostgreSQL's
   advisory lock; nobody else opens SQLite's file); `_LEASED_ELSEWHERE`, the condition
@@ -273,6 +274,7 @@ class SQLStore(ABC):
     _ERRORS: ClassVar[tuple[type[Exception], ...]]
     _TURN_ORDER: ClassVar[str]
     _NO_LIMIT: ClassVar[int | None]
+    _LIMIT: ClassVar[str] = "?"
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
@@ -467,7 +469,7 @@ class SQLStore(ABC):
             where = f" AND ({activity} < ? OR ({activity} = ? AND id > ?))"
             args = (after[0], after[0], after[1])
         rows = await self._read(
-            f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT ?",
+            f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT {self._LIMIT}",
             (user, *args, self._limit(limit)),
         )
         return [Continuum(*row) for row in rows]
@@ -521,7 +523,7 @@ class SQLStore(ABC):
     ) -> list[Message]:
         rows = await self._read(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
-            " WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            f" WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT {self._LIMIT}",
             (user, continuum_id, start, self._limit(limit)),
         )
         decode = content_decoder.decode
@@ -715,7 +717,7 @@ class SQLStore(ABC):
             args += [before[0], before[0], before[1]]
         rows = await self._read(
             f"SELECT record FROM turns WHERE {where}"
-            f" ORDER BY started_at DESC, {order} DESC LIMIT ?",
+            f" ORDER BY started_at DESC, {order} DESC LIMIT {self._LIMIT}",
             (*args, limit),
         )
         return [record_decoder.decode(row[0]) for row in reversed(rows)]
@@ -726,7 +728,7 @@ class SQLStore(ABC):
         where, args = _owned(user, continuum_id, "s.")
         rows = await self._read(
             f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
-            " ORDER BY s.ended_at DESC LIMIT ?",
+            f" ORDER BY s.ended_at DESC LIMIT {self._LIMIT}",
             (*args, limit),
         )
         return [Segment(*row) for row in reversed(rows)]
@@ -761,7 +763,8 @@ class SQLStore(ABC):
             return []
         source, order, match = self._segment_match(terms)
         rows = await self._read(
-            f"SELECT {_SEGMENT_COLUMNS} FROM {source} AND {scope} ORDER BY {order} LIMIT ?",
+            f"SELECT {_SEGMENT_COLUMNS} FROM {source} AND {scope} ORDER BY {order}"
+            f" LIMIT {self._LIMIT}",
             (match, *args, limit),
         )
         return [Segment(*row) for row in rows]
@@ -917,7 +920,8 @@ class SQLStore(ABC):
     ) -> list[Job]:
         where, args = _owned(user, continuum_id)
         rows = await self._read(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?", (*args, limit)
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT {self._LIMIT}",
+            (*args, limit),
         )
         return [job_from_row(tuple(row)) for row in rows]
 
@@ -939,7 +943,8 @@ class SQLStore(ABC):
             )
             await db.execute(
                 f"DELETE FROM searches WHERE {where} AND id < (SELECT min(id) FROM"
-                f" (SELECT id FROM searches WHERE {where} ORDER BY id DESC LIMIT ?) newest)",
+                f" (SELECT id FROM searches WHERE {where} ORDER BY id DESC"
+                f" LIMIT {self._LIMIT}) newest)",
                 (*args, *args, MAX_SEARCHES),
             )
         return ContextSearch(int(search_id), user, continuum_id, query, "pending", at)
@@ -1042,7 +1047,7 @@ class SQLStore(ABC):
         check_user_name(user)
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
-            " ORDER BY due_at IS NULL, due_at, id LIMIT ?",
+            f" ORDER BY due_at IS NULL, due_at, id LIMIT {self._LIMIT}",
             (user, limit),
         )
         return [Reminder(*row) for row in rows]
@@ -1067,7 +1072,7 @@ class SQLStore(ABC):
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._read(
-            f"{_REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT ?",
+            f"{_REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT {self._LIMIT}",
             (user, after, limit),
         )
         return [Reminder(*row) for row in rows]
@@ -1132,7 +1137,8 @@ class SQLStore(ABC):
         check_user_name(user)
         where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
         rows = await self._read(
-            f"{MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC LIMIT ?",
+            f"{MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC"
+            f" LIMIT {self._LIMIT}",
             (user, *args, limit),
         )
         return [Memory(*row) for row in rows]
@@ -1190,7 +1196,8 @@ class SQLStore(ABC):
 
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
         rows = await self._read(
-            f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT ?", (limit,)
+            f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
+            (limit,),
         )
         return [Memory(*row) for row in rows]
 
@@ -1307,7 +1314,7 @@ class SQLStore(ABC):
         check_user_name(user)
         rows = await self._read(
             "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
-            " ORDER BY label LIMIT ?",
+            f" ORDER BY label LIMIT {self._LIMIT}",
             (user, after, self._limit(limit)),
         )
         return [Document(*row) for row in rows]
@@ -1417,7 +1424,8 @@ class SQLStore(ABC):
                 where, args = f" WHERE {'name' if table == 'users' else 'owner'} = ?", [user]
             sql = (
                 f"SELECT {', '.join(columns)} FROM {table}{where}"
-                f" ORDER BY {order.format(turn_order=self._TURN_ORDER)} LIMIT ? OFFSET ?"
+                f" ORDER BY {order.format(turn_order=self._TURN_ORDER)}"
+                f" LIMIT {self._LIMIT} OFFSET ?"
             )
             offset = 0
             while True:

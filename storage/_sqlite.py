@@ -42,7 +42,7 @@ import aiosqlite
 import anyio
 
 from ._exceptions import InvalidInput, SchemaTooNew, StorageUnavailable
-from ._fts import CANDIDATE_FACTOR, fts_query
+from ._fts import CANDIDATE_FACTOR, COUNT_CAP, fts_query
 from ._fts_plan_sql import plan_ctes, plan_parameters, term_hits
 from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import MessageHit, SpaceReclaimed
@@ -191,11 +191,11 @@ _MEMORY_SEARCH = (
     f"WITH {plan_ctes('memories_fts')},"
     " top AS MATERIALIZED (SELECT rowid AS id, bm25(memories_fts) AS score"
     " FROM memories_fts WHERE memories_fts MATCH (SELECT chosen FROM plan)"
-    " ORDER BY score LIMIT :candidates),"
+    " ORDER BY score LIMIT +:candidates),"
     " recent AS MATERIALIZED (SELECT m.id"
     " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
     f" WHERE memories_fts MATCH (SELECT every FROM plan) AND {_ALIVE}"
-    " ORDER BY memories_fts.rowid DESC LIMIT :cap),"
+    f" ORDER BY memories_fts.rowid DESC LIMIT {COUNT_CAP}),"
     " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
     f" hits AS MATERIALIZED ({term_hits('memories_fts')}),"
     " held AS MATERIALIZED (SELECT id, count(*) AS n FROM hits"
@@ -232,19 +232,19 @@ _MESSAGE_SEARCH = (
     f"WITH {plan_ctes('messages_fts')},"
     " top AS MATERIALIZED (SELECT rowid AS id, -bm25(messages_fts) AS score"
     " FROM messages_fts WHERE messages_fts MATCH (SELECT chosen FROM plan)"
-    " ORDER BY score DESC, rowid DESC LIMIT :candidates),"
+    " ORDER BY score DESC, rowid DESC LIMIT +:candidates),"
     " ranked AS MATERIALIZED (SELECT top.id, top.score FROM top"
     f" JOIN messages m ON m.id = top.id WHERE {_IN_SCOPE}"
-    " ORDER BY top.score DESC, top.id DESC LIMIT :limit),"
+    " ORDER BY top.score DESC, top.id DESC LIMIT +:limit),"
     " recent AS MATERIALIZED (SELECT m.id"
     " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
     f" WHERE messages_fts MATCH (SELECT every FROM plan) AND {_IN_SCOPE}"
-    " ORDER BY messages_fts.rowid DESC LIMIT :cap),"
+    f" ORDER BY messages_fts.rowid DESC LIMIT {COUNT_CAP}),"
     " bounds AS MATERIALIZED (SELECT min(id) AS lo, max(id) AS hi FROM recent),"
     f" hits AS MATERIALIZED ({term_hits('messages_fts')}),"
     " held AS MATERIALIZED (SELECT id, CAST(count(*) AS REAL) AS score FROM hits"
     " WHERE id IN (SELECT id FROM recent) GROUP BY id ORDER BY score DESC, id DESC"
-    " LIMIT :limit),"
+    " LIMIT +:limit),"
     " kept AS MATERIALIZED (SELECT id, score FROM ranked UNION ALL SELECT id, score FROM held),"
     " matching AS MATERIALIZED (SELECT CASE WHEN ranked THEN chosen ELSE every END AS q"
     " FROM plan)"
@@ -261,6 +261,11 @@ class SQLiteStorage(SQLStore):
     _ERRORS = (DRIVER.Error,)
     _TURN_ORDER = "rowid"
     _NO_LIMIT = -1
+    # An expression, not a bare parameter: with the SQLite sqlean builds (ENABLE_STAT4)
+    # a statement with a bare parameter as its LIMIT is compiled again at every
+    # execution (storage/_fts_plan_sql.py); the turn's reads of reminders, documents and
+    # segments were, each turn.
+    _LIMIT = "+?"
     # The segment summaries' index is a table of its own (no trigger keeps it): a
     # deleted user's entries go before their segments.
     _USER_TABLES = (
@@ -594,7 +599,7 @@ class SQLiteStorage(SQLStore):
             "WITH kept AS MATERIALIZED (SELECT m.id, -bm25(messages_fts) AS score"
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
             f" WHERE messages_fts MATCH :match AND {_IN_SCOPE}"
-            f" ORDER BY score DESC, m.id DESC LIMIT :limit){_MESSAGE_HITS}",
+            f" ORDER BY score DESC, m.id DESC LIMIT +:limit){_MESSAGE_HITS}",
             {**args, "match": match},
         )
         ordered = sorted(every, key=lambda r: (r[6], r[7]), reverse=True)

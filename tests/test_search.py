@@ -389,3 +389,38 @@ async def test_the_plan_in_sql_is_the_plan_in_python(tmp_path: Path) -> None:
                 assert chosen == NOTHING, query
                 assert sorted(every.split(" OR ")) == sorted(quoted), query
                 assert [s for s in singles if s != NOTHING] == quoted, query
+
+
+async def test_a_repeated_read_runs_the_statement_already_compiled(tmp_path: Path) -> None:
+    # The searches take milliseconds to compile: a bound parameter in one of their LIMITs
+    # made the SQLite sqlean builds (ENABLE_STAT4) compile them again at every execution,
+    # 3 ms of a reader's CPU in every turn (and the turn's smaller reads with a LIMIT
+    # compiled each time). The authorizer is called only while a statement compiles, so
+    # a read run a second time must call it not at all.
+    from storage._sqlite import DRIVER
+
+    async with await SQLiteStorage.open(tmp_path / "compiled.db") as store:
+        await store.add_memory(U, "the harbour crane lifts steel", now=NOW)
+        await store.commit_turn(U, turn("c1", "t1", user_text="the crane in the harbour"))
+        compiled: list[str | None] = []
+
+        def authorize(action: int, arg1: str | None, *_: object) -> int:
+            compiled.append(arg1)
+            return int(DRIVER.SQLITE_OK)
+
+        async def search(limit: int) -> None:
+            memories = await store.search_memories(U, f"harbour crane {limit}", limit=limit)
+            assert [hit.memory.text for hit in memories] == ["the harbour crane lifts steel"]
+            messages = await store.search_messages(U, f"harbour crane {limit}", limit=limit)
+            assert [hit.seq for hit in messages] == [0]
+            assert await store.active_reminders(U, limit=limit) == []
+            assert await store.documents(U, limit=limit) == []
+
+        for reader in store._readers:
+            await reader.set_authorizer(authorize)
+        await search(5)
+        assert compiled, "the authorizer does not see a compilation"
+        compiled.clear()
+        for limit in (5, 3, 8):  # other terms, other limits: the same statements
+            await search(limit)
+        assert compiled == [], "a repeated read was compiled again"
