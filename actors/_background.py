@@ -47,7 +47,7 @@ from storage import (
 from storage import Storage as StoragePort
 
 from ._conversation import RideCache
-from ._digest import SAME_MEANING, DigestError, deduplicate, parse_digest
+from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
 from ._exceptions import FrontmindError
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
@@ -254,23 +254,19 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         for index, proposed in enumerate(reply.memories):
             vector = None if vectors is None else vectors[index]
             near = None if vector is None else await self._nearest(job.user, vector)
-            if near is None:  # keywords: the word-overlap rule
-                hits = await self._storage.search_memories(
-                    job.user, proposed.text, limit=5, now=self._clock()
-                )
-                decided = deduplicate(proposed, [h.memory for h in hits], accepted)
-            else:  # by meaning: the nearest memories and their cosines
-                decided = deduplicate(
-                    proposed,
-                    [memory for memory, _ in near],
-                    accepted,
-                    closeness={memory.id: close for memory, close in near},
-                    same_cosine=self._same_cosine,
-                )
-                if decided is not None and vector is not None:
-                    # Its vector is stored with it, in the job's transaction.
-                    checked = tuple(float(x) for x in vector)
-                    decided = msgspec.structs.replace(decided, vector=checked)
+            decided = await decide_memory(
+                self._storage,
+                job.user,
+                proposed,
+                accepted,
+                near,
+                now=self._clock(),
+                same_cosine=self._same_cosine,
+            )
+            if near is not None and decided is not None and vector is not None:
+                # Found by meaning: its vector is stored with it, in the job's transaction.
+                checked = tuple(float(x) for x in vector)
+                decided = msgspec.structs.replace(decided, vector=checked)
             if decided is not None:
                 accepted.append(decided)
         return SegmentDigest(segment.id, reply.title, reply.summary, tuple(accepted)), usage

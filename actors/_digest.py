@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from storage import MAX_MEMORY_CHARS, Memory, MemoryProposal, Message
+from storage import MAX_MEMORY_CHARS, Memory, MemoryProposal, Message, Storage
 
 __all__ = [
     "SUMMARY_MARKER",
@@ -162,3 +162,28 @@ def deduplicate(
             return None  # nothing new: the memory stays as it is
         return MemoryProposal(proposed.text, max(best.importance, proposed.importance), best.id)
     return MemoryProposal(proposed.text, proposed.importance)
+
+
+async def decide_memory(
+    storage: Storage,
+    user: str,
+    proposed: ProposedMemory,
+    accepted: list[MemoryProposal],
+    near: list[tuple[Memory, float]] | None,
+    *,
+    now: float,
+    same_cosine: float,
+) -> MemoryProposal | None:
+    """`deduplicate` against the store, as the `remember` tool and the extraction both
+    decide: by meaning when `near` gives the memories nearest to the proposal's vector
+    and their cosines, else by words (the word-overlap rule over a keyword search)."""
+    if near is None:
+        hits = await storage.search_memories(user, proposed.text, limit=5, now=now)
+        return deduplicate(proposed, [h.memory for h in hits], accepted)
+    return deduplicate(
+        proposed,
+        [memory for memory, _ in near],
+        accepted,
+        closeness={memory.id: close for memory, close in near},
+        same_cosine=same_cosine,
+    )

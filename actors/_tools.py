@@ -33,7 +33,7 @@ from storage import (
     complete_reminder_effect,
 )
 
-from ._digest import SAME_MEANING, ProposedMemory, deduplicate
+from ._digest import SAME_MEANING, ProposedMemory, decide_memory
 from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._mcp import MCP_PREFIX, McpHub
@@ -379,19 +379,15 @@ class ToolRunner:
             if isinstance(e, StagedMemory)
         ]
         vector, near = await self._nearest(proposed.text, turn)
-        if near is None:  # keywords: the word-overlap rule
-            hits = await self._storage.search_memories(
-                turn.user, proposed.text, limit=5, now=turn.now
-            )
-            decided = deduplicate(proposed, [h.memory for h in hits], staged)
-        else:  # by meaning: the nearest memories and their cosines
-            decided = deduplicate(
-                proposed,
-                [memory for memory, _ in near],
-                staged,
-                closeness={memory.id: close for memory, close in near},
-                same_cosine=self._same_cosine,
-            )
+        decided = await decide_memory(
+            self._storage,
+            turn.user,
+            proposed,
+            staged,
+            near,
+            now=turn.now,
+            same_cosine=self._same_cosine,
+        )
         if decided is None:
             return ToolOutcome("already remembered: nothing new to store")
         effects.append(
