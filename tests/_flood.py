@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import SocketStream
 
-from tests._raw import address
+from tests._raw import address, answer_or_close
 
 SLOW_PACE_SECONDS = 1.0  # the slow body's pace: a byte a second
 
@@ -37,15 +37,6 @@ class Counts:
     marked: bool = False
     full_said: bool = False
     spent_said: bool = False
-
-
-async def answer_or_close(stream: SocketStream) -> bytes:
-    data = b""
-    try:
-        while True:
-            data += await stream.receive()
-    except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
-        return data
 
 
 def say(line: str) -> None:

@@ -63,3 +63,13 @@ async def closed_by_server(stream: SocketStream, within: float) -> bool:
         except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
             return True
     return False
+
+
+async def answer_or_close(stream: SocketStream) -> bytes:
+    """What the server sends before it closes the stream (b"" if it closes silently)."""
+    data = b""
+    try:
+        while True:
+            data += await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+        return data

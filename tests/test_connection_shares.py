@@ -28,7 +28,14 @@ from frontmind.config import ServerConfig
 from frontmind.server._asgi import ServedApp, SocketLimits, serve_app
 from frontmind.server._daemon import build_app, socket_limits
 from tests._daemon import ROOT, Daemon, child_env, daemon, reap, sse_events
-from tests._raw import RawResponse, address, closed_by_server, raw_request, read_response
+from tests._raw import (
+    RawResponse,
+    address,
+    answer_or_close,
+    closed_by_server,
+    raw_request,
+    read_response,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -60,16 +67,6 @@ def request_head(url: str, method: str = "GET", path: str = "/healthz", extra: s
 async def connect(url: str, local: str) -> SocketStream:
     host, port = address(url)
     return await anyio.connect_tcp(host, port, local_host=local)
-
-
-async def answer_or_close(stream: SocketStream) -> bytes:
-    """What the server sends before it closes the stream (b"" if it closes silently)."""
-    data = b""
-    try:
-        while True:
-            data += await stream.receive()
-    except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
-        return data
 
 
 def status_of(data: bytes) -> int | None:
