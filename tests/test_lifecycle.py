@@ -31,6 +31,22 @@ async def api() -> AsyncIterator[LocalMessagesAPI]:
         yield server
 
 
+class WatchedLock:
+    """The store's write lock, telling when a writer has had to wait for it."""
+
+    def __init__(self, lock: anyio.Lock) -> None:
+        self._lock = lock
+        self.waiting = anyio.Event()
+
+    async def __aenter__(self) -> None:
+        if self._lock.locked():
+            self.waiting.set()
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 async def fill_documents(store: SQLiteStorage, user: str, mib: int) -> None:
     # Distinct text per document (no page is shared with anything else's).
     for n in range(mib * 10):
@@ -161,13 +177,18 @@ async def test_no_turn_of_a_user_starts_while_the_user_is_deleted(
         store = fm.storage
         assert isinstance(store, SQLiteStorage)
         result = []
-        async with anyio.create_task_group() as tg, store._write_lock:
+        writer = WatchedLock(store._write_lock)
+        store._write_lock = writer  # type: ignore[assignment]
+        async with anyio.create_task_group() as tg, writer:
 
             async def delete() -> None:
                 result.append(await fm.delete_user("alice"))
 
             tg.start_soon(delete)
-            await anyio.wait_all_tasks_blocked()
+            # Waiting for that event, not for every task to block: the local API's
+            # server ticks every 0.1 s, and a waiter polling at the same period may
+            # never see all tasks blocked at once.
+            await writer.waiting.wait()
             with pytest.raises(Busy, match="being deleted"):
                 await alice.turn("main", "let me in").start()
             with pytest.raises(Busy, match="being deleted"):
