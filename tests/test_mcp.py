@@ -23,6 +23,8 @@ import pytest
 
 from actors import McpUnavailable, ToolDefinitionError
 from actors._content import MAX_RESULT_IMAGES
+from actors._mcp._link import McpLink
+from actors._mcp._spec import mcp_servers
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
 from frontmind.cli._render import render_context
 from frontmind.config import load_config
@@ -416,6 +418,34 @@ async def test_a_third_party_server_from_pypi(
         assert not finished.is_error
         assert "Europe/Oslo" in finished.content
         assert isinstance(events[-1], TurnCompleted)
+
+
+async def test_an_idle_links_check_is_answered_on_every_protocol() -> None:
+    """The idle check (every PING_EVERY_S) must be one the server answers: protocol
+    2026-07-28 has no `ping` ("Method not found"), so pinging there lost every modern
+    link at its first idle check and restarted the server."""
+    time_server = {
+        "name": "time",
+        "command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"],
+        "startup_timeout_s": 30,
+    }
+    seen = {}
+    async with http_server() as (_, url):
+        for spec in mcp_servers([stdio(), http(url), time_server]):
+            link = McpLink(spec, 0)
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    await tg.start(link.serve)
+                    for _ in range(3):
+                        await link.check()
+                    assert link.alive, link.reason
+                    assert not (await link.call("echo", {"text": "x"})).is_error or (
+                        spec.name == "time"
+                    )
+                    seen[spec.name] = link._client.protocol_version
+                    link.close()
+            assert link.reason == ""
+    assert seen["t"] == seen["web"] == "2026-07-28", seen
 
 
 # -- bad entries: one line at startup, naming the entry ------------------------------------

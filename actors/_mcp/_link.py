@@ -5,8 +5,9 @@ context managers with task groups of its own, entered and left in one task); cal
 made on it from the callers' tasks, at most `MAX_CONCURRENT_CALLS` at once. The link
 ends when it is closed (the instance stops, or its actor is restarted) or lost: the
 server's process exited (its stderr reached its end), a call found the connection
-closed, or a ping went unanswered. Whoever owns the link (the server's actor) is told
-through `lost`; the kernel's supervision decides when to connect again.
+closed, or a liveness check (`check`) went unanswered. Whoever owns the link (the
+server's actor) is told through `lost`; the kernel's supervision decides when to
+connect again.
 
 The server's stderr goes to the log (logger `frontmind.mcp.<name>`), a line at a time.
 `mcp` is imported here, on first connection: it is heavy (and brings its own HTTP
@@ -34,7 +35,7 @@ from ._spec import McpServer
 __all__ = ["ListedTool", "McpLink", "McpStartFailed"]
 
 MAX_CONCURRENT_CALLS = 16  # per server; more wait for a turn (within their timeout)
-PING_EVERY_S = 15.0  # an idle link is checked this often
+PING_EVERY_S = 15.0  # an idle link is checked this often (`McpLink.check`)
 PING_TIMEOUT_S = 10.0
 _STDERR_LINE_LIMIT = 2000  # characters of one stderr line kept in the log
 
@@ -63,7 +64,7 @@ class McpLink:
         self.done = anyio.Event()  # the serving task has ended (the server is stopped)
         self.listing_changed: anyio.Event = anyio.Event()  # set by a list_changed notice
         self._closing = anyio.Event()
-        self._check = anyio.Event()  # a call failed oddly: ping now
+        self._check = anyio.Event()  # a call failed oddly: check now
         self._client: Any = None
         self._limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self._log = logging.getLogger(f"frontmind.mcp.{spec.name}")
@@ -239,17 +240,26 @@ class McpLink:
             except Exception as exc:  # noqa: BLE001 - no listener: no list changes heard
                 self._log.debug("no tools list_changed listener: %s", exc)
 
+    async def check(self) -> None:
+        """Ask the server for an answer (raises if it gives none).
+
+        Not `ping`: protocol 2026-07-28 removed it (a server speaking it answers "Method
+        not found", and the SDK deprecates `send_ping` outside its legacy mode), so a
+        ping lost every modern link at its first idle check. The probe is the first page
+        of `tools/list`, which every server with tools answers, on every protocol."""
+        await self._client.list_tools()
+
     async def _watch(self) -> None:
-        """Ping when idle (or when a call failed oddly): an unanswered ping loses the link."""
+        """Check when idle (or when a call failed oddly): no answer loses the link."""
         while True:
             with anyio.move_on_after(PING_EVERY_S):
                 await self._check.wait()
             self._check = anyio.Event()
             try:
                 with anyio.fail_after(PING_TIMEOUT_S):
-                    await self._client.send_ping()
-            except Exception as exc:  # noqa: BLE001 - any failure of a ping loses the link
-                self.lose(f"it did not answer a ping: {_describe(exc)}")
+                    await self.check()
+            except Exception as exc:  # noqa: BLE001 - any failure of a check loses the link
+                self.lose(f"it did not answer a check: {_describe(exc)}")
                 return
 
     async def _relay_stderr(self, fd: int, relayed: anyio.Event) -> None:
