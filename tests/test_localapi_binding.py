@@ -217,3 +217,79 @@ async def test_block_binding_needs_its_beta_header(api: LocalMessagesAPI) -> Non
                 thinking=odd,
                 betas=BETA,
             )
+
+
+# -- the model check: a model reads its own blocks and those of a fixed set of others ----
+
+
+async def test_a_block_the_model_cannot_read_is_dropped_without_an_error(
+    api: LocalMessagesAPI,
+) -> None:
+    """Docs (preserved thinking): Fable 5.1 reads Opus 5's blocks; Opus 5 does not read
+    Fable 5.1's, and the API drops them from the request without an error, on every
+    account (Opus 5 runs no prefix check: the model check is not part of it)."""
+    async with await client(api) as sdk:
+        history = await conversation(sdk, FABLE, 2)
+        on_fable = await sdk.messages.count_tokens(
+            model=FABLE, system="Be brief.", messages=history
+        )
+        switched = await sdk.messages.create(
+            model="claude-opus-5", max_tokens=64, system="Be brief.", messages=history
+        )
+        assert switched.stop_reason == "end_turn"
+        # Not billed: the request counts as it would without the two thinking blocks.
+        bare = [
+            {**m, "content": [b for b in m["content"] if b.type != "thinking"]}
+            if m["role"] == "assistant"
+            else m
+            for m in history
+        ]
+        plain = await sdk.messages.count_tokens(
+            model="claude-opus-5", system="Be brief.", messages=bare
+        )
+        assert switched.usage.input_tokens == plain.input_tokens < on_fable.input_tokens
+        counted = await sdk.messages.count_tokens(
+            model="claude-opus-5", system="Be brief.", messages=history
+        )
+        assert counted.input_tokens == plain.input_tokens
+        # With the binding beta header, input_transformations says why.
+        told: Any = await sdk.beta.messages.create(
+            model="claude-opus-5",
+            max_tokens=64,
+            system="Be brief.",
+            messages=history,
+            betas=BETA,
+        )
+        assert [(t.type, t.path, t.reason) for t in told.input_transformations] == [
+            ("thinking_dropped", "messages.1.content.0", "model_binding_mismatch"),
+            ("thinking_dropped", "messages.3.content.0", "model_binding_mismatch"),
+        ]
+
+        # The other way round: Fable 5.1 reads Opus 5's blocks (all of them kept).
+        opus = await conversation(sdk, "claude-opus-5", 1)
+        read: Any = await sdk.beta.messages.create(
+            model=FABLE, max_tokens=64, system="Be brief.", messages=opus, betas=BETA
+        )
+        assert read.input_transformations == []
+
+
+async def test_a_block_failing_both_checks_reports_its_model_and_fails_no_request(
+    api: LocalMessagesAPI,
+) -> None:
+    """A Fable 5.2 block sent to Fable 5.1 (which cannot read it) after an edit before it:
+    the docs' precedence reports `model_binding_mismatch`, and the block, dropped for its
+    model, does not turn the prefix check's error on."""
+    async with await client(api) as sdk:
+        history = await conversation(sdk, "claude-fable-5-2", 1)
+        edited = without_notes(history, 1)
+        answer: Any = await sdk.beta.messages.create(
+            model=FABLE, max_tokens=64, system="Be brief.", messages=edited, betas=BETA
+        )
+        assert [(t.path, t.reason) for t in answer.input_transformations] == [
+            ("messages.1.content.0", "model_binding_mismatch")
+        ]
+        # On Fable 5.2 itself, the same edit is the prefix check's 400.
+        with pytest.raises(anthropic.BadRequestError, match=BOUND):
+            await sdk.messages.create(
+                model="claude-fable-5-2", max_tokens=64, system="Be brief.", messages=edited
+            )

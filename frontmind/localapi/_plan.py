@@ -22,7 +22,7 @@ from ._responder import (
     default_thinking,
 )
 from ._schema import Block, CompactionBlock, MessagesRequest
-from ._thinking import ThinkingSigner, effective_thinking
+from ._thinking import BINDING_BYTES, ThinkingSigner, effective_thinking
 from ._tokens import canonical_json, cut_to_tokens, estimate_text_tokens
 
 __all__ = ["Planned", "plan"]
@@ -119,13 +119,13 @@ def plan(
             tokens = estimate_text_tokens(text)
             if used + tokens > budget:
                 text, tokens, stop = cut_to_tokens(text, budget - used), budget - used, "max_tokens"
-            binding = chain.binding() if chain is not None else None
+            binding = chain.binding() if chain is not None else bytes(BINDING_BYTES)
             if block.redacted:
-                data = signer.redact(text) if binding is None else signer.redact(text, binding)
+                data = signer.redact(text, binding, model.canonical)
                 blocks.append({"type": "redacted_thinking", "data": data})
             else:
                 shown = "" if omitted else text
-                signature = signer.sign(text) if binding is None else signer.sign(text, binding)
+                signature = signer.sign(text, binding, model.canonical)
                 blocks.append({"type": "thinking", "thinking": shown, "signature": signature})
             _extend(chain, blocks[-1])
             used += tokens

@@ -1,5 +1,5 @@
-"""What the model reads of an accepted request: preserved thinking's prefix check, then the
-request's context editing, then (when its trigger is reached) a compaction.
+"""What the model reads of an accepted request: preserved thinking's model and prefix
+checks, then the request's context editing, then (when its trigger is reached) a compaction.
 
 `_binding.py` and `_context.py` hold the rules and their docs; this is their order, on
 one request, for `/v1/messages` and `/v1/messages/count_tokens` alike.
@@ -23,7 +23,7 @@ from ._context import (
     summarize,
 )
 from ._models import ModelInfo
-from ._schema import CompactionBlock, MessagesRequest, RedactedThinkingBlock
+from ._schema import CompactionBlock, MessagesRequest, RedactedThinkingBlock, ThinkingBlock
 from ._thinking import ThinkingSigner, effective_thinking
 from ._tokens import estimate_text_tokens
 from ._validate import ApiError, blocks_of
@@ -79,24 +79,53 @@ def _binding_setting(request: MessagesRequest, betas: frozenset[str]) -> str | N
     return str(behaviour)
 
 
-def _check_prefixes(
+def _unreadable(
+    sent: MessagesRequest, model: ModelInfo, signer: ThinkingSigner
+) -> list[tuple[str, int, int]]:
+    """The thinking blocks the requested model cannot read (path and position).
+
+    Docs (preserved thinking): "Each model reads its own thinking blocks and those of a
+    fixed set of other models ... If the current model can't read a block, the API drops
+    it from that request without an error"; the check "applies to every account". Who
+    reads whom is `reads_thinking_of` in models.toml. A block another server signed, or
+    one from before signatures named their model, names no model: it is kept."""
+    found: list[tuple[str, int, int]] = []
+    for i, message in enumerate(sent.messages):
+        for j, block in enumerate(blocks_of(message)):
+            if isinstance(block, ThinkingBlock):
+                kind, token = "thinking", block.signature
+            elif isinstance(block, RedactedThinkingBlock):
+                kind, token = "redacted", block.data
+            else:
+                continue
+            made_by = signer.producer(kind, token) if signer.made_here(token) else None
+            if made_by and made_by != model.canonical and made_by not in model.reads_thinking_of:
+                found.append((f"messages.{i}.content.{j}", i, j))
+    return found
+
+
+def _check_bindings(
     sent: MessagesRequest,
     model: ModelInfo,
     betas: frozenset[str],
     signer: ThinkingSigner,
     new_account: bool,
 ) -> tuple[MessagesRequest, list[dict[str, Any]] | None]:
-    """The request without the blocks the prefix check drops, and the beta header's
-    `input_transformations` (None without it)."""
+    """The request without the thinking blocks the model check and the prefix check
+    drop, and the beta header's `input_transformations` (None without it). A block
+    failing both reports the model check: the docs' order of precedence puts
+    `model_binding_mismatch` before `prefix_binding_mismatch`, and a block dropped for
+    its model fails no request."""
     behaviour = _binding_setting(sent, betas)
     reported: list[dict[str, Any]] | None = [] if BINDING_BETA in betas else None
-    if model.prefix_check == "none":
-        return sent, reported
-    failing = check_bindings(sent, signer).failing
-    if not failing:
-        return sent, reported
-    enforced = model.prefix_check == "every_account" or new_account or behaviour is not None
-    if enforced and (behaviour or "error") == "error":
+    unreadable = _unreadable(sent, model, signer)
+    dropped = {(i, j) for _, i, j in unreadable}
+    failing: list[tuple[str, int, int]] = []
+    enforced = False
+    if model.prefix_check != "none":
+        failing = [f for f in check_bindings(sent, signer).failing if (f[1], f[2]) not in dropped]
+        enforced = model.prefix_check == "every_account" or new_account or behaviour is not None
+    if failing and enforced and (behaviour or "error") == "error":
         where, i, j = failing[0]
         redacted = isinstance(blocks_of(sent.messages[i])[j], RedactedThinkingBlock)
         kind, field_name = ("redacted_thinking", "data") if redacted else ("thinking", "signature")
@@ -110,16 +139,21 @@ def _check_prefixes(
                 f" That setting requires the `{BINDING_BETA}` value in the `anthropic-beta` header."
             )
         raise ApiError(400, message)
-    kind = "thinking_dropped" if enforced else "thinking_mismatch_allowed"
     if reported is not None:
+        model_drop = ("thinking_dropped", "model_binding_mismatch")
+        notes = [(i, j, where, *model_drop) for where, i, j in unreadable]
+        kind = "thinking_dropped" if enforced else "thinking_mismatch_allowed"
+        notes += [(i, j, where, kind, "prefix_binding_mismatch") for where, i, j in failing]
         reported.extend(
-            {"type": kind, "path": where, "reason": "prefix_binding_mismatch"}
-            for where, _, _ in failing
+            {"type": kind, "path": where, "reason": reason}
+            for _, _, where, kind, reason in sorted(notes)
         )
-    if not enforced:
+    if enforced:
+        dropped |= {(i, j) for _, i, j in failing}
+    if not dropped:
         return sent, reported
     # Dropped blocks are not billed and the model reads without them.
-    kept = without_blocks(sent.messages, {(i, j) for _, i, j in failing})
+    kept = without_blocks(sent.messages, dropped)
     return msgspec.structs.replace(sent, messages=kept), reported
 
 
@@ -160,7 +194,7 @@ def prepare(
 ) -> Prepared:
     """The prefix check, then the clearing edits (`count`: a request's input tokens)."""
     _check_compaction_blocks(sent, betas, signer)
-    request, reported = _check_prefixes(sent, model, betas, signer, new_account)
+    request, reported = _check_bindings(sent, model, betas, signer, new_account)
     prepared = Prepared(sent, request, transformations=reported)
     if sent.context_management is None:
         return prepared

@@ -6,8 +6,11 @@ block it wrote from an altered one, even when the text was omitted from the repl
 (`display: "omitted"`). The binding records what the block was written after (its
 prefix's digest and the thinking block before it: `_binding.py`, preserved thinking's
 prefix check). A `redacted_thinking` block's `data` is built the same way; so is a
-`compaction` block's `signature`. Signatures of the first format (no binding, marker
-`FMLA1`) still verify: stored conversations from earlier releases replay. A signature
+`compaction` block's `signature`. A thinking or redacted_thinking block also records
+the model that wrote it (marker `FMLA3`): preserved thinking's model check drops a block
+the requested model cannot read (`_prepare.py`). Signatures of the earlier formats (no
+model, marker `FMLA2`; no binding either, `FMLA1`) still verify: stored conversations
+from earlier releases replay. A signature
 without either marker was made elsewhere (the live API signs with keys no one else
 holds): by default it is taken as opaque, as the API takes its own, so a recorded live
 conversation replays offline; `verify_foreign_signatures` refuses it instead
@@ -48,6 +51,7 @@ REDACTED_TRIGGER = (
 _TAG = 32
 _MARK = b"FMLA1"  # what started every signature this server made before bindings
 _MARK2 = b"FMLA2"  # a signature with a binding: marker, tag, binding, text
+_MARK3 = b"FMLA3"  # and the model: marker, tag, model's length (a byte), model, binding, text
 BINDING_BYTES = 32
 
 
@@ -70,15 +74,20 @@ class ThinkingSigner:
     def _tag(self, kind: bytes, text: bytes) -> bytes:
         return hmac.new(self._secret, kind + b"\0" + text, hashlib.sha256).digest()
 
-    def _seal(self, kind: bytes, text: str, binding: bytes) -> str:
-        body = binding + text.encode()
-        return base64.b64encode(_MARK2 + self._tag(kind, body) + body).decode()
+    def _seal(self, kind: bytes, text: str, binding: bytes, model: str = "") -> str:
+        if not model:
+            body = binding + text.encode()
+            return base64.b64encode(_MARK2 + self._tag(kind, body) + body).decode()
+        name = model.encode()[:255]
+        body = bytes([len(name)]) + name + binding + text.encode()
+        return base64.b64encode(_MARK3 + self._tag(kind, body) + body).decode()
 
-    def sign(self, thinking: str, binding: bytes = bytes(BINDING_BYTES)) -> str:
-        return self._seal(b"thinking", thinking, binding)
+    def sign(self, thinking: str, binding: bytes = bytes(BINDING_BYTES), model: str = "") -> str:
+        """A thinking block's signature; `model`: the model that wrote it."""
+        return self._seal(b"thinking", thinking, binding, model)
 
-    def redact(self, thinking: str, binding: bytes = bytes(BINDING_BYTES)) -> str:
-        return self._seal(b"redacted", thinking, binding)
+    def redact(self, thinking: str, binding: bytes = bytes(BINDING_BYTES), model: str = "") -> str:
+        return self._seal(b"redacted", thinking, binding, model)
 
     def sign_compaction(self, content: str) -> str:
         return self._seal(b"compaction", content, bytes(BINDING_BYTES))
@@ -90,28 +99,38 @@ class ThinkingSigner:
             raw = base64.b64decode(encoded[:12], validate=True)
         except (binascii.Error, ValueError):
             return False
-        return raw.startswith((_MARK, _MARK2))
+        return raw.startswith((_MARK, _MARK2, _MARK3))
 
-    def _open(self, kind: bytes, encoded: str) -> tuple[str, bytes | None] | None:
-        """(text, binding; None in the first format), or None when not intact."""
+    def _open(self, kind: bytes, encoded: str) -> tuple[str, bytes | None, str | None] | None:
+        """(text, binding, model; None where the format has none), or None when the
+        signature is not intact."""
         try:
             raw = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             return None
-        bound = raw.startswith(_MARK2)
-        if not bound and not raw.startswith(_MARK):
+        mark = raw[: len(_MARK)]
+        if mark not in (_MARK, _MARK2, _MARK3):
             return None
         raw = raw[len(_MARK) :]
         tag, body = raw[:_TAG], raw[_TAG:]
         if len(tag) < _TAG or not hmac.compare_digest(tag, self._tag(kind, body)):
             return None
+        model: str | None = None
+        if mark == _MARK3:
+            if not body or len(body) < 1 + body[0]:
+                return None
+            named, body = body[1 : 1 + body[0]], body[1 + body[0] :]
+            try:
+                model = named.decode()
+            except UnicodeDecodeError:
+                return None
         binding: bytes | None = None
-        if bound:
+        if mark != _MARK:
             if len(body) < BINDING_BYTES:
                 return None
             binding, body = body[:BINDING_BYTES], body[BINDING_BYTES:]
         try:
-            return body.decode(), binding
+            return body.decode(), binding, model
         except UnicodeDecodeError:
             return None
 
@@ -135,3 +154,9 @@ class ThinkingSigner:
         None (another server's block, or one of the first format)."""
         opened = self._open(kind.encode(), encoded)
         return None if opened is None else opened[1]
+
+    def producer(self, kind: str, encoded: str) -> str | None:
+        """The model that wrote a block of ours, or None (another server's block, or one
+        of a format before models were recorded)."""
+        opened = self._open(kind.encode(), encoded)
+        return None if opened is None else opened[2]
