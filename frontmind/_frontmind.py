@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -391,6 +391,10 @@ class Frontmind:
         await self.storage.set_user_token(name, token_digest(token))
         return token
 
+    def _writing(self) -> AbstractContextManager[None]:
+        """Counts a write of this user's rows in the gate (`delete_user`)."""
+        return self._gate.writing(self.user_name)
+
     async def delete_user(self, name: str) -> UserForgotten:
         """Forget user `name`: their token and every row of theirs, in one transaction;
         the answer counts the rows of each table. Their loaded continuums are unloaded
@@ -466,7 +470,8 @@ class Frontmind:
             own = msgspec.convert(given, ContinuumModel)
         except msgspec.ValidationError as exc:
             raise InvalidModelSettings(f"model settings: {exc}") from None
-        return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
+        with self._writing():
+            return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
 
     async def compose(self, continuum_id: str, text: str) -> Composed:
         """The sections a turn with `text` would get now, with their statuses."""
@@ -503,8 +508,9 @@ class Frontmind:
 
     async def delete_continuum(self, continuum_id: str) -> None:
         """Delete a continuum and everything it holds; `Busy` while a turn runs in it."""
-        await self._runtime.unload(self.user_name, continuum_id)
-        await self.storage.delete_continuum(self.user_name, continuum_id)
+        with self._writing():
+            await self._runtime.unload(self.user_name, continuum_id)
+            await self.storage.delete_continuum(self.user_name, continuum_id)
 
     # -- reminders, memories, documents ------------------------------------------------------
 
@@ -514,10 +520,14 @@ class Frontmind:
         due_at: datetime | None = None,
         origin: Literal["user", "agent"] = "user",
     ) -> Reminder:
-        return await self.storage.add_reminder(self.user_name, text, due_at=due_at, origin=origin)
+        with self._writing():
+            return await self.storage.add_reminder(
+                self.user_name, text, due_at=due_at, origin=origin
+            )
 
     async def complete_reminder(self, reminder_id: int) -> Reminder:
-        return await self.storage.complete_reminder(self.user_name, reminder_id)
+        with self._writing():
+            return await self.storage.complete_reminder(self.user_name, reminder_id)
 
     async def reminders(
         self, include_completed: bool = False, *, limit: int = 200, after: int = 0
@@ -527,20 +537,23 @@ class Frontmind:
         )
 
     async def delete_reminder(self, reminder_id: int) -> None:
-        await self.storage.delete_reminder(self.user_name, reminder_id)
+        with self._writing():
+            await self.storage.delete_reminder(self.user_name, reminder_id)
 
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
     ) -> Memory:
-        return await self.storage.add_memory(
-            self.user_name, text, importance=importance, expires_at=expires_at
-        )
+        with self._writing():
+            return await self.storage.add_memory(
+                self.user_name, text, importance=importance, expires_at=expires_at
+            )
 
     async def memories(self, limit: int = 100, *, before: int | None = None) -> list[Memory]:
         return await self.storage.memories(self.user_name, limit=limit, before=before)
 
     async def delete_memory(self, memory_id: int) -> None:
-        await self.storage.delete_memory(self.user_name, memory_id)
+        with self._writing():
+            await self.storage.delete_memory(self.user_name, memory_id)
 
     async def search_memories(self, query: str, limit: int = 10) -> list[MemoryHit]:
         return await self.storage.search_memories(self.user_name, query, limit=limit)
@@ -549,26 +562,31 @@ class Frontmind:
         """Add or replace a document; `BudgetExceeded` if all documents together would be
         over `documents.budget_tokens` (they are all in every turn's system prompt)."""
         lock = self._documents_locks.setdefault(self.user_name, anyio.Lock())
-        async with lock:
-            budget = self.config.documents.budget_tokens
-            others = sum(
-                estimate_tokens(d.content)
-                for d in await self.storage.documents(self.user_name)
-                if d.label != label
+        with self._writing():
+            async with lock:
+                return await self._put_document(label, content)
+
+    async def _put_document(self, label: str, content: str) -> Document:
+        budget = self.config.documents.budget_tokens
+        others = sum(
+            estimate_tokens(d.content)
+            for d in await self.storage.documents(self.user_name)
+            if d.label != label
+        )
+        total = others + estimate_tokens(content)
+        if total > budget:
+            raise BudgetExceeded(
+                f"documents would total about {total} tokens, over the budget of {budget} "
+                f"(documents.budget_tokens); {others} are already used by other documents"
             )
-            total = others + estimate_tokens(content)
-            if total > budget:
-                raise BudgetExceeded(
-                    f"documents would total about {total} tokens, over the budget of {budget} "
-                    f"(documents.budget_tokens); {others} are already used by other documents"
-                )
-            return await self.storage.put_document(self.user_name, label, content)
+        return await self.storage.put_document(self.user_name, label, content)
 
     async def documents(self, *, limit: int = -1, after: str = "") -> list[Document]:
         return await self.storage.documents(self.user_name, limit=limit, after=after)
 
     async def delete_document(self, label: str) -> None:
-        await self.storage.delete_document(self.user_name, label)
+        with self._writing():
+            await self.storage.delete_document(self.user_name, label)
 
     # -- background work -------------------------------------------------------------------
 

@@ -2,19 +2,21 @@
 
 Deleting a user unloads their continuums, then deletes their rows in one transaction.
 A turn started in between would load its continuum again and commit after the delete,
-leaving rows of a user who is gone. So every turn of a `Frontmind` counts itself in
-the gate from its start (before it holds its continuum's lane) to its end, and a
-deletion first closes the gate: it is refused while a turn of the user is in flight,
-and while it runs every new turn of theirs is refused (`Busy`). Counting and closing
-happen without a suspension between check and change (one event loop), so no turn
-slips between them.
+leaving rows of a user who is gone; so would a reminder, memory, document or setting
+written meanwhile (it waits for the writer, then commits after the delete). So every
+turn of a `Frontmind` counts itself in the gate from its start (before it holds its
+continuum's lane) to its end, every other write of a user's rows for its duration, and
+a deletion first closes the gate: it is refused while a turn or write of the user is in
+flight, and while it runs every new turn or write of theirs is refused (`Busy`).
+Counting and closing happen without a suspension between check and change (one event
+loop), so nothing slips between them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from actors import Busy, Engine, TurnStream, UserInput
 
@@ -26,6 +28,7 @@ class UserGate:
 
     def __init__(self) -> None:
         self._turns: Counter[str] = Counter()
+        self._writes: Counter[str] = Counter()
         self._closed: set[str] = set()
 
     def enter(self, user: str) -> None:
@@ -38,11 +41,27 @@ class UserGate:
         if not self._turns[user]:
             del self._turns[user]
 
+    @contextmanager
+    def writing(self, user: str) -> Iterator[None]:
+        """One write of `user`'s rows outside a turn; `Busy` while they are deleted."""
+        if user in self._closed:
+            raise Busy(f"user {user!r} is being deleted; nothing of theirs can be written")
+        self._writes[user] += 1
+        try:
+            yield
+        finally:
+            self._writes[user] -= 1
+            if not self._writes[user]:
+                del self._writes[user]
+
     @asynccontextmanager
     async def closed(self, user: str) -> AsyncIterator[None]:
-        """No turn of `user` runs or starts inside the block; `Busy` if one is in flight."""
+        """No turn or write of `user` runs or starts inside the block; `Busy` if one is
+        in flight."""
         if self._turns[user]:
             raise Busy(f"user {user!r} has a turn in progress; delete them when it has ended")
+        if self._writes[user]:
+            raise Busy(f"user {user!r} has a write in progress; delete them when it has ended")
         if user in self._closed:
             raise Busy(f"user {user!r} is being deleted already")
         self._closed.add(user)

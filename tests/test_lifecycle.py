@@ -5,7 +5,7 @@ loaded, and no turn of a user slipping in while the user is being deleted."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -193,8 +193,40 @@ async def test_no_turn_of_a_user_starts_while_the_user_is_deleted(
                 await alice.turn("main", "let me in").start()
             with pytest.raises(Busy, match="being deleted"):
                 await fm.delete_user("alice")
+            # Nor may anything else of theirs be written: it would commit after the delete.
+            writes: list[Callable[[], Awaitable[object]]] = [
+                lambda: alice.add_reminder("call mum"),
+                lambda: alice.remember("likes tea"),
+                lambda: alice.put_document("notes", "some notes"),
+                lambda: alice.set_model_settings("main", max_tokens=1000),
+                lambda: alice.delete_continuum("main"),
+            ]
+            for write in writes:
+                with pytest.raises(Busy, match="nothing of theirs can be written"):
+                    await write()
         assert result[0].rows["turns"] == 2
         left = await store._read("SELECT count(*) FROM turns WHERE owner = 'alice'")
         assert left[0][0] == 0
         # Once deleted, the name is free again (in the library any name may be used).
         await completed_turn(alice)
+
+
+async def test_a_write_in_flight_holds_off_the_users_deletion(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        alice = fm.user("alice")
+        store = fm.storage
+        assert isinstance(store, SQLiteStorage)
+        writer = WatchedLock(store._write_lock)
+        store._write_lock = writer  # type: ignore[assignment]
+        async with anyio.create_task_group() as tg, writer:
+            tg.start_soon(alice.add_reminder, "call mum")
+            await writer.waiting.wait()  # the reminder waits for the writer
+            with pytest.raises(Busy, match="has a write in progress"):
+                await fm.delete_user("alice")
+        # The write landed; the delete, tried again, takes it with the rest.
+        assert [r.text for r in await alice.reminders()] == ["call mum"]
+        forgotten = await fm.delete_user("alice")
+        assert forgotten.rows["reminders"] == 1
+        assert await alice.reminders() == []
