@@ -292,6 +292,13 @@ _V9 = """
 CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
 """
 
+# v10: the memories still waiting for a vector, indexed by themselves: the background
+# worker lists them and `frontmind stats` counts them, which scanned every memory (about
+# 400 ms at 500,000 memories; under a millisecond with this index).
+_V10 = """
+CREATE INDEX memories_waiting_for_vector ON memories(id) WHERE embedding IS NULL;
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -302,5 +309,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (7, _V7),
     (8, _V8),
     (9, _V9),
+    (10, _V10),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -219,6 +219,12 @@ CREATE TABLE vector_model (model TEXT NOT NULL, dimensions INTEGER NOT NULL);
 ALTER TABLE memories ADD COLUMN vector real[];
 """
 
+# v9: the memories still waiting for a vector, indexed by themselves (the worker lists
+# them, `frontmind stats` counts them; both scanned every memory).
+_V9 = """
+CREATE INDEX memories_waiting_for_vector ON memories(id) WHERE embedding IS NULL;
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -228,5 +234,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (6, _V6),
     (7, _V7),
     (8, _V8),
+    (9, _V9),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

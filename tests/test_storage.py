@@ -88,7 +88,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 9
+        assert await store.schema_version() == SCHEMA_VERSION == 10
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -188,6 +188,27 @@ async def test_an_earlier_float32_index_is_made_anew_as_int8(tmp_path: Path) -> 
         assert [m.id for m, _ in hits] == exact[:5]
 
 
+async def test_the_memories_waiting_for_a_vector_have_an_index_of_their_own(
+    store: Store,
+) -> None:
+    """The worker lists them and `stats` counts them: without the partial index both
+    scanned every memory (about 400 ms at 500,000 on SQLite)."""
+    if isinstance(store, SQLiteStorage):
+        for query in (
+            "SELECT m.id FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT 64",
+            "SELECT count(*) FROM memories WHERE embedding IS NULL",
+        ):
+            plan = " ".join(str(row[3]) for row in await store._read(f"EXPLAIN QUERY PLAN {query}"))
+            assert "USING INDEX memories_waiting_for_vector" in plan or (
+                "USING COVERING INDEX memories_waiting_for_vector" in plan
+            ), plan
+    else:
+        ((definition,),) = await store._read(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'memories_waiting_for_vector'"
+        )
+        assert definition.endswith("(id) WHERE (embedding IS NULL)"), definition
+
+
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.use_embedder("tests:Fixed", 3)
     kept = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
