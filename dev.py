@@ -2,7 +2,7 @@
 """Frontmind's entry points, needing nothing but python3.
 
     python3 dev.py demo     the offline demo conversation (the main job)
-    python3 dev.py test     ruff, mypy --strict and the test suite
+    python3 dev.py test     ruff (lint and format), mypy --strict and the test suite
     python3 dev.py test --quick
                             the same with the unit and component tests only (no
                             browser, PostgreSQL, SDK suite or slow process tests)
@@ -81,6 +81,7 @@ def main() -> None:
                 flush=True,
             )
         run(VENV / "bin" / "ruff", "check", ".")
+        run(VENV / "bin" / "ruff", "format", "--check", ".")
         run(VENV / "bin" / "mypy")
         run(PYTHON, "-m", "pytest", *options)
     else:

@@ -43,9 +43,7 @@ INVENTORY = {"name": "inventory", "command": [sys.executable, str(HERE / "invent
 async def main() -> None:
     offline = not os.environ.get("ANTHROPIC_API_KEY")
     with tempfile.TemporaryDirectory(prefix="frontmind-tools-") as data_dir:
-        async with Frontmind.open(
-            data_dir, offline=offline, tools=[stock], mcp=[INVENTORY]
-        ) as fm:
+        async with Frontmind.open(data_dir, offline=offline, tools=[stock], mcp=[INVENTORY]) as fm:
             for message in ("Use the stock tool for sku 42", "Use the price tool for sku 42"):
                 print(f"you> {message}")
                 async for event in fm.turn("shop", message):

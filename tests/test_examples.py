@@ -126,4 +126,3 @@ async def test_multi_user_service_on_postgresql(pg_server: PostgresServer) -> No
     code, _, err = await run_example("multi_user_postgres.py")
     assert code == 1
     assert "set FRONTMIND_DATABASE_URL" in err
-
