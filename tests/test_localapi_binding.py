@@ -238,7 +238,7 @@ async def test_a_block_the_model_cannot_read_is_dropped_without_an_error(
         )
         assert switched.stop_reason == "end_turn"
         # Not billed: the request counts as it would without the two thinking blocks.
-        bare = [
+        bare: Any = [
             {**m, "content": [b for b in m["content"] if b.type != "thinking"]}
             if m["role"] == "assistant"
             else m
