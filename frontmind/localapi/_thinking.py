@@ -11,7 +11,7 @@ the model that wrote it (marker `FMLA3`): preserved thinking's model check drops
 the requested model cannot read (`_prepare.py`). Signatures of the earlier formats (no
 model, marker `FMLA2`; no binding either, `FMLA1`) still verify: stored conversations
 from earlier releases replay. A signature
-without either marker was made elsewhere (the live API signs with keys no one else
+with none of these markers was made elsewhere (the live API signs with keys no one else
 holds): by default it is taken as opaque, as the API takes its own, so a recorded live
 conversation replays offline; `verify_foreign_signatures` refuses it instead
 ("Invalid `signature`").
