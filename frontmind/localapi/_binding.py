@@ -48,6 +48,7 @@ __all__ = [
     "BindingCheck",
     "PrefixChain",
     "check_bindings",
+    "sealed",
 ]
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
@@ -56,9 +57,16 @@ _NONE = bytes(_DIGEST)  # "no thinking block before it"
 _THINKING = (ThinkingBlock, RedactedThinkingBlock)
 
 
+def sealed(block: ThinkingBlock | RedactedThinkingBlock) -> tuple[str, str]:
+    """The block's kind for the signer ("thinking" or "redacted") and its sealed token
+    (a thinking block's `signature`, a redacted one's `data`)."""
+    if isinstance(block, ThinkingBlock):
+        return "thinking", block.signature
+    return "redacted", block.data
+
+
 def _identity(block: ThinkingBlock | RedactedThinkingBlock) -> bytes:
-    token = block.signature if isinstance(block, ThinkingBlock) else block.data
-    return hashlib.blake2b(token.encode(), digest_size=_DIGEST).digest()
+    return hashlib.blake2b(sealed(block)[1].encode(), digest_size=_DIGEST).digest()
 
 
 def _canonical(block: msgspec.Struct) -> bytes:
@@ -150,8 +158,7 @@ def check_bindings(request: MessagesRequest, signer: ThinkingSigner) -> BindingC
         if failed:
             result.failing.append((where, i, j))
             continue
-        token = block.signature if isinstance(block, ThinkingBlock) else block.data
-        kind = "thinking" if isinstance(block, ThinkingBlock) else "redacted"
+        kind, token = sealed(block)
         recorded = signer.binding(kind, token) if signer.made_here(token) else None
         if recorded is not None:
             prefix, previous = recorded[:_DIGEST], recorded[_DIGEST:]

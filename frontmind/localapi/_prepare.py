@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from ._binding import BINDING_BETA, check_bindings, without_blocks
+from ._binding import BINDING_BETA, check_bindings, sealed, without_blocks
 from ._context import (
     COMPACTION_BETAS,
     ContextPlan,
@@ -92,12 +92,9 @@ def _unreadable(
     found: list[tuple[str, int, int]] = []
     for i, message in enumerate(sent.messages):
         for j, block in enumerate(blocks_of(message)):
-            if isinstance(block, ThinkingBlock):
-                kind, token = "thinking", block.signature
-            elif isinstance(block, RedactedThinkingBlock):
-                kind, token = "redacted", block.data
-            else:
+            if not isinstance(block, ThinkingBlock | RedactedThinkingBlock):
                 continue
+            kind, token = sealed(block)
             made_by = signer.producer(kind, token) if signer.made_here(token) else None
             if made_by and made_by != model.canonical and made_by not in model.reads_thinking_of:
                 found.append((f"messages.{i}.content.{j}", i, j))
