@@ -62,7 +62,7 @@ class CacheBook:
     def absorb(self, record: TurnRecord) -> None:
         """A completed turn, in order: its start, its TTL choice and model, whether it
         could reuse the prefix before it, and the entries it left."""
-        self.turn_times.append(record.started_at)
+        self.turn_times.append(record.started_at.timestamp())
         self.last_ttl = record.cache_ttl
         self.last_model = record.model
         self.reused.append(record.cache_miss_reason not in _CHANGED)
@@ -72,9 +72,9 @@ class CacheBook:
         wrote = first is not None and first.cache_read_input_tokens == 0
         wrote = wrote and first is not None and first.cache_creation_input_tokens > 0
         self.system_entry = system_entry_after(
-            self.system_entry, record.started_at, wrote, record.cache_ttl
+            self.system_entry, record.started_at.timestamp(), wrote, record.cache_ttl
         )
-        self.turn_ended = record.finished_at
+        self.turn_ended = record.finished_at.timestamp()
         self.warmed_at = None
         self.history_entry = history_entry_after(self.history_entry, record)
         self.last_exchange_cached = False

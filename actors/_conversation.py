@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -38,6 +39,7 @@ from storage import (
     TurnWrite,
     UnknownContinuum,
     error_type,
+    moment,
 )
 from storage import Storage as StoragePort
 
@@ -242,12 +244,7 @@ def _tools_change(before: Sequence[OfferedTool] | None, after: Sequence[OfferedT
 
 def _last_created_at(state: _Loaded) -> float | None:
     """When the history's newest message was stored (None for an empty history)."""
-    last_seq = None
-    for seq, _, _ in state.history.entries():
-        last_seq = seq
-    if last_seq is None:
-        return None
-    return state.history.messages(last_seq)[0].created_at
+    return state.history.last_created_at()
 
 
 class _Loaded(msgspec.Struct):
@@ -439,7 +436,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             for m in state.history.messages()
             if m.role == "assistant" and _has_thinking(m)
         }
-        before: tuple[float, str] | None = None
+        before: tuple[datetime, str] | None = None
         while wanted:
             page = await self._deps.storage.turns(
                 self._user, self._id, limit=_PRODUCER_PAGE, before=before
@@ -927,7 +924,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             await self._record_unfinished(run, "cancelled", "cancelled")
             raise
         gap = deps.settings.history.segment_gap_minutes * 60
-        paused = previous_at is not None and record.started_at - previous_at > gap
+        paused = previous_at is not None and record.started_at.timestamp() - previous_at > gap
         if deps.segment_closed is not None and (paused or new_start is not None):
             # This turn closed a segment (by a pause, or by trimming into it): its summary
             # job is stored; the worker runs it once the turn is over.
@@ -1150,8 +1147,8 @@ class _TurnRun:
             turn_id=self.turn.turn_id,
             continuum_id=self.continuum_id,
             status=status,
-            started_at=self.started_at,
-            finished_at=finished_at,
+            started_at=moment(self.started_at),
+            finished_at=moment(finished_at),
             model=self.model,
             user_text=self.turn.user_text,
             reply_text="".join(self.text),

@@ -35,6 +35,7 @@ from storage import (
     check_continuum_id,
     check_user_name,
     error_type,
+    moment,
 )
 
 from ._admission import Admission
@@ -893,8 +894,8 @@ class TurnStream:
             run.turn_id,
             self._continuum_id,
             "failed",
-            self._started_at,
-            engine._deps.clock(),
+            moment(self._started_at),
+            moment(engine._deps.clock()),
             engine._settings.model.name,
             run.text,
             error=f"{kind}: {detail}",

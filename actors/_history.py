@@ -15,6 +15,7 @@ the window once, to build its request, and lets the structs go with it.
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -22,7 +23,7 @@ from typing import Literal
 
 import msgspec
 
-from storage import ContentBlock, Message, TextBlock
+from storage import EPOCH, ContentBlock, Message, TextBlock, moment
 
 __all__ = ["CompactHistory"]
 
@@ -40,6 +41,9 @@ class _Body(msgspec.Struct, array_like=True, frozen=True, gc=False):
 _PLAIN = {"user": b"\x00", "assistant": b"\x01"}
 _PLAIN_ROLES: tuple[Literal["user", "assistant"], ...] = ("user", "assistant")
 
+# The datetimes of the latest turns' times, shared by every history in the process: each
+# turn decodes its whole window, and making a datetime is 3-4 times a lookup.
+_moment = functools.lru_cache(maxsize=4096)(moment)
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(_Body)
 
@@ -148,7 +152,7 @@ class CompactHistory:
         end = len(self._data)
         ends: list[int] = []
         seqs: list[int] = []
-        created: list[float] = []
+        created = array("d")  # the floats go straight in: none is kept as an object
         tokens: list[int] = []
         turn_at: list[int] = []
         ids = [self._ids]
@@ -168,7 +172,7 @@ class CompactHistory:
             end += len(body)
             ends.append(end)
             seqs.append(message.seq)
-            created.append(message.created_at)
+            created.append(message.created_at.timestamp())
             tokens.append(self._weigh(message))
             if message.turn_id != last:
                 last = message.turn_id
@@ -243,13 +247,17 @@ class CompactHistory:
         append = out.append
         begin = self._ends[start - 1] if start else 0
         rows = zip(self._ends, self._seqs, self._turn_at, self._created, strict=True)
+        # A turn's messages share their time: one datetime looked up per turn.
+        stamp, at = -1.0, EPOCH
         for end, seq, turn, created in islice(rows, start, None):
+            if created != stamp:
+                stamp, at = created, _moment(created)
             kind = data[begin]
             if kind < 2:
                 text = TextBlock(str(view[begin + 1 : end], "utf-8"))
-                append(Message(_PLAIN_ROLES[kind], (text,), seq, ids[turn - first], created))
+                append(Message(_PLAIN_ROLES[kind], (text,), seq, ids[turn - first], at))
             else:
                 body = _decoder.decode(view[begin:end])
-                append(Message(body.role, body.content, seq, ids[turn - first], created))
+                append(Message(body.role, body.content, seq, ids[turn - first], at))
             begin = end
         return out

@@ -179,7 +179,9 @@ async def recall(
         )
         if relevance <= 0:
             continue
-        score = memory_score(-relevance, memory.importance, now - memory.created_at, memory.uses)
+        score = memory_score(
+            -relevance, memory.importance, now - memory.created_at.timestamp(), memory.uses
+        )
         ranked.append(MemoryHit(memory, score))
     ranked.sort(key=lambda h: h.score, reverse=True)
     return ranked[:limit]

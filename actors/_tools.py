@@ -31,6 +31,8 @@ from storage import (
     add_memory_effect,
     add_reminder_effect,
     complete_reminder_effect,
+    moment,
+    moment_or_none,
 )
 
 from ._digest import SAME_MEANING, ProposedMemory, decide_memory
@@ -307,7 +309,8 @@ class ToolRunner:
                         )
                 effect = add_reminder_effect(text, due, now=turn.now)
                 effects.append(effect)
-                pending = Reminder(0, effect.text, effect.due_at, turn.now, None, "agent")
+                due, now = moment_or_none(effect.due_at), moment(turn.now)
+                pending = Reminder(0, effect.text, due, now, None, "agent")
                 described = describe_reminder(pending, turn.now, turn.timezone).removeprefix("#0 ")
                 return ToolOutcome(
                     f"added reminder: {described} (saved with this turn; "

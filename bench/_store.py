@@ -15,6 +15,7 @@ from storage import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    moment,
 )
 
 CONTINUUM = "bench"
@@ -62,8 +63,8 @@ async def build_store(
                 f"t{i}",
                 CONTINUUM,
                 "completed",
-                now,
-                now + 2,
+                moment(now),
+                moment(now + 2),
                 "bench",
                 user_text=user.text(),
                 usage=TurnUsage(),

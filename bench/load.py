@@ -68,7 +68,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from bench._common import run, summary, write_results
 from bench._model_server import model_server
 from bench._store import sentence
-from storage import DEFAULT_USER, Message, SQLiteStorage, TextBlock, TurnRecord, TurnWrite
+from storage import DEFAULT_USER, Message, SQLiteStorage, TextBlock, TurnRecord, TurnWrite, moment
 
 ROOT = Path(__file__).resolve().parent.parent
 LEFT_OUT = ("timeout", "failed")
@@ -433,7 +433,13 @@ async def fill(path: Path, continuums: int, turns: int) -> int:
                 text += len(asked.text().encode()) + len(answered.text().encode())
                 at = now + i * 10
                 record = TurnRecord(
-                    f"turn_{c:08x}{i:024x}", f"mem-{c}", "completed", at, at + 2, "bench", ""
+                    f"turn_{c:08x}{i:024x}",
+                    f"mem-{c}",
+                    "completed",
+                    moment(at),
+                    moment(at + 2),
+                    "bench",
+                    "",
                 )
                 await storage.commit_turn(DEFAULT_USER, TurnWrite(record, (asked, answered)))
     return text // continuums

@@ -39,7 +39,7 @@ from bench._common import run, summary, write_results
 from bench._store import sentence
 from bench._vectors import postgres_vectors
 from bench.load import one_turn
-from storage import DEFAULT_USER, Message, PostgresStorage, TextBlock, TurnRecord, TurnWrite
+from storage import DEFAULT_USER, Message, PostgresStorage, TextBlock, TurnRecord, TurnWrite, moment
 from tests._postgres import pgvector_bin_dir, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,8 @@ async def fill(store: PostgresStorage, *, messages: int, memories: int, reminder
         now += rng.choice((60, 120, 300, 600, 4 * 3600))
         user = Message("user", (TextBlock(sentence(rng, 14)),))
         reply = Message("assistant", (TextBlock(sentence(rng, 40)),))
-        record = TurnRecord(f"t{i}", CONTINUUM, "completed", now, now + 2, "bench", user.text())
+        started, ended = moment(now), moment(now + 2)
+        record = TurnRecord(f"t{i}", CONTINUUM, "completed", started, ended, "bench", user.text())
         start = messages - 200 if i == messages // 2 - 1 else None
         await store.commit_turn(DEFAULT_USER, TurnWrite(record, (user, reply), history_start=start))
     for _ in range(memories):

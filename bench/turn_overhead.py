@@ -53,6 +53,7 @@ from storage import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    moment,
 )
 
 CONTINUUM = "bench"
@@ -70,8 +71,8 @@ async def _history(path: Path, turns: int) -> None:
                 f"h{i}",
                 CONTINUUM,
                 "completed",
-                now,
-                now + 1,
+                moment(now),
+                moment(now + 1),
                 "bench",
                 user_text=user.text(),
                 usage=TurnUsage(),

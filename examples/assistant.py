@@ -15,7 +15,6 @@ what is due now and exits (for cron); `--token` is the daemon's bearer token, if
 from __future__ import annotations
 
 import argparse
-import time
 from datetime import UTC, datetime
 
 import anyio
@@ -42,8 +41,8 @@ async def deliver_due(client: Client) -> int:
     page = await client.reminders(limit=500)
     while True:
         for reminder in page:
-            if reminder.due_at is not None and reminder.due_at <= time.time():
-                due = datetime.fromtimestamp(reminder.due_at, UTC).astimezone()
+            if reminder.due_at is not None and reminder.due_at <= datetime.now(UTC):
+                due = reminder.due_at.astimezone()  # in this machine's zone
                 print(f"⏰ {reminder.text} (due {due:%H:%M})", flush=True)
                 await client.complete_reminder(reminder.id)
                 delivered += 1

@@ -496,12 +496,12 @@ class Frontmind:
         continuum_id: str | None = None,
         limit: int = 100,
         *,
-        before: tuple[float, str] | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[TurnRecord]:
         return await self.storage.turns(self.user_name, continuum_id, limit=limit, before=before)
 
     async def continuums(
-        self, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, *, limit: int = -1, after: tuple[datetime, str] | None = None
     ) -> list[Continuum]:
         """The user's continuums, the most recently active first."""
         return await self.storage.continuums(self.user_name, limit=limit, after=after)

@@ -1,10 +1,9 @@
 """The daemon's wire format: request bodies, response pages, and how records cross it.
 
-Records and events are the library's own msgspec structs. Two rules change their shape
-on the wire, applied in one place (here) in both directions and in the OpenAPI schema:
+Records and events are the library's own msgspec structs; their times (`*_at`) are
+`datetime`s, RFC 3339 on the wire. Two rules change their shape on the wire, applied in
+one place (here) in both directions and in the OpenAPI schema:
 
-- a field named `*_at` is a timestamp: an epoch float in Python, ISO 8601 with a UTC
-  offset on the wire;
 - `input_json` (a tool input kept as exact JSON text) is `input`, a JSON object;
 - in a message's content, a block kept as exact JSON (`RawBlock`: thinking, images,
   documents, server tools) is that JSON itself, and a tool result's `content_json` (a
@@ -18,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
@@ -51,6 +50,7 @@ __all__ = [
     "ContinuumPage",
     "ContinuumSummary",
     "CursorId",
+    "CursorTime",
     "DocumentBody",
     "DocumentPage",
     "EmptyBody",
@@ -78,7 +78,6 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "from_wire",
-    "iso",
     "priced",
     "summarize",
     "to_wire",
@@ -186,8 +185,8 @@ class ContinuumSummary(msgspec.Struct, frozen=True):
     """One continuum as a console lists it."""
 
     id: str
-    created_at: float
-    last_activity_at: float
+    created_at: Timestamp
+    last_activity_at: Timestamp
     turns: int
     message_count: int
     cached_share: float  # of all input tokens, the share read from the prompt cache
@@ -286,10 +285,21 @@ def decode_body(body: bytes, type_: type[T]) -> T:
 # What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last
 # item a page held, and a forged one must be refused here (400, naming the cursor), not
 # reach the store. An id or seq (`CursorId`) is a SQLite integer (signed 64-bit) and
-# never negative; a time (`tuple[float, str]`, with the id of its row) is a finite float
-# (JSON has no NaN or infinity, and msgspec refuses 1e999); a label is a `str`. The
-# cursor's own length bounds the strings.
+# never negative; a time (`CursorTime`, with the id of its row) is an RFC 3339 instant
+# with its offset; a label is a `str`. The cursor's own length bounds the strings.
 CursorId = Annotated[int, msgspec.Meta(ge=0, le=MAX_ROW_ID)]
+
+
+class CursorTime(msgspec.Struct, frozen=True, array_like=True):
+    """A time cursor, `[instant, id]`: where a page ordered by time resumes."""
+
+    at: Timestamp
+    id: str
+
+    def key(self) -> tuple[datetime, str]:
+        return self.at, self.id
+
+
 # What encode_cursor makes of the longest key (a 64-character id beside a time), with
 # room to spare.
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,512}")
@@ -318,10 +328,6 @@ def decode_cursor(cursor: str, type_: type[K]) -> K:
 # -- records both ways ----------------------------------------------------------------
 
 
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat()
-
-
 def _block_out(block: Any) -> Any:
     if isinstance(block, dict) and block.get("type") == "raw" and "json" in block:
         return msgspec.json.decode(block["json"])
@@ -344,8 +350,6 @@ def _out(value: Any) -> Any:
     for key, item in value.items():
         if key == "input_json" and isinstance(item, str):
             shown["input"] = msgspec.json.decode(item)
-        elif key.endswith("_at") and isinstance(item, int | float) and not isinstance(item, bool):
-            shown[key] = iso(item)
         elif key == "content" and "role" in value:
             shown[key] = item  # the blocks, shown above
         else:
@@ -386,8 +390,6 @@ def _in(value: Any) -> Any:
         if key == "input" and "name" in value and "input_json" not in value:
             # The same JSON value; its bytes are msgspec's, not necessarily the model's.
             read["input_json"] = msgspec.json.encode(item).decode()
-        elif key.endswith("_at") and isinstance(item, str):
-            read[key] = datetime.fromisoformat(item).timestamp()
         elif key == "content" and "role" in value:
             read[key] = item  # the blocks, read above
         else:

@@ -73,6 +73,7 @@ from ._records import (
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sqlite import SQLiteStorage
+from ._time import EPOCH, moment, moment_or_none
 from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
 from ._validation import (
     DEFAULT_USER,
@@ -97,6 +98,7 @@ from ._validation import (
 __all__ = [
     "DEFAULT_USER",
     "EARLIEST",
+    "EPOCH",
     "EXPORT_FORMAT",
     "LATEST",
     "LEASE_SECONDS",
@@ -180,5 +182,7 @@ __all__ = [
     "excerpt",
     "memory_score",
     "migrate",
+    "moment",
+    "moment_or_none",
     "segment_job_payload",
 ]

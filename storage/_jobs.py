@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ._records import Job, JobUsage
+from ._time import moment, moment_or_none
 
 __all__ = [
     "LEASE_SECONDS",
@@ -73,10 +74,10 @@ def job_from_row(row: Sequence[Any]) -> Job:
         payload if isinstance(payload, str) else bytes(payload).decode(),
         row[5],
         int(row[6]),
-        float(row[7]),
-        None if row[8] is None else float(row[8]),
+        moment(row[7]),
+        moment_or_none(row[8]),
         None if row[9] is None else str(row[9]),
-        float(row[10]),
-        None if row[11] is None else float(row[11]),
+        moment(row[10]),
+        moment_or_none(row[11]),
         None if record is None else usage_decoder.decode(bytes(record)),
     )

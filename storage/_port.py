@@ -70,7 +70,7 @@ class Storage(Protocol):
         ...
 
     async def continuums(
-        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, user: str, *, limit: int = -1, after: tuple[datetime, str] | None = None
     ) -> list[Continuum]:
         """The user's continuums, most recently active first; `after` is the (last
         activity, id) of the last seen."""
@@ -121,7 +121,7 @@ class Storage(Protocol):
         continuum_id: str | None = None,
         *,
         limit: int = 100,
-        before: tuple[float, str] | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[TurnRecord]:
         """The user's latest turn records (of one continuum, or of all of theirs), oldest
         first."""

@@ -37,6 +37,7 @@ from ._fts import COUNT_CAP, MAX_SELECTIVE_TERMS, ROW_BUDGET, matched_terms
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import MessageHit
 from ._sql import MEMORY, Connection, SQLStore
+from ._time import moment
 
 try:  # an optional dependency: `pip install '.[postgres]'` from the clone
     import asyncpg
@@ -448,9 +449,9 @@ class PostgresStorage(SQLStore):
             (*args, limit),
         )
         if not rows or rows[0][7]:
-            return [MessageHit(r[0], r[1], r[2], r[3], r[4], float(r[5])) for r in rows]
+            return [MessageHit(r[0], r[1], r[2], r[3], moment(r[4]), float(r[5])) for r in rows]
         hits = [
-            MessageHit(r[0], r[1], r[2], r[3], r[4], float(matched_terms(r[6], list(r[8]))))
+            MessageHit(r[0], r[1], r[2], r[3], moment(r[4]), float(matched_terms(r[6], list(r[8]))))
             for r in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)  # stable: newest first on ties

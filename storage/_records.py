@@ -6,16 +6,13 @@ bytes forever after: a tool input is kept as the exact JSON text the model produ
 turns. A history that
 re-renders differently would break the prompt cache for every later turn.
 
-Times: every `*_at` field of every record is epoch seconds (UTC), a float, and the
-library hands these records out as they are. `frontmind.Client` returns the same types
-with the same floats (the wire carries RFC 3339 at microsecond precision; `_wire` turns
-them back), so code written against one runs against the other. A time given *to*
-Frontmind (`due_at`, `expires_at`) is an aware `datetime`: an offset is required, so no
-local time is ever misread, and it is checked and turned to epoch seconds where it
-enters (`to_epoch`). Floats are kept inside because the kernel compares, orders, pages
-by and claims on these exact values (a job's claim is checked by `claimed_at`, a page
-of turns resumes at `started_at`), which a round trip through `datetime`'s
-microseconds would not keep.
+Times: every `*_at` field of every record is an aware UTC `datetime`, at the
+microsecond, in the library and in `frontmind.Client` alike (the wire carries RFC 3339).
+The databases keep epoch floats, turned to and from `datetime`s by the helpers of `_time`
+where rows are read and written. A time given
+*to* Frontmind (`due_at`, `expires_at`) is an aware `datetime` too: an offset is
+required, so no local time is ever misread, and it is checked where it enters
+(`to_epoch`).
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from ._effects import Effect
+from ._time import EPOCH, Instant
 from ._validation import (
     MAX_ROW_ID,
     MIN_THINKING_BUDGET,
@@ -117,7 +115,7 @@ class Message(msgspec.Struct, frozen=True, gc=False):
     content: tuple[ContentBlock, ...]
     seq: int = -1
     turn_id: str = ""
-    created_at: float = 0.0
+    created_at: Instant = EPOCH  # set as the turn is stored
 
     def text(self) -> str:
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
@@ -177,8 +175,8 @@ class TurnRecord(msgspec.Struct, frozen=True):
     turn_id: str
     continuum_id: str
     status: TurnStatus
-    started_at: float
-    finished_at: float
+    started_at: Instant
+    finished_at: Instant
     model: str
     user_text: str
     reply_text: str = ""
@@ -238,18 +236,18 @@ class ContinuumModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
 
 class Continuum(msgspec.Struct, frozen=True):
     id: str
-    created_at: float
+    created_at: Instant
     history_start: int
     message_count: int
-    last_turn_at: float | None
+    last_turn_at: Instant | None
     last_message_id: str | None
 
 
 class Segment(msgspec.Struct, frozen=True):
     id: int
     continuum_id: str
-    started_at: float
-    ended_at: float
+    started_at: Instant
+    ended_at: Instant
     turn_count: int
     title: str
     first_seq: int
@@ -259,17 +257,17 @@ class Segment(msgspec.Struct, frozen=True):
 class Reminder(msgspec.Struct, frozen=True):
     id: int
     text: str
-    due_at: float | None
-    created_at: float
-    completed_at: float | None
+    due_at: Instant | None
+    created_at: Instant
+    completed_at: Instant | None
     origin: Literal["user", "agent"]
 
 
 class Memory(msgspec.Struct, frozen=True):
     id: int
     text: str
-    created_at: float
-    expires_at: float | None
+    created_at: Instant
+    expires_at: Instant | None
     importance: float
     source_segment: int | None = None  # the segment it was extracted from, if any
     uses: int = 0  # how often it was surfaced in a notification center
@@ -285,14 +283,14 @@ class MessageHit(msgspec.Struct, frozen=True):
     seq: int
     role: Role
     text: str
-    created_at: float
+    created_at: Instant
     score: float
 
 
 class Document(msgspec.Struct, frozen=True):
     label: str
     content: str
-    updated_at: float
+    updated_at: Instant
 
 
 JobState = Literal["pending", "running", "done", "failed"]
@@ -318,11 +316,11 @@ class Job(msgspec.Struct, frozen=True):
     payload: str  # JSON, by kind
     state: JobState
     attempts: int
-    next_at: float
-    claimed_at: float | None
+    next_at: Instant
+    claimed_at: Instant | None
     last_error: str | None
-    created_at: float
-    finished_at: float | None = None
+    created_at: Instant
+    finished_at: Instant | None = None
     usage: JobUsage | None = None
 
 
@@ -351,7 +349,7 @@ class Passage(msgspec.Struct, frozen=True):
 
     source: str  # "message" | "memory" | "summary"
     text: str
-    created_at: float
+    created_at: Instant
 
 
 SearchState = Literal["pending", "running", "done"]
@@ -367,10 +365,10 @@ class ContextSearch(msgspec.Struct, frozen=True):
     continuum_id: str
     query: str
     state: SearchState
-    requested_at: float
+    requested_at: Instant
     attempts: int = 0
-    claimed_at: float | None = None
-    finished_at: float | None = None
+    claimed_at: Instant | None = None
+    finished_at: Instant | None = None
     turns_left: int | None = None  # None until it is done
     passages: tuple[Passage, ...] = ()
     error: str | None = None
@@ -380,7 +378,7 @@ class User(msgspec.Struct, frozen=True):
     """A user with a token (the built-in `default` user has none and is not listed)."""
 
     name: str
-    created_at: float
+    created_at: Instant
 
 
 class UserForgotten(msgspec.Struct, frozen=True):

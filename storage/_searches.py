@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ._records import ContextSearch, Passage
+from ._time import moment, moment_or_none
 from ._validation import check_text
 
 __all__ = [
@@ -33,7 +34,8 @@ MAX_SEARCH_ATTEMPTS = 3  # claims that never finished; then it is shown as faile
 MAX_SEARCHES = 5  # per continuum, the newest
 MAX_QUERY_CHARS = 1000
 
-_passages_decoder = msgspec.json.Decoder(tuple[Passage, ...])
+# Not strict: passages stored before records carried `datetime`s hold epoch floats.
+_passages_decoder = msgspec.json.Decoder(tuple[Passage, ...], strict=False)
 _encoder = msgspec.json.Encoder()
 
 
@@ -55,10 +57,10 @@ def search_from_row(row: Sequence[Any]) -> ContextSearch:
         str(row[2]),
         str(row[3]),
         row[4],
-        float(row[5]),
+        moment(row[5]),
         int(row[6]),
-        None if row[7] is None else float(row[7]),
-        None if row[8] is None else float(row[8]),
+        moment_or_none(row[7]),
+        moment_or_none(row[8]),
         None if row[9] is None else int(row[9]),
         () if passages is None else _passages_decoder.decode(bytes(passages)),
         None if row[11] is None else str(row[11]),

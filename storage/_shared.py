@@ -21,6 +21,7 @@ from ._records import (
     TurnRecord,
     TurnWrite,
 )
+from ._time import EPOCH, epoch
 from ._validation import (
     MAX_MEMORY_CHARS,
     MAX_MESSAGE_CHARS,
@@ -45,7 +46,9 @@ __all__ = [
 
 content_encoder = msgspec.json.Encoder()
 content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
-record_decoder = msgspec.json.Decoder(TurnRecord)
+# Not strict: a record stored before records carried `datetime`s holds its times as
+# epoch floats, which msgspec reads as the same instants only when it may convert.
+record_decoder = msgspec.json.Decoder(TurnRecord, strict=False)
 SEGMENT_TITLE_CHARS = 60
 
 
@@ -95,7 +98,7 @@ def check_write(write: TurnWrite) -> list[tuple[str, bytes, str, float]]:
                 message.role,
                 content_encoder.encode(message.content),
                 searchable_text(message.content),
-                message.created_at or record.finished_at,
+                epoch(record.finished_at if message.created_at == EPOCH else message.created_at),
             )
         )
     return rows
@@ -144,6 +147,6 @@ def continues(
     """Whether the turn extends the continuum's last segment. It closes it instead after
     a pause longer than the gap, or when the turn trims the history window into it: a
     conversation that never pauses still has its segments summarised before they leave."""
-    if record.started_at - last_ended_at > gap:
+    if epoch(record.started_at) - last_ended_at > gap:
         return False
     return history_start is None or last_first_seq >= history_start

@@ -124,6 +124,7 @@ from ._shared import (
     record_decoder,
     segment_title,
 )
+from ._time import epoch, epoch_or_none, exact, from_row, moment, moment_or_none
 from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
@@ -227,7 +228,8 @@ async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
 
 
 def _at(now: float | None) -> float:
-    return time.time() if now is None else now
+    """The instant a write is stamped with (the clock's, or the caller's), at the microsecond."""
+    return exact(time.time() if now is None else now)
 
 
 def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, list[Any]]:
@@ -457,22 +459,34 @@ class SQLStore(ABC):
         rows = await self._read(f"{_CONTINUUM} WHERE owner = ? AND id = ?", args)
         if not rows:
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
-        return Continuum(*rows[0])
+        return from_row(Continuum, rows[0])
+
+    async def _resume_at(self, sql: str, args: Args, cursor: datetime) -> float:
+        """Where a page resumes: the cursor's instant, or the stored one of the row the
+        cursor names when the two are the same microsecond. A time stored before times
+        were kept at the microsecond reads back a fraction of one off, and the page must
+        still start exactly after its row, neither repeating nor skipping it."""
+        at = epoch(cursor)
+        rows = await self._read(sql, args)
+        stored = rows[0][0] if rows else None
+        return float(stored) if stored is not None and abs(stored - at) < 1e-6 else at
 
     async def continuums(
-        self, user: str, *, limit: int = -1, after: tuple[float, str] | None = None
+        self, user: str, *, limit: int = -1, after: tuple[datetime, str] | None = None
     ) -> list[Continuum]:
         check_user_name(user)
         activity = "COALESCE(last_turn_at, created_at)"
         where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
         if after is not None:
+            named = f"SELECT {activity} FROM continuums WHERE owner = ? AND id = ?"
+            at = await self._resume_at(named, (user, after[1]), after[0])
             where = f" AND ({activity} < ? OR ({activity} = ? AND id > ?))"
-            args = (after[0], after[0], after[1])
+            args = (at, at, after[1])
         rows = await self._read(
             f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT {self._LIMIT}",
             (user, *args, self._limit(limit)),
         )
-        return [Continuum(*row) for row in rows]
+        return [from_row(Continuum, row) for row in rows]
 
     async def usage_by_continuum(
         self, user: str, ids: list[str]
@@ -528,7 +542,8 @@ class SQLStore(ABC):
         )
         decode = content_decoder.decode
         return [
-            Message(role, decode(content), seq, turn, at) for role, content, seq, turn, at in rows
+            Message(role, decode(content), seq, turn, moment(at))
+            for role, content, seq, turn, at in rows
         ]
 
     async def history(
@@ -607,7 +622,7 @@ class SQLStore(ABC):
             await db.execute(
                 "UPDATE continuums SET message_count = ?, last_turn_at = ?, last_message_id = ?,"
                 " history_start = COALESCE(?, history_start) WHERE owner = ? AND id = ?",
-                (count, record.finished_at, record.message_id, start, user, cid),
+                (count, epoch(record.finished_at), record.message_id, start, user, cid),
             )
         return True
 
@@ -626,14 +641,21 @@ class SQLStore(ABC):
         await db.execute(
             "INSERT INTO continuums (owner, id, created_at) VALUES (?, ?, ?)"
             " ON CONFLICT (owner, id) DO NOTHING",
-            (user, record.continuum_id, record.started_at),
+            (user, record.continuum_id, epoch(record.started_at)),
         )
 
     async def _put_turn(self, db: Connection, user: str, record: TurnRecord) -> bool:
         """Store the turn's record, replacing its provisional one (written when it
         started); False if a completed record, or another user's, holds its id."""
         r = record
-        args = (r.turn_id, user, r.continuum_id, r.status, r.started_at, msgspec.json.encode(r))
+        args = (
+            r.turn_id,
+            user,
+            r.continuum_id,
+            r.status,
+            epoch(r.started_at),
+            msgspec.json.encode(r),
+        )
         return bool(await _rows(db, _PUT_TURN, args))
 
     async def _apply_effects(self, db: Connection, user: str, effects: tuple[Effect, ...]) -> None:
@@ -670,20 +692,21 @@ class SQLStore(ABC):
         if last and continues(record, last[0][1], last[0][2], history_start, self._segment_gap):
             await db.execute(
                 "UPDATE segments SET ended_at = ?, turn_count = turn_count + 1 WHERE id = ?",
-                (record.finished_at, last[0][0]),
+                (epoch(record.finished_at), last[0][0]),
             )
             return
         if last:
             # The turn closes the previous segment: its summary job is due, written in
             # this transaction so that it survives whatever happens next.
             payload = segment_job_payload(int(last[0][0]))
-            await self._insert_job(db, user, SEGMENT_SUMMARY, cid, payload, record.finished_at)
+            at = epoch(record.finished_at)
+            await self._insert_job(db, user, SEGMENT_SUMMARY, cid, payload, at)
         title = segment_title(record.user_text)
         await db.execute(
             "INSERT INTO segments"
             " (owner, continuum_id, started_at, ended_at, turn_count, title, first_seq)"
             " VALUES (?, ?, ?, ?, 1, ?, ?)",
-            (user, cid, record.started_at, record.finished_at, title, first_seq),
+            (user, cid, epoch(record.started_at), epoch(record.finished_at), title, first_seq),
         )
 
     async def record_turn(self, user: str, record: TurnRecord) -> None:
@@ -701,7 +724,7 @@ class SQLStore(ABC):
         continuum_id: str | None = None,
         *,
         limit: int = 100,
-        before: tuple[float, str] | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[TurnRecord]:
         """The user's latest `limit` turns, oldest first; with `before` (the started_at and
         id of a turn), the latest ones before that turn."""
@@ -714,7 +737,9 @@ class SQLStore(ABC):
                 f" AND (started_at < ? OR (started_at = ?"
                 f" AND {order} < (SELECT {order} FROM turns WHERE id = ?)))"
             )
-            args += [before[0], before[0], before[1]]
+            named = "SELECT started_at FROM turns WHERE id = ?"
+            at = await self._resume_at(named, (before[1],), before[0])
+            args += [at, at, before[1]]
         rows = await self._read(
             f"SELECT record FROM turns WHERE {where}"
             f" ORDER BY started_at DESC, {order} DESC LIMIT {self._LIMIT}",
@@ -731,7 +756,7 @@ class SQLStore(ABC):
             f" ORDER BY s.ended_at DESC LIMIT {self._LIMIT}",
             (*args, limit),
         )
-        return [Segment(*row) for row in reversed(rows)]
+        return [from_row(Segment, row) for row in reversed(rows)]
 
     async def segment(self, user: str, segment_id: int) -> Segment:
         check_user_name(user)
@@ -742,7 +767,7 @@ class SQLStore(ABC):
         )
         if not rows:
             raise NotFound(f"no segment #{segment_id}")
-        return Segment(*rows[0])
+        return from_row(Segment, rows[0])
 
     async def segment_messages(self, user: str, segment_id: int) -> list[Message]:
         segment = await self.segment(user, segment_id)
@@ -767,7 +792,7 @@ class SQLStore(ABC):
             f" LIMIT {self._LIMIT}",
             (match, *args, limit),
         )
-        return [Segment(*row) for row in rows]
+        return [from_row(Segment, row) for row in rows]
 
     # -- background jobs ----------------------------------------------------------------
 
@@ -792,7 +817,8 @@ class SQLStore(ABC):
         at = _at(now)
         async with self._transaction() as db:
             job_id = await self._insert_job(db, user, kind, continuum_id, payload, at)
-        return Job(job_id, user, kind, continuum_id, payload, "pending", 0, at, None, None, at)
+        when = moment(at)
+        return Job(job_id, user, kind, continuum_id, payload, "pending", 0, when, None, None, when)
 
     async def claim_job(
         self, *, now: float, lease_seconds: float, exclude: Sequence[tuple[str, str]] = ()
@@ -812,13 +838,15 @@ class SQLStore(ABC):
                 f" AND NOT (j.owner || ':' || j.continuum_id {among}){self._LEASED_ELSEWHERE}"
                 f" ORDER BY j.next_at, j.id LIMIT 1{self._SKIP_LOCKED})"
                 f" RETURNING {_JOB_COLUMNS}",
-                (now, now, now - lease_seconds, listed),
+                (exact(now), now, now - lease_seconds, listed),
             )
         return job_from_row(tuple(rows[0])) if rows else None
 
     async def _still_claimed(self, db: Connection, job: Job) -> bool:
         claimed = "SELECT 1 FROM jobs WHERE id = ? AND state = 'running' AND claimed_at = ?"
-        return bool(await _rows(db, claimed + self._FOR_UPDATE, (job.id, job.claimed_at)))
+        return bool(
+            await _rows(db, claimed + self._FOR_UPDATE, (job.id, epoch_or_none(job.claimed_at)))
+        )
 
     async def finish_job(
         self,
@@ -906,7 +934,9 @@ class SQLStore(ABC):
             if not await self._still_claimed(db, job):
                 return False
             state, due, ended = (
-                ("failed", job.next_at, now) if retry_at is None else ("pending", retry_at, None)
+                ("failed", epoch(job.next_at), now)
+                if retry_at is None
+                else ("pending", retry_at, None)
             )
             await db.execute(
                 "UPDATE jobs SET state = ?, next_at = ?, last_error = ?, finished_at = ?"
@@ -947,7 +977,7 @@ class SQLStore(ABC):
                 f" LIMIT {self._LIMIT}) newest)",
                 (*args, *args, MAX_SEARCHES),
             )
-        return ContextSearch(int(search_id), user, continuum_id, query, "pending", at)
+        return ContextSearch(int(search_id), user, continuum_id, query, "pending", moment(at))
 
     async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
         async with self._transaction() as db:
@@ -957,7 +987,7 @@ class SQLStore(ABC):
                 " WHERE id = (SELECT id FROM searches WHERE state != 'done'"
                 " AND (state = 'pending' OR claimed_at <= ?)"
                 f" ORDER BY id LIMIT 1{self._SKIP_LOCKED}) RETURNING {_SEARCH_COLUMNS}",
-                (now, now - lease_seconds),
+                (exact(now), now - lease_seconds),
             )
         return search_from_row(tuple(rows[0])) if rows else None
 
@@ -977,7 +1007,7 @@ class SQLStore(ABC):
                 "UPDATE searches SET state = 'done', finished_at = ?, turns_left = ?,"
                 " passages = ?, error = ?"
                 " WHERE id = ? AND state = 'running' AND claimed_at = ? RETURNING 1",
-                (now, max(keep_turns, 1), *found, search.id, search.claimed_at),
+                (now, max(keep_turns, 1), *found, search.id, epoch_or_none(search.claimed_at)),
             )
         return bool(done)
 
@@ -1021,7 +1051,8 @@ class SQLStore(ABC):
         new = add_reminder_effect(text, due_at, now=_at(now), origin=origin)
         async with self._transaction() as db:
             reminder_id = await self._insert_reminder(db, user, new)
-        return Reminder(reminder_id, text, new.due_at, new.created_at, None, origin)
+        due, created = moment_or_none(new.due_at), moment(new.created_at)
+        return Reminder(reminder_id, text, due, created, None, origin)
 
     async def complete_reminder(
         self, user: str, reminder_id: int, *, now: float | None = None
@@ -1033,7 +1064,7 @@ class SQLStore(ABC):
             rows = await _rows(db, f"{_REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id))
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
-        return Reminder(*rows[0])
+        return from_row(Reminder, rows[0])
 
     async def reminder(self, user: str, reminder_id: int) -> Reminder:
         check_user_name(user)
@@ -1041,7 +1072,7 @@ class SQLStore(ABC):
         rows = await self._read(f"{_REMINDER} WHERE owner = ? AND id = ?", (user, reminder_id))
         if not rows:
             raise NotFound(f"no reminder #{reminder_id}")
-        return Reminder(*rows[0])
+        return from_row(Reminder, rows[0])
 
     async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
         check_user_name(user)
@@ -1050,7 +1081,7 @@ class SQLStore(ABC):
             f" ORDER BY due_at IS NULL, due_at, id LIMIT {self._LIMIT}",
             (user, limit),
         )
-        return [Reminder(*row) for row in rows]
+        return [from_row(Reminder, row) for row in rows]
 
     async def reminders_due_between(
         self, user: str, start: datetime, end: datetime
@@ -1064,7 +1095,7 @@ class SQLStore(ABC):
             " AND due_at >= ? AND due_at < ? ORDER BY due_at",
             (user, lo, hi),
         )
-        return [Reminder(*row) for row in rows]
+        return [from_row(Reminder, row) for row in rows]
 
     async def reminders(
         self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
@@ -1075,7 +1106,7 @@ class SQLStore(ABC):
             f"{_REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT {self._LIMIT}",
             (user, after, limit),
         )
-        return [Reminder(*row) for row in rows]
+        return [from_row(Reminder, row) for row in rows]
 
     async def delete_reminder(self, user: str, reminder_id: int) -> None:
         check_user_name(user)
@@ -1128,7 +1159,8 @@ class SQLStore(ABC):
         new = add_memory_effect(text, importance, now=_at(now), expires_at=expires_at)
         async with self._transaction() as db:
             memory_id = await self._insert_memory(db, user, new)
-        return Memory(memory_id, text, new.created_at, new.expires_at, importance)
+        created, expires = moment(new.created_at), moment_or_none(new.expires_at)
+        return Memory(memory_id, text, created, expires, importance)
 
     async def memories(
         self, user: str, *, limit: int = 100, before: int | None = None
@@ -1141,7 +1173,7 @@ class SQLStore(ABC):
             f" LIMIT {self._LIMIT}",
             (user, *args, limit),
         )
-        return [Memory(*row) for row in rows]
+        return [from_row(Memory, row) for row in rows]
 
     async def delete_memory(self, user: str, memory_id: int) -> None:
         check_user_name(user)
@@ -1199,7 +1231,7 @@ class SQLStore(ABC):
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
             (limit,),
         )
-        return [Memory(*row) for row in rows]
+        return [from_row(Memory, row) for row in rows]
 
     async def count_memories_without_vectors(self) -> int | None:
         ((count, recorded),) = await self._read(
@@ -1243,7 +1275,9 @@ class SQLStore(ABC):
         for memory_id in among:
             check_row_id(memory_id, "memory")
         rows = await self._nearest_rows(user, vector, k, _at(now), among)
-        found = sorted(((Memory(*row[:7]), float(row[7])) for row in rows), key=lambda h: -h[1])
+        found = sorted(
+            ((from_row(Memory, row[:7]), float(row[7])) for row in rows), key=lambda h: -h[1]
+        )
         wanted = set(among)
         return [hit for rank, hit in enumerate(found) if rank < k or hit[0].id in wanted]
 
@@ -1274,7 +1308,7 @@ class SQLStore(ABC):
         at = _at(now)
         rows = await self._memory_rows(user, terms, at, limit * 4)
         hits = [
-            MemoryHit(Memory(*row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
+            MemoryHit(from_row(Memory, row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
             for row in rows
         ]
         hits.sort(key=lambda hit: hit.score, reverse=True)
@@ -1307,7 +1341,7 @@ class SQLStore(ABC):
                 " updated_at = excluded.updated_at",
                 (user, label, content, at),
             )
-        return Document(label, content, at)
+        return Document(label, content, moment(at))
 
     async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
@@ -1317,7 +1351,7 @@ class SQLStore(ABC):
             f" ORDER BY label LIMIT {self._LIMIT}",
             (user, after, self._limit(limit)),
         )
-        return [Document(*row) for row in rows]
+        return [from_row(Document, row) for row in rows]
 
     async def delete_document(self, user: str, label: str) -> None:
         check_user_name(user)
@@ -1347,7 +1381,7 @@ class SQLStore(ABC):
             )
         if not added:
             raise UserExists(f"a user named {name!r} already exists")
-        return User(name, at)
+        return User(name, moment(at))
 
     async def delete_user(self, name: str) -> UserForgotten:
         check_user_name(name)
@@ -1597,7 +1631,7 @@ class SQLStore(ABC):
 
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
-        return [User(*row) for row in rows]
+        return [from_row(User, row) for row in rows]
 
     async def model_facts(self, name: str) -> tuple[bytes, float] | None:
         rows = await self._read("SELECT facts, fetched_at FROM model_facts WHERE name = ?", (name,))

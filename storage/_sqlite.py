@@ -48,6 +48,7 @@ from ._migrations import MIGRATIONS, SCHEMA_VERSION
 from ._records import MessageHit, SpaceReclaimed
 from ._shared import encode_vector
 from ._sql import MEMORY, USER_TABLES, Connection, SQLStore
+from ._time import from_row
 
 __all__ = ["SQLiteStorage"]
 
@@ -598,7 +599,7 @@ class SQLiteStorage(SQLStore):
         hits = sorted((row for row in found if row[0] == 1), key=lambda r: (r[6], r[7]))
         hits.reverse()  # best first; newest first among equals
         if not ranked or len(hits) >= limit or seen < candidates:
-            return [MessageHit(*row[1:7]) for row in hits]
+            return [from_row(MessageHit, row[1:7]) for row in hits]
         # The ranking's best candidates were mostly out of scope: every match is joined.
         every = await self._read(
             "WITH kept AS MATERIALIZED (SELECT m.id, -bm25(messages_fts) AS score"
@@ -608,4 +609,4 @@ class SQLiteStorage(SQLStore):
             {**args, "match": match},
         )
         ordered = sorted(every, key=lambda r: (r[6], r[7]), reverse=True)
-        return [MessageHit(*row[1:7]) for row in ordered]
+        return [from_row(MessageHit, row[1:7]) for row in ordered]

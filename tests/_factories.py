@@ -13,6 +13,7 @@ from storage import (
     TurnRecord,
     TurnUsage,
     TurnWrite,
+    moment,
 )
 
 
@@ -55,8 +56,8 @@ def turn(
         turn_id=turn_id,
         continuum_id=continuum_id,
         status="completed",
-        started_at=at,
-        finished_at=at + 1.0,
+        started_at=moment(at),
+        finished_at=moment(at + 1.0),
         model="claude-sonnet-4-6",
         user_text=text,
         reply_text="",

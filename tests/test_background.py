@@ -18,7 +18,7 @@ from frontmind import Frontmind, tool
 from frontmind._cost import input_cost
 from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
-from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, segment_job_payload
+from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, moment, segment_job_payload
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
 
@@ -148,7 +148,7 @@ async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path)
         assert (job.state, job.attempts) == ("pending", 1)
         assert job.last_error is not None
         assert "holds no JSON object" in job.last_error
-        assert job.next_at == clock.now + 30  # the first retry waits 30 s
+        assert job.next_at == moment(clock.now + 30)  # the first retry waits 30 s
         segment = (await fm.storage.recent_segments(DEFAULT_USER, "ada"))[0]
         assert segment.summary == ""
         responder.push('{"title": "Tea", "summary": "The user prefers tea.", "memories": []}')

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,10 @@ async def test_a_stored_value_that_breaks_a_render_fails_one_section_for_one_tur
             db.execute(
                 "UPDATE reminders SET due_at = ? WHERE id = ?", (253402300799.0 + 86400, bad.id)
             )
+        # It is still read, as the last instant a datetime holds, so it can be listed
+        # (and completed, below); its render is what fails.
+        (listed,) = await fm.reminders()
+        assert listed.due_at == datetime.max.replace(tzinfo=UTC)
         for _ in range(8):  # more than any restart limit
             done = completed(await run_turn(fm, "ada", "hello"))
             assert {s.name: s.status for s in done.sections}["active_reminders"] == "failed"

@@ -165,7 +165,7 @@ def test_the_sync_client_makes_every_call_the_client_makes() -> None:
 
 def _agree(mine: Any, theirs: Any, where: str) -> None:
     """The client's value is the library's: the same struct types, field by field, and
-    every time the same float (the wire keeps microseconds)."""
+    every time the same aware UTC datetime, exactly (the wire keeps microseconds)."""
     if isinstance(mine, msgspec.Struct):
         assert isinstance(theirs, type(mine)), where
         for name in mine.__struct_fields__:
@@ -177,8 +177,9 @@ def _agree(mine: Any, theirs: Any, where: str) -> None:
     elif where.endswith("_at"):
         assert type(theirs) is type(mine), where
         if mine is not None:
-            assert isinstance(mine, float), where
-            assert theirs == pytest.approx(mine, abs=1e-6), where
+            assert isinstance(mine, datetime), where
+            assert mine.utcoffset() == theirs.utcoffset() == timedelta(0), where
+            assert theirs == mine, where
     elif where.endswith(("input_json", "content_json")) and mine:
         # The same JSON value; the client's bytes are msgspec's, not the model's.
         assert json.loads(theirs) == json.loads(mine), where
@@ -186,17 +187,21 @@ def _agree(mine: Any, theirs: Any, where: str) -> None:
         assert theirs == mine, where
 
 
-def test_every_time_in_a_record_is_epoch_seconds() -> None:
+def test_every_time_in_a_record_is_a_datetime() -> None:
     """The one rule for times a record carries, whichever record it is."""
     times = 0
+    # A turn's staged writes (`Effect`) are the store's own input, never handed out.
+    staged = typing.get_args(storage.Effect)
     for name in storage.__all__:
         record = getattr(storage, name)
         if not (isinstance(record, type) and issubclass(record, msgspec.Struct)):
             continue
+        if record in staged:
+            continue
         for field, hint in typing.get_type_hints(record).items():
             if field.endswith("_at"):
                 times += 1
-                assert hint in (float, float | None), (name, field, hint)
+                assert hint in (datetime, datetime | None), (name, field, hint)
     assert times >= 20
 
 
@@ -210,7 +215,8 @@ async def test_the_client_returns_the_librarys_types_and_values(tmp_path: Path) 
         await fm.run_background()  # the first segment's summary job, done
         due = datetime.fromtimestamp(clock.now, UTC) + timedelta(hours=2)
         done = await c.complete_reminder((await c.add_reminder("call Bob", due)).id)
-        assert isinstance(done.completed_at, float)
+        assert isinstance(done.completed_at, datetime)
+        assert done.completed_at.tzinfo is not None
         # Memories expire by the wall clock, not the app's: this one far from now.
         await c.remember("The cat is named Tom", expires_at=datetime(2100, 1, 1, tzinfo=UTC))
         await c.put_document("notes", "plants on Tuesdays")
@@ -245,9 +251,9 @@ async def test_the_client_returns_the_librarys_types_and_values(tmp_path: Path) 
         # The continuum list is a summary of its own, with the same times.
         (continuum,) = await fm.continuums()
         (summary,) = await c.continuums()
-        assert summary.created_at == pytest.approx(continuum.created_at, abs=1e-6)
+        assert summary.created_at == continuum.created_at
         assert continuum.last_turn_at is not None
-        assert summary.last_activity_at == pytest.approx(continuum.last_turn_at, abs=1e-6)
+        assert summary.last_activity_at == continuum.last_turn_at
 
 
 # -- the admin calls ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from frontmind._cost import input_cost
 from frontmind.cli._render import render_context, render_stats
 from frontmind.cli._simulate import OraclePolicy, parse_script, simulate_run, write_chart
 from frontmind.localapi import LocalMessagesAPI, ManualClock
-from storage import TtlChoice, TurnRecord, TurnUsage
+from storage import TtlChoice, TurnRecord, TurnUsage, moment
 from tests._daemon import run_cli
 from tests._harness import START, FakeClock, cache_marks, completed, config, frontmind, run_turn
 
@@ -153,7 +153,15 @@ def test_the_system_entry_is_read_off_the_turn_records() -> None:
     def record(at: float, read: int, written: int, ttl: TtlChoice) -> TurnRecord:
         usage = TurnUsage(cache_creation_input_tokens=written, cache_read_input_tokens=read)
         return TurnRecord(
-            "t", "c", "completed", at, at + 1, "m", "hi", call_usage=(usage,), cache_ttl=ttl
+            "t",
+            "c",
+            "completed",
+            moment(at),
+            moment(at + 1),
+            "m",
+            "hi",
+            call_usage=(usage,),
+            cache_ttl=ttl,
         )
 
     book = CacheBook()

@@ -45,6 +45,7 @@ from storage import (
     ToolUseBlock,
     TurnRecord,
     TurnWrite,
+    moment,
 )
 from tests._harness import completed, config, failed, frontmind, run_turn
 
@@ -280,7 +281,7 @@ async def test_every_block_round_trips_through_sqlite(tmp_path: Path) -> None:
         Message("user", (result,)),
         Message("assistant", (RawBlock("redacted_thinking", REDACTED), TextBlock("done"))),
     )
-    record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
+    record = TurnRecord("t1", "c1", "completed", moment(1.0), moment(2.0), "claude-opus-5", "look")
     async with await SQLiteStorage.open(tmp_path / "db.sqlite") as store:
         await store.commit_turn(DEFAULT_USER, TurnWrite(record, messages))
         stored = await store.history(DEFAULT_USER, "c1")

@@ -13,13 +13,13 @@ import pytest
 
 from actors._conversation import message_tokens
 from actors._history import CompactHistory
-from storage import Message, TextBlock
+from storage import Message, TextBlock, moment
 from tests._factories import every_block_type
 
 
 def numbered(turn: str, first_seq: int) -> list[Message]:
     return [
-        Message(m.role, m.content, seq=first_seq + i, turn_id=turn, created_at=1.5 + i)
+        Message(m.role, m.content, seq=first_seq + i, turn_id=turn, created_at=moment(1.5 + i))
         for i, m in enumerate(every_block_type(turn))
     ]
 
@@ -91,7 +91,7 @@ def test_a_kept_message_costs_its_text_and_little_more() -> None:
     # continuum could waste (bench/load.py's memory figure is per continuum at 100 turns).
     messages = [
         Message(role, (TextBlock(f"{role} says {'words ' * 30}{turn}"),), 2 * turn + i,
-                f"turn_{turn:032x}", 1e9 + turn)
+                f"turn_{turn:032x}", moment(1e9 + turn))
         for turn in range(100)
         for i, role in enumerate(ROLES)
     ]  # fmt: skip
@@ -102,7 +102,7 @@ def test_a_kept_message_costs_its_text_and_little_more() -> None:
     assert size <= text + 40 * len(messages)
     history = CompactHistory(messages, message_tokens)
     assert history.messages() == messages
-    assert history.last_created_at() == messages[-1].created_at
+    assert history.last_created_at() == messages[-1].created_at.timestamp()
 
 
 def test_a_kept_message_costs_25_bytes_besides_its_text_and_a_turn_21() -> None:
@@ -110,7 +110,7 @@ def test_a_kept_message_costs_25_bytes_besides_its_text_and_a_turn_21() -> None:
     # a generated turn id kept as its 16 raw bytes once per turn.
     messages = [
         Message(role, (TextBlock(f"{role} says {'words ' * 30}{turn}"),), 2 * turn + i,
-                f"turn_{turn:032x}", 1e9 + turn)
+                f"turn_{turn:032x}", moment(1e9 + turn))
         for turn in range(100)
         for i, role in enumerate(ROLES)
     ]  # fmt: skip
@@ -129,7 +129,7 @@ def test_a_kept_message_costs_25_bytes_besides_its_text_and_a_turn_21() -> None:
 def test_turn_ids_of_any_form_come_back_exactly() -> None:
     ids = ["t1", f"turn_{'AB' * 16}", f"turn_{'ab' * 16}", "turn_short", "turn_é" + "0" * 31, ""]
     messages = [
-        Message(role, (TextBlock(f"{turn_id}:{role}"),), 2 * n + i, turn_id, 1.0)
+        Message(role, (TextBlock(f"{turn_id}:{role}"),), 2 * n + i, turn_id, moment(1.0))
         for n, turn_id in enumerate(ids)
         for i, role in enumerate(ROLES)
     ]
@@ -140,13 +140,13 @@ def test_turn_ids_of_any_form_come_back_exactly() -> None:
         assert history.messages(messages[start].seq) == messages[start:]
     assert [turn for _, turn, _ in history.entries()] == [i // 2 for i in range(len(messages))]
     # A turn continued across extends stays one entry; trimming forgets unused entries.
-    more = Message("user", (TextBlock("again"),), 99, ids[-1], 2.0)
+    more = Message("user", (TextBlock("again"),), 99, ids[-1], moment(2.0))
     history.extend([more])
     assert len(history._id_ends) == len(ids)
     history.drop_before(3)  # in the middle of the second turn
     assert history.messages() == [*messages[3:], more]
     assert len(history._id_ends) == len(ids) - 1
-    history.extend([Message("assistant", (TextBlock("new"),), 100, "t9", 3.0)])
+    history.extend([Message("assistant", (TextBlock("new"),), 100, "t9", moment(3.0))])
     assert history.turn_ids() == [*(m.turn_id for m in messages[3:]), ids[-1], "t9"]
     # Turns numbered from the window's first: the second turn's last message is turn 0.
     turns = [turn for _, turn, _ in history.entries()]
@@ -154,14 +154,14 @@ def test_turn_ids_of_any_form_come_back_exactly() -> None:
 
 
 def test_columns_widen_for_values_past_32_bits_and_refuse_past_64() -> None:
-    first = Message("user", (TextBlock("a"),), 5, "t1", 1.0)
+    first = Message("user", (TextBlock("a"),), 5, "t1", moment(1.0))
     history = CompactHistory([first], message_tokens)
     assert str(history._seqs.typecode) == "i"
-    big = Message("assistant", (TextBlock("b"),), 2**40, "t1", 2.0)
+    big = Message("assistant", (TextBlock("b"),), 2**40, "t1", moment(2.0))
     history.extend([big])
     assert history._seqs.typecode == "q"
     assert history.messages() == [first, big]
-    too_big = Message("user", (TextBlock("c"),), 2**64, "t2", 3.0)
+    too_big = Message("user", (TextBlock("c"),), 2**64, "t2", moment(3.0))
     with pytest.raises(ValueError, match=r"seq 18446744073709551616 does not fit in 64 bits"):
         history.extend([too_big])
     # Refused before anything changed: the window is as it was.

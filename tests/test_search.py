@@ -26,6 +26,7 @@ from storage import (
     PostgresStorage,
     SegmentDigest,
     SQLiteStorage,
+    moment,
     segment_job_payload,
 )
 from storage._fts import COUNT_CAP, ROW_BUDGET, search_plan
@@ -272,7 +273,7 @@ async def test_a_claim_whose_replica_died_is_run_by_another(opener: Opener) -> N
     (found,) = await mine.searches(U, "c1")
     assert found.state == "done"
     assert found.attempts == 2
-    assert found.passages == (Passage("memory", "the harbour opens at six", NOW - 60),)
+    assert found.passages == (Passage("memory", "the harbour opens at six", moment(NOW - 60)),)
 
 
 async def test_a_search_whose_searchers_keep_dying_is_shown_as_failed(store: Store) -> None:

@@ -42,6 +42,7 @@ from storage import (
     add_memory_effect,
     add_reminder_effect,
     complete_reminder_effect,
+    moment,
 )
 from tests._factories import content_bytes, every_block_type, turn
 from tests._postgres import PostgresServer
@@ -197,7 +198,14 @@ async def test_history_window_and_segments(store: Store) -> None:
 
 async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -> None:
     record = TurnRecord(
-        "t9", "c2", "failed", 1.0, 2.0, "m", user_text="please keep me", error="overloaded"
+        "t9",
+        "c2",
+        "failed",
+        moment(1.0),
+        moment(2.0),
+        "m",
+        user_text="please keep me",
+        error="overloaded",
     )
     await store.record_turn(DEFAULT_USER, record)
     assert await store.history(DEFAULT_USER, "c2") == []
@@ -359,7 +367,7 @@ async def test_reminder_due_queries_across_timezones(store: Store) -> None:
     active = await store.active_reminders(DEFAULT_USER)
     assert [r.text for r in active] == ["standup", "call mom", "someday"]
     done = await store.complete_reminder(DEFAULT_USER, morning_utc.id, now=5.0)
-    assert done.completed_at == 5.0
+    assert done.completed_at == moment(5.0)
     assert [r.text for r in await store.active_reminders(DEFAULT_USER)] == ["call mom", "someday"]
     assert len(await store.reminders(DEFAULT_USER, include_completed=True)) == 3
 
@@ -420,7 +428,7 @@ async def test_staged_tool_effects_apply_with_the_turn_only(store: Store) -> Non
     write = turn("c1", "t1")
     assert await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, effects=effects))
     assert [r.text for r in await store.active_reminders(DEFAULT_USER)] == ["call the dentist"]
-    assert (await store.reminder(DEFAULT_USER, kept.id)).completed_at == 101.0
+    assert (await store.reminder(DEFAULT_USER, kept.id)).completed_at == moment(101.0)
     hits = await store.search_memories(DEFAULT_USER, "mornings", now=200.0)
     assert [h.memory.text for h in hits] == ["prefers mornings for calls"]
     # A retried commit of the same turn applies nothing twice.
@@ -462,7 +470,7 @@ async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
         Message("user", (result,)),
         Message("assistant", (thinking, TextBlock("done"))),
     )
-    record = TurnRecord("t1", "c1", "completed", 1.0, 2.0, "claude-opus-5", "look")
+    record = TurnRecord("t1", "c1", "completed", moment(1.0), moment(2.0), "claude-opus-5", "look")
     await store.commit_turn(DEFAULT_USER, TurnWrite(record, messages))
     stored = await store.history(DEFAULT_USER, "c1")
     assert tuple(m.content for m in stored) == tuple(m.content for m in messages)
@@ -497,7 +505,7 @@ async def test_a_turn_that_closes_a_segment_writes_its_summary_job(store: Store)
         "segment_summary",
         "pending",
         0,
-        2201.0,
+        moment(2201.0),
     )
     assert msgspec.json.decode(job.payload) == {"segment_id": segment_id}
     # Another turn in the same segment closes nothing.
@@ -541,7 +549,7 @@ async def test_a_finished_job_stores_summary_and_memories_in_one_go(store: Store
     hits = await store.search_memories(DEFAULT_USER, "Bergen", now=3001.0)
     assert [h.memory.id for h in hits] == [old.id]  # the old text is gone from the index
     (done,) = await store.jobs(DEFAULT_USER, "c1")
-    assert (done.state, done.finished_at, done.usage) == ("done", 3001.0, usage)
+    assert (done.state, done.finished_at, done.usage) == ("done", moment(3001.0), usage)
     # A worker whose claim is gone writes nothing.
     assert not await store.finish_job(job, now=3002.0, digest=digest)
 
@@ -555,7 +563,7 @@ async def test_a_failed_job_is_kept_and_retried_later(store: Store) -> None:
     assert (kept.state, kept.last_error, kept.next_at) == (
         "pending",
         "ModelOverloaded: busy",
-        3030.0,
+        moment(3030.0),
     )
     assert await store.claim_job(now=3029.0, lease_seconds=60) is None
     again = await store.claim_job(now=3030.0, lease_seconds=60)
@@ -693,7 +701,7 @@ async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) 
     await store.set_continuum_model(DEFAULT_USER, "b", ContinuumModel(model="claude-opus-4-7"))
     first = await store.continuums(DEFAULT_USER, limit=2)
     rest = await store.continuums(
-        DEFAULT_USER, limit=2, after=(first[-1].last_turn_at or 0.0, first[-1].id)
+        DEFAULT_USER, limit=2, after=(first[-1].last_turn_at or first[-1].created_at, first[-1].id)
     )
     assert [c.id for c in first + rest] == ["c", "b", "a"]
     usage = await store.usage_by_continuum(DEFAULT_USER, ["a", "b", "zz"])
@@ -807,3 +815,79 @@ async def test_usage_is_summed_per_continuum_and_model(store: Store) -> None:
     }
     assert set(by_model) == {"a", "b"}
     assert await store.usage_by_model("bob", ["a"]) == {}
+
+
+# -- times: floats inside, datetimes outside ----------------------------------------------
+
+
+async def raw_update(store: Store, sql: str, *args: object) -> None:
+    """A write straight to the database, as an older Frontmind would have left it."""
+    if isinstance(store, SQLiteStorage):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(sql.replace("$1", "?").replace("$2", "?"), args)
+        return
+    async with await PostgresStorage.open(store.url) as other:
+        await other._pool.execute(sql, *args)
+
+
+async def test_a_claim_made_at_any_instant_is_still_held_when_read_back(store: Store) -> None:
+    # A clock reads finer than the microsecond a record's datetime keeps; the claim is
+    # checked against the time the record holds, so it is stored at that microsecond.
+    await closed_segment(store)
+    job = await store.claim_job(now=3000.123456789, lease_seconds=60)
+    assert job is not None
+    assert job.claimed_at == datetime(1970, 1, 1, 0, 50, 0, 123457, tzinfo=UTC)
+    assert await store.finish_job(job, now=3001.0)
+    search = await store.request_search(DEFAULT_USER, "c1", "harbour", now=3002.0)
+    claimed = await store.claim_search(now=3003.987654321, lease_seconds=60)
+    assert claimed is not None
+    assert claimed.id == search.id
+    assert await store.finish_search(claimed, now=3004.0, passages=(), error=None, keep_turns=1)
+
+
+async def test_pages_resume_exactly_after_times_stored_finer_than_a_microsecond(
+    store: Store,
+) -> None:
+    # Times written before records carried datetimes are floats of any precision; a
+    # cursor made from a record's datetime is a fraction of a microsecond off them.
+    for n, cid in enumerate(("a", "b", "c", "d")):
+        await store.commit_turn(DEFAULT_USER, turn(cid, f"{cid}1", at=1000.0 + n))
+    for n, cid in enumerate(("a", "b", "c", "d")):
+        fine = 2000.0000004 + n + (0.0000002 if n % 2 else -0.0000002)
+        (record,) = await store.turns(DEFAULT_USER, cid)
+        old = msgspec.json.encode({**msgspec.to_builtins(record), "started_at": fine})
+        await raw_update(store, "UPDATE continuums SET last_turn_at = $1 WHERE id = $2", fine, cid)
+        await raw_update(store, "UPDATE turns SET started_at = $1 WHERE id = $2", fine, f"{cid}1")
+        await raw_update(store, "UPDATE turns SET record = $1 WHERE id = $2", old, f"{cid}1")
+    seen: list[str] = []
+    after = None
+    for _ in range(8):  # a page that repeats would loop: bounded, it fails instead
+        page = await store.continuums(DEFAULT_USER, limit=1, after=after)
+        if not page:
+            break
+        seen += [c.id for c in page]
+        assert page[-1].last_turn_at is not None
+        after = (page[-1].last_turn_at, page[-1].id)
+    assert seen == ["d", "c", "b", "a"]  # each once, none skipped
+    turns: list[str] = []
+    before = None
+    for _ in range(8):  # a page that repeats would loop: bounded, it fails instead
+        found = await store.turns(DEFAULT_USER, limit=1, before=before)
+        if not found:
+            break
+        turns += [t.turn_id for t in found]
+        before = (found[0].started_at, found[0].turn_id)
+    assert turns == ["d1", "c1", "b1", "a1"]
+
+
+async def test_a_record_stored_with_epoch_floats_reads_as_datetimes(store: Store) -> None:
+    # A turn's record as JSON written before records carried datetimes: the same
+    # instants, read the new way.
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.25))
+    record = (await store.turns(DEFAULT_USER, "c1"))[0]
+    old = msgspec.json.encode(record).replace(b'"1970-01-01T00:16:40.250000Z"', b"1000.25")
+    assert b"1000.25" in old
+    await raw_update(store, "UPDATE turns SET record = $1 WHERE id = $2", old, "t1")
+    (back,) = await store.turns(DEFAULT_USER, "c1")
+    assert back == record
+    assert back.started_at == moment(1000.25)

@@ -22,6 +22,7 @@ from storage import (
     UnknownContinuum,
     User,
     UserExists,
+    moment,
 )
 from tests._factories import turn
 from tests._postgres import PostgresServer
@@ -145,8 +146,8 @@ async def test_malformed_user_names_are_refused(store: Store) -> None:
 async def test_users_are_stored_with_the_token_digest_only(store: Store) -> None:
     digest = hashlib.sha256(b"secret-token").hexdigest()
     added = await store.add_user("alice", digest, now=5.0)
-    assert added == User("alice", 5.0)
-    assert await store.users() == [User("alice", 5.0)]
+    assert added == User("alice", moment(5.0))
+    assert await store.users() == [User("alice", moment(5.0))]
     assert await store.user_for_token_hash(digest) == "alice"
     assert await store.user_for_token_hash(hashlib.sha256(b"other").hexdigest()) is None
     with pytest.raises(UserExists, match="already exists"):
@@ -157,7 +158,7 @@ async def test_users_are_stored_with_the_token_digest_only(store: Store) -> None
         await store.add_user("bob", "secret-token")
     with pytest.raises(InvalidInput, match="SHA-256"):
         await store.user_for_token_hash("secret-token")
-    assert await store.users() == [User("alice", 5.0)]
+    assert await store.users() == [User("alice", moment(5.0))]
 
 
 def write_v3_rows(path: Path) -> None:

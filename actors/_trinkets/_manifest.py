@@ -5,7 +5,7 @@ from storage import Storage, UnknownContinuum
 from .._markup import markup_field
 from .._messages import Turn
 from .._trinket import Trinket
-from ._timefmt import day_label, local
+from ._timefmt import day_label, local, seconds
 
 __all__ = ["ManifestTrinket"]
 
@@ -41,7 +41,7 @@ class ManifestTrinket(Trinket):
                 current_day = start.date()
                 lines.append(day_label(current_day, today))
             notes = []
-            if segment is segments[-1] and turn.now - segment.ended_at <= self._gap:
+            if segment is segments[-1] and turn.now - seconds(segment.ended_at) <= self._gap:
                 notes.append("active")
             if segment.first_seq < continuum.history_start:
                 notes.append("no longer in context")

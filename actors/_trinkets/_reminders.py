@@ -7,7 +7,7 @@ from storage import Reminder, Storage
 from .._markup import escape_field, markup_field
 from .._messages import Turn
 from .._trinket import Trinket
-from ._timefmt import local, relative
+from ._timefmt import local, relative, seconds
 
 __all__ = ["RemindersTrinket", "describe_reminder"]
 
@@ -46,7 +46,7 @@ class RemindersTrinket(Trinket):
             line = "- " + describe_reminder(reminder, turn.now, turn.timezone, field=markup_field)
             if reminder.due_at is None:
                 groups["No due time"].append(line)
-            elif reminder.due_at < turn.now:
+            elif seconds(reminder.due_at) < turn.now:
                 groups["OVERDUE"].append(line + " ⚠ OVERDUE")
             elif local(reminder.due_at, turn.timezone).date() == today:
                 groups["Due today"].append(line)

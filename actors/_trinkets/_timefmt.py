@@ -5,21 +5,27 @@ from __future__ import annotations
 from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
-__all__ = ["day_label", "local", "relative"]
+__all__ = ["day_label", "local", "relative", "seconds"]
 
 
-def local(epoch: float, tz: str) -> datetime:
-    return datetime.fromtimestamp(epoch, ZoneInfo(tz))
+def seconds(when: datetime | float) -> float:
+    """A record's time (a `datetime`) or a turn's (`Turn.now`, epoch seconds) as epoch
+    seconds."""
+    return when.timestamp() if isinstance(when, datetime) else when
 
 
-def relative(target: float, now: float) -> str:
-    delta = target - now
-    seconds = abs(delta)
-    if seconds < 60:
+def local(when: datetime | float, tz: str) -> datetime:
+    return datetime.fromtimestamp(seconds(when), ZoneInfo(tz))
+
+
+def relative(target: datetime | float, now: datetime | float) -> str:
+    delta = seconds(target) - seconds(now)
+    apart = abs(delta)
+    if apart < 60:
         return "now"
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = int(seconds // size)
+        if apart >= size:
+            count = int(apart // size)
             phrase = f"{count} {unit}{'s' if count != 1 else ''}"
             return f"in {phrase}" if delta > 0 else f"{phrase} ago"
     raise AssertionError("unreachable")  # pragma: no cover

@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import AsyncGenerator, Callable
 from contextlib import ExitStack, aclosing
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -35,6 +35,7 @@ from actors import (
     TurnEvent,
     TurnStarted,
 )
+from storage import Reminder
 
 from .._client import Client
 from .._frontmind import Frontmind
@@ -89,22 +90,12 @@ class ChatBackend(Protocol):
     async def reminders(self) -> str: ...
 
 
-class _ReminderView(msgspec.Struct, frozen=True):
-    """What the chat shows of a reminder (a daemon may send times as epoch or ISO)."""
-
-    id: int
-    text: str
-    due_at: float | str | None = None
-
-
-def _render_reminders(reminders: list[_ReminderView]) -> str:
+def _render_reminders(reminders: list[Reminder]) -> str:
     if not reminders:
         return "no open reminders"
     lines = []
     for r in reminders:
-        due = r.due_at
-        if isinstance(due, float | int):
-            due = datetime.fromtimestamp(due, UTC).isoformat(timespec="minutes")
+        due = "" if r.due_at is None else r.due_at.astimezone(UTC).isoformat(timespec="minutes")
         lines.append(f"#{r.id} {r.text}" + (f" (due {due})" if due else ""))
     return "\n".join(lines)
 
@@ -129,8 +120,7 @@ class LocalBackend:
         return render_stats(records, catalog=self._fm.models)
 
     async def reminders(self) -> str:
-        found = await self._fm.reminders()
-        return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
+        return _render_reminders(await self._fm.reminders())
 
 
 class RemoteBackend:
@@ -152,8 +142,7 @@ class RemoteBackend:
         return render_stats(list(await self._client.turns(self._continuum, 1000)))
 
     async def reminders(self) -> str:
-        found = await self._client.reminders()
-        return _render_reminders([_ReminderView(r.id, r.text, r.due_at) for r in found])
+        return _render_reminders(list(await self._client.reminders()))
 
 
 # -- output ---------------------------------------------------------------------------------

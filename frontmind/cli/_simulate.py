@@ -417,7 +417,7 @@ def avoidable_misses(records: Sequence[TurnRecord]) -> list[str]:
         cached = previous.cache_read_input_tokens + previous.cache_creation_input_tokens
         if first.cache_read_input_tokens >= cached:
             continue
-        pause = record.started_at - before.started_at
+        pause = (record.started_at - before.started_at).total_seconds()
         ttl = entries[n - 1] or (before.cache_ttl.history if before.cache_ttl else "5m")
         if pause > TTL_SECONDS[ttl] or record.cache_miss_reason in _LAYOUT_CHURN:
             continue
@@ -544,7 +544,7 @@ def _turn_cost(number: int, record: TurnRecord, priced: ModelRow | None) -> Turn
     u = record.usage
     return TurnCost(
         turn=number,
-        at=record.started_at,  # on the simulated clock: the script's time
+        at=record.started_at.timestamp(),  # on the simulated clock: the script's time
         cache_read=u.cache_read_input_tokens,
         cache_write_5m=u.cache_creation_5m,
         cache_write_1h=u.cache_creation_1h,

@@ -105,13 +105,7 @@ def _wire_rules(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     if not props:
         return schema
     for name in list(props):
-        if name.endswith("_at") and "date-time" not in msgspec.json.encode(props[name]).decode():
-            nullable = "anyOf" in props[name]
-            stamp = {"type": "string", "format": "date-time"}
-            props[name] = {"anyOf": [stamp, {"type": "null"}]} if nullable else stamp
-            if "default" in schema["properties"][name]:
-                props[name]["default"] = None
-        elif name == "input_json":
+        if name == "input_json":
             props["input"] = {"type": "object", "description": "the tool input"}
             del props["input_json"]
             schema["required"] = [

@@ -44,6 +44,7 @@ from .._wire import (
     BackupDone,
     ContinuumPage,
     CursorId,
+    CursorTime,
     DocumentBody,
     DocumentPage,
     EmptyBody,
@@ -145,8 +146,8 @@ def error_response(
 
 async def list_continuums(request: Request) -> Response:
     mine = _scoped(request)
-    limit, after = _page(request, tuple[float, str])
-    found = await mine.continuums(limit=limit + 1, after=after)
+    limit, after = _page(request, CursorTime)
+    found = await mine.continuums(limit=limit + 1, after=None if after is None else after.key())
     shown = found[:limit]
     ids = [c.id for c in shown]
     usage = await mine.storage.usage_by_continuum(mine.user_name, ids)
@@ -183,8 +184,10 @@ async def create_turn(request: Request) -> Response:
 
 
 async def list_turns(request: Request) -> Response:
-    limit, before = _page(request, tuple[float, str])
-    found = await _scoped(request).turns(_continuum(request), limit=limit + 1, before=before)
+    limit, before = _page(request, CursorTime)
+    scope = _scoped(request)
+    key = None if before is None else before.key()
+    found = await scope.turns(_continuum(request), limit=limit + 1, before=key)
     # Pages run from the latest turns back; each page is in time order.
     more = len(found) > limit
     found = found[1:] if more else found
