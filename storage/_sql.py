@@ -466,7 +466,7 @@ class SQLStore(ABC):
         cursor names when the two are the same microsecond. A time stored before times
         were kept at the microsecond reads back a fraction of one off, and the page must
         still start exactly after its row, neither repeating nor skipping it."""
-        at = epoch(cursor)
+        at = to_epoch(cursor, "a page's cursor time")
         rows = await self._read(sql, args)
         stored = rows[0][0] if rows else None
         return float(stored) if stored is not None and abs(stored - at) < 1e-6 else at

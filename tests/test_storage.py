@@ -878,6 +878,12 @@ async def test_pages_resume_exactly_after_times_stored_finer_than_a_microsecond(
         turns += [t.turn_id for t in found]
         before = (found[0].started_at, found[0].turn_id)
     assert turns == ["d1", "c1", "b1", "a1"]
+    # A cursor time is a record's own: an aware datetime, not epoch seconds.
+    with pytest.raises(InvalidInput, match="cursor time must be a datetime, not float"):
+        await store.turns(DEFAULT_USER, before=(2000.0, "a1"))  # type: ignore[arg-type]
+    naive = datetime(2026, 1, 1)
+    with pytest.raises(InvalidInput, match="cursor time must be timezone-aware"):
+        await store.continuums(DEFAULT_USER, after=(naive, "a"))
 
 
 async def test_a_record_stored_with_epoch_floats_reads_as_datetimes(store: Store) -> None:
