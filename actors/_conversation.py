@@ -447,7 +447,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     state.thinking_by_model.setdefault(record.model, set()).add(record.turn_id)
             if len(page) < _PRODUCER_PAGE:
                 break
-            before = (page[-1].started_at, page[-1].turn_id)
+            before = (page[0].started_at, page[0].turn_id)  # a page runs oldest first
         if wanted:
             state.thinking_by_model.setdefault("", set()).update(wanted)
 

@@ -248,7 +248,8 @@ class CompactHistory:
         begin = self._ends[start - 1] if start else 0
         rows = zip(self._ends, self._seqs, self._turn_at, self._created, strict=True)
         # A turn's messages share their time: one datetime looked up per turn.
-        stamp, at = -1.0, EPOCH
+        stamp: float | None = None
+        at = EPOCH
         for end, seq, turn, created in islice(rows, start, None):
             if created != stamp:
                 stamp, at = created, _moment(created)

@@ -39,6 +39,7 @@ from storage import (
     TurnRecord,
     User,
     UserForgotten,
+    to_epoch,
 )
 
 from ._exceptions import FROM_WIRE, ClientError
@@ -72,6 +73,15 @@ class Page(list[T], Generic[T]):
     def __init__(self, items: list[T], next_cursor: str | None) -> None:
         super().__init__(items)
         self.next_cursor = next_cursor
+
+
+def _instant(moment: datetime | None, what: str) -> str | None:
+    """A time to send, checked here as the library checks it (an aware `datetime`, in
+    range), so a bad one gets the library's `InvalidInput` before any request."""
+    if moment is None:
+        return None
+    to_epoch(moment, what)
+    return moment.isoformat()
 
 
 def _raise_for(status: int, body: bytes) -> None:
@@ -260,7 +270,7 @@ class Client(_Closing):
     # -- reminders, memories, documents --------------------------------------------------
 
     async def add_reminder(self, text: str, due_at: datetime | None = None) -> Reminder:
-        payload = {"text": text, "due_at": None if due_at is None else due_at.isoformat()}
+        payload = {"text": text, "due_at": _instant(due_at, "the reminder's due time")}
         return from_wire(await self._call("POST", "/v1/reminders", json=payload), Reminder)
 
     async def complete_reminder(self, reminder_id: int) -> Reminder:
@@ -283,7 +293,7 @@ class Client(_Closing):
         payload = {
             "text": text,
             "importance": importance,
-            "expires_at": None if expires_at is None else expires_at.isoformat(),
+            "expires_at": _instant(expires_at, "the memory's expiry"),
         }
         return from_wire(await self._call("POST", "/v1/memories", json=payload), Memory)
 

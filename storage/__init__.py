@@ -93,6 +93,7 @@ from ._validation import (
     check_token_hash,
     check_user_name,
     excerpt,
+    to_epoch,
 )
 
 __all__ = [
@@ -185,4 +186,5 @@ __all__ = [
     "moment",
     "moment_or_none",
     "segment_job_payload",
+    "to_epoch",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ._records import ContextSearch, Passage
-from ._time import moment, moment_or_none
+from ._time import moment, moment_or_none, stored_fields
 from ._validation import check_text
 
 __all__ = [
@@ -34,7 +34,8 @@ MAX_SEARCH_ATTEMPTS = 3  # claims that never finished; then it is shown as faile
 MAX_SEARCHES = 5  # per continuum, the newest
 MAX_QUERY_CHARS = 1000
 
-# Not strict: passages stored before records carried `datetime`s hold epoch floats.
+# Passages are stored with their times as epoch floats (`stored_fields`); not strict, so
+# that msgspec may read those floats as the datetimes they were.
 _passages_decoder = msgspec.json.Decoder(tuple[Passage, ...], strict=False)
 _encoder = msgspec.json.Encoder()
 
@@ -44,7 +45,7 @@ def check_query(query: str) -> str:
 
 
 def encode_passages(passages: Sequence[Passage]) -> bytes:
-    return _encoder.encode(tuple(passages))
+    return _encoder.encode([stored_fields(p) for p in passages])
 
 
 def search_from_row(row: Sequence[Any]) -> ContextSearch:

@@ -28,6 +28,7 @@ from ._validation import (
     check_continuum_id,
     check_text,
     check_vector,
+    to_epoch,
 )
 
 __all__ = [
@@ -46,8 +47,8 @@ __all__ = [
 
 content_encoder = msgspec.json.Encoder()
 content_decoder = msgspec.json.Decoder(tuple[ContentBlock, ...])
-# Not strict: a record stored before records carried `datetime`s holds its times as
-# epoch floats, which msgspec reads as the same instants only when it may convert.
+# A record is stored with its times as epoch floats (`stored_fields`); not strict, so that
+# msgspec may read those floats as the datetimes they were.
 record_decoder = msgspec.json.Decoder(TurnRecord, strict=False)
 SEGMENT_TITLE_CHARS = 60
 
@@ -72,6 +73,8 @@ def segment_title(user_text: str) -> str:
 
 def check_record(record: TurnRecord) -> None:
     check_continuum_id(record.continuum_id)
+    to_epoch(record.started_at, "a turn's started_at")
+    to_epoch(record.finished_at, "a turn's finished_at")
     if not record.turn_id or len(record.turn_id) > 64:
         raise InvalidInput(f"turn id {record.turn_id!r} must be 1 to 64 characters")
     if len(record.user_text) > MAX_MESSAGE_CHARS:
@@ -98,7 +101,11 @@ def check_write(write: TurnWrite) -> list[tuple[str, bytes, str, float]]:
                 message.role,
                 content_encoder.encode(message.content),
                 searchable_text(message.content),
-                epoch(record.finished_at if message.created_at == EPOCH else message.created_at),
+                (
+                    epoch(record.finished_at)
+                    if message.created_at == EPOCH
+                    else to_epoch(message.created_at, "a message's created_at")
+                ),
             )
         )
     return rows

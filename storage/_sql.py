@@ -124,7 +124,16 @@ from ._shared import (
     record_decoder,
     segment_title,
 )
-from ._time import epoch, epoch_or_none, exact, from_row, moment, moment_or_none
+from ._time import (
+    EPOCH,
+    epoch,
+    epoch_or_none,
+    exact,
+    from_row,
+    moment,
+    moment_or_none,
+    stored_fields,
+)
 from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
@@ -461,15 +470,20 @@ class SQLStore(ABC):
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
         return from_row(Continuum, rows[0])
 
-    async def _resume_at(self, sql: str, args: Args, cursor: datetime) -> float:
-        """Where a page resumes: the cursor's instant, or the stored one of the row the
-        cursor names when the two are the same microsecond. A time stored before times
-        were kept at the microsecond reads back a fraction of one off, and the page must
-        still start exactly after its row, neither repeating nor skipping it."""
-        at = to_epoch(cursor, "a page's cursor time")
-        rows = await self._read(sql, args)
+    async def _resume_at(self, sql: str, args: Args, cursor: object) -> tuple[float, str]:
+        """Where a page resumes, from its cursor `(time, id)` (checked): the cursor's
+        instant, or the stored one of the row it names (`sql`, given `args` and the id)
+        when the two are the same microsecond. A time stored before times were kept at
+        the microsecond reads back a fraction of one off, and the page must still start
+        exactly after its row, neither repeating nor skipping it."""
+        if not (isinstance(cursor, tuple) and len(cursor) == 2 and isinstance(cursor[1], str)):
+            raise InvalidInput(f"a page's cursor is (a record's time, its id), not {cursor!r}")
+        at = to_epoch(cursor[0], "a page's cursor time")
+        rows = await self._read(sql, (*args, cursor[1]))
         stored = rows[0][0] if rows else None
-        return float(stored) if stored is not None and abs(stored - at) < 1e-6 else at
+        if stored is not None and abs(stored - at) < 1e-6:
+            at = float(stored)
+        return at, cursor[1]
 
     async def continuums(
         self, user: str, *, limit: int = -1, after: tuple[datetime, str] | None = None
@@ -479,9 +493,9 @@ class SQLStore(ABC):
         where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
         if after is not None:
             named = f"SELECT {activity} FROM continuums WHERE owner = ? AND id = ?"
-            at = await self._resume_at(named, (user, after[1]), after[0])
+            at, last = await self._resume_at(named, (user,), after)
             where = f" AND ({activity} < ? OR ({activity} = ? AND id > ?))"
-            args = (at, at, after[1])
+            args = (at, at, last)
         rows = await self._read(
             f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT {self._LIMIT}",
             (user, *args, self._limit(limit)),
@@ -541,10 +555,14 @@ class SQLStore(ABC):
             (user, continuum_id, start, self._limit(limit)),
         )
         decode = content_decoder.decode
-        return [
-            Message(role, decode(content), seq, turn, moment(at))
-            for role, content, seq, turn, at in rows
-        ]
+        messages: list[Message] = []
+        stamp: float | None = None
+        when = EPOCH
+        for role, content, seq, turn, at in rows:
+            if at != stamp:  # a turn's messages share their time: one datetime a turn
+                stamp, when = at, moment(at)
+            messages.append(Message(role, decode(content), seq, turn, when))
+        return messages
 
     async def history(
         self, user: str, continuum_id: str, *, missing_ok: bool = False
@@ -654,7 +672,7 @@ class SQLStore(ABC):
             r.continuum_id,
             r.status,
             epoch(r.started_at),
-            msgspec.json.encode(r),
+            msgspec.json.encode(stored_fields(r)),
         )
         return bool(await _rows(db, _PUT_TURN, args))
 
@@ -737,9 +755,10 @@ class SQLStore(ABC):
                 f" AND (started_at < ? OR (started_at = ?"
                 f" AND {order} < (SELECT {order} FROM turns WHERE id = ?)))"
             )
-            named = "SELECT started_at FROM turns WHERE id = ?"
-            at = await self._resume_at(named, (before[1],), before[0])
-            args += [at, at, before[1]]
+            at, last = await self._resume_at(
+                "SELECT started_at FROM turns WHERE id = ?", (), before
+            )
+            args += [at, at, last]
         rows = await self._read(
             f"SELECT record FROM turns WHERE {where}"
             f" ORDER BY started_at DESC, {order} DESC LIMIT {self._LIMIT}",

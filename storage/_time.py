@@ -30,6 +30,7 @@ __all__ = [
     "from_row",
     "moment",
     "moment_or_none",
+    "stored_fields",
 ]
 
 # A record's time: a `datetime` that must carry its offset (always UTC when Frontmind
@@ -72,6 +73,14 @@ def exact(seconds: float) -> float:
     """`seconds` at the microsecond: the float a `datetime` of it gives back exactly
     (both roundings are correctly rounded, so `epoch(moment(exact(x))) == exact(x)`)."""
     return round(seconds, 6)
+
+
+def stored_fields(record: msgspec.Struct) -> dict[str, Any]:
+    """A record's fields as its stored JSON holds them: its times as epoch floats, the
+    form every release has written, so that a database written now is read the same by
+    the one before (times inside a record's fields are not records' own, and stay)."""
+    fields = msgspec.to_builtins(record, builtin_types=(datetime,))
+    return {k: v.timestamp() if isinstance(v, datetime) else v for k, v in fields.items()}
 
 
 @functools.cache

@@ -205,6 +205,15 @@ def test_every_time_in_a_record_is_a_datetime() -> None:
     assert times >= 20
 
 
+async def test_a_time_the_client_sends_is_checked_as_the_library_checks_it() -> None:
+    # Refused before any request (nothing listens at this address): the library's error.
+    async with Client("http://127.0.0.1:9", token=ADMIN) as c:
+        with pytest.raises(InvalidInput, match="due time must be a datetime, not float"):
+            await c.add_reminder("call Bob", 1.7e9)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="expiry must be timezone-aware"):
+            await c.remember("tea", expires_at=datetime(2030, 1, 1))
+
+
 async def test_the_client_returns_the_librarys_types_and_values(tmp_path: Path) -> None:
     clock = FakeClock()
     async with served(tmp_path / "data", clock=clock) as (fm, url), Client(url, token=ADMIN) as c:

@@ -12,8 +12,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import anyio
@@ -28,6 +29,7 @@ from storage import (
     InvalidInput,
     Message,
     NotFound,
+    Passage,
     PostgresStorage,
     RawBlock,
     SchemaTooNew,
@@ -897,3 +899,62 @@ async def test_a_record_stored_with_epoch_floats_reads_as_datetimes(store: Store
     (back,) = await store.turns(DEFAULT_USER, "c1")
     assert back == record
     assert back.started_at == moment(1000.25)
+
+
+async def raw_fetch(store: Store, sql: str) -> list[tuple[Any, ...]]:
+    if isinstance(store, SQLiteStorage):
+        with sqlite3.connect(store.path) as conn:
+            return [tuple(row) for row in conn.execute(sql)]
+    async with await PostgresStorage.open(store.url) as other:
+        return [tuple(row) for row in await other._pool.fetch(sql)]
+
+
+async def test_stored_json_keeps_times_as_epoch_floats(store: Store) -> None:
+    # What every release has written, so the release before this one still reads a
+    # database written by this one (a rollback needs no migration back).
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.25))
+    ((raw,),) = await raw_fetch(store, "SELECT record FROM turns")
+    stored = msgspec.json.decode(bytes(raw))
+    assert (stored["started_at"], stored["finished_at"]) == (1000.25, 1001.25)
+    await store.request_search(DEFAULT_USER, "c1", "harbour", now=2000.0)
+    claimed = await store.claim_search(now=2001.0, lease_seconds=60)
+    assert claimed is not None
+    found = (Passage("memory", "the harbour opens at six", moment(1500.5)),)
+    assert await store.finish_search(claimed, now=2002.0, passages=found, error=None, keep_turns=2)
+    ((raw,),) = await raw_fetch(store, "SELECT passages FROM searches")
+    assert msgspec.json.decode(bytes(raw))[0]["created_at"] == 1500.5
+    (search,) = await store.searches(DEFAULT_USER, "c1")
+    assert search.passages == found
+
+
+async def test_a_turns_times_are_checked_as_it_is_stored(store: Store) -> None:
+    write = turn("c1", "t1", at=1000.0)
+    naive = msgspec.structs.replace(write.record, started_at=datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="started_at must be timezone-aware"):
+        await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, record=naive))
+    bad = msgspec.structs.replace(write.record, status="failed", finished_at=1.0)
+    with pytest.raises(InvalidInput, match="finished_at must be a datetime, not float"):
+        await store.record_turn(DEFAULT_USER, bad)
+    odd = msgspec.structs.replace(write.messages[0], created_at=datetime(2026, 1, 1))
+    with pytest.raises(InvalidInput, match="created_at must be timezone-aware"):
+        await store.commit_turn(
+            DEFAULT_USER, msgspec.structs.replace(write, messages=(odd, *write.messages[1:]))
+        )
+    assert await store.turns(DEFAULT_USER) == []  # nothing of them was written
+    # An offset other than UTC is the same instant, handed back in UTC.
+    oslo = timezone(timedelta(hours=1))
+    local = msgspec.structs.replace(write.record, started_at=datetime(2026, 1, 1, 10, tzinfo=oslo))
+    assert await store.commit_turn(DEFAULT_USER, msgspec.structs.replace(write, record=local))
+    (back,) = await store.turns(DEFAULT_USER)
+    assert back.started_at == datetime(2026, 1, 1, 9, tzinfo=UTC)
+    assert back.started_at.utcoffset() == timedelta(0)
+
+
+async def test_a_cursor_of_the_wrong_shape_is_refused_by_name(store: Store) -> None:
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
+    when = moment(1000.0)
+    for cursor in (when, (when,), (when, 5)):
+        with pytest.raises(InvalidInput, match="cursor is \\(a record's time, its id\\)"):
+            await store.turns(DEFAULT_USER, before=cursor)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="cursor is \\(a record's time, its id\\)"):
+            await store.continuums(DEFAULT_USER, after=cursor)  # type: ignore[arg-type]
