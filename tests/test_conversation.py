@@ -525,3 +525,42 @@ async def test_a_continuum_in_use_is_not_unloaded(api: LocalMessagesAPI, tmp_pat
         assert isinstance(started, TurnStarted)
         assert await fm.unload_idle(0) == []
         assert [type(e).__name__ async for e in stream][-1] == "TurnCompleted"
+
+
+async def test_a_reloaded_continuum_reads_who_wrote_its_thinking_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Loading a continuum finds the model of every turn holding thinking from the turn
+    # records, newest page first; each page must start where the one before it ended.
+    import actors._conversation
+
+    monkeypatch.setattr(actors._conversation, "_PRODUCER_PAGE", 2)
+    cfg = config(
+        model={
+            "name": "claude-sonnet-4-6",
+            "thinking": "enabled",
+            "budget_tokens": 1024,
+            "max_tokens": 4096,
+        }
+    )
+    async with LocalMessagesAPI() as api:
+        async with frontmind(api, tmp_path, cfg=cfg) as fm:
+            for n in range(7):
+                completed(await run_turn(fm, "c1", f"hello {n}"))
+        async with frontmind(api, tmp_path, cfg=cfg) as fm:
+            pages: list[list[str]] = []
+            read = fm.storage.turns
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                found = await read(*args, **kwargs)
+                if kwargs.get("limit") == 2:
+                    pages.append([r.turn_id for r in found])
+                return found
+
+            monkeypatch.setattr(fm.storage, "turns", counted)
+            completed(await run_turn(fm, "c1", "again"))  # the continuum loads
+    seen = [turn_id for page in pages for turn_id in page]
+    # Eight records (the seven turns and this one's, written as it started), two a
+    # page: four pages, each further back, no record read twice.
+    assert [len(page) for page in pages] == [2, 2, 2, 2]
+    assert len(set(seen)) == len(seen) == 8
