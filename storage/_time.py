@@ -76,9 +76,9 @@ def exact(seconds: float) -> float:
 
 
 def stored_fields(record: msgspec.Struct) -> dict[str, Any]:
-    """A record's fields as its stored JSON holds them: its times as epoch floats, the
-    form every release has written, so that a database written now is read the same by
-    the one before (times inside a record's fields are not records' own, and stay)."""
+    """A record's fields as its stored JSON holds them: its own times as epoch floats,
+    the form every release has written, so that the release before this one reads a
+    database this one wrote. (A turn record and a passage hold no nested times.)"""
     fields = msgspec.to_builtins(record, builtin_types=(datetime,))
     return {k: v.timestamp() if isinstance(v, datetime) else v for k, v in fields.items()}
 

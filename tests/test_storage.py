@@ -11,7 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from storage import (
     complete_reminder_effect,
     moment,
 )
+from storage._sqlite import DRIVER
 from tests._factories import content_bytes, every_block_type, turn
 from tests._postgres import PostgresServer
 
@@ -823,9 +825,13 @@ async def test_usage_is_summed_per_continuum_and_model(store: Store) -> None:
 
 
 async def raw_update(store: Store, sql: str, *args: object) -> None:
-    """A write straight to the database, as an older Frontmind would have left it."""
+    """A write straight to the database, as an older Frontmind would have left it.
+
+    Through the store's own SQLite library (`DRIVER`, which may be sqlean's build): a
+    second SQLite library in the process would not share its file locks, and its
+    closing a connection can drop the store's, leaving its readers on stale pages."""
     if isinstance(store, SQLiteStorage):
-        with sqlite3.connect(store.path) as conn:
+        with closing(DRIVER.connect(store.path)) as conn, conn:
             conn.execute(sql.replace("$1", "?").replace("$2", "?"), args)
         return
     async with await PostgresStorage.open(store.url) as other:
@@ -847,6 +853,18 @@ async def test_a_claim_made_at_any_instant_is_still_held_when_read_back(store: S
     assert await store.finish_search(claimed, now=3004.0, passages=(), error=None, keep_turns=1)
 
 
+async def one_by_one(
+    page: Callable[[Any], Awaitable[tuple[list[str], Any]]], count: int
+) -> list[str]:
+    """`count` pages of one item each, each from the cursor the one before gave."""
+    seen: list[str] = []
+    cursor = None
+    for _ in range(count):
+        ids, cursor = await page(cursor)
+        seen += ids
+    return seen
+
+
 async def test_pages_resume_exactly_after_times_stored_finer_than_a_microsecond(
     store: Store,
 ) -> None:
@@ -861,25 +879,19 @@ async def test_pages_resume_exactly_after_times_stored_finer_than_a_microsecond(
         await raw_update(store, "UPDATE continuums SET last_turn_at = $1 WHERE id = $2", fine, cid)
         await raw_update(store, "UPDATE turns SET started_at = $1 WHERE id = $2", fine, f"{cid}1")
         await raw_update(store, "UPDATE turns SET record = $1 WHERE id = $2", old, f"{cid}1")
-    seen: list[str] = []
-    after = None
-    for _ in range(8):  # a page that repeats would loop: bounded, it fails instead
-        page = await store.continuums(DEFAULT_USER, limit=1, after=after)
-        if not page:
-            break
-        seen += [c.id for c in page]
-        assert page[-1].last_turn_at is not None
-        after = (page[-1].last_turn_at, page[-1].id)
-    assert seen == ["d", "c", "b", "a"]  # each once, none skipped
-    turns: list[str] = []
-    before = None
-    for _ in range(8):  # a page that repeats would loop: bounded, it fails instead
-        found = await store.turns(DEFAULT_USER, limit=1, before=before)
-        if not found:
-            break
-        turns += [t.turn_id for t in found]
-        before = (found[0].started_at, found[0].turn_id)
-    assert turns == ["d1", "c1", "b1", "a1"]
+
+    async def continuums(cursor: Any) -> tuple[list[str], Any]:
+        (c,) = page = await store.continuums(DEFAULT_USER, limit=1, after=cursor)
+        assert c.last_turn_at is not None
+        return [c.id for c in page], (c.last_turn_at, c.id)
+
+    async def turns(cursor: Any) -> tuple[list[str], Any]:
+        (t,) = page = await store.turns(DEFAULT_USER, limit=1, before=cursor)
+        return [t.turn_id for t in page], (t.started_at, t.turn_id)
+
+    assert await one_by_one(continuums, 4) == ["d", "c", "b", "a"]  # each once, none skipped
+    assert await one_by_one(turns, 4) == ["d1", "c1", "b1", "a1"]
+    assert await store.turns(DEFAULT_USER, limit=1, before=(moment(2000.0), "a1")) == []
     # A cursor time is a record's own: an aware datetime, not epoch seconds.
     with pytest.raises(InvalidInput, match="cursor time must be a datetime, not float"):
         await store.turns(DEFAULT_USER, before=(2000.0, "a1"))  # type: ignore[arg-type]
@@ -903,7 +915,7 @@ async def test_a_record_stored_with_epoch_floats_reads_as_datetimes(store: Store
 
 async def raw_fetch(store: Store, sql: str) -> list[tuple[Any, ...]]:
     if isinstance(store, SQLiteStorage):
-        with sqlite3.connect(store.path) as conn:
+        with closing(DRIVER.connect(store.path)) as conn:
             return [tuple(row) for row in conn.execute(sql)]
     async with await PostgresStorage.open(store.url) as other:
         return [tuple(row) for row in await other._pool.fetch(sql)]
