@@ -162,6 +162,8 @@ def validate_settings(
         )
     if settings.turns.idle_minutes < 0:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
+    if settings.turns.max_loaded < 0:
+        raise SettingsError("turns.max_loaded: must be 0 (no bound) or more")
     if not 0 <= settings.memory.embedding_weight <= 1:
         raise SettingsError("memory.embedding_weight: must be in [0, 1]")
     if not 0 < settings.memory.same_memory_cosine <= 1:
@@ -495,8 +497,25 @@ class Engine:
             )
             lane = _Lane(composer, conversation, actors)
             self._lanes[key] = lane
+            lane.users += 1  # the new lane is not the one unloaded to make room for it
+            try:
+                await self._unload_over_bound()
+            finally:
+                lane.users -= 1
         lane.last_used = time.monotonic()
         return lane
+
+    async def _unload_over_bound(self) -> None:
+        """Past `turns.max_loaded` lanes, stop the one unused the longest (of those not
+        in use); with every lane in use, none: the bound holds again as their turns end
+        and the next lanes load."""
+        bound = self._settings.turns.max_loaded
+        if not bound or len(self._lanes) <= bound:
+            return
+        idle = [(lane.last_used, key) for key, lane in self._lanes.items() if not lane.users]
+        if not idle:
+            return
+        await self._stop_unused(min(idle)[1])
 
     @asynccontextmanager
     async def _using(self, user: str, continuum_id: str) -> AsyncIterator[_Lane]:
@@ -584,9 +603,16 @@ class Engine:
         """Stop a lane that a preview (or a turn that did not complete) started, unless
         someone has taken it up meanwhile: previews of unknown continuums, and turns
         abandoned in them, must leave no actors behind."""
+        await self._stop_unused(key)
+
+    async def _stop_unused(self, key: LaneKey) -> bool:
+        """Stop the key's lane if it is loaded and nothing uses it now (checked here, as
+        a turn may have taken it up while an earlier lane was stopping); whoever asks for
+        it meanwhile waits, then starts it afresh. Shielded: a lane half stopped would be
+        neither loaded nor gone. Whether it was stopped."""
         lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
-            return
+            return False
         del self._lanes[key]
         stopped = self._stopping[key] = anyio.Event()
         try:
@@ -595,6 +621,7 @@ class Engine:
         finally:
             del self._stopping[key]
             stopped.set()
+        return True
 
     async def model_settings(
         self, continuum_id: str, *, user: str
@@ -641,15 +668,7 @@ class Engine:
         idle = [
             key for key, lane in self._lanes.items() if lane.users == 0 and lane.last_used <= cutoff
         ]
-        for key in idle:
-            lane = self._lanes.pop(key)
-            stopped = self._stopping[key] = anyio.Event()
-            try:
-                await self._stop_lane(lane)
-            finally:
-                del self._stopping[key]
-                stopped.set()
-        return idle
+        return [key for key in idle if await self._stop_unused(key)]
 
     async def unload(self, user: str, continuum_id: str) -> None:
         """Stop the user's continuum's lane, if it has one; `Busy` while a turn uses it.
@@ -661,15 +680,7 @@ class Engine:
         lane = self._lanes.get(key)
         if (lane is not None and lane.users) or self.admission.queued(user, continuum_id):
             raise Busy(f"continuum {continuum_id!r} has a turn in progress")
-        if lane is None:
-            return
-        del self._lanes[key]
-        stopped = self._stopping[key] = anyio.Event()
-        try:
-            await self._stop_lane(lane)
-        finally:
-            del self._stopping[key]
-            stopped.set()
+        await self._stop_unused(key)
 
     async def _stop_lane(self, lane: _Lane) -> None:
         """Stop the lane's actors, the conversation first, its trinkets last."""

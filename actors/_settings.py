@@ -115,6 +115,12 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
 class TurnSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_queued: int = 4  # turns waiting per continuum before new ones are refused as busy
     idle_minutes: float = 30.0  # a continuum unused this long is unloaded (0: never)
+    # The most continuums loaded at once (0: no bound). Each holds its history window in
+    # memory and grows with it (about its text a turn), so many continuums in use within
+    # `idle_minutes` would grow the process without end: past this, a continuum loading
+    # unloads the one unused the longest (any not running a turn), which reloads from
+    # storage, byte for byte, on its next turn (bench/soak.py).
+    max_loaded: int = 1000
     # Turns composing and streaming at once in this process; the rest wait in a fair
     # queue (actors/_admission.py). One event loop serves them all, so the number is
     # what one core keeps up with, not a multiple of the cores: on bench/load (2 cores,

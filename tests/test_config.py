@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
         ({"composer": {"deadline_ms": 0}}, "composer.deadline_ms: must be greater than 0"),
         ({"turns": {"max_queued": 0}}, "turns.max_queued: must be greater than 0"),
         ({"turns": {"idle_minutes": -1}}, "turns.idle_minutes: must be 0"),
+        ({"turns": {"max_loaded": -1}}, "turns.max_loaded: must be 0 (no bound) or more"),
         ({"history": {"keep_fraction": 1.5}}, "history.keep_fraction: must be in (0, 1]"),
     ],
 )

@@ -518,6 +518,27 @@ async def test_idle_continuums_are_unloaded_and_come_back_intact(
         assert len(await fm.history("c1")) == 6
 
 
+async def test_past_the_bound_the_continuum_unused_longest_is_unloaded_and_comes_back_intact(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path, cfg=config(turns={"max_loaded": 2})) as fm:
+        completed(await run_turn(fm, "c1", "one"))
+        completed(await run_turn(fm, "c2", "two"))
+        before = await fm.context("c1", "next")
+        assert sorted(fm.loaded_continuums()) == ["c1", "c2"]
+        completed(await run_turn(fm, "c2", "again"))  # c1 is now the one unused longest
+        completed(await run_turn(fm, "c3", "three"))
+        assert sorted(fm.loaded_continuums()) == ["c2", "c3"]
+        names = {s.name for s in fm.statistics()}
+        assert not any(n.endswith("/c1") or "/c1:" in n for n in names)
+        # Reloaded from storage byte for byte: the same request, the cache read whole.
+        assert await fm.context("c1", "next") == before
+        back = completed(await run_turn(fm, "c1", "four"))
+        assert back.cache_miss_reason is None
+        assert sorted(fm.loaded_continuums()) == ["c1", "c3"]
+        assert len(await fm.history("c1")) == 4
+
+
 async def test_a_continuum_in_use_is_not_unloaded(api: LocalMessagesAPI, tmp_path: Path) -> None:
     api.set_latency(Latency(time_to_first_token=0.1))
     async with frontmind(api, tmp_path) as fm, fm.turn("busy", "a slow one") as stream:
