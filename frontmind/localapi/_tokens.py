@@ -31,6 +31,7 @@ the two agree.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -75,8 +76,25 @@ BLOCK_FRAMING_TOKENS = 1
 IMAGE_TOKENS = 1600  # an image whose size is unknown (a URL or a file): the docs' ~1.15 MP
 
 
+# A conversation sends its whole history again every turn, so the same texts are weighed
+# turn after turn: 400 turns of history cost the server some 150 ms of CPU a request
+# (bench/turn_overhead, whose pairs then differed by that work's jitter). The weights of
+# recent texts are kept, for texts up to `_KEPT_CHARS` (at most 4,096 of them: a few
+# MB), as a text's weight depends on the text alone.
+_KEPT_CHARS = 8192
+
+
 def text_token_weight(text: str) -> float:
     """The calibrated token estimate of `text`, unrounded (sums round once)."""
+    return _kept_weight(text) if len(text) <= _KEPT_CHARS else _weigh(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_weight(text: str) -> float:
+    return _weigh(text)
+
+
+def _weigh(text: str) -> float:
     total = 0.0
     for match in _PIECES.finditer(text):
         piece = match.group(0)
@@ -108,7 +126,7 @@ def cut_to_tokens(text: str, tokens: int) -> str:
     end = 0
     weight = 0.0
     for match in _PIECES.finditer(text):
-        weight += text_token_weight(match.group(0))
+        weight += _weigh(match.group(0))  # pieces: not worth keeping
         if weight > tokens:
             break
         end = match.end()
