@@ -11,14 +11,23 @@ the rest is indexes: it should grow only by what is stored, and free pages stay 
 zero: nothing is deleted in a soak), and log bytes
 (warnings and errors only, as the daemon runs by default; its access log is off).
 
+A loaded continuum keeps its history window in memory (actors/_history.py: each
+message's text and about 25 bytes, a turn about 21 more), and with turns spread over
+every continuum most of them stay loaded while their histories grow. So each sample also
+counts the history the loaded continuums hold (those with a turn within the idle time and
+the unloader's period, by the same measure), and the report gives RSS growth beyond it:
+what the daemon keeps that is not the conversations it is holding.
+
 `--minutes M` starts no turn after M minutes (a busy machine may not finish the turns
 asked for in the time it has): the report covers the turns that finished.
+`--max-loaded N` bounds the continuums the daemon keeps loaded (`[turns] max_loaded`;
+250, a quarter of them: the rest reload from storage on their next turn).
 `--from-log FILE` reports again from the samples a run printed (one dict a line), for a
 run stopped before its end.
 
     .venv/bin/python -m bench.soak [--turns 100000] [--continuums 1000] [--workers 16]
-        [--idle-minutes 0.5] [--every 1000] [--warmup 10000] [--ttft-ms 0] [--minutes M]
-        [--from-log FILE]
+        [--idle-minutes 0.5] [--max-loaded 250] [--every 1000] [--warmup 10000]
+        [--ttft-ms 0] [--minutes M] [--from-log FILE]
 """
 
 from __future__ import annotations
@@ -67,13 +76,26 @@ def database(data: Path) -> tuple[int, int, int]:
     return size, free * page, stored
 
 
+def held_bytes(data: Path, loaded: set[str]) -> int:
+    """The bytes the history windows of the `loaded` continuums take in the daemon's
+    memory, by actors/_history.py's layout: each message's text and 25 bytes of
+    columns, each turn 21 bytes of id (nothing is trimmed in a soak)."""
+    path = data / "frontmind.db"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT continuum_id, sum(length(CAST(text AS BLOB))) + 25 * count(*)"
+            " + 21 * count(DISTINCT turn_id) FROM messages GROUP BY continuum_id"
+        ).fetchall()
+    return sum(int(held) for continuum, held in rows if continuum in loaded)
+
+
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     samples: list[dict[str, float]] = []
     errors: dict[str, int] = {}
     logged = 0
     with tempfile.TemporaryDirectory(prefix="frontmind-soak-") as scratch:
         data = Path(scratch)
-        config = f"idle_minutes = {args.idle_minutes}\n"
+        config = f"idle_minutes = {args.idle_minutes}\nmax_loaded = {args.max_loaded}\n"
         async with (
             model_server(args.ttft_ms, 10_000.0) as (url, _),
             daemon(url, data, config=config) as (process, base),
@@ -87,6 +109,11 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     logged += len(chunk)
 
             done, sample_at = 0, args.every
+            # When each continuum's last turn ended: the daemon unloads one idle for
+            # `idle_minutes`, checking every quarter of that, and past `max_loaded` the
+            # one unused the longest.
+            last_turn: dict[str, float] = {}
+            unload_after = args.idle_minutes * 60 * (1 + 1 / 8)  # the check's mean delay
             started = time.perf_counter()
             stop_at = started + args.minutes * 60 if args.minutes else float("inf")
 
@@ -103,13 +130,23 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                         key = str(ended.get("error", ended))[:80]
                         errors[key] = errors.get(key, 0) + 1
                     done += 1
+                    last_turn[continuum] = time.monotonic()
                     if done >= sample_at:
                         sample_at += args.every
                         size, free, stored = await anyio.to_thread.run_sync(database, data)
+                        now = time.monotonic()
+                        recent = sorted(
+                            (c for c, at in last_turn.items() if now - at < unload_after),
+                            key=last_turn.__getitem__,
+                            reverse=True,
+                        )  # the bound unloads the one unused the longest first
+                        loaded = set(recent[: args.max_loaded or None])
+                        held = await anyio.to_thread.run_sync(held_bytes, data, loaded)
                         samples.append(
                             {"turns": done, "rss_kib": rss_anon_kib(process.pid),
                              "db_bytes": size, "free_bytes": free, "log_bytes": logged,
                              "stored_bytes": stored,
+                             "loaded": len(loaded), "held_kib": held // 1024,
                              "load_1m": os.getloadavg()[0],
                              "errors": sum(errors.values()),
                              "seconds": round(time.perf_counter() - started, 1)}
@@ -131,6 +168,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
 def report(args: argparse.Namespace, samples: list[dict[str, float]], done: int) -> dict[str, Any]:
     """The figures per 1,000 turns after the warm-up, from the samples."""
     after = [s for s in samples if s["turns"] > args.warmup]
+    held = bool(after) and all("held_kib" in s for s in after)
 
     def per_1000(key: str) -> float:
         return round(slope([(s["turns"] / 1000, s[key]) for s in after]), 1)
@@ -140,9 +178,15 @@ def report(args: argparse.Namespace, samples: list[dict[str, float]], done: int)
         "continuums": args.continuums,
         "workers": args.workers,
         "idle_minutes": args.idle_minutes,
+        "max_loaded": args.max_loaded,
         "warmup_turns": args.warmup,
         "rss_kib_per_1000_turns": per_1000("rss_kib"),
         "rss_goal_kib_per_1000_turns": 204.8,
+        # Samples of runs before the held history was counted have none.
+        "held_history_kib_per_1000_turns": per_1000("held_kib") if held else None,
+        "rss_beyond_held_kib_per_1000_turns": (
+            round(per_1000("rss_kib") - per_1000("held_kib"), 1) if held else None
+        ),
         "db_bytes_per_1000_turns": per_1000("db_bytes"),
         "stored_bytes_per_1000_turns": per_1000("stored_bytes"),
         "free_bytes_at_end": after[-1]["free_bytes"] if after else None,
@@ -160,6 +204,7 @@ def main() -> None:
     parser.add_argument("--continuums", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--idle-minutes", type=float, default=0.5)
+    parser.add_argument("--max-loaded", type=int, default=250)
     parser.add_argument("--every", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=10_000)
     parser.add_argument("--ttft-ms", type=float, default=0.0)
