@@ -472,8 +472,10 @@ class Engine:
         ran = await self._background.ask(Drain())
         return int(ran or 0)
 
-    async def _lane(self, user: str, continuum_id: str) -> _Lane:
-        """The continuum's lane (composer and conversation actor), spawned on first use."""
+    async def _lane(self, user: str, continuum_id: str, *, stays: bool = True) -> _Lane:
+        """The continuum's lane (composer and conversation actor), spawned on first use;
+        one spawned to stay makes room under `turns.max_loaded` (not a preview's, which
+        is stopped after it)."""
         check_user_name(user)
         check_continuum_id(continuum_id)
         key = (user, continuum_id)
@@ -497,7 +499,10 @@ class Engine:
             )
             lane = _Lane(composer, conversation, actors)
             self._lanes[key] = lane
-            lane.users += 1  # the new lane is not the one unloaded to make room for it
+        bound = self._settings.turns.max_loaded
+        # Over the bound: a new lane, or one a preview spawned that a turn now takes up.
+        if stays and 0 < bound < len(self._lanes):
+            lane.users += 1  # this lane is not the one unloaded to make room for it
             try:
                 await self._unload_over_bound()
             finally:
@@ -506,21 +511,20 @@ class Engine:
         return lane
 
     async def _unload_over_bound(self) -> None:
-        """Past `turns.max_loaded` lanes, stop the one unused the longest (of those not
+        """Past `turns.max_loaded` lanes: stop the one unused the longest (of those not
         in use); with every lane in use, none: the bound holds again as their turns end
         and the next lanes load."""
-        bound = self._settings.turns.max_loaded
-        if not bound or len(self._lanes) <= bound:
-            return
         idle = [(lane.last_used, key) for key, lane in self._lanes.items() if not lane.users]
         if not idle:
             return
         await self._stop_unused(min(idle)[1])
 
     @asynccontextmanager
-    async def _using(self, user: str, continuum_id: str) -> AsyncIterator[_Lane]:
+    async def _using(
+        self, user: str, continuum_id: str, *, stays: bool = True
+    ) -> AsyncIterator[_Lane]:
         """Hold the lane: a lane in use is never evicted."""
-        lane = await self._lane(user, continuum_id)
+        lane = await self._lane(user, continuum_id, stays=stays)
         lane.users += 1
         try:
             yield lane
@@ -577,7 +581,7 @@ class Engine:
         key = (turn.user, turn.continuum_id)
         transient = key not in self._lanes
         try:
-            async with self._using(*key) as lane:
+            async with self._using(*key, stays=not transient) as lane:
                 composed: Composed = await lane.composer.ask(Compose(turn))
         finally:
             if transient:
@@ -590,7 +594,7 @@ class Engine:
         key = (user, continuum_id)
         transient = key not in self._lanes
         try:
-            async with self._using(*key) as lane:
+            async with self._using(*key, stays=not transient) as lane:
                 request: ModelRequest = await lane.conversation.ask(preview)
         except RestartLimitReached as exc:
             raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None

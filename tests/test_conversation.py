@@ -532,11 +532,39 @@ async def test_past_the_bound_the_continuum_unused_longest_is_unloaded_and_comes
         names = {s.name for s in fm.statistics()}
         assert not any(n.endswith("/c1") or "/c1:" in n for n in names)
         # Reloaded from storage byte for byte: the same request, the cache read whole.
+        # A preview's lane is stopped after it: it unloads no other to make room.
         assert await fm.context("c1", "next") == before
+        assert sorted(fm.loaded_continuums()) == ["c2", "c3"]
         back = completed(await run_turn(fm, "c1", "four"))
         assert back.cache_miss_reason is None
         assert sorted(fm.loaded_continuums()) == ["c1", "c3"]
         assert len(await fm.history("c1")) == 4
+
+
+async def test_a_continuum_taken_up_while_idle_ones_unload_is_left_loaded(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "one"))
+        completed(await run_turn(fm, "c2", "two"))
+        engine = fm._runtime
+        unloaded: list[object] = []
+        finished = anyio.Event()
+
+        async def unload() -> None:
+            unloaded.extend(await engine.evict_idle(0))
+            finished.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(unload)
+            await anyio.lowlevel.checkpoint()
+            # Both were listed as idle, and c1's actors are stopping; c2 is taken up
+            # meanwhile, as a turn takes up its lane: it must stay loaded.
+            assert ("default", "c1") in engine._stopping
+            async with engine._using("default", "c2"):
+                await finished.wait()
+                assert fm.loaded_continuums() == ["c2"]
+        assert unloaded == [("default", "c1")]
 
 
 async def test_a_continuum_in_use_is_not_unloaded(api: LocalMessagesAPI, tmp_path: Path) -> None:
