@@ -253,6 +253,21 @@ async def test_a_delta_written_at_1h_after_a_5m_hit_keeps_the_whole_prefix_for_a
     assert usage_of(later) == (13, 0, 1103 + 36)
 
 
+async def test_a_message_resent_without_its_breakpoint_is_read_only_up_to_the_system(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    """The server keeps each message's flattened blocks between requests: the same text
+    at the same place without its `cache_control` is no breakpoint any more."""
+    marked = conversation(2)
+    first = await create(client, system=sys_blocks(), messages=marked)
+    assert usage_of(first) == (13, 1103 + 36, 0)
+    unmarked = [marked[0], {"role": "assistant", "content": [text(ASSISTANT)]}, marked[2]]
+    second = await create(client, system=sys_blocks(), messages=unmarked)
+    assert usage_of(second) == (36 + 13, 0, 1103)
+    again = await create(client, system=sys_blocks(), messages=marked)
+    assert usage_of(again) == (13, 0, 1103 + 36)
+
+
 async def test_per_model_minimum_cacheable_prefix(client: anthropic.AsyncAnthropic) -> None:
     short = "S" * 4000  # 1003 tokens: under sonnet's 1024
     below = await create(client, system=sys_blocks(short), messages=conversation(1))
@@ -433,6 +448,12 @@ async def test_malformed_json_auth_and_version(api: LocalMessagesAPI) -> None:
     bad = await raw(api, b"{not json")
     assert bad.status_code == 400
     assert "Malformed JSON" in bad.json()["error"]["message"]
+    # Parsed before it is checked: a field of the wrong type does not hide broken JSON.
+    broken = await raw(api, b'{"model": 5, "max_tokens": 10, "messages": [')
+    assert broken.status_code == 400
+    assert "Malformed JSON" in broken.json()["error"]["message"]
+    wrong_type = await raw(api, {**GOOD, "max_tokens": "ten"})
+    assert "max_tokens" in wrong_type.json()["error"]["message"]
     no_key = await raw(api, GOOD, **{"x-api-key": ""})
     assert no_key.status_code == 401
     assert no_key.json()["error"]["type"] == "authentication_error"

@@ -39,6 +39,7 @@ from ._schema import (
     MessagesRequest,
     RedactedThinkingBlock,
     ThinkingBlock,
+    has_thinking,
 )
 from ._sse import block_events, sse
 from ._thinking import ThinkingSigner
@@ -398,22 +399,28 @@ def _check_signatures(
     """Thinking blocks the model will see must come back as it wrote them (docs:
     extended thinking, "preserving thinking blocks"). Blocks signed elsewhere (the live
     API) are opaque here: taken as they are, unless `verify_foreign`."""
+    if not has_thinking(request.messages):
+        return
     messages = context_messages(request.messages, model, edits_thinking(request))
     for i, message in enumerate(messages):
         if message.role != "assistant" or isinstance(message.content, str):
             continue
         for j, block in enumerate(message.content):
-            where = f"messages.{i}.content.{j}"
             if isinstance(block, ThinkingBlock):
                 if not verify_foreign and not signer.made_here(block.signature):
                     continue
                 if signer.thinking_text(block.thinking, block.signature) is None:
-                    raise ApiError(400, f"{where}: Invalid `signature` in `thinking` block")
+                    raise ApiError(
+                        400, f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    )
             elif isinstance(block, RedactedThinkingBlock):
                 if not verify_foreign and not signer.made_here(block.data):
                     continue
                 if not signer.redacted_text(block.data):
-                    raise ApiError(400, f"{where}: Invalid `data` in `redacted_thinking` block")
+                    raise ApiError(
+                        400,
+                        f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block",
+                    )
 
 
 def _with_default_edits(

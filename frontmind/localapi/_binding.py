@@ -40,6 +40,8 @@ from ._schema import (
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
+    blocks_of,
+    has_thinking,
 )
 from ._thinking import BINDING_BYTES, ThinkingSigner
 
@@ -75,15 +77,10 @@ def _canonical(block: msgspec.Struct) -> bytes:
     return msgspec.json.encode(block)
 
 
-def _blocks(message: MessageParam) -> list[Block]:
-    content = message.content
-    return [TextBlock(text=content)] if isinstance(content, str) else list(content)
-
-
 def _from_compaction(messages: list[MessageParam]) -> tuple[int, int]:
     """(message, block) where the checked prefix starts: the last compaction block."""
     for i in range(len(messages) - 1, -1, -1):
-        blocks = _blocks(messages[i])
+        blocks = blocks_of(messages[i])
         for j in range(len(blocks) - 1, -1, -1):
             if isinstance(blocks[j], CompactionBlock):
                 return i, j
@@ -128,7 +125,7 @@ class PrefixChain:
         """Each block from the checked prefix's start on, added after it is yielded."""
         first, offset = _from_compaction(messages)
         for i in range(first, len(messages)):
-            blocks = _blocks(messages[i])
+            blocks = blocks_of(messages[i])
             for j in range(offset if i == first else 0, len(blocks)):
                 yield i, j, blocks[j]
                 self.add(messages[i].role, blocks[j])
@@ -147,8 +144,10 @@ class BindingCheck:
 
 def check_bindings(request: MessagesRequest, signer: ThinkingSigner) -> BindingCheck:
     """Which replayed thinking blocks fail the prefix check (`request` merged)."""
-    chain = PrefixChain.start(request)
     result = BindingCheck()
+    if not has_thinking(request.messages):
+        return result  # nothing to check: the prefix need not be hashed
+    chain = PrefixChain.start(request)
     seen_thinking = False
     failed = False
     for i, j, block in chain.walk(request.messages):
@@ -176,7 +175,7 @@ def without_blocks(
     """The messages with the blocks at `drop` left out (an emptied message too)."""
     out: list[MessageParam] = []
     for i, message in enumerate(messages):
-        blocks = _blocks(message)
+        blocks = blocks_of(message)
         kept = [b for j, b in enumerate(blocks) if (i, j) not in drop]
         if len(kept) == len(blocks):
             out.append(message)
@@ -185,7 +184,7 @@ def without_blocks(
     merged: list[MessageParam] = []
     for message in out:
         if merged and merged[-1].role == message.role:
-            merged[-1] = MessageParam(message.role, _blocks(merged[-1]) + _blocks(message))
+            merged[-1] = MessageParam(message.role, [*blocks_of(merged[-1]), *blocks_of(message)])
         else:
             merged.append(message)
     return merged

@@ -92,6 +92,10 @@ def citations_for(request: MessagesRequest) -> list[tuple[str, dict[str, Any]]]:
     documents = results = 0
     last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
     cited: list[tuple[str, dict[str, Any]]] = []
+    if last_user < 0 or not any(
+        _enabled(block.citations) for block in _sources(request.messages[last_user].content)
+    ):
+        return cited  # nothing to cite: the sources before it need not be counted
     for position, message in enumerate(request.messages):
         for block in _sources(message.content):
             citation: dict[str, Any] | None = None

@@ -23,7 +23,13 @@ from ._context import (
     summarize,
 )
 from ._models import ModelInfo
-from ._schema import CompactionBlock, MessagesRequest, RedactedThinkingBlock, ThinkingBlock
+from ._schema import (
+    CompactionBlock,
+    MessagesRequest,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    has_thinking,
+)
 from ._thinking import ThinkingSigner, effective_thinking
 from ._tokens import estimate_text_tokens
 from ._validate import ApiError, blocks_of
@@ -90,6 +96,8 @@ def _unreadable(
     reads whom is `reads_thinking_of` in models.toml. A block another server signed, or
     one from before signatures named their model, names no model: it is kept."""
     found: list[tuple[str, int, int]] = []
+    if not has_thinking(sent.messages):
+        return found
     for i, message in enumerate(sent.messages):
         for j, block in enumerate(blocks_of(message)):
             if not isinstance(block, ThinkingBlock | RedactedThinkingBlock):

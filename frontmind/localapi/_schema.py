@@ -12,6 +12,7 @@ results (web search, web fetch, code execution).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -54,6 +55,8 @@ __all__ = [
     "ToolSearchToolResultBlock",
     "ToolUseBlock",
     "WebFetchToolResultBlock",
+    "blocks_of",
+    "has_thinking",
 ]
 
 
@@ -310,6 +313,24 @@ USER_ONLY_BLOCKS = (ImageBlock, DocumentBlock, SearchResultBlock, ToolResultBloc
 class MessageParam(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     role: Literal["user", "assistant", "system"]
     content: str | list[Block]
+
+
+def blocks_of(message: MessageParam) -> Sequence[Block]:
+    """A message's content blocks (a string is one text block). Not a copy: a request's
+    checks walk its history several times, and none of them changes it."""
+    content = message.content
+    return (TextBlock(text=content),) if isinstance(content, str) else content
+
+
+def has_thinking(messages: Sequence[MessageParam]) -> bool:
+    """Whether any message holds a thinking block (most requests hold none, and the
+    checks of thinking blocks can then skip their walk of the history)."""
+    return any(
+        isinstance(block, ThinkingBlock | RedactedThinkingBlock)
+        for message in messages
+        if not isinstance(message.content, str)
+        for block in message.content
+    )
 
 
 class ToolDef(msgspec.Struct, frozen=True):
