@@ -256,8 +256,6 @@ async def test_a_delta_written_at_1h_after_a_5m_hit_keeps_the_whole_prefix_for_a
 async def test_a_message_resent_without_its_breakpoint_is_read_only_up_to_the_system(
     client: anthropic.AsyncAnthropic,
 ) -> None:
-    """The server keeps each message's flattened blocks between requests: the same text
-    at the same place without its `cache_control` is no breakpoint any more."""
     marked = conversation(2)
     first = await create(client, system=sys_blocks(), messages=marked)
     assert usage_of(first) == (13, 1103 + 36, 0)
@@ -266,6 +264,31 @@ async def test_a_message_resent_without_its_breakpoint_is_read_only_up_to_the_sy
     assert usage_of(second) == (36 + 13, 0, 1103)
     again = await create(client, system=sys_blocks(), messages=marked)
     assert usage_of(again) == (13, 0, 1103 + 36)
+
+
+async def test_kept_message_blocks_follow_the_breakpoints_and_the_prefix_before_them(
+    clock: ManualClock, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    """The server keeps each message's prefix blocks between requests (calibrated
+    counts): the same text at the same place without its `cache_control` is no
+    breakpoint any more, and after another system prompt it is another prefix."""
+    async with LocalMessagesAPI(clock=clock) as server:
+        client = clients(server.base_url)
+        marked = conversation(2)
+        first = await create(client, system=sys_blocks(), messages=marked)
+        _, written, _ = usage_of(first)
+        system_only = await create(client, system=sys_blocks(), messages=conversation(1))
+        system_tokens = usage_of(system_only)[2]
+        assert 0 < system_tokens < written
+        unmarked = [marked[0], {"role": "assistant", "content": [text(ASSISTANT)]}, marked[2]]
+        second = await create(client, system=sys_blocks(), messages=unmarked)
+        assert usage_of(second)[1:] == (0, system_tokens)
+        assert sum(usage_of(second)) == sum(usage_of(first))
+        again = await create(client, system=sys_blocks(), messages=marked)
+        assert usage_of(again)[1:] == (0, written)
+        other = await create(client, system=sys_blocks("T" * 4400), messages=marked)
+        assert usage_of(other)[2] == 0, "another system prompt: nothing before it is read"
+        assert usage_of(other)[1] == written
 
 
 async def test_per_model_minimum_cacheable_prefix(client: anthropic.AsyncAnthropic) -> None:
