@@ -452,7 +452,8 @@ class _MessagePrefixes:
             prefix.add("messages", data, pending + weight, ttl, kind)
             pending = 0.0
         made = tuple(prefix.blocks[start:])
-        size = len(key[3]) + 128 * (len(made) + 1)
+        # Bytes held: the message's, the key's and states' objects, a PrefixBlock each.
+        size = len(key[3]) + 960 + 160 * len(made)
         if size <= self._limit // 64:
             with self._lock:
                 if key not in self._kept:
