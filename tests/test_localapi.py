@@ -286,6 +286,15 @@ async def test_kept_message_blocks_follow_the_breakpoints_and_the_prefix_before_
         assert sum(usage_of(second)) == sum(usage_of(first))
         again = await create(client, system=sys_blocks(), messages=marked)
         assert usage_of(again)[1:] == (0, written)
+        for budget in (1024, 2048):  # the same weight, another messages prefix
+            thinking = await create(
+                client,
+                system=sys_blocks(),
+                messages=marked,
+                max_tokens=4096,
+                thinking={"type": "enabled", "budget_tokens": budget},
+            )
+            assert usage_of(thinking)[2] == system_tokens, "the settings re-write the messages"
         other = await create(client, system=sys_blocks("T" * 4400), messages=marked)
         assert usage_of(other)[2] == 0, "another system prompt: nothing before it is read"
         assert usage_of(other)[1] == written

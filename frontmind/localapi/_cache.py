@@ -423,21 +423,25 @@ class _MessagePrefixes:
     A conversation resends its whole history every turn (400 turns: 800 messages), and a
     message that follows the same prefix at the same place makes the same prefix blocks
     each time. The key is the prefix state before the message (its chained key, which
-    names everything before it, the weight so far, the lookback position) and the
-    message's place and encoded bytes, breakpoints included (a message whose breakpoint
-    moved is made again). At most `limit` bytes are kept, the least recently used going
+    names everything before it, the weight so far, the lookback position), what the
+    messages part depends on besides the messages (thinking, tool choice, format: the
+    first message's key would not name them otherwise), and the message's place and
+    encoded bytes, breakpoints included (a message whose breakpoint moved is made
+    again). At most `limit` bytes are kept, the least recently used going
     first; a message over a 64th of that is not kept. With 400 turns of history this
     takes prefix_blocks from 7 to 2 ms."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._kept: OrderedDict[tuple[_State, float, int, bytes], tuple[_Kept, int]] = OrderedDict()
+        self._kept: OrderedDict[tuple[_State, bytes, float, int, bytes], tuple[_Kept, int]] = (
+            OrderedDict()
+        )
         self._bytes = 0
         self._lock = threading.Lock()  # servers may run in threads of one process
 
     def extend(self, prefix: _Prefix, pending: float, index: int, message: MessageParam) -> float:
         """Add the message's blocks to `prefix`; returns the weight still pending."""
-        key = (prefix.state(), pending, index, msgspec.json.encode(message))
+        key = (prefix.state(), prefix.context, pending, index, msgspec.json.encode(message))
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
@@ -453,7 +457,7 @@ class _MessagePrefixes:
             pending = 0.0
         made = tuple(prefix.blocks[start:])
         # Bytes held: the message's, the key's and states' objects, a PrefixBlock each.
-        size = len(key[3]) + 960 + 160 * len(made)
+        size = len(key[4]) + 960 + 160 * len(made)
         if size <= self._limit // 64:
             with self._lock:
                 if key not in self._kept:
