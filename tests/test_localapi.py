@@ -606,6 +606,28 @@ async def test_entries_are_readable_only_once_the_writer_responds(
         assert usage_of(later) == (13, 0, 1103)
 
 
+async def test_recorded_requests_are_bounded_by_count_and_by_bytes(
+    api: LocalMessagesAPI, client: anthropic.AsyncAnthropic
+) -> None:
+    sizes = (100, 2_000, 4_000, 300)  # characters of each request's user text
+    for size in sizes:
+        await create(client, messages=[{"role": "user", "content": "x" * size}])
+    assert [len(b["messages"][0]["content"]) for b in api.message_bodies()] == list(sizes)
+    api.state.record_bytes = 5_000  # the two newest bodies fit, the third does not
+    await create(client, messages=[{"role": "user", "content": "y" * 200}])
+    kept = [b["messages"][0]["content"] for b in api.message_bodies()]
+    assert kept == ["x" * 4_000, "x" * 300, "y" * 200]
+    assert sum(len(r.body) for r in api.requests) <= 5_000
+    api.state.record_bytes = 1  # the newest request is always kept
+    api.state.record_limit = 2
+    await create(client, messages=[{"role": "user", "content": "z" * 50}])
+    assert [b["messages"][0]["content"] for b in api.message_bodies()] == ["z" * 50]
+    api.state.record_bytes = 64 * 1024 * 1024
+    for _ in range(3):
+        await create(client, messages=[{"role": "user", "content": "w"}])
+    assert len(api.requests) == 2
+
+
 async def test_serving_leaves_the_process_logging_alone(caplog: pytest.LogCaptureFixture) -> None:
     """uvicorn's loggers are the process's: an application served by uvicorn that runs
     the local API keeps its log level and its own lines; the local API's are dropped."""

@@ -87,6 +87,10 @@ class LocalAPIState:
     latency: Latency = field(default_factory=Latency)
     api_key: str | None = None
     record_limit: int = 1000
+    # The recorded bodies' bytes at most (the newest request is always kept): with a
+    # long history a body is hundreds of KB, and a server that runs for hours would
+    # otherwise hold 1,000 of them.
+    record_bytes: int = 64 * 1024 * 1024
     faults: deque[Fault] = field(default_factory=deque)
     requests: deque[RecordedRequest] = field(init=False)
     cache: CacheSimulator = field(init=False)
@@ -110,10 +114,20 @@ class LocalAPIState:
     served: int = 0
     # perf_counter() when each response's last byte was produced (benchmarks read it)
     finished_at: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
+    _recorded_bytes: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.requests = deque(maxlen=self.record_limit)
+        self.requests = deque()
         self.cache = CacheSimulator(self.clock, self.token_counts == "plain")
+
+    def record(self, request: RecordedRequest) -> None:
+        """Keep the request, and drop the oldest past `record_limit` or `record_bytes`."""
+        self.requests.append(request)
+        self._recorded_bytes += len(request.body)
+        while len(self.requests) > 1 and (
+            len(self.requests) > self.record_limit or self._recorded_bytes > self.record_bytes
+        ):
+            self._recorded_bytes -= len(self.requests.popleft().body)
 
 
 def _new_id(prefix: str) -> str:
@@ -488,7 +502,7 @@ def build_app(state: LocalAPIState) -> Starlette:
     async def messages(request: Request) -> Response:
         request_id = _new_id("req")
         body = await request.body()
-        state.requests.append(
+        state.record(
             RecordedRequest(request.url.path, dict(request.headers), body, time.perf_counter())
         )
         state.served += 1

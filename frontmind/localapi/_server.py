@@ -63,7 +63,8 @@ class LocalMessagesAPI:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Requests received so far (the most recent 1000), oldest first."""
+        """Requests received so far, oldest first: the most recent 1,000, and of those
+        only as many as hold 64 MiB of bodies (`state.record_limit`, `state.record_bytes`)."""
         return list(self.state.requests)
 
     def message_bodies(self) -> list[Any]:
