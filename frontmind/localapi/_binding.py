@@ -41,7 +41,6 @@ from ._schema import (
     TextBlock,
     ThinkingBlock,
     blocks_of,
-    has_thinking,
 )
 from ._thinking import BINDING_BYTES, ThinkingSigner
 
@@ -144,10 +143,8 @@ class BindingCheck:
 
 def check_bindings(request: MessagesRequest, signer: ThinkingSigner) -> BindingCheck:
     """Which replayed thinking blocks fail the prefix check (`request` merged)."""
-    result = BindingCheck()
-    if not has_thinking(request.messages):
-        return result  # nothing to check: the prefix need not be hashed
     chain = PrefixChain.start(request)
+    result = BindingCheck()
     seen_thinking = False
     failed = False
     for i, j, block in chain.walk(request.messages):

@@ -63,9 +63,10 @@ from ._schema import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    blocks_of,
 )
 from ._tokens import cut_to_tokens, estimate_text_tokens
-from ._validate import ApiError, blocks_of, validation_message
+from ._validate import ApiError, validation_message
 
 __all__ = [
     "COMPACTION_BETAS",

@@ -28,11 +28,12 @@ from ._schema import (
     MessagesRequest,
     RedactedThinkingBlock,
     ThinkingBlock,
+    blocks_of,
     has_thinking,
 )
 from ._thinking import ThinkingSigner, effective_thinking
 from ._tokens import estimate_text_tokens
-from ._validate import ApiError, blocks_of
+from ._validate import ApiError
 
 __all__ = ["Compaction", "Prepared", "plan_compaction", "prepare"]
 
@@ -96,8 +97,6 @@ def _unreadable(
     reads whom is `reads_thinking_of` in models.toml. A block another server signed, or
     one from before signatures named their model, names no model: it is kept."""
     found: list[tuple[str, int, int]] = []
-    if not has_thinking(sent.messages):
-        return found
     for i, message in enumerate(sent.messages):
         for j, block in enumerate(blocks_of(message)):
             if not isinstance(block, ThinkingBlock | RedactedThinkingBlock):
@@ -123,6 +122,8 @@ def _check_bindings(
     its model fails no request."""
     behaviour = _binding_setting(sent, betas)
     reported: list[dict[str, Any]] | None = [] if BINDING_BETA in betas else None
+    if not has_thinking(sent.messages):
+        return sent, reported  # no block to drop, and no prefix to hash for the check
     unreadable = _unreadable(sent, model, signer)
     dropped = {(i, j) for _, i, j in unreadable}
     failing: list[tuple[str, int, int]] = []

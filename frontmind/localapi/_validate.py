@@ -165,11 +165,16 @@ def cache_controls(request: MessagesRequest) -> Iterator[tuple[str, CacheControl
                     yield f"messages.{i}.content.{j}.cache_control", control
 
 
+def _text_passes(text: str) -> bool:
+    return bool(text) and not text.isspace()
+
+
 def _check_text(text: str, where: str) -> None:
+    if _text_passes(text):
+        return
     if not text:
         raise ApiError(400, f"{where}: text content blocks must be non-empty")
-    if not text.strip():
-        raise ApiError(400, f"{where}: text content blocks must contain non-whitespace text")
+    raise ApiError(400, f"{where}: text content blocks must contain non-whitespace text")
 
 
 def _check_source(block: ImageBlock | DocumentBlock, where: str, images: int) -> None:
@@ -484,8 +489,8 @@ def validate(
         if isinstance(message.content, list) and not message.content:
             raise ApiError(400, f"messages.{i}: all messages must have non-empty content")
         for j, block in enumerate(blocks_of(message)):
-            if type(block) is TextBlock and block.text and not block.text.isspace():
-                continue  # most of a history: a text that passes, no path to spell
+            if type(block) is TextBlock and _text_passes(block.text):
+                continue  # most of a history (text has no rule of role or beta to check)
             _check_block(block, message.role, f"messages.{i}.content.{j}", images, beta)
     _check_system_messages(messages, model)
     if ToolUseBlock in kinds or ToolResultBlock in kinds:
