@@ -357,6 +357,9 @@ async def test_another_embedder_re_embeds_in_the_background(
 ) -> None:
     first = config(memory={"embedder": "tests._embedder:ConceptEmbedder"})
     async with frontmind(api, tmp_path, cfg=first) as fm:
+        # The worker's pass at opening (jobs a previous process left) runs first: it
+        # would embed whatever memories it meets, racing the two below.
+        await fm.run_background()
         await fm.remember("Ingrid is the user's sister")
         await fm.remember("Green tea every morning")
         assert await fm.storage.count_memories_without_vectors() == 2
