@@ -6,7 +6,11 @@ turns of history. Each round asks Frontmind for the request its next turn would 
 streams exactly that request through a bare `AsyncAnthropic().messages.stream`, and
 runs the turn through Frontmind, in alternating order: the difference of each pair is
 Frontmind's own overhead (compose, layout, the commit, the events), measured under the
-same conditions. Also reported: CPU per turn on each side (this process only: the model
+same conditions. Each round also streams the same request bare a second time (the
+control, its place in the round rotating with the others'): the difference between the
+two bare calls is what two identical calls differ by on this machine, the harness's own
+spread, reported beside the overhead so that a tail above the goal can be told apart from
+the machine's. Also reported: CPU per turn on each side (this process only: the model
 server is elsewhere), and the garbage collections of each generation that started during
 each side and in the pauses between them (a gc callback attributes every collection to
 the phase it started in).
@@ -18,7 +22,8 @@ the daemon runs its full collections, and any that lands inside a side is counte
 
 Goals: whole turn above the bare stream, median ≤ 3 ms and p99 ≤ 15 ms (the p99 of the
 pairwise differences, each pair run back to back in alternating order); CPU per turn
-≤ 1.15× the bare call's; no full collections on the turn path.
+≤ 1.15× the bare call's; no full collections on the turn path. The control's p99 (bare
+again minus bare) is no goal: it is the resolution the p99 is measured at.
 
     .venv/bin/python -m bench.turn_overhead [--turns 200] [--history 400] [--ttft-ms 150]
         [--gc idle|python]
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import tempfile
 import time
@@ -80,7 +86,7 @@ async def _history(path: Path, turns: int) -> None:
             await storage.commit_turn(DEFAULT_USER, TurnWrite(record, (user, reply)))
 
 
-PHASES = ("frontmind", "bare", "between")
+PHASES = ("frontmind", "bare", "control", "between")
 
 
 class _Collections:
@@ -115,8 +121,10 @@ def main() -> None:
     pause = SETTLE_S + 0.02  # after each side: the policy's quiet time, and a little
 
     async def body() -> None:
+        load_before = os.getloadavg()[0]  # the machine's, reported with the figures
         frontmind: list[float] = []
         bare: list[float] = []
+        control: list[float] = []  # the same request bare again, in the same round
         cpu_fm: list[float] = []
         cpu_bare: list[float] = []
         collections = _Collections()
@@ -147,16 +155,21 @@ def main() -> None:
                         text = f"Turn {i}: how is the work going?"
                         request = await fm.context(CONTINUUM, text)
                         params = msgspec.json.decode(msgspec.json.encode(request))
+                        # Frontmind and the bare call in alternating order, the control
+                        # taking each place in the round in turn (first, between, last).
                         sides = [("bare", run_bare, params), ("frontmind", run_frontmind, text)]
                         if i % 2:
                             sides.reverse()
+                        sides.insert(i // 2 % 3, ("control", run_bare, params))
                         for name, fn, arg in sides:
                             collections.phase = name if measured else None
                             cpu, started = time.process_time(), time.perf_counter()
                             await fn(arg)  # type: ignore[operator]
                             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
                             collections.phase = "between" if measured else None
-                            if measured:
+                            if measured and name == "control":
+                                control.append(wall)
+                            elif measured:
                                 (frontmind if name == "frontmind" else bare).append(wall)
                                 (cpu_fm if name == "frontmind" else cpu_bare).append(cpu)
                             await anyio.sleep(pause)
@@ -168,6 +181,7 @@ def main() -> None:
         # overhead of that turn; the p99 is taken over those differences, never as a
         # difference of two separately sorted tails.
         overhead = [f - b for f, b in zip(frontmind, bare, strict=True)]
+        spread = [c - b for c, b in zip(control, bare, strict=True)]
         turns = len(frontmind)
         counts = collections.counts
         results: dict[str, Any] = {
@@ -177,6 +191,9 @@ def main() -> None:
             "overhead": summary(overhead),
             "overhead_max_ms": max(overhead) * 1000,
             "overhead_mean_ms": sum(overhead) / len(overhead) * 1000,
+            # Two identical bare calls of the same round: the harness's own spread.
+            "control": summary(spread),
+            "control_max_ms": max(spread) * 1000,
             "cpu_ms_per_turn": {
                 "frontmind": sum(cpu_fm) / len(cpu_fm) * 1000,
                 "bare": sum(cpu_bare) / len(cpu_bare) * 1000,
@@ -193,7 +210,9 @@ def main() -> None:
         }
         ratio = sum(cpu_fm) / max(sum(cpu_bare), 1e-9)
         results["cpu_ratio"] = ratio
+        results["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
         print(
+            f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
             f"time to first token {args.ttft_ms:.0f} ms, {args.history} turns of history, "
             f"{turns} interleaved pairs, gc policy {args.gc!r}"
         )
@@ -208,6 +227,12 @@ def main() -> None:
             f"  overhead (pairwise)      median {o['median_us'] / 1000:7.2f} ms (goal ≤ 3)  "
             f"p99 {o['p99_us'] / 1000:7.2f} ms (goal ≤ 15)  "
             f"max {results['overhead_max_ms']:.2f} ms"
+        )
+        c = results["control"]
+        print(
+            f"  control (bare − bare)    median {c['median_us'] / 1000:7.2f} ms"
+            f"{'':>14}p99 {c['p99_us'] / 1000:7.2f} ms (the harness's own spread)  "
+            f"max {results['control_max_ms']:.2f} ms"
         )
         cpu = results["cpu_ms_per_turn"]
         print(
