@@ -5,6 +5,7 @@ a text block of N ASCII bytes is ceil(N / 4) + 3 tokens."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import httpx2
 import pytest
 
 from frontmind.localapi import (
+    DefaultResponder,
     DropConnection,
     Latency,
     LocalMessagesAPI,
@@ -22,6 +24,7 @@ from frontmind.localapi import (
     Reply,
     ReplyText,
     ReplyToolUse,
+    MessagesRequest,
     ScriptedResponder,
     Stall,
     StatusFault,
@@ -585,6 +588,45 @@ async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
     response = await raw(api, GOOD, **{"x-localapi-fault": '{"type":"status","status":500}'})
     assert response.status_code == 500
     assert response.json()["error"]["type"] == "api_error"
+
+
+class _Working(DefaultResponder):
+    """The default replies, after `seconds` of the server's own work on each request (as
+    its checks take on a long history)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        time.sleep(self.seconds)  # work, not a wait: it holds the server as work would
+        return super().respond(request)
+
+
+async def test_time_to_first_token_counts_from_the_request_arrival(
+    clients: Callable[..., anthropic.AsyncAnthropic],
+) -> None:
+    """The configured time to first token is the one a client sees: the server's work on
+    the request is inside it, not added to it (a benchmark's model server then adds its
+    latency, not its CPU time). A stall fault still comes on top."""
+    work = ttft = 0.6
+    latency = Latency(time_to_first_token=ttft)
+    async with LocalMessagesAPI(responder=_Working(work), latency=latency) as api:
+        client = clients(api.base_url)
+
+        async def first_event() -> float:
+            started = time.perf_counter()
+            async with client.messages.stream(
+                model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            ) as stream:
+                async for event in stream:
+                    assert event.type == "message_start"
+                    return time.perf_counter() - started
+            raise AssertionError("no event")
+
+        took = await first_event()
+        assert ttft <= took < work + ttft - 0.2  # added, it would be 1.2 s or more
+        api.schedule(Stall(0.5))
+        assert await first_event() >= 0.5 + ttft
 
 
 async def test_entries_are_readable_only_once_the_writer_responds(

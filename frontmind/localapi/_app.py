@@ -262,8 +262,10 @@ class _Exchange:
         planned: Planned,
         blocks: list[PrefixBlock],
         compaction: tuple[Compaction, CacheUsage] | None = None,
+        arrived: float | None = None,
     ) -> None:
         self.state = state
+        self.arrived = time.perf_counter() if arrived is None else arrived
         self.prepared = prepared
         self.request = prepared.request
         self.planned = planned
@@ -366,10 +368,18 @@ class _Exchange:
         stream.append(("message_stop", {"type": "message_stop"}, 0))
         return stream
 
+    async def first_token(self) -> None:
+        """The simulated model's time to first token, counted from the request's arrival
+        as a client counts it: the server's own work on the request (decoding, checks,
+        the cache lookup, some 10 ms for a long history) is part of that time, not added
+        to it, so a benchmark's model server adds its configured latency and not its CPU
+        time or that time's jitter."""
+        ttft = self.state.latency.time_to_first_token
+        if ttft:
+            await anyio.sleep(max(0.0, ttft - (time.perf_counter() - self.arrived)))
+
     async def events(self, fault: Fault | None) -> AsyncIterator[bytes]:
-        latency = self.state.latency
-        if latency.time_to_first_token:
-            await anyio.sleep(latency.time_to_first_token)
+        await self.first_token()
         usage, diagnostics = self.start()
         # after_events counts the events sent before the fault: 0 fires before message_start.
         cut_after = fault.after_events if isinstance(fault, MidStreamError | DropConnection) else -1
@@ -500,6 +510,7 @@ def _compact(
 
 def build_app(state: LocalAPIState) -> Starlette:
     async def messages(request: Request) -> Response:
+        arrived = time.perf_counter()  # the simulated time to first token counts from here
         request_id = _new_id("req")
         body = await request.body()
         state.record(
@@ -513,6 +524,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             fault = _take_fault(request, state)
             if isinstance(fault, Stall):
                 await anyio.sleep(fault.seconds)
+                arrived = time.perf_counter()  # a stall comes on top of the model's time
             elif isinstance(fault, StatusFault):
                 raise _status_fault(fault)
             decoded = decode_request(body, MessagesRequest)
@@ -550,7 +562,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             if made is not None:
                 # The compaction block opens the reply (compaction docs).
                 planned = dataclasses.replace(planned, blocks=[dict(made.block), *planned.blocks])
-        exchange = _Exchange(state, prepared, planned, blocks, compaction)
+        exchange = _Exchange(state, prepared, planned, blocks, compaction, arrived)
         headers = {"request-id": request_id}
         if parsed.stream:
             return StreamingResponse(
@@ -558,8 +570,7 @@ def build_app(state: LocalAPIState) -> Starlette:
                 media_type="text/event-stream",
                 headers={**headers, "cache-control": "no-cache"},
             )
-        if state.latency.time_to_first_token:
-            await anyio.sleep(state.latency.time_to_first_token)
+        await exchange.first_token()
         usage, diagnostics = exchange.start()
         body_json = exchange.message(
             planned.blocks,

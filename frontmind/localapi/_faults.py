@@ -46,7 +46,8 @@ Fault = StatusFault | MidStreamError | DropConnection | Stall
 
 
 class Latency(msgspec.Struct, frozen=True):
-    """Simulated model time: before the first event, and per output token."""
+    """Simulated model time: to the first event (counted from the request's arrival, the
+    server's own work on it included), and per output token."""
 
     time_to_first_token: float = 0.0
     tokens_per_second: float = 0.0  # 0: as fast as possible
