@@ -832,6 +832,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             catalog = await deps.models.meet(model.name)
             check_model_choice(model, deps.settings.composer.channel, catalog)
             row = known_row(catalog, model.name)
+            # The history's start as loaded and checked against the store (`_refresh`):
+            # the manifest needs no read of its own for it, one fewer on the turn's path.
+            turn = msgspec.structs.replace(turn, history_start=state.history_start)
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections

@@ -35,6 +35,10 @@ class Turn(msgspec.Struct, frozen=True):
     # Whose turn it is: a trinket reads only this user's data (the continuum id is the
     # user's own, so (user, continuum_id) is what identifies the conversation).
     user: str = DEFAULT_USER
+    # The continuum's first message still in the model's context, as its conversation
+    # actor holds it for this turn (checked against the store as the turn began); None
+    # where nobody holds it (a preview, a test): a trinket that needs it reads it.
+    history_start: int | None = None
 
 
 class TurnStart(msgspec.Struct, frozen=True, tag=True):

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import msgspec
 import pytest
 
 from actors import Turn
@@ -94,6 +95,26 @@ async def test_manifest_groups_segments_by_day(storage: SQLiteStorage) -> None:
         )
         == ""
     )
+
+
+async def test_manifest_takes_the_history_start_the_turn_carries(storage: SQLiteStorage) -> None:
+    """On a turn's path the conversation actor gives the history's start with the turn
+    (it holds it, checked against the store): the manifest marks what is out of context
+    by that, without a read of its own; a turn without it reads the store's."""
+    for i, when in enumerate((NOW - timedelta(hours=3), NOW - timedelta(minutes=20))):
+        await storage.commit_turn(
+            DEFAULT_USER, stored_turn("c1", f"t{i}", at=when.timestamp(), user_text=f"topic {i}")
+        )
+    manifest = ManifestTrinket(storage, segments=8, gap_seconds=1800)
+    stored = (await storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert stored == 0
+    assert "no longer in context" not in await manifest.render(at(NOW))
+    second = (await storage.recent_segments(DEFAULT_USER, "c1", limit=8))[-1].first_seq
+    trimmed = msgspec.structs.replace(at(NOW), history_start=second)
+    assert [line for line in (await manifest.render(trimmed)).splitlines() if "topic" in line] == [
+        "- 11:05–11:05 (no longer in context) topic 0 [1 turn]",
+        "- 13:45–13:45 (active) topic 1 [1 turn]",
+    ]
 
 
 async def test_memories_most_relevant_with_their_age(storage: SQLiteStorage) -> None:

@@ -22,10 +22,13 @@ class ManifestTrinket(Trinket):
         self._gap = gap_seconds
 
     async def render(self, turn: Turn) -> str:
-        try:
-            continuum = await self._storage.continuum(turn.user, turn.continuum_id)
-        except UnknownContinuum:
-            return ""
+        in_context = turn.history_start  # given by the conversation actor on a turn's path
+        if in_context is None:
+            try:
+                continuum = await self._storage.continuum(turn.user, turn.continuum_id)
+            except UnknownContinuum:
+                return ""
+            in_context = continuum.history_start
         segments = await self._storage.recent_segments(
             turn.user, turn.continuum_id, limit=self._limit
         )
@@ -43,7 +46,7 @@ class ManifestTrinket(Trinket):
             notes = []
             if segment is segments[-1] and turn.now - seconds(segment.ended_at) <= self._gap:
                 notes.append("active")
-            if segment.first_seq < continuum.history_start:
+            if segment.first_seq < in_context:
                 notes.append("no longer in context")
             turns = f"{segment.turn_count} turn{'s' if segment.turn_count != 1 else ''}"
             note = f" ({', '.join(notes)})" if notes else ""
