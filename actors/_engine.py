@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from functools import partial
 from types import TracebackType
@@ -486,7 +486,9 @@ class Engine:
         if lane is None:
             trinkets = self._spawn_trinkets(user, continuum_id)
             composer = self._system.spawn(
-                lambda: ComposerActor(self._registry, trinkets, self._composer_settings),
+                lambda: ComposerActor(
+                    self._registry, trinkets, self._composer_settings, hold=self._composing
+                ),
                 name=composer_name(user, continuum_id),
                 mailbox=64,
             )
@@ -544,6 +546,10 @@ class Engine:
     def watch_turns(self, watch: TurnWatch) -> None:
         """Tell `watch` whenever a turn starts and ends (the `idle` GC policy's collector)."""
         self._watch = watch
+
+    def _composing(self) -> AbstractContextManager[None]:
+        """What a composition runs inside: the watch's hold, when one is set."""
+        return self._watch.composing() if self._watch is not None else nullcontext()
 
     async def _hold_turn(self, user: str, continuum_id: str) -> _Lane:
         """The lane for a turn, held (never evicted) and counted among the turns running
@@ -710,11 +716,13 @@ class Engine:
 
 
 class TurnWatch(Protocol):
-    """Told when each turn starts and ends."""
+    """Told when each turn starts and ends, and asked to hold each composition."""
 
     def turn_began(self) -> None: ...
 
     def turn_ended(self) -> None: ...
+
+    def composing(self) -> AbstractContextManager[None]: ...
 
 
 class TurnStream:

@@ -8,7 +8,8 @@ would do next.
 from __future__ import annotations
 
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import anyio
 import pytest
 
 from frontmind import ConfigError, load_config
-from frontmind._gc import VALVE
+from frontmind._gc import VALVE, IdleCollector
 from frontmind.localapi import LocalMessagesAPI
 from tests._daemon import daemon
 from tests._harness import completed, config, frontmind, run_turn
@@ -145,3 +146,116 @@ async def test_a_turns_history_and_request_are_not_tracked_by_the_collector(
     out = [b for m in request.messages for b in m.content]
     assert not any(gc.is_tracked(x) for x in [*request.messages, *out])
     assert any(getattr(b, "cache_control", None) is not None for b in out)
+
+
+class _Starts:
+    """Records the generation of every collection that starts."""
+
+    def __init__(self) -> None:
+        self.generations: list[int] = []
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self.generations.append(info["generation"])
+
+
+def _young_batches(n: int = 5) -> list[list[list[int]]]:
+    """Enough new containers to pass the young threshold `n` times over."""
+    return [[[] for _ in range(gc.get_threshold()[0] + 1)] for _ in range(n)]
+
+
+def test_no_automatic_collection_runs_inside_a_composition() -> None:
+    """A young collection (10-26 ms under load) or the valve's full one landing inside
+    a deadline-bound gather is the composition's tail: under the policy none starts
+    there, and the allocations made meanwhile are collected right after."""
+    collector = IdleCollector()
+    starts = _Starts()
+    gc.callbacks.append(starts)
+    try:
+        with collector.installed():
+            starts.generations.clear()  # installing collects, twice, on purpose
+            with collector.composing(), collector.composing():  # two overlap
+                assert not gc.isenabled()
+                held = _young_batches()
+                assert starts.generations == []
+            assert gc.isenabled()
+            more = _young_batches(1)
+            assert starts.generations  # collected again at the next allocations
+            del held, more
+        # Outside the policy, a composition changes nothing.
+        with collector.composing():
+            assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(starts)
+    assert gc.isenabled()
+
+
+def test_compositions_back_to_back_let_a_collection_through_at_the_bound() -> None:
+    """Under load the compositions overlap without a gap: once the young generation
+    passes the bound one collection runs, and collection is held again after it."""
+    collector = IdleCollector(hold_max=2)
+    starts = _Starts()
+    gc.callbacks.append(starts)
+    try:
+        with collector.installed(), collector.composing():
+            starts.generations.clear()  # installing collects, twice, on purpose
+            kept = _young_batches(5)  # well past twice the threshold: no collection
+            assert starts.generations == []
+            assert not gc.isenabled()
+            with collector.composing():  # the bound is passed: a collection may run
+                assert gc.isenabled()
+                kept.append([[]])
+                assert starts.generations
+            with collector.composing():  # it ran: held again, the overlap going on
+                assert not gc.isenabled()
+                ran = len(starts.generations)
+                kept.extend(_young_batches(1))
+                assert len(starts.generations) == ran
+            del kept
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(starts)
+
+
+def test_the_hold_leaves_collection_off_when_the_application_turned_it_off() -> None:
+    collector = IdleCollector()
+    gc.disable()
+    try:
+        with collector.installed():
+            with collector.composing():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_closing_the_policy_inside_a_composition_enables_collection() -> None:
+    collector = IdleCollector()
+    policy = ExitStack()
+    policy.enter_context(collector.installed())
+    with collector.composing():
+        assert not gc.isenabled()
+        policy.close()  # the instance closes while its composition still runs
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+async def test_the_turns_composition_runs_under_the_hold(
+    tmp_path: Path, api: LocalMessagesAPI
+) -> None:
+    """Wired: the composer of a real turn runs with automatic collection held."""
+    seen: list[bool] = []
+    async with frontmind(api, tmp_path, cfg=config(runtime={"gc": "idle"})) as fm:
+        assert fm._collector is not None
+        hold = fm._collector.composing
+
+        @contextmanager
+        def watched() -> Iterator[None]:
+            with hold():
+                seen.append(gc.isenabled())
+                yield
+
+        fm._collector.composing = watched  # type: ignore[method-assign]
+        completed(await run_turn(fm, "c1", "hello"))
+        assert gc.isenabled()
+    assert seen == [False]
