@@ -39,6 +39,7 @@ uses `idle` by default, the library only with `[runtime] gc = "idle"`.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,6 +75,7 @@ class _Process:
         self.changed_at = 0.0  # monotonic time a turn last started or ended
         self.collecting = False  # an idle collection is running
         self.composing = 0  # compositions running, across every instance
+        self.lock = threading.Lock()  # guards `composing` and `hold`
         # The hold: "off" (collection as the application has it), "held" (disabled by
         # us), "venting" (enabled by us until one collection has run, then held again).
         self.hold: Literal["off", "held", "venting"] = "off"
@@ -141,9 +143,10 @@ class IdleCollector:
         finally:
             _process.users -= 1
             if _process.users == 0:
-                if _process.hold != "off":  # closed inside a composition
-                    gc.enable()
-                    _process.hold = "off"
+                with _process.lock:
+                    if _process.hold != "off":  # closed inside a composition
+                        gc.enable()
+                        _process.hold = "off"
                 gc.callbacks.remove(_observe)
                 gc.set_threshold(*_process.saved)
                 if _process.froze:
@@ -164,15 +167,19 @@ class IdleCollector:
     @contextmanager
     def composing(self) -> Iterator[None]:
         """No automatic collection while this composition runs (the module's docstring)."""
-        if _process.users:
-            self._steer(entering=True)
-        _process.composing += 1
+        # Instances on event loops in other threads share the count: a count that
+        # drifted would leave collection off for good.
+        with _process.lock:
+            if _process.users:
+                self._steer(entering=True)
+            _process.composing += 1
         try:
             yield
         finally:
-            _process.composing -= 1
-            if _process.hold != "off":
-                self._steer(entering=False)
+            with _process.lock:
+                _process.composing -= 1
+                if _process.hold != "off":
+                    self._steer(entering=False)
 
     def _steer(self, *, entering: bool) -> None:
         """The hold's one transition function, at each composition's start and end."""

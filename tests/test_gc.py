@@ -8,6 +8,7 @@ would do next.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -259,3 +260,27 @@ async def test_the_turns_composition_runs_under_the_hold(
         completed(await run_turn(fm, "c1", "hello"))
         assert gc.isenabled()
     assert seen == [False]
+
+
+def test_compositions_in_several_threads_leave_collection_on() -> None:
+    """Instances on event loops in other threads share the hold: however their
+    compositions interleave, collection is back on once the last one ends."""
+    collector = IdleCollector()
+    barrier = threading.Barrier(4)
+
+    def compose_often() -> None:
+        barrier.wait()
+        for _ in range(5_000):
+            with collector.composing():
+                pass
+
+    with collector.installed():
+        threads = [threading.Thread(target=compose_often) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert gc.isenabled()
+        with collector.composing():  # the count came back to zero: a new hold begins
+            assert not gc.isenabled()
+    assert gc.isenabled()
