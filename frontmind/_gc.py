@@ -8,8 +8,8 @@ that turn's tail (110–240 ms at 400 turns of history, issue 14). `gc.freeze()`
 each walk cheaper but, since frozen objects no longer count as long-lived, it makes the
 quarter easy to reach: full collections come more often, not less.
 
-Under `idle`, young collections stay automatic and untouched. The full collection
-CPython would have run is run instead when no turn is in flight and none has started or
+Under `idle`, young collections stay automatic, outside compositions (below). The full
+collection CPython would have run is run instead when no turn is in flight and none has started or
 ended for a moment (`SETTLE_S`): between a reply's last byte and the next request.
 `threshold2` is raised tenfold, not removed: a process that is never idle (constant
 load) still gets its full collections, ten times more rarely, so memory held in cycles
@@ -24,13 +24,17 @@ CPython's young collections (10–26 ms each with a thousand requests open, a ge
 walk among them) and the valve's full ones (30–80 ms) land in the middle of it often
 enough to be its tail. While any composition runs, automatic collection is held
 (`gc.disable()`); the last one to end enables it again, and what was allocated meanwhile
-is collected at the next allocation. Under load compositions overlap back to back, with
-no gap for the collector: once the young generation holds `HOLD_MAX` times its
-threshold, the hold lets one collection through (CPython's own choice of generation, at
-its next allocation) and then holds again, which bounds the memory a hold keeps. If the
-application turned collection off itself, the hold leaves it so. Measured at 200, 500
-and 1,000 continuums × 4 turns at once, three runs each alternating (bench/README):
-composition p99 8.4–17.9 ms held, 12.4–23.1 ms not.
+is collected at the next allocation (at 500 continuums at once the compositions leave a
+gap 68 times a second). Should they overlap back to back, with no gap for the collector,
+the young generation's count is the bound: past `HOLD_MAX` times its threshold (looked at
+when a composition starts or ends, and every second by the collector's task, should a
+composition never end), the hold lets one collection through, inside whichever
+composition is running (CPython's own choice of generation, at its next allocation), and
+then holds again. If the application turned collection off itself before a composition,
+the hold leaves it so; it cannot tell an application's own `gc.disable()` or
+`gc.enable()` made while it holds from its own, and the last composition to end enables
+collection. Measured at 200, 500 and 1,000 continuums × 4 turns at once, three runs each
+alternating (bench/README): composition p99 8.4–17.9 ms held, 12.4–23.1 ms not.
 
 The policy is process-wide state, so a library never changes it unasked: the daemon
 uses `idle` by default, the library only with `[runtime] gc = "idle"`.
@@ -47,7 +51,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 
-__all__ = ["HOLD_MAX", "SETTLE_S", "VALVE", "IdleCollector", "full_collections"]
+__all__ = ["BACKSTOP_S", "HOLD_MAX", "SETTLE_S", "VALVE", "IdleCollector", "full_collections"]
 
 T = TypeVar("T")
 
@@ -57,8 +61,10 @@ SETTLE_S = 0.05
 # The automatic full collection's threshold, as a multiple of CPython's: the safety valve.
 VALVE = 10
 # While compositions overlap back to back, the young generation may grow to this many
-# times its threshold before a collection is let through (bounds the memory held).
+# times its threshold (CPython's current one) before a collection is let through, checked
+# at each composition's start and end and by the collector's task once a second.
 HOLD_MAX = 100
+BACKSTOP_S = 1.0
 
 
 Moment = Literal["turn", "idle", "other"]
@@ -114,9 +120,12 @@ class IdleCollector:
     how it knows when no turn is in flight.
     """
 
-    def __init__(self, settle_s: float = SETTLE_S, hold_max: int = HOLD_MAX) -> None:
+    def __init__(
+        self, settle_s: float = SETTLE_S, hold_max: int = HOLD_MAX, backstop_s: float = BACKSTOP_S
+    ) -> None:
         self.settle_s = settle_s
         self.hold_max = hold_max
+        self.backstop_s = backstop_s
         self.collections = 0  # idle collections this instance ran (tests, the benchmark)
         self._ended: anyio.Event | None = None
         self._threshold = 10  # CPython's threshold2, read when installed
@@ -193,23 +202,38 @@ class IdleCollector:
                 gc.disable()
                 _process.hold = "held"
         elif _process.hold == "held":
-            if gc.get_count()[0] > _process.saved[0] * self.hold_max:
-                _process.vented = False
-                _process.hold = "venting"
-                gc.enable()  # CPython's own choice of generation, at its next allocation
+            self._vent_if_due()
         elif _process.vented:  # venting, and the collection it let through has run
             gc.disable()
             _process.hold = "held"
+
+    def _vent_if_due(self) -> None:
+        """Past the bound, let one collection through (`_process.hold` is "held")."""
+        threshold = gc.get_threshold()[0]  # 0: the application turned collection off
+        if threshold and gc.get_count()[0] > threshold * self.hold_max:
+            _process.vented = False
+            _process.hold = "venting"
+            gc.enable()  # CPython's own choice of generation, at its next allocation
+
+    def _backstop(self) -> None:
+        """The bound, even if no composition starts or ends (one that never ends)."""
+        with _process.lock:
+            if _process.hold == "held":
+                self._vent_if_due()
 
     def due(self) -> bool:
         """Whether CPython would want a full collection by now (its count, not ours)."""
         return gc.get_count()[2] >= self._threshold
 
     async def run(self) -> None:
-        """Forever: after the last turn in flight ends and a quiet moment, collect."""
+        """Forever: after the last turn in flight ends and a quiet moment, collect; and
+        once a second, the composition hold's bound (`_backstop`)."""
         while True:
             self._ended = anyio.Event()
-            await self._ended.wait()
+            while not self._ended.is_set():
+                with anyio.move_on_after(self.backstop_s):
+                    await self._ended.wait()
+                self._backstop()
             while _process.in_flight == 0:
                 quiet = time.monotonic() - _process.changed_at
                 if quiet < self.settle_s:

@@ -8,6 +8,7 @@ would do next.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
@@ -274,13 +275,73 @@ def test_compositions_in_several_threads_leave_collection_on() -> None:
             with collector.composing():
                 pass
 
-    with collector.installed():
-        threads = [threading.Thread(target=compose_often) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert gc.isenabled()
-        with collector.composing():  # the count came back to zero: a new hold begins
-            assert not gc.isenabled()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: an unguarded count drifts
+    try:
+        with collector.installed():
+            threads = [threading.Thread(target=compose_often) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            sys.setswitchinterval(switch)
+            assert gc.isenabled()
+            with collector.composing():  # the count came back to zero: a new hold begins
+                assert not gc.isenabled()
+    finally:
+        sys.setswitchinterval(switch)
     assert gc.isenabled()
+
+
+async def test_a_composition_that_never_ends_holds_collection_no_longer_than_the_bound() -> None:
+    """The bound holds without compositions starting or ending: the collector's task
+    looks at it too, so a composition stuck for good cannot keep collection off."""
+    collector = IdleCollector(hold_max=2, backstop_s=0.01)
+    looked = anyio.Event()
+    backstop = collector._backstop
+
+    def watched() -> None:
+        backstop()
+        if gc.isenabled():
+            looked.set()
+
+    collector._backstop = watched  # type: ignore[method-assign]
+    starts = _Starts()
+    gc.callbacks.append(starts)
+    try:
+        with collector.installed(), collector.composing():
+            kept = _young_batches(5)
+            assert not gc.isenabled()
+            starts.generations.clear()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(collector.run)
+                with anyio.fail_after(10):
+                    await looked.wait()
+                kept.append([[]])
+                assert starts.generations  # the collection it let through ran
+                tg.cancel_scope.cancel()
+            del kept
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(starts)
+
+
+def test_the_bound_follows_the_applications_threshold() -> None:
+    """An application that sets its own young threshold after the policy is installed
+    moves the bound with it; a threshold of 0 (automatic collection off) lets nothing
+    through."""
+    collector = IdleCollector(hold_max=2)
+    saved = gc.get_threshold()
+    try:
+        with collector.installed(), collector.composing():
+            kept = _young_batches(5)  # past 2 x the threshold of 700
+            gc.set_threshold(saved[0] * 10, *gc.get_threshold()[1:])
+            with collector.composing():  # not past 2 x 7,000: held still
+                assert not gc.isenabled()
+            gc.set_threshold(0, *gc.get_threshold()[1:])
+            with collector.composing():
+                assert not gc.isenabled()
+            del kept
+        assert gc.isenabled()
+    finally:
+        gc.set_threshold(*saved)
