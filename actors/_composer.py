@@ -11,8 +11,10 @@ step of a composition waits for the event loop: the scatter, each storage read's
 result, the reply. That wait is not the trinket's, and cutting sections for it drops
 context exactly when the daemon is busy (bench/load.py --cpu-share, --probe: there it
 was the loop, not the renders or the reader connections, that the sections waited on).
-So the composer measures the loop's lag as the gather starts (one round trip through
-the loop) and allows the gather that lag for each step it takes, up to
+So the composer measures the loop's lag from the `Compose` message's own trip through
+the loop (stamped as it is made, just before it is sent, and read as the composer takes
+it up: no round trip of its own inside the composition) and allows the gather that lag
+for each step it takes, up to
 `LAG_ALLOWANCE` times the deadline more. An idle loop answers at once: below
 `LAG_FLOOR_S` nothing is added, and deadlines stay exact.
 """
@@ -24,7 +26,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
-import anyio.lowlevel
 import msgspec
 
 from runtime import Actor, ActorRef, Failed, Replied, scatter_gather
@@ -130,7 +131,7 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         started_ns = time.time_ns()
         turn = message.turn
         current_turn.set(turn.turn_id)  # e.g. the cache guard's warnings name the turn
-        extra = await self._lag_allowance()
+        extra = self._lag_allowance(started - message.sent_at)
         deadline = self._deadline + extra
         result = await scatter_gather(
             self._refs,
@@ -181,13 +182,14 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         self._neutral[name] = (content, text)
         return text
 
-    async def _lag_allowance(self) -> float:
-        """Seconds added to this gather for the event loop's current lag (0 when idle)."""
+    def _lag_allowance(self, lag: float) -> float:
+        """Seconds added to this gather for the event loop's current lag (0 when idle).
+
+        `lag` is how long the `Compose` took from its sender to here: one pass through the
+        loop's ready queue, and any wait behind this composer's previous message (a
+        preview composed beside a turn), which the bound below caps."""
         if not self._refs:
             return 0.0
-        started = time.perf_counter()
-        await anyio.lowlevel.checkpoint()  # back at the end of the loop's ready queue
-        lag = time.perf_counter() - started
         if lag < LAG_FLOOR_S:
             return 0.0
         return min(lag * LAG_STEPS, self._deadline * LAG_ALLOWANCE)

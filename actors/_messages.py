@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import msgspec
 
 from storage import DEFAULT_USER, Passage, SectionStatus
@@ -72,6 +74,9 @@ class SectionLate(msgspec.Struct, frozen=True, tag=True):
 
 class Compose(msgspec.Struct, frozen=True, tag=True):
     turn: Turn
+    # When it was made, just before it is sent (`time.perf_counter`, this process): its
+    # trip to the composer is the composer's measure of the event loop's lag.
+    sent_at: float = msgspec.field(default_factory=time.perf_counter)
 
 
 ComposerMessage = Compose | SectionLate

@@ -150,8 +150,8 @@ async def _timed_scatter(refs: Any, message: Any, **kwargs: Any) -> Any:
         del _scattered[message.turn.turn_id]
 
 
-async def _timed_allowance(self: _composer.ComposerActor) -> float:
-    extra = await _allowance(self)
+def _timed_allowance(self: _composer.ComposerActor, lag: float) -> float:
+    extra = _allowance(self, lag)
     samples["lag_allowance"].append(extra * 1000)
     return extra
 

@@ -646,6 +646,20 @@ async def test_the_allowance_is_bounded() -> None:
         tg.cancel_scope.cancel()
     assert status(composed, "relevant_memories") == "timeout"
     # A 50 ms lag would allow 8 × 50 ms unbounded; the bound is twice the deadline (so
-    # 150 ms in all), plus the busy loop's steps around the gather (the ask, the lag's
-    # measure, the reply: about 300 ms here).
+    # 150 ms in all), plus the busy loop's steps around the gather (the ask, the
+    # reply: about 300 ms here).
     assert elapsed < 0.6 < 0.05 + 8 * 0.05 + 0.3
+
+
+async def test_the_lag_is_the_compose_messages_own_trip() -> None:
+    """The composer takes the loop's lag from how long its `Compose` took to arrive (no
+    round trip of its own inside the composition): a message that took 50 ms gives a
+    50 ms section 8 x 50 ms more, bounded at twice the deadline."""
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(system, [("relevant_memories", Scripted(["hang"]))], deadline_ms=50)
+        late: Composed = await ref.ask(Compose(turn(), sent_at=time.perf_counter() - 0.05))
+        prompt: Composed = await ref.ask(Compose(turn(tid="t2")))
+    waited = next(s for s in late.sections if s.name == "relevant_memories")
+    assert waited.status == "timeout"
+    assert waited.elapsed_ms >= 150  # 50 ms and the bound, 2 x 50 ms: never less
+    assert status(prompt, "relevant_memories") == "timeout"
