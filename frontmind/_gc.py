@@ -9,8 +9,9 @@ each walk cheaper but, since frozen objects no longer count as long-lived, it ma
 quarter easy to reach: full collections come more often, not less.
 
 Under `idle`, young collections stay automatic, outside compositions (below). The full
-collection CPython would have run is run instead when no turn is in flight and none has started or
-ended for a moment (`SETTLE_S`): between a reply's last byte and the next request.
+collection CPython would have run is run instead when no turn is in flight and none has
+started or ended for a moment (`SETTLE_S`): between a reply's last byte and the next
+request.
 `threshold2` is raised tenfold, not removed: a process that is never idle (constant
 load) still gets its full collections, ten times more rarely, so memory held in cycles
 stays bounded. Installing the policy collects once and freezes what is alive (the
@@ -81,7 +82,9 @@ class _Process:
         self.changed_at = 0.0  # monotonic time a turn last started or ended
         self.collecting = False  # an idle collection is running
         self.composing = 0  # compositions running, across every instance
-        self.lock = threading.Lock()  # guards `composing` and `hold`
+        # Guards `composing` and `hold`. Reentrant: a collection started by an allocation
+        # while it is held runs finalizers, on this thread.
+        self.lock = threading.RLock()
         # The hold: "off" (collection as the application has it), "held" (disabled by
         # us), "venting" (enabled by us until one collection has run, then held again).
         self.hold: Literal["off", "held", "venting"] = "off"
