@@ -549,9 +549,7 @@ class Engine:
 
     def _composing(self) -> AbstractContextManager[None]:
         """What a composition runs inside: the watch's hold, when one is set."""
-        # A watch written before `composing` joined the protocol holds nothing.
-        composing = getattr(self._watch, "composing", None)
-        return composing() if composing is not None else nullcontext()
+        return self._watch.composing() if self._watch is not None else nullcontext()
 
     async def _hold_turn(self, user: str, continuum_id: str) -> _Lane:
         """The lane for a turn, held (never evicted) and counted among the turns running

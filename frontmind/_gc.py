@@ -65,6 +65,7 @@ VALVE = 10
 # times its threshold (CPython's current one) before a collection is let through, checked
 # at each composition's start and end and by the collector's task once a second.
 HOLD_MAX = 100
+# How often the collector's task looks at that bound itself (a composition that never ends).
 BACKSTOP_S = 1.0
 
 
