@@ -105,11 +105,33 @@ def pgvector_bin_dir() -> Path | None:
     return bin_dir if (bin_dir / "initdb").exists() else None
 
 
+def _reachable(bin_dir: Path, run_as: str, base: Path) -> Path:
+    """`bin_dir`, or a copy of its installation under `base` when `run_as` cannot run
+    it: a bundled server (`pgserver`'s) lives in the checkout's .venv, which may sit
+    under a directory only root can enter (`mktemp -d` makes it 0700). The copy works
+    because that installation finds its files relative to its binaries: its share and
+    lib beside bin, and its shared libraries in the wheel's `<package>.libs` directory
+    (the binaries' RPATH, `$ORIGIN/../../../pgserver.libs`), copied in the same places."""
+    check = ["runuser", "-u", run_as, "--", "test", "-x", str(bin_dir / "initdb")]
+    if subprocess.run(check, capture_output=True, check=False).returncode == 0:
+        return bin_dir
+    install = bin_dir.parent  # site-packages/<package>/pginstall
+    package = install.parent
+    copy = base / "install"
+    shutil.copytree(install, copy / package.name / install.name, symlinks=True)
+    libs = package.parent / f"{package.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, copy / libs.name, symlinks=True)
+    return copy / package.name / install.name / bin_dir.name
+
+
 def start_server(base: Path, bin_dir: Path | None = None) -> PostgresServer:
     bin_dir = bin_dir or find_bin_dir()
     if bin_dir is None:
         raise FileNotFoundError("no PostgreSQL server is installed (Debian package postgresql)")
     run_as = "postgres" if os.geteuid() == 0 else None
+    if run_as is not None:
+        bin_dir = _reachable(bin_dir, run_as, base)
     data_dir = base / "pgdata"
     data_dir.mkdir(parents=True)
     if run_as is not None:
