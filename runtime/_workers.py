@@ -138,6 +138,7 @@ class Workers:
         # Parking is written out here, not in a helper: every activation resumes this
         # coroutine, and each frame on the way costs (bench/kernel.py).
         cell: Drainable | None = first
+        del first  # a parked worker holds no cell (see below)
         loop = self._loop
         idle = self._idle
         copy_context = contextvars.copy_context
@@ -152,6 +153,9 @@ class Workers:
                     cell.worker = None
                 if self._closed or copy_context() != context:
                     return  # closing, or a handler set a context variable: retire
+                # Parked, the worker holds no cell: a stopped actor's state (and its
+                # lane's) is freed now, not when this worker next runs or retires.
+                cell = None
                 worker.parked = parked = loop.create_future()
                 idle.append(worker)
                 if self._timer is None:

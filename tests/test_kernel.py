@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -474,6 +476,37 @@ async def test_workers_not_needed_for_a_while_leave_the_pool() -> None:
         await anyio.wait_all_tasks_blocked()
         assert tasks() == before + 1
         assert (await scatter_gather(refs, Echo(3), deadline=5)).unwrap() == [3] * 20
+
+
+async def test_a_parked_worker_holds_no_stopped_actor() -> None:
+    # A worker parks after its drain and may stay parked for IDLE_S or longer; what it
+    # drained last (and the cell it was started for) must not live on with it: a stopped
+    # actor's cell, and what its factory was given (a conversation's lane: its deps, its
+    # trinkets' settings), are freed when the actor stops, not when the worker next runs
+    # or retires.
+    class Deps:
+        pass
+
+    given: list[weakref.ref[Deps]] = []
+
+    def factory_of(deps: Deps) -> Any:
+        given.append(weakref.ref(deps))
+        return lambda: Recorder(name=str(id(deps)))
+
+    async with ActorSystem() as system:
+        first = system.spawn(factory_of(Deps()), name="first")
+        assert await first.ask(Echo(1)) == 1  # starts a worker for `first`
+        second = system.spawn(factory_of(Deps()), name="second")
+        assert await second.ask(Echo(2)) == 2  # the same worker, parked between
+        await system.stop(first)
+        await system.stop(second)
+        del first, second
+        await anyio.wait_all_tasks_blocked()
+        workers = system._workers
+        assert workers is not None
+        assert len(workers._idle) == 1, "one worker, parked"
+        gc.collect()
+        assert [ref() for ref in given] == [None, None]
 
 
 async def test_one_message_at_a_time_in_order_under_concurrent_senders(encoded: bool) -> None:
