@@ -131,6 +131,20 @@ class _LingeringTransport:
         self._on_close()
         self._transport.close()
 
+    def forget(self) -> None:
+        """The connection is gone: drop the callbacks (they refer to its protocol, which
+        refers to this transport: a cycle only a full collection would free)."""
+        self._sending_body = _not_sending
+        self._on_close = _nothing
+
+
+def _not_sending() -> bool:
+    return False
+
+
+def _nothing() -> None:
+    pass
+
 
 def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
     """The protocol class for one server: its connections share one `Shares`."""
@@ -194,6 +208,16 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 return
             shares.remove(self)
             super().connection_lost(exc)
+            # Nothing of the connection runs from here on but the app's task, which
+            # holds its own request cycle (uvicorn's, told it is disconnected). The
+            # references back from the transport and to the cycle go, so that the
+            # connection is freed when that task ends, not at the next full collection
+            # (which the `idle` policy runs rarely under load: bench/README, "What the
+            # high-water mark is made of").
+            self.cycle = None  # type: ignore[assignment]  # uvicorn's own "no request"
+            self._edge_cycle = None
+            if isinstance(self.transport, _LingeringTransport):
+                self.transport.forget()
 
         def holding(self) -> Holding:
             their = self.conn.their_state

@@ -90,7 +90,8 @@ class TurnEvents(Response):
 
     The turn's events are pumped by a child task into a channel; waiting on the channel
     (never on the turn itself) can time out for a ping without disturbing the turn. A
-    client that disconnects cancels the pump, which cancels the turn cleanly. Shutdown
+    client that disconnects cancels the pump, which cancels the turn cleanly and closes
+    the channel, which ends the relay. Shutdown
     after the grace period (`TurnStreams.cancel_all`) ends the stream with a final
     `shutting_down` error event, and the turn is cancelled with a record saying so.
     """
@@ -119,15 +120,23 @@ class TurnEvents(Response):
         with self.served.serving():
             try:
                 async with self.stream, anyio.create_task_group() as tg:
-                    tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                    # Each child ends inside a scope of its own, never by the group's:
+                    # anyio keeps a child that ended by cancellation in a reference
+                    # cycle (its CancelledError, the traceback, its done callback's
+                    # frame) that holds the turn's objects until a full collection,
+                    # which the `idle` policy runs rarely under load (bench/README,
+                    # "What the high-water mark is made of").
+                    pump, watch = anyio.CancelScope(), anyio.CancelScope()
+                    tg.start_soon(self._watch_disconnect, receive, watch, pump)
                     events, received = anyio.create_memory_object_stream[TurnEvent](1)
-                    tg.start_soon(self._pump, events)
+                    tg.start_soon(self._pump, events, pump)
                     await send(
                         {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
                     )
                     finished = await self._relay(received, send)
                     relayed = True
-                    tg.cancel_scope.cancel()
+                    pump.cancel()
+                    watch.cancel()
                 # The turn is closed (cancelled and recorded, if it had not ended) before
                 # the stream ends.
                 if relayed:
@@ -178,21 +187,31 @@ class TurnEvents(Response):
             "more_body": True,
         }
 
-    async def _pump(self, events: MemoryObjectSendStream[TurnEvent]) -> None:
+    async def _pump(
+        self, events: MemoryObjectSendStream[TurnEvent], scope: anyio.CancelScope
+    ) -> None:
+        """The turn's events into the channel until it ends or `scope` is cancelled (the
+        client left: the turn is cancelled as its read is); the channel closes either
+        way, which ends the relay."""
         async with events:
-            try:
-                async for event in self.stream:
-                    if isinstance(event, TurnStarted):
-                        self.turn_id = self.state[TURN_KEY] = event.turn_id
-                    await events.send(event)
-            except KernelError as exc:
-                # A bug in the turn's actor (it is restarted): end with an error event
-                # rather than a broken stream.
-                log.error("turn failed inside the runtime", exc_info=exc)
-                await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
+            with scope:
+                try:
+                    async for event in self.stream:
+                        if isinstance(event, TurnStarted):
+                            self.turn_id = self.state[TURN_KEY] = event.turn_id
+                        await events.send(event)
+                except KernelError as exc:
+                    # A bug in the turn's actor (it is restarted): end with an error
+                    # event rather than a broken stream.
+                    log.error("turn failed inside the runtime", exc_info=exc)
+                    await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
 
     @staticmethod
-    async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        scope.cancel()
+    async def _watch_disconnect(
+        receive: Receive, scope: anyio.CancelScope, pump: anyio.CancelScope
+    ) -> None:
+        """Until the client leaves (then the pump stops), or `scope` is cancelled."""
+        with scope:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            pump.cancel()
