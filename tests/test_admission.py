@@ -47,6 +47,24 @@ LEFT_OUT = ("timeout", "failed", "stale")
 HOLD = "call hold"  # the local model calls the `hold` tool when a message names it
 
 
+class Tally:
+    """A count a test waits on: `reach(n)` returns once it is `n` or more."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._changed = anyio.Event()
+
+    def bump(self) -> None:
+        self.value += 1
+        self._changed.set()
+
+    async def reach(self, n: int) -> None:
+        with anyio.fail_after(20):
+            while self.value < n:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+
+
 class Holds:
     """The `hold` tool: each call is counted as it starts and waits for its own go."""
 
@@ -55,7 +73,7 @@ class Holds:
         self.running = 0
         self.most_running = 0
         self._gates: list[anyio.Event] = []
-        self._arrived = anyio.Event()
+        self._arrived = Tally()
 
     def tool(self) -> Any:
         async def hold(turn: Turn) -> str:
@@ -65,7 +83,7 @@ class Holds:
             self.started.append((turn.user, turn.continuum_id))
             self.running += 1
             self.most_running = max(self.most_running, self.running)
-            self._arrived.set()
+            self._arrived.bump()
             try:
                 await gate.wait()
             finally:
@@ -76,10 +94,7 @@ class Holds:
 
     async def count(self, n: int) -> None:
         """Until `n` holds have started."""
-        with anyio.fail_after(20):
-            while len(self.started) < n:
-                self._arrived = anyio.Event()
-                await self._arrived.wait()
+        await self._arrived.reach(n)
 
     def release(self, index: int) -> None:
         self._gates[index].set()
@@ -101,8 +116,7 @@ class Answered:
 
     def __init__(self) -> None:
         self.app: ASGIApp | None = None
-        self.ended = 0
-        self._changed = anyio.Event()
+        self.ended = Tally()
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         self.app = app
@@ -113,15 +127,7 @@ class Answered:
         try:
             await self.app(scope, receive, send)
         finally:
-            self.ended += 1
-            self._changed.set()
-
-    async def count(self, n: int) -> None:
-        """Until `n` requests have ended."""
-        with anyio.fail_after(20):
-            while self.ended < n:
-                self._changed = anyio.Event()
-                await self._changed.wait()
+            self.ended.bump()
 
 
 def _as_is(app: ASGIApp) -> ASGIApp:
@@ -376,7 +382,7 @@ async def test_a_turn_left_mid_stream_leaves_no_reference_cycle(tmp_path: Path) 
         gc.disable()  # what is cyclic stays for the look below
         try:
             await leave_mid_stream(http, holds, 3)
-            await answered.count(3)  # the server is done with them: each turn closed
+            await answered.ended.reach(3)  # the server is done with them: each turn closed
             await anyio.lowlevel.checkpoint()  # and its request task's done callbacks ran
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()
