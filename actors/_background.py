@@ -262,6 +262,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 near,
                 now=self._clock(),
                 same_cosine=self._same_cosine,
+                vector=vector,
             )
             if near is not None and decided is not None and vector is not None:
                 # Found by meaning: its vector is stored with it, in the job's transaction.

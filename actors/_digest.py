@@ -10,8 +10,9 @@ offline runs produce deterministic summaries.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -126,6 +127,14 @@ def similarity(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine of two vectors (0 where either is zero). Used between a proposal and
+    the few proposals of its own pass, never over the store."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return dot / norms if norms else 0.0
+
+
 def deduplicate(
     proposed: ProposedMemory,
     candidates: list[Memory],
@@ -133,31 +142,39 @@ def deduplicate(
     *,
     closeness: Mapping[int, float] | None = None,
     same_cosine: float = SAME_MEANING,
+    vector: Sequence[float] | None = None,
 ) -> MemoryProposal | None:
     """The proposal as it should be written: an update of the existing memory it
     repeats (None when it adds nothing), or a new memory. `accepted` are this pass's
     earlier proposals, so one pass never writes the same memory twice.
 
-    A candidate repeats the proposal when their word overlap reaches SAME_MEMORY (the
-    rule for keyword-only setups); with an embedder, `closeness` gives each candidate's
-    cosine to the proposal, and the same meaning is a cosine reaching `same_cosine`.
+    Two texts say the same when their word overlap reaches SAME_MEMORY (the rule for
+    keyword-only setups). With an embedder, a candidate whose cosine to the proposal is
+    known (`closeness`) says the same when that cosine reaches `same_cosine`, and
+    `vector`, the proposal's own, is compared with the earlier proposals that have one.
+    Words still decide for the candidates with no cosine: a memory not embedded yet
+    (just written, or waiting to be embedded again after an embedder change).
     """
     for earlier in accepted:
         if similarity(earlier.text, proposed.text) >= SAME_MEMORY:
             return None
+        if (
+            vector is not None
+            and earlier.vector is not None
+            and len(earlier.vector) == len(vector)
+            and cosine(earlier.vector, vector) >= same_cosine
+        ):
+            return None
+    close = closeness or {}
 
-    def score(memory: Memory) -> float:
-        if closeness is None:
-            return similarity(memory.text, proposed.text)
-        return closeness.get(memory.id, 0.0)
+    def strength(memory: Memory) -> tuple[bool, float, float]:
+        by_words = similarity(memory.text, proposed.text)
+        if (by_meaning := close.get(memory.id)) is not None:
+            return (by_meaning >= same_cosine, by_meaning, by_words)
+        return (by_words >= SAME_MEMORY, 0.0, by_words)
 
-    threshold = SAME_MEMORY if closeness is None else same_cosine
-    best: Memory | None = None
-    best_score = 0.0
-    for memory in candidates:
-        if (memory_score := score(memory)) > best_score:
-            best, best_score = memory, memory_score
-    if best is not None and best_score >= threshold:
+    best = max(candidates, key=strength, default=None)
+    if best is not None and strength(best)[0]:
         if best.text == proposed.text and best.importance >= proposed.importance:
             return None  # nothing new: the memory stays as it is
         return MemoryProposal(proposed.text, max(best.importance, proposed.importance), best.id)
@@ -173,17 +190,21 @@ async def decide_memory(
     *,
     now: float,
     same_cosine: float,
+    vector: Sequence[float] | None = None,
 ) -> MemoryProposal | None:
     """`deduplicate` against the store, as the `remember` tool and the extraction both
-    decide: by meaning when `near` gives the memories nearest to the proposal's vector
-    and their cosines, else by words (the word-overlap rule over a keyword search)."""
+    decide: by words over a keyword search, and by meaning too when `near` gives the
+    memories nearest to the proposal's `vector` and their cosines."""
+    hits = await storage.search_memories(user, proposed.text, limit=5, now=now)
+    found = {h.memory.id: h.memory for h in hits}
     if near is None:
-        hits = await storage.search_memories(user, proposed.text, limit=5, now=now)
-        return deduplicate(proposed, [h.memory for h in hits], accepted)
+        return deduplicate(proposed, list(found.values()), accepted)
+    found.update((memory.id, memory) for memory, _ in near)
     return deduplicate(
         proposed,
-        [memory for memory, _ in near],
+        list(found.values()),
         accepted,
         closeness={memory.id: close for memory, close in near},
         same_cosine=same_cosine,
+        vector=vector,
     )

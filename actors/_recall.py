@@ -50,6 +50,9 @@ log = logging.getLogger("frontmind.recall")
 MIN_SIMILARITY = 0.2
 # How long the startup's dimension check may take (a hosted embedder answers one text).
 PROBE_TIMEOUT_S = 30.0
+# The same check for an embedder that says its dimension: it starts without the answer
+# when it is this late (startup does not wait on a slow service).
+DECLARED_PROBE_TIMEOUT_S = 5.0
 
 
 @runtime_checkable
@@ -84,19 +87,34 @@ def embedder_name(spec: str, embedder: Embedder) -> str:
 
 
 async def _dimensions(spec: str, embedder: Embedder) -> int:
+    """The embedder's dimension, checked by embedding one text. One that says its
+    `dimensions` and answers with another length is refused here, rather than having
+    every vector it makes refused later (no memory would ever be found by meaning). One
+    that says it but cannot answer now (a hosted service down at startup) starts with
+    what it says: its turns fall back to keywords until it answers."""
     said = getattr(embedder, "dimensions", None)
-    if isinstance(said, int) and not isinstance(said, bool):
-        return said
+    declared = said if isinstance(said, int) and not isinstance(said, bool) else None
     try:
-        with anyio.fail_after(PROBE_TIMEOUT_S):
+        with anyio.fail_after(PROBE_TIMEOUT_S if declared is None else DECLARED_PROBE_TIMEOUT_S):
             vectors = await embedder.embed(["dimension check"])
     except TimeoutError as exc:
+        if declared is not None:
+            log.warning("embedder %s did not answer the dimension check in time", spec)
+            return declared
         raise SettingsError(f"memory.embedder: {spec!r} did not answer in time") from exc
     # The embedder is the user's code: whatever it raises is a startup error naming it.
     except Exception as exc:
+        if declared is not None:
+            log.warning("embedder %s failed the dimension check: %r", spec, exc)
+            return declared
         raise SettingsError(f"memory.embedder: {spec!r} failed: {exc!r}") from exc
     if len(vectors) != 1:
         raise SettingsError(f"memory.embedder: {spec!r} returned {len(vectors)} vectors for 1 text")
+    if declared is not None and len(vectors[0]) != declared:
+        raise SettingsError(
+            f"memory.embedder: {spec!r} says it has {declared} dimensions"
+            f" but returned a vector of {len(vectors[0])}"
+        )
     return len(vectors[0])
 
 

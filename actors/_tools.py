@@ -377,7 +377,7 @@ class ToolRunner:
         is late or fails leaves it to the word-overlap rule (and the background worker)."""
         add_memory_effect(proposed.text, proposed.importance, now=turn.now)  # checked first
         staged = [
-            MemoryProposal(e.text, e.importance, e.replaces)
+            MemoryProposal(e.text, e.importance, e.replaces, e.vector)
             for e in effects
             if isinstance(e, StagedMemory)
         ]
@@ -390,6 +390,7 @@ class ToolRunner:
             near,
             now=turn.now,
             same_cosine=self._same_cosine,
+            vector=vector,
         )
         if decided is None:
             return ToolOutcome("already remembered: nothing new to store")

