@@ -40,6 +40,7 @@ from storage import (
     RawBlock,
     TextBlock,
     check_message,
+    visible,
 )
 
 __all__ = [
@@ -219,8 +220,11 @@ def user_content(message: UserInput) -> tuple[tuple[ContentBlock, ...], str]:
             text = fields.get("text")
             if not isinstance(text, str) or set(fields) - {"type", "text"}:
                 raise InvalidInput(f"{where}: a text block is {{'type': 'text', 'text': ...}}")
-            if not text.strip():
-                raise InvalidInput(f"{where}: the text is empty (the API refuses empty text)")
+            if not visible(text):
+                raise InvalidInput(
+                    f"{where}: the text is empty, or holds only invisible characters"
+                    " (the API refuses empty text)"
+                )
             texts.append(text)
             blocks.append(TextBlock(text))
         elif kind in ("image", "document"):

@@ -280,6 +280,8 @@ def decode_body(body: bytes, type_: type[T]) -> T:
         raise BadBody(f"invalid request body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadBody(f"malformed JSON: {exc}") from None
+    except RecursionError:  # arrays in arrays, a thousand deep, where the type says Any
+        raise BadBody("malformed JSON: nested too deep") from None
 
 
 # What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last

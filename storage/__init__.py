@@ -94,6 +94,7 @@ from ._validation import (
     check_user_name,
     excerpt,
     to_epoch,
+    visible,
 )
 
 __all__ = [
@@ -187,4 +188,5 @@ __all__ = [
     "moment_or_none",
     "segment_job_payload",
     "to_epoch",
+    "visible",
 ]

@@ -139,6 +139,7 @@ from ._validation import (
     DEFAULT_USER,
     MAX_DIMENSIONS,
     MAX_DOCUMENT_CHARS,
+    MAX_ROW_ID,
     check_continuum_id,
     check_label,
     check_row_id,
@@ -582,6 +583,8 @@ class SQLStore(ABC):
     ) -> list[Message]:
         """All the continuum's messages in order, from the one after seq `after`."""
         await self.continuum(user, continuum_id)
+        if after >= MAX_ROW_ID:  # no seq comes after the largest (nor fits SQL past it)
+            return []
         return await self._messages(user, continuum_id, after + 1, limit)
 
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:

@@ -28,6 +28,7 @@ and dialect under it:
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -49,10 +50,28 @@ from ._records import MessageHit, SpaceReclaimed
 from ._shared import encode_vector
 from ._sql import MEMORY, USER_TABLES, Connection, SQLStore
 from ._time import from_row
+from ._validation import excerpt
 
 __all__ = ["SQLiteStorage"]
 
 _VEC_MAX_K = 4096  # sqlite-vec's largest k
+_MAX_FILE_NAME_BYTES = 255  # a file name's longest on Linux, macOS and Windows
+# A backup that fails with one of these is refused for its path (400), not reported as
+# the store being unavailable: no permission, a read-only or special file system, no
+# such directory.
+_PATH_ERRNOS = frozenset(
+    (
+        errno.EACCES,
+        errno.EPERM,
+        errno.EROFS,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENOENT,
+        errno.ENAMETOOLONG,
+        errno.EXDEV,
+        errno.EINVAL,
+    )
+)
 _AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 # The vector index holds each vector normalized and quantized to int8 (1 byte a
 # dimension, 'unit': [-1, 1] in 255 steps), compared by L2 distance: for normalized
@@ -316,6 +335,7 @@ class SQLiteStorage(SQLStore):
         self._write_lock = anyio.Lock()
 
     async def backup(self, path: Path) -> int:
+        self._check_backup_path(path)
         partial = path.with_name(path.name + ".partial")
 
         def copy() -> int:
@@ -329,6 +349,7 @@ class SQLiteStorage(SQLStore):
             # checkpointed and deleted the live WAL under the store's connections (a
             # daemon backed up through the API died of SIGBUS, or lost its writes).
             partial.unlink(missing_ok=True)
+            partial.touch()  # a path this process cannot write fails here, as an OSError
             source = DRIVER.connect(str(self.path))
             try:
                 target = DRIVER.connect(str(partial))
@@ -345,7 +366,13 @@ class SQLiteStorage(SQLStore):
 
         try:
             return await anyio.to_thread.run_sync(copy)
-        except (OSError, DRIVER.Error) as exc:
+        except OSError as exc:
+            if exc.errno in _PATH_ERRNOS:  # the path's fault, not the store's
+                raise InvalidInput(
+                    f"cannot write a backup at {excerpt(str(path), 80)!r}: {exc.strerror}"
+                ) from exc
+            raise StorageUnavailable(f"the backup to {path} failed: {exc}") from exc
+        except DRIVER.Error as exc:
             raise StorageUnavailable(f"the backup to {path} failed: {exc}") from exc
 
     @classmethod
@@ -501,6 +528,31 @@ class SQLiteStorage(SQLStore):
             " WHERE embedding IS NOT NULL AND length(embedding) = ?",
             (4 * dimensions,),
         )
+
+    def _check_backup_path(self, path: Path) -> None:
+        """Refuse, before anything is written, a backup path that names no file this
+        store could write whole: the backup replaces what is there by a rename, which
+        onto the store's own files would swap the database under its connections (its
+        later writes lost), and onto a device, a directory or /proc would replace it."""
+        shown = repr(excerpt(str(path), 80))
+        if "\0" in str(path):
+            raise InvalidInput(f"the backup path {shown} holds a NUL character")
+        if not path.name or path.name in (".", ".."):
+            raise InvalidInput(f"the backup path {shown} names no file")
+        if len(os.fsencode(path.name)) > _MAX_FILE_NAME_BYTES:
+            raise InvalidInput(f"the backup path {shown} has a file name that is too long")
+        target = path.resolve()
+        live = self.path.resolve()
+        own = {live.name + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+        if target.parent == live.parent and target.name in own:
+            raise InvalidInput(
+                f"the backup path {shown} is the store's own database (or its log):"
+                " back up to another file"
+            )
+        if not target.parent.is_dir():
+            raise InvalidInput(f"the backup path {shown} is in no existing directory")
+        if target.exists() and not target.is_file():
+            raise InvalidInput(f"the backup path {shown} is not a regular file")
 
     async def reclaim_space(
         self, *, min_free_bytes: int = RECLAIM_MIN_FREE_BYTES

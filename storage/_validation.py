@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from datetime import UTC, datetime
 
 from ._exceptions import InvalidInput, MessageTooLarge
@@ -31,6 +32,7 @@ __all__ = [
     "check_user_name",
     "excerpt",
     "to_epoch",
+    "visible",
 ]
 
 MAX_MESSAGE_CHARS = 100_000
@@ -114,11 +116,18 @@ def check_label(label: str) -> str:
     return label
 
 
+def visible(text: str) -> bool:
+    """Whether `text` has a character that shows: not blank, nor format characters
+    alone (zero-width spaces, direction marks, soft hyphens), which the notification
+    center's neutralizing drops, leaving an empty text the Messages API refuses."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
+
+
 def check_text(text: str, what: str, limit: int) -> str:
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
-    if not text.strip():
-        raise InvalidInput(f"{what} is empty")
+    if not visible(text):
+        raise InvalidInput(f"{what} is empty (or holds only invisible characters)")
     if len(text) > limit:
         raise InvalidInput(f"{what} is {len(text)} characters; the limit is {limit}")
     return text

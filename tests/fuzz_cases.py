@@ -119,7 +119,6 @@ BAD_BODIES: list[tuple[str, bytes]] = [
 FIELD_CASES: dict[str, list[tuple[str, bytes]]] = {
     "/v1/continuums/{continuum_id}/turns": [
         ("blank", b'{"message": "   "}'),
-        ("zero-width", b'{"message": "\\u200b\\u200b"}'),
         ("too-long", b'{"message": "' + b"x" * 100_001 + b'"}'),
         ("int", b'{"message": 5}'),
         ("extra", b'{"message": "hi", "model": "x"}'),
@@ -158,6 +157,26 @@ FIELD_CASES: dict[str, list[tuple[str, bytes]]] = {
 # is asked: a continuum's settings hold only values the Messages API takes.
 _BIG = (2**63, 2**64, 2**70, -(2**63) - 1)
 REFUSED_FIELDS: dict[str, list[tuple[str, bytes]]] = {
+    # Refused before the stream starts: text of invisible characters alone (which the
+    # notification center's neutralizing drops, and the API would refuse, empty), and
+    # JSON nested deeper than the decoder recurses.
+    "/v1/continuums/{continuum_id}/turns": [
+        ("zero-width", b'{"message": "\\u200b\\u200b"}'),
+        ("rtl-mark", b'{"message": "\\u202e"}'),
+        ("soft-hyphen", b'{"message": "\\u00ad "}'),
+        ("bom", b'{"message": "\\ufeff"}'),
+        ("block-zero-width", b'{"content": [{"type": "text", "text": "\\u200b"}]}'),
+        ("nested-1000", b'{"content": [' + b"[" * 1000 + b"]" * 1000 + b"]}"),
+    ],
+    # A backup path that names no file the store could write whole.
+    "/v1/admin/backup": [
+        ("root", b'{"path": "/"}'),
+        ("directory", b'{"path": "/tmp"}'),
+        ("proc", b'{"path": "/proc/self/mem"}'),
+        ("nul", b'{"path": "/tmp/a\\u0000b"}'),
+        ("long-name", b'{"path": "/tmp/' + b"x" * 5000 + b'"}'),
+        ("no-directory", b'{"path": "/nonexistent/x.db"}'),
+    ],
     "/v1/continuums/{continuum_id}/settings": [
         ("model-nul", b'{"model": "a\\u0000b"}'),
         ("model-empty", b'{"model": ""}'),
@@ -258,6 +277,7 @@ QUERIES: list[str] = [
     "include_completed=%FF",
     "cursor=%FF%FE",
     "cursor=-1",
+    "cursor=OTIyMzM3MjAzNjg1NDc3NTgwNw",  # 2^63 - 1: a valid id, with nothing after it
     "before=zz",
     "after=99999999999999999999999",
 ]

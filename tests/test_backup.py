@@ -6,9 +6,11 @@ its continuums."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import signal
 import sqlite3
+import stat
 from pathlib import Path
 
 import anyio
@@ -18,7 +20,7 @@ import pytest
 from frontmind import Frontmind
 from frontmind._frontmind import NoModel
 from frontmind.config import Config
-from storage import SQLiteStorage
+from storage import InvalidInput, SQLiteStorage
 from tests._daemon import daemon, run_cli, turn
 from tests.test_forget import ADMIN, auth, fill, ok
 
@@ -77,6 +79,37 @@ async def test_a_backup_in_the_stores_own_process_leaves_its_wal_alone(tmp_path:
         assert len(await reopened.users()) == 7
     for n in range(1, 6):
         assert integrity(tmp_path / f"b{n}.db") == "ok"
+
+
+async def test_a_backup_path_that_names_no_writable_file_is_refused_first(
+    tmp_path: Path,
+) -> None:
+    """The backup replaces what is at its path by a rename: onto the store's own files
+    it would swap the database under its connections (later writes lost), onto a
+    device or a directory it would replace that. Each is refused before anything is
+    written, and the store goes on as it was."""
+    path = tmp_path / "frontmind.db"
+    (tmp_path / "folder").mkdir()
+    async with await SQLiteStorage.open(path) as store:
+        await store.add_user("before", hashlib.sha256(b"0").hexdigest())
+        for bad, said in [
+            (path, "the store's own database"),
+            (tmp_path / "frontmind.db-wal", "the store's own database"),
+            (tmp_path / "sub" / ".." / "frontmind.db", "the store's own database"),
+            (Path("/dev/null"), "not a regular file"),
+            (tmp_path / "folder", "not a regular file"),
+            (Path("/"), "names no file"),
+            (tmp_path / "a\0b.db", "NUL"),
+            (tmp_path / ("x" * 300), "too long"),
+            (tmp_path / "missing" / "b.db", "no existing directory"),
+        ]:
+            with pytest.raises(InvalidInput, match=said):
+                await store.backup(bad)
+        await store.add_user("after", hashlib.sha256(b"1").hexdigest())
+        assert {u.name for u in await store.users()} == {"before", "after"}
+        assert await store.backup(tmp_path / "frontmind.db.bak") > 0  # beside it: fine
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert integrity(tmp_path / "frontmind.db.bak") == "ok"
 
 
 @pytest.mark.slow
