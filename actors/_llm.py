@@ -456,10 +456,11 @@ class AnthropicModel:
             return ModelUnavailable(
                 f"cannot reach {where}: set ANTHROPIC_BASE_URL, or run offline with --offline"
             )
-        if isinstance(exc, anthropic.RateLimitError | anthropic.InternalServerError):
+        status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+        if isinstance(exc, anthropic.RateLimitError) or status == 529:
             return ModelOverloaded(f"{where} is overloaded or rate limited: {exc}")
-        if isinstance(exc, anthropic.APIStatusError) and exc.status_code >= 500:
-            return ModelOverloaded(f"{where} failed: {exc}")
+        if status is not None and status >= 500:  # its own failure: worth another try too
+            return ModelOverloaded(f"{where} failed ({status}): {exc}")
         return ModelRejected(f"{where} rejected the request: {exc}")
 
     async def _open(self, request: ModelRequest) -> httpx2.Response:

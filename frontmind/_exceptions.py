@@ -120,6 +120,7 @@ __all__ = [
     "RequestTimeout",
     "UnsupportedMediaType",
     "wire_error",
+    "wire_event_message",
     "wire_message",
 ]
 
@@ -252,6 +253,16 @@ INTERNAL_MESSAGE = "internal error (logged by the daemon)"
 # are kept, so no request is answered with the megabytes it sent. Frontmind's own
 # messages are shorter, and quote inputs as excerpts already.
 MAX_WIRE_MESSAGE = 1000
+
+
+def wire_event_message(type_: str, message: str) -> str:
+    """What a turn's error event says on the wire (the SSE stream), by its type, as
+    `wire_message` for a body: a bug's or the kernel's details (a 500) stay in the log
+    (the turn's actor logged them, and its record keeps them)."""
+    cls = FROM_WIRE.get(type_)
+    if cls is None or next((HTTP_STATUS[c] for c in cls.__mro__ if c in HTTP_STATUS), 500) == 500:
+        return INTERNAL_MESSAGE
+    return excerpt(message or type_, MAX_WIRE_MESSAGE)
 
 
 def wire_message(exc: BaseException, status: int) -> str:

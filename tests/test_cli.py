@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -155,6 +156,32 @@ async def test_chat_in_process_then_inspect_and_stats(tmp_path: Path) -> None:
     assert "turns           2  (completed 2)" in out
     assert "cache hit share" in out
     assert "compose ms" in out
+
+
+async def test_stats_prices_turns_as_the_config_does(tmp_path: Path) -> None:
+    """`stats` prices the turns with the config's [[models]] rows laid over the model
+    data, as the daemon does, not with the shipped prices alone."""
+    data = str(tmp_path)
+    code, _, err = await run_cli(
+        "chat", "--offline", "--data-dir", data, "--continuum", "me", stdin=b"hello\n/quit\n"
+    )
+    assert code == 0, err
+
+    async def cost_line() -> str:
+        code, out, err = await run_cli("stats", "--data-dir", data)
+        assert code == 0, err
+        (line,) = [line for line in out.splitlines() if line.startswith("cost ")]
+        return line
+
+    shipped = await cost_line()
+    (tmp_path / "frontmind.toml").write_text(
+        '[[models]]\nname = "claude-sonnet-4-6"\ninput_price = 1000.0\noutput_price = 5000.0\n'
+    )
+    priced = await cost_line()
+    dollars = [float(x) for x in re.findall(r"\$([0-9.]+)", shipped + priced)]
+    assert len(dollars) == 4
+    assert dollars[2] > 100 * dollars[0]  # 1000 / 3 dollars a million input tokens
+    assert dollars[3] > 100 * dollars[1]
 
 
 async def test_chat_against_a_running_daemon(tmp_path: Path) -> None:

@@ -353,6 +353,19 @@ async def test_overload_is_retried_by_the_sdk(api: LocalMessagesAPI, tmp_path: P
     assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0", "1", "2"]
 
 
+async def test_an_api_failure_is_told_apart_from_an_overload(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """A 500 (the API's own failure) and a 529 (overloaded) are both worth another try
+    later (`model_overloaded`), but the message says which it was."""
+    async with frontmind(api, tmp_path) as fm:
+        for status, said in ((500, "failed (500)"), (529, "is overloaded or rate limited")):
+            api.schedule(*[StatusFault(status, retry_after_ms=1)] * 3)  # and 2 retries
+            error = failed(await run_turn(fm, "c1", "hello"))
+            assert error.type == "model_overloaded"
+            assert said in error.message
+
+
 async def test_mid_stream_error_before_text_is_retried_once(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from actors import ModelEvent, ModelRequest
 from frontmind import Config, Frontmind
+from frontmind._exceptions import INTERNAL_MESSAGE
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from tests._daemon import daemon, run_cli, sse_events, turn
@@ -233,8 +234,11 @@ class BrokenModel:
 
 
 async def test_a_crash_inside_a_turn_ends_the_stream_with_an_error_event(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The stream ends with an error event of the type an HTTP body would give; as in
+    a body, a bug's details (which may hold anything: paths, a connection string) stay
+    in the daemon's log and never go to the client."""
     async with (
         Frontmind.open(tmp_path, Config(), model=BrokenModel()) as fm,
         serve_app(build_app(fm)) as served,
@@ -245,7 +249,8 @@ async def test_a_crash_inside_a_turn_ends_the_stream_with_an_error_event(
         name, data = events[-1]
         assert name == "error"
         assert data["type"] == "internal_error"
-        assert "bug in a model adapter" in data["message"]
+        assert data["message"] == INTERNAL_MESSAGE
+        assert "bug in a model adapter" in caplog.text
         assert (await client.get("/healthz")).status_code == 200
         again = await turn(client, "alice", "still serving?")
         assert again[-1][0] == "error"

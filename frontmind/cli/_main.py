@@ -132,18 +132,21 @@ def cmd_stats(args: argparse.Namespace) -> None:
     # model data, for prices, but not the SDK).
     from .._exceptions import EdgeError
     from .._frontmind import DATABASE_FILE
+    from .._models import load_catalog
     from ..config import load_config
     from ._data import store_of
     from ._render import render_stats
 
     async def main() -> None:
         waiting: int | None = None  # the daemon does not say: not shown
+        # The prices the daemon uses: the model data with the config's [[models]] rows.
+        config = load_config(args.config, args.data_dir)
+        catalog = load_catalog(config.models)
         if args.url:
             from ._remote import remote_records
 
             records, jobs = await remote_records(args.url, args.token, args.continuum)
         else:
-            config = load_config(args.config, args.data_dir)
             on_sqlite = args.database is None and config.storage.url is None
             if on_sqlite and not (args.data_dir / DATABASE_FILE).exists():
                 raise EdgeError(f"no Frontmind database in {args.data_dir}")
@@ -151,7 +154,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
                 records = await storage.turns(args.user, args.continuum, limit=100_000)
                 jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
                 waiting = await storage.count_memories_without_vectors()
-        print(render_stats(records, jobs, waiting_vectors=waiting))
+        print(render_stats(records, jobs, catalog, waiting_vectors=waiting))
 
     _run(main)
 

@@ -21,6 +21,7 @@ from actors import ShuttingDown, TurnCompleted, TurnError, TurnEvent, TurnStarte
 from runtime import KernelError
 from storage import error_type
 
+from .._exceptions import wire_event_message
 from .._wire import to_wire
 from ._metrics import Metrics
 
@@ -181,6 +182,10 @@ class TurnEvents(Response):
 
     def _body(self, event: TurnEvent, count: int) -> Message:
         event_id = f"{self.turn_id}:{count}" if self.turn_id else str(count)
+        if isinstance(event, TurnError):  # what an HTTP body would say of it
+            event = msgspec.structs.replace(
+                event, message=wire_event_message(event.type, event.message)
+            )
         return {
             "type": "http.response.body",
             "body": _sse_frame(event, event_id),
