@@ -99,6 +99,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("frontmind.engine")
+# How long leaving a turn early waits for it to wind down (its record written as
+# cancelled): a storage write, normally milliseconds.
+WIND_DOWN_S = 5.0
 
 # A conversation is identified by its user and the user's continuum id: two users may
 # both have a continuum "main", and each gets its own lane.
@@ -834,11 +837,23 @@ class TurnStream:
         tb: TracebackType | None,
     ) -> None:
         self._close(ended=exc_type is None)
+        await self._wound_down()
         await self._let_go()
 
     async def aclose(self) -> None:
         self._close(ended=True)
+        await self._wound_down()
         await self._let_go()
+
+    async def _wound_down(self) -> None:
+        """A turn left before its end: until its handler has wound down, its record
+        saying `cancelled` (briefly, and shielded: a caller leaving because it is itself
+        cancelled still finds the record final), so the caller's next read of the turn
+        never sees the placeholder written before the composition."""
+        if self._events is None or self._completed:
+            return
+        with anyio.move_on_after(WIND_DOWN_S, shield=True):
+            await self._events.wait_ended()
 
     def __aiter__(self) -> TurnStream:
         return self

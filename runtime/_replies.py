@@ -209,7 +209,7 @@ class StreamSlot:
     to its end for nobody.
     """
 
-    __slots__ = ("abandoned", "error", "receive", "scope", "send")
+    __slots__ = ("_ended", "abandoned", "ended", "error", "receive", "scope", "send")
 
     def __init__(self, capacity: int) -> None:
         self.send: MemoryObjectSendStream[Any]
@@ -218,6 +218,8 @@ class StreamSlot:
         self.scope: anyio.CancelScope | None = None
         self.error: BaseException | None = None
         self.abandoned = False
+        self.ended = False  # the handler has returned (its cleanup done), or failed
+        self._ended: anyio.Event | None = None  # made only for a reader that waits
 
     def reply(self, index: int, value: Any) -> None:  # pragma: no cover - streams emit
         raise AssertionError("stream slots receive items, not a single reply")
@@ -226,9 +228,22 @@ class StreamSlot:
         if self.error is None:
             self.error = error
         self.send.close()
+        self._end()
 
     def finish(self) -> None:
         self.send.close()
+        self._end()
+
+    def _end(self) -> None:
+        self.ended = True
+        if self._ended is not None:
+            self._ended.set()
+
+    async def wait_ended(self) -> None:
+        if not self.ended:
+            if self._ended is None:
+                self._ended = anyio.Event()
+            await self._ended.wait()
 
     def abandon(self) -> None:
         self.abandoned = True
@@ -263,3 +278,8 @@ class ReplyStream(Generic[T]):
     def abandon(self) -> None:
         """Stop reading: the handler is cancelled (usable where nothing can be awaited)."""
         self._slot.abandon()
+
+    async def wait_ended(self) -> None:
+        """Until the handler has returned, its cleanup done (after `abandon`: what it
+        does when cancelled, such as recording so)."""
+        await self._slot.wait_ended()

@@ -416,6 +416,31 @@ async def test_cancelling_mid_stream_leaves_history_unchanged(
         assert records[1].reply_text, "the partial reply is kept in the record"
 
 
+async def test_a_turn_left_early_is_recorded_as_cancelled_when_the_block_ends(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """Leaving `async with fm.turn(...)` waits for the turn to wind down: the record
+    the caller reads next says `cancelled`, never the placeholder written before the
+    composition (which says the process ended before the turn finished)."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))  # the continuum is loaded
+        api.set_latency(Latency(tokens_per_second=200))
+        for leave in ("async with", "aclose"):
+            stream = fm.turn("c1", "a long answer please " * 5)
+            if leave == "async with":
+                async with stream:
+                    async for event in stream:
+                        if isinstance(event, TextDelta):
+                            break
+            else:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        break
+                await stream.aclose()
+            records = await fm.turns("c1")
+            assert records[-1].status == "cancelled", (leave, records[-1])
+
+
 async def test_a_stream_left_by_break_is_closed_whole(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
