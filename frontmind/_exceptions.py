@@ -237,14 +237,18 @@ def _from_wire() -> dict[str, type[FrontmindError]]:
 FROM_WIRE = _from_wire()
 
 
+def _status_of(error: type[BaseException]) -> int | None:
+    """The table's status for `error`, by its nearest class in the table."""
+    return next((HTTP_STATUS[c] for c in error.__mro__ if c in HTTP_STATUS), None)
+
+
 def wire_error(exc: BaseException) -> tuple[int, str]:
     """The (HTTP status, type) of `exc`; anything not in the tree is a bug: 500,
     `internal_error`."""
-    for cls in type(exc).__mro__:
-        status = HTTP_STATUS.get(cls)
-        if status is not None:
-            return status, error_type(exc)
-    return 500, FrontmindError.type
+    status = _status_of(type(exc))
+    if status is None:
+        return 500, FrontmindError.type
+    return status, error_type(exc)
 
 
 INTERNAL_MESSAGE = "internal error (logged by the daemon)"
@@ -260,15 +264,16 @@ def wire_event_message(type_: str, message: str) -> str:
     `wire_message` for a body: a bug's or the kernel's details (a 500) stay in the log
     (the turn's actor logged them, and its record keeps them)."""
     cls = FROM_WIRE.get(type_)
-    if cls is None or next((HTTP_STATUS[c] for c in cls.__mro__ if c in HTTP_STATUS), 500) == 500:
-        return INTERNAL_MESSAGE
-    return excerpt(message or type_, MAX_WIRE_MESSAGE)
+    status = None if cls is None else _status_of(cls)
+    return _wire_text(message or type_, status or 500)
 
 
 def wire_message(exc: BaseException, status: int) -> str:
     """What an error body says: the error's own message (at most `MAX_WIRE_MESSAGE`
     characters), but never a bug's or the kernel's (a 500), whose details stay in the
     log."""
-    if status == 500:
-        return INTERNAL_MESSAGE
-    return excerpt(str(exc) or error_type(exc), MAX_WIRE_MESSAGE)
+    return _wire_text(str(exc) or error_type(exc), status)
+
+
+def _wire_text(text: str, status: int) -> str:
+    return INTERNAL_MESSAGE if status == 500 else excerpt(text, MAX_WIRE_MESSAGE)

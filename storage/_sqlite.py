@@ -654,18 +654,20 @@ class SQLiteStorage(SQLStore):
             "among": json.dumps(list(among)),
         }
         wanted, candidates = set(among), min(2 * k + COARSE_EXTRA, _VEC_MAX_K)
-        while True:
-            rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
-            if sum(row[0] not in wanted for row in rows) >= k:
-                return rows
-            ((vectors,),) = await self._read(
-                "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL", (user,)
-            )
-            if vectors <= candidates:  # every vector of the user was a candidate
-                return rows
+        rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
+        if sum(row[0] not in wanted for row in rows) >= k:
+            return rows
+        ((vectors,),) = await self._read(
+            "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL", (user,)
+        )
+        while vectors > candidates:  # not every vector of the user was a candidate
             if candidates == _VEC_MAX_K:
                 return await self._read(_NEAREST_EXACT, {**args, "k": k})
             candidates = min(8 * candidates, _VEC_MAX_K)
+            rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
+            if sum(row[0] not in wanted for row in rows) >= k:
+                break
+        return rows
 
     async def _message_hits(
         self, user: str, terms: list[str], continuum_id: str | None, limit: int

@@ -20,7 +20,7 @@ import runtime
 import storage
 from actors import ModelEvent, ModelRequest, TurnError
 from frontmind import Client, Frontmind
-from frontmind._exceptions import FROM_WIRE, HTTP_STATUS, wire_error
+from frontmind._exceptions import FROM_WIRE, HTTP_STATUS, INTERNAL_MESSAGE, wire_error
 from frontmind.localapi import LocalMessagesAPI, StatusFault
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
@@ -170,7 +170,8 @@ def failing(error: BaseException) -> Callable[..., Awaitable[object]]:
 async def test_an_error_reads_the_same_in_an_event_a_stream_and_a_body(tmp_path: Path) -> None:
     """For every error of the tree: the library's TurnError, the daemon's SSE `error`
     event and its HTTP error body carry the error's one type; the body has the table's
-    status; the client raises a class of that type."""
+    status; the event says what the library's does, but for a 500 (its details stay in
+    the log, as a body's do); the client raises a class of that type."""
     model = Raising()
     async with (
         Frontmind.open(tmp_path, config(), model=model) as fm,
@@ -186,6 +187,9 @@ async def test_an_error_reads_the_same_in_an_event_a_stream_and_a_body(tmp_path:
             assert event.type == kind, cls
             name, data = (await turn(http, "sse", "hello"))[-1]
             assert (name, data["type"]) == ("error", kind), cls
+            # As in a body, a 500's details stay in the log; other errors say their own.
+            said = INTERNAL_MESSAGE if status_of(cls) == 500 else event.message
+            assert data["message"] == said, cls
 
             setattr(fm.storage, "documents", failing(model.error))  # noqa: B010 - the route's store fails
             try:
