@@ -17,6 +17,10 @@ it up: no round trip of its own inside the composition) and allows the gather th
 for each step it takes, up to
 `LAG_ALLOWANCE` times the deadline more. An idle loop answers at once: below
 `LAG_FLOOR_S` nothing is added, and deadlines stay exact.
+
+A system section has one more allowance: in the composer's first gather, nothing older
+can stand in for it, so it is waited for up to `first_system_deadline_ms` (a busy
+machine's first turn in a process cut the base prompt, and with it the cached prefix).
 """
 
 from __future__ import annotations
@@ -106,6 +110,8 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             settings.deadlines.get(name, settings.deadline_ms) / 1000 for name in self._names
         ]
         self._deadline = max(self._deadlines, default=settings.deadline_ms / 1000)
+        self._first_system = settings.first_system_deadline_ms / 1000
+        self._first_done = False  # the first gather (system sections' long wait) is done
         self._guard = CacheGuard(
             window=settings.guard_window,
             threshold=settings.guard_threshold,
@@ -132,12 +138,13 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         turn = message.turn
         current_turn.set(turn.turn_id)  # e.g. the cache guard's warnings name the turn
         extra = self._lag_allowance(started - message.sent_at)
-        deadline = self._deadline + extra
+        deadlines = self._section_deadlines()
+        deadline = max(deadlines, default=self._deadline) + extra
         result = await scatter_gather(
             self._refs,
             TurnStart(turn, time.time() + deadline),
             deadline=deadline,
-            deadlines=[d + extra for d in self._deadlines] if extra else self._deadlines,
+            deadlines=[d + extra for d in deadlines] if extra else deadlines,
         )
         statuses: dict[str, SectionStatus] = {}
         for name, outcome in zip(self._names, result.outcomes, strict=True):
@@ -164,6 +171,23 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             else:
                 statuses[name] = SectionStatus(name, record.placement, detail, elapsed_ms)
         return self._assemble(statuses, started)
+
+    def _section_deadlines(self) -> list[float]:
+        """Each section's deadline for this gather (seconds): its own, and in the first
+        gather, `first_system_deadline_ms` for a system section if longer (see
+        ComposerSettings: nothing older can stand in for it yet). Only the first: a
+        system trinket that hangs costs one long wait, not one per turn (its late
+        answer is kept for the next turn, as any section's)."""
+        if self._first_done:
+            return self._deadlines
+        self._first_done = True
+        return [
+            max(d, self._first_system)
+            if self._sections[name].placement == PLACEMENT_SYSTEM
+            and self._sections[name].rendered_at is None
+            else d
+            for name, d in zip(self._names, self._deadlines, strict=True)
+        ]
 
     def _neutralized(self, name: str, content: str) -> str:
         """`content` as the turn gets it. Whatever any trinket returns, it cannot forge or

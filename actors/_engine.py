@@ -142,6 +142,7 @@ def validate_settings(
         raise SettingsError(f"tools.enabled: {exc}") from None
     positive = {
         "composer.deadline_ms": settings.composer.deadline_ms,
+        "composer.first_system_deadline_ms": settings.composer.first_system_deadline_ms,
         "composer.notification_budget_tokens": settings.composer.notification_budget_tokens,
         "history.budget_tokens": settings.history.budget_tokens,
         "model.max_tokens": settings.model.max_tokens,

@@ -59,6 +59,14 @@ class ComposerSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     # Per-section deadlines in ms, replacing `deadline_ms` for those sections, e.g.
     # `[composer.deadlines] relevant_memories = 100` (a `[[trinket]]` sets its own).
     deadlines: dict[str, float] = {}
+    # A system section (base prompt, tool guidance: the cached prefix) that has never
+    # answered yet, as on a continuum's first turn in a process, has nothing older to
+    # stand in for it: cutting it would send the turn without its instructions and
+    # change the cached prefix (a re-write now and another on the next turn). So it is
+    # waited for this long instead (a loaded machine's first turn can take longer than
+    # `deadline_ms` to render anything); once it has answered, `deadline_ms` applies
+    # and a late one is replaced by its last content, marked stale.
+    first_system_deadline_ms: float = 5000.0
     notification_budget_tokens: int = 2000
     legacy_placement: bool = False  # every section in the system prompt (for comparison)
     # How the notification center travels: "frame" (a delimiter user message and an

@@ -30,6 +30,7 @@ from actors import (
     SectionConfigError,
     SectionSpec,
     Settings,
+    SettingsError,
     Trinket,
     TrinketActor,
     TrinketEntry,
@@ -37,6 +38,7 @@ from actors import (
     Turn,
     estimate_tokens,
     render_notification_center,
+    validate_settings,
 )
 from actors._messages import SectionLate
 from actors._trinket import composer_name
@@ -365,6 +367,71 @@ async def test_a_render_that_raises_fails_its_section_not_the_trinket() -> None:
     assert status(first, "relevant_memories") == "failed"
     assert status(second, "relevant_memories") == "fresh"
     assert "- back again" in second.notification
+
+
+class Slow(Trinket):
+    """A trinket whose first render takes `first_s` (a machine busy at its start), then
+    hangs: what it rendered first is all it ever gives."""
+
+    def __init__(self, text: str, first_s: float) -> None:
+        self.text, self.first_s, self.calls = text, first_s, 0
+
+    async def render(self, turn: Turn) -> str:
+        self.calls += 1
+        if self.calls > 1:
+            await anyio.sleep_forever()
+        await anyio.sleep(self.first_s)
+        return self.text
+
+
+async def test_a_system_section_is_waited_for_on_the_first_turn_only() -> None:
+    # The first gather has nothing older to stand in for a system section: cutting it
+    # would send the turn without its instructions and change the cached prefix. It is
+    # waited for past `deadline_ms`; later, a late one is its last content, stale.
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(
+            system,
+            [
+                ("tool_guidance", Slow("Use the tools sparingly.", 0.3)),
+                ("relevant_memories", Slow("- cats", 0.3)),
+            ],
+            deadline_ms=20,
+            first_system_deadline_ms=30_000,
+        )
+        with anyio.fail_after(20):
+            first = await compose(ref, turn(now=NOW))
+            second = await compose(ref, turn(now=NOW + 60))
+    assert status(first, "tool_guidance") == "fresh"
+    assert [s.name for s in first.system] == ["tool_guidance"]
+    # A notification section gets no such wait: its deadline cut it.
+    assert status(first, "relevant_memories") == "timeout"
+    assert status(second, "tool_guidance") == "stale"
+    assert "Use the tools sparingly." in second.system[0].text
+    late = next(s for s in second.sections if s.name == "tool_guidance")
+    assert late.elapsed_ms < 30_000 / 2, "the second gather waits its own deadline only"
+
+
+async def test_a_hanging_system_trinket_costs_one_long_wait_not_one_per_turn() -> None:
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(
+            system,
+            [("tool_guidance", Scripted(["hang"]))],
+            deadline_ms=20,
+            first_system_deadline_ms=1_500,
+        )
+        with anyio.fail_after(20):
+            first = await compose(ref, turn(now=NOW))
+            second = await compose(ref, turn(now=NOW + 60))
+    waited = [next(s for s in c.sections if s.name == "tool_guidance") for c in (first, second)]
+    assert [w.status for w in waited] == ["timeout", "timeout"]
+    assert waited[0].elapsed_ms >= 1_500
+    assert waited[1].elapsed_ms < 1_500 / 2
+
+
+def test_the_first_system_deadline_must_be_positive() -> None:
+    settings = Settings(composer=ComposerSettings(first_system_deadline_ms=0))
+    with pytest.raises(SettingsError, match=r"composer\.first_system_deadline_ms: must be greater"):
+        validate_settings(settings)
 
 
 class BrokenActor(TrinketActor):
