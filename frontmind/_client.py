@@ -48,7 +48,7 @@ from ._wire import (
     ContinuumPage,
     ContinuumSummary,
     DocumentPage,
-    JobList,
+    JobPage,
     McpServers,
     MemoryHitPage,
     MemoryPage,
@@ -328,11 +328,16 @@ class Client(_Closing):
 
     # -- background jobs ------------------------------------------------------------------
 
-    async def jobs(self, continuum_id: str | None = None) -> list[Job]:
+    async def jobs(
+        self, continuum_id: str | None = None, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[Job]:
         """The background jobs (segment summaries) of the token's user, or of one of
-        its continuums, with their state, tries and usage."""
-        params = {} if continuum_id is None else {"continuum_id": continuum_id}
-        return from_wire(await self._call("GET", "/v1/jobs", params=params), JobList).jobs
+        its continuums, with their state, tries and usage: one page, oldest first."""
+        params = self._params(limit, cursor)
+        if continuum_id is not None:
+            params["continuum_id"] = continuum_id
+        page = from_wire(await self._call("GET", "/v1/jobs", params=params), JobPage)
+        return Page(page.jobs, page.next_cursor)
 
     # -- MCP servers (the admin token's) --------------------------------------------------
 

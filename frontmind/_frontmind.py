@@ -596,9 +596,12 @@ class Frontmind:
         due; this is for tests, scripts and shutdown."""
         return await self._runtime.run_background()
 
-    async def jobs(self, continuum_id: str | None = None) -> list[Job]:
-        """Background jobs with their state, last error and the usage of their call."""
-        return await self.storage.jobs(self.user_name, continuum_id)
+    async def jobs(
+        self, continuum_id: str | None = None, *, limit: int = 1000, after: int = 0
+    ) -> list[Job]:
+        """Background jobs with their state, last error and the usage of their call,
+        oldest first: `limit` of them (< 0: all) from the one after id `after`."""
+        return await self.storage.jobs(self.user_name, continuum_id, limit=limit, after=after)
 
     def drain(self) -> None:
         """Begin shutting down: running turns go on; queued and later turns end at once

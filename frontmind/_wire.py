@@ -57,7 +57,7 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Health",
-    "JobList",
+    "JobPage",
     "McpServers",
     "MemoryBody",
     "MemoryHitPage",
@@ -155,12 +155,6 @@ class EmptyBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     client send `{}` as JSON rather than nothing, which the edge would refuse (415)."""
 
 
-class JobList(msgspec.Struct, frozen=True):
-    """The background jobs of a user (or of one continuum), oldest first."""
-
-    jobs: list[Job]
-
-
 class McpServers(msgspec.Struct, frozen=True):
     """The MCP servers: state, offered tools, a pending tool list (admin only)."""
 
@@ -252,6 +246,12 @@ class DocumentPage(Page[Document], frozen=True):
     documents: list[Document]
 
 
+class JobPage(Page[Job], frozen=True):
+    """The background jobs of a user (or of one continuum), oldest first."""
+
+    jobs: list[Job]
+
+
 def summarize(
     continuum: Continuum, turns: int, spent: Cost, cached_share: float, output: int
 ) -> ContinuumSummary:
@@ -277,11 +277,23 @@ def decode_body(body: bytes, type_: type[T]) -> T:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
-        raise BadBody(f"invalid request body: {exc}") from None
+        raise BadBody(f"invalid request body: {_quoting_excerpts(str(exc))}") from None
     except msgspec.DecodeError as exc:
         raise BadBody(f"malformed JSON: {exc}") from None
     except RecursionError:  # arrays in arrays, a thousand deep, where the type says Any
         raise BadBody("malformed JSON: nested too deep") from None
+
+
+# A quoted value in msgspec's message: an enum value, an unknown field's name, a path.
+_QUOTED = re.compile(r"'[^']*'|`[^`]*`")
+
+
+def _quoting_excerpts(message: str) -> str:
+    """msgspec's message with every value it quotes cut to an excerpt: it quotes the
+    rejected input whole (a megabyte-long enum value or field name, echoed back). A
+    value with quotes of its own defeats the pairing: the whole is capped as well."""
+    short = _QUOTED.sub(lambda m: m[0][0] + excerpt(m[0][1:-1]) + m[0][0], message)
+    return excerpt(short, 240)
 
 
 # What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last

@@ -190,8 +190,11 @@ class Storage(Protocol):
         ...
 
     async def jobs(
-        self, user: str, continuum_id: str | None = None, *, limit: int = 1000
-    ) -> list[Job]: ...
+        self, user: str, continuum_id: str | None = None, *, limit: int = 1000, after: int = 0
+    ) -> list[Job]:
+        """The user's (or one continuum's) background jobs, oldest first, from the one
+        after id `after`; `limit` < 0: all of them."""
+        ...
 
     # -- context searches ----------------------------------------------------------------
     # Durable and shared: any replica's searcher runs a search, any replica shows it.

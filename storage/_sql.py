@@ -141,6 +141,7 @@ from ._validation import (
     MAX_DOCUMENT_CHARS,
     MAX_ROW_ID,
     check_continuum_id,
+    check_int64,
     check_label,
     check_row_id,
     check_text,
@@ -172,6 +173,7 @@ USER_TABLES: tuple[tuple[str, str], ...] = (
 )
 
 MAX_NEAREST = 1000  # the most memories one vector search returns
+MAX_SEARCH_HITS = 10_000  # the most hits one word search returns (the daemon's page cap)
 
 # A memory's columns (of `memories m`), in `Memory`'s order: the searches select them too.
 MEMORY = "SELECT m.id, m.text, m.created_at, m.expires_at, m.importance, m.source_segment, m.uses"
@@ -240,6 +242,13 @@ async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
 def _at(now: float | None) -> float:
     """The instant a write is stamped with (the clock's, or the caller's), at the microsecond."""
     return exact(time.time() if now is None else now)
+
+
+def _check_search_limit(limit: object) -> None:
+    """A search's `limit`: below 1 finds nothing; above MAX_SEARCH_HITS is refused (the
+    statements rank a multiple of it as candidates)."""
+    if check_int64(limit, "limit") > MAX_SEARCH_HITS:
+        raise InvalidInput(f"limit must be at most {MAX_SEARCH_HITS} for a search, not {limit}")
 
 
 def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, list[Any]]:
@@ -489,6 +498,7 @@ class SQLStore(ABC):
     async def continuums(
         self, user: str, *, limit: int = -1, after: tuple[datetime, str] | None = None
     ) -> list[Continuum]:
+        check_int64(limit, "limit")
         check_user_name(user)
         activity = "COALESCE(last_turn_at, created_at)"
         where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
@@ -550,6 +560,7 @@ class SQLStore(ABC):
     async def _messages(
         self, user: str, continuum_id: str, start: int, limit: int = -1
     ) -> list[Message]:
+        check_int64(limit, "limit"), check_int64(start, "start")
         rows = await self._read(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
             f" WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT {self._LIMIT}",
@@ -582,6 +593,7 @@ class SQLStore(ABC):
         self, user: str, continuum_id: str, *, limit: int = -1, after: int = -1
     ) -> list[Message]:
         """All the continuum's messages in order, from the one after seq `after`."""
+        check_int64(after, "after")
         await self.continuum(user, continuum_id)
         if after >= MAX_ROW_ID:  # no seq comes after the largest (nor fits SQL past it)
             return []
@@ -749,6 +761,7 @@ class SQLStore(ABC):
     ) -> list[TurnRecord]:
         """The user's latest `limit` turns, oldest first; with `before` (the started_at and
         id of a turn), the latest ones before that turn."""
+        check_int64(limit, "limit")
         where, args = _owned(user, continuum_id)
         if continuum_id is not None:
             await self.continuum(user, continuum_id)
@@ -772,6 +785,7 @@ class SQLStore(ABC):
     async def recent_segments(
         self, user: str, continuum_id: str, *, limit: int = 10
     ) -> list[Segment]:
+        check_int64(limit, "limit")
         where, args = _owned(user, continuum_id, "s.")
         rows = await self._read(
             f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
@@ -804,6 +818,7 @@ class SQLStore(ABC):
     async def search_segments(
         self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[Segment]:
+        _check_search_limit(limit)
         scope, args = _owned(user, continuum_id, "s.")
         terms = query_terms(query)
         if limit < 1 or not terms:
@@ -968,12 +983,14 @@ class SQLStore(ABC):
         return True
 
     async def jobs(
-        self, user: str, continuum_id: str | None = None, *, limit: int = 1000
+        self, user: str, continuum_id: str | None = None, *, limit: int = 1000, after: int = 0
     ) -> list[Job]:
+        check_int64(limit, "limit"), check_int64(after, "after")
         where, args = _owned(user, continuum_id)
         rows = await self._read(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT {self._LIMIT}",
-            (*args, limit),
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} AND id > ?"
+            f" ORDER BY id LIMIT {self._LIMIT}",
+            (*args, after, self._limit(limit)),
         )
         return [job_from_row(tuple(row)) for row in rows]
 
@@ -1097,6 +1114,7 @@ class SQLStore(ABC):
         return from_row(Reminder, rows[0])
 
     async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
+        check_int64(limit, "limit")
         check_user_name(user)
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
@@ -1122,6 +1140,7 @@ class SQLStore(ABC):
     async def reminders(
         self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
+        check_int64(limit, "limit"), check_int64(after, "after")
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._read(
@@ -1188,7 +1207,10 @@ class SQLStore(ABC):
         self, user: str, *, limit: int = 100, before: int | None = None
     ) -> list[Memory]:
         """The user's memories, newest first; with `before`, those older than that id."""
+        check_int64(limit, "limit")
         check_user_name(user)
+        if before is not None:
+            check_int64(before, "before")
         where, args = ("", ()) if before is None else (" AND m.id < ?", (before,))
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC"
@@ -1249,6 +1271,7 @@ class SQLStore(ABC):
             raise InvalidInput("a vector must be finite and not all zeros")
 
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+        check_int64(limit, "limit")
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
             (limit,),
@@ -1323,6 +1346,7 @@ class SQLStore(ABC):
         self, user: str, query: str, *, limit: int = 5, now: float | None = None
     ) -> list[MemoryHit]:
         """One statement (one round trip) plans and searches: it is on every turn's path."""
+        _check_search_limit(limit)
         check_user_name(user)
         terms = query_terms(query)
         if limit < 1 or not terms:
@@ -1339,6 +1363,7 @@ class SQLStore(ABC):
     async def search_messages(
         self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
     ) -> list[MessageHit]:
+        _check_search_limit(limit)
         check_user_name(user)
         if continuum_id is not None:
             check_continuum_id(continuum_id)
@@ -1367,6 +1392,7 @@ class SQLStore(ABC):
 
     async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
+        check_int64(limit, "limit")
         check_user_name(user)
         rows = await self._read(
             "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"

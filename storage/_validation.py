@@ -22,6 +22,7 @@ __all__ = [
     "MODEL_NAME_PATTERN",
     "check_continuum_id",
     "check_instant",
+    "check_int64",
     "check_label",
     "check_message",
     "check_model_name",
@@ -167,6 +168,15 @@ def check_row_id(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROW_ID:
         raise InvalidInput(f"{what} must be an integer from 1 to {MAX_ROW_ID}, not {value!r}")
     return value
+
+
+def check_int64(value: object, what: str) -> int:
+    """A page size or position that SQL can bind (a signed 64-bit integer): one past it
+    would fail in the driver, not here, with no word of which argument it was."""
+    bound = MAX_ROW_ID
+    if isinstance(value, int) and not isinstance(value, bool) and -bound - 1 <= value <= bound:
+        return value
+    raise InvalidInput(f"{what} must be a 64-bit integer, not {_quoted(value)}")
 
 
 def check_model_name(name: str) -> str:

@@ -270,6 +270,8 @@ QUERIES: list[str] = [
     "q=%E2%80%AE",
     "q=AND",
     "q=(",
+    "q=x&cursor=MQ",  # a search is one ranked page: a cursor beside it is refused
+    "continuum_id=" + "c" * 5000,
     "message=",
     "message=%00",
     "message=" + "m" * 20_000,

@@ -52,7 +52,7 @@ from storage import (
     moment,
 )
 from tests._daemon import daemon
-from tests._harness import config
+from tests._harness import FakeClock, completed, config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -168,6 +168,34 @@ async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
         assert [d.label for d in await c.documents()] == ["notes"]
         await c.delete_document("notes")
         assert list(await c.documents()) == []
+
+
+async def test_jobs_come_in_pages_over_the_wire(tmp_path: Path) -> None:
+    clock = FakeClock()
+    cfg = config(offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0})
+    async with (
+        Frontmind.open(tmp_path, cfg, offline=True, clock=clock) as fm,
+        serve_app(build_app(fm), graceful_seconds=10) as app,
+        Client(app.url) as c,
+    ):
+        for n in range(4):  # each pause past the segment gap closes one: three jobs
+            completed([e async for e in c.turn("ada", f"turn {n}")])
+            clock.advance(31 * 60)
+        every = await fm.jobs(limit=-1)
+        assert len(every) == 3
+        first = await c.jobs(limit=2)
+        assert [j.id for j in first] == [j.id for j in every[:2]]
+        assert first.next_cursor is not None
+        rest = await c.jobs("ada", limit=2, cursor=first.next_cursor)
+        assert [j.id for j in rest] == [every[2].id]
+        assert rest.next_cursor is None
+        with pytest.raises(InvalidInput, match="cursor"):
+            await c.jobs(cursor="not-a-cursor")
+        # A search is one ranked page: a cursor beside it says so.
+        async with httpx2.AsyncClient(base_url=app.url) as http:
+            refused = await http.get("/v1/memories", params={"q": "turn", "cursor": "MQ"})
+        assert refused.status_code == 400
+        assert "one ranked page" in refused.json()["error"]["message"]
 
 
 async def test_client_sends_content_blocks_and_manages_settings_and_users(

@@ -962,6 +962,53 @@ async def test_a_turns_times_are_checked_as_it_is_stored(store: Store) -> None:
     assert back.started_at.utcoffset() == timedelta(0)
 
 
+async def test_jobs_come_in_pages_oldest_first(store: Store) -> None:
+    # Four turns 20 minutes apart (the gap is 10): three closed segments, three jobs.
+    for n in range(4):
+        await store.commit_turn(DEFAULT_USER, turn("c1", f"t{n}", at=1000.0 + 1200 * n))
+    every = await store.jobs(DEFAULT_USER, limit=-1)
+    assert len(every) == 3
+    assert [j.id for j in every] == sorted(j.id for j in every)
+    first = await store.jobs(DEFAULT_USER, limit=2)
+    assert first == every[:2]
+    assert await store.jobs(DEFAULT_USER, "c1", after=first[-1].id) == every[2:]
+    assert await store.jobs(DEFAULT_USER, after=every[-1].id) == []
+
+
+async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: Store) -> None:
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
+    big, U = 2**63, DEFAULT_USER
+    calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("limit", lambda: store.jobs(U, limit=big)),
+        ("after", lambda: store.jobs(U, after=-big - 1)),
+        ("before", lambda: store.memories(U, before=big)),
+        ("limit", lambda: store.memories(U, limit=big)),
+        ("after", lambda: store.reminders(U, after=big)),
+        ("limit", lambda: store.active_reminders(U, limit=big)),
+        ("after", lambda: store.all_messages(U, "c1", after=-big - 1)),
+        ("limit", lambda: store.all_messages(U, "c1", limit=big)),
+        ("limit", lambda: store.continuums(U, limit=big)),
+        ("limit", lambda: store.turns(U, limit=big)),
+        ("limit", lambda: store.recent_segments(U, "c1", limit=big)),
+        ("limit", lambda: store.search_messages(U, "hello", limit=big)),
+        ("limit", lambda: store.search_segments(U, "hello", limit=big)),
+        ("limit", lambda: store.search_memories(U, "hello", limit=big)),
+        ("limit", lambda: store.documents(U, limit=big)),
+        ("limit", lambda: store.memories_without_vectors(limit=big)),
+        ("limit", lambda: store.jobs(U, limit=True)),  # a bool is no page size
+    ]
+    for name, call in calls:
+        with pytest.raises(InvalidInput, match=f"^{name} must be a 64-bit integer"):
+            await call()
+    # A search ranks a multiple of its limit: past MAX_SEARCH_HITS it is refused.
+    for search in (store.search_memories, store.search_messages):
+        with pytest.raises(InvalidInput, match=r"^limit must be at most 10000 for a search"):
+            await search(U, "hello", limit=10_001)
+        assert len(await search(U, "hello", limit=10_000)) <= 1
+    # The largest page that fits is an answer, not an error.
+    assert len(await store.all_messages(U, "c1", limit=2**63 - 1)) == 2
+
+
 async def test_a_cursor_of_the_wrong_shape_is_refused_by_name(store: Store) -> None:
     await store.commit_turn(DEFAULT_USER, turn("c1", "t1", at=1000.0))
     when = moment(1000.0)

@@ -152,7 +152,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
                 raise EdgeError(f"no Frontmind database in {args.data_dir}")
             async with store_of(args) as storage:  # SQLite in the data dir, or PostgreSQL
                 records = await storage.turns(args.user, args.continuum, limit=100_000)
-                jobs = await storage.jobs(args.user, args.continuum, limit=100_000)
+                jobs = await storage.jobs(args.user, args.continuum, limit=-1)
                 waiting = await storage.count_memories_without_vectors()
         print(render_stats(records, jobs, catalog, waiting_vectors=waiting))
 

@@ -44,4 +44,9 @@ async def remote_records(
                 pages.append(await client.turns(cid, PAGE, cursor=pages[-1].next_cursor))
             records.extend(record for page in reversed(pages) for record in page)
         records.sort(key=lambda r: r.started_at)
-        return records, await client.jobs(continuum_id)
+        jobs = await client.jobs(continuum_id, limit=PAGE)
+        found = list(jobs)
+        while jobs.next_cursor is not None:
+            jobs = await client.jobs(continuum_id, limit=PAGE, cursor=jobs.next_cursor)
+            found.extend(jobs)
+        return records, found

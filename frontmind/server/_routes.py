@@ -51,7 +51,7 @@ from .._wire import (
     ErrorBody,
     ErrorDetail,
     Health,
-    JobList,
+    JobPage,
     McpServers,
     MemoryBody,
     MemoryHitPage,
@@ -266,6 +266,8 @@ async def list_memories(request: Request) -> Response:
     query = request.query_params.get("q")
     if query is not None:
         # Search results are ranked, not listed: one page of the best `limit`.
+        if "cursor" in request.query_params:
+            raise InvalidInput("cursor: a search (`q`) answers one ranked page; send no cursor")
         hits = await mine.search_memories(query, limit=_limit(request))
         return json_response(MemoryHitPage(None, hits))
     limit, before = _page(request, CursorId)
@@ -351,8 +353,11 @@ async def backup_store(request: Request) -> Response:
 
 async def list_jobs(request: Request) -> Response:
     cid = request.query_params.get("continuum_id")
-    found = await _scoped(request).jobs(None if cid is None else check_continuum_id(cid))
-    return json_response(JobList(found))
+    continuum = None if cid is None else check_continuum_id(cid)
+    limit, after = _page(request, CursorId)
+    found = await _scoped(request).jobs(continuum, limit=limit + 1, after=after or 0)
+    cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
+    return json_response(JobPage(cursor, found[:limit]))
 
 
 async def get_health(request: Request) -> Response:
@@ -686,8 +691,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "jobs",
         "The background jobs (segment summaries) of the token's user, oldest first: their"
         " state, tries, last error and the usage of their model call.",
-        reply=JobList,
-        params=(Param("continuum_id", "query", CONTINUUM.schema, "only this continuum's"),),
+        reply=JobPage,
+        params=(*PAGE, Param("continuum_id", "query", CONTINUUM.schema, "only this continuum's")),
     ),
     Endpoint(
         "GET",
@@ -787,7 +792,7 @@ async def unexpected(request: Request, exc: Exception) -> Response:
 
 async def not_found(request: Request, exc: Exception) -> Response:
     # The path is the client's: quoted as an excerpt, never echoed whole.
-    path = excerpt(request.url.path, 200)
+    path = excerpt(request.url.path, 120)  # a real route's path fits whole
     return error_response(404, "not_found", f"no route {excerpt(request.method)} {path}")
 
 
