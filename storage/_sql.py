@@ -1151,6 +1151,7 @@ class SQLStore(ABC):
 
     async def delete_reminder(self, user: str, reminder_id: int) -> None:
         check_user_name(user)
+        check_row_id(reminder_id, "reminder id")
         async with self._transaction() as db:
             if not await _rows(
                 db,
@@ -1221,6 +1222,7 @@ class SQLStore(ABC):
 
     async def delete_memory(self, user: str, memory_id: int) -> None:
         check_user_name(user)
+        check_row_id(memory_id, "memory id")
         async with self._transaction() as db:
             await self._uncount_terms(db, "memory", "owner = ? AND id = ?", (user, memory_id))
             await self._unindex_vectors(db, [memory_id])

@@ -360,6 +360,9 @@ def corpus(routes: Iterable[RouteInfo], host: str, port: int) -> list[Case]:
                             _fill(path, odd, param),
                             body,
                             dict(own),
+                            # No odd id is an id (0 included: ids start at 1): each is a
+                            # 400 naming it, on every route alike.
+                            400 if odd_values is ODD_IDS else None,
                         )
                     )
         for method in sorted(methods & {"POST", "PUT", "PATCH", "DELETE"}):

@@ -1000,6 +1000,14 @@ async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: St
     for name, call in calls:
         with pytest.raises(InvalidInput, match=f"^{name} must be a 64-bit integer"):
             await call()
+    # An id is 1 or more, for a delete as for any other use (not a NotFound for one).
+    for bad in (0, -1, big):
+        with pytest.raises(InvalidInput, match=r"^reminder id must be an integer from 1"):
+            await store.delete_reminder(U, bad)
+        with pytest.raises(InvalidInput, match=r"^reminder id must be an integer from 1"):
+            await store.complete_reminder(U, bad)
+        with pytest.raises(InvalidInput, match=r"^memory id must be an integer from 1"):
+            await store.delete_memory(U, bad)
     # A search ranks a multiple of its limit: past MAX_SEARCH_HITS it is refused.
     for search in (store.search_memories, store.search_messages):
         with pytest.raises(InvalidInput, match=r"^limit must be at most 10000 for a search"):

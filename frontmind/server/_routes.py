@@ -812,10 +812,12 @@ SQLITE_MAX_INT = MAX_ROW_ID
 
 def parse_id(raw: str, what: str = "id") -> int:
     """An id as ASCII digits within SQLite's integer range: `int()` alone would take
-    `+1`, `١`, `１` and `1_000`, and a 20-digit id would overflow the binding."""
-    if not _ID.fullmatch(raw) or int(raw) > SQLITE_MAX_INT:
+    `+1`, `١`, `１` and `1_000`, and a 20-digit id would overflow the binding. Ids start
+    at 1: 0 is refused here, as the store refuses it (400 for every route, not a 404 on
+    one and a 400 on another)."""
+    if not _ID.fullmatch(raw) or not 1 <= int(raw) <= SQLITE_MAX_INT:
         raise InvalidInput(
-            f"{what} must be ASCII digits from 0 to {SQLITE_MAX_INT}, not {excerpt(raw)!r}"
+            f"{what} must be ASCII digits from 1 to {SQLITE_MAX_INT}, not {excerpt(raw)!r}"
         )
     return int(raw)
 
