@@ -124,9 +124,32 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
                 f"{MAX_IMAGE_BYTES} (5 MB) per image"
             )
         try:
-            base64.b64decode(data, validate=True)
+            raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise InvalidInput(f"{where}.source.data: not valid base64") from None
+        if not _is_a(str(media), raw):
+            # The API refuses it too, but only once the turn is streaming: "the image
+            # does not match the provided media type" (vision) / "the PDF specified was
+            # not valid" (PDF support).
+            raise InvalidInput(f"{where}.source.data: the data is not {media}")
+
+
+# What each media type's data starts with (its signature): PNG, JPEG, GIF, WebP's RIFF
+# header with WEBP at byte 8, a PDF's header within its first kilobyte (the PDF format
+# allows bytes before it).
+_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+
+
+def _is_a(media: str, raw: bytes) -> bool:
+    if media == "image/webp":
+        return raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
+    if media == "application/pdf":
+        return b"%PDF-" in raw[:1024]
+    return raw.startswith(_SIGNATURES[media])
 
 
 class ResultBudget:

@@ -301,7 +301,7 @@ def _image(data: str = PNG, media: str = "image/png") -> dict[str, Any]:
 
 def test_user_content_takes_text_images_and_documents_within_the_limits() -> None:
     raw = msgspec.Raw(b'{"type":"image", "source":{"type":"url","url":"https://x.test/a.png"}}')
-    pdf = {
+    pdf: dict[str, Any] = {
         "type": "document",
         "source": {
             "type": "base64",
@@ -314,11 +314,17 @@ def test_user_content_takes_text_images_and_documents_within_the_limits() -> Non
     assert blocks[2] == RawBlock("image", bytes(raw).decode())  # the client's bytes
     assert [b.kind for b in blocks[1:] if isinstance(b, RawBlock)] == ["image", "image", "document"]
     assert text == "see\n[image]\n[image]\n[document]"
+    GIF = base64.b64encode(b"GIF87a" + bytes(20)).decode()
+    not_pdf = {**pdf, "source": {**pdf["source"], "data": base64.b64encode(b"plain").decode()}}
     cases: list[tuple[Any, type[Exception], str]] = [
         ([], InvalidInput, "no content blocks"),
         ([{"type": "text", "text": "  "}], InvalidInput, "empty"),
         ([_image(media="image/bmp")], InvalidInput, "media_type"),
         ([_image(data="not base64!")], InvalidInput, "base64"),
+        # The bytes say what they are: a JPEG called a PNG, a text called a PDF.
+        ([_image(media="image/jpeg")], InvalidInput, "the data is not image/jpeg"),
+        ([_image(data=GIF, media="image/webp")], InvalidInput, "the data is not image/webp"),
+        ([not_pdf], InvalidInput, "the data is not application/pdf"),
         ([_image(data="A" * (5 * 1024 * 1024 + 4))], MessageTooLarge, "5 MB"),
         ([_image()] * 101, InvalidInput, "100 images"),
         ([{"type": "tool_result", "tool_use_id": "x"}], InvalidInput, "not 'tool_result'"),
