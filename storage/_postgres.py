@@ -51,6 +51,15 @@ _DRIVER_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+async def _keep_session(conn: Any) -> None:
+    """The main pool's reset as a connection goes back: nothing beyond what asyncpg
+    always does (roll back a transaction left open). Its default sends `RESET ALL`,
+    `CLOSE ALL`, `UNLISTEN *` and `pg_advisory_unlock_all()`: one more round trip after
+    every read and every write, for session state this pool never keeps (no SET, cursor
+    or LISTEN outlives a statement here; the continuum leases' advisory locks live in
+    their own pool, which keeps the default)."""
+
+
 @functools.lru_cache(maxsize=512)
 def _numbered(sql: str) -> str:
     """A statement in the SQL core's qmark style with PostgreSQL's numbered parameters
@@ -221,6 +230,7 @@ class PostgresStorage(SQLStore):
                 # each connection starts: no round trip per search, and the pool's
                 # RESET ALL keeps it. A placeholder where pgvector is absent.
                 server_settings={"hnsw.ef_search": str(HNSW_EF_SEARCH)},
+                reset=_keep_session,
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
             raise StorageUnavailable(f"cannot connect to the database at {shown}: {exc}") from exc
@@ -372,7 +382,7 @@ class PostgresStorage(SQLStore):
             await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
             indexed, distance = (
                 f"(vec::halfvec({dimensions})) halfvec_cosine_ops",
-                (f"m.vec::halfvec({dimensions}) <=> ?::real[]::halfvec({dimensions})"),
+                (f"m.vec::halfvec({dimensions}) <=> ?::text::halfvec({dimensions})"),
             )
         else:
             indexed, distance = "vec vector_cosine_ops", _FULL_DISTANCE
@@ -422,8 +432,12 @@ class PostgresStorage(SQLStore):
     ) -> list[Any]:
         query = _normalized(vector)
         if self._pgvector:
-            approx, exact = (user, at, query, k), (user, at, query, k, k)
-            return await self._read(self._nearest, (*approx, *exact, query, list(among), user, at))
+            # The query goes three times, as pgvector's text form: one string made once.
+            # As `real[]` each copy was encoded element by element (384 of them, with
+            # type checks), a fifth of the call's own CPU.
+            text = f"[{','.join(map(repr, query))}]"
+            approx, exact = (user, at, text, k), (user, at, text, k, k)
+            return await self._read(self._nearest, (*approx, *exact, text, list(among), user, at))
         # exact: every live vector of the user, scored in the database
         nearest = f"m.vector IS NOT NULL AND {_ALIVE} ORDER BY {_DOT} DESC"
         return await self._read(
@@ -500,7 +514,7 @@ _ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
 HNSW_EF_SEARCH = 150
 # The index of each kind: over `vector` (full precision), over `halfvec` (half).
 _HNSW_INDEXES = ("memories_hnsw", "memories_hnsw_half")
-_FULL_DISTANCE = "m.vec <=> ?::real[]::vector"
+_FULL_DISTANCE = "m.vec <=> ?::text::vector"
 
 
 def _hnsw_nearest(distance: str) -> str:
@@ -512,9 +526,9 @@ def _hnsw_nearest(distance: str) -> str:
         f" ORDER BY {distance} LIMIT ?),"
         " exact AS MATERIALIZED (SELECT id FROM (SELECT m.id FROM memories m"
         f" WHERE m.owner = ? AND m.vec IS NOT NULL AND {_ALIVE}"
-        " ORDER BY (m.vec <=> ?::real[]::vector) + 0 LIMIT ?) e"
+        " ORDER BY (m.vec <=> ?::text::vector) + 0 LIMIT ?) e"
         " WHERE (SELECT count(*) FROM approx) < ?)"
-        f" {MEMORY}, 1 - (m.vec <=> ?::real[]::vector) FROM memories m"
+        f" {MEMORY}, 1 - (m.vec <=> ?::text::vector) FROM memories m"
         " WHERE m.id = ANY(ARRAY(SELECT id FROM approx UNION SELECT id FROM exact) || ?::bigint[])"
         f" AND m.owner = ? AND m.vector IS NOT NULL AND {_ALIVE}"
     )

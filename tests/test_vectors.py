@@ -102,11 +102,12 @@ async def test_pgvector_with_halfvec_searches_a_half_precision_index(
         async with store._pool.acquire() as conn:
             await conn.execute("SET enable_seqscan = off")  # the index, wherever usable
             await conn.execute("SET enable_sort = off")
+            text = f"[{','.join(map(repr, query))}]"  # pgvector's text form, as sent
             plan = await conn.fetch(
                 f"EXPLAIN {_numbered(store._nearest)}",
-                *(DEFAULT_USER, 30.0, query, 5),
-                *(DEFAULT_USER, 30.0, query, 5, 5),
-                query,
+                *(DEFAULT_USER, 30.0, text, 5),
+                *(DEFAULT_USER, 30.0, text, 5, 5),
+                text,
                 [],
                 DEFAULT_USER,
                 30.0,

@@ -800,7 +800,7 @@ async def not_allowed(request: Request, exc: Exception) -> Response:
     return error_response(
         405,
         "method_not_allowed",
-        f"{excerpt(request.method)} is not allowed on {excerpt(request.url.path, 200)}",
+        f"{excerpt(request.method)} is not allowed on {excerpt(request.url.path, 120)}",
     )
 
 
