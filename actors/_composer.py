@@ -142,7 +142,12 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
         deadline = max(deadlines, default=self._deadline) + extra
         result = await scatter_gather(
             self._refs,
-            TurnStart(turn, time.time() + deadline),
+            # The trinkets' own due time stays the usual one, also in a first gather that
+            # waits longer for system sections: past it a trinket hands a late answer
+            # in as `SectionLate` for the next turn (a first answer is never skipped:
+            # actors/_trinket.py), where a due time this far off would have it answer a
+            # gather that stopped waiting for it.
+            TurnStart(turn, time.time() + self._deadline + extra),
             deadline=deadline,
             deadlines=[d + extra for d in deadlines] if extra else deadlines,
         )

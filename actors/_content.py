@@ -148,7 +148,7 @@ def _is_a(media: str, raw: bytes) -> bool:
     if media == "image/webp":
         return raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
     if media == "application/pdf":
-        return b"%PDF-" in raw[:1024]
+        return b"%PDF-" in raw[: 1024 + 4]  # starting at any of the first 1,024 bytes
     return raw.startswith(_SIGNATURES[media])
 
 

@@ -85,14 +85,18 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
         self._directory = directory
         # A section with its own, shorter deadline is due this much before the turn's.
         self._early_by = early_by
+        self._answered = False  # a first render has been asked for already
 
     async def handle(self, message: TrinketMessage) -> SectionReply | None:
         if isinstance(message, TurnStart):
             due = message.deadline_at - self._early_by
-            if time.time() > due:
+            if time.time() > due and self._answered:
                 # It waited behind a slow render until its turn had moved on: rendering
-                # it now would only build a backlog of work nobody waits for.
+                # it now would only build a backlog of work nobody waits for. A first
+                # render is never skipped: nothing older stands in for it, and the
+                # composer may still be waiting (a system section's first answer).
                 return None
+            self._answered = True
             content = await self._render(message.turn)
             if time.time() > due:
                 self._warm_next_turn(message.turn, content)

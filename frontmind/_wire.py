@@ -293,7 +293,7 @@ def _quoting_excerpts(message: str) -> str:
     rejected input whole (a megabyte-long enum value or field name, echoed back). A
     value with quotes of its own defeats the pairing: the whole is capped as well."""
     short = _QUOTED.sub(lambda m: m[0][0] + excerpt(m[0][1:-1]) + m[0][0], message)
-    return excerpt(short, 240)
+    return excerpt(short, 120)
 
 
 # What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last

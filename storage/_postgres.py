@@ -227,8 +227,8 @@ class PostgresStorage(SQLStore):
                 # The HNSW search's candidate list: at 50,000 memories pgvector's default
                 # (40) found 0.88 of the ten nearest, 100 0.95, 150 0.965, 200 0.976,
                 # each costing more (bench/postgres.py). A session default, sent when
-                # each connection starts: no round trip per search, and the pool's
-                # RESET ALL keeps it. A placeholder where pgvector is absent.
+                # each connection starts: no round trip per search (and nothing resets
+                # it: `_keep_session`). A placeholder where pgvector is absent.
                 server_settings={"hnsw.ef_search": str(HNSW_EF_SEARCH)},
                 reset=_keep_session,
             )
@@ -535,5 +535,8 @@ def _hnsw_nearest(distance: str) -> str:
 
 
 def _normalized(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
+    """Unit length, as Python floats (an embedder's numpy floats would spell themselves
+    `np.float32(...)` in the query's text form)."""
+    values = [float(x) for x in vector]
+    norm = math.sqrt(sum(x * x for x in values))
+    return [x / norm for x in values]

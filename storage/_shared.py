@@ -132,7 +132,7 @@ def check_digest(digest: SegmentDigest | None) -> tuple[MemoryProposal, ...]:
 
 def encode_vector(vector: Sequence[float]) -> bytes:
     """An embedding as stored: float32, little-endian."""
-    if not vector:
+    if len(vector) == 0:  # len(): an embedder's numpy array has no truth value
         raise InvalidInput("an embedding needs at least one dimension")
     packed = array("f", vector)
     if packed.itemsize != 4:  # pragma: no cover - every platform Python runs on

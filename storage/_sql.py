@@ -778,7 +778,7 @@ class SQLStore(ABC):
         rows = await self._read(
             f"SELECT record FROM turns WHERE {where}"
             f" ORDER BY started_at DESC, {order} DESC LIMIT {self._LIMIT}",
-            (*args, limit),
+            (*args, self._limit(limit)),
         )
         return [record_decoder.decode(row[0]) for row in reversed(rows)]
 
@@ -790,7 +790,7 @@ class SQLStore(ABC):
         rows = await self._read(
             f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
             f" ORDER BY s.ended_at DESC LIMIT {self._LIMIT}",
-            (*args, limit),
+            (*args, self._limit(limit)),
         )
         return [from_row(Segment, row) for row in reversed(rows)]
 
@@ -1119,7 +1119,7 @@ class SQLStore(ABC):
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
             f" ORDER BY due_at IS NULL, due_at, id LIMIT {self._LIMIT}",
-            (user, limit),
+            (user, self._limit(limit)),
         )
         return [from_row(Reminder, row) for row in rows]
 
@@ -1145,7 +1145,7 @@ class SQLStore(ABC):
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND id > ?{open_only} ORDER BY id LIMIT {self._LIMIT}",
-            (user, after, limit),
+            (user, after, self._limit(limit)),
         )
         return [from_row(Reminder, row) for row in rows]
 
@@ -1216,7 +1216,7 @@ class SQLStore(ABC):
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.owner = ?{where} ORDER BY m.id DESC"
             f" LIMIT {self._LIMIT}",
-            (user, *args, limit),
+            (user, *args, self._limit(limit)),
         )
         return [from_row(Memory, row) for row in rows]
 
@@ -1276,7 +1276,7 @@ class SQLStore(ABC):
         check_int64(limit, "limit")
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
-            (limit,),
+            (self._limit(limit),),
         )
         return [from_row(Memory, row) for row in rows]
 

@@ -83,7 +83,12 @@ def excerpt(text: str, limit: int = 40) -> str:
 
 
 def _quoted(value: object) -> str:
-    return repr(excerpt(value)) if isinstance(value, str) else excerpt(repr(value))
+    if isinstance(value, str):
+        return repr(excerpt(value))
+    if isinstance(value, int) and value.bit_length() > 128:
+        # repr() itself fails past 4,300 digits (ValueError): the size says enough.
+        return f"an integer of {value.bit_length()} bits"
+    return excerpt(repr(value))
 
 
 def check_user_name(name: str) -> str:
@@ -166,7 +171,8 @@ def check_vector(vector: object, what: str = "a vector") -> tuple[float, ...]:
 def check_row_id(value: object, what: str) -> int:
     """A positive id that SQLite can bind (bool is not an id, though it is an int)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ROW_ID:
-        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_ROW_ID}, not {value!r}")
+        shown = _quoted(value)
+        raise InvalidInput(f"{what} must be an integer from 1 to {MAX_ROW_ID}, not {shown}")
     return value
 
 

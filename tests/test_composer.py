@@ -40,7 +40,7 @@ from actors import (
     render_notification_center,
     validate_settings,
 )
-from actors._messages import SectionLate
+from actors._messages import SectionLate, SectionReply, TurnStart
 from actors._trinket import composer_name
 from actors._trinkets import RemindersTrinket
 from frontmind import Config, ConfigError, Frontmind, load_config
@@ -409,6 +409,28 @@ async def test_a_system_section_is_waited_for_on_the_first_turn_only() -> None:
     assert "Use the tools sparingly." in second.system[0].text
     late = next(s for s in second.sections if s.name == "tool_guidance")
     assert late.elapsed_ms < 30_000 / 2, "the second gather waits its own deadline only"
+    # The cut notification section was not lost either: its late answer (due at the
+    # usual deadline, not the system sections' long one) stands in for it next turn.
+    assert status(second, "relevant_memories") == "stale"
+    assert "- cats" in second.notification
+
+
+async def test_a_trinket_renders_its_first_turn_even_past_due_and_skips_later_ones() -> None:
+    # A first render has nothing older to stand in for it (and a composer may still be
+    # waiting: a system section's first answer); a later one past due is skipped.
+    trinket = Scripted(["first", "second"])
+    async with ActorSystem() as system:
+
+        def make() -> TrinketActor:
+            return TrinketActor("tool_guidance", trinket, system.lookup)
+
+        ref = system.spawn(make, name="trinket:tool_guidance")
+        late = time.time() - 1
+        first = await ref.ask(TurnStart(turn(), late))
+        second = await ref.ask(TurnStart(turn(tid="t2"), late))
+    assert first == SectionReply("tool_guidance", "first")
+    assert second is None
+    assert trinket.calls == 1
 
 
 async def test_a_hanging_system_trinket_costs_one_long_wait_not_one_per_turn() -> None:

@@ -1008,6 +1008,20 @@ async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: St
             await store.complete_reminder(U, bad)
         with pytest.raises(InvalidInput, match=r"^memory id must be an integer from 1"):
             await store.delete_memory(U, bad)
+    # Past 4,300 digits an int has no repr(): the message gives its size instead.
+    with pytest.raises(InvalidInput, match=r"^limit must be a 64-bit integer, not an integer of"):
+        await store.jobs(U, limit=10**5000)
+    with pytest.raises(InvalidInput, match=r"^memory id must be an integer from 1 to"):
+        await store.delete_memory(U, -(10**5000))
+    # A negative page size is every row, on either database (PostgreSQL refuses LIMIT -1).
+    await store.add_memory(U, "a memory", now=1000.0)
+    await store.add_reminder(U, "a reminder", due_at=None, origin="user", now=1000.0)
+    assert len(await store.memories(U, limit=-1)) == 1
+    assert len(await store.reminders(U, limit=-1)) == 1
+    assert len(await store.active_reminders(U, limit=-1)) == 1
+    assert len(await store.turns(U, limit=-1)) == 1
+    assert len(await store.recent_segments(U, "c1", limit=-1)) == 1
+    assert len(await store.memories_without_vectors(limit=-1)) == 1
     # A search ranks a multiple of its limit: past MAX_SEARCH_HITS it is refused.
     for search in (store.search_memories, store.search_messages):
         with pytest.raises(InvalidInput, match=r"^limit must be at most 10000 for a search"):

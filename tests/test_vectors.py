@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 import msgspec
+import numpy
 import pytest
 
 from actors import SettingsError
@@ -99,9 +100,10 @@ async def test_pgvector_with_halfvec_searches_a_half_precision_index(
             vectors[memory] = [rng.gauss(0, 1) for _ in range(16)]
         await store.set_memory_vectors(list(vectors.items()))
         query = [rng.gauss(0, 1) for _ in range(16)]
-        async with store._pool.acquire() as conn:
-            await conn.execute("SET enable_seqscan = off")  # the index, wherever usable
-            await conn.execute("SET enable_sort = off")
+        async with store._pool.acquire() as conn, conn.transaction():
+            # SET LOCAL: gone with the transaction (the pool resets nothing on release).
+            await conn.execute("SET LOCAL enable_seqscan = off")  # the index, if usable
+            await conn.execute("SET LOCAL enable_sort = off")
             text = f"[{','.join(map(repr, query))}]"  # pgvector's text form, as sent
             plan = await conn.fetch(
                 f"EXPLAIN {_numbered(store._nearest)}",
@@ -112,7 +114,6 @@ async def test_pgvector_with_halfvec_searches_a_half_precision_index(
                 DEFAULT_USER,
                 30.0,
             )
-            await conn.execute("RESET ALL")
         assert "Index Scan using memories_hnsw_half" in "\n".join(row[0] for row in plan)
         by_id = {memory.id: vector for memory, vector in vectors.items()}
         hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=30.0)
@@ -150,6 +151,14 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
     assert [m.id for m, _ in hits] == exact[:10]
     for memory, similarity in hits:
         assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-5)
+    # An embedder's numpy floats are a query like any other (matplotlib brings numpy).
+    as_numpy = await store.nearest_memories(
+        DEFAULT_USER,
+        numpy.array(query, dtype=numpy.float32),  # type: ignore[arg-type]
+        k=10,
+        now=30.0,
+    )
+    assert [m.id for m, _ in as_numpy] == exact[:10]
     # `among`: the similarity of memories beyond the k nearest (the keyword hits).
     far = exact[-1]
     hits = await store.nearest_memories(DEFAULT_USER, query, k=3, now=30.0, among=[far])

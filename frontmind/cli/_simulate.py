@@ -489,7 +489,7 @@ async def simulate_run(
                     records = await fm.turns(CONTINUUM, limit=len(script) + 1)
                     warm_ups, warm_usage = fm.warm_ups()
                     priced = fm.models.lookup(config.model.name)  # its prices and multipliers
-                    jobs = [j.usage.usage for j in await fm.jobs(CONTINUUM) if j.usage]
+                    jobs = [j.usage.usage for j in await fm.jobs(CONTINUUM, limit=-1) if j.usage]
                 compactions = list(api.state.compactions)
             finally:
                 await model.aclose()

@@ -535,7 +535,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "listMemories",
         "memories",
         "List memories, the newest first; with `q`, one ranked page of search hits"
-        " (a MemoryHitPage, whose next_cursor is always null).",
+        " (a MemoryHitPage, whose next_cursor is always null; a `cursor` beside `q` is"
+        " refused, 400).",
         reply=MemoryPage,
         alt=MemoryHitPage,
         params=(*PAGE, Param("q", "query", _STR, "search text")),
