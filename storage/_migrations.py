@@ -299,6 +299,12 @@ _V10 = """
 CREATE INDEX memories_waiting_for_vector ON memories(id) WHERE embedding IS NULL;
 """
 
+# v11: a user's jobs across their continuums in id order (`GET /v1/jobs` pages them):
+# the index by continuum made every page sort all of the user's jobs.
+_V11 = """
+CREATE INDEX jobs_by_owner ON jobs(owner, id);
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -310,5 +316,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (8, _V8),
     (9, _V9),
     (10, _V10),
+    (11, _V11),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -225,6 +225,11 @@ _V9 = """
 CREATE INDEX memories_waiting_for_vector ON memories(id) WHERE embedding IS NULL;
 """
 
+# v10: a user's jobs across their continuums in id order (`GET /v1/jobs` pages them).
+_V10 = """
+CREATE INDEX jobs_by_owner ON jobs(owner, id);
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -235,5 +240,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (7, _V7),
     (8, _V8),
     (9, _V9),
+    (10, _V10),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

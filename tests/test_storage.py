@@ -93,7 +93,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 10
+        assert await store.schema_version() == SCHEMA_VERSION == 11
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -973,6 +973,20 @@ async def test_jobs_come_in_pages_oldest_first(store: Store) -> None:
     assert first == every[:2]
     assert await store.jobs(DEFAULT_USER, "c1", after=first[-1].id) == every[2:]
     assert await store.jobs(DEFAULT_USER, after=every[-1].id) == []
+
+
+async def test_a_users_jobs_are_paged_through_an_index_not_sorted(store: Store) -> None:
+    # A page of all the user's jobs, as `jobs(user, after=...)` asks for it.
+    query = "SELECT id FROM jobs WHERE owner = 'default' AND id > 0 ORDER BY id LIMIT 100"
+    if isinstance(store, SQLiteStorage):
+        plan = " ".join(str(row[3]) for row in await store._read(f"EXPLAIN QUERY PLAN {query}"))
+        assert "jobs_by_owner" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    else:
+        ((definition,),) = await store._read(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'jobs_by_owner'"
+        )
+        assert "(owner, id)" in definition, definition
 
 
 async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: Store) -> None:
