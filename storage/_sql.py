@@ -341,7 +341,9 @@ class SQLStore(ABC):
             raise StorageUnavailable(f"a write failed: {exc}") from exc
 
     def _limit(self, limit: int) -> int | None:
-        return self._NO_LIMIT if limit < 0 else limit
+        """A page size as the dialect binds it (below 0: every row), checked to fit SQL
+        first (a bigger one would fail in the driver, with no word of which it was)."""
+        return self._NO_LIMIT if check_int64(limit, "limit") < 0 else limit
 
     def _usage_sums(self) -> str:
         """The sums of the turns' usage records, field by field in `TurnUsage`'s order."""
@@ -498,7 +500,6 @@ class SQLStore(ABC):
     async def continuums(
         self, user: str, *, limit: int = -1, after: tuple[datetime, str] | None = None
     ) -> list[Continuum]:
-        check_int64(limit, "limit")
         check_user_name(user)
         activity = "COALESCE(last_turn_at, created_at)"
         where, args = "", ()  # type: tuple[str, tuple[Any, ...]]
@@ -560,7 +561,6 @@ class SQLStore(ABC):
     async def _messages(
         self, user: str, continuum_id: str, start: int, limit: int = -1
     ) -> list[Message]:
-        check_int64(limit, "limit"), check_int64(start, "start")
         rows = await self._read(
             "SELECT role, content, seq, turn_id, created_at FROM messages"
             f" WHERE owner = ? AND continuum_id = ? AND seq >= ? ORDER BY seq LIMIT {self._LIMIT}",
@@ -761,7 +761,6 @@ class SQLStore(ABC):
     ) -> list[TurnRecord]:
         """The user's latest `limit` turns, oldest first; with `before` (the started_at and
         id of a turn), the latest ones before that turn."""
-        check_int64(limit, "limit")
         where, args = _owned(user, continuum_id)
         if continuum_id is not None:
             await self.continuum(user, continuum_id)
@@ -785,7 +784,6 @@ class SQLStore(ABC):
     async def recent_segments(
         self, user: str, continuum_id: str, *, limit: int = 10
     ) -> list[Segment]:
-        check_int64(limit, "limit")
         where, args = _owned(user, continuum_id, "s.")
         rows = await self._read(
             f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
@@ -985,7 +983,7 @@ class SQLStore(ABC):
     async def jobs(
         self, user: str, continuum_id: str | None = None, *, limit: int = 1000, after: int = 0
     ) -> list[Job]:
-        check_int64(limit, "limit"), check_int64(after, "after")
+        check_int64(after, "after")
         where, args = _owned(user, continuum_id)
         rows = await self._read(
             f"SELECT {_JOB_COLUMNS} FROM jobs WHERE {where} AND id > ?"
@@ -1114,7 +1112,6 @@ class SQLStore(ABC):
         return from_row(Reminder, rows[0])
 
     async def active_reminders(self, user: str, *, limit: int = 50) -> list[Reminder]:
-        check_int64(limit, "limit")
         check_user_name(user)
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
@@ -1140,7 +1137,7 @@ class SQLStore(ABC):
     async def reminders(
         self, user: str, *, include_completed: bool = False, limit: int = 200, after: int = 0
     ) -> list[Reminder]:
-        check_int64(limit, "limit"), check_int64(after, "after")
+        check_int64(after, "after")
         check_user_name(user)
         open_only = "" if include_completed else " AND completed_at IS NULL"
         rows = await self._read(
@@ -1208,7 +1205,6 @@ class SQLStore(ABC):
         self, user: str, *, limit: int = 100, before: int | None = None
     ) -> list[Memory]:
         """The user's memories, newest first; with `before`, those older than that id."""
-        check_int64(limit, "limit")
         check_user_name(user)
         if before is not None:
             check_int64(before, "before")
@@ -1273,7 +1269,6 @@ class SQLStore(ABC):
             raise InvalidInput("a vector must be finite and not all zeros")
 
     async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
-        check_int64(limit, "limit")
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
             (self._limit(limit),),
@@ -1394,7 +1389,6 @@ class SQLStore(ABC):
 
     async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
-        check_int64(limit, "limit")
         check_user_name(user)
         rows = await self._read(
             "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"

@@ -655,18 +655,19 @@ class SQLiteStorage(SQLStore):
         }
         wanted, candidates = set(among), min(2 * k + COARSE_EXTRA, _VEC_MAX_K)
         rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
-        if sum(row[0] not in wanted for row in rows) >= k:
-            return rows
-        ((vectors,),) = await self._read(
-            "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL", (user,)
-        )
-        while vectors > candidates:  # not every vector of the user was a candidate
+        vectors: int | None = None  # the user's, counted only when the pass fell short
+        while sum(row[0] not in wanted for row in rows) < k:
+            if vectors is None:
+                ((vectors,),) = await self._read(
+                    "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL",
+                    (user,),
+                )
+            if vectors <= candidates:  # every vector of the user was a candidate
+                break
             if candidates == _VEC_MAX_K:
                 return await self._read(_NEAREST_EXACT, {**args, "k": k})
             candidates = min(8 * candidates, _VEC_MAX_K)
             rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
-            if sum(row[0] not in wanted for row in rows) >= k:
-                break
         return rows
 
     async def _message_hits(

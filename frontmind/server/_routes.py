@@ -13,6 +13,7 @@ import functools
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,6 +94,7 @@ __all__ = [
 ]
 
 K = TypeVar("K")
+T = TypeVar("T")
 
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
@@ -201,8 +203,7 @@ async def list_messages(request: Request) -> Response:
     limit, after = _page(request, CursorId)
     start = -1 if after is None else after
     found = await _scoped(request).history(_continuum(request), limit=limit + 1, after=start)
-    cursor = encode_cursor(found[limit - 1].seq) if len(found) > limit else None
-    return json_response(MessagePage(cursor, found[:limit]))
+    return json_response(MessagePage(*_one_page(found, limit, lambda m: m.seq)))
 
 
 async def get_context(request: Request) -> Response:
@@ -242,8 +243,7 @@ async def list_reminders(request: Request) -> Response:
     limit, after = _page(request, CursorId)
     include = request.query_params.get("include_completed") in ("1", "true")
     found = await _scoped(request).reminders(include, limit=limit + 1, after=after or 0)
-    cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
-    return json_response(ReminderPage(cursor, found[:limit]))
+    return json_response(ReminderPage(*_one_page(found, limit, lambda r: r.id)))
 
 
 async def create_reminder(request: Request) -> Response:
@@ -272,8 +272,7 @@ async def list_memories(request: Request) -> Response:
         return json_response(MemoryHitPage(None, hits))
     limit, before = _page(request, CursorId)
     found = await mine.memories(limit + 1, before=before)
-    cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
-    return json_response(MemoryPage(cursor, found[:limit]))
+    return json_response(MemoryPage(*_one_page(found, limit, lambda m: m.id)))
 
 
 async def create_memory(request: Request) -> Response:
@@ -291,8 +290,7 @@ async def delete_memory(request: Request) -> Response:
 async def list_documents(request: Request) -> Response:
     limit, after = _page(request, str)
     found = await _scoped(request).documents(limit=limit + 1, after=after or "")
-    cursor = encode_cursor(found[limit - 1].label) if len(found) > limit else None
-    return json_response(DocumentPage(cursor, found[:limit]))
+    return json_response(DocumentPage(*_one_page(found, limit, lambda d: d.label)))
 
 
 async def put_document(request: Request) -> Response:
@@ -356,8 +354,7 @@ async def list_jobs(request: Request) -> Response:
     continuum = None if cid is None else check_continuum_id(cid)
     limit, after = _page(request, CursorId)
     found = await _scoped(request).jobs(continuum, limit=limit + 1, after=after or 0)
-    cursor = encode_cursor(found[limit - 1].id) if len(found) > limit else None
-    return json_response(JobPage(cursor, found[:limit]))
+    return json_response(JobPage(*_one_page(found, limit, lambda j: j.id)))
 
 
 async def get_health(request: Request) -> Response:
@@ -828,6 +825,13 @@ def _limit(request: Request) -> int:
     if not re.fullmatch(r"[0-9]{1,5}", raw) or not 1 <= int(raw) <= MAX_LIMIT:
         raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}")
     return int(raw)
+
+
+def _one_page(found: list[T], limit: int, key: Callable[[T], Any]) -> tuple[str | None, list[T]]:
+    """The page of `found` (asked for `limit + 1` rows) and the cursor of the next one:
+    the key of the page's last row, when there is more."""
+    more = len(found) > limit
+    return (encode_cursor(key(found[limit - 1])) if more else None), found[:limit]
 
 
 def _page(request: Request, key: type[K]) -> tuple[int, K | None]:
