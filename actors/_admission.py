@@ -115,6 +115,7 @@ class Admission:
         # at_least[k]: how many users have more than k tickets waiting.
         self._at_least: list[int] = []
         self._draining = False
+        self._emptied: asyncio.Future[None] | None = None  # `settled()`'s wait
 
     # -- the door ------------------------------------------------------------------------
 
@@ -191,6 +192,8 @@ class Admission:
         ticket = self._tickets.pop(turn_id, None)
         if ticket is None:
             return
+        if not self._tickets and self._emptied is not None and not self._emptied.done():
+            self._emptied.set_result(None)
         cont = ticket.continuum
         if ticket.state == _GRANTED:
             held = self._clock() - ticket.granted_at
@@ -212,6 +215,16 @@ class Admission:
         for ticket in self._tickets.values():
             if ticket.waiter is not None and not ticket.waiter.done():
                 ticket.waiter.set_result(None)
+
+    async def settled(self) -> None:
+        """Until no turn holds a ticket: every turn taken in has ended (its stream
+        closed). Callers bound the wait."""
+        while self._tickets:
+            self._emptied = asyncio.get_running_loop().create_future()
+            try:
+                await self._emptied
+            finally:
+                self._emptied = None
 
     # -- the queue -----------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from storage import (
     RawBlock,
     TextBlock,
     check_message,
+    check_storable,
     visible,
 )
 
@@ -83,15 +84,31 @@ def _decoded(block: Mapping[str, Any] | msgspec.Raw, position: int) -> tuple[dic
             raise InvalidInput(f"content[{position}]: malformed JSON: {exc}") from None
     elif isinstance(block, Mapping):
         fields = dict(block)
+        _check_strings(fields, f"content[{position}]")  # before encoding: it names the place
         try:
             raw = _encoder.encode(fields)
-        except (TypeError, msgspec.EncodeError) as exc:
+        except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as exc:
             raise InvalidInput(f"content[{position}]: not JSON: {exc}") from None
     else:
         raise InvalidInput(f"content[{position}]: a block is an object, not {type(block).__name__}")
     if not isinstance(fields, dict):
         raise InvalidInput(f"content[{position}]: a block is an object")
+    if isinstance(block, msgspec.Raw):
+        _check_strings(fields, f"content[{position}]")
     return fields, raw
+
+
+def _check_strings(value: object, where: str) -> None:
+    """Every text in a block storable as it is (`check_storable`): a NUL or a lone
+    surrogate is refused here, not by PostgreSQL at the turn's commit."""
+    if isinstance(value, str):
+        check_storable(value, where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(item, f"{where}.{key}" if isinstance(key, str) else where)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_strings(item, f"{where}[{index}]")
 
 
 def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:

@@ -8,6 +8,7 @@ nothing to the history; its record keeps the user's message and any partial repl
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -40,6 +41,7 @@ from storage import (
     UnknownContinuum,
     error_type,
     moment,
+    storable,
 )
 from storage import Storage as StoragePort
 
@@ -1068,12 +1070,32 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),
             anyio.move_on_after(timeout),
         ):
-            outcome = await self._deps.tools.run(
-                use.name, msgspec.Raw(use.input_json.encode()), turn, effects
-            )
+            try:
+                outcome = await self._deps.tools.run(
+                    use.name, msgspec.Raw(use.input_json.encode()), turn, effects
+                )
+            except asyncio.CancelledError:
+                # A tool's own CancelledError (it awaited a task someone else cancelled)
+                # is its failure, not this turn's cancellation: only a cancel this task
+                # was asked for (the timeout above, the caller, shutdown) goes on up.
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise
+                log.warning("tool %s raised CancelledError without being cancelled", use.name)
+                outcome = ToolOutcome(
+                    f"{use.name} failed: CancelledError (the tool's own work was cancelled)",
+                    is_error=True,
+                )
         if outcome is None:
             return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
-        return outcome
+        # A tool's text is code's output, kept: what no database stores (a NUL, a lone
+        # surrogate) becomes U+FFFD rather than failing the turn at its commit.
+        content = storable(outcome.content)
+        return (
+            outcome
+            if content is outcome.content
+            else msgspec.structs.replace(outcome, content=content)
+        )
 
     async def _commit(
         self,

@@ -6,8 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext, suppress
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import (
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+    suppress,
+)
 from dataclasses import dataclass, replace
 from functools import partial
 from types import TracebackType
@@ -19,6 +25,7 @@ import msgspec
 
 from runtime import (
     ActorRef,
+    ActorStopped,
     ActorSystem,
     KernelError,
     MailboxFull,
@@ -55,7 +62,7 @@ from ._conversation import (
     new_turn_id,
 )
 from ._events import TurnCompleted, TurnError, TurnEvent
-from ._exceptions import Busy, InvalidModelSettings, SettingsError
+from ._exceptions import Busy, InvalidModelSettings, SettingsError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._mcp import McpHub, McpServer, check_mcp_servers
@@ -529,11 +536,14 @@ class Engine:
     async def _using(
         self, user: str, continuum_id: str, *, stays: bool = True
     ) -> AsyncIterator[_Lane]:
-        """Hold the lane: a lane in use is never evicted."""
-        lane = await self._lane(user, continuum_id, stays=stays)
+        """Hold the lane: a lane in use is never evicted. What the kernel refuses to the
+        lane's actors is the caller's `Busy` or `ShuttingDown` (`_refusals`)."""
+        with _refusals(continuum_id):
+            lane = await self._lane(user, continuum_id, stays=stays)
         lane.users += 1
         try:
-            yield lane
+            with _refusals(continuum_id):
+                yield lane
         finally:
             lane.users -= 1
             lane.last_used = time.monotonic()
@@ -606,8 +616,6 @@ class Engine:
         try:
             async with self._using(*key, stays=not transient) as lane:
                 request: ModelRequest = await lane.conversation.ask(preview)
-        except RestartLimitReached as exc:
-            raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
         finally:
             if transient:
                 await self._drop_unused(key)
@@ -666,9 +674,9 @@ class Engine:
         except SettingsError as exc:
             raise InvalidModelSettings(str(exc)) from None
         await self._storage.set_continuum_model(user, continuum_id, own)
-        lane = self._lanes.get((user, continuum_id))
-        if lane is not None:
-            await lane.conversation.ask(Reconfigure(own))
+        if (user, continuum_id) in self._lanes:
+            async with self._using(user, continuum_id) as lane:
+                await lane.conversation.ask(Reconfigure(own))
         return own, choice
 
     async def evict_idle(self, idle_seconds: float) -> list[LaneKey]:
@@ -710,6 +718,14 @@ class Engine:
         self._draining = True
         self.admission.drain()
 
+    async def close_turns(self, grace: float) -> None:
+        """Closing (the library's way out): `drain`, then wait up to `grace` seconds for
+        every turn taken in to end, so a queued one ends as shutting down (its actor
+        still runs to say so and record it) rather than refused by a stopped actor."""
+        self.drain()
+        with anyio.move_on_after(grace):
+            await self.admission.settled()
+
     def offered_tools(self) -> tuple[Any, ...]:
         """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
         return self._deps.tools.offered()
@@ -717,6 +733,26 @@ class Engine:
     def lanes(self) -> list[LaneKey]:
         """The (user, continuum id) of every running lane."""
         return list(self._lanes)
+
+
+@contextmanager
+def _refusals(continuum_id: str) -> Iterator[None]:
+    """The kernel's refusals of a message to a continuum's actors as the caller's errors:
+    a full mailbox (previews and warm-ups share it; turns are counted at the door) or
+    an actor given up on for now is `Busy`, a stopped one (Frontmind closing) is
+    `ShuttingDown`. No `KernelError` reaches a caller for these."""
+    try:
+        yield
+    except MailboxFull:
+        raise Busy(
+            f"continuum {continuum_id!r} has a full mailbox; retry when a turn has finished"
+        ) from None
+    except RestartLimitReached as exc:
+        raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+    except ActorStopped:
+        raise ShuttingDown(
+            f"continuum {continuum_id!r} is stopping: Frontmind is closing"
+        ) from None
 
 
 class TurnWatch(Protocol):
@@ -809,20 +845,11 @@ class TurnStream:
         try:
             await engine.admission.wait(run.turn_id)
             self._spawned = (self._user, continuum_id) not in engine._lanes
-            self._lane = lane = await engine._hold_turn(self._user, continuum_id)
-            self._events = lane.conversation.stream_nowait(run)
-        except MailboxFull:
-            # Previews and warm-ups share the mailbox; turns are counted at the door.
-            self._close(ended=False)
-            raise Busy(
-                f"continuum {continuum_id!r} has a full mailbox; retry when a turn has finished"
-            ) from None
-        except RestartLimitReached as exc:
-            self._close(ended=False)
-            raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+            with _refusals(continuum_id):
+                self._lane = lane = await engine._hold_turn(self._user, continuum_id)
+                self._events = lane.conversation.stream_nowait(run)
         except BaseException:
-            self._close(ended=False)
-            await self._let_go()
+            await self._finish(ended=False)
             raise
         self._started_at = engine._deps.clock()
         return self._events
@@ -837,12 +864,15 @@ class TurnStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._close(ended=exc_type is None)
-        await self._wound_down()
-        await self._let_go()
+        await self._finish(ended=exc_type is None)
 
     async def aclose(self) -> None:
-        self._close(ended=True)
+        await self._finish(ended=True)
+
+    async def _finish(self, *, ended: bool) -> None:
+        """Every ending's async part, after the close: the handler wound down (a record
+        that is final), then the lane this turn spawned let go."""
+        self._close(ended=ended)
         await self._wound_down()
         await self._let_go()
 
@@ -866,22 +896,19 @@ class TurnStream:
         if events is None:
             events = await self._submit()
         if self._crashed:
-            self._close(ended=True)
-            await self._let_go()
+            await self._finish(ended=True)
             raise StopAsyncIteration
         try:
             event = await events.__anext__()
         except StopAsyncIteration:
-            self._close(ended=True)
-            await self._let_go()
+            await self._finish(ended=True)
             raise
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
             log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
             self._crashed = True
             return await self._crash_event(exc)
         except BaseException:
-            self._close(ended=False)
-            await self._let_go()
+            await self._finish(ended=False)
             raise
         if type(event) is TurnCompleted:
             self._completed = True

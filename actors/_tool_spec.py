@@ -43,6 +43,11 @@ log = logging.getLogger("frontmind.tools")
 # ^[a-zA-Z0-9_-]{1,64}$); a name that breaks it would fail every request, so refuse it here.
 TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
+# A text result's length past which it is cut, with a note (as an MCP server's
+# `max_result_chars`); a tool may set its own, down to MIN_RESULT_CHARS.
+MAX_RESULT_CHARS = 100_000
+MIN_RESULT_CHARS = 1_000
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -156,6 +161,7 @@ class Tool(Generic[P, R]):
         description: str | None = None,
         guidance: str | None = None,
         timeout_s: float | None = None,
+        max_result_chars: int | None = None,
     ) -> None:
         self.fn = fn
         self.name = name if name is not None else getattr(fn, "__name__", "")
@@ -173,11 +179,19 @@ class Tool(Generic[P, R]):
         if timeout_s is not None and not timeout_s > 0:
             raise ToolDefinitionError(f"{where}: timeout_s must be greater than 0, got {timeout_s}")
         self.timeout_s = timeout_s
+        limit = MAX_RESULT_CHARS if max_result_chars is None else max_result_chars
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < MIN_RESULT_CHARS:
+            raise ToolDefinitionError(
+                f"{where}: max_result_chars must be an int of at least {MIN_RESULT_CHARS}, "
+                f"got {max_result_chars!r}"
+            )
+        self.max_result_chars = limit
         self._options = {
             "name": name,
             "description": description,
             "guidance": guidance,
             "timeout_s": timeout_s,
+            "max_result_chars": max_result_chars,
         }
         self._input, self._struct_param, self._turn_params = _signature(fn, where)
         try:
@@ -235,7 +249,19 @@ class Tool(Generic[P, R]):
         except Exception as exc:  # the user's code: any failure goes back to the model
             log.warning("tool %s failed", self.name, exc_info=True)
             return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-        return ToolOutcome(content)
+        return ToolOutcome(_capped(content, self.max_result_chars))
+
+
+def _capped(text: str, limit: int) -> str:
+    """A text result cut at `limit` characters, with a note saying so: a tool that
+    returns megabytes costs the model a bounded result, not a turn the API refuses as
+    too large (413)."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n[truncated: {len(text) - limit:,} more characters of this result "
+        f"were left out; the tool's limit is max_result_chars = {limit:,}]"
+    )
 
 
 def _render(result: Any) -> str:
@@ -306,6 +332,7 @@ def tool(
     description: str | None = None,
     guidance: str | None = None,
     timeout_s: float | None = None,
+    max_result_chars: int | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -317,19 +344,26 @@ def tool(
     description: str | None = None,
     guidance: str | None = None,
     timeout_s: float | None = None,
+    max_result_chars: int | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Declare a function as a tool the model may call: `@tool` or `@tool(timeout_s=5)`.
 
     The schema comes from the type hints (or a single msgspec Struct parameter), the
     description from the docstring. `guidance` is the line the system prompt's tool
     guidance gets (default: the docstring's first line); `timeout_s` overrides
-    `tools.timeout_s`. Pass the tools to `Frontmind.open(..., tools=[...])` or name
+    `tools.timeout_s`; a text result longer than `max_result_chars` (100,000) is cut,
+    with a note saying so. Pass the tools to `Frontmind.open(..., tools=[...])` or name
     them in the config (`[[tool]] use = "package.module:function"`).
     """
 
     def build(function: Callable[P, R]) -> Tool[P, R]:
         return Tool(
-            function, name=name, description=description, guidance=guidance, timeout_s=timeout_s
+            function,
+            name=name,
+            description=description,
+            guidance=guidance,
+            timeout_s=timeout_s,
+            max_result_chars=max_result_chars,
         )
 
     return build if fn is None else build(fn)

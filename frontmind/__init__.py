@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         FrontmindError,
         ModelError,
         Overloaded,
+        ShuttingDown,
         TextDelta,
         ThinkingDelta,
         Tool,
@@ -46,10 +47,16 @@ if TYPE_CHECKING:
         escape_text,
         tool,
     )
-    from storage import InvalidInput, MessageTooLarge, NotFound, StorageError
+    from storage import (
+        InvalidInput,
+        MessageTooLarge,
+        NotFound,
+        StorageError,
+        StorageUnavailable,
+    )
 
     from ._client import Client, ContinuumSummary, Page
-    from ._exceptions import ClientError, ConfigError
+    from ._exceptions import BudgetExceeded, ClientError, ConfigError, DataDirLocked
     from ._frontmind import Frontmind
     from ._sync_client import SyncClient
     from .config import Config, load_config
@@ -59,13 +66,14 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy FrontmindError ModelError Overloaded TextDelta ThinkingDelta Tool ToolFinished "
+        "Busy FrontmindError ModelError Overloaded ShuttingDown TextDelta ThinkingDelta Tool "
+        "ToolFinished "
         "ToolStarted Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream "
         "escape_field escape_text tool"
     ),
-    "storage": "InvalidInput MessageTooLarge NotFound StorageError",
+    "storage": "InvalidInput MessageTooLarge NotFound StorageError StorageUnavailable",
     "frontmind._client": "Client ContinuumSummary Page",
-    "frontmind._exceptions": "ClientError ConfigError",
+    "frontmind._exceptions": "BudgetExceeded ClientError ConfigError DataDirLocked",
     "frontmind._frontmind": "Frontmind",
     "frontmind._sync_client": "SyncClient",
     "frontmind.config": "Config load_config",
@@ -73,12 +81,14 @@ _HOMES = {
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names.split()}
 
 __all__ = [
+    "BudgetExceeded",
     "Busy",
     "Client",
     "ClientError",
     "Config",
     "ConfigError",
     "ContinuumSummary",
+    "DataDirLocked",
     "Frontmind",
     "FrontmindError",
     "InvalidInput",
@@ -87,7 +97,9 @@ __all__ = [
     "NotFound",
     "Overloaded",
     "Page",
+    "ShuttingDown",
     "StorageError",
+    "StorageUnavailable",
     "SyncClient",
     "TextDelta",
     "ThinkingDelta",

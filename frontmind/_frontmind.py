@@ -73,6 +73,7 @@ from storage import (
     TurnUsage,
     User,
     UserForgotten,
+    check_document,
     check_user_name,
 )
 
@@ -337,6 +338,10 @@ class Frontmind:
             if collector is not None:
                 runtime.watch_turns(collector)  # a turn in flight: no idle collection now
                 janitor.start_soon(collector.run)
+            # The first thing on the way out: turns still queued end at once with a
+            # `shutting_down` event and a record (as the daemon's drain ends them), and
+            # running ones go on for up to `server.grace_seconds`.
+            stack.push_async_callback(runtime.close_turns, config.server.grace_seconds)
             yield cls(
                 runtime,
                 storage,
@@ -567,6 +572,7 @@ class Frontmind:
                 return await self._put_document(label, content)
 
     async def _put_document(self, label: str, content: str) -> Document:
+        check_document(label, content)  # before its tokens are counted
         budget = self.config.documents.budget_tokens
         others = sum(
             estimate_tokens(d.content)

@@ -98,6 +98,7 @@ class CustomTool(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     description: str | None = None  # default: the docstring
     guidance: str | None = None  # the tool guidance line (default: the docstring's first)
     timeout_s: float | None = None  # default: tools.timeout_s
+    max_result_chars: int | None = None  # a longer text result is cut, with a note (100,000)
 
 
 class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -283,6 +284,7 @@ def custom_tools(config: Config) -> list[Tool[..., Any]]:
                     description=entry.description,
                     guidance=entry.guidance,
                     timeout_s=entry.timeout_s,
+                    max_result_chars=entry.max_result_chars,
                 )
             else:
                 built = Tool(
@@ -291,6 +293,7 @@ def custom_tools(config: Config) -> list[Tool[..., Any]]:
                     description=entry.description,
                     guidance=entry.guidance,
                     timeout_s=entry.timeout_s,
+                    max_result_chars=entry.max_result_chars,
                 )
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"{what}: {exc}") from None

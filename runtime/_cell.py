@@ -33,7 +33,13 @@ import anyio
 
 from ._actor import Actor, ActorState, ActorStats, RestartPolicy
 from ._codec import decode, encode
-from ._exceptions import ActorStopped, MailboxFull, MessageFailed, RestartLimitReached
+from ._exceptions import (
+    ActorCrashed,
+    ActorStopped,
+    MailboxFull,
+    MessageFailed,
+    RestartLimitReached,
+)
 from ._replies import StreamSlot
 from ._workers import Worker, Workers
 
@@ -352,10 +358,15 @@ class Cell:
                         if self.state is HALF_OPEN:
                             self.state = RUNNING  # the trial succeeded: the circuit closes
                 # The supervisor's job is to catch any crash of the handler; cancellation
-                # is a BaseException and passes straight through.
-                except Exception as exc:  # noqa: BLE001
+                # this worker was asked for passes straight through. A CancelledError
+                # nobody asked for (a handler awaited a task someone else cancelled) is
+                # the handler's crash: ended as a cancel, it would take the system down.
+                except BaseException as exc:
+                    crash = _crash(exc)
+                    if crash is None:
+                        raise
                     self._actor = None
-                    if await self._recover(exc):
+                    if await self._recover(crash):
                         continue
                     if self.state is STOPPING:
                         break
@@ -463,3 +474,17 @@ def _fail(envelope: Envelope, error: BaseException) -> None:
     target = envelope[1]
     if target is not None:
         target.fail(envelope[2], error)
+
+
+def _crash(exc: BaseException) -> Exception | None:
+    """What a handler raised as a crash to recover from, or None for a cancellation
+    this task was asked for (a kill, the system's end) and anything not an error."""
+    if isinstance(exc, Exception):
+        return exc
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        if task is not None and not task.cancelling():
+            crash = ActorCrashed("the handler raised CancelledError without being cancelled")
+            crash.__cause__ = exc
+            return crash
+    return None

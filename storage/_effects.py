@@ -19,6 +19,7 @@ from ._exceptions import InvalidInput
 from ._validation import (
     MAX_MEMORY_CHARS,
     MAX_REMINDER_CHARS,
+    check_importance,
     check_row_id,
     check_text,
     check_vector,
@@ -90,8 +91,7 @@ def add_memory_effect(
 ) -> AddMemory:
     """The one check of a new memory: staged by a tool, or written at once by an adapter."""
     check_text(text, "memory text", MAX_MEMORY_CHARS)
-    if not 0.0 <= importance <= 1.0:
-        raise InvalidInput(f"importance must be between 0 and 1, not {importance}")
+    importance = check_importance(importance)
     expires = None if expires_at is None else to_epoch(expires_at, "the memory's expiry")
     memory_id = None if replaces is None else check_row_id(replaces, "memory id")
     checked = None if vector is None else check_vector(vector, "the memory's vector")

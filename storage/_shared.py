@@ -26,6 +26,7 @@ from ._validation import (
     MAX_MEMORY_CHARS,
     MAX_MESSAGE_CHARS,
     check_continuum_id,
+    check_importance,
     check_text,
     check_vector,
     to_epoch,
@@ -123,8 +124,7 @@ def check_digest(digest: SegmentDigest | None) -> tuple[MemoryProposal, ...]:
     check_text(digest.summary, "segment summary", MAX_SUMMARY_CHARS)
     for proposal in digest.memories:
         check_text(proposal.text, "memory text", MAX_MEMORY_CHARS)
-        if not 0.0 <= proposal.importance <= 1.0:
-            raise InvalidInput(f"importance must be between 0 and 1, not {proposal.importance}")
+        check_importance(proposal.importance)
         if proposal.vector is not None:
             check_vector(proposal.vector, "a proposed memory's vector")
     return digest.memories

@@ -138,13 +138,11 @@ from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
     MAX_DIMENSIONS,
-    MAX_DOCUMENT_CHARS,
     MAX_ROW_ID,
     check_continuum_id,
+    check_document,
     check_int64,
-    check_label,
     check_row_id,
-    check_text,
     check_token_hash,
     check_user_name,
     to_epoch,
@@ -325,6 +323,8 @@ class SQLStore(ABC):
     async def _close(self) -> None: ...
 
     async def _read(self, sql: str, args: Any = ()) -> list[Any]:
+        if self._closed:  # the driver's own word for it varies (aiosqlite: a ValueError)
+            raise StorageUnavailable("the storage is closed")
         try:
             return await self._fetch(sql, args)
         except self._ERRORS as exc:
@@ -1375,8 +1375,7 @@ class SQLStore(ABC):
         self, user: str, label: str, content: str, *, now: float | None = None
     ) -> Document:
         check_user_name(user)
-        check_label(label)
-        check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
+        check_document(label, content)
         at = _at(now)
         async with self._transaction() as db:
             await db.execute(

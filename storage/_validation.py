@@ -21,6 +21,8 @@ __all__ = [
     "MIN_THINKING_BUDGET",
     "MODEL_NAME_PATTERN",
     "check_continuum_id",
+    "check_document",
+    "check_importance",
     "check_instant",
     "check_int64",
     "check_label",
@@ -28,10 +30,12 @@ __all__ = [
     "check_model_name",
     "check_model_settings",
     "check_row_id",
+    "check_storable",
     "check_text",
     "check_token_hash",
     "check_user_name",
     "excerpt",
+    "storable",
     "to_epoch",
     "visible",
 ]
@@ -129,6 +133,39 @@ def visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
 
 
+def check_storable(text: str, what: str) -> str:
+    """Text both databases store as it is: no NUL (PostgreSQL's `text` refuses U+0000,
+    SQLite keeps it) and no lone surrogate (not Unicode: UTF-8 cannot encode one, and
+    a JSON parser hands one over for an escape like `\\ud800`)."""
+    at = text.find("\x00")
+    if at >= 0:
+        raise InvalidInput(f"{what} holds a NUL character (U+0000) at position {at}")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        raise InvalidInput(
+            f"{what} holds a lone surrogate (U+{code:04X}) at position {exc.start}: "
+            "not valid Unicode"
+        ) from None
+    return text
+
+
+def storable(text: str) -> str:
+    """`text` with what `check_storable` refuses replaced by U+FFFD: for text that comes
+    from code, not from a user (a tool's result), which is kept, not refused."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_text(text: str, what: str, limit: int) -> str:
     if not isinstance(text, str):
         raise InvalidInput(f"{what} must be text, got {type(text).__name__}")
@@ -136,7 +173,24 @@ def check_text(text: str, what: str, limit: int) -> str:
         raise InvalidInput(f"{what} is empty (or holds only invisible characters)")
     if len(text) > limit:
         raise InvalidInput(f"{what} is {len(text)} characters; the limit is {limit}")
-    return text
+    return check_storable(text, what)
+
+
+def check_document(label: str, content: str) -> None:
+    """A document to store: its label's form, its text, its length."""
+    check_label(label)
+    check_text(content, f"document {label!r}", MAX_DOCUMENT_CHARS)
+
+
+def check_importance(importance: object) -> float:
+    """A memory's importance: a number from 0 to 1 (not a word, not NaN)."""
+    if isinstance(importance, bool) or not isinstance(importance, int | float):
+        raise InvalidInput(
+            f"importance must be a number from 0 to 1, not {type(importance).__name__}"
+        )
+    if not 0.0 <= importance <= 1.0:
+        raise InvalidInput(f"importance must be between 0 and 1, not {_quoted(importance)}")
+    return float(importance)
 
 
 def check_message(text: str) -> str:

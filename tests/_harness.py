@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from actors import AnthropicModel, Settings, TurnCompleted, TurnError, TurnEvent
+from actors import AnthropicModel, Settings, TurnCompleted, TurnError, TurnEvent, UserInput
 from frontmind import Config, Frontmind
 from frontmind.localapi import LocalMessagesAPI
 
@@ -66,7 +66,7 @@ async def frontmind(
         await model.aclose()
 
 
-async def run_turn(fm: Frontmind, continuum: str, text: str) -> list[TurnEvent]:
+async def run_turn(fm: Frontmind, continuum: str, text: UserInput) -> list[TurnEvent]:
     return [event async for event in fm.turn(continuum, text)]
 
 

@@ -5,6 +5,7 @@ Real SQLite files, the real SDK against the local Messages API server, the real 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from actors import ToolFinished
-from frontmind import Frontmind, InvalidInput
+from frontmind import Frontmind, InvalidInput, NotFound
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from runtime import Actor, ActorSystem, RestartLimitReached, RestartPolicy
 from tests._harness import FakeClock, completed, failed, frontmind, run_turn
@@ -73,6 +74,47 @@ async def test_bad_tool_inputs_never_take_a_continuum_down(
 
 
 # -- item 2: instants checked at entry; a trinket that raises fails only its section ---------------
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("x\ud800", "lone surrogate (U+D800) at position 1"),
+        ("a\x00b", "NUL character (U+0000) at position 1"),
+    ],
+)
+async def test_text_no_database_stores_is_refused_where_it_enters(
+    api: LocalMessagesAPI, tmp_path: Path, text: str, reason: str
+) -> None:
+    """A lone surrogate (what a JSON parser makes of `\\ud800`) or a NUL (which
+    PostgreSQL's text refuses) is an `InvalidInput` naming it, before any model call,
+    as a message, a text block, a memory, a reminder or a document; the continuum goes
+    on."""
+    async with frontmind(api, tmp_path) as fm:
+        calls = len(api.message_bodies())
+        for message in (text, [{"type": "text", "text": text}]):
+            with pytest.raises(InvalidInput, match=re.escape(reason)):
+                await run_turn(fm, "ada", message)
+        with pytest.raises(InvalidInput, match=r"NUL|surrogate"):
+            await fm.remember(text)
+        with pytest.raises(InvalidInput, match=r"NUL|surrogate"):
+            await fm.add_reminder(text)
+        with pytest.raises(InvalidInput, match=r"NUL|surrogate"):
+            await fm.put_document("notes", text)
+        assert len(api.message_bodies()) == calls  # nothing reached the model
+        with pytest.raises(NotFound):  # nor the store
+            await fm.turns("ada")
+        completed(await run_turn(fm, "ada", "still here?"))
+
+
+async def test_an_importance_that_is_not_a_number_is_invalid_input(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        for importance in ("high", None, True, float("nan"), 2):
+            with pytest.raises(InvalidInput, match="importance must be"):
+                await fm.remember("a fact", importance=importance)  # type: ignore[arg-type]
+        assert await fm.memories() == []
 
 
 async def test_instants_outside_the_documented_range_are_refused(tmp_path: Path) -> None:

@@ -151,12 +151,14 @@ def test_the_import_walker_sees_relative_and_lazy_imports(tmp_path: Path) -> Non
 
 EXPORTS = {
     frontmind: {
+        "BudgetExceeded",
         "Busy",
         "Client",
         "ClientError",
         "Config",
         "ConfigError",
         "ContinuumSummary",
+        "DataDirLocked",
         "Frontmind",
         "FrontmindError",
         "InvalidInput",
@@ -165,7 +167,9 @@ EXPORTS = {
         "NotFound",
         "Overloaded",
         "Page",
+        "ShuttingDown",
         "StorageError",
+        "StorageUnavailable",
         "SyncClient",
         "TextDelta",
         "ThinkingDelta",

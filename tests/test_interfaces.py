@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from frontmind import (
     FrontmindError,
     InvalidInput,
     NotFound,
+    StorageError,
     SyncClient,
     TextDelta,
     ToolStarted,
@@ -41,9 +43,11 @@ from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._routes import ENDPOINTS, describe
+from runtime import ActorState
 from storage import (
     DEFAULT_USER,
     ContinuumModel,
+    Memory,
     Message,
     RawBlock,
     TextBlock,
@@ -51,7 +55,7 @@ from storage import (
     ToolUseBlock,
     moment,
 )
-from tests._daemon import daemon
+from tests._daemon import daemon, sse_events
 from tests._harness import FakeClock, completed, config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -473,15 +477,23 @@ async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
                     await c.turn("ada", "third").__anext__()
                 with pytest.raises(Busy, match="turn in progress"):
                     await c.delete_continuum("ada")
-        await fm.storage.close()  # storage gone: a 5xx, and the daemon lives on
+
         # A bug answers a JSON 500 (`internal_error`), raised through the table as the root.
+        async def broken(*args: object, **kwargs: object) -> list[Memory]:
+            raise RuntimeError("a bug")
+
+        fm.storage.memories = broken  # type: ignore[method-assign]
         with pytest.raises(FrontmindError, match=r"internal error \(logged by the daemon\)") as bug:
             await c.memories()
         assert type(bug.value) is FrontmindError
+        await fm.storage.close()  # storage gone: a 503 saying so, and the daemon lives on
+        with pytest.raises(StorageError, match="the storage is closed"):
+            await c.reminders()
         await c.health()  # still answering
     count = metrics.registry.get_sample_value
     assert count("frontmind_http_responses_total", {"code": "429"}) == 2
     assert count("frontmind_http_responses_total", {"code": "500"}) == 1
+    assert count("frontmind_http_responses_total", {"code": "503"}) == 1
 
 
 def test_every_block_kind_crosses_the_wire_and_reads_back() -> None:
@@ -522,3 +534,30 @@ def test_every_block_kind_crosses_the_wire_and_reads_back() -> None:
     assert result.content == "a chart"
     assert json.loads(result.content_json) == image
     assert back.content[4] == message.content[4]
+
+
+async def test_a_continuum_given_up_on_is_busy_everywhere_never_a_kernel_error(
+    tmp_path: Path,
+) -> None:
+    """The conversation actor of a continuum given up on for now (its restart limit
+    reached): every call that needs it is `Busy` (429), in the library and over HTTP,
+    and a turn already answered 200 ends its stream with a `busy` error event (no
+    broken stream, no `KernelError`)."""
+    async with served(tmp_path) as (fm, url), httpx2.AsyncClient(base_url=url) as http:
+        completed([event async for event in fm.turn("ada", "hello")])
+        cell = fm._runtime._lanes[(DEFAULT_USER, "ada")].conversation._cell
+        cell.state, cell._retry_at = ActorState.FAILED, time.monotonic() + 600
+        with pytest.raises(Busy, match="recovering"):
+            await fm.set_model_settings("ada", max_tokens=2048)
+        with pytest.raises(Busy, match="recovering"):
+            await fm.context("ada", "hi")
+        put = await http.put("/v1/continuums/ada/settings", json={"max_tokens": 2048})
+        assert put.status_code == 429
+        assert put.json()["error"]["type"] == "busy"
+        async with http.stream("POST", "/v1/continuums/ada/turns", json={"message": "hi"}) as r:
+            assert r.status_code == 200
+            events = [event async for event in sse_events(r)]
+        assert [name for name, _ in events] == ["error"]
+        assert events[0][1]["type"] == "busy"
+        cell._retry_at = 0.0  # its cool-down over: a trial turn goes through
+        completed([event async for event in fm.turn("ada", "again")])

@@ -243,6 +243,34 @@ async def test_restart_gives_fresh_state_and_poison_message_fails_sender(encoded
         assert stats.state == "running"
 
 
+class Stray(Actor[Msg, Any]):
+    """`Crash` awaits a task someone else cancelled: a CancelledError this worker was
+    never sent."""
+
+    protocol = Msg
+    replies = int
+
+    async def handle(self, message: Msg) -> Any:
+        if isinstance(message, Crash):
+            other = asyncio.get_running_loop().create_future()
+            other.cancel()
+            await other
+        return 7
+
+
+async def test_a_stray_cancelled_error_is_a_crash_not_the_systems_end(encoded: bool) -> None:
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Stray, name="stray", policy=RestartPolicy(max_restarts=5))
+        sibling = system.spawn(Recorder, name="sibling")
+        with anyio.fail_after(2), pytest.raises(ActorCrashed, match="CancelledError") as info:
+            await ref.ask(Crash())
+        assert isinstance(info.value.__cause__, asyncio.CancelledError)
+        with anyio.fail_after(2):
+            assert await ref.ask(Get()) == 7  # restarted: the actor goes on
+            assert await sibling.ask(Echo(3)) == 3  # and so does the system
+        assert ref.stats().restarts == 2
+
+
 async def test_restart_limit_gives_up_and_fails_fast(encoded: bool) -> None:
     gate = Gate()
     async with ActorSystem(encoded=encoded) as system:

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import anyio.abc
+import anyio.lowlevel
 import pytest
 
-from frontmind import ConfigError, InvalidInput, MessageTooLarge, StorageError
+from actors import TurnStream
+from frontmind import (
+    ConfigError,
+    Frontmind,
+    InvalidInput,
+    MessageTooLarge,
+    ShuttingDown,
+    StorageError,
+    StorageUnavailable,
+    TurnEvent,
+    tool,
+)
 from frontmind._exceptions import wire_error
 from frontmind.config import ComposerSettings, Config
-from frontmind.localapi import LocalMessagesAPI
-from storage import error_type
-from tests._harness import frontmind, run_turn
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from storage import DEFAULT_USER, error_type
+from tests._harness import completed, failed, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +94,55 @@ async def test_library_errors_are_the_documented_ones(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput, match="budget"):
             await fm.set_model_settings("ada", thinking="enabled", budget_tokens=10)
         assert api.requests == []
+
+
+async def test_closing_with_a_turn_queued_ends_it_and_a_closed_instance_says_so(
+    tmp_path: Path,
+) -> None:
+    """Leaving `Frontmind.open` while a turn waits behind a running one ends the waiting
+    one as the daemon's shutdown does (a `shutting_down` event and a record); the
+    running one finishes. Afterwards every call raises a `FrontmindError` saying why,
+    never the kernel's or the driver's own error."""
+    responder = ScriptedResponder()
+    entered, gate = anyio.Event(), anyio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Waits for the test."""
+        entered.set()
+        await gate.wait()
+        return "held"
+
+    responder.push(Reply((ReplyToolUse("hold", {}, "toolu_1"),)), "first done")
+    first: list[TurnEvent] = []
+    second: list[TurnEvent] = []
+
+    async def read(stream: TurnStream, into: list[TurnEvent]) -> None:
+        into.extend([event async for event in stream])
+
+    async def close_while_reading(api: LocalMessagesAPI, tg: anyio.abc.TaskGroup) -> Frontmind:
+        async with frontmind(api, tmp_path, tools=[hold]) as fm:
+            tg.start_soon(read, fm.turn("c1", "first"), first)
+            await entered.wait()
+            tg.start_soon(read, fm.turn("c1", "second"), second)
+            with anyio.fail_after(5):  # the second waits for its turn
+                while fm._runtime.admission.queued(DEFAULT_USER, "c1") < 2:
+                    await anyio.lowlevel.checkpoint()
+            gate.set()  # the first goes on; the instance is closed before it ends
+        return fm
+
+    # The readers outlive the instance: it is closed while they read.
+    async with LocalMessagesAPI(responder=responder) as api, anyio.create_task_group() as tg:
+        fm = await close_while_reading(api, tg)
+    assert completed(first).text == "first done"
+    assert failed(second).type == "shutting_down"
+    with pytest.raises(ShuttingDown):
+        await run_turn(fm, "c1", "after")
+    with pytest.raises(StorageUnavailable, match="closed"):
+        await fm.reminders()
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        records = await fm.turns("c1")
+    assert [(r.status, r.user_text) for r in records] == [
+        ("completed", "first"),
+        ("cancelled", "second"),
+    ]

@@ -5,6 +5,7 @@ local Messages API, with a scripted model that calls them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
-from storage import DEFAULT_USER, AddMemory, Effect, SQLiteStorage
+from storage import DEFAULT_USER, AddMemory, Effect, SQLiteStorage, ToolResultBlock
 from tests._embedder import BlockedEmbedder, ConceptEmbedder
 from tests._factories import turn as turn_write
 from tests._harness import completed, config, frontmind, run_turn
@@ -322,6 +323,65 @@ async def test_failures_timeouts_and_bad_input_go_back_as_errors(
     assert [r.get("is_error") for r in results] == [True, True, True]
     assert results[0]["content"] == "explode failed: RuntimeError: boom: test"
     assert records[0].status == "completed"
+
+
+async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_failure(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A tool that awaits a task someone else cancelled fails alone (the instance goes
+    on for every continuum); a huge text result is cut with a note; a NUL or a lone
+    surrogate in a result becomes U+FFFD instead of failing the turn's commit."""
+    api, responder = script
+
+    @tool
+    async def orphan() -> str:
+        """Awaits work another part of the app cancelled."""
+        other = asyncio.get_running_loop().create_future()
+        other.cancel()
+        await other
+        return "unreachable"
+
+    @tool(max_result_chars=1_000)
+    def huge() -> str:
+        """Returns far too much."""
+        return "x" * 5_000
+
+    @tool
+    def odd() -> str:
+        """Returns what no database stores as text."""
+        return "a\x00b\ud800c"
+
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("orphan", {}, "toolu_1"),
+                ReplyToolUse("huge", {}, "toolu_2"),
+                ReplyToolUse("odd", {}, "toolu_3"),
+            )
+        ),
+        "Done.",
+        "Still here.",
+    )
+    async with frontmind(api, tmp_path, tools=[orphan, huge, odd]) as fm:
+        events = await run_turn(fm, "c1", "try the tools")
+        other = await run_turn(fm.user("bob"), "c2", "are you there?")
+        history = await fm.history("c1")
+        records = await fm.turns("c1")
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.is_error for e in finished] == [True, False, False]
+    assert finished[0].content.startswith("orphan failed: CancelledError")
+    assert finished[1].content.startswith("x" * 1_000 + "\n[truncated: 4,000 more characters")
+    assert finished[2].content == "a\ufffdb\ufffdc"
+    assert completed(events).text == "Done."
+    assert records[0].status == "completed"
+    assert completed(other).text == "Still here."
+    results = history[2].content
+    assert [r.content for r in results if isinstance(r, ToolResultBlock)][2] == "a\ufffdb\ufffdc"
+
+
+def test_max_result_chars_is_checked_where_the_tool_is_declared() -> None:
+    with pytest.raises(ToolDefinitionError, match="max_result_chars must be an int of at least"):
+        tool(max_result_chars=10)(lookup_stock.fn)
 
 
 async def test_tools_from_the_config_file(

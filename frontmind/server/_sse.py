@@ -17,7 +17,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from actors import ShuttingDown, TurnCompleted, TurnError, TurnEvent, TurnStarted, TurnStream
+from actors import (
+    FrontmindError,
+    ShuttingDown,
+    TurnCompleted,
+    TurnError,
+    TurnEvent,
+    TurnStarted,
+    TurnStream,
+)
 from runtime import KernelError
 from storage import error_type
 
@@ -205,6 +213,11 @@ class TurnEvents(Response):
                         if isinstance(event, TurnStarted):
                             self.turn_id = self.state[TURN_KEY] = event.turn_id
                         await events.send(event)
+                except FrontmindError as exc:
+                    # Refused after the answer's headers went out (the continuum's actor
+                    # given up on for now, Frontmind closing): its error event ends the
+                    # stream, as its error body would have ended the answer.
+                    await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
                 except KernelError as exc:
                     # A bug in the turn's actor (it is restarted): end with an error
                     # event rather than a broken stream.
