@@ -316,14 +316,20 @@ class PostgresStorage(SQLStore):
         counts that plan searches must not count them. A row's stored tsvector holds each
         of its words once."""
         table = {"message": "messages", "memory": "memories"}[kind]
-        await db.execute(
+        counted = await db.execute_fetchall(
             "UPDATE term_stats t SET docs = t.docs - c.n FROM ("
             "  SELECT w, count(*) AS n FROM ("
             f"   SELECT unnest(tsvector_to_array(tsv)) AS w FROM {table} WHERE {where}"
             "  ) words GROUP BY w"
-            f" ) c WHERE t.kind = '{kind}' AND t.term = c.w",
+            f" ) c WHERE t.kind = '{kind}' AND t.term = c.w RETURNING t.term, t.docs",
             args,
         )
+        gone = [term for term, docs in counted if docs <= 0]
+        if gone:  # words no row holds any more leave (a forgotten user's among them)
+            await db.execute(
+                "DELETE FROM term_stats WHERE kind = ? AND term = ANY(?::text[]) AND docs <= 0",
+                (kind, gone),
+            )
 
     async def _count_down_searches(self, db: Connection, user: str, cid: str) -> None:
         # One round trip: the two parts touch different rows.

@@ -170,6 +170,10 @@ USER_TABLES: tuple[tuple[str, str], ...] = (
     ("documents", "owner = ?"),
 )
 
+# A continuum's rows besides its own, in the order deleting it empties them (jobs too: on
+# SQLite a later segment may take a deleted one's id, and its job would summarise it).
+_CONTINUUM_TABLES = ("messages", "segments", "turns", "continuum_settings", "searches", "jobs")
+
 MAX_NEAREST = 1000  # the most memories one vector search returns
 MAX_SEARCH_HITS = 10_000  # the most hits one word search returns (the daemon's page cap)
 
@@ -383,6 +387,9 @@ class SQLStore(ABC):
     ) -> None:
         """Forget the words of the `kind` rows matching `where`, about to be deleted."""
 
+    async def _purge_deleted(self, db: Connection) -> None:  # noqa: B027 (an optional hook)
+        """After a user's rows are deleted: what an index keeps of deleted rows, gone."""
+
     async def _after_import(self, db: Connection) -> None:  # noqa: B027 (an optional hook)
         """Rows came in with their ids: make new ids follow them (PostgreSQL's sequences)."""
 
@@ -551,7 +558,7 @@ class SQLStore(ABC):
             # Messages first (leaving the search index), the continuum last (the others
             # refer to it); none deleted: the transaction rolls back with the error.
             await self._uncount_terms(db, "message", where, args)
-            for table in ("messages", "segments", "turns", "continuum_settings", "searches"):
+            for table in _CONTINUUM_TABLES:
                 await db.execute(f"DELETE FROM {table} WHERE {where}", args)
             if not await _rows(
                 db, "DELETE FROM continuums WHERE owner = ? AND id = ? RETURNING 1", args
@@ -1454,6 +1461,7 @@ class SQLStore(ABC):
             counted["users"] = len(user_rows)
             if not any(counted.values()):
                 raise NotFound(f"no user named {name!r}")
+            await self._purge_deleted(db)
         return UserForgotten(name, counted)
 
     async def _forget_vectors(self, db: Connection, user: str) -> int | None:

@@ -554,6 +554,13 @@ class SQLiteStorage(SQLStore):
         if target.exists() and not target.is_file():
             raise InvalidInput(f"the backup path {shown} is not a regular file")
 
+    async def _purge_deleted(self, db: Connection) -> None:
+        """FTS5 deletes by marker: a deleted row's words stay in the index's segments
+        until they merge. A forgotten user's go now: each index merged whole (a cost
+        in proportion to the index, for a rare command)."""
+        for table in ("messages_fts", "memories_fts", "segments_fts"):
+            await db.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')", ())
+
     async def reclaim_space(
         self, *, min_free_bytes: int = RECLAIM_MIN_FREE_BYTES
     ) -> SpaceReclaimed:

@@ -518,6 +518,17 @@ async def test_a_turn_that_closes_a_segment_writes_its_summary_job(store: Store)
     assert [m.seq for m in await store.segment_messages(DEFAULT_USER, segment_id)] == [0, 1]
 
 
+async def test_deleting_a_continuum_takes_its_jobs(store: Store) -> None:
+    """A deleted continuum's pending summary job goes with it: on SQLite a new segment
+    may take the deleted one's id, and the job would summarise another continuum's."""
+    await closed_segment(store)
+    await store.commit_turn(DEFAULT_USER, turn("c2", "u1", at=2300.0))
+    await store.enqueue_job(DEFAULT_USER, "memory_extraction", "c2", "{}", now=2300.0)
+    await store.delete_continuum(DEFAULT_USER, "c1")
+    assert await store.jobs(DEFAULT_USER, "c1") == []
+    assert [j.continuum_id for j in await store.jobs(DEFAULT_USER)] == ["c2"]  # not another's
+
+
 async def test_a_finished_job_stores_summary_and_memories_in_one_go(store: Store) -> None:
     from storage import JobUsage, MemoryProposal, SegmentDigest, TurnUsage
 
