@@ -35,6 +35,7 @@ from runtime import (
 )
 from storage import (
     ContinuumModel,
+    FrontmindError,
     Storage,
     StorageError,
     TurnRecord,
@@ -61,7 +62,7 @@ from ._conversation import (
     WarmUpDone,
     new_turn_id,
 )
-from ._events import TurnCompleted, TurnError, TurnEvent
+from ._events import TurnCompleted, TurnError, TurnEvent, TurnStarted
 from ._exceptions import Busy, InvalidModelSettings, SettingsError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient
@@ -792,6 +793,7 @@ class TurnStream:
         "_completed",
         "_continuum_id",
         "_crashed",
+        "_ending",
         "_engine",
         "_events",
         "_lane",
@@ -817,6 +819,13 @@ class TurnStream:
         self._closed = False
         self._completed = False  # its TurnCompleted was read
         self._spawned = False  # its submission spawned the continuum's lane
+        # The events of a turn that ended before its actor took it (`_end_unstarted`).
+        self._ending: list[TurnEvent] | None = None
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn's id, from `start()` on (None before)."""
+        return None if self._run is None else self._run.turn_id
 
     async def start(self) -> None:
         """Queue the turn now (once; later calls return at once): the door, where bad
@@ -828,6 +837,8 @@ class TurnStream:
         check_user_name(self._user)
         check_continuum_id(self._continuum_id)
         content, text = user_content(self._message)
+        if self._engine._draining:
+            raise ShuttingDown("Frontmind is shutting down (or closed): it takes no new turns")
         run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
         # Its place in the queue from now on, given up by `_close` however the stream
         # ends (the finalizer's close included).
@@ -835,20 +846,27 @@ class TurnStream:
         self._run = run
         self._loop = asyncio.get_running_loop()
 
-    async def _submit(self) -> ReplyStream[TurnEvent]:
+    async def _submit(self) -> ReplyStream[TurnEvent] | None:
         """Queued (`start`), then once the turn holds its slot: the continuum's lane,
         spawned only now (a turn waiting costs its ticket alone), and the turn in the
-        conversation actor's mailbox."""
+        conversation actor's mailbox. None when it ends before that (shutting down)."""
         await self.start()
         engine, continuum_id, run = self._engine, self._continuum_id, self._run
         assert run is not None
         try:
             await engine.admission.wait(run.turn_id)
+            if engine._draining:  # at once, not behind the continuum's running turn
+                await self._end_unstarted(
+                    ShuttingDown.type, "the service is shutting down; this turn did not start"
+                )
+                return None
             self._spawned = (self._user, continuum_id) not in engine._lanes
             with _refusals(continuum_id):
                 self._lane = lane = await engine._hold_turn(self._user, continuum_id)
                 self._events = lane.conversation.stream_nowait(run)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, FrontmindError):  # refused: its record says why
+                await self._end_unstarted(error_type(exc), str(exc))
             await self._finish(ended=False)
             raise
         self._started_at = engine._deps.clock()
@@ -871,10 +889,37 @@ class TurnStream:
 
     async def _finish(self, *, ended: bool) -> None:
         """Every ending's async part, after the close: the handler wound down (a record
-        that is final), then the lane this turn spawned let go."""
+        that is final), a record for a turn left before its actor took it, then the
+        lane this turn spawned let go."""
         self._close(ended=ended)
         await self._wound_down()
+        if self._run is not None and self._events is None and self._ending is None:
+            await self._end_unstarted("cancelled", "the caller left before the turn started")
         await self._let_go()
+
+    async def _end_unstarted(self, kind: str, reason: str) -> None:
+        """A turn taken in (`start`) that ends before its conversation actor took it:
+        its record (`cancelled`: nothing of it was stored or sent) and its events, so
+        every accepted turn leaves a record and a reader an id to match it by."""
+        run = self._run
+        assert run is not None
+        engine, at = self._engine, moment(self._engine._deps.clock())
+        self._ending = [
+            TurnStarted(run.turn_id, self._continuum_id),
+            TurnError(kind, reason, run.turn_id),
+        ]
+        record = TurnRecord(
+            run.turn_id,
+            self._continuum_id,
+            "cancelled",
+            at,
+            at,
+            engine._settings.model.name,
+            run.text,
+            error=f"{kind}: {reason}",
+        )
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+            await engine._deps.storage.record_turn(self._user, record)
 
     async def _wound_down(self) -> None:
         """A turn left before its end: until its handler has wound down, its record
@@ -892,9 +937,16 @@ class TurnStream:
     async def __anext__(self) -> TurnEvent:
         if self._closed:
             raise StopAsyncIteration
+        if self._ending is not None:  # it ended before its actor took it
+            if self._ending:
+                return self._ending.pop(0)
+            await self._finish(ended=True)
+            raise StopAsyncIteration
         events = self._events
         if events is None:
             events = await self._submit()
+            if events is None:
+                return await self.__anext__()
         if self._crashed:
             await self._finish(ended=True)
             raise StopAsyncIteration

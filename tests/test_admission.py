@@ -299,7 +299,12 @@ async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Pa
         assert fm.loaded_continuums() == ["c"]
         records = {r.continuum_id: r.status for r in await fm.turns()}
         assert records["a"] == "cancelled"
-        assert "b" not in records  # it never started: nothing of it was stored
+        # Taken in, then left before it started: its record says so, and nothing else
+        # of it was stored.
+        (left_b,) = [r for r in await fm.turns() if r.continuum_id == "b"]
+        assert (left_b.status, left_b.user_text) == ("cancelled", "hello")
+        assert left_b.error == "cancelled: the caller left before the turn started"
+        assert await fm.history("b") == []
 
 
 # -- the daemon ----------------------------------------------------------------------------

@@ -88,6 +88,54 @@ async def test_a_queued_turn_at_shutdown_gets_an_error_event_and_a_record(tmp_pa
     assert roles == ["user", "assistant"], "the queued turn added nothing to the history"
 
 
+async def test_a_turn_queued_behind_a_running_one_ends_at_once_with_its_id_and_record(
+    tmp_path: Path,
+) -> None:
+    """Queued behind its continuum's running turn, a turn ends at SIGTERM itself, not
+    when the running one ends: its error carries its id, and its record says so."""
+    configure(
+        tmp_path,
+        "[server]\ngrace_seconds = 2\n[offline]\ntime_to_first_token_s = 0.1\n"
+        "tokens_per_second = 4\n",
+    )
+    async with daemon(tmp_path) as d, d.client() as client:
+        first: list[tuple[str, Any]] = []
+        queued: list[tuple[str, Any]] = []
+        first_when_queued_ended: list[tuple[str, Any]] = []
+        streaming, accepted = anyio.Event(), anyio.Event()
+
+        async def second() -> None:
+            body = {"message": "second"}
+            async with client.stream("POST", "/v1/continuums/alice/turns", json=body) as r:
+                assert r.status_code == 200
+                accepted.set()
+                async for name, data in sse_events(r):
+                    queued.append((name, data))
+            first_when_queued_ended.extend(first)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collect, client, LONG, first, streaming, "text.delta")
+            await streaming.wait()
+            tg.start_soon(second)
+            await accepted.wait()
+            d.process.send_signal(signal.SIGTERM)
+        assert [name for name, _ in queued] == ["turn.started", "error"]
+        error = queued[-1][1]
+        assert error["type"] == "shutting_down"
+        assert error["turn_id"] == queued[0][1]["turn_id"]
+        # The running turn was still streaming then: it ends at the grace, later.
+        assert first_when_queued_ended[-1][0] == "text.delta"
+        assert first[-1][0] == "error"
+        with anyio.fail_after(30):
+            assert await d.process.wait() == 0
+    turns, roles = await records_after_restart(tmp_path)
+    assert sorted((t["status"], t["user_text"]) for t in turns) == [
+        ("cancelled", "second"),
+        ("cancelled", LONG),
+    ]
+    assert roles == []
+
+
 async def test_a_turn_past_the_grace_period_ends_with_a_final_error_event(tmp_path: Path) -> None:
     configure(
         tmp_path,

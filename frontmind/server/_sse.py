@@ -120,7 +120,7 @@ class TurnEvents(Response):
         self.metrics = metrics
         self.ping_seconds = ping_seconds
         self.served = served
-        self.turn_id: str | None = None
+        self.turn_id: str | None = stream.turn_id  # started: every event can carry it
         self.state: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
