@@ -77,6 +77,8 @@ error's own `retry_after` when it has one.
 
 from __future__ import annotations
 
+import math
+
 from actors import (
     Busy,
     ComposeTimeout,
@@ -122,6 +124,7 @@ __all__ = [
     "wire_error",
     "wire_event_message",
     "wire_message",
+    "wire_retry_after",
 ]
 
 
@@ -249,6 +252,16 @@ def wire_error(exc: BaseException) -> tuple[int, str]:
     if status is None:
         return 500, FrontmindError.type
     return status, error_type(exc)
+
+
+def wire_retry_after(exc: BaseException, status: int) -> str | None:
+    """The Retry-After of an error answer (RFC 9110 §10.2.3: when a 429/503 is worth
+    retrying): an overloaded queue's own estimate in whole seconds, anything else 1;
+    None for the other statuses."""
+    if status not in (429, 503):
+        return None
+    seconds = exc.retry_after if isinstance(exc, Busy) else None
+    return str(max(1, math.ceil(seconds))) if seconds is not None else "1"
 
 
 INTERNAL_MESSAGE = "internal error (logged by the daemon)"

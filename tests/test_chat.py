@@ -271,8 +271,11 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
     )
     assert code == 0, err
     assert "\x1b" not in out  # no colour, no spinner, no cursor movement
-    assert "you>" not in out  # no prompts: the output is the replies
-    assert out.startswith("frontmind> You said: “hello”.")
+    assert "you>" not in out  # no prompts, no labels: the output is the replies
+    assert "frontmind>" not in out
+    assert out.startswith("You said: “hello”.")
+    assert "cache read" not in out  # each turn's figures go to stderr
+    assert err.count("(cache read ") == 2
     assert "no open reminders" in out
     assert "Alt-Enter, Esc Enter" in out
     assert await user_messages(tmp_path) == ["hello", "second line"]

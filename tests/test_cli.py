@@ -141,7 +141,7 @@ async def test_chat_in_process_then_inspect_and_stats(tmp_path: Path) -> None:
     assert code == 0, err
     assert "You said: \u201chello\u201d" in out
     assert "[tool add_reminder" in out
-    assert "cache read" in out
+    assert "cache read" in err  # a pipe's stdout is the replies; the figures go aside
     code, out, err = await run_cli(
         "inspect", "--data-dir", data, "--continuum", "me", "--message", "what's next?"
     )
@@ -250,6 +250,14 @@ async def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     code, _, err = await run_cli("frobnicate")
     assert code == 2
     assert "invalid choice" in err
+    # A daemon answers for its token's user: --user beside --url would be ignored.
+    for command in ("stats", "inspect"):
+        code, _, err = await run_cli(command, "--url", "http://127.0.0.1:9", "--user", "alice")
+        assert code == 2
+        assert "--user is for the data dir" in err
+        code, _, err = await run_cli(command, "--data-dir", str(tmp_path), "--token", "t")
+        assert code == 2
+        assert "--token goes with --url" in err
 
 
 async def test_local_api_serves_the_sdk_and_stops_on_sigterm() -> None:

@@ -110,6 +110,12 @@ async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> Non
         responses = spec["paths"][endpoint.path][endpoint.method.lower()]["responses"]
         assert ("401" in responses) == (endpoint.auth != "public"), endpoint.path
         assert ("403" in responses) == (endpoint.auth == "admin"), endpoint.path
+        # A token is looked up in storage (503 when it is down); a user's writes meet a
+        # user being forgotten (429).
+        assert ("503" in responses) >= (endpoint.auth != "public"), endpoint.path
+        writes = endpoint.auth == "user" and endpoint.method != "GET"
+        assert ("429" in responses) >= writes, endpoint.path
+    assert "413" in spec["paths"]["/v1/documents"]["post"]["responses"]  # over the budget
     for public in ("/healthz", "/openapi.json", "/docs"):
         assert "401" not in spec["paths"][public]["get"]["responses"]
         assert spec["paths"][public]["get"]["security"] == []

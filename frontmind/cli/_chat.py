@@ -168,8 +168,12 @@ _STYLES = {
 
 
 class _Out:
-    def __init__(self, stream: TextIO, colour: bool) -> None:
+    """Where the chat writes. `aside`: where the turn's figures go instead of beside the
+    reply (a pipe's stderr: its stdout is the replies alone)."""
+
+    def __init__(self, stream: TextIO, colour: bool, aside: TextIO | None = None) -> None:
         self._stream = stream
+        self._aside = aside
         self.colour = colour
         self.unfold_thinking = False  # /thinking: show its text, not just a marker
         self.thinking = False  # a stretch of thinking is being shown now
@@ -179,6 +183,15 @@ class _Out:
             text = f"{_STYLES[style]}{text}\x1b[0m"
         self._stream.write(text)
         self._stream.flush()
+
+    def note(self, text: str) -> None:
+        """A line about the reply (its usage and timing), not part of it."""
+        if self._aside is None:
+            self(f"\n  {text}\n", "dim")
+        else:
+            self("\n")
+            self._aside.write(f"{text}\n")
+            self._aside.flush()
 
 
 class _Indicator:
@@ -237,10 +250,9 @@ def _show(event: TurnEvent, out: _Out) -> None:
         out(f" {'failed' if event.is_error else 'done'}\n", "error" if event.is_error else "tool")
     elif isinstance(event, TurnCompleted):
         u = event.usage
-        out(
-            f"\n  (cache read {u.cache_read_input_tokens}, write {u.cache_creation_input_tokens}, "
-            f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)\n",
-            "dim",
+        out.note(
+            f"(cache read {u.cache_read_input_tokens}, write {u.cache_creation_input_tokens}, "
+            f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)"
         )
     elif isinstance(event, TurnError):
         out(f"\n  error ({event.type}): {event.message}\n", "error")
@@ -254,8 +266,6 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
     now) cancels the turn, which the runtime unwinds cleanly, and returns to the prompt."""
     interrupted = False
     indicator = _Indicator(out) if interactive else None
-    if indicator is None:
-        out(REPLY, "reply")
     with ExitStack() as stack:
         # Installed before the turn starts, so no Ctrl-C falls to Python's default handler.
         signals = (
@@ -415,7 +425,11 @@ async def chat(
 ) -> None:
     """Converse with `backend` until the user leaves."""
     interactive = stdin.isatty() and stdout.isatty()
-    out = _Out(stdout, colour_wanted(stdout) if interactive else False)
+    out = (
+        _Out(stdout, colour_wanted(stdout))
+        if interactive
+        else _Out(stdout, colour=False, aside=sys.stderr)  # stdout: the replies alone
+    )
     if interactive:
         await _interactive(backend, out, history_file)
     else:

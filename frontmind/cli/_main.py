@@ -358,7 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     daemon_options(p)
     p.add_argument("--continuum", default="default", help="conversation id")
     p.add_argument("--message", default="(next message)", help="the next user message")
-    p.add_argument("--user", default=DEFAULT_USER, help="whose continuum (default: default)")
+    p.add_argument(
+        "--user", default=None, help="whose continuum, in the data dir (default: default)"
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("stats", help="cache hit share, latencies and section misses")
@@ -366,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon_options(p)
     database_option(p)
     p.add_argument("--continuum", default=None, help="one conversation (default: all)")
-    p.add_argument("--user", default=DEFAULT_USER, help="whose turns (default: default)")
+    p.add_argument("--user", default=None, help="whose turns, in the data dir (default: default)")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser(
@@ -452,8 +454,23 @@ def _usage_error(exc: BaseException) -> str | None:
     return None
 
 
+def _check_daemon_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A daemon is asked as the token's user (`--url`, `--token`); the data dir as
+    `--user`. Mixing them would answer for someone else than asked, silently."""
+    if not hasattr(args, "url") or not hasattr(args, "user"):
+        return
+    if args.url and args.user is not None:
+        parser.error("--user is for the data dir: with --url, the token says whose data")
+    if args.token and not args.url:
+        parser.error("--token goes with --url (a running daemon)")
+    if args.user is None:
+        args.user = DEFAULT_USER
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_daemon_options(parser, args)
     if args.func is cmd_serve:
         from ._logs import configure_logging
 

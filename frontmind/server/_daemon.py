@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from storage import DEFAULT_USER, FrontmindError, StorageError
 
-from .._exceptions import ConfigError, wire_error
+from .._exceptions import ConfigError
 from .._frontmind import Frontmind
 from ..config import Config, RuntimeConfig, load_config
 from ._asgi import SocketLimits, is_loopback, serve_app
@@ -45,6 +45,7 @@ from ._routes import (
     Daemon,
     admin_only,
     error_response,
+    exception_response,
     known_error,
     not_allowed,
     not_found,
@@ -97,8 +98,7 @@ class UserAuth:
                 resolved = await self._resolve(scope)
             except StorageError as exc:
                 log.error("token lookup failed", exc_info=exc)
-                status, kind = wire_error(exc)
-                await error_response(status, kind, str(exc))(scope, receive, send)
+                await exception_response(exc)(scope, receive, send)
                 return
             if resolved is None:
                 response = error_response(401, "unauthorized", "missing or wrong bearer token")
@@ -364,6 +364,8 @@ def socket_limits(config: Config) -> SocketLimits:
             raise ConfigError(f"server.{key} must be positive")
     if server.max_client_connections is not None and server.max_client_connections <= 0:
         raise ConfigError("server.max_client_connections must be positive (or unset)")
+    if server.grace_seconds < 0:
+        raise ConfigError("server.grace_seconds cannot be negative")
     if server.body_min_rate < 0 or server.body_grace_s < 0:
         raise ConfigError("server.body_min_rate and server.body_grace_s cannot be negative")
     for entry in server.allowed_hosts:

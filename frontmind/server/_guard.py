@@ -52,6 +52,7 @@ from .._exceptions import (
     UnsupportedMediaType,
     wire_error,
     wire_message,
+    wire_retry_after,
 )
 
 __all__ = ["EDGE_KEY", "Cut", "EdgeGuard", "EdgeSignal", "bearer_token", "error_body"]
@@ -360,7 +361,8 @@ async def _send_error(send: Send, exc: Exception, *, close: bool) -> None:
     ]
     if close:
         headers.append((b"connection", b"close"))
-    if isinstance(exc, Overloaded):
-        headers.append((b"retry-after", b"1"))
+    retry = wire_retry_after(exc, status)
+    if retry is not None:
+        headers.append((b"retry-after", retry.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -64,9 +64,12 @@ class Endpoint:
     alt: Any = None  # a second reply type, when a query parameter changes the answer
 
     def statuses(self) -> tuple[int, ...]:
-        """Every error status the operation can answer, in order."""
-        auth = {"public": (), "user": (401,), "admin": (401, 403)}[self.auth]
-        return tuple(sorted({*self.errors, *auth, 500}))
+        """Every error status the operation can answer, in order: its own, and those
+        every operation of its kind answers. A token is looked up in storage (503 when
+        it is down); a user's writes meet a user being forgotten (429)."""
+        auth = {"public": (), "user": (401, 503), "admin": (401, 403, 503)}[self.auth]
+        gate = (429,) if self.auth == "user" and self.method != "GET" else ()
+        return tuple(sorted({*self.errors, *auth, *gate, 500}))
 
 
 TAGS = {

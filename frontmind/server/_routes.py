@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +20,9 @@ from typing import Any, TypeVar
 import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.routing import compile_path
 
-from actors import Busy, ModelRequest, ToolsReload, TurnEvent
+from actors import ModelRequest, ToolsReload, TurnEvent
 from storage import (
     MAX_ROW_ID,
     Document,
@@ -38,7 +38,13 @@ from storage import (
 )
 
 from .._cost import NO_COST, cost
-from .._exceptions import INTERNAL_MESSAGE, Forbidden, wire_error, wire_message
+from .._exceptions import (
+    INTERNAL_MESSAGE,
+    Forbidden,
+    wire_error,
+    wire_message,
+    wire_retry_after,
+)
 from .._frontmind import Frontmind
 from .._wire import (
     BackupBody,
@@ -580,6 +586,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         ok=201,
         reply=Document,
         body=DocumentBody,
+        errors=(400, 413),  # 413: over documents.budget_tokens with the others
     ),
     Endpoint(
         "DELETE",
@@ -771,16 +778,16 @@ async def known_error(request: Request, exc: Exception) -> Response:
     status, kind = wire_error(exc)
     if status >= 500:
         log.error("%s on %s", kind, request.url.path, exc_info=exc)
-    # RFC 9110 §10.2.3: Retry-After tells a client when a 429/503 is worth retrying: an
-    # overloaded queue says when it should have room (whole seconds), anything else 1.
-    headers = {"retry-after": retry_after(exc)} if status in (429, 503) else None
+    return exception_response(exc)
+
+
+def exception_response(exc: Exception) -> Response:
+    """The one error answer of an exception: its status and type from the table, its
+    message as the wire carries it, Retry-After on a 429/503."""
+    status, kind = wire_error(exc)
+    retry = wire_retry_after(exc, status)
+    headers = None if retry is None else {"retry-after": retry}
     return error_response(status, kind, wire_message(exc, status), headers)
-
-
-def retry_after(exc: Exception) -> str:
-    """The Retry-After of a 429/503: the error's own `retry_after`, else 1 second."""
-    seconds = exc.retry_after if isinstance(exc, Busy) else None
-    return str(max(1, math.ceil(seconds))) if seconds is not None else "1"
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:
@@ -795,11 +802,24 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def not_allowed(request: Request, exc: Exception) -> Response:
+    # RFC 9110 §15.5.6: a 405 names the methods the resource takes.
+    path = request.scope["path"]
+    allowed = {method for pattern, method in _path_patterns() if pattern.match(path)}
+    if "GET" in allowed:
+        allowed.add("HEAD")  # the router answers HEAD wherever it answers GET
+    headers = {"allow": ", ".join(sorted(allowed))} if allowed else None
     return error_response(
         405,
         "method_not_allowed",
         f"{excerpt(request.method)} is not allowed on {excerpt(request.url.path, 120)}",
+        headers,
     )
+
+
+@functools.cache
+def _path_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Each operation's path as the router matches it, with its method."""
+    return tuple((compile_path(e.path)[0], e.method) for e in ENDPOINTS)
 
 
 # --- query parameters -------------------------------------------------------------------
