@@ -13,6 +13,12 @@ retries and for jobs left by a process that died. Each job:
    memories against those already stored, and stores everything with the call's usage
    in one transaction. A failure is stored and retried later with backoff.
 
+With an embedder, each pass also embeds the memories that wait for a vector, oldest
+first, in batches. A memory the embedder cannot embed (it raises for that text alone,
+or answers a vector the store refuses: all zeros, not finite, another dimension) is held
+back in this process with a backoff and logged once per try, so every other memory still
+gets its vector; an embedder that is down, or late (`EMBED_TIMEOUT_S`), ends the pass.
+
 Now and then it also gives the space of deleted rows back to the file system
 (`Storage.reclaim_space`: SQLite's incremental vacuum).
 """
@@ -20,11 +26,15 @@ Now and then it also gives the space of deleted rows back to the file system
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import aclosing
+from typing import NamedTuple
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
 from runtime import Actor, KernelError
@@ -48,7 +58,7 @@ from storage import Storage as StoragePort
 
 from ._conversation import RideCache
 from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
-from ._exceptions import FrontmindError
+from ._exceptions import Busy, FrontmindError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, Wake
@@ -78,7 +88,77 @@ SURFACED_BATCH = 1000
 # that long): deletes are rare, and the look is one small read.
 RECLAIM_EVERY_S = 600.0
 
+# The memories embedded in one call to the embedder.
+EMBED_BATCH = 64
+# How long one call to the embedder may take in the worker (a hung service must not
+# stop the worker: its jobs run on the same mailbox).
+EMBED_TIMEOUT_S = 60.0
+# Texts embedded alone after a failed batch: this many straight failures (or one late
+# answer) end the pass (the embedder is down or slow, not one text it refuses).
+ALONE_FAILURES = 3
+# The memories held back at most, each waiting out the backoff of a failure (beyond
+# it, one that fails is only left out of the pass it failed in), and the failures one
+# pass goes past at most: the store answers the waiting memories oldest first, with no
+# place to start from, so each read asks for as many more as are left out.
+SKIPPED_MAX = 1024
+# What of an embedder's error a log line keeps.
+REASON_CHARS = 200
+
 PrefixFn = Callable[[str, str, RideCache], Awaitable[ModelRequest]]
+
+
+class _Skipped(NamedTuple):
+    """A memory the embedder failed: the text it failed for, how many times in a row,
+    and when it is tried again."""
+
+    text: str
+    attempts: int
+    retry_at: float
+
+
+def _reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+class _EmbedFailed(Exception):
+    """The embedder gave no vectors for the texts: the reason (the embedder's own
+    error, if any, is the cause), and whether it was only late."""
+
+    def __init__(self, reason: str, *, late: bool = False) -> None:
+        super().__init__(reason)
+        self.late = late
+
+
+async def _embed(embedder: Embedder, texts: list[str]) -> Sequence[Sequence[float]]:
+    """The texts' vectors; `_EmbedFailed` when the embedder raised, was late, or
+    answered another number of vectors. Cancellation goes through."""
+    try:
+        with anyio.fail_after(EMBED_TIMEOUT_S):
+            vectors = await embedder.embed(texts)
+        count = len(vectors)
+    except TimeoutError as exc:
+        raise _EmbedFailed(f"no answer within {EMBED_TIMEOUT_S:.0f} s", late=True) from exc
+    # The embedder is the user's code: whatever it raises is the texts' failure.
+    except Exception as exc:
+        raise _EmbedFailed(_reason(exc)) from exc
+    if count != len(texts):
+        raise _EmbedFailed(f"{count} vectors for {len(texts)} texts")
+    return vectors
+
+
+def _check_vector(vector: object) -> tuple[float, ...] | str:
+    """The vector as floats, or why the store would refuse it (its rule, but for the
+    dimension, which only the store knows: it refuses that one itself)."""
+    if isinstance(vector, (str, bytes)):
+        return "a vector must be a sequence of numbers"
+    try:  # a list, a tuple, or a library's array row
+        values = tuple(float(x) for x in vector)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return "a vector must be a sequence of numbers"
+    if not values or not all(math.isfinite(x) for x in values) or not any(values):
+        return "a vector must be finite and not all zeros"
+    return values
 
 
 def transcript(messages: list[Message]) -> str:
@@ -113,6 +193,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self._pending = 0
         self._reclaim_at = float("-inf")  # when free space is next looked at
         self._told_stuck = False  # space that cannot be reclaimed is logged once
+        # Memories the embedder failed, held back until their retry (per process).
+        self._skipped: dict[int, _Skipped] = {}
 
     async def stopped(self) -> None:
         await self._count_surfaced()
@@ -183,29 +265,144 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             )
 
     async def _embed_new_memories(self, embedder: Embedder) -> None:
-        """Embed the memories that have no vector yet (extracted, or stored by a tool)."""
+        """Embed the memories that have no vector yet (extracted, or stored by a tool).
+
+        A memory the embedder cannot embed (it raises for its text alone, or answers a
+        vector the store refuses) is held back with a backoff, so the others behind it
+        still get theirs; a memory that failed in this pass is not tried again before
+        the next."""
+        failed: set[int] = set()  # failed in this pass
         try:
-            while memories := await self._storage.memories_without_vectors(limit=64):
-                try:
-                    vectors = await embedder.embed([m.text for m in memories])
-                # The embedder is the user's code: whatever it raises stays here, and
-                # the memories are embedded on a later wake.
-                except Exception:
-                    log.exception("the embedder failed")
+            while True:
+                now = self._clock()
+                held = sum(s.retry_at > now for s in self._skipped.values())
+                rows = await self._storage.memories_without_vectors(
+                    limit=EMBED_BATCH + held + len(failed)
+                )
+                batch = [m for m in rows if m.id not in failed and not self._held(m, now)]
+                if not batch:
+                    # Every memory that waits was read: one held back whose retry is
+                    # due would have been tried (and held again, or embedded), so those
+                    # left are of memories that no longer wait (deleted, or embedded
+                    # by another replica).
+                    for memory_id, skipped in list(self._skipped.items()):
+                        if skipped.retry_at <= now:
+                            del self._skipped[memory_id]
                     return
-                if len(vectors) != len(memories):
-                    log.warning(
-                        "the embedder returned %d vectors for %d texts", len(vectors), len(memories)
-                    )
+                failures = await self._embed_batch(embedder, batch[:EMBED_BATCH])
+                if failures is None:  # the embedder seems down: the next wake tries again
                     return
-                await self._storage.set_memory_vectors(list(zip(memories, vectors, strict=True)))
+                failed |= failures
+                if len(failed) > SKIPPED_MAX:
+                    return
         except StorageError as exc:  # tried again on the next wake
             log.warning("could not embed memories: %s", exc)
+
+    def _held(self, memory: Memory, now: float) -> bool:
+        """Whether the memory waits out the backoff of a failure (of this very text)."""
+        skipped = self._skipped.get(memory.id)
+        return skipped is not None and skipped.text == memory.text and skipped.retry_at > now
+
+    async def _embed_batch(self, embedder: Embedder, batch: list[Memory]) -> set[int] | None:
+        """Embed and store one batch; the ids of the memories that failed, or None when
+        the embedder seems down or slow (the pass ends)."""
+        failures: dict[int, str] = {}
+        embedded: list[tuple[Memory, Sequence[float]]] = []
+        down = False
+        try:
+            vectors = await _embed(embedder, [m.text for m in batch])
+            embedded = list(zip(batch, vectors, strict=True))
+        except _EmbedFailed as failed:
+            # One text the embedder refuses (a hosted API rejecting an input) fails the
+            # whole call: the texts are tried alone to find it. A few straight failures,
+            # or a late answer, mean the embedder itself is failing: the pass ends (the
+            # texts tried so far wait out their backoff, the others the next wake).
+            log.warning(
+                "the embedder failed for %d memories (%s); trying them one at a time",
+                len(batch),
+                failed,
+                exc_info=failed.__cause__,
+            )
+            straight = 0
+            for memory in batch:
+                try:
+                    (vector,) = await _embed(embedder, [memory.text])
+                except _EmbedFailed as alone:
+                    failures[memory.id] = str(alone)
+                    straight += 1
+                    if alone.late or straight >= ALONE_FAILURES:
+                        down = True
+                        break
+                else:
+                    embedded.append((memory, vector))
+                    straight = 0
+        good: list[tuple[Memory, Sequence[float]]] = []
+        for memory, vector in embedded:
+            checked = _check_vector(vector)
+            if isinstance(checked, str):
+                failures[memory.id] = checked
+            else:
+                good.append((memory, checked))
+            await anyio.lowlevel.checkpoint()  # a wide batch does not hold the loop
+        failures.update(await self._store_vectors(good))
+        for memory, _ in good:
+            if memory.id not in failures:
+                self._skipped.pop(memory.id, None)
+        texts = {m.id: m.text for m in batch}
+        for memory_id, reason in failures.items():
+            self._skip(memory_id, texts[memory_id], reason)
+        return None if down else set(failures)
+
+    async def _store_vectors(self, good: list[tuple[Memory, Sequence[float]]]) -> dict[int, str]:
+        """Store the vectors; when the store refuses the batch (a vector of another
+        dimension than the embedder it records), each alone: the refused ones and why."""
+        if not good:
+            return {}
+        try:
+            await self._storage.set_memory_vectors(good)
+            return {}
+        except InvalidInput:
+            pass
+        refused: dict[int, str] = {}
+        for pair in good:
+            try:
+                await self._storage.set_memory_vectors([pair])
+            except InvalidInput as exc:
+                refused[pair[0].id] = str(exc)
+        return refused
+
+    def _skip(self, memory_id: int, text: str, reason: str) -> None:
+        """Hold the memory back with a backoff (longer each time), logged once per try.
+        With `SKIPPED_MAX` held already, it is not: the ones held keep their place (a
+        sweep past them goes on), and it is tried again on the next pass."""
+        before = self._skipped.pop(memory_id, None)
+        attempts = 1 if before is None or before.text != text else before.attempts + 1
+        if len(self._skipped) >= SKIPPED_MAX:
+            log.warning(
+                "memory %d gets no vector (%s); tried again on the next pass (%d others"
+                " are held back)",
+                memory_id,
+                reason,
+                len(self._skipped),
+            )
+            return
+        delay = backoff(attempts)
+        self._skipped[memory_id] = _Skipped(text, attempts, self._clock() + delay)
+        log.warning(
+            "memory %d gets no vector (%s); tried again in %.0f s", memory_id, reason, delay
+        )
 
     async def _run(self, job: Job) -> None:
         try:
             digest, usage = await self._summarise(job)
             await self._storage.finish_job(job, now=self._clock(), digest=digest, usage=usage)
+        except (KernelError, ShuttingDown, Busy) as exc:
+            # The continuum's conversation actor stopped under us (the instance closing,
+            # or its lane evicted) or is given up on for now: not the job's fault, and
+            # no reason to crash the worker. The job goes back for a later run.
+            error = f"interrupted: {type(exc).__name__}: {exc}"
+            log.info("background job %d (%s) put back: %s", job.id, job.kind, error)
+            await self._put_back(job, error, self._clock() + backoff(0))
         except (FrontmindError, StorageError, DigestError, msgspec.DecodeError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             retry_at = (
@@ -213,13 +410,6 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             )
             log.warning("background job %d (%s) failed: %s", job.id, job.kind, error)
             await self._put_back(job, error, retry_at)
-        except KernelError as exc:
-            # The continuum's conversation actor stopped under us (the instance closing,
-            # or its lane evicted): not the job's fault, and no reason to crash the
-            # worker. The job goes back to the table for a later run.
-            error = f"interrupted: {type(exc).__name__}: {exc}"
-            log.info("background job %d (%s) put back: %s", job.id, job.kind, error)
-            await self._put_back(job, error, self._clock() + backoff(0))
 
     async def _put_back(self, job: Job, error: str, retry_at: float | None) -> None:
         try:

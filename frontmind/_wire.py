@@ -279,10 +279,20 @@ def decode_body(body: bytes, type_: type[T]) -> T:
     except msgspec.ValidationError as exc:
         raise BadBody(f"invalid request body: {_quoting_excerpts(str(exc))}") from None
     except msgspec.DecodeError as exc:
+        if _LONE_SURROGATE.search(_SURROGATE_PAIR.sub(b"", body)):
+            # msgspec says "truncated" of it, which sends a client looking elsewhere.
+            raise BadBody(
+                "malformed JSON: a \\uD800-\\uDFFF escape without its pair (a lone "
+                "surrogate is not Unicode)"
+            ) from None
         raise BadBody(f"malformed JSON: {exc}") from None
     except RecursionError:  # arrays in arrays, a thousand deep, where the type says Any
         raise BadBody("malformed JSON: nested too deep") from None
 
+
+# A JSON escape of a UTF-16 surrogate, and a high one followed by its low one (a pair).
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 # A quoted value in msgspec's message: an enum value, an unknown field's name, a path.
 _QUOTED = re.compile(r"'[^']*'|`[^`]*`")

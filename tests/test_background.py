@@ -188,7 +188,7 @@ async def test_a_job_whose_conversation_stopped_goes_back_and_the_worker_lives(
         (job,) = await fm.jobs("ada")
         assert (job.state, job.attempts) == ("pending", 2)
         assert job.last_error is not None
-        assert job.last_error.startswith("interrupted: ActorStopped")
+        assert job.last_error.startswith("interrupted: ShuttingDown")
         (worker,) = [s for s in fm.statistics() if s.name == "background"]
         assert worker.restarts == 0
 

@@ -110,6 +110,14 @@ async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> N
         await turn(client, "alice", "hello")
         cases = [
             ("POST", "/v1/continuums/alice/turns", b"{not json", 400, "malformed JSON"),
+            (
+                "POST",
+                "/v1/continuums/alice/turns",
+                b'{"message": "x\\ud800"}',
+                400,
+                "lone surrogate",
+            ),
+            ("POST", "/v1/continuums/alice/turns", b'{"message": "a\\u0000b"}', 400, "NUL"),
             ("POST", "/v1/continuums/alice/turns", b"{}", 400, "message"),
             ("POST", "/v1/continuums/alice/turns", b'{"message": "  "}', 400, "empty"),
             ("POST", "/v1/continuums/alice/turns", b'{"message": 5}', 400, "Expected `str"),

@@ -1,0 +1,348 @@
+"""The background worker's embedding of memories that wait for a vector: one memory the
+embedder cannot embed (it answers a vector the store refuses, or raises for that text)
+is held back with a backoff, and every other memory still gets its vector.
+
+Through the library (offline local API, SQLite) and through the worker alone on a real
+SQLite store, on a manual clock: no test sleeps."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import _background
+from actors._background import BackgroundWorker, Drain
+from frontmind._frontmind import NoModel
+from frontmind.localapi import LocalMessagesAPI
+from runtime import ActorSystem
+from storage import DEFAULT_USER, SQLiteStorage, backoff
+from tests._harness import FakeClock, config, frontmind
+
+pytestmark = pytest.mark.anyio
+
+WIDTH = 4
+POISON = "42 :-) 99"  # no letters: an embedder with no token for it answers zeros
+REFUSED = "REFUSED input the service rejects"
+
+
+def letters_vector(text: str) -> list[float]:
+    words = re.findall(r"[a-z]+", text.lower())
+    if not words:
+        return [0.0] * WIDTH
+    return [float(len(words)), float(sum(map(len, words))), 1.0, 0.5]
+
+
+class ZeroForSymbols:
+    """Like many real embedders on a text with no known token: all zeros for it."""
+
+    dimensions = WIDTH
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [letters_vector(t) for t in texts]
+
+
+class RefusesOne:
+    """A hosted API that rejects the whole request when one input is refused."""
+
+    dimensions = WIDTH
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if any(t.startswith("REFUSED") for t in texts):
+            raise RuntimeError("400: one input was rejected")
+        return [letters_vector(t) for t in texts]
+
+
+class Switchable:
+    """Refuses the texts in `refused` (by raising, or with a vector of another width or
+    a NaN, per `how`) until the test takes them out; records every call."""
+
+    def __init__(self, refused: set[str], how: str = "raise") -> None:
+        self.refused = refused
+        self.how = how
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        bad = self.refused.intersection(texts)
+        if bad and self.how == "raise":
+            raise RuntimeError("400: one input was rejected")
+        vectors = [letters_vector(t) for t in texts]
+        for index, text in enumerate(texts):
+            if text in bad and self.how == "wide":
+                vectors[index] = [*vectors[index], 1.0]
+            elif text in bad and self.how == "nan":
+                vectors[index][0] = float("nan")
+        return vectors
+
+    def embedded(self, text: str) -> int:
+        return sum(text in call for call in self.calls)
+
+
+class Hung:
+    """Never answers; says when a call started."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        self.started.set()
+        await anyio.Event().wait()
+        raise AssertionError("never answered")
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+def good(n: int) -> str:
+    return f"the user likes topic number {n} alpha beta"
+
+
+async def waiting_texts(store: SQLiteStorage) -> set[str]:
+    return {m.text for m in await store.memories_without_vectors(limit=-1)}
+
+
+# -- through the library ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("embedder", "bad"),
+    [
+        ("tests.test_embedding_worker:ZeroForSymbols", POISON),
+        ("tests.test_embedding_worker:RefusesOne", REFUSED),
+    ],
+)
+async def test_one_memory_the_embedder_cannot_embed_blocks_no_other(
+    api: LocalMessagesAPI,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    embedder: str,
+    bad: str,
+) -> None:
+    clock = FakeClock()
+    cfg = config(memory={"embedder": embedder})
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        await fm.run_background()  # the wake sent on opening is behind us
+        poison = await fm.remember(bad)  # the oldest: read first by every pass
+        for n in range(70):  # more than one batch behind it
+            await fm.remember(good(n))
+        caplog.set_level(logging.WARNING, logger="frontmind.background")
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 1
+        assert isinstance(fm.storage, SQLiteStorage)
+        assert await waiting_texts(fm.storage) == {bad}
+        told = [r.getMessage() for r in caplog.records if f"memory {poison.id} " in r.getMessage()]
+        assert len(told) == 1, told
+        assert bad not in "\n".join(r.getMessage() for r in caplog.records)
+        # The next passes within its backoff leave it alone, and say nothing of it.
+        caplog.clear()
+        await fm.run_background()
+        await fm.run_background()
+        assert not [r for r in caplog.records if f"memory {poison.id} " in r.getMessage()]
+        assert await fm.storage.count_memories_without_vectors() == 1
+        # A memory added later is embedded too: the held one is not read in its place.
+        await fm.remember(good(100))
+        await fm.run_background()
+        assert await fm.storage.count_memories_without_vectors() == 1
+
+
+# -- the worker alone, on a real SQLite store -----------------------------------------
+
+
+async def no_prefix(*_: object) -> Any:
+    raise AssertionError("no summary is asked for")
+
+
+@asynccontextmanager
+async def running(
+    store: SQLiteStorage, embedder: object, clock: FakeClock
+) -> AsyncIterator[Callable[[], Awaitable[object]]]:
+    """The worker as the engine runs it (an actor); yields one pass: `await drain()`."""
+    async with ActorSystem() as system:
+        worker = system.spawn(
+            lambda: BackgroundWorker(
+                store,
+                NoModel(),
+                prefix=no_prefix,
+                busy=list,
+                clock=clock,
+                embedder=embedder,  # type: ignore[arg-type]
+            ),
+            name="background",
+        )
+        yield partial(worker.ask, Drain())
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
+    async with await SQLiteStorage.open(tmp_path / "db.sqlite") as storage:
+        await storage.use_embedder("test-embedder", WIDTH)
+        yield storage
+
+
+async def test_a_held_memory_is_tried_again_after_its_backoff_and_then_embedded(
+    store: SQLiteStorage,
+) -> None:
+    clock = FakeClock()
+    await store.add_memory(DEFAULT_USER, REFUSED)
+    for n in range(5):
+        await store.add_memory(DEFAULT_USER, good(n))
+    embedder = Switchable({REFUSED})
+    async with running(store, embedder, clock) as drain:
+        await drain()
+        assert await waiting_texts(store) == {REFUSED}
+        assert embedder.embedded(REFUSED) == 2  # in the batch, then alone
+        # Within its backoff it is not tried again, not even by a later pass.
+        clock.advance(backoff(1) - 1)
+        await drain()
+        assert embedder.embedded(REFUSED) == 2
+        # After it, it is; it fails again, and waits twice as long.
+        clock.advance(1)
+        await drain()
+        assert embedder.embedded(REFUSED) == 4
+        assert await waiting_texts(store) == {REFUSED}
+        embedder.refused.clear()  # the service accepts it now
+        clock.advance(backoff(2) - 1)
+        await drain()
+        assert embedder.embedded(REFUSED) == 4
+        assert await waiting_texts(store) == {REFUSED}
+        clock.advance(1)
+        await drain()
+        assert embedder.embedded(REFUSED) == 5
+        assert await store.count_memories_without_vectors() == 0
+
+
+@pytest.mark.parametrize("how", ["wide", "nan"])
+async def test_a_vector_the_store_refuses_is_held_back_alone(
+    store: SQLiteStorage, how: str
+) -> None:
+    # A vector of another dimension (only the store knows it) or with a NaN in it.
+    clock = FakeClock()
+    for n in range(3):
+        await store.add_memory(DEFAULT_USER, good(n))
+    await store.add_memory(DEFAULT_USER, "the odd one out")
+    for n in range(3, 6):
+        await store.add_memory(DEFAULT_USER, good(n))
+    embedder = Switchable({"the odd one out"}, how=how)
+    async with running(store, embedder, clock) as drain:
+        await drain()
+        assert await waiting_texts(store) == {"the odd one out"}
+        await drain()
+    assert embedder.embedded("the odd one out") == 1  # the second pass held it back
+
+
+async def test_a_changed_text_is_not_held_back_for_the_old_one(store: SQLiteStorage) -> None:
+    clock = FakeClock()
+    memory = await store.add_memory(DEFAULT_USER, REFUSED)
+    embedder = Switchable({REFUSED})
+    async with running(store, embedder, clock) as drain:
+        await drain()
+        assert await waiting_texts(store) == {REFUSED}
+        # The same memory said again in other words, stored without a vector (as a
+        # summary's update is without one): embedded within the old text's backoff.
+        async with store._transaction() as db:
+            await store._update_memory(db, DEFAULT_USER, memory.id, "a new text", 0.5)
+        await drain()
+    assert await store.count_memories_without_vectors() == 0
+
+
+async def test_more_bad_memories_than_are_held_still_let_the_others_through(
+    store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two held at most, batches of three: five bad memories among the good ones.
+    monkeypatch.setattr(_background, "SKIPPED_MAX", 2)
+    monkeypatch.setattr(_background, "EMBED_BATCH", 3)
+    clock = FakeClock()
+    bad = {f"{n} {n}" for n in range(5)}
+    for n in range(6):
+        if n < 5:
+            await store.add_memory(DEFAULT_USER, f"{n} {n}")
+        await store.add_memory(DEFAULT_USER, good(n))
+    async with running(store, ZeroForSymbols(), clock) as drain:
+        # A pass ends once it went past more failures than are held; the held ones keep
+        # their place, so the next pass goes further.
+        await drain()
+        assert len(await waiting_texts(store) - bad) == 3  # of six
+        await drain()
+        assert await waiting_texts(store) == bad
+
+
+async def test_a_held_memory_that_no_longer_waits_is_forgotten(store: SQLiteStorage) -> None:
+    clock = FakeClock()
+    memory = await store.add_memory(DEFAULT_USER, POISON)
+    worker = BackgroundWorker(
+        store, NoModel(), prefix=no_prefix, busy=list, clock=clock, embedder=ZeroForSymbols()
+    )
+    await worker.handle(Drain())
+    assert set(worker._skipped) == {memory.id}
+    await store.delete_memory(DEFAULT_USER, memory.id)
+    clock.advance(backoff(1))
+    await worker.handle(Drain())
+    assert not worker._skipped
+
+
+async def test_an_embedder_that_keeps_failing_ends_the_pass_after_a_few_calls(
+    store: SQLiteStorage,
+) -> None:
+    clock = FakeClock()
+    texts = [good(n) for n in range(10)]
+    for text in texts:
+        await store.add_memory(DEFAULT_USER, text)
+    embedder = Switchable(set(texts))  # a service that is down refuses everything
+    async with running(store, embedder, clock) as drain:
+        await drain()
+        # The batch, then three texts alone: not one call per memory.
+        assert len(embedder.calls) == 1 + _background.ALONE_FAILURES
+        assert await store.count_memories_without_vectors() == 10
+        # Once it is back, the next pass embeds those not held back; later, all.
+        embedder.refused.clear()
+        await drain()
+        assert await store.count_memories_without_vectors() == _background.ALONE_FAILURES
+        clock.advance(backoff(1))
+        await drain()
+        assert await store.count_memories_without_vectors() == 0
+
+
+async def test_a_hung_embedder_does_not_hold_the_worker(
+    store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_background, "EMBED_TIMEOUT_S", 0.05)
+    clock = FakeClock()
+    await store.add_memory(DEFAULT_USER, good(1))
+    await store.add_memory(DEFAULT_USER, good(2))
+    embedder = Hung()
+    with anyio.fail_after(30):
+        async with running(store, embedder, clock) as drain:
+            await drain()  # the batch late, then the first text alone: the pass ends
+            await drain()  # the worker still answers; the second memory is tried
+    assert embedder.calls == 4
+    assert await store.count_memories_without_vectors() == 2
+
+
+async def test_cancelling_the_worker_during_an_embedding_call_goes_through(
+    store: SQLiteStorage,
+) -> None:
+    clock = FakeClock()
+    await store.add_memory(DEFAULT_USER, good(1))
+    embedder = Hung()
+    worker = BackgroundWorker(
+        store, NoModel(), prefix=no_prefix, busy=list, clock=clock, embedder=embedder
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.handle, Drain())
+        await embedder.started.wait()
+        tg.cancel_scope.cancel()
+    assert tg.cancel_scope.cancelled_caught
+    assert not worker._skipped  # a cancelled call is no failure of the memory's
