@@ -12,6 +12,7 @@ The same shape works in FastAPI: open Frontmind in the lifespan, stream from a r
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -23,9 +24,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from frontmind import (
+    Busy,
     Frontmind,
     FrontmindError,
-    StorageError,
     TextDelta,
     ToolStarted,
     TurnCompleted,
@@ -49,19 +50,34 @@ def _sse(event: str, data: object) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _refusal(exc: FrontmindError) -> Response:
+    """A turn refused before its stream starts: busy (retry later) or bad input."""
+    if isinstance(exc, Busy):  # its continuum's queue is full, or the service is loaded
+        retry = exc.retry_after
+        seconds = str(max(1, math.ceil(retry))) if retry is not None else "1"
+        return JSONResponse({"error": str(exc)}, status_code=429, headers={"retry-after": seconds})
+    return JSONResponse({"error": str(exc)}, status_code=400)
+
+
 async def chat(request: Request) -> Response:
     fm: Frontmind = request.app.state.fm
-    body = await request.json()
-    # Your app knows who is asking (a session, a login); each user's data is their own.
-    user = fm.user(str(body.get("user", "default")))
+    try:
+        body = await request.json()
+    except ValueError:
+        return JSONResponse({"error": "the body must be JSON"}, status_code=400)
+    message = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(message, str):
+        return JSONResponse({"error": "give the message as text: {'message': ...}"}, 400)
     stack = AsyncExitStack()
     try:
-        # Entering the turn checks the message: bad input is a 400 here, before any
-        # model call and before the stream starts.
-        events = await stack.enter_async_context(user.turn("web", str(body.get("message", ""))))
-    except (FrontmindError, StorageError) as exc:
+        # Your app knows who is asking (a session, a login); each user's data is their
+        # own. Entering the turn checks the message: bad input is a 400 here, before
+        # any model call and before the stream starts.
+        user = fm.user(str(body.get("user", "default")))
+        events = await stack.enter_async_context(user.turn("web", message))
+    except FrontmindError as exc:
         await stack.aclose()
-        return JSONResponse({"error": str(exc)}, status_code=400)
+        return _refusal(exc)
 
     async def stream() -> AsyncIterator[bytes]:
         # A browser that goes away cancels this generator, which cancels the turn

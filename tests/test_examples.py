@@ -61,6 +61,16 @@ async def test_web_app_streams_turns_to_the_browser(tmp_path: Path) -> None:
             refused = await http.post("/chat", json={"message": "  "})
             assert refused.status_code == 400
             assert "empty" in refused.json()["error"]
+            # Whatever the body, a clear 400 (never a 500, nor a turn of "None").
+            for bad in (
+                b"not json",
+                b"[1, 2]",
+                b'{"message": null}',
+                b'{"user": "a b", "message": "hi"}',
+            ):
+                answer = await http.post("/chat", content=bad)
+                assert answer.status_code == 400, (bad, answer.text)
+                assert answer.json()["error"]
         first, second = turns
         assert ("tool", {"name": "add_reminder"}) in first
         assert "".join(data["text"] for name, data in first if name == "text")
