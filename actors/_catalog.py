@@ -223,7 +223,16 @@ class ModelCatalog:
         return found
 
     def lookup(self, name: str) -> ModelRow | None:
+        """The row of `name`, a dated snapshot of a known alias included (a record's
+        model, as the API answered it, is priced by its row)."""
         found = self.canonical(name)
+        return None if found is None else self._rows[found]
+
+    def listed(self, name: str) -> ModelRow | None:
+        """The row of `name` only if the data names it (a row's name or alias): what a
+        setting may ask for. A made-up date on a known alias is no model the API takes
+        (the local API answers 404 for it, as the real one does)."""
+        found = self._ids.get(name)
         return None if found is None else self._rows[found]
 
     def retired_on(self, name: str) -> str | None:

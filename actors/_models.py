@@ -66,7 +66,7 @@ def known_row(catalog: ModelCatalog, name: str) -> ModelRow:
         check_model_name(name)
     except InvalidInput as exc:
         raise SettingsError(str(exc)) from None
-    row = catalog.lookup(name)
+    row = catalog.listed(name)
     if row is not None:
         return row
     retired = catalog.retired_on(name)

@@ -112,6 +112,8 @@ OUT_OF_RANGE: list[tuple[dict[str, Any], str]] = [
     ({"model": ""}, "is not a model name"),
     ({"model": "claude-opus-4-6 "}, "is not a model name"),
     ({"model": "c" * 257}, "is not a model name"),
+    # A made-up date on a known alias: no model the API (local or real) takes.
+    ({"model": "claude-sonnet-4-5-20991231"}, "is not a model Frontmind knows"),
 ]
 
 
@@ -340,3 +342,16 @@ async def test_a_prefix_checked_model_gets_no_stored_thinking_and_keeps_its_loop
     assert not any(b["type"] == "thinking" for m in history for b in m["content"])
     assert loop_call[-2]["role"] == "assistant"
     assert loop_call[-2]["content"][0]["type"] == "thinking"  # this turn's own
+
+
+async def test_a_dated_id_the_data_lists_is_taken_and_priced_as_its_row(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path) as fm:
+        _, choice = await fm.set_model_settings("c1", model="claude-sonnet-4-5-20250929")
+        assert choice.name == "claude-sonnet-4-5-20250929"
+        catalog = fm.models
+        row = catalog.lookup("claude-sonnet-4-5-20991231")  # a record's model, priced
+        assert row is not None
+        assert row.name == "claude-sonnet-4-5"
+        assert catalog.listed("claude-sonnet-4-5-20991231") is None  # but never asked for
