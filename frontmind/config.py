@@ -119,6 +119,10 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     body_min_rate: int = 1024  # bytes a second a body must average after the grace
     body_grace_s: float = 5.0
     keep_alive_s: int = 5  # an idle kept-alive connection is closed after this
+    # While a response waits in a full send buffer, its client must take at least
+    # send_min_rate bytes a second of it (or all that waited) every send_timeout_s.
+    send_timeout_s: float = 30.0
+    send_min_rate: int = 1024
 
 
 class DocumentsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

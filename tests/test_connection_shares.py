@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import resource
+import select
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +22,7 @@ import httpx2
 import pytest
 from anyio.abc import ByteSendStream, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from frontmind import Config, Frontmind
 from frontmind._exceptions import ConfigError
@@ -27,6 +30,7 @@ from frontmind._frontmind import NoModel
 from frontmind.config import ServerConfig
 from frontmind.server._asgi import ServedApp, SocketLimits, serve_app
 from frontmind.server._daemon import build_app, socket_limits
+from frontmind.server._shares import Backlogs
 from tests._daemon import ROOT, Daemon, child_env, daemon, reap, sse_events
 from tests._raw import (
     RawResponse,
@@ -235,6 +239,34 @@ async def test_a_slow_body_flood_from_one_address_leaves_another_clients_turns(
         answers = flooding.result["answers"]
         assert flooding.result["refused_meanwhile"] > 0, "the daemon was full meanwhile"
         assert answers.get("408", 0) > 0, "slow bodies were cut (body_min_rate)"
+        assert await d.stop() == 0
+
+
+@pytest.mark.slow
+async def test_a_slow_read_flood_from_one_address_leaves_another_clients_turns(
+    tmp_path: Path,
+) -> None:
+    """1,100 connections at once with a 1 KiB receive buffer, each sending 20 pipelined
+    GETs of /openapi.json and reading nothing, each re-opened as the daemon drops or
+    refuses it, against 500 connections: stalled connections are taken for the other
+    client, and dropped at their send timeout or when their address's paused responses
+    hold too much. (At the default 1,000 the flood may never fill the daemon: past 64
+    MiB its paused connections are dropped as they pause.)"""
+    raise_open_files(6000)
+    write_config(tmp_path, "[server]\nmax_connections = 500\nsend_timeout_s = 2\n")
+    async with daemon(tmp_path) as d:
+        async with flood("slow-read", d.url, slots=1100, held=100_000, most=100_000) as flooding:
+            await flooding.mark()
+            started = time.perf_counter()
+            victim = Victim(lambda: time.perf_counter() - started < 15)
+            with anyio.fail_after(60):
+                await victim.run(d, 12)
+        print(f"\nslow-read flood: {victim.report()}; {flooding.result}")
+        assert victim.under_flood >= 12, "the victim's turns overlapped the flood"
+        assert victim.completed_under_flood >= 0.9 * victim.under_flood, victim.failures[:5]
+        assert flooding.result["refused_meanwhile"] > 0, "the daemon was full meanwhile"
+        assert flooding.result["answers"].get("dropped", 0) > 0, "stalled readers were dropped"
+        assert (await raw_request(d.url, request_head(d.url))).status == 200
         assert await d.stop() == 0
 
 
@@ -448,6 +480,9 @@ async def test_a_request_answered_before_its_body_is_read_closes(tmp_path: Path)
         ({"max_client_connections": 0}, "server.max_client_connections"),
         ({"body_min_rate": -1}, "server.body_min_rate"),
         ({"body_grace_s": -1}, "server.body_grace_s"),
+        ({"send_timeout_s": 0}, "server.send_timeout_s"),
+        ({"send_min_rate": -1}, "server.send_min_rate"),
+        ({"grace_seconds": -1}, "server.grace_seconds"),
     ],
 )
 def test_bad_server_limits_name_their_key(server: dict[str, Any], key: str) -> None:
@@ -456,7 +491,229 @@ def test_bad_server_limits_name_their_key(server: dict[str, Any], key: str) -> N
 
 
 def test_server_limits_reach_the_socket() -> None:
-    server = ServerConfig(max_connections=50, max_client_connections=5, max_body_bytes=999)
-    assert socket_limits(Config(server=server)) == SocketLimits(
-        max_connections=50, max_client_connections=5, max_body_bytes=999
+    server = ServerConfig(
+        max_connections=50,
+        max_client_connections=5,
+        max_body_bytes=999,
+        send_timeout_s=7,
+        send_min_rate=9,
     )
+    assert socket_limits(Config(server=server)) == SocketLimits(
+        max_connections=50,
+        max_client_connections=5,
+        max_body_bytes=999,
+        send_timeout=7,
+        send_min_rate=9,
+    )
+
+
+# --- clients that do not read what they are sent ---------------------------------------
+
+BIG = 1_000_000  # one response, bigger than the socket buffers on both sides
+HUGE = 16_000_000  # more than the kernel takes into a socket's buffer (4 MiB by default)
+PIECES = 200  # /stream sends HUGE in as many pieces, one after the other
+
+
+class Sizable:
+    """An ASGI app with big answers: GET /big and /huge in one piece, GET /stream (as
+    big as /huge) in `PIECES`, anything else a small 200. It counts the big responses
+    begun and says (on `sent`) when each has been handed to the server whole."""
+
+    def __init__(self) -> None:
+        self.begun = 0
+        channel: tuple[MemoryObjectSendStream[str], MemoryObjectReceiveStream[str]]
+        channel = anyio.create_memory_object_stream[str](1000)
+        self._say, self.sent = channel
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope["path"]
+        if path not in ("/big", "/huge", "/stream"):
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+            return
+        self.begun += 1
+        size = BIG if path == "/big" else HUGE
+        headers = [(b"content-length", str(size).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        if path != "/stream":
+            await send({"type": "http.response.body", "body": b"x" * size})
+        else:
+            piece = b"y" * (HUGE // PIECES)
+            for i in range(PIECES):
+                more = i < PIECES - 1
+                await send({"type": "http.response.body", "body": piece, "more_body": more})
+        self._say.send_nowait(path)
+
+
+async def until_paused(app: Sizable, served: ServedApp, count: int) -> None:
+    """Until `count` connections have their writes paused (a write pauses them as it
+    is made: each response handed over is the moment to look)."""
+    with anyio.fail_after(5):
+        while served.write_paused() < count:
+            await app.sent.receive()
+
+
+async def stalled_reader(app: ServedApp, local: str, path: str, times: int = 20) -> socket.socket:
+    """A client with a 1 KiB receive buffer that sends `times` pipelined GETs of `path`
+    and never reads (the caller closes the socket)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.setblocking(False)
+    sock.bind((local, 0))
+    with anyio.fail_after(5):
+        await anyio.wait_writable(sock) if False else None
+        try:
+            sock.connect((app.host, app.port))
+        except BlockingIOError:
+            await anyio.wait_writable(sock)
+        sock.sendall(f"GET {path} HTTP/1.1\r\nhost: {app.host}:{app.port}\r\n\r\n".encode() * times)
+    return sock
+
+
+def _hang_up_within(sock: socket.socket, seconds: float) -> int:
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+    events = poller.poll(int(seconds * 1000))
+    return events[0][1] if events else 0
+
+
+async def reset_by_server(sock: socket.socket, within: float) -> bool:
+    """True once the server has reset the connection (the client never read: only a
+    reset, never a FIN, can reach it), False if it has not within `within` seconds."""
+    events = await anyio.to_thread.run_sync(_hang_up_within, sock, within)
+    return bool(events & select.POLLERR)
+
+
+async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(
+    tmp_path: Path,
+) -> None:
+    app = Sizable()
+    async with serve_app(app, limits=SocketLimits(send_timeout=1.0)) as served:
+        with await stalled_reader(served, FLOODER, "/big") as sock:
+            await until_paused(app, served, 1)
+            started = time.perf_counter()
+            # One response waits in memory, not twenty: the next pipelined request is not
+            # begun while one is not taken (the kernel's buffers may take a first one).
+            assert 0 < served.write_buffered() <= BIG
+            assert await reset_by_server(sock, within=10)
+            waited = time.perf_counter() - started
+            assert 0.8 <= waited < 3, f"at the send timeout (1 s), not later: {waited:.2f} s"
+            assert app.begun <= 2
+            assert served.open_connections() == 0
+            assert served.write_buffered() == 0
+        # The address is not held against: its next request is answered.
+        assert (await raw_request_from(served.url, FLOODER, request_head(served.url))).status == 200
+        # A connection closed by the server (Connection: close) whose response is not
+        # taken is dropped the same way: a close waits for nothing for ever.
+        # (Bigger than the kernel's buffers can take: there is no second response.)
+        head = request_head(served.url, path="/huge", extra="connection: close\r\n")
+        with await stalled_reader(served, FLOODER, "/huge", times=0) as sock:
+            sock.sendall(head)
+            await until_paused(app, served, 1)
+            started = time.perf_counter()
+            assert await reset_by_server(sock, within=10)
+            assert 0.8 <= time.perf_counter() - started < 3
+        assert served.open_connections() == 0
+
+
+@pytest.mark.parametrize("path", ["/huge", "/stream"])
+async def test_a_client_that_reads_slowly_but_steadily_is_not_cut(
+    tmp_path: Path, path: str
+) -> None:
+    """Its writes pause over and over, for longer in all than the send timeout, but in
+    every window it takes its due: it gets the whole response."""
+    app = Sizable()
+    limits = SocketLimits(send_timeout=0.3, send_min_rate=1024)
+    async with serve_app(app, limits=limits) as served:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        with sock:
+            sock.connect((served.host, served.port))
+            sock.setblocking(False)
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nhost: {served.host}:{served.port}\r\n\r\n".encode()
+            )
+            started = time.perf_counter()
+            data = bytearray()
+            paused_seen = False
+            with anyio.fail_after(60):
+                head_end = -1
+                while head_end < 0 or len(data) - head_end < HUGE:
+                    await anyio.wait_readable(sock)
+                    chunk = sock.recv(65536)
+                    assert chunk, f"closed after {len(data)} bytes"
+                    data += chunk
+                    if head_end < 0 and (at := data.find(b"\r\n\r\n")) >= 0:
+                        head_end = at + 4
+                    paused_seen = paused_seen or served.write_paused() == 1
+                    await anyio.sleep(0.005)  # the client's own pace: slow, steady
+            head, _, body = bytes(data).partition(b"\r\n\r\n")
+            took = time.perf_counter() - started
+            assert head.startswith(b"HTTP/1.1 200")
+            assert len(body) == HUGE
+            assert paused_seen, "the server's writes waited for the client"
+            assert took > 3 * limits.send_timeout, f"slow enough to matter: {took:.2f} s"
+
+
+async def test_stalled_connections_give_way_to_another_client(tmp_path: Path) -> None:
+    """All connections held by one address's stalled readers: another address's new
+    connections take their places (a stalled one dropped for each) up to a fair share."""
+    app = Sizable()
+    limits = SocketLimits(max_connections=4, send_timeout=60)
+    async with serve_app(app, limits=limits) as served:
+        stalled = [await stalled_reader(served, FLOODER, "/big") for _ in range(4)]
+        others: list[SocketStream] = []
+        try:
+            await until_paused(app, served, 4)
+            for _ in range(2):  # kept open: 2 and 2 is the fair share of 4
+                others.append(await connect(served.url, "127.0.0.3"))
+                await others[-1].send(request_head(served.url))
+                assert (await read_response(others[-1])).status == 200
+            dropped = [bool(_hang_up_within(sock, 0) & select.POLLERR) for sock in stalled]
+            assert sum(dropped) == 2, dropped
+            assert served.write_paused() == 2
+            assert served.write_buffered() <= 2 * BIG
+        finally:
+            for sock in stalled:
+                sock.close()
+            for stream in others:
+                await stream.aclose()
+
+
+async def test_one_addresss_stalled_responses_are_capped_in_bytes(tmp_path: Path) -> None:
+    """Past `max_client_send_buffer` bytes waiting in its paused connections, an
+    address's connection that pauses is dropped at once; another address is not."""
+    app = Sizable()
+    limits = SocketLimits(send_timeout=60, max_client_send_buffer=1)
+    async with serve_app(app, limits=limits) as served:
+        socks: list[socket.socket] = []
+        try:
+            socks.append(await stalled_reader(served, FLOODER, "/big"))
+            await until_paused(app, served, 1)
+            for _ in range(2):  # each dropped as soon as it pauses
+                socks.append(await stalled_reader(served, FLOODER, "/big"))
+                assert await reset_by_server(socks[-1], within=5)
+            socks.append(await stalled_reader(served, "127.0.0.3", "/big"))
+            await until_paused(app, served, 2)
+            first, _, _, other = socks
+            assert not await reset_by_server(first, within=0.2)
+            assert not await reset_by_server(other, within=0.2)
+            assert served.write_buffered() <= 2 * BIG
+            assert served.open_connections() == 2
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+def test_backlogs_count_by_address() -> None:
+    backlogs = Backlogs(cap=100)
+    backlogs.change("a", 80, 1)
+    assert not backlogs.over("a"), "one response alone is never over"
+    backlogs.change("a", 200)
+    assert not backlogs.over("a")
+    backlogs.change("a", 10, 1)
+    assert backlogs.over("a")
+    assert not backlogs.over("b")
+    backlogs.change("a", -290, -2)
+    assert backlogs.of("a") == 0
+    assert backlogs.total() == 0

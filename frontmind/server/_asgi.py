@@ -5,8 +5,8 @@ is known at once. Signals are left to the owner: uvicorn's own handlers would re
 SIGTERM after shutdown and make a graceful exit look like a crash.
 
 The limits at the socket (fair shares of the connections, the header timeout, the
-chunk and head size checks) are uvicorn's h11 protocol as frontmind/server/_protocol.py
-changes it; `SocketLimits` holds them.
+chunk and head size checks, the watch on clients that stop reading) are uvicorn's h11
+protocol as frontmind/server/_protocol.py changes it; `SocketLimits` holds them.
 """
 
 from __future__ import annotations
@@ -53,6 +53,27 @@ class ServedApp:
     host: str
     port: int
     _server: _Server
+
+    def open_connections(self) -> int:
+        """Connections not yet lost (closing ones still sending included)."""
+        return len(self._server.server_state.connections)
+
+    def write_buffered(self) -> int:
+        """Bytes waiting in the connections' write buffers, not yet taken by the kernel."""
+        return sum(
+            protocol.transport.get_write_buffer_size()
+            for protocol in list(self._server.server_state.connections)
+            if getattr(protocol, "transport", None) is not None
+        )
+
+    def write_paused(self) -> int:
+        """Connections whose writes are paused: their clients have not taken what was
+        sent (the socket's buffers and the transport's are full)."""
+        return sum(
+            1
+            for protocol in list(self._server.server_state.connections)
+            if getattr(getattr(protocol, "flow", None), "write_paused", False)
+        )
 
     def request_shutdown(self, *, force: bool = False) -> None:
         self._server.should_exit = True

@@ -359,11 +359,14 @@ def socket_limits(config: Config) -> SocketLimits:
         "body_timeout_s",
         "body_deadline_s",
         "keep_alive_s",
+        "send_timeout_s",
     ):
         if getattr(server, key) <= 0:
             raise ConfigError(f"server.{key} must be positive")
     if server.max_client_connections is not None and server.max_client_connections <= 0:
         raise ConfigError("server.max_client_connections must be positive (or unset)")
+    if server.send_min_rate < 0:
+        raise ConfigError("server.send_min_rate cannot be negative")
     if server.grace_seconds < 0:
         raise ConfigError("server.grace_seconds cannot be negative")
     if server.body_min_rate < 0 or server.body_grace_s < 0:
@@ -379,6 +382,8 @@ def socket_limits(config: Config) -> SocketLimits:
         header_timeout=server.header_timeout_s,
         keep_alive_timeout=server.keep_alive_s,
         max_body_bytes=server.max_body_bytes,
+        send_timeout=server.send_timeout_s,
+        send_min_rate=server.send_min_rate,
     )
 
 

@@ -14,6 +14,19 @@
   is in (h11 would otherwise wait for bytes that never come): 413 at once.
 - A request answered before its body was read (401, 403, 413...) closes its
   connection: the rest of that body, however slowly it comes, is not waited for.
+- A client that stops taking its responses (never reads: its socket's buffers fill and
+  the transport pauses writing) is watched: while bytes wait in its write buffer, each
+  `send_timeout` seconds it must have taken at least `send_min_rate` bytes a second of
+  them (or all that waited). One that has not is dropped: the transport aborted, with
+  a reset, so that neither the process nor the kernel keeps what it would not read.
+  A paused connection may be taken for a client holding fewer (`stalled`, after idle
+  ones and slow bodies); an address whose paused connections hold over
+  `max_client_send_buffer` bytes between them loses the one that took it over, and
+  its new connections are refused until it is back under. The next pipelined request
+  of a connection is not begun while its writes are paused, so a client that sends
+  many and reads none has one response in memory, not one each. A client that reads
+  as the response comes (an SSE stream read as it streams) never waits in a full
+  buffer and is never cut, however long the response lasts.
 - A request head over `max_header_bytes` (whether it comes in pieces or in one read) is
   a JSON 414 if its request line is not even finished, else a JSON 431; any other
   request h11 cannot parse is a JSON 400. Where
@@ -26,9 +39,12 @@ sets its `cut` and wakes the request's `receive`; the guard answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -38,7 +54,7 @@ from h11._readers import ChunkedReader
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from ._guard import DEFAULT_MAX_BODY_BYTES, EDGE_KEY, Cut, EdgeSignal, bearer_token
-from ._shares import Holding, Shares, address_key
+from ._shares import Backlogs, Holding, Shares, address_key
 
 __all__ = ["SocketLimits", "limited_protocol"]
 
@@ -58,6 +74,13 @@ class SocketLimits:
     keep_alive_timeout: int = 5  # seconds an idle kept-alive connection stays open
     max_header_bytes: int = 16 * 1024  # h11's cap on an incomplete request head
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # what an announced chunk may take
+    # While bytes wait in a connection's write buffer, its client must take at least
+    # `send_min_rate` bytes a second of them (or all that waited), judged over each
+    # `send_timeout` seconds; else the connection is dropped.
+    send_timeout: float = 30.0
+    send_min_rate: int = 1024
+    # What one address's paused connections may hold in their write buffers together.
+    max_client_send_buffer: int = 64 << 20
 
 
 def _json_response(status: int, reason: str, kind: str, message: str, extra: str = "") -> bytes:
@@ -90,6 +113,9 @@ class _LingeringTransport:
     body unread makes the kernel reset the connection, and the client loses the answer.
     So: half-close, keep reading (and dropping) for up to `LINGER_SECONDS`, then close.
     `on_close` is told at once: a lingering connection no longer counts as held.
+
+    It also counts what is written (`sent`: what has left its buffer for the kernel),
+    and can `drop` the connection: abort it with a reset, its unsent bytes thrown away.
     """
 
     LINGER_SECONDS = 2.0
@@ -106,6 +132,19 @@ class _LingeringTransport:
         self._sending_body = sending_body
         self._on_close = on_close
         self.lingering = False
+        self.written = 0
+
+    @property
+    def sent(self) -> int:
+        """Bytes written that have left the write buffer (for the kernel's)."""
+        return self.written - self._transport.get_write_buffer_size()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += len(data)
+        self._transport.write(data)
+
+    def writelines(self, lines: Any) -> None:
+        self.write(b"".join(lines))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
@@ -130,6 +169,16 @@ class _LingeringTransport:
     def abort(self) -> None:
         self._on_close()
         self._transport.close()
+
+    def drop(self) -> None:
+        """Abort: a reset, the unsent bytes dropped here and in the kernel (a plain
+        close would wait, for ever, for a client that reads nothing to take them)."""
+        self._on_close()
+        sock = self._transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._transport.abort()
 
     def forget(self) -> None:
         """The connection is gone: drop the callbacks (they refer to its protocol, which
@@ -159,6 +208,9 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
     every = limits.max_connections
     per_client = min(limits.max_client_connections or every, every)
     shares: Shares[LimitedH11] = Shares(limits.max_connections, per_client)
+    backlogs = Backlogs(limits.max_client_send_buffer)
+    send_window = limits.send_timeout
+    send_owed = max(1, int(limits.send_min_rate * send_window))
 
     class LimitedH11(H11Protocol):
         _refused = False
@@ -166,6 +218,14 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
         _cut_timer: asyncio.TimerHandle | None = None
         _edge: EdgeSignal | None = None
         _edge_cycle: RequestResponseCycle | None = None
+        _address = ""
+        _lost = False
+        _send_timer: asyncio.TimerHandle | None = None
+        _send_mark = 0  # `sent` when the watch's window began
+        _send_due = 0  # what the client must have taken by its end
+        _backlog = 0  # bytes counted in `backlogs`
+        _backlogged = False  # counted there (its writes paused)
+        _next_waits = False  # the next pipelined request waits for writes to resume
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -177,7 +237,9 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             key = address_key(transport.get_extra_info("peername"))
-            admitted, victim = shares.admit(key)
+            # An address whose paused responses hold over their cap gets no more until
+            # its clients take them (or they are dropped): refused, cheaply, at the door.
+            admitted, victim = (False, None) if backlogs.over(key) else shares.admit(key)
             if not admitted:
                 # Answer and half-close, then drain what the client sends until it hangs
                 # up (or a second passes): closing with its request unread would reset
@@ -191,11 +253,12 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
             if victim is not None:
                 victim.evict()
             shares.add(self, key)
+            self._address = key
             lingering = _LingeringTransport(
                 cast(asyncio.Transport, transport),
                 self.loop,
                 lambda: self.conn.their_state is h11.SEND_BODY,
-                lambda: shares.remove(self),
+                self._closing,
             )
             super().connection_made(cast(asyncio.Transport, lingering))
             self._arm_head_timer()
@@ -206,6 +269,11 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 self._cut_timer.cancel()
             if self._refused:
                 return
+            self._lost = True
+            if self._send_timer is not None:
+                self._send_timer.cancel()
+                self._send_timer = None
+            self._unbacklog()
             shares.remove(self)
             super().connection_lost(exc)
             # Nothing of the connection runs from here on but the app's task, which
@@ -232,15 +300,100 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 and self._edge.cut is None
             ):
                 return "body"
+            if self.flow is not None and self.flow.write_paused:
+                return "stalled"
             return "busy"
 
         def evict(self) -> None:
             """Give this connection's place to a client holding fewer."""
             shares.remove(self)
-            if self.holding() == "body":
+            holding = self.holding()
+            if holding == "body":
                 self._cut("evicted")
+            elif holding == "stalled":
+                self._drop()
             else:
                 self.transport.close()
+
+        def _closing(self) -> None:
+            """The transport is being closed: its place is free. What it still has to
+            send is watched like any other (a close waits for it to be sent)."""
+            shares.remove(self)
+            self._watch_send()
+
+        # --- a client that does not take what it is sent -----------------------------
+
+        def pause_writing(self) -> None:
+            if self._refused or self._lost:
+                return
+            super().pause_writing()
+            if not self._backlogged:
+                self._backlogged = True
+                backlogs.change(self._address, 0, 1)
+            self._count_backlog()
+            if backlogs.over(self._address):
+                # Not from inside the transport's write, which called this.
+                self.loop.call_soon(self._drop)
+            self._watch_send()
+
+        def resume_writing(self) -> None:
+            if self._refused or self._lost:
+                return
+            super().resume_writing()
+            self._unbacklog()
+            if self._next_waits:
+                self._next_waits = False
+                self.loop.call_soon(self._begin_next)
+
+        def _count_backlog(self) -> None:
+            if self._backlogged:
+                now = self.transport.get_write_buffer_size()
+                backlogs.change(self._address, now - self._backlog)
+                self._backlog = now
+
+        def _unbacklog(self) -> None:
+            if self._backlogged:
+                self._backlogged = False
+                backlogs.change(self._address, -self._backlog, -1)
+                self._backlog = 0
+
+        def _watch_send(self) -> None:
+            """While bytes wait to be sent, check every `send_timeout` seconds that the
+            client took its due of them."""
+            if self._send_timer is not None or self._lost or self._refused:
+                return
+            waiting = self.transport.get_write_buffer_size()
+            if not waiting:
+                return
+            self._send_mark = cast(_LingeringTransport, self.transport).sent
+            self._send_due = min(waiting, send_owed)
+            self._send_timer = self.loop.call_later(send_window, self._send_check)
+
+        def _send_check(self) -> None:
+            self._send_timer = None
+            if self._lost:
+                return
+            taken = cast(_LingeringTransport, self.transport).sent - self._send_mark
+            if taken < self._send_due:
+                self._drop()
+                return
+            self._count_backlog()
+            self._watch_send()
+
+        def _drop(self) -> None:
+            """Abort the connection: its client does not take what it is sent."""
+            if self._lost:
+                return
+            transport = self.transport
+            if isinstance(transport, _LingeringTransport):
+                transport.drop()
+            else:
+                transport.abort()
+
+        def _begin_next(self) -> None:
+            """Writes resumed: what `on_response_complete` left waiting goes on."""
+            if not self._lost:
+                self.on_response_complete()
 
         # --- requests ----------------------------------------------------------------
 
@@ -298,6 +451,12 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 # Answered before its body was read: close (lingering, so the answer is
                 # not lost) rather than wait for the rest of the body at any pace.
                 self.transport.close()
+            if self.flow.write_paused and not self.transport.is_closing():
+                # The client has not taken this response yet: a pipelined request is
+                # not begun (its response would wait in memory beside this one) until
+                # it has; the send watch is on meanwhile.
+                self._next_waits = True
+                return
             super().on_response_complete()
             self._arm_head_timer()  # the next request's head gets the same deadline
 

@@ -15,11 +15,17 @@ token (`set_token`):
 - when all are held, a newcomer takes the place of one of the heaviest client's, if
   that one holds at least two more than the newcomer's address (max-min fairness, so a
   flood from one address cannot keep another out): an idle connection (waiting for a
-  request head) first, else one whose request body is still arriving. A connection
-  whose response is under way is never taken. Otherwise the newcomer is refused.
+  request head) first, else one whose request body is still arriving, else one whose
+  client has stopped taking its response (its writes are paused: the socket's buffers
+  are full). A response the client is taking as it comes is never taken. Otherwise
+  the newcomer is refused.
 
 Within an address the heaviest token loses first, so behind one proxy (or on loopback)
 the user holding the most gives way, not the one who holds little.
+
+`Backlogs` counts, by address, the bytes waiting in the write buffers of connections
+whose client is not taking them, so that one address cannot pin the process's memory
+with responses it never reads.
 """
 
 from __future__ import annotations
@@ -29,15 +35,17 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
-__all__ = ["Held", "Shares", "address_key"]
+__all__ = ["Backlogs", "Held", "Shares", "address_key"]
 
-Holding = Literal["idle", "body", "busy"]
+Holding = Literal["idle", "body", "stalled", "busy"]
 
 
 class Held(Hashable, Protocol):
     def holding(self) -> Holding:
         """`idle` (waiting for a request head), `body` (its request body still
-        arriving, no answer begun) or `busy` (being answered): what eviction may take."""
+        arriving, no answer begun), `stalled` (its writes paused: the client is not
+        taking its response as fast as it comes) or `busy` (being answered): what
+        eviction may take, in that order (never `busy`)."""
         ...
 
 
@@ -155,7 +163,7 @@ class Shares(Generic[C]):
             key=len,
             reverse=True,
         )
-        for wanted in ("idle", "body"):
+        for wanted in ("idle", "body", "stalled"):
             for group in groups:
                 if len(group) <= floor:
                     break
@@ -163,6 +171,42 @@ class Shares(Generic[C]):
                     if conn.holding() == wanted:
                         return conn
         return None
+
+
+class Backlogs:
+    """Bytes waiting to be sent on connections whose writes are paused, by address.
+
+    A connection counts from the moment its transport pauses writing (its buffer is
+    over the high-water mark) until it resumes or is lost; what it counts is its buffer
+    when it paused, brought up to date as it is watched. An address over `cap` with
+    more than one such connection is `over`: the connection that took it over is
+    dropped (one response alone is never refused for its size).
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._bytes: dict[str, int] = {}
+        self._conns: dict[str, int] = {}
+
+    def total(self) -> int:
+        return sum(self._bytes.values())
+
+    def of(self, address: str) -> int:
+        return self._bytes.get(address, 0)
+
+    def change(self, address: str, delta: int, conns: int = 0) -> None:
+        """Count `delta` more bytes (and `conns` more connections) for `address`."""
+        left = self._bytes.get(address, 0) + delta
+        held = self._conns.get(address, 0) + conns
+        if held > 0:
+            self._bytes[address] = max(0, left)
+            self._conns[address] = held
+        else:
+            self._bytes.pop(address, None)
+            self._conns.pop(address, None)
+
+    def over(self, address: str) -> bool:
+        return self._conns.get(address, 0) > 1 and self._bytes.get(address, 0) > self.cap
 
 
 def _decrement(counts: dict[K, int], key: K) -> None:
