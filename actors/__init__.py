@@ -20,6 +20,7 @@ from ._catalog import (
 from ._composer import ComposerActor, SectionRecord
 from ._content import UserInput, user_content
 from ._conversation import WarmUpDone
+from ._cost import NO_COST, Cost, cost, input_cost, records_cost
 from ._digest import SUMMARY_MARKER, DigestReply, parse_digest, summary_instruction
 from ._engine import (
     Engine,
@@ -151,6 +152,7 @@ __all__ = [
     "LOOKBACK_BLOCKS",
     "MAX_BREAKPOINTS",
     "MCP_PREFIX",
+    "NO_COST",
     "PLACEMENT_NOTIFICATION",
     "PLACEMENT_SYSTEM",
     "SHORTENED_MARKER",
@@ -169,6 +171,7 @@ __all__ = [
     "Composed",
     "ComposerActor",
     "ComposerSettings",
+    "Cost",
     "DigestReply",
     "Directory",
     "Embedder",
@@ -254,12 +257,14 @@ __all__ = [
     "check_mcp_servers",
     "check_model_choice",
     "check_user_tools",
+    "cost",
     "current_turn",
     "decode_catalog",
     "escape_field",
     "escape_text",
     "estimate_tokens",
     "import_module_near",
+    "input_cost",
     "input_schema",
     "known_row",
     "mcp_servers",
@@ -270,6 +275,7 @@ __all__ = [
     "plan",
     "policy_for",
     "prepare_embedder",
+    "records_cost",
     "render_notification_center",
     "row_from_facts",
     "server_tools",

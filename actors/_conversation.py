@@ -48,6 +48,7 @@ from storage import Storage as StoragePort
 from ._admission import Admission
 from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
+from ._cost import cost
 from ._digest import summary_instruction
 from ._events import (
     TextDelta,
@@ -507,21 +508,29 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         previous = state.cache.last_model
         if previous is not None and catalog.canonical(previous) != row.name:
             # Caches are per model ("What invalidates the cache": a model change
-            # invalidates everything): the whole prefix is written again.
+            # invalidates everything): the whole prefix is written again, at each part's
+            # TTL, where the old model would have read it.
             tokens = view.system_tokens + view.history_tokens
-            price = {"5m": row.cache_write_5m, "1h": row.cache_write_1h}
-            write = (
-                view.system_tokens * price[ttl.system] + view.history_tokens * price[ttl.history]
+            by_ttl = {"5m": 0, "1h": 0}
+            by_ttl[ttl.system] += view.system_tokens
+            by_ttl[ttl.history] += view.history_tokens
+            write = cost(
+                TurnUsage(
+                    cache_creation_input_tokens=tokens,
+                    cache_creation_5m=by_ttl["5m"],
+                    cache_creation_1h=by_ttl["1h"],
+                ),
+                row,
             )
-            read = tokens * row.cache_read
+            read = cost(TurnUsage(cache_read_input_tokens=tokens), row)
             dollars = ""
-            if row.input_price is not None:
-                extra = (write - read) * row.input_price / 1_000_000
-                dollars = f", about ${extra:,.4f} more"
+            if write.input_usd is not None and read.input_usd is not None:
+                dollars = f", about ${write.input_usd - read.input_usd:,.4f} more"
             warnings.append(
                 f"the model changed from {previous} to {row.name}: the cache is per model, so "
-                f"this turn writes the whole prefix again (~{tokens:,} tokens: ~{write:,.0f} "
-                f"base-price tokens where reading it would cost ~{read:,.0f}{dollars})"
+                f"this turn writes the whole prefix again (~{tokens:,} tokens: "
+                f"~{write.input_tokens:,.0f} base-price tokens where reading it would cost "
+                f"~{read.input_tokens:,.0f}{dollars})"
             )
         for producer, count in sorted(dropped.items()):
             if previous is not None and catalog.canonical(previous) == row.name:

@@ -4,8 +4,9 @@ The price table is the model data (`frontmind/models.toml`, with the Models API'
 the config's rows over it): each model's input and output price per million tokens and
 its cache multipliers (5-minute write 1.25×, 1-hour write 2×, read 0.1×; Fable 5.1 and
 Mythos 5.1 read at 0.025×, Opus 5.5 at 0.05×; the prompt-caching page's "Pricing").
-The daemon's continuum list and turn records, `frontmind stats`, the demo, the simulator
-and the console (which shows the daemon's figures) all count cost here:
+The daemon's continuum list and turn records, `frontmind stats`, the demo, the simulator,
+the console (which shows the daemon's figures) and a turn's warning of what a change
+of model costs all count cost here:
 
 - input cost in base-price tokens: a token of uncached input costs 1, a cache write
   its TTL's multiplier, a cache read the read multiplier (so figures compare across
@@ -35,8 +36,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from actors import ModelCatalog, ModelRow
 from storage import TurnRecord, TurnUsage
+
+from ._catalog import ModelCatalog, ModelRow
 
 __all__ = [
     "NO_COST",

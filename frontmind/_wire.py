@@ -186,7 +186,7 @@ class ContinuumSummary(msgspec.Struct, frozen=True):
     cached_share: float  # of all input tokens, the share read from the prompt cache
     # Input cost so far in base-price input tokens (uncached 1x, 5-minute cache write
     # 1.25x, 1-hour write 2x, cache read 0.1x, or the model's own multipliers: each turn
-    # priced on its model, frontmind/_cost.py); output tokens are counted apart.
+    # priced on its model, actors/_cost.py); output tokens are counted apart.
     input_cost_tokens: float
     output_tokens: int
     # The same in dollars, output included (None: a model of unknown price was used).

@@ -13,7 +13,7 @@ export function blockTokens(text) {
   return estimateTokens(text) + BLOCK_FRAMING_TOKENS;
 }
 
-// Costs are the daemon's own (frontmind/_cost.py, each turn priced on its model's row of
+// Costs are the daemon's own (actors/_cost.py, each turn priced on its model's row of
 // the model data): turn records carry `input_cost_tokens`, `input_cost_usd` and
 // `cost_usd`; the console shows them and computes none.
 
