@@ -117,6 +117,7 @@ from ._server_tools import (
 )
 from ._settings import (
     CacheSettings,
+    Channel,
     ComposerSettings,
     HistorySettings,
     MemorySettings,
@@ -131,11 +132,14 @@ from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
 from ._tools import TOOL_NAMES, check_user_tools
 from ._trinket import Directory, Trinket, TrinketActor
+from ._ttl import CHOICES as TTL_CHOICES
 from ._ttl import (
+    TTL_SECONDS,
     AdaptivePolicy,
     CacheView,
     FixedPolicy,
     TtlPolicy,
+    history_entry_after,
     oracle_plan,
     plan,
     policy_for,
@@ -158,6 +162,8 @@ __all__ = [
     "SHORTENED_MARKER",
     "SUMMARY_MARKER",
     "TOOL_NAMES",
+    "TTL_CHOICES",
+    "TTL_SECONDS",
     "AdaptivePolicy",
     "Admission",
     "AnthropicModel",
@@ -166,6 +172,7 @@ __all__ = [
     "CacheSettings",
     "CacheView",
     "CatalogFile",
+    "Channel",
     "Compose",
     "ComposeTimeout",
     "Composed",
@@ -263,6 +270,7 @@ __all__ = [
     "escape_field",
     "escape_text",
     "estimate_tokens",
+    "history_entry_after",
     "import_module_near",
     "input_cost",
     "input_schema",

@@ -89,6 +89,23 @@ def test_imports_only_point_down() -> None:
     assert wrong == []
 
 
+def test_a_layer_reaches_another_through_its_exports_alone() -> None:
+    """A lower layer's private modules (`actors._ttl`) are its own: the layers above
+    import what its `__init__` exports, so a change inside it stays inside it."""
+    wrong = []
+    for package in PACKAGES:
+        for module, path in _modules(package):
+            layer = _project(module)
+            for target in _imports(module, path):
+                target_layer = _project(target)
+                if target_layer in (None, layer):
+                    continue
+                inside = target.removeprefix(target_layer).split(".")
+                if any(part.startswith("_") for part in inside):
+                    wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
 def test_no_two_modules_import_each_other() -> None:
     """No import circle anywhere, imports for type checking included: a module that
     needs another's type takes a protocol of its own (runtime/_workers.py `Drainable`)."""

@@ -44,16 +44,18 @@ import msgspec
 from actors import (
     BUILTIN_SECTIONS,
     PLACEMENT_NOTIFICATION,
+    TTL_CHOICES,
+    TTL_SECONDS,
     AdaptivePolicy,
     AnthropicModel,
     CacheView,
+    Channel,
     FixedPolicy,
     ModelRow,
     TtlPolicy,
+    history_entry_after,
     oracle_plan,
 )
-from actors._settings import Channel
-from actors._ttl import CHOICES, TTL_SECONDS, history_entry_after
 from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
 
 from .._cost import input_cost
@@ -326,7 +328,7 @@ class OraclePolicy:
 
     def _best(self, view: CacheView, later: Sequence[float]) -> TtlChoice:
         costs = oracle_plan(view, later)
-        best = min(CHOICES, key=lambda c: (costs[c], CHOICES.index(c)))
+        best = min(TTL_CHOICES, key=lambda c: (costs[c], TTL_CHOICES.index(c)))
         why = f"{(later[0] - view.now) / 60:.1f} min" if later else "no next turn"
         return TtlChoice(best[0], best[1], f"oracle: the next pause is {why}")
 
