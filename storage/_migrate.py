@@ -1,10 +1,12 @@
 """Copying one store into another (`frontmind migrate`), verified.
 
 The rows go over in batches, each batch one transaction in the target, so a copy killed
-halfway keeps what it committed; run again, it re-reads the source and skips every row
-the target already has (each portable table has a key), so nothing is copied twice and
-the copy finishes. Then it checks: each table's row count, and each continuum's content
-digest (settings, turn records and messages, byte for byte), the same on both sides.
+halfway keeps what it committed; run again, it re-reads the source and brings every row
+the target already has up to date if the source changed it since (each portable table
+has a key), so nothing is copied twice and the copy finishes. Then it checks: each
+table's row count, and the content digests (each continuum's row, settings, turn
+records, segments and messages; each user's token, documents, reminders and memories),
+the same on both sides.
 """
 
 from __future__ import annotations

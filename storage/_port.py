@@ -383,13 +383,16 @@ class Storage(Protocol):
         self, parts: Iterable[TableRows], *, skip_existing: bool = False
     ) -> dict[str, int]:
         """Insert exported rows with their ids in one transaction; `ImportCollision` for
-        a row the store has (unless `skip_existing`). How many went in, by table."""
+        a row the store has (with `skip_existing`: a resumed copy, the row is brought up
+        to date if it differs). How many went in or changed, by table."""
         ...
 
     async def table_counts(self) -> dict[str, int]: ...
 
     async def continuum_digests(self) -> dict[tuple[str, str], str]:
-        """A SHA-256 of each continuum's settings, turn records and messages."""
+        """A SHA-256 of each continuum's row, settings, turn records, segments and
+        messages, keyed (user, continuum); and of each user's token digest, documents,
+        reminders and memories, keyed (user, "")."""
         ...
 
     async def set_user_token(self, name: str, token_hash: str) -> None:

@@ -263,6 +263,16 @@ class PostgresStorage(SQLStore):
                 yield _Connection(conn)
 
     @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[Connection]:
+        # One REPEATABLE READ transaction on one connection: every read sees the same
+        # snapshot, while replicas go on committing turns beside it.
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield _Connection(conn)
+
+    @asynccontextmanager
     async def _lease_lock(self, user: str, continuum_id: str) -> AsyncIterator[None]:
         """The continuum's advisory lock, from a pool of its own: a turn waiting for its
         lease never holds a connection the running turns need. Waiters are served in

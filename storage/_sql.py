@@ -134,7 +134,7 @@ from ._time import (
     moment_or_none,
     stored_fields,
 )
-from ._transfer import COLUMNS, PORTABLE_TABLES, TableRows
+from ._transfer import COLUMNS, KEYS, PORTABLE_TABLES, TableRows
 from ._validation import (
     DEFAULT_USER,
     MAX_DIMENSIONS,
@@ -142,6 +142,7 @@ from ._validation import (
     check_continuum_id,
     check_document,
     check_int64,
+    check_label,
     check_row_id,
     check_token_hash,
     check_user_name,
@@ -263,29 +264,56 @@ def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, l
     return f"{alias}owner = ? AND {alias}continuum_id = ?", [user, continuum_id]
 
 
+async def _digest(db: Connection, statements: Sequence[str], args: Args) -> str:
+    """A SHA-256 of the rows of the statements, in turn (bytes as base64). The rows of a
+    statement without ORDER BY are sorted here, by their encoding: text sorts by each
+    database's own collation, and both stores' digests must be the same."""
+    digest = hashlib.sha256()
+    for sql in statements:
+        rows = [msgspec.json.encode(list(row)) for row in await _rows(db, sql, args)]
+        for row in rows if " ORDER BY " in sql else sorted(rows):
+            digest.update(row)
+    return digest.hexdigest()
+
+
 class _ImportedVectors:
     """What one import knows of the vectors it brings: the store's embedder (name and
-    dimension, once recorded), whether the imported vectors are of it (`keep`), and
-    whether the index is ready for them in this transaction."""
+    dimension, once recorded), the embedder the import's own `vector_model` rows name
+    (`imported`), and whether the index is ready for them in this transaction."""
 
     def __init__(self, recorded: tuple[Any, ...] | None) -> None:
         self.recorded = recorded
-        self.keep = True
+        self.imported: tuple[Any, ...] | None = None
         self.ready = False
 
-    def admit(self, rows: list[tuple[Any, ...]], embedding: int) -> list[tuple[Any, ...]]:
+    def admit(self, part: TableRows, embedding: int, migrating: bool) -> list[tuple[Any, ...]]:
         """The memory rows with the vectors that cannot be kept left out: those of
-        another embedder, or of another dimension than the store's (made again by the
-        embedder in the background)."""
-        width = 4 * int(self.recorded[1]) if self.recorded is not None else 0
+        another embedder or of none named (a store from before `vector_model`, a
+        format-1 file), as `use_embedder` drops them, and those of another dimension
+        than the store's; the embedder makes them again in the background. With no
+        embedder recorded here they stay as they came, as they were in their store
+        (the first embedder's start drops them). A migration refuses instead: its
+        target is another store."""
+        if self.recorded is None:
+            return part.rows
+        width = 4 * int(self.recorded[1])
+        of = part.vector_model or self.imported
+        keep = of is not None and tuple(of) == tuple(self.recorded)
+        if not keep and migrating and any(row[embedding] is not None for row in part.rows):
+            named = f"of {of[0]!r} ({of[1]} dimensions)" if of else "of no named embedder"
+            raise ImportCollision(
+                f"the target's vectors are of the embedder {self.recorded[0]!r}"
+                f" ({self.recorded[1]} dimensions), the source's memories' {named}:"
+                " migrate into an empty store"
+            )
 
         def fits(value: Any) -> bool:
-            return self.keep and isinstance(value, bytes) and len(value) == width
+            return keep and isinstance(value, bytes) and len(value) == width
 
         return [
             row if row[embedding] is None or fits(row[embedding])
             else (*row[:embedding], None, *row[embedding + 1 :])
-            for row in rows
+            for row in part.rows
         ]  # fmt: skip
 
 
@@ -1405,6 +1433,7 @@ class SQLStore(ABC):
 
     async def delete_document(self, user: str, label: str) -> None:
         check_user_name(user)
+        check_label(label)  # malformed: a 400 naming it, as when it was put
         async with self._transaction() as db:
             if not await _rows(
                 db, "DELETE FROM documents WHERE owner = ? AND label = ? RETURNING 1", (user, label)
@@ -1494,32 +1523,75 @@ class SQLStore(ABC):
 
     # -- moving a store (export, import, migrate; the format is storage/_transfer.py) -----
 
+    @abstractmethod
+    def _snapshot(self) -> AbstractAsyncContextManager[Connection]:
+        """Reads of one consistent snapshot of the store, on a connection of their own:
+        what is written meanwhile (a replica serving) is not seen."""
+
+    @asynccontextmanager
+    async def _reading(self) -> AsyncIterator[Connection]:
+        """`_snapshot`, the driver's errors turned into `StorageUnavailable`."""
+        if self._closed:
+            raise StorageUnavailable("the storage is closed")
+        try:
+            async with self._snapshot() as db:
+                yield db
+        except self._ERRORS as exc:
+            raise StorageUnavailable(f"a read failed: {exc}") from exc
+
     async def export_rows(
         self, user: str | None = None, *, batch: int = 500
     ) -> AsyncIterator[TableRows]:
         """Every portable row (of one user, or of all), table by table in the order of
-        `PORTABLE_TABLES` (parents first), each table's rows as they were written."""
+        `PORTABLE_TABLES` (parents first), each table's rows as they were written, all
+        read in one snapshot: a turn committing meanwhile is in it whole or not at all
+        (its continuum's row never older than its messages)."""
         if user is not None:
             check_user_name(user)
-        for table, columns, order in PORTABLE_TABLES:
-            where, args = "", []
-            # `vector_model` is the store's, of no user: one user's export carries it
-            # too, as their memories' vectors mean something only with it.
-            if user is not None and table != "vector_model":
-                where, args = f" WHERE {'name' if table == 'users' else 'owner'} = ?", [user]
-            sql = (
-                f"SELECT {', '.join(columns)} FROM {table}{where}"
-                f" ORDER BY {order.format(turn_order=self._TURN_ORDER)}"
-                f" LIMIT {self._LIMIT} OFFSET ?"
+        if check_int64(batch, "batch") < 1:
+            raise InvalidInput(f"an export's batch is at least 1 row, not {batch}")
+        async with self._reading() as db:
+            embedder: tuple[str, int] | None = None
+            for table, columns, order in PORTABLE_TABLES:
+                async for rows in self._pages(db, table, columns, order, user, batch):
+                    if table == "vector_model":
+                        embedder = (str(rows[0][0]), int(rows[0][1]))
+                    # Memories name their embedder: a migration imports each part alone.
+                    yield TableRows(table, rows, embedder if table == "memories" else None)
+
+    async def _pages(
+        self,
+        db: Connection,
+        table: str,
+        columns: tuple[str, ...],
+        order: str,
+        user: str | None,
+        batch: int,
+    ) -> AsyncIterator[list[tuple[Any, ...]]]:
+        """The table's rows (of one user, or all) in `order`, `batch` at a time, each page
+        the rows after the last one's key (an OFFSET would read every skipped row again)."""
+        keys = order.format(turn_order=self._TURN_ORDER).split(", ")
+        owned: list[str] = []
+        args: list[Any] = []
+        # `vector_model` is the store's, of no user: one user's export carries it
+        # too, as their memories' vectors mean something only with it.
+        if user is not None and table != "vector_model":
+            owned, args = [f"{'name' if table == 'users' else 'owner'} = ?"], [user]
+        listed = f"SELECT {', '.join((*columns, *keys))} FROM {table}"
+        after: list[Any] = []
+        while True:
+            where = owned + [f"({', '.join(keys)}) > ({', '.join('?' * len(keys))})"] * bool(after)
+            rows = await _rows(
+                db,
+                f"{listed}{' WHERE ' if where else ''}{' AND '.join(where)}"
+                f" ORDER BY {', '.join(keys)} LIMIT {self._LIMIT}",
+                [*args, *after, batch],
             )
-            offset = 0
-            while True:
-                rows = await self._read(sql, [*args, batch, offset])
-                if rows:
-                    yield TableRows(table, [tuple(row) for row in rows])
-                if len(rows) < batch:
-                    break
-                offset += len(rows)
+            if rows:
+                yield [tuple(row)[: len(columns)] for row in rows]
+                after = list(rows[-1])[len(columns) :]
+            if len(rows) < batch:
+                return
 
     async def import_rows(
         self, parts: Iterable[TableRows], *, skip_existing: bool = False
@@ -1527,7 +1599,8 @@ class SQLStore(ABC):
         """Insert the rows, ids and all, in one transaction; how many went in, by table.
         A row the store already has (the same user, continuum or id) is an
         `ImportCollision` and nothing is imported, unless `skip_existing` (a migration
-        resumed: what the last run copied is not copied twice)."""
+        resumed: a row the last run copied is not copied twice, and one that changed in
+        the source since, a continuum that took a turn, is brought up to date)."""
         inserted: dict[str, int] = {}
         async with self._transaction() as db:
             recorded = await _rows(
@@ -1561,6 +1634,7 @@ class SQLStore(ABC):
                 raise InvalidInput("a vector_model row needs a name of 1 to 500 characters")
             if not isinstance(dimensions, int) or not 1 <= dimensions <= MAX_DIMENSIONS:
                 raise InvalidInput(f"a vector_model row needs 1 to {MAX_DIMENSIONS} dimensions")
+            vectors.imported = (model, dimensions)
             if vectors.recorded is None:
                 await db.execute(
                     "INSERT INTO vector_model (model, dimensions) VALUES (?, ?)",
@@ -1568,41 +1642,36 @@ class SQLStore(ABC):
                 )
                 vectors.recorded = (model, dimensions)
                 count += 1
-            elif vectors.recorded != (model, dimensions):
-                if skip_existing:
-                    raise ImportCollision(
-                        f"the target's vectors are of the embedder {vectors.recorded[0]!r}"
-                        f" ({vectors.recorded[1]} dimensions), the source's of {model!r}"
-                        f" ({dimensions}): nothing was copied; migrate into an empty store"
-                    )
-                vectors.keep = False
+            elif vectors.recorded != (model, dimensions) and skip_existing:
+                raise ImportCollision(
+                    f"the target's vectors are of the embedder {vectors.recorded[0]!r}"
+                    f" ({vectors.recorded[1]} dimensions), the source's of {model!r}"
+                    f" ({dimensions}): nothing was copied; migrate into an empty store"
+                )
         return count
 
     async def _insert_rows(
         self, db: Connection, part: TableRows, skip_existing: bool, vectors: _ImportedVectors
     ) -> int:
         columns = COLUMNS[part.table]
-        extra: list[str] = []
-        rows: list[tuple[Any, ...]] = part.rows
-        if part.table == "memories" and vectors.recorded is not None:
-            rows = vectors.admit(rows, columns.index("embedding"))
-        if part.table == "jobs" and rows:
-            # What an adapter's job row carries beside the portable columns (derived).
-            owner, cid = columns.index("owner"), columns.index("continuum_id")
-            extra = sorted(self._job_columns(rows[0][owner], rows[0][cid]))
-            rows = [
-                (*row, *(self._job_columns(row[owner], row[cid])[c] for c in extra)) for row in rows
-            ]
-        width = len(columns) + len(extra)
-        names = ", ".join((*columns, *extra))
+        rows = part.rows
+        if part.table == "memories":
+            rows = vectors.admit(part, columns.index("embedding"), skip_existing)
+            if skip_existing:
+                rows = await self._changed_memories(db, columns, rows, vectors)
+        extra, rows = self._derived_columns(part.table, columns, rows)
+        names = (*columns, *extra)
+        conflict = "DO NOTHING"
+        if skip_existing:
+            conflict = self._on_conflict(part.table, columns, names)
         count = 0
         for start in range(0, len(rows), 100):
             chunk = rows[start : start + 100]
-            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(chunk))
+            values = ", ".join(["(" + ", ".join("?" * len(names)) + ")"] * len(chunk))
             got = await _rows(
                 db,
-                f"INSERT INTO {part.table} ({names}) VALUES {values}"
-                f" ON CONFLICT DO NOTHING RETURNING {', '.join(columns)}",
+                f"INSERT INTO {part.table} ({', '.join(names)}) VALUES {values}"
+                f" ON CONFLICT {conflict} RETURNING {', '.join(columns)}",
                 [value for row in chunk for value in row],
             )
             if len(got) < len(chunk) and not skip_existing:
@@ -1616,6 +1685,75 @@ class SQLStore(ABC):
                 await self._index_imported_vectors(db, columns, got, vectors)
             count += len(got)
         return count
+
+    def _derived_columns(
+        self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """What an adapter's rows carry beside the portable columns (derived from them:
+        PostgreSQL's job lease keys), and the rows with them."""
+        if table != "jobs" or not rows:
+            return [], rows
+        owner, cid = columns.index("owner"), columns.index("continuum_id")
+        extra = sorted(self._job_columns(rows[0][owner], rows[0][cid]))
+        derived = [
+            (*row, *(self._job_columns(row[owner], row[cid])[c] for c in extra)) for row in rows
+        ]
+        return extra, derived
+
+    @staticmethod
+    def _on_conflict(table: str, columns: tuple[str, ...], names: tuple[str, ...]) -> str:
+        """A resumed migration's conflict clause: a row the target has is brought up to
+        date where the source's differs (mutable tables: a continuum's counts, a job's
+        state, a rotated token), and returned (it is copied now); one the same is left
+        alone. Only the same row is written over: of the same owner and continuum (a
+        row of another user under that id stays, and the verification finds it)."""
+        keys = KEYS.get(table)
+        if keys is None:  # messages never change once written
+            return "DO NOTHING"
+        fixed = [c for c in ("owner", "continuum_id") if c in columns and c not in keys]
+        same = [f"{table}.{c} = excluded.{c}" for c in fixed]
+        changing = [c for c in columns if c not in keys and c not in fixed]
+        differs = " OR ".join(
+            f"{table}.{c} <> excluded.{c} OR ({table}.{c} IS NULL) <> (excluded.{c} IS NULL)"
+            for c in changing
+        )
+        # Memories come already sorted (`_changed_memories`): each one sent is written.
+        where = same if table == "memories" else [*same, f"({differs})"]
+        sets = ", ".join(f"{c} = excluded.{c}" for c in names if c not in keys and c not in fixed)
+        return f"({', '.join(keys)}) DO UPDATE SET {sets} WHERE {' AND '.join(where)}"
+
+    async def _changed_memories(
+        self,
+        db: Connection,
+        columns: tuple[str, ...],
+        rows: list[tuple[Any, ...]],
+        vectors: _ImportedVectors,
+    ) -> list[tuple[Any, ...]]:
+        """Of the memories a resumed migration brings, those the store lacks and those
+        it holds otherwise (the same id and owner), in order. The word counts and vector
+        index entries of the latter's old values go now: they are made again as the
+        rows are written (their text or vector may have changed)."""
+        mid, owner = columns.index("id"), columns.index("owner")
+        among, ids = self._in_list([row[mid] for row in rows], "bigint")
+        held = {
+            row[mid]: tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+            for row in await _rows(
+                db, f"SELECT {', '.join(columns)} FROM memories WHERE id {among}", (ids,)
+            )
+        }
+        changed = [
+            row[mid]
+            for row in rows
+            if row[mid] in held and held[row[mid]] != row and held[row[mid]][owner] == row[owner]
+        ]
+        if changed:
+            among, ids = self._in_list(changed, "bigint")
+            await self._uncount_terms(db, "memory", f"id {among}", (ids,))
+            if vectors.recorded is not None and not vectors.ready:
+                vectors.ready = await self._ready_imported_vectors(db, vectors.recorded[1])
+            await self._unindex_vectors(db, changed)
+        written = set(changed)
+        return [row for row in rows if row[mid] not in held or row[mid] in written]
 
     async def _index_imported_vectors(
         self, db: Connection, columns: tuple[str, ...], rows: list[Any], vectors: _ImportedVectors
@@ -1655,30 +1793,51 @@ class SQLStore(ABC):
                     await self._index_segment(db, row[sid], f"{row[title]}\n{row[summary]}")
 
     async def table_counts(self) -> dict[str, int]:
-        """The rows of each portable table (a migration's first check)."""
-        return {
-            table: int((await self._read(f"SELECT count(*) FROM {table}"))[0][0])
-            for table, _, _ in PORTABLE_TABLES
-        }
+        """The rows of each portable table (a migration's first check), of one snapshot."""
+        async with self._reading() as db:
+            return {
+                table: int((await _rows(db, f"SELECT count(*) FROM {table}", ()))[0][0])
+                for table, _, _ in PORTABLE_TABLES
+            }
 
     async def continuum_digests(self) -> dict[tuple[str, str], str]:
-        """A SHA-256 of each continuum's content (its settings, its turn records in
-        order, its messages' every column but the id, in order), by (user, continuum)."""
+        """A SHA-256 of each continuum's content, by (user, continuum): its own row (its
+        counts and last turn), its settings, turn records, segments and messages (every
+        column but the messages' ids), in order. And by (user, "") one of each user's
+        rows outside any continuum: their token digest, documents, reminders and
+        memories (vectors and use counts too). All of one snapshot."""
+        continuum = (
+            "SELECT created_at, history_start, message_count, last_turn_at, last_message_id"
+            " FROM continuums WHERE owner = ? AND id = ?",
+            "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
+            "SELECT id, status, started_at, record FROM turns"
+            f" WHERE owner = ? AND continuum_id = ? ORDER BY {self._TURN_ORDER}",
+            "SELECT id, started_at, ended_at, turn_count, title, first_seq, summary"
+            " FROM segments WHERE owner = ? AND continuum_id = ? ORDER BY id",
+            "SELECT seq, turn_id, role, content, text, created_at FROM messages"
+            " WHERE owner = ? AND continuum_id = ? ORDER BY seq",
+        )
+        own = (
+            "SELECT token_hash, created_at FROM users WHERE name = ?",
+            "SELECT label, content, updated_at FROM documents WHERE owner = ?",
+            "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
+            " WHERE owner = ? ORDER BY id",
+            "SELECT id, text, created_at, expires_at, importance, source_segment, uses,"
+            " embedding FROM memories WHERE owner = ? ORDER BY id",
+        )
         digests: dict[tuple[str, str], str] = {}
-        listed = await self._read("SELECT owner, id FROM continuums ORDER BY owner, id")
-        for owner, cid in listed:
-            digest = hashlib.sha256()
-            for sql in (
-                "SELECT settings FROM continuum_settings WHERE owner = ? AND continuum_id = ?",
-                "SELECT id, status, started_at, record FROM turns"
-                f" WHERE owner = ? AND continuum_id = ? ORDER BY {self._TURN_ORDER}",
-                "SELECT seq, turn_id, role, content, text, created_at FROM messages"
-                " WHERE owner = ? AND continuum_id = ? ORDER BY seq",
-            ):
-                for row in await self._read(sql, (owner, cid)):
-                    digest.update(msgspec.json.encode(list(row)))  # bytes as base64
-            digests[(str(owner), str(cid))] = digest.hexdigest()
-        return digests
+        async with self._reading() as db:
+            for owner, cid in await _rows(db, "SELECT owner, id FROM continuums", ()):
+                digests[(str(owner), str(cid))] = await _digest(db, continuum, (owner, cid))
+            owners = await _rows(
+                db,
+                "SELECT name FROM users UNION SELECT owner FROM documents"
+                " UNION SELECT owner FROM reminders UNION SELECT owner FROM memories",
+                (),
+            )
+            for (owner,) in owners:
+                digests[(str(owner), "")] = await _digest(db, own, (owner,))
+        return dict(sorted(digests.items()))
 
     async def users(self) -> list[User]:
         rows = await self._read("SELECT name, created_at FROM users ORDER BY name")

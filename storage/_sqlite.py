@@ -445,6 +445,18 @@ class SQLiteStorage(SQLStore):
                     raise
                 await self._writer.execute("COMMIT")
 
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[aiosqlite.Connection]:
+        # One read transaction on a connection of its own (WAL: a snapshot the writer
+        # never waits for); on a shared reader it would hold the other reads in the past.
+        conn = await _connect(self.path, reader=True)
+        try:
+            await conn.execute("BEGIN")
+            yield conn
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+
     def _in_list(self, values: Sequence[Any], sql_type: str) -> tuple[str, Any]:
         return "IN (SELECT value FROM json_each(?))", json.dumps(list(values))
 

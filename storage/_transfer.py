@@ -16,7 +16,9 @@ As JSON Lines (`frontmind export`), every line is one record carrying the format
 version: first `{"format": 2, "kind": "header", "schema": N, "user": NAME|null}`, then
 one `{"format": 2, "table": T, "row": {column: value}}` per row, in the order below.
 Format 2 added `vector_model` (an export of one user carries it too: their vectors
-mean nothing without it); a format-1 file is still read. Bytes are
+mean nothing without it); a format-1 file is still read, its vectors of no named
+embedder (a store with one makes them again). Every value is of its column's type
+below, checked line by line before anything is written. Bytes are
 `{"base64": "..."}`; numbers are JSON numbers (a float printed as its shortest exact
 form, so timestamps come back bit for bit).
 """
@@ -24,15 +26,18 @@ form, so timestamps come back bit for bit).
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from ._exceptions import InvalidInput
 
 __all__ = [
+    "COLUMNS",
     "EXPORT_FORMAT",
+    "KEYS",
     "PORTABLE_TABLES",
     "TableRows",
     "decode_line",
@@ -43,56 +48,120 @@ __all__ = [
 # The version of the export format; an import refuses a newer one.
 EXPORT_FORMAT = 2
 
-# (table, its portable columns, the ORDER BY that lists its rows as they were written).
+# (table, its portable columns with their JSON types, the ORDER BY that lists its rows
+# as they were written). A type is `str`, `int`, `float` or `bytes`, `?` when the column
+# may be null: an import checks every value against it (storage refuses few types on
+# its own: SQLite stores "yesterday" as a timestamp, and every read of it then fails).
 # `turns` is ordered by insertion (`{turn_order}`, each adapter's own) so that turns
 # started at the same instant keep their order.
 _TABLES = (
-    ("vector_model", "model dimensions", "model"),  # one row at most, of no user
-    ("users", "name token_hash created_at", "name"),
-    ("documents", "owner label content updated_at", "owner, label"),
-    ("reminders", "id owner text due_at created_at completed_at origin", "id"),
+    ("vector_model", "model:str dimensions:int", "model"),  # one row at most, of no user
+    ("users", "name:str token_hash:str created_at:float", "name"),
+    ("documents", "owner:str label:str content:str updated_at:float", "owner, label"),
     (
-        "continuums",
-        "owner id created_at history_start message_count last_turn_at last_message_id",
-        "owner, id",
-    ),
-    ("continuum_settings", "owner continuum_id settings", "owner, continuum_id"),
-    ("turns", "id owner continuum_id status started_at record", "{turn_order}"),
-    (
-        "segments",
-        "id owner continuum_id started_at ended_at turn_count title first_seq summary",
+        "reminders",
+        "id:int owner:str text:str due_at:float? created_at:float completed_at:float? origin:str",
         "id",
     ),
-    ("messages", "id owner continuum_id seq turn_id role content text created_at", "id"),
+    (
+        "continuums",
+        "owner:str id:str created_at:float history_start:int message_count:int"
+        " last_turn_at:float? last_message_id:str?",
+        "owner, id",
+    ),
+    ("continuum_settings", "owner:str continuum_id:str settings:bytes", "owner, continuum_id"),
+    (
+        "turns",
+        "id:str owner:str continuum_id:str status:str started_at:float record:bytes",
+        "{turn_order}",
+    ),
+    (
+        "segments",
+        "id:int owner:str continuum_id:str started_at:float ended_at:float turn_count:int"
+        " title:str first_seq:int summary:str",
+        "id",
+    ),
+    (
+        "messages",
+        "id:int owner:str continuum_id:str seq:int turn_id:str role:str content:bytes"
+        " text:str created_at:float",
+        "id",
+    ),
     (
         "memories",
-        "id owner text created_at expires_at importance source_segment uses embedding",
+        "id:int owner:str text:str created_at:float expires_at:float? importance:float"
+        " source_segment:int? uses:int embedding:bytes?",
         "id",
     ),
     (
         "jobs",
-        "id owner kind continuum_id payload state attempts next_at claimed_at last_error"
-        " created_at finished_at record",
+        "id:int owner:str kind:str continuum_id:str payload:bytes state:str attempts:int"
+        " next_at:float claimed_at:float? last_error:str? created_at:float finished_at:float?"
+        " record:bytes?",
         "id",
     ),
     (
         "searches",
-        "id owner continuum_id query state requested_at attempts claimed_at finished_at"
-        " turns_left passages error",
+        "id:int owner:str continuum_id:str query:str state:str requested_at:float attempts:int"
+        " claimed_at:float? finished_at:float? turns_left:int? passages:bytes? error:str?",
         "id",
     ),
 )
 PORTABLE_TABLES: tuple[tuple[str, tuple[str, ...], str], ...] = tuple(
-    (table, tuple(columns.split()), order) for table, columns, order in _TABLES
+    (table, tuple(c.split(":")[0] for c in columns.split()), order)
+    for table, columns, order in _TABLES
 )
 COLUMNS = {table: columns for table, columns, _ in PORTABLE_TABLES}
+# The key each row is known by (its table's primary key): a migration resumed brings a
+# row it finds changed up to date by it. Messages never change once written, and
+# `vector_model` is not copied row by row: neither is here.
+KEYS: dict[str, tuple[str, ...]] = {
+    "users": ("name",),
+    "documents": ("owner", "label"),
+    "reminders": ("id",),
+    "continuums": ("owner", "id"),
+    "continuum_settings": ("owner", "continuum_id"),
+    "turns": ("id",),
+    "segments": ("id",),
+    "memories": ("id",),
+    "jobs": ("id",),
+    "searches": ("id",),
+}
+
+
+class _Base64(msgspec.Struct, forbid_unknown_fields=True):
+    """Bytes in JSON: `{"base64": "..."}`."""
+
+    base64: str
+
+
+_INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_TYPES: dict[str, Any] = {"str": str, "int": _INT64, "float": float, "bytes": _Base64}
+
+
+def _row_type(table: str, columns: str) -> type[msgspec.Struct]:
+    """A struct of the table's row as JSON holds it: each value checked for its type."""
+    fields: list[tuple[str, Any]] = []
+    for column in columns.split():
+        name, kind = column.split(":")
+        base = _TYPES[kind.rstrip("?")]
+        fields.append((name, base | None if kind.endswith("?") else base))
+    return msgspec.defstruct(f"{table}_row", fields, forbid_unknown_fields=True)
+
+
+_ROW_TYPES = {table: _row_type(table, columns) for table, columns, _ in _TABLES}
 
 
 class TableRows(msgspec.Struct, frozen=True):
-    """Some rows of one portable table, each in the table's column order."""
+    """Some rows of one portable table, each in the table's column order. Memories also
+    name the embedder their vectors are of, `vector_model` (name, dimensions), when it
+    is known apart from the rows (an export's parts: a migration imports each on its
+    own); None: the `vector_model` rows imported with them tell, and without any, the
+    vectors are of no known embedder."""
 
     table: str
     rows: list[tuple[Any, ...]]
+    vector_model: tuple[str, int] | None = None
 
 
 _encoder = msgspec.json.Encoder()
@@ -104,12 +173,13 @@ def _out(value: Any) -> Any:
     return value
 
 
-def _in(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) != {"base64"} or not isinstance(value["base64"], str):
-            raise InvalidInput(f"a value {value!r} is neither a JSON scalar nor {{'base64': ...}}")
-        return base64.b64decode(value["base64"], validate=True)
-    return value
+def _in(value: Any, where: str) -> Any:
+    if not isinstance(value, _Base64):
+        return value
+    try:
+        return base64.b64decode(value.base64, validate=True)
+    except binascii.Error as exc:
+        raise InvalidInput(f"{where}: not base64 ({exc})") from None
 
 
 def encode_header(schema: int, user: str | None) -> bytes:
@@ -122,9 +192,25 @@ def encode_row(table: str, row: Sequence[Any]) -> bytes:
     return _encoder.encode({"format": EXPORT_FORMAT, "table": table, "row": named}) + b"\n"
 
 
+def _typed_row(table: str, row: dict[str, Any], number: int) -> tuple[Any, ...]:
+    """The row's values in column order, each of its column's type; `InvalidInput`
+    naming the line, the table and the column for one that is not."""
+    try:
+        typed = msgspec.convert(row, _ROW_TYPES[table], strict=True)
+    except msgspec.ValidationError as exc:
+        # msgspec says "Expected `float`, got `str` - at `$.updated_at`": the column goes first.
+        reason, _, path = str(exc).partition(" - at `$.")
+        column = path.split("`")[0].split(".")[0]
+        raise InvalidInput(f"line {number}: {table}.{column}: {reason}") from None
+    return tuple(
+        _in(getattr(typed, column), f"line {number}: {table}.{column}") for column in COLUMNS[table]
+    )
+
+
 def decode_line(line: bytes, number: int) -> tuple[str, tuple[Any, ...]] | None:
     """One line of an export: (table, row in column order), or None for the header.
-    `InvalidInput` naming the line for anything malformed or newer than this reads."""
+    `InvalidInput` naming the line for anything malformed (a value of another type than
+    its column's among it) or newer than this reads."""
     try:
         record = msgspec.json.decode(line)
     except msgspec.DecodeError as exc:
@@ -146,4 +232,4 @@ def decode_line(line: bytes, number: int) -> tuple[str, tuple[Any, ...]] | None:
         raise InvalidInput(
             f"line {number}: a {table} row needs exactly the columns {', '.join(columns)}"
         )
-    return table, tuple(_in(row[column]) for column in columns)
+    return table, _typed_row(table, row, number)

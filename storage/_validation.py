@@ -123,6 +123,8 @@ def check_label(label: str) -> str:
         raise InvalidInput(
             f"document label {_quoted(label)} is malformed: use 1 to 64 of A-Z a-z 0-9 _ . -"
         )
+    if not label.strip("."):  # `.` and `..` are path steps: no URL could reach them
+        raise InvalidInput(f"document label {label!r} is dots alone: give it a letter or digit")
     return label
 
 

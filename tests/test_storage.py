@@ -403,6 +403,11 @@ async def test_bad_input_is_refused_and_changes_nothing(store: Store) -> None:
         (store.add_reminder(DEFAULT_USER, "ok", due_at=naive, origin="user"), "timezone-aware"),
         (store.add_memory(DEFAULT_USER, "ok", importance=2.0), "between 0 and 1"),
         (store.put_document(DEFAULT_USER, "bad label/..", "x"), "malformed"),
+        (store.put_document(DEFAULT_USER, "..", "x"), "dots alone"),  # no URL reaches it
+        (store.delete_document(DEFAULT_USER, "a\x00"), "malformed"),  # not a 404
+        (store.add_memory(DEFAULT_USER, "ok", importance="high"), "a number from 0 to 1"),  # type: ignore[arg-type]
+        (store.add_memory(DEFAULT_USER, "x\ud800"), "lone surrogate"),
+        (store.add_reminder(DEFAULT_USER, "a\x00b", due_at=None, origin="user"), "NUL"),
         (store.complete_reminder(DEFAULT_USER, 0), "integer from 1 to 9223372036854775807"),
     ]
     for call, message in refusals:
