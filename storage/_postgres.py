@@ -174,6 +174,7 @@ class PostgresStorage(SQLStore):
     _NO_LIMIT = None
     _FOR_UPDATE = " FOR UPDATE"
     _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+    _BYTEWISE = ' COLLATE "C"'  # a database made with en_US.UTF-8 sorts 'about' < 'Bio'
     # A turn of the job's continuum holds (or waits for) the continuum's lease on some
     # replica: an advisory lock every session sees in pg_locks (a bigint key shows as
     # classid, its high half, and objid, its low half, with objsubid 1).

@@ -329,6 +329,9 @@ class SQLStore(ABC):
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
+    # Text ordered and compared byte by byte, whatever the database's collation: the
+    # documents' label order is the system prompt's, the same bytes on either database.
+    _BYTEWISE: ClassVar[str] = ""
     # The tables a user's rows are deleted from (see `USER_TABLES`); an adapter adds its own.
     _USER_TABLES: ClassVar[tuple[tuple[str, str], ...]] = USER_TABLES
 
@@ -541,10 +544,11 @@ class SQLStore(ABC):
         if after is not None:
             named = f"SELECT {activity} FROM continuums WHERE owner = ? AND id = ?"
             at, last = await self._resume_at(named, (user,), after)
-            where = f" AND ({activity} < ? OR ({activity} = ? AND id > ?))"
+            where = f" AND ({activity} < ? OR ({activity} = ? AND id{self._BYTEWISE} > ?))"
             args = (at, at, last)
         rows = await self._read(
-            f"{_CONTINUUM} WHERE owner = ?{where} ORDER BY {activity} DESC, id LIMIT {self._LIMIT}",
+            f"{_CONTINUUM} WHERE owner = ?{where}"
+            f" ORDER BY {activity} DESC, id{self._BYTEWISE} LIMIT {self._LIMIT}",
             (user, *args, self._limit(limit)),
         )
         return [from_row(Continuum, row) for row in rows]
@@ -1425,8 +1429,9 @@ class SQLStore(ABC):
         """The user's documents, in label order (they form that user's system prompt)."""
         check_user_name(user)
         rows = await self._read(
-            "SELECT label, content, updated_at FROM documents WHERE owner = ? AND label > ?"
-            f" ORDER BY label LIMIT {self._LIMIT}",
+            "SELECT label, content, updated_at FROM documents"
+            f" WHERE owner = ? AND label{self._BYTEWISE} > ?"
+            f" ORDER BY label{self._BYTEWISE} LIMIT {self._LIMIT}",
             (user, after, self._limit(limit)),
         )
         return [from_row(Document, row) for row in rows]
@@ -1840,7 +1845,7 @@ class SQLStore(ABC):
         return dict(sorted(digests.items()))
 
     async def users(self) -> list[User]:
-        rows = await self._read("SELECT name, created_at FROM users ORDER BY name")
+        rows = await self._read(f"SELECT name, created_at FROM users ORDER BY name{self._BYTEWISE}")
         return [from_row(User, row) for row in rows]
 
     async def model_facts(self, name: str) -> tuple[bytes, float] | None:

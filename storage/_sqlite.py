@@ -32,6 +32,7 @@ import errno
 import importlib
 import json
 import os
+import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -336,7 +337,9 @@ class SQLiteStorage(SQLStore):
 
     async def backup(self, path: Path) -> int:
         self._check_backup_path(path)
-        partial = path.with_name(path.name + ".partial")
+        # A name of its own per backup: two at once to one path each write theirs, and
+        # the last rename wins with a whole file (a shared name tore one under the other).
+        partial = path.with_name(f"{path.name}.{secrets.token_hex(4)}.partial")
 
         def copy() -> int:
             # SQLite's online backup, on a connection of its own (the store's keep
@@ -348,20 +351,22 @@ class SQLiteStorage(SQLStore):
             # copy of SQLite in this process, blind to the store's locks; closing it
             # checkpointed and deleted the live WAL under the store's connections (a
             # daemon backed up through the API died of SIGBUS, or lost its writes).
-            partial.unlink(missing_ok=True)
-            partial.touch()  # a path this process cannot write fails here, as an OSError
-            source = DRIVER.connect(str(self.path))
+            partial.touch(exist_ok=False)  # a path this process cannot write fails here
             try:
-                target = DRIVER.connect(str(partial))
+                source = DRIVER.connect(str(self.path))
                 try:
-                    source.backup(target)
+                    target = DRIVER.connect(str(partial))
+                    try:
+                        source.backup(target)
+                    finally:
+                        target.close()
                 finally:
-                    target.close()
+                    source.close()
+                with open(partial, "rb+") as written:
+                    os.fsync(written.fileno())
+                os.replace(partial, path)
             finally:
-                source.close()
-            with open(partial, "rb+") as written:
-                os.fsync(written.fileno())
-            os.replace(partial, path)
+                partial.unlink(missing_ok=True)  # a failed copy leaves nothing beside
             return path.stat().st_size
 
         try:

@@ -112,6 +112,27 @@ async def test_a_backup_path_that_names_no_writable_file_is_refused_first(
     assert integrity(tmp_path / "frontmind.db.bak") == "ok"
 
 
+async def test_two_backups_to_one_path_at_once_both_succeed_whole(tmp_path: Path) -> None:
+    """Each backup writes aside under a name of its own: two at once to one path both
+    succeed, the file there is whole, and nothing is left beside it."""
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        for n in range(200):
+            await store.add_user(f"u{n}", hashlib.sha256(str(n).encode()).hexdigest())
+        target = tmp_path / "copy.db"
+        sizes: list[int] = []
+
+        async def one() -> None:
+            sizes.append(await store.backup(target))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(one)
+    assert len(sizes) == 4
+    assert all(size > 0 for size in sizes)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == ["copy.db"]
+    assert integrity(target) == "ok"
+
+
 @pytest.mark.slow
 async def test_backups_under_load_survive_a_killed_daemon(tmp_path: Path) -> None:
     data = tmp_path / "data"
