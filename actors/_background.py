@@ -271,16 +271,14 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         vector the store refuses) is held back with a backoff, so the others behind it
         still get theirs; a memory that failed in this pass is not tried again before
         the next."""
-        failed: set[int] = set()  # failed in this pass
+        position = 0  # the pass reads on from here: past the ones it holds back
         try:
             while True:
                 now = self._clock()
-                held = sum(s.retry_at > now for s in self._skipped.values())
                 rows = await self._storage.memories_without_vectors(
-                    limit=EMBED_BATCH + held + len(failed)
+                    limit=EMBED_BATCH, after=position
                 )
-                batch = [m for m in rows if m.id not in failed and not self._held(m, now)]
-                if not batch:
+                if not rows:
                     # Every memory that waits was read: one held back whose retry is
                     # due would have been tried (and held again, or embedded), so those
                     # left are of memories that no longer wait (deleted, or embedded
@@ -289,12 +287,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                         if skipped.retry_at <= now:
                             del self._skipped[memory_id]
                     return
-                failures = await self._embed_batch(embedder, batch[:EMBED_BATCH])
-                if failures is None:  # the embedder seems down: the next wake tries again
-                    return
-                failed |= failures
-                if len(failed) > SKIPPED_MAX:
-                    return
+                position = rows[-1].id
+                batch = [m for m in rows if not self._held(m, now)]
+                if not batch:
+                    continue
+                if await self._embed_batch(embedder, batch) is None:
+                    return  # the embedder seems down: the next wake tries again
         except StorageError as exc:  # tried again on the next wake
             log.warning("could not embed memories: %s", exc)
 

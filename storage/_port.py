@@ -288,9 +288,10 @@ class Storage(Protocol):
         they were dropped. `InvalidInput` when this store cannot search vectors."""
         ...
 
-    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+    async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
         """Memories of any user with no vector yet (for the background worker's
-        optional embedder), oldest first."""
+        optional embedder), oldest first, from the one after id `after` (a pass goes on
+        past memories it holds back)."""
         ...
 
     async def count_memories_without_vectors(self) -> int | None:

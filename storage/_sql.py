@@ -1307,10 +1307,11 @@ class SQLStore(ABC):
         if not all(math.isfinite(x) for x in vector) or not any(vector):
             raise InvalidInput("a vector must be finite and not all zeros")
 
-    async def memories_without_vectors(self, *, limit: int = 64) -> list[Memory]:
+    async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
         rows = await self._read(
-            f"{MEMORY} FROM memories m WHERE m.embedding IS NULL ORDER BY m.id LIMIT {self._LIMIT}",
-            (self._limit(limit),),
+            f"{MEMORY} FROM memories m WHERE m.embedding IS NULL AND m.id > ?"
+            f" ORDER BY m.id LIMIT {self._LIMIT}",
+            (check_int64(after, "after"), self._limit(limit)),
         )
         return [from_row(Memory, row) for row in rows]
 

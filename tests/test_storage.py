@@ -1025,6 +1025,7 @@ async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: St
         ("limit", lambda: store.search_memories(U, "hello", limit=big)),
         ("limit", lambda: store.documents(U, limit=big)),
         ("limit", lambda: store.memories_without_vectors(limit=big)),
+        ("after", lambda: store.memories_without_vectors(after=big)),
         ("limit", lambda: store.jobs(U, limit=True)),  # a bool is no page size
     ]
     for name, call in calls:
@@ -1051,7 +1052,9 @@ async def test_a_page_size_or_position_past_64_bits_is_refused_by_name(store: St
     assert len(await store.active_reminders(U, limit=-1)) == 1
     assert len(await store.turns(U, limit=-1)) == 1
     assert len(await store.recent_segments(U, "c1", limit=-1)) == 1
-    assert len(await store.memories_without_vectors(limit=-1)) == 1
+    (waiting,) = await store.memories_without_vectors(limit=-1)
+    assert await store.memories_without_vectors(after=waiting.id) == []  # a pass reads on
+    assert await store.memories_without_vectors(after=waiting.id - 1) == [waiting]
     # A search ranks a multiple of its limit: past MAX_SEARCH_HITS it is refused.
     for search in (store.search_memories, store.search_messages):
         with pytest.raises(InvalidInput, match=r"^limit must be at most 10000 for a search"):
