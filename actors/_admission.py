@@ -216,6 +216,11 @@ class Admission:
             if ticket.waiter is not None and not ticket.waiter.done():
                 ticket.waiter.set_result(None)
 
+    def holds(self, turn_id: str) -> bool:
+        """Whether the turn still has its ticket: waiting, or running (a turn gives its
+        slot back with its last event, before that is read)."""
+        return turn_id in self._tickets
+
     async def settled(self) -> None:
         """Until no turn holds a ticket: every turn taken in has ended (its stream
         closed). Callers bound the wait."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
     AbstractContextManager,
@@ -324,6 +325,8 @@ class Engine:
         self._lanes: dict[LaneKey, _Lane] = {}
         self._stopping: dict[LaneKey, anyio.Event] = {}
         self._draining = False
+        # Every turn taken in and not yet closed: what closing the instance ends.
+        self._streams: weakref.WeakSet[TurnStream] = weakref.WeakSet()
         self._directory: Directory = system.lookup
         directory = self._directory
         self._entries = list(trinkets)
@@ -720,12 +723,23 @@ class Engine:
         self.admission.drain()
 
     async def close_turns(self, grace: float) -> None:
-        """Closing (the library's way out): `drain`, then wait up to `grace` seconds for
-        every turn taken in to end, so a queued one ends as shutting down (its actor
-        still runs to say so and record it) rather than refused by a stopped actor."""
+        """Closing (the library's way out), as the daemon's shutdown: `drain`; a turn
+        taken in and not yet handed to its actor (waiting, or never read) ends at once
+        as shutting down, with its record; running turns get up to `grace` seconds,
+        then are cancelled (their record says so, their reader gets a `shutting_down`
+        error), before the actors stop."""
         self.drain()
+        reason = "the service is shutting down; this turn did not start"
+        for stream in list(self._streams):
+            await stream._end_unstarted(ShuttingDown.type, reason)
         with anyio.move_on_after(grace):
             await self.admission.settled()
+        running = list(self._streams)
+        for stream in running:
+            stream._shut_down()
+        with anyio.move_on_after(WIND_DOWN_S, shield=True):
+            for stream in running:
+                await stream._wound_down()
 
     def offered_tools(self) -> tuple[Any, ...]:
         """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""
@@ -789,10 +803,12 @@ class TurnStream:
     """
 
     __slots__ = (
+        "__weakref__",
         "_closed",
         "_completed",
         "_continuum_id",
         "_crashed",
+        "_cut",
         "_ending",
         "_engine",
         "_events",
@@ -821,6 +837,7 @@ class TurnStream:
         self._spawned = False  # its submission spawned the continuum's lane
         # The events of a turn that ended before its actor took it (`_end_unstarted`).
         self._ending: list[TurnEvent] | None = None
+        self._cut = False  # cancelled by the instance's closing (`_shut_down`)
 
     @property
     def turn_id(self) -> str | None:
@@ -844,6 +861,7 @@ class TurnStream:
         # ends (the finalizer's close included).
         self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
         self._run = run
+        self._engine._streams.add(self)
         self._loop = asyncio.get_running_loop()
 
     async def _submit(self) -> ReplyStream[TurnEvent] | None:
@@ -902,8 +920,10 @@ class TurnStream:
         its record (`cancelled`: nothing of it was stored or sent) and its events, so
         every accepted turn leaves a record and a reader an id to match it by."""
         run = self._run
-        assert run is not None
+        if run is None or self._ending is not None or self._events is not None:
+            return  # not taken in, ended already, or its actor has it
         engine, at = self._engine, moment(self._engine._deps.clock())
+        engine.admission.release(run.turn_id)  # its place goes at once
         self._ending = [
             TurnStarted(run.turn_id, self._continuum_id),
             TurnError(kind, reason, run.turn_id),
@@ -956,8 +976,10 @@ class TurnStream:
             await self._finish(ended=True)
             raise
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
-            log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
             self._crashed = True
+            if self._cut or isinstance(exc, ActorStopped):  # closing, not a crash
+                return self._shutdown_event()
+            log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
             return await self._crash_event(exc)
         except BaseException:
             await self._finish(ended=False)
@@ -983,6 +1005,7 @@ class TurnStream:
         if self._closed:
             return
         self._closed = True
+        self._engine._streams.discard(self)
         if self._events is not None:
             self._events.abandon()
         if self._run is not None:
@@ -991,6 +1014,24 @@ class TurnStream:
         if lane is not None:
             ended = ended and self._events is not None
             self._engine._release_turn(self._user, self._continuum_id, lane, ended=ended)
+
+    def _shut_down(self) -> None:
+        """The instance is closing past its grace: the handler is cancelled (its record
+        says `cancelled`), and the reader's next event is a `shutting_down` error."""
+        run, events = self._run, self._events
+        if run is None or events is None or self._closed:
+            return
+        if self._engine.admission.holds(run.turn_id):  # still running, not just unread
+            self._cut = True
+            events.abandon()
+
+    def _shutdown_event(self) -> TurnError:
+        return TurnError(
+            ShuttingDown.type,
+            "the service shut down before this turn finished; it was cancelled and "
+            "nothing of it was stored",
+            self._turn_id(),
+        )
 
     def _turn_id(self) -> str | None:
         return None if self._run is None else self._run.turn_id

@@ -327,7 +327,7 @@ class Frontmind:
                 collector = IdleCollector()
                 stack.enter_context(collector.installed())  # restored once its task ends
             janitor = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(janitor.cancel_scope.cancel)  # runs first on the way out
+            stack.callback(janitor.cancel_scope.cancel)  # on the way out, after the turns
             if idle > 0:
                 janitor.start_soon(_unload_idle, runtime, idle)
             # Jobs a previous process left (or that wait for a retry) resume from here.

@@ -19,13 +19,14 @@ from frontmind import (
     StorageError,
     StorageUnavailable,
     TurnEvent,
+    TurnStarted,
     tool,
 )
 from frontmind._exceptions import wire_error
 from frontmind.config import ComposerSettings, Config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, error_type
-from tests._harness import completed, failed, frontmind, run_turn
+from tests._harness import completed, config, failed, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +147,46 @@ async def test_closing_with_a_turn_queued_ends_it_and_a_closed_instance_says_so(
         ("completed", "first"),
         ("cancelled", "second"),
     ]
+
+
+async def test_closing_ends_a_turn_never_read_at_once_and_one_past_the_grace(
+    tmp_path: Path,
+) -> None:
+    """Closing as the daemon shuts down: a turn started and never read ends at once
+    (not after the grace) with its record; one still running at the grace is
+    cancelled, its reader told `shutting_down`, its record `cancelled`."""
+    responder = ScriptedResponder()
+    entered = anyio.Event()
+
+    @tool
+    async def forever() -> str:
+        """Never returns."""
+        entered.set()
+        await anyio.Event().wait()
+        return "unreachable"
+
+    responder.push(Reply((ReplyToolUse("forever", {}, "toolu_1"),)))
+    running: list[TurnEvent] = []
+
+    async def read(stream: TurnStream) -> None:
+        running.extend([event async for event in stream])
+
+    async def close_with_turns(api: LocalMessagesAPI, tg: anyio.abc.TaskGroup) -> Frontmind:
+        cfg = config(server={"grace_seconds": 1}, tools={"timeout_s": 600})
+        async with frontmind(api, tmp_path, cfg=cfg, tools=[forever]) as fm:
+            tg.start_soon(read, fm.turn("c1", "run on"))
+            await entered.wait()
+            await fm.turn("c2", "never read").start()
+        return fm
+
+    with anyio.fail_after(30):  # a hang, not a figure: the grace is 1 s
+        async with LocalMessagesAPI(responder=responder) as api, anyio.create_task_group() as tg:
+            await close_with_turns(api, tg)
+    assert isinstance(running[0], TurnStarted)
+    error = failed(running)
+    assert (error.type, error.turn_id) == ("shutting_down", running[0].turn_id)
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        ran, unread = (await fm.turns("c1"))[0], (await fm.turns("c2"))[0]
+    assert (ran.status, unread.status) == ("cancelled", "cancelled")
+    assert unread.error is not None
+    assert unread.error.startswith("shutting_down")
