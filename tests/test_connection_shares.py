@@ -655,6 +655,33 @@ async def test_a_client_that_reads_slowly_but_steadily_is_not_cut(
             assert took > 3 * limits.send_timeout, f"slow enough to matter: {took:.2f} s"
 
 
+async def test_a_reader_at_a_few_times_the_minimum_rate_is_not_cut() -> None:
+    """The kernel's send buffer grows to megabytes and takes more only once a third of
+    it is gone: a client reading steadily at ten times `send_min_rate` leaves nothing
+    of this process's buffer for longer than a window. What it took from the kernel's
+    queue is what counts."""
+    app = Sizable()
+    limits = SocketLimits(send_timeout=1.0, send_min_rate=16_384)
+    async with serve_app(app, limits=limits) as served:
+        with socket.socket() as sock:  # the system's own buffer sizes
+            sock.connect((served.host, served.port))
+            sock.setblocking(False)
+            sock.sendall(
+                f"GET /huge HTTP/1.1\r\nhost: {served.host}:{served.port}\r\n\r\n".encode()
+            )
+            received, paused_at = 0, None
+            with anyio.fail_after(60):
+                while paused_at is None or time.perf_counter() - paused_at < 5 * 1.0:
+                    await anyio.wait_readable(sock)
+                    chunk = sock.recv(8192)
+                    assert chunk, f"cut after {received} bytes"
+                    received += len(chunk)
+                    if paused_at is None and served.write_paused() == 1:
+                        paused_at = time.perf_counter()
+                    await anyio.sleep(0.05)  # the client's own pace: about 160 KB/s
+            assert served.open_connections() == 1
+
+
 async def test_stalled_connections_give_way_to_another_client(tmp_path: Path) -> None:
     """All connections held by one address's stalled readers: another address's new
     connections take their places (a stalled one dropped for each) up to a fair share."""
