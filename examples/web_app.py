@@ -27,6 +27,7 @@ from frontmind import (
     Busy,
     Frontmind,
     FrontmindError,
+    InvalidInput,
     TextDelta,
     ToolStarted,
     TurnCompleted,
@@ -51,12 +52,15 @@ def _sse(event: str, data: object) -> bytes:
 
 
 def _refusal(exc: FrontmindError) -> Response:
-    """A turn refused before its stream starts: busy (retry later) or bad input."""
+    """A turn refused before its stream starts: busy or shutting down (retry later),
+    bad input (400), or the store down (503)."""
     if isinstance(exc, Busy):  # its continuum's queue is full, or the service is loaded
         retry = exc.retry_after
         seconds = str(max(1, math.ceil(retry))) if retry is not None else "1"
         return JSONResponse({"error": str(exc)}, status_code=429, headers={"retry-after": seconds})
-    return JSONResponse({"error": str(exc)}, status_code=400)
+    if isinstance(exc, InvalidInput):
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse({"error": str(exc)}, status_code=503, headers={"retry-after": "1"})
 
 
 async def chat(request: Request) -> Response:

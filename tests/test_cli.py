@@ -140,8 +140,9 @@ async def test_chat_in_process_then_inspect_and_stats(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert "You said: \u201chello\u201d" in out
-    assert "[tool add_reminder" in out
-    assert "cache read" in err  # a pipe's stdout is the replies; the figures go aside
+    assert "[tool add_reminder" in err  # a pipe's stdout is the replies; the rest goes aside
+    assert "[tool" not in out
+    assert "cache read" in err
     code, out, err = await run_cli(
         "inspect", "--data-dir", data, "--continuum", "me", "--message", "what's next?"
     )

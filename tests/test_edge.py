@@ -200,6 +200,7 @@ async def test_ids_limits_and_unexpected_errors_answer_json(tmp_path: Path) -> N
         assert_json_error(not_allowed, 405, "method_not_allowed")
         assert not_allowed.headers["allow"] == "GET, HEAD, POST"  # RFC 9110 §15.5.6
         assert (await client.delete("/healthz")).headers["allow"] == "GET, HEAD"
+        assert (await client.post("/ui/", json={})).headers["allow"] == "GET, HEAD"
         assert (await client.get("/v1/reminders")).json()["reminders"][0]["completed_at"] is None
 
         # A bug in a route (anything not one of our errors) is a logged JSON 500.

@@ -184,6 +184,15 @@ class _Out:
         self._stream.write(text)
         self._stream.flush()
 
+    def detail(self, text: str, style: str) -> None:
+        """What happens beside the reply (a tool's run, an error): with the reply on a
+        terminal, aside through a pipe."""
+        if self._aside is None:
+            self(text, style)
+        else:
+            self._aside.write(text.lstrip("\n").removeprefix("  "))
+            self._aside.flush()
+
     def note(self, text: str) -> None:
         """A line about the reply (its usage and timing), not part of it."""
         if self._aside is None:
@@ -245,9 +254,11 @@ def _show(event: TurnEvent, out: _Out) -> None:
     if isinstance(event, TextDelta):
         out(event.text)
     elif isinstance(event, ToolStarted):
-        out(f"\n  [tool {event.name} …]", "tool")
+        out.detail(f"\n  [tool {event.name} …]", "tool")
     elif isinstance(event, ToolFinished):
-        out(f" {'failed' if event.is_error else 'done'}\n", "error" if event.is_error else "tool")
+        out.detail(
+            f" {'failed' if event.is_error else 'done'}\n", "error" if event.is_error else "tool"
+        )
     elif isinstance(event, TurnCompleted):
         u = event.usage
         out.note(
@@ -255,7 +266,7 @@ def _show(event: TurnEvent, out: _Out) -> None:
             f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)"
         )
     elif isinstance(event, TurnError):
-        out(f"\n  error ({event.type}): {event.message}\n", "error")
+        out.detail(f"\n  error ({event.type}): {event.message}\n", "error")
 
 
 # -- the conversation -----------------------------------------------------------------------
@@ -298,7 +309,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
             except FrontmindError as exc:
                 if indicator is not None:
                     indicator.stop()
-                out(f"\n  error: {exc}\n", "error")
+                out.detail(f"\n  error: {exc}\n", "error")
             tg.cancel_scope.cancel()
     if indicator is not None:
         indicator.stop()

@@ -80,6 +80,7 @@ from .._wire import (
     summarize,
     to_wire,
 )
+from ._console import is_console_path
 from ._metrics import CONTENT_TYPE, Metrics
 from ._openapi import DOCS_PAGE, Endpoint, Param, openapi
 from ._sse import TurnEvents, TurnStreams
@@ -805,6 +806,8 @@ async def not_allowed(request: Request, exc: Exception) -> Response:
     # RFC 9110 §15.5.6: a 405 names the methods the resource takes.
     path = request.scope["path"]
     allowed = {method for pattern, method in _path_patterns() if pattern.match(path)}
+    if not allowed and is_console_path(path):
+        allowed = {"GET"}  # the console's files
     if "GET" in allowed:
         allowed.add("HEAD")  # the router answers HEAD wherever it answers GET
     headers = {"allow": ", ".join(sorted(allowed))} if allowed else None
