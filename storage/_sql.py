@@ -365,15 +365,21 @@ class SQLStore(ABC):
         except self._ERRORS as exc:
             raise StorageUnavailable(f"a read failed: {exc}") from exc
 
+    def _transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction (`_begin`), the driver's errors as `StorageUnavailable`."""
+        return self._guarded(self._begin(), "a write")
+
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Connection]:
+    async def _guarded(
+        self, opening: AbstractAsyncContextManager[Connection], what: str
+    ) -> AsyncIterator[Connection]:
         if self._closed:
             raise StorageUnavailable("the storage is closed")
         try:
-            async with self._begin() as db:
+            async with opening as db:
                 yield db
         except self._ERRORS as exc:
-            raise StorageUnavailable(f"a write failed: {exc}") from exc
+            raise StorageUnavailable(f"{what} failed: {exc}") from exc
 
     def _limit(self, limit: int) -> int | None:
         """A page size as the dialect binds it (below 0: every row), checked to fit SQL
@@ -1534,16 +1540,9 @@ class SQLStore(ABC):
         """Reads of one consistent snapshot of the store, on a connection of their own:
         what is written meanwhile (a replica serving) is not seen."""
 
-    @asynccontextmanager
-    async def _reading(self) -> AsyncIterator[Connection]:
+    def _reading(self) -> AbstractAsyncContextManager[Connection]:
         """`_snapshot`, the driver's errors turned into `StorageUnavailable`."""
-        if self._closed:
-            raise StorageUnavailable("the storage is closed")
-        try:
-            async with self._snapshot() as db:
-                yield db
-        except self._ERRORS as exc:
-            raise StorageUnavailable(f"a read failed: {exc}") from exc
+        return self._guarded(self._snapshot(), "a read")
 
     async def export_rows(
         self, user: str | None = None, *, batch: int = 500
