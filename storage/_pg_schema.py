@@ -230,6 +230,13 @@ _V10 = """
 CREATE INDEX jobs_by_owner ON jobs(owner, id);
 """
 
+# v11: when each forgotten user was forgotten (by their name's SHA-256, not the name):
+# a turn of theirs that another replica began before and commits after is refused, not
+# written back (`delete_user`).
+_V11 = """
+CREATE TABLE forgotten_users (name_sha256 TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -241,5 +248,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (8, _V8),
     (9, _V9),
     (10, _V10),
+    (11, _V11),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

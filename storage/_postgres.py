@@ -24,6 +24,7 @@ driver and dialect under it:
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -32,7 +33,7 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
-from ._exceptions import SchemaTooNew, StorageUnavailable
+from ._exceptions import NotFound, SchemaTooNew, StorageUnavailable
 from ._fts import COUNT_CAP, MAX_SELECTIVE_TERMS, ROW_BUDGET, matched_terms
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import MessageHit
@@ -124,6 +125,17 @@ def _lease_key(user: str, continuum_id: str) -> int:
     for byte in f"frontmind:{user}/{continuum_id}".encode():
         value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _name_digest(user: str) -> str:
+    """What a forgotten user's mark keeps of their name: not the name itself."""
+    return hashlib.sha256(user.encode()).hexdigest()
+
+
+def _user_key(user: str) -> int:
+    """The user's advisory-lock key: the lease key's hash of a text no continuum's can
+    be (a continuum id cannot be empty)."""
+    return _lease_key(user, "")
 
 
 async def _migrate(conn: Any, url: str, upto: int | None = None) -> int:
@@ -307,6 +319,28 @@ class PostgresStorage(SQLStore):
 
     def _json_text(self, column: str, *path: str) -> str:
         return f"(convert_from({column}, 'UTF8')::jsonb #>> '{{{','.join(path)}}}')"
+
+    async def _forgetting(self, db: Connection, user: str, at: float) -> None:
+        """The user's lock, taken alone (turns of theirs on other replicas commit under
+        it shared), and a mark of when they were forgotten: a turn that began before it
+        and commits after is refused (`_check_remembered`) rather than bring them back."""
+        await db.execute("SELECT pg_advisory_xact_lock(?)", (_user_key(user),))
+        await db.execute(
+            "INSERT INTO forgotten_users (name_sha256, at) VALUES (?, ?)"
+            " ON CONFLICT (name_sha256) DO UPDATE SET at = excluded.at",
+            (_name_digest(user), at),
+        )
+
+    async def _check_remembered(self, db: Connection, user: str, started_at: float) -> None:
+        await db.execute("SELECT pg_advisory_xact_lock_shared(?)", (_user_key(user),))
+        rows = await db.execute_fetchall(
+            "SELECT at FROM forgotten_users WHERE name_sha256 = ? AND at > ?",
+            (_name_digest(user), started_at),
+        )
+        if rows:
+            raise NotFound(
+                f"user {user!r} was forgotten while this turn ran: nothing of it is kept"
+            )
 
     async def _count_terms(self, db: Connection, kind: str, texts: list[str]) -> None:
         """Keep each word's document count, in the writing transaction. Rows are upserted

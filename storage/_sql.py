@@ -424,6 +424,16 @@ class SQLStore(ABC):
     ) -> None:
         """Forget the words of the `kind` rows matching `where`, about to be deleted."""
 
+    async def _forgetting(self, db: Connection, user: str, at: float) -> None:  # noqa: B027
+        """An optional hook: the user is being forgotten (at `at`), first thing in that
+        transaction, so that a turn another process runs for them is not kept."""
+
+    async def _check_remembered(  # noqa: B027 (an optional hook)
+        self, db: Connection, user: str, started_at: float
+    ) -> None:
+        """An optional hook: a turn that began at `started_at` is being committed; it
+        raises `NotFound` if its user was forgotten since."""
+
     async def _purge_deleted(self, db: Connection) -> None:  # noqa: B027 (an optional hook)
         """After a user's rows are deleted: what an index keeps of deleted rows, gone."""
 
@@ -667,6 +677,7 @@ class SQLStore(ABC):
         rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
+            await self._check_remembered(db, user, epoch(record.started_at))
             if await _rows(
                 db,
                 "SELECT 1 FROM turns WHERE id = ? AND (status = 'completed' OR owner != ?)",
@@ -1483,6 +1494,7 @@ class SQLStore(ABC):
             )
         counted: dict[str, int] = {}
         async with self._transaction() as db:
+            await self._forgetting(db, name, _at(None))
             # The words of the rows about to go leave the search statistics first (a
             # PostgreSQL hook; SQLite's indexes follow by trigger or by their own row in
             # `_USER_TABLES`).

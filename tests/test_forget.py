@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import anyio
 import httpx2
 import pytest
 
+from storage import NotFound, PostgresStorage
 from tests._daemon import daemon, run_cli, turn
+from tests._factories import turn as factory_turn
 from tests._postgres import PostgresServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -193,6 +196,27 @@ async def test_forget_and_rotate_on_postgres(tmp_path: Path, pg_server: Postgres
     # PostgreSQL's word counts (which plan its searches) no longer count alice's words.
     left = _psql(pg_server, url, "SELECT count(*) FROM term_stats WHERE term='zebra'")
     assert int(left) == 0  # not even a row at 0: no trace of the word
+
+
+async def test_a_turn_another_replica_began_before_the_forget_is_not_kept(
+    pg_server: PostgresServer,
+) -> None:
+    """Two replicas on one database: one forgets alice while the other runs a turn of
+    hers. That turn's commit, after the forget, is refused (it would have brought her
+    back); a turn begun after it is a new user's first, and kept. The mark keeps a
+    digest of her name, not the name."""
+    url = pg_server.new_database()
+    async with await PostgresStorage.open(url) as a, await PostgresStorage.open(url) as b:
+        await a.commit_turn("alice", factory_turn("c1", "t1", at=time.time() - 60))
+        in_flight = factory_turn("c1", "t2", at=time.time() - 1)  # began on replica B
+        forgotten = await a.delete_user("alice")
+        assert forgotten.rows["turns"] == 1
+        with pytest.raises(NotFound, match="forgotten while this turn ran"):
+            await b.commit_turn("alice", in_flight)
+        assert await b.continuums("alice") == []  # nothing of her came back
+        await b.commit_turn("alice", factory_turn("c9", "t3", at=time.time() + 1))
+        assert [c.id for c in await a.continuums("alice")] == ["c9"]
+    assert "alice" not in _psql(pg_server, url, "SELECT * FROM forgotten_users")
 
 
 async def test_users_delete_on_the_command_line(tmp_path: Path) -> None:
