@@ -804,6 +804,7 @@ class SQLStore(ABC):
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
+            await self._check_remembered(db, user, epoch(record.started_at))
             await self._add_continuum(db, user, record)
             await self._put_turn(db, user, record)
 

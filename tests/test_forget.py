@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import msgspec
 import pytest
 
 from storage import NotFound, PostgresStorage
@@ -213,6 +214,9 @@ async def test_a_turn_another_replica_began_before_the_forget_is_not_kept(
         assert forgotten.rows["turns"] == 1
         with pytest.raises(NotFound, match="forgotten while this turn ran"):
             await b.commit_turn("alice", in_flight)
+        failed = msgspec.structs.replace(in_flight.record, status="failed", error="x")
+        with pytest.raises(NotFound, match="forgotten while this turn ran"):
+            await b.record_turn("alice", failed)  # nor its record
         assert await b.continuums("alice") == []  # nothing of her came back
         await b.commit_turn("alice", factory_turn("c9", "t3", at=time.time() + 1))
         assert [c.id for c in await a.continuums("alice")] == ["c9"]
