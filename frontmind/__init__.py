@@ -27,14 +27,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from actors import (
         Busy,
+        Composed,
         FrontmindError,
+        McpServerStatus,
+        ModelChoice,
         ModelError,
+        ModelRequest,
         Overloaded,
         ShuttingDown,
         TextDelta,
         ThinkingDelta,
         Tool,
         ToolFinished,
+        ToolsReload,
         ToolStarted,
         Trinket,
         Turn,
@@ -48,14 +53,26 @@ if TYPE_CHECKING:
         tool,
     )
     from storage import (
+        Continuum,
+        ContinuumModel,
+        Document,
         InvalidInput,
+        Job,
+        Memory,
+        MemoryHit,
+        Message,
         MessageTooLarge,
         NotFound,
+        Reminder,
         StorageError,
         StorageUnavailable,
+        TurnRecord,
+        TurnUsage,
+        User,
+        UserForgotten,
     )
 
-    from ._client import Client, ContinuumSummary, Page
+    from ._client import Client, ContinuumSummary, Page, RemoteTurn
     from ._exceptions import BudgetExceeded, ClientError, ConfigError, DataDirLocked
     from ._frontmind import Frontmind
     from ._sync_client import SyncClient
@@ -66,13 +83,17 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy FrontmindError ModelError Overloaded ShuttingDown TextDelta ThinkingDelta Tool "
-        "ToolFinished "
+        "Busy Composed FrontmindError McpServerStatus ModelChoice ModelError ModelRequest "
+        "Overloaded ShuttingDown TextDelta ThinkingDelta Tool ToolFinished ToolsReload "
         "ToolStarted Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream "
         "escape_field escape_text tool"
     ),
-    "storage": "InvalidInput MessageTooLarge NotFound StorageError StorageUnavailable",
-    "frontmind._client": "Client ContinuumSummary Page",
+    "storage": (
+        "Continuum ContinuumModel Document InvalidInput Job Memory MemoryHit Message "
+        "MessageTooLarge NotFound Reminder StorageError StorageUnavailable TurnRecord "
+        "TurnUsage User UserForgotten"
+    ),
+    "frontmind._client": "Client ContinuumSummary Page RemoteTurn",
     "frontmind._exceptions": "BudgetExceeded ClientError ConfigError DataDirLocked",
     "frontmind._frontmind": "Frontmind",
     "frontmind._sync_client": "SyncClient",
@@ -85,18 +106,31 @@ __all__ = [
     "Busy",
     "Client",
     "ClientError",
+    "Composed",
     "Config",
     "ConfigError",
+    "Continuum",
+    "ContinuumModel",
     "ContinuumSummary",
     "DataDirLocked",
+    "Document",
     "Frontmind",
     "FrontmindError",
     "InvalidInput",
+    "Job",
+    "McpServerStatus",
+    "Memory",
+    "MemoryHit",
+    "Message",
     "MessageTooLarge",
+    "ModelChoice",
     "ModelError",
+    "ModelRequest",
     "NotFound",
     "Overloaded",
     "Page",
+    "Reminder",
+    "RemoteTurn",
     "ShuttingDown",
     "StorageError",
     "StorageUnavailable",
@@ -106,13 +140,18 @@ __all__ = [
     "Tool",
     "ToolFinished",
     "ToolStarted",
+    "ToolsReload",
     "Trinket",
     "Turn",
     "TurnCompleted",
     "TurnError",
     "TurnEvent",
+    "TurnRecord",
     "TurnStarted",
     "TurnStream",
+    "TurnUsage",
+    "User",
+    "UserForgotten",
     "__version__",
     "escape_field",
     "escape_text",
