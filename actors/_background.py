@@ -26,7 +26,6 @@ Now and then it also gives the space of deleted rows back to the file system
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -53,6 +52,7 @@ from storage import (
     StorageError,
     TextBlock,
     backoff,
+    check_vector,
 )
 from storage import Storage as StoragePort
 
@@ -145,20 +145,6 @@ async def _embed(embedder: Embedder, texts: list[str]) -> Sequence[Sequence[floa
     if count != len(texts):
         raise _EmbedFailed(f"{count} vectors for {len(texts)} texts")
     return vectors
-
-
-def _check_vector(vector: object) -> tuple[float, ...] | str:
-    """The vector as floats, or why the store would refuse it (its rule, but for the
-    dimension, which only the store knows: it refuses that one itself)."""
-    if isinstance(vector, (str, bytes)):
-        return "a vector must be a sequence of numbers"
-    try:  # a list, a tuple, or a library's array row
-        values = tuple(float(x) for x in vector)  # type: ignore[attr-defined]
-    except (TypeError, ValueError):
-        return "a vector must be a sequence of numbers"
-    if not values or not all(math.isfinite(x) for x in values) or not any(values):
-        return "a vector must be finite and not all zeros"
-    return values
 
 
 def transcript(messages: list[Message]) -> str:
@@ -336,11 +322,10 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     straight = 0
         good: list[tuple[Memory, Sequence[float]]] = []
         for memory, vector in embedded:
-            checked = _check_vector(vector)
-            if isinstance(checked, str):
-                failures[memory.id] = checked
-            else:
-                good.append((memory, checked))
+            try:  # the store's own rule (the dimension it checks when writing)
+                good.append((memory, check_vector(vector, "a vector")))
+            except InvalidInput as exc:
+                failures[memory.id] = str(exc)
             await anyio.lowlevel.checkpoint()  # a wide batch does not hold the loop
         failures.update(await self._store_vectors(good))
         for memory, _ in good:
