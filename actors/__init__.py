@@ -28,6 +28,7 @@ from ._engine import (
     TurnStream,
     TurnWatch,
     builtin_trinkets,
+    shut_down_event,
     validate_settings,
 )
 from ._events import (
@@ -287,6 +288,7 @@ __all__ = [
     "render_notification_center",
     "row_from_facts",
     "server_tools",
+    "shut_down_event",
     "summary_instruction",
     "tool",
     "tool_name",

@@ -40,6 +40,7 @@ from storage import (
     Storage,
     StorageError,
     TurnRecord,
+    TurnStatus,
     TurnUsage,
     check_continuum_id,
     check_user_name,
@@ -750,6 +751,17 @@ class Engine:
         return list(self._lanes)
 
 
+def shut_down_event(turn_id: str | None) -> TurnError:
+    """The last event of a turn cancelled because the service shut down (the library's
+    close past its grace, the daemon's past its own)."""
+    return TurnError(
+        ShuttingDown.type,
+        "the service shut down before this turn finished; it was cancelled and nothing "
+        "of it was stored",
+        turn_id,
+    )
+
+
 @contextmanager
 def _refusals(continuum_id: str) -> Iterator[None]:
     """The kernel's refusals of a message to a continuum's actors as the caller's errors:
@@ -922,21 +934,25 @@ class TurnStream:
         run = self._run
         if run is None or self._ending is not None or self._events is not None:
             return  # not taken in, ended already, or its actor has it
-        engine, at = self._engine, moment(self._engine._deps.clock())
-        engine.admission.release(run.turn_id)  # its place goes at once
+        self._engine.admission.release(run.turn_id)  # its place goes at once
         self._ending = [
             TurnStarted(run.turn_id, self._continuum_id),
             TurnError(kind, reason, run.turn_id),
         ]
+        await self._record("cancelled", None, f"{kind}: {reason}")
+
+    async def _record(self, status: TurnStatus, started_at: float | None, error: str) -> None:
+        """The record of a turn whose actor did not end it (`started_at` None: it never
+        started). If the actor recorded it, this adds nothing (one record per turn id);
+        storage failing leaves the caller its error event all the same."""
+        run = self._run
+        assert run is not None
+        engine = self._engine
+        ended = moment(engine._deps.clock())
+        began = ended if started_at is None else moment(started_at)
+        model = engine._settings.model.name
         record = TurnRecord(
-            run.turn_id,
-            self._continuum_id,
-            "cancelled",
-            at,
-            at,
-            engine._settings.model.name,
-            run.text,
-            error=f"{kind}: {reason}",
+            run.turn_id, self._continuum_id, status, began, ended, model, run.text, error=error
         )
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await engine._deps.storage.record_turn(self._user, record)
@@ -978,7 +994,7 @@ class TurnStream:
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
             self._crashed = True
             if self._cut or isinstance(exc, ActorStopped):  # closing, not a crash
-                return self._shutdown_event()
+                return shut_down_event(self._turn_id())
             log.error("turn %s: the conversation actor failed", self._turn_id(), exc_info=exc)
             return await self._crash_event(exc)
         except BaseException:
@@ -1025,14 +1041,6 @@ class TurnStream:
             self._cut = True
             events.abandon()
 
-    def _shutdown_event(self) -> TurnError:
-        return TurnError(
-            ShuttingDown.type,
-            "the service shut down before this turn finished; it was cancelled and "
-            "nothing of it was stored",
-            self._turn_id(),
-        )
-
     def _turn_id(self) -> str | None:
         return None if self._run is None else self._run.turn_id
 
@@ -1044,25 +1052,10 @@ class TurnStream:
 
     async def _crash_event(self, exc: Exception) -> TurnError:
         """The conversation actor failed (it is restarted): an error event and a record."""
-        run = self._run
-        assert run is not None
-        engine = self._engine
         detail = f"the conversation actor failed: {type(exc).__name__}: {exc}"
         kind = error_type(exc)
-        record = TurnRecord(
-            run.turn_id,
-            self._continuum_id,
-            "failed",
-            moment(self._started_at),
-            moment(engine._deps.clock()),
-            engine._settings.model.name,
-            run.text,
-            error=f"{kind}: {detail}",
-        )
-        # If the actor recorded the turn, this adds nothing (one record per turn id).
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-            await engine._deps.storage.record_turn(self._user, record)
-        return TurnError(kind, detail, run.turn_id)
+        await self._record("failed", self._started_at, f"{kind}: {detail}")
+        return TurnError(kind, detail, self._turn_id())
 
 
 @dataclass

@@ -25,6 +25,7 @@ from actors import (
     TurnEvent,
     TurnStarted,
     TurnStream,
+    shut_down_event,
 )
 from runtime import KernelError
 from storage import error_type
@@ -167,12 +168,7 @@ class TurnEvents(Response):
                             return finished
                 if shutdown.cancelled_caught:
                     self.metrics.error(ShuttingDown.type)
-                    event = TurnError(
-                        ShuttingDown.type,
-                        "the service shut down before this turn finished; "
-                        "it was cancelled and nothing of it was stored",
-                        self.turn_id,
-                    )
+                    event = shut_down_event(self.turn_id)
                     count += 1
                     await send(self._body(event, count))
                     return True
