@@ -195,12 +195,9 @@ class _Out:
 
     def note(self, text: str) -> None:
         """A line about the reply (its usage and timing), not part of it."""
-        if self._aside is None:
-            self(f"\n  {text}\n", "dim")
-        else:
-            self("\n")
-            self._aside.write(f"{text}\n")
-            self._aside.flush()
+        if self._aside is not None:
+            self("\n")  # the reply's own line ends where the reply goes
+        self.detail(f"\n  {text}\n", "dim")
 
 
 class _Indicator:
