@@ -332,12 +332,14 @@ class PostgresStorage(SQLStore):
         )
 
     async def _check_remembered(self, db: Connection, user: str, started_at: float) -> None:
+        # Two statements, not one: a statement reads the snapshot taken as it starts,
+        # before a lock it waits for is granted; the next one sees a forget that
+        # committed meanwhile.
         await db.execute("SELECT pg_advisory_xact_lock_shared(?)", (_user_key(user),))
-        rows = await db.execute_fetchall(
-            "SELECT at FROM forgotten_users WHERE name_sha256 = ? AND at > ?",
+        if await db.execute_fetchall(
+            "SELECT 1 FROM forgotten_users WHERE name_sha256 = ? AND at > ?",
             (_name_digest(user), started_at),
-        )
-        if rows:
+        ):
             raise NotFound(
                 f"user {user!r} was forgotten while this turn ran: nothing of it is kept"
             )
@@ -361,15 +363,16 @@ class PostgresStorage(SQLStore):
         counts that plan searches must not count them. A row's stored tsvector holds each
         of its words once."""
         table = {"message": "messages", "memory": "memories"}[kind]
-        counted = await db.execute_fetchall(
-            "UPDATE term_stats t SET docs = t.docs - c.n FROM ("
+        emptied = await db.execute_fetchall(
+            "WITH u AS (UPDATE term_stats t SET docs = t.docs - c.n FROM ("
             "  SELECT w, count(*) AS n FROM ("
             f"   SELECT unnest(tsvector_to_array(tsv)) AS w FROM {table} WHERE {where}"
             "  ) words GROUP BY w"
-            f" ) c WHERE t.kind = '{kind}' AND t.term = c.w RETURNING t.term, t.docs",
+            f" ) c WHERE t.kind = '{kind}' AND t.term = c.w RETURNING t.term, t.docs)"
+            " SELECT term FROM u WHERE docs <= 0",
             args,
         )
-        gone = [term for term, docs in counted if docs <= 0]
+        gone = [row[0] for row in emptied]
         if gone:  # words no row holds any more leave (a forgotten user's among them)
             await db.execute(
                 "DELETE FROM term_stats WHERE kind = ? AND term = ANY(?::text[]) AND docs <= 0",
