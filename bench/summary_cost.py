@@ -25,11 +25,10 @@ from typing import Any
 import anthropic
 import msgspec
 
-from actors import AnthropicModel, summary_instruction
+from actors import AnthropicModel, input_cost, summary_instruction
 from actors._background import transcript
 from bench._common import run, write_results
 from frontmind import Config, Frontmind
-from frontmind._cost import input_cost
 from frontmind.cli._demo import SimulatedClock
 from frontmind.localapi import LocalMessagesAPI
 from storage import SegmentJob, TurnUsage

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import msgspec
 
-from actors import McpServerStatus, ModelChoice, ToolsReload
+from actors import Cost, McpServerStatus, ModelChoice, ToolsReload
 from storage import (
     MAX_ROW_ID,
     Continuum,
@@ -38,7 +38,6 @@ from storage import (
     excerpt,
 )
 
-from ._cost import Cost
 from ._exceptions import BadBody, ClientError
 
 T = TypeVar("T")

@@ -13,9 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from actors import SUMMARY_MARKER
+from actors import SUMMARY_MARKER, input_cost
 from frontmind import Frontmind, tool
-from frontmind._cost import input_cost
 from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, moment, segment_job_payload

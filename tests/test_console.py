@@ -19,8 +19,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors import BLOCK_FRAMING_TOKENS, estimate_tokens
-from frontmind._cost import input_cost
+from actors import BLOCK_FRAMING_TOKENS, estimate_tokens, input_cost
 from frontmind._models import shipped_catalog
 from storage import TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn

@@ -9,7 +9,7 @@ import httpx2
 import msgspec
 import pytest
 
-from frontmind._cost import cost, input_cost, records_cost
+from actors import cost, input_cost, records_cost
 from frontmind._models import shipped_catalog
 from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyRawBlock, ReplyText, ScriptedResponder

@@ -17,13 +17,13 @@ from actors import (
     AnthropicModel,
     CacheView,
     FixedPolicy,
+    input_cost,
     render_notification_center,
 )
 from actors._cache_book import CacheBook
 from actors._notification import COMPACT_DELIMITER, DELIMITER
 from actors._ttl import CHOICES, TTL_SECONDS, full_state_of, next_full, plan, system_entry_after
 from frontmind import Frontmind
-from frontmind._cost import input_cost
 from frontmind.cli._render import render_context, render_stats
 from frontmind.cli._simulate import OraclePolicy, parse_script, simulate_run, write_chart
 from frontmind.localapi import LocalMessagesAPI, ManualClock

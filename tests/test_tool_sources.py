@@ -16,7 +16,7 @@ import httpx2
 import msgspec
 import pytest
 
-from actors import InvalidModelSettings, SettingsError, ToolDefinitionError
+from actors import InvalidModelSettings, SettingsError, ToolDefinitionError, cost
 from actors._content import MAX_RESULT_BINARY_BYTES, MAX_RESULT_IMAGES, budget_result_blocks
 from frontmind import (
     ConfigError,
@@ -28,7 +28,6 @@ from frontmind import (
     TurnEvent,
     tool,
 )
-from frontmind._cost import cost
 from frontmind._models import shipped_catalog
 from frontmind._wire import from_wire, to_wire
 from frontmind.cli._render import render_context, render_stats

@@ -10,10 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import AnthropicModel, SettingsError, TaskTimers, validate_settings
+from actors import AnthropicModel, SettingsError, TaskTimers, input_cost, validate_settings
 from actors._conversation import WARM_MESSAGE
 from frontmind import Frontmind
-from frontmind._cost import input_cost
 from frontmind.cli._demo import SimulatedClock
 from frontmind.cli._simulate import ScriptTurn, simulate_run
 from frontmind.localapi import LocalMessagesAPI

@@ -29,11 +29,11 @@ from actors import (
     ToolStarted,
     TurnCompleted,
     TurnError,
+    input_cost,
     tool,
 )
 from storage import TurnRecord, TurnUsage
 
-from .._cost import input_cost
 from .._frontmind import Frontmind
 from .._models import shipped_catalog
 from ..config import Config

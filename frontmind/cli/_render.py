@@ -13,17 +13,19 @@ from actors import (
     COMPACT_DELIMITER,
     DELIMITER,
     MCP_PREFIX,
+    NO_COST,
     TOOL_NAMES,
     ModelCatalog,
     ModelRequest,
     block_kind,
+    cost,
     estimate_tokens,
+    records_cost,
     tool_name,
     tool_text,
 )
 from storage import Job, TurnRecord, TurnUsage
 
-from .._cost import NO_COST, cost, records_cost
 from .._models import shipped_catalog
 
 __all__ = ["render_context", "render_stats", "tool_origins"]

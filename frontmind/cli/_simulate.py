@@ -54,11 +54,11 @@ from actors import (
     ModelRow,
     TtlPolicy,
     history_entry_after,
+    input_cost,
     oracle_plan,
 )
 from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
 
-from .._cost import input_cost
 from .._exceptions import EdgeError
 from .._frontmind import Frontmind
 from .._models import shipped_catalog

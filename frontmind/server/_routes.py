@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import compile_path
 
-from actors import ModelRequest, ToolsReload, TurnEvent
+from actors import NO_COST, ModelRequest, ToolsReload, TurnEvent, cost
 from storage import (
     MAX_ROW_ID,
     Document,
@@ -37,7 +37,6 @@ from storage import (
     excerpt,
 )
 
-from .._cost import NO_COST, cost
 from .._exceptions import (
     INTERNAL_MESSAGE,
     Forbidden,
