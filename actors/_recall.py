@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
-from storage import MemoryHit, Storage, StorageError, memory_score
+from storage import Memory, MemoryHit, Storage, StorageError, memory_score
 
 from ._exceptions import SettingsError
 from ._imports import import_module_near
@@ -168,19 +168,44 @@ async def recall(
 ) -> list[MemoryHit]:
     if embedder is None:
         return await storage.search_memories(user, text, limit=limit, now=now)
-    hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
     if not text.strip():
-        return hits[:limit]
-    query = await text_vector(embedder, text, deadline)
+        return await storage.search_memories(user, text, limit=limit, now=now)
+    # The query's embedding (the user's code, often a network call) and the nearest
+    # memories to it are found while the keyword search runs: the turn waits for the
+    # slower of the two, not their sum. The keyword hits the nearest left out then get
+    # their similarity in one more read (k=0: no second search).
+    query: Sequence[float] | None = None
+    near: list[tuple[Memory, float]] = []
+
+    async def nearest() -> None:
+        nonlocal query, near
+        query = await text_vector(embedder, text, deadline)
+        if query is None:
+            return
+        try:
+            near = await storage.nearest_memories(user, query, k=limit * 4, now=now)
+        except StorageError as exc:  # a vector the store refuses (another dimension)
+            log.warning("vector recall failed; keywords alone: %s", exc)
+            query = None
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(nearest)
+            hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
+    except BaseExceptionGroup as group:  # the keyword search's (`nearest` raises none)
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0]  # noqa: B904 - its own cause and traceback kept
+        raise
+    found = {memory.id for memory, _ in near}
+    missed = [h.memory.id for h in hits if h.memory.id not in found]
     if query is None:
         return hits[:limit]
-    try:
-        near = await storage.nearest_memories(
-            user, query, k=limit * 4, now=now, among=[h.memory.id for h in hits]
-        )
-    except StorageError as exc:  # a vector the store refuses (another dimension): keywords
-        log.warning("vector recall failed; keywords alone: %s", exc)
-        return hits[:limit]
+    if missed:
+        try:
+            near += await storage.nearest_memories(user, query, k=0, now=now, among=missed)
+        except StorageError as exc:
+            log.warning("vector recall failed; keywords alone: %s", exc)
+            return hits[:limit]
     best = max((h.score for h in hits), default=0.0)
     keyword = {h.memory.id: (h.score / best if best > 0 else 0.0) for h in hits}
     candidates = {h.memory.id: h.memory for h in hits}

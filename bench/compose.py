@@ -138,6 +138,11 @@ async def _vector_section(memories: int, turns: int, rebuild: bool) -> dict[str,
         )
         + " (goal: recall adds ≤ 5 ms)"
         f"\n  recall@10 {result['recall_at_10']:.3f} (goal ≥ 0.95); load {_load()}"
+        + (
+            ""
+            if result["cache_load_s"] is None
+            else f"\n  vector cache loaded in {result['cache_load_s']:.2f} s after opening"
+        )
     )
     return {**result, "load": _load()}
 

@@ -656,13 +656,25 @@ class Frontmind:
         return [cid for user, cid in self._runtime.lanes() if user == self.user_name]
 
 
+_MAX_VECTOR_CACHE_MB = 1024 * 1024  # a terabyte: past any machine, short of an overflow
+
+
 async def open_storage(config: Config, data_dir: Path) -> Storage:
     """The configured store: PostgreSQL when `storage.url` is set, else the SQLite file
     in the data directory (the embedded default)."""
     gap = config.history.segment_gap_minutes * 60
     url = config.storage.url
     if url is None:
-        return await SQLiteStorage.open(data_dir / DATABASE_FILE, segment_gap=gap)
+        cache_mb = config.storage.vector_cache_mb
+        if not 0 <= cache_mb <= _MAX_VECTOR_CACHE_MB:
+            raise ConfigError(
+                f"storage.vector_cache_mb: must be 0 to {_MAX_VECTOR_CACHE_MB}, not {cache_mb}"
+            )
+        return await SQLiteStorage.open(
+            data_dir / DATABASE_FILE,
+            segment_gap=gap,
+            vector_cache_bytes=int(cache_mb * 1024 * 1024),
+        )
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             f"storage.url: {url.split('://')[0]!r} is not a supported database; "

@@ -316,7 +316,8 @@ class Storage(Protocol):
     ) -> list[tuple[Memory, float]]:
         """The user's `k` memories nearest to `vector` by cosine similarity, best first,
         expired ones left out, searched in the database; with `among`, the similarity
-        of those memories too (when they have a vector)."""
+        of those memories too (when they have a vector). `k` 0 searches nothing: the
+        similarities of `among` alone (a caller that searched already)."""
         ...
 
     async def mark_memories_used(

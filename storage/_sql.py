@@ -1367,11 +1367,11 @@ class SQLStore(ABC):
     ) -> list[tuple[Memory, float]]:
         """The user's `k` memories nearest to `vector` (cosine similarity, best first),
         expired ones left out, answered in the database; with `among`, the similarity
-        of those memories too (when they have a vector)."""
+        of those memories too (when they have a vector). `k` 0: `among`'s alone."""
         check_user_name(user)
         self._check_vector(vector)
-        if not 1 <= k <= MAX_NEAREST:
-            raise InvalidInput(f"k must be 1 to {MAX_NEAREST}, not {k}")
+        if not 0 <= k <= MAX_NEAREST:
+            raise InvalidInput(f"k must be 0 to {MAX_NEAREST}, not {k}")
         for memory_id in among:
             check_row_id(memory_id, "memory")
         rows = await self._nearest_rows(user, vector, k, _at(now), among)

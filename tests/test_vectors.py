@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+import anyio
 import msgspec
 import numpy
 import pytest
@@ -43,13 +45,36 @@ pytestmark = pytest.mark.anyio
 Store = SQLiteStorage | PostgresStorage
 
 
-@pytest.fixture(params=["sqlite", "postgres", "pgvector"])
+class CachedSQLite(SQLiteStorage):
+    """Every search through SQLite's vector cache (storage/_vector_cache.py): the user's
+    vectors loaded before it. A store starts that load at the user's first search and
+    answers through sqlite-vec until it is done, which is what the plain "sqlite" store
+    of these tests meets (each test's searches come right after its writes)."""
+
+    async def _nearest_rows(
+        self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
+    ) -> list[Any]:
+        cache = self._vector_cache
+        assert cache is not None, "numpy and sqlite-vec are in the test environment"
+        if k == 0:
+            return await super()._nearest_rows(user, vector, k, at, among)
+        assert await anyio.to_thread.run_sync(cache.loaded, user, len(vector), 60.0)
+        served = cache.served
+        rows = await super()._nearest_rows(user, vector, k, at, among)
+        assert cache.served > served, "the search went through the cache"
+        return rows
+
+
+@pytest.fixture(params=["sqlite", "sqlite-cached", "postgres", "pgvector"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """SQLite (sqlite-vec), PostgreSQL without pgvector (the exact search in SQL) and
-    PostgreSQL with it (the HNSW index)."""
+    """SQLite (sqlite-vec; through the vector cache once a user's vectors are loaded),
+    PostgreSQL without pgvector (the exact search in SQL) and PostgreSQL with it (the
+    HNSW index)."""
     storage: Store
     if request.param == "sqlite":
         storage = await SQLiteStorage.open(tmp_path / "frontmind.db", segment_gap=600)
+    elif request.param == "sqlite-cached":
+        storage = await CachedSQLite.open(tmp_path / "frontmind.db", segment_gap=600)
     else:
         fixture = "pg_server" if request.param == "postgres" else "pgvector_server"
         server: PostgresServer = request.getfixturevalue(fixture)
@@ -436,7 +461,7 @@ async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: 
     with pytest.raises(InvalidInput, match="finite"):
         await store.set_memory_vectors([(memory, [math.nan, 1.0])])
     with pytest.raises(InvalidInput, match="k must be"):
-        await store.nearest_memories(DEFAULT_USER, [1.0, 0.0], k=0)
+        await store.nearest_memories(DEFAULT_USER, [1.0, 0.0], k=-1)
     assert await store.count_memories_without_vectors() == 1
 
 

@@ -1,0 +1,247 @@
+"""SQLite's vector cache (storage/_vector_cache.py): the first pass of the nearest
+memories held in memory, kept true to the database by the writer's own triggers."""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import anyio
+import numpy
+import pytest
+
+from actors._recall import recall
+from frontmind import Config, ConfigError
+from frontmind._frontmind import open_storage
+from frontmind.config import StorageConfig
+from storage import DEFAULT_USER, AddMemory, Memory, SQLiteStorage, StorageUnavailable
+from storage._vector_cache import VectorCache
+from tests._embedder import ConceptEmbedder
+
+pytestmark = pytest.mark.anyio
+
+DIMENSIONS = 32
+
+
+def _cache(store: SQLiteStorage) -> VectorCache:
+    cache = store._vector_cache
+    assert cache is not None, "numpy and sqlite-vec are in the test environment"
+    return cache
+
+
+async def _loaded(store: SQLiteStorage, user: str = DEFAULT_USER) -> bool:
+    return await anyio.to_thread.run_sync(_cache(store).loaded, user, DIMENSIONS, 60.0)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as storage:
+        await storage.use_embedder("tests:Random", DIMENSIONS)
+        yield storage
+
+
+async def _remember(
+    store: SQLiteStorage, user: str, vectors: Sequence[Sequence[float]]
+) -> dict[int, Sequence[float]]:
+    async with store._transaction() as db:
+        return {
+            await store._insert_memory(db, user, AddMemory(f"m{i}", 0.5, 10.0, vector=tuple(v))): v
+            for i, v in enumerate(vectors)
+        }
+
+
+async def _nearest_ids(store: SQLiteStorage, query: Sequence[float], k: int = 5) -> list[int]:
+    return [m.id for m, _ in await store.nearest_memories(DEFAULT_USER, query, k=k, now=20.0)]
+
+
+async def test_the_cache_ranks_as_the_exact_cosine_does(store: SQLiteStorage) -> None:
+    """3,000 vectors: the ten nearest through the cache's passes (sign bits, int8, then
+    the database's exact cosine) agree with brute force on at least 95% of places, and
+    every similarity returned is the exact one."""
+    rng = numpy.random.default_rng(4)
+    centres = rng.standard_normal((30, DIMENSIONS))
+    points = centres[rng.integers(0, 30, 3_000)] + 0.4 * rng.standard_normal((3_000, DIMENSIONS))
+    vectors = await _remember(store, DEFAULT_USER, points.tolist())
+    assert await _loaded(store)
+    served = _cache(store).served
+    ids = numpy.array(list(vectors))
+    matrix = numpy.array(list(vectors.values()))
+    matrix /= numpy.linalg.norm(matrix, axis=1, keepdims=True)
+    agree = 0
+    for _ in range(20):
+        query = (centres[rng.integers(0, 30)] + 0.4 * rng.standard_normal(DIMENSIONS)).tolist()
+        exact = set(ids[numpy.argsort(-(matrix @ query))[:10]].tolist())
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+        agree += len(exact & {m.id for m, _ in hits})
+        for memory, similarity in hits:
+            assert similarity == pytest.approx(_cosine(vectors[memory.id], query), abs=1e-5)
+    assert agree >= 190
+    assert _cache(store).served == served + 20
+
+
+async def test_every_write_after_the_load_is_seen_by_the_next_search(
+    store: SQLiteStorage,
+) -> None:
+    """The cache is loaded, then memories are added, re-embedded, rewritten, deleted,
+    another user's written, a write rolled back: each search answers as the database
+    does (the triggers name each changed memory, read again at the next search)."""
+    rng = random.Random(8)
+
+    def vector() -> list[float]:
+        return [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+
+    await _remember(store, DEFAULT_USER, [vector() for _ in range(200)])
+    assert await _loaded(store)
+    query = vector()
+    # A new memory at the query itself: first.
+    (added,) = await _remember(store, DEFAULT_USER, [query])
+    assert (await _nearest_ids(store, query))[0] == added
+    # Its vector replaced by one far away (the worker's write): no longer near.
+    memories = {m.id: m for m in await store.memories(DEFAULT_USER, limit=500)}
+    await store.set_memory_vectors([(memories[added], [-x for x in query])])
+    assert added not in await _nearest_ids(store, query)
+    # Another memory moved onto the query; then deleted.
+    other = next(i for i in memories if i != added)
+    await store.set_memory_vectors([(memories[other], query)])
+    assert (await _nearest_ids(store, query))[0] == other
+    await store.delete_memory(DEFAULT_USER, other)
+    assert other not in await _nearest_ids(store, query, k=50)
+    # Another user's memory at the query: never ours.
+    await store.add_user("other", "a" * 64, now=10.0)
+    theirs = await _remember(store, "other", [query])
+    assert set(theirs).isdisjoint(await _nearest_ids(store, query, k=50))
+
+    # A write rolled back leaves nothing, in the database or the cache.
+    async def rolled_back() -> None:
+        async with store._transaction() as db:
+            await store._insert_memory(
+                db, DEFAULT_USER, AddMemory("gone", 0.5, 10.0, vector=tuple(query))
+            )
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError, match="rolled back"):
+        await rolled_back()
+    texts = {m.text for m, _ in await store.nearest_memories(DEFAULT_USER, query, k=5, now=20.0)}
+    assert "gone" not in texts
+    # Exactly the database's ranking, through the cache, after all of it.
+    live = {m.id for m in await store.memories(DEFAULT_USER, limit=500)}
+    hits = await store.nearest_memories(DEFAULT_USER, query, k=10, now=20.0)
+    assert {m.id for m, _ in hits} <= live
+    assert _cache(store).size(DEFAULT_USER) == len(live)
+
+
+async def test_a_forgotten_user_leaves_the_cache_and_another_embedder_empties_it(
+    store: SQLiteStorage,
+) -> None:
+    await store.add_user("ann", "b" * 64, now=10.0)
+    rng = random.Random(2)
+    await _remember(store, "ann", [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(50)])
+    await _remember(
+        store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(50)]
+    )
+    assert await _loaded(store, "ann")
+    assert await _loaded(store)
+    assert _cache(store).size("ann") == 50
+    await store.delete_user("ann")
+    assert _cache(store).size("ann") == 0  # their vectors leave memory with the rows
+    query = [1.0] * DIMENSIONS
+    assert len(await _nearest_ids(store, query)) == 5
+    # Another embedder of the same dimension: every vector dropped, none found.
+    assert await store.use_embedder("tests:Another", DIMENSIONS)
+    assert await _nearest_ids(store, query) == []
+
+
+async def test_a_user_over_the_budget_is_searched_by_sqlite_vec(tmp_path: Path) -> None:
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=64 * 1024
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        rng = random.Random(5)
+        many = [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(2_000)]
+        vectors = await _remember(store, DEFAULT_USER, many)
+        assert not await _loaded(store)  # 2,000 × 32 dimensions do not fit in 64 KiB
+        query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+        exact = sorted(vectors, key=lambda i: -_cosine(vectors[i], query))
+        assert await _nearest_ids(store, query, k=3) == exact[:3]
+        assert _cache(store).served == 0
+
+
+async def test_a_load_that_fails_leaves_the_searches_to_sqlite_vec(
+    store: SQLiteStorage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cache's loading thread opens the file again by its path: with the file moved
+    away (the store's own connections keep theirs), the load fails, is logged, and the
+    searches are answered all the same; once the file is back, the next load works."""
+    rng = random.Random(6)
+    vectors = await _remember(
+        store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(100)]
+    )
+    moved = store.path.with_name("moved.db")
+    store.path.rename(moved)
+    try:
+        with caplog.at_level(logging.ERROR, logger="storage._vector_cache"):
+            assert not await _loaded(store)
+        assert "could not load the vectors" in caplog.text
+        query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+        exact = sorted(vectors, key=lambda i: -_cosine(vectors[i], query))
+        assert await _nearest_ids(store, query, k=3) == exact[:3]
+    finally:
+        moved.rename(store.path)
+    assert await _loaded(store)
+
+
+async def test_k_zero_gives_the_similarities_of_among_alone(store: SQLiteStorage) -> None:
+    rng = random.Random(9)
+    vectors = await _remember(
+        store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(30)]
+    )
+    query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    among = list(vectors)[:3]
+    for _ in range(2):  # before the cache is loaded and after
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=0, now=20.0, among=among)
+        assert sorted(m.id for m, _ in hits) == sorted(among)
+        for memory, similarity in hits:
+            assert similarity == pytest.approx(_cosine(vectors[memory.id], query), abs=1e-5)
+        assert await _loaded(store)
+
+
+async def test_recall_raises_the_keyword_searchs_own_error(tmp_path: Path) -> None:
+    """Recall runs the keyword search beside the embedding and the nearest memories: a
+    store that fails is the caller's error as the store raised it, not a group."""
+    store = await SQLiteStorage.open(tmp_path / "frontmind.db")
+    await store.use_embedder("tests:Concept", 4)
+    memory: Memory = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+    await store.set_memory_vectors([(memory, [0.0, 1.0, 0.0, 0.01])])
+    (hit,) = await recall(store, DEFAULT_USER, "tea", limit=5, now=20.0, embedder=ConceptEmbedder())
+    assert hit.memory.id == memory.id
+    await store.close()
+    with pytest.raises(StorageUnavailable, match="the storage is closed"):
+        await recall(store, DEFAULT_USER, "tea", limit=5, now=20.0, embedder=ConceptEmbedder())
+
+
+async def test_the_cache_budget_is_a_storage_setting(tmp_path: Path) -> None:
+    """`[storage] vector_cache_mb` bounds the cache of the store a Frontmind opens (0:
+    none); a budget that is no size is refused before the store opens."""
+    default = await open_storage(Config(), tmp_path)
+    assert isinstance(default, SQLiteStorage)
+    async with default:
+        assert default._vector_cache is not None
+    for mb, kept in ((0.0, False), (0.5, True)):
+        settings = Config(storage=StorageConfig(vector_cache_mb=mb))
+        store = await open_storage(settings, tmp_path)
+        assert isinstance(store, SQLiteStorage)
+        async with store:
+            assert (store._vector_cache is not None) is kept
+            if store._vector_cache is not None:
+                assert store._vector_cache._budget == 512 * 1024
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ConfigError, match=r"storage\.vector_cache_mb: must be 0 to"):
+            await open_storage(Config(storage=StorageConfig(vector_cache_mb=bad)), tmp_path)
