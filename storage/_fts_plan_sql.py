@@ -77,9 +77,14 @@ def plan_ctes(table: str) -> str:
 def term_hits(table: str) -> str:
     """A query of one `id` row per (term, document) for each of the plan's terms alone,
     within the ids `bounds.lo` … `bounds.hi` (a CTE of the statement): counting a
-    document's rows gives how many of the words it holds, read from the index."""
+    document's rows gives how many of the words it holds, read from the index.
+
+    `bounds` is the outer loop (CROSS JOIN fixes SQLite's join order), so each term's
+    list is read over that range of ids alone. Left to the planner, only the first
+    branch had it so: the others read every document of their (common) word and then
+    filtered by the range, 60 ms a search at 500,000 memories (6 at 50,000)."""
     return " UNION ALL ".join(
-        f"SELECT rowid AS id FROM {table}, bounds WHERE {table} MATCH"
+        f"SELECT rowid AS id FROM bounds CROSS JOIN {table} WHERE {table} MATCH"
         f" (SELECT term{k} FROM plan) AND rowid BETWEEN bounds.lo AND bounds.hi"
         for k in range(1, MAX_SELECTIVE_TERMS + 1)
     )
