@@ -245,3 +245,25 @@ async def test_the_cache_budget_is_a_storage_setting(tmp_path: Path) -> None:
     for bad in (-1.0, math.inf, math.nan):
         with pytest.raises(ConfigError, match=r"storage\.vector_cache_mb: must be 0 to"):
             await open_storage(Config(storage=StorageConfig(vector_cache_mb=bad)), tmp_path)
+
+
+async def test_vectors_alike_by_their_signs_never_widen_the_pass_to_all(
+    store: SQLiteStorage,
+) -> None:
+    """5,000 memories of one vector, and one at the query: all but one sign distance
+    tie, and the pass still ranks a bounded number (the query's own first);
+    after the load the cache holds little more room than its vectors."""
+    rng = random.Random(12)
+    base = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    query = [-0.01 * base[0], *base[1:]]  # one sign apart from `base`
+    await _remember(store, DEFAULT_USER, [base] * 5_000)
+    (nearer,) = await _remember(store, DEFAULT_USER, [query])
+    assert await _loaded(store)
+    entry = _cache(store)._entries[DEFAULT_USER]
+    assert entry.size == 5_001
+    assert len(entry.ids) <= entry.size * 1.1 + 256
+    hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=20.0)
+    assert hits[0][0].id == nearer
+    assert len(hits) == 5
+    unit = numpy.array(query, numpy.float32) / numpy.linalg.norm(query)
+    assert len(entry.by_signs(unit, 100)) == 100  # not the 5,000 tied

@@ -193,6 +193,26 @@ async def test_the_nearest_memories_are_the_users_own_alive_ones_by_cosine(store
     assert similarity == pytest.approx(1.0, abs=1e-5)
 
 
+async def test_k_zero_gives_the_similarities_of_among_alone(store: Store) -> None:
+    """Recall searches the nearest while the keyword search runs, then asks (k=0) only
+    the similarities of the keyword hits the nearest left out: no second search."""
+    await store.use_embedder("tests:Random", 16)
+    rng = random.Random(13)
+    memories = [await store.add_memory(DEFAULT_USER, f"m{i}", now=10.0) for i in range(40)]
+    vectors = {m.id: [rng.gauss(0, 1) for _ in range(16)] for m in memories}
+    gone = await store.add_memory(
+        DEFAULT_USER, "gone", expires_at=datetime.fromtimestamp(20.0, UTC), now=10.0
+    )
+    await store.set_memory_vectors([*((m, vectors[m.id]) for m in memories), (gone, [1.0] * 16)])
+    query = [rng.gauss(0, 1) for _ in range(16)]
+    among = [memories[3].id, memories[30].id, gone.id]
+    hits = await store.nearest_memories(DEFAULT_USER, query, k=0, now=30.0, among=among)
+    assert sorted(m.id for m, _ in hits) == sorted(among[:2])  # the expired one left out
+    for memory, similarity in hits:
+        assert similarity == pytest.approx(exact_cosine(vectors[memory.id], query), abs=1e-5)
+    assert await store.nearest_memories(DEFAULT_USER, query, k=0, now=30.0) == []
+
+
 async def test_expired_memories_never_crowd_the_live_ones_out(store: Store) -> None:
     """Expired memories keep their vectors (and their place in an index): however many
     of them lie nearer the query than the live ones, even more than SQLite's coarse pass
