@@ -794,12 +794,12 @@ class SQLiteStorage(SQLStore):
         keep = 2 * k + COARSE_EXTRA
         coarse = max(CACHE_COARSE_MIN, CACHE_COARSE_PER_K * k)
         near = await anyio.to_thread.run_sync(cache.first_pass, user, vector, coarse, keep)
-        if isinstance(near, tuple):  # written since the user's last search: read again
-            dirty = list(near)
+        if isinstance(near, dict):  # written since the user's last search: read again
+            dirty = near
             rows = await self._read(
                 "SELECT id, owner, embedding FROM memories"
                 " WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(dirty),),
+                (json.dumps(list(dirty)),),
             )
 
             def refreshed() -> list[int] | None:

@@ -18,8 +18,10 @@ itself: temporary triggers on `memories` (any insert, update or delete that touc
 vector or its owner) call back into Python with the memory's id, whatever statement did
 it; the ids of a transaction become *dirty* for every cached user when it commits (and
 are dropped when it rolls back), and a user's next search reads its dirty ids again
-before it ranks. SQLite's store is one process's (`SQLiteStorage.shared` is False), so
-no other writer changes the file behind it.
+before it ranks (an id stays dirty until rows read after its last commit are applied:
+a search cancelled half-way, or two searches refreshing at once, leave nothing stale).
+SQLite's store is one process's (`SQLiteStorage.shared` is False), so no other writer
+changes the file behind it.
 
 A user's vectors are loaded on their first search by a thread of the cache's own, on a
 read-only connection, while that search (and any until the load is done) takes
@@ -32,14 +34,18 @@ there is no cache and every search takes sqlite-vec's pass.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+if not hasattr(np, "bitwise_count"):  # numpy before 2.0: no cache (storage/_sqlite.py)
+    raise ImportError(f"the vector cache needs numpy 2.0 or later, not {np.__version__}")
 
 __all__ = ["VectorCache"]
 
@@ -48,7 +54,7 @@ log = logging.getLogger(__name__)
 LOAD_CHUNK = 4096  # rows per read while a user's vectors load
 # Dirty ids past this many for one user: the entry is dropped and loaded again (one
 # read of the user's vectors costs less than thousands of single lookups).
-MAX_DIRTY = 20_000
+MAX_DIRTY = 5_000
 COARSE_SHARE = 100  # at least 1 in this many of a user's vectors pass the sign bits
 _WORD = 64
 _INT8_SCALE = 127.0  # a normalized vector's component in [-1, 1] as int8 in [-127, 127]
@@ -65,7 +71,7 @@ class _Entry:
         self.bits: npt.NDArray[np.uint64] = np.empty((self.words, 0), np.uint64)
         self.codes: npt.NDArray[np.int8] = np.empty((0, dimensions), np.int8)
         self.slot: dict[int, int] = {}
-        self.dirty: set[int] = set()  # under the cache's dirty lock
+        self.dirty: dict[int, int] = {}  # id: the generation of its last commit
         self.stale = False  # too many dirty ids: loaded again at its next search
         self.ready = False
 
@@ -190,17 +196,14 @@ def _matrix(blobs: Sequence[bytes], dimensions: int) -> npt.NDArray[np.float32]:
 class VectorCache:
     """Users' vectors in memory for the first pass of `nearest_memories` (see the
     module's doc). Thread-safe: the store's worker threads search and update it, its
-    own thread loads it."""
+    own thread loads it. The event loop never waits for it: what the loop tells it (a
+    commit's ids, a forgotten user) goes through a queue that the worker threads drain
+    under the lock, which a search holds while it ranks."""
 
     def __init__(self, connect: Callable[[], Any], budget_bytes: int) -> None:
         self._connect = connect  # a read-only connection for the loading thread
         self._budget = budget_bytes
-        # Two locks, always taken in this order where both are: `_lock` guards the
-        # entries' arrays (a search holds it while it ranks, a millisecond or more),
-        # `_dirty_lock` the dirty ids, taken briefly by `committed` on the event loop.
-        # The entries' mapping changes under both.
         self._lock = threading.Lock()
-        self._dirty_lock = threading.Lock()
         self._load_ended = threading.Condition(self._lock)  # a load installed or gave up
         self.served = 0  # first passes answered here (not by sqlite-vec)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
@@ -209,8 +212,12 @@ class VectorCache:
         self._loader: threading.Thread | None = None
         self._stopping = False
         self._pending: set[int] = set()  # ids the open write transaction touched
+        # From the event loop, appended without a lock (deque.append is atomic):
+        # (generation, ids) of each commit, or (0, user) of each forgotten user.
+        self._news: deque[tuple[int, frozenset[int] | str]] = deque()
+        self._generations = itertools.count(1)
 
-    # -- from the writer's thread: the triggers, then commit or rollback --
+    # -- from the writer's thread (the triggers) and the event loop --
 
     def touched_in_transaction(self, memory_id: int) -> int:
         """The triggers' callback (it returns a value, as SQL functions do). Kept even
@@ -220,34 +227,43 @@ class VectorCache:
         return 0
 
     def committed(self) -> None:
-        """The transaction committed: its ids are dirty for every cached user. Called
-        on the event loop; takes only the dirty lock."""
+        """The transaction committed: its ids become dirty for every cached user, each
+        with this commit's generation (at the next drain)."""
         pending, self._pending = self._pending, set()
-        if not pending:
-            return
-        with self._dirty_lock:
-            for entry in self._entries.values():
-                entry.dirty |= pending
-                if len(entry.dirty) > MAX_DIRTY:
-                    entry.stale = True
+        if pending:
+            self._news.append((next(self._generations), frozenset(pending)))
 
     def rolled_back(self) -> None:
         self._pending = set()
 
-    def clear(self) -> None:
-        """Forget every user (the embedder changed, or the store's vectors were
-        replaced wholesale)."""
-        with self._lock, self._dirty_lock:
-            self._entries.clear()
-            self._oversized.clear()
-            self._queue.clear()
+    def forget(self, user: str) -> None:
+        """The user's memories are being deleted: their entry goes at the next drain
+        (their vectors are never searched again: the exact pass reads the rows)."""
+        self._news.append((0, user))
 
-    # -- from a search --
+    def _drain(self) -> None:
+        """Apply what the loop queued (`_lock` is held)."""
+        while self._news:
+            generation, news = self._news.popleft()
+            if isinstance(news, str):
+                self._entries.pop(news, None)
+                self._oversized = {key for key in self._oversized if key[0] != news}
+                continue
+            marks = dict.fromkeys(news, generation)
+            for entry in self._entries.values():
+                entry.dirty.update(marks)
+                if len(entry.dirty) > MAX_DIRTY:
+                    entry.stale = True
+
+    # -- from a search, in a worker thread --
 
     def ready(self, user: str, dimensions: int) -> bool:
         """Whether the user's vectors are loaded; if not, their load is started (this
         search takes sqlite-vec's pass)."""
-        with self._lock, self._dirty_lock:
+        with self._lock:
+            # Drained before a new entry exists: the commits queued so far are in the
+            # file its load will read; those queued after are its dirty ids.
+            self._drain()
             entry = self._entries.get(user)
             if entry is not None and (entry.dimensions != dimensions or entry.stale):
                 del self._entries[user]
@@ -268,16 +284,16 @@ class VectorCache:
 
     def first_pass(
         self, user: str, query: Sequence[float], coarse: int, keep: int
-    ) -> list[int] | tuple[int, ...] | None:
+    ) -> list[int] | dict[int, int] | None:
         """One call for a search's common case, in one trip to a worker thread: None
         where the user's vectors are not loaded (their load is started: `ready`); their
-        dirty ids as a tuple where some are (the caller reads them again, hands the rows
-        to `refresh`, then asks `nearest`); else the ids `nearest` gives."""
+        dirty ids (with generations) where some are (the caller reads them again, hands
+        the rows to `refresh`, then asks `nearest`); else the ids `nearest` gives."""
         if not self.ready(user, len(query)):
             return None
         dirty = self.dirty(user)
         if dirty:
-            return tuple(dirty)
+            return dirty
         return self.nearest(user, query, coarse, keep)
 
     def loaded(self, user: str, dimensions: int, timeout: float) -> bool:
@@ -298,35 +314,39 @@ class VectorCache:
             return False
         return None
 
-    def forget(self, user: str) -> None:
-        """Drop the user's entry now (their memories are being deleted)."""
-        with self._lock, self._dirty_lock:
-            self._entries.pop(user, None)
-            self._oversized = {key for key in self._oversized if key[0] != user}
-
-    def dirty(self, user: str) -> list[int]:
-        """The user's ids written since their last search (taken: the caller reads them
-        and hands the rows to `refresh`)."""
-        with self._dirty_lock:
-            entry = self._entries.get(user)
-            if entry is None or not entry.dirty:
-                return []
-            taken, entry.dirty = entry.dirty, set()
-            return sorted(taken)
-
-    def refresh(self, user: str, ids: Iterable[int], rows: Sequence[tuple[Any, ...]]) -> None:
-        """Bring the user's entry up to date for `ids`, read again as `rows` (id, owner,
-        float32 blob): the user's are put, every other id of `ids` dropped."""
+    def dirty(self, user: str) -> dict[int, int]:
+        """The user's ids written since their last search, each with the generation of
+        its last commit. They stay dirty until `refresh` applies rows read after it."""
         with self._lock:
+            self._drain()
+            entry = self._entries.get(user)
+            return {} if entry is None else dict(entry.dirty)
+
+    def refresh(self, user: str, seen: dict[int, int], rows: Sequence[tuple[Any, ...]]) -> None:
+        """Bring the user's entry up to date with `rows` (id, owner, float32 blob), read
+        again for the ids of `seen` after `dirty` gave them: the user's are put, every
+        other id of `seen` dropped. An id committed again since (a newer generation) or
+        already refreshed by another search is left as it is: these rows may be older
+        than the cache's. A search cancelled between `dirty` and here leaves its ids
+        dirty for the next."""
+        with self._lock:
+            self._drain()
             entry = self._entries.get(user)
             if entry is None:
                 return
+            current = {i for i, generation in seen.items() if entry.dirty.get(i) == generation}
             size = 4 * entry.dimensions
-            kept = [r for r in rows if r[1] == user and r[2] is not None and len(r[2]) == size]
-            for memory_id in set(ids) - {r[0] for r in kept}:
+            kept = [
+                r
+                for r in rows
+                if r[0] in current and r[1] == user and r[2] is not None and len(r[2]) == size
+            ]
+            for memory_id in current - {r[0] for r in kept}:
                 entry.drop(memory_id)
             if kept:
                 entry.put([r[0] for r in kept], _matrix([r[2] for r in kept], entry.dimensions))
+            for memory_id in current:
+                del entry.dirty[memory_id]
             self._fit()
 
     def nearest(
@@ -343,6 +363,7 @@ class VectorCache:
 
     def size(self, user: str) -> int:
         with self._lock:
+            self._drain()
             entry = self._entries.get(user)
             return 0 if entry is None else entry.size
 
@@ -359,7 +380,7 @@ class VectorCache:
                     user = self._queue.popleft()
                     entry = self._entries.get(user)
                 if entry is None:
-                    continue  # evicted or cleared before its turn
+                    continue  # evicted or forgotten before its turn
                 try:
                     if conn is None:
                         conn = self._connect()
@@ -368,7 +389,7 @@ class VectorCache:
                 # tries again (a read that failed, a file gone, memory short).
                 except Exception:
                     log.exception("the vector cache could not load the vectors of a user")
-                    with self._lock, self._dirty_lock:
+                    with self._lock:
                         if self._entries.get(user) is entry:
                             del self._entries[user]
                         self._load_ended.notify_all()
@@ -397,7 +418,7 @@ class VectorCache:
             if good:
                 loaded.put([r[0] for r in good], _matrix([r[1] for r in good], loaded.dimensions))
             if loaded.nbytes > self._budget:
-                with self._lock, self._dirty_lock:
+                with self._lock:
                     self._oversized.add((user, entry.dimensions))
                     if self._entries.get(user) is entry:
                         del self._entries[user]
@@ -421,11 +442,10 @@ class VectorCache:
     def _fit(self) -> None:
         """Drop the least recently searched users until the cache is within budget
         (`_lock` is held)."""
-        with self._dirty_lock:
-            total = sum(e.nbytes for e in self._entries.values())
-            while total > self._budget and len(self._entries) > 1:
-                _, gone = self._entries.popitem(last=False)
-                total -= gone.nbytes
+        total = sum(e.nbytes for e in self._entries.values())
+        while total > self._budget and len(self._entries) > 1:
+            _, gone = self._entries.popitem(last=False)
+            total -= gone.nbytes
 
     def close(self) -> None:
         """Stop the loading thread (between chunks) and wait for it."""

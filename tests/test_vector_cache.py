@@ -8,6 +8,7 @@ import math
 import random
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy
@@ -267,3 +268,54 @@ async def test_vectors_alike_by_their_signs_never_widen_the_pass_to_all(
     assert len(hits) == 5
     unit = numpy.array(query, numpy.float32) / numpy.linalg.norm(query)
     assert len(entry.by_signs(unit, 100)) == 100  # not the 5,000 tied
+
+
+async def _rows(store: SQLiteStorage, ids: Sequence[int]) -> list[Any]:
+    """The rows a search reads again for its dirty ids (as storage/_sqlite.py does)."""
+    listed = ",".join(str(int(i)) for i in ids)
+    return await store._read(f"SELECT id, owner, embedding FROM memories WHERE id IN ({listed})")
+
+
+async def test_a_search_that_stops_half_way_leaves_its_ids_dirty(store: SQLiteStorage) -> None:
+    """A search that took the dirty ids and was cancelled before it read them again
+    (or failed reading) leaves them for the next one: the write is never lost."""
+    rng = random.Random(14)
+    await _remember(
+        store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(50)]
+    )
+    assert await _loaded(store)
+    query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    (added,) = await _remember(store, DEFAULT_USER, [query])
+    cache = _cache(store)
+    assert list(await anyio.to_thread.run_sync(cache.dirty, DEFAULT_USER)) == [added]
+    # ... and the search that took them ends there (cancelled, or its read failed).
+    assert (await _nearest_ids(store, query))[0] == added
+
+
+async def test_two_searches_refreshing_out_of_order_keep_the_newest_vector(
+    store: SQLiteStorage,
+) -> None:
+    """Search A reads a memory's row, the memory is re-embedded, search B reads the new
+    row and applies it, then A applies its older row: the cache keeps B's."""
+    rng = random.Random(15)
+    await _remember(
+        store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(50)]
+    )
+    assert await _loaded(store)
+    cache = _cache(store)
+    query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    (moved,) = await _remember(store, DEFAULT_USER, [[-x for x in query]])
+    seen_by_a = await anyio.to_thread.run_sync(cache.dirty, DEFAULT_USER)
+    rows_of_a = await _rows(store, list(seen_by_a))
+    memory = next(m for m in await store.memories(DEFAULT_USER, limit=100) if m.id == moved)
+    await store.set_memory_vectors([(memory, query)])  # now at the query itself
+    seen_by_b = await anyio.to_thread.run_sync(cache.dirty, DEFAULT_USER)
+    assert seen_by_b[moved] > seen_by_a[moved]
+    await anyio.to_thread.run_sync(
+        cache.refresh, DEFAULT_USER, seen_by_b, await _rows(store, [moved])
+    )
+    await anyio.to_thread.run_sync(cache.refresh, DEFAULT_USER, seen_by_a, rows_of_a)
+    assert await anyio.to_thread.run_sync(cache.dirty, DEFAULT_USER) == {}
+    served = cache.served
+    assert (await _nearest_ids(store, query, k=1)) == [moved]
+    assert cache.served == served + 1
