@@ -77,7 +77,13 @@ class _Entry:
 
     @property
     def nbytes(self) -> int:
+        """What the entry holds, spare capacity included."""
         return self.ids.nbytes + self.bits.nbytes + self.codes.nbytes + 64 * len(self.slot)
+
+    @property
+    def used_bytes(self) -> int:
+        """What its vectors need (a load's doubling aside; `trim` gives the rest back)."""
+        return self.size * (8 + 8 * self.words + self.dimensions + 64)
 
     def _grow(self, needed: int) -> None:
         capacity = len(self.ids)
@@ -417,7 +423,7 @@ class VectorCache:
             good = [r for r in rows if len(r[1]) == size]
             if good:
                 loaded.put([r[0] for r in good], _matrix([r[1] for r in good], loaded.dimensions))
-            if loaded.nbytes > self._budget:
+            if loaded.used_bytes > self._budget:
                 with self._lock:
                     self._oversized.add((user, entry.dimensions))
                     if self._entries.get(user) is entry:
@@ -441,11 +447,14 @@ class VectorCache:
 
     def _fit(self) -> None:
         """Drop the least recently searched users until the cache is within budget
-        (`_lock` is held)."""
+        (`_lock` is held). A user who alone outgrew it (their memories kept coming)
+        goes too, and is left to sqlite-vec from then on."""
         total = sum(e.nbytes for e in self._entries.values())
-        while total > self._budget and len(self._entries) > 1:
-            _, gone = self._entries.popitem(last=False)
+        while total > self._budget and self._entries:
+            user, gone = self._entries.popitem(last=False)
             total -= gone.nbytes
+            if gone.nbytes > self._budget:
+                self._oversized.add((user, gone.dimensions))
 
     def close(self) -> None:
         """Stop the loading thread (between chunks) and wait for it."""

@@ -319,3 +319,32 @@ async def test_two_searches_refreshing_out_of_order_keep_the_newest_vector(
     served = cache.served
     assert (await _nearest_ids(store, query, k=1)) == [moved]
     assert cache.served == served + 1
+
+
+async def test_the_budget_counts_what_vectors_need_and_holds_as_a_user_grows(
+    tmp_path: Path,
+) -> None:
+    """9,000 vectors of 32 dimensions need about 1 MB: they load under a 1.2 MB budget
+    (the load's doubled capacity is not what they keep). The user then grows past it
+    through their searches' refreshes: they leave the cache, and sqlite-vec answers."""
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=1_200_000
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        rng = numpy.random.default_rng(16)
+        vectors = await _remember(
+            store, DEFAULT_USER, rng.standard_normal((9_000, DIMENSIONS)).tolist()
+        )
+        assert await _loaded(store)
+        cache = _cache(store)
+        query = rng.standard_normal(DIMENSIONS).tolist()
+        vectors.update(
+            await _remember(store, DEFAULT_USER, rng.standard_normal((3_000, DIMENSIONS)).tolist())
+        )
+        served = cache.served
+        exact = sorted(vectors, key=lambda i: -_cosine(vectors[i], query))[:5]
+        assert await _nearest_ids(store, query) == exact  # refreshed, then over the budget
+        assert cache.size(DEFAULT_USER) == 0
+        assert await _nearest_ids(store, query) == exact
+        assert not await _loaded(store)  # not loaded again
+        assert cache.served <= served + 1
