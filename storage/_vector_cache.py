@@ -55,6 +55,10 @@ LOAD_CHUNK = 4096  # rows per read while a user's vectors load
 # Dirty ids past this many for one user: the entry is dropped and loaded again (one
 # read of the user's vectors costs less than thousands of single lookups).
 MAX_DIRTY = 5_000
+# Commits queued for the worker threads (drained by every search): past this many the
+# queue is replaced by one mark that every entry is stale.
+MAX_NEWS = 10_000
+_EVERY_ENTRY_STALE = -1
 COARSE_SHARE = 100  # at least 1 in this many of a user's vectors pass the sign bits
 _WORD = 64
 _INT8_SCALE = 127.0  # a normalized vector's component in [-1, 1] as int8 in [-127, 127]
@@ -236,8 +240,14 @@ class VectorCache:
         """The transaction committed: its ids become dirty for every cached user, each
         with this commit's generation (at the next drain)."""
         pending, self._pending = self._pending, set()
-        if pending:
-            self._news.append((next(self._generations), frozenset(pending)))
+        # With no user cached nothing needs them: an entry registered from now on
+        # loads a snapshot taken after this commit.
+        if not pending or not self._entries:
+            return
+        if len(self._news) >= MAX_NEWS:  # nobody searched for long: all loaded again
+            self._news.clear()
+            self._news.append((_EVERY_ENTRY_STALE, frozenset()))
+        self._news.append((next(self._generations), frozenset(pending)))
 
     def rolled_back(self) -> None:
         self._pending = set()
@@ -251,6 +261,10 @@ class VectorCache:
         """Apply what the loop queued (`_lock` is held)."""
         while self._news:
             generation, news = self._news.popleft()
+            if generation == _EVERY_ENTRY_STALE:
+                for entry in self._entries.values():
+                    entry.stale = True
+                continue
             if isinstance(news, str):
                 self._entries.pop(news, None)
                 self._oversized = {key for key in self._oversized if key[0] != news}

@@ -348,3 +348,30 @@ async def test_the_budget_counts_what_vectors_need_and_holds_as_a_user_grows(
         assert await _nearest_ids(store, query) == exact
         assert not await _loaded(store)  # not loaded again
         assert cache.served <= served + 1
+
+
+async def test_commits_nobody_searches_after_are_not_kept(
+    store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes with no user cached queue nothing (an import, the worker re-embedding);
+    with one cached and no search for long, the queue is cut to one mark, and that
+    user's next search loads them again, the writes in it."""
+    from storage import _vector_cache
+
+    rng = random.Random(17)
+    cache = _cache(store)
+    for _ in range(20):
+        await _remember(store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)]])
+    assert len(cache._news) == 0
+    assert await _loaded(store)
+    monkeypatch.setattr(_vector_cache, "MAX_NEWS", 5)
+    query = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    added = [(await _remember(store, DEFAULT_USER, [query]))] + [
+        await _remember(store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)]])
+        for _ in range(8)
+    ]
+    assert len(cache._news) <= 6
+    (first,) = added[0]
+    assert await _nearest_ids(store, query, k=1) == [first]  # sqlite-vec, while it reloads
+    assert await _loaded(store)
+    assert await _nearest_ids(store, query, k=1) == [first]
