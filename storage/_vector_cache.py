@@ -55,9 +55,11 @@ LOAD_CHUNK = 4096  # rows per read while a user's vectors load
 # Dirty ids past this many for one user: the entry is dropped and loaded again (one
 # read of the user's vectors costs less than thousands of single lookups).
 MAX_DIRTY = 5_000
-# Commits queued for the worker threads (drained by every search): past this many the
-# queue is replaced by one mark that every entry is stale.
+# Commits queued for the worker threads (drained by every search): past this many, one
+# mark that every entry is stale is queued instead of any more.
 MAX_NEWS = 10_000
+# The sign pass keeps ties at its bound; past this many times its count they are cut.
+TIES_RANKED = 4
 _EVERY_ENTRY_STALE = -1
 COARSE_SHARE = 100  # at least 1 in this many of a user's vectors pass the sign bits
 _WORD = 64
@@ -76,6 +78,11 @@ class _Entry:
         self.codes: npt.NDArray[np.int8] = np.empty((0, dimensions), np.int8)
         self.slot: dict[int, int] = {}
         self.dirty: dict[int, int] = {}  # id: the generation of its last commit
+        # The signs are of each vector's offset from this point (`_center`, from the
+        # first vectors loaded): embedders whose vectors all lie in one orthant
+        # (counts, TF-IDF, hashing: no negative component) would otherwise give every
+        # vector the same signs, and the pass would keep an arbitrary thousand of them.
+        self.center: npt.NDArray[np.float32] = np.zeros(dimensions, np.float32)
         self.stale = False  # too many dirty ids: loaded again at its next search
         self.ready = False
 
@@ -93,7 +100,7 @@ class _Entry:
         capacity = len(self.ids)
         if needed <= capacity:
             return
-        capacity = max(needed, 2 * capacity, 256)
+        capacity = max(needed, capacity + capacity // 4, 256)
         ids = np.empty(capacity, np.int64)
         bits = np.zeros((self.words, capacity), np.uint64)
         codes = np.empty((capacity, self.dimensions), np.int8)
@@ -104,7 +111,7 @@ class _Entry:
 
     def put(self, ids: Sequence[int], matrix: npt.NDArray[np.float32]) -> None:
         """Add or replace these memories' vectors (rows of `matrix`, float32)."""
-        bits, codes = _quantized(matrix, self.words)
+        bits, codes = _quantized(matrix, self.words, self.center)
         self._grow(self.size + len(ids))
         if not self.slot.keys() & set(ids) and len(set(ids)) == len(ids):
             # All new (a load's chunk, new memories): one slice each, no Python loop.
@@ -172,7 +179,7 @@ class _Entry:
         coarse = max(coarse, size // COARSE_SHARE)
         if coarse >= size:
             return np.arange(size)
-        signs, _ = _quantized(unit[np.newaxis, :], self.words)
+        signs, _ = _quantized(unit[np.newaxis, :], self.words, self.center)
         distance = np.bitwise_count(self.bits[0, :size] ^ signs[0, 0]).astype(np.uint16)
         for word in range(1, self.words):
             distance += np.bitwise_count(self.bits[word, :size] ^ signs[word, 0])
@@ -181,20 +188,37 @@ class _Entry:
         counts = np.cumsum(np.bincount(distance, minlength=self.dimensions + 1))
         bound = int(np.searchsorted(counts, coarse))
         chosen = np.flatnonzero(distance <= bound)
-        if len(chosen) > 4 * coarse:  # vectors alike by their signs: the ties cut
+        if len(chosen) > TIES_RANKED * coarse:  # vectors alike even so: the ties cut
             chosen = np.argpartition(distance, coarse)[:coarse]
         return chosen
 
 
-def _quantized(
-    matrix: npt.NDArray[np.float32], words: int
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int8]]:
-    """Sign bits (words × rows) and int8 codes (rows × dimensions) of normalized rows."""
+def _center(sample: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Where the signs are measured from, per dimension: 0, except in a dimension
+    whose sign is the same for nine in ten of the sample or more (it tells the vectors
+    apart no better than a constant), where it is the sample's mean. Moving every
+    dimension's zero (to the mean or the median) cost the bench's vectors recall@10:
+    0.99 → 0.96; non-negative vectors (6,000 of 32 dimensions) went from 0.15 with no
+    center to 0.95 with this one (0.86 with the median)."""
+    above = (sample > 0).mean(axis=0)
+    lopsided = np.abs(above - 0.5) > 0.4
+    return np.where(lopsided, sample.mean(axis=0), 0.0).astype(np.float32)
+
+
+def _unit(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit = matrix / np.where(norms > 0, norms, 1.0)
+    return (matrix / np.where(norms > 0, norms, 1.0)).astype(np.float32, copy=False)
+
+
+def _quantized(
+    matrix: npt.NDArray[np.float32], words: int, center: npt.NDArray[np.float32]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int8]]:
+    """Sign bits (words × rows) of the normalized rows' offsets from `center`, and
+    their int8 codes (rows × dimensions)."""
+    unit = _unit(matrix)
     codes = np.clip(np.rint(unit * _INT8_SCALE), -_INT8_SCALE, _INT8_SCALE).astype(np.int8)
     padded = np.zeros((len(matrix), words * _WORD), np.bool_)
-    padded[:, : matrix.shape[1]] = unit > 0
+    padded[:, : matrix.shape[1]] = unit > center
     packed = np.packbits(padded, axis=1, bitorder="little").view(np.uint64)
     return np.ascontiguousarray(packed.T), codes
 
@@ -226,6 +250,7 @@ class VectorCache:
         # (generation, ids) of each commit, or (0, user) of each forgotten user.
         self._news: deque[tuple[int, frozenset[int] | str]] = deque()
         self._generations = itertools.count(1)
+        self._overflowed = False
 
     # -- from the writer's thread (the triggers) and the event loop --
 
@@ -242,11 +267,12 @@ class VectorCache:
         pending, self._pending = self._pending, set()
         # With no user cached nothing needs them: an entry registered from now on
         # loads a snapshot taken after this commit.
-        if not pending or not self._entries:
+        if not pending or not self._entries or self._overflowed:
             return
         if len(self._news) >= MAX_NEWS:  # nobody searched for long: all loaded again
-            self._news.clear()
+            self._overflowed = True  # no more until a search drains the mark
             self._news.append((_EVERY_ENTRY_STALE, frozenset()))
+            return
         self._news.append((next(self._generations), frozenset(pending)))
 
     def rolled_back(self) -> None:
@@ -259,11 +285,15 @@ class VectorCache:
 
     def _drain(self) -> None:
         """Apply what the loop queued (`_lock` is held)."""
-        while self._news:
-            generation, news = self._news.popleft()
+        while True:
+            try:
+                generation, news = self._news.popleft()
+            except IndexError:  # drained (another thread may drain at the same time)
+                break
             if generation == _EVERY_ENTRY_STALE:
                 for entry in self._entries.values():
                     entry.stale = True
+                self._overflowed = False
                 continue
             if isinstance(news, str):
                 self._entries.pop(news, None)
@@ -435,6 +465,8 @@ class VectorCache:
                 break
             after = rows[-1][0]
             good = [r for r in rows if len(r[1]) == size]
+            if good and loaded.size == 0:
+                loaded.center = _center(_unit(_matrix([r[1] for r in good], loaded.dimensions)))
             if good:
                 loaded.put([r[0] for r in good], _matrix([r[1] for r in good], loaded.dimensions))
             if loaded.used_bytes > self._budget:
@@ -456,6 +488,7 @@ class VectorCache:
                 loaded.codes,
             )
             entry.slot = loaded.slot
+            entry.center = loaded.center
             entry.ready = True
             self._fit()
 
@@ -464,10 +497,14 @@ class VectorCache:
         (`_lock` is held). A user who alone outgrew it (their memories kept coming)
         goes too, and is left to sqlite-vec from then on."""
         total = sum(e.nbytes for e in self._entries.values())
+        if total > self._budget:  # the spare room of growing entries goes first
+            for entry in self._entries.values():
+                entry.trim()
+            total = sum(e.nbytes for e in self._entries.values())
         while total > self._budget and self._entries:
             user, gone = self._entries.popitem(last=False)
             total -= gone.nbytes
-            if gone.nbytes > self._budget:
+            if gone.used_bytes > self._budget:
                 self._oversized.add((user, gone.dimensions))
 
     def close(self) -> None:
