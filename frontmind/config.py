@@ -137,7 +137,7 @@ class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
     url: str | None = None  # postgresql://user:password@host:port/database
     # SQLite with an embedder: the memory vector recall's first pass may keep (each
-    # user's vectors quantized, about 440 bytes a memory at 384 dimensions, the least
+    # user's vectors quantized, about 500 bytes a memory at 384 dimensions, the least
     # recently searched users leaving first; storage/_vector_cache.py). 0: none, every
     # search scans sqlite-vec's index (about 20 ms at 50,000 memories).
     vector_cache_mb: float = 256.0
