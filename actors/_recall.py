@@ -196,10 +196,10 @@ async def recall(
         if len(group.exceptions) == 1:
             raise group.exceptions[0]  # noqa: B904 - its own cause and traceback kept
         raise
-    found = {memory.id for memory, _ in near}
-    missed = [h.memory.id for h in hits if h.memory.id not in found]
     if query is None:
         return hits[:limit]
+    found = {memory.id for memory, _ in near}
+    missed = [h.memory.id for h in hits if h.memory.id not in found]
     if missed:
         try:
             near += await storage.nearest_memories(user, query, k=0, now=now, among=missed)

@@ -38,7 +38,7 @@ import json
 import os
 import secrets
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
@@ -59,6 +59,11 @@ from ._validation import excerpt
 
 if TYPE_CHECKING:
     from ._vector_cache import VectorCache
+
+# A first pass of the nearest memories: for how many candidates, the exact pass's rows
+# over them and whether they were all the user's vectors (None: the pass cannot tell);
+# None where it cannot answer.
+_Pass = Callable[[int], Awaitable[tuple[list[Any], bool | None] | None]]
 
 __all__ = ["SQLiteStorage"]
 
@@ -739,15 +744,12 @@ class SQLiteStorage(SQLStore):
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
-        # Two passes: the coarse one finds a few dozen more candidates than k, through
-        # the vector cache where the user's vectors are loaded (`_cached_nearest`),
-        # else in SQL by scanning the user's partition of the int8 index (sqlite-vec, in
-        # C); the exact cosine of each candidate is then computed in SQL from the
-        # memory's own float32 vector, expired ones left out, and the k best kept, with
-        # the similarities of `among` read the same way. Expired memories
-        # stay in the index, so where they crowd the candidates (fewer than k live ones
-        # among them while the user has more vectors), the coarse pass looks further;
-        # past sqlite-vec's largest k, every live vector of the user is scored exactly.
+        # Two passes: a first one finds a few dozen more candidates than k, through the
+        # vector cache where the user's vectors are loaded, else by scanning the user's
+        # partition of sqlite-vec's int8 index; the exact cosine of each candidate is
+        # then computed in SQL from the memory's own float32 vector, expired ones left
+        # out, and the k best kept, with the similarities of `among` read the same way
+        # (`_widened`: where expired memories crowd the candidates, it looks further).
         args = {
             "vector": encode_vector(vector),
             "user": user,
@@ -757,68 +759,84 @@ class SQLiteStorage(SQLStore):
         }
         if k == 0:  # the similarities of `among` alone
             return await self._read(_NEAREST_LISTED, {**args, "near": "[]"})
-        candidates = min(2 * k + COARSE_EXTRA, _VEC_MAX_K)
-        if self._vector_cache is not None:
-            cached = await self._cached_nearest(self._vector_cache, user, vector, k, args)
-            if cached is not None:
-                return cached
-        rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
-        vectors: int | None = None  # the user's, counted only when the pass fell short
-        while sum(row[8] for row in rows) < k:
-            if vectors is None:
-                ((vectors,),) = await self._read(
-                    "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL",
-                    (user,),
-                )
-            if vectors <= candidates:  # every vector of the user was a candidate
-                break
-            if candidates == _VEC_MAX_K:
-                return await self._read(_NEAREST_EXACT, {**args, "k": k})
-            candidates = min(8 * candidates, _VEC_MAX_K)
-            rows = await self._read(_NEAREST_COARSE, {**args, "k": candidates})
+        cache = self._vector_cache
+        if cache is not None and len(vector) == self._dimensions:
+            rows = await self._widened(
+                self._cache_pass(cache, user, vector, k, args), user, k, args
+            )
+            if rows is not None:
+                return rows
+        rows = await self._widened(self._index_pass(args), user, k, args)
+        assert rows is not None  # sqlite-vec's pass always answers
         return rows
 
-    async def _cached_nearest(
-        self,
-        cache: VectorCache,
-        user: str,
-        vector: Sequence[float],
-        k: int,
-        args: dict[str, Any],
+    async def _widened(
+        self, first_pass: _Pass, user: str, k: int, args: dict[str, Any]
     ) -> list[Any] | None:
-        """`_nearest_rows` through the vector cache's first pass; None where the user's
-        vectors are not loaded yet (their load is started). The cache's work runs in a
-        worker thread; the exact cosines, as for sqlite-vec's pass, in the database."""
-        if self._dimensions is None or len(vector) != self._dimensions:
-            return None
-        keep = 2 * k + COARSE_EXTRA
-        coarse = max(CACHE_COARSE_MIN, CACHE_COARSE_PER_K * k)
-        near = await anyio.to_thread.run_sync(cache.first_pass, user, vector, coarse, keep)
-        if isinstance(near, dict):  # written since the user's last search: read again
-            dirty = near
-            rows = await self._read(
-                "SELECT id, owner, embedding FROM memories"
-                " WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(dirty)),),
-            )
-
-            def refreshed() -> list[int] | None:
-                cache.refresh(user, dirty, rows)
-                return cache.nearest(user, vector, coarse, keep)
-
-            near = await anyio.to_thread.run_sync(refreshed)
+        """The exact pass over `first_pass`'s candidates, 2k + 40 of them, then eight
+        times as many while expired memories crowd out the live (fewer than k of them
+        among the candidates while the user has more vectors), and past sqlite-vec's
+        largest k every live vector of the user scored exactly. None where the first
+        pass cannot answer (the vector cache dropped the user)."""
+        wanted, vectors = min(2 * k + COARSE_EXTRA, _VEC_MAX_K), None
         while True:
-            if near is None:  # not loaded yet, or dropped meanwhile (the budget, a forget)
+            answer = await first_pass(wanted)
+            if answer is None:
+                return None
+            rows, every = answer
+            if sum(row[8] for row in rows) >= k:  # row[8]: of the best, not of `among`
+                return rows
+            if every is None:  # the pass cannot tell: the user's vectors, counted once
+                if vectors is None:
+                    ((vectors,),) = await self._read(
+                        "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL",
+                        (user,),
+                    )
+                every = vectors <= wanted
+            if every:  # every vector of the user was a candidate
+                return rows
+            if wanted == _VEC_MAX_K:
+                return await self._read(_NEAREST_EXACT, {**args, "k": k})
+            wanted = min(8 * wanted, _VEC_MAX_K)
+
+    def _index_pass(self, args: dict[str, Any]) -> _Pass:
+        """The first pass through sqlite-vec's int8 index: a scan of the user's partition."""
+
+        async def candidates(wanted: int) -> tuple[list[Any], bool | None]:
+            return await self._read(_NEAREST_COARSE, {**args, "k": wanted}), None
+
+        return candidates
+
+    def _cache_pass(
+        self, cache: VectorCache, user: str, vector: Sequence[float], k: int, args: dict[str, Any]
+    ) -> _Pass:
+        """The first pass through the vector cache, in a worker thread (None where the
+        user's vectors are not loaded: their load is started). The ids written since
+        the user's last search are read again first."""
+        scale = max(CACHE_COARSE_MIN, CACHE_COARSE_PER_K * k) / (2 * k + COARSE_EXTRA)
+
+        async def candidates(wanted: int) -> tuple[list[Any], bool | None] | None:
+            coarse = int(scale * wanted)  # the sign pass's share grows with `wanted`
+            near = await anyio.to_thread.run_sync(cache.first_pass, user, vector, coarse, wanted)
+            if isinstance(near, dict):
+                dirty = near
+                rows = await self._read(
+                    "SELECT id, owner, embedding FROM memories"
+                    " WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(dirty)),),
+                )
+
+                def refreshed() -> list[int] | None:
+                    cache.refresh(user, dirty, rows)
+                    return cache.nearest(user, vector, coarse, wanted)
+
+                near = await anyio.to_thread.run_sync(refreshed)
+            if near is None:
                 return None
             found = await self._read(_NEAREST_LISTED, {**args, "near": json.dumps(near)})
-            # Expired memories crowd the pass (they stay cached, as in sqlite-vec's
-            # index): fewer than k live ones while the user has more, look further.
-            if sum(row[8] for row in found) >= k or len(near) < keep:
-                return found
-            if keep >= _VEC_MAX_K:
-                return await self._read(_NEAREST_EXACT, {**args, "k": k})
-            keep, coarse = min(8 * keep, _VEC_MAX_K), 8 * coarse
-            near = await anyio.to_thread.run_sync(cache.nearest, user, vector, coarse, keep)
+            return found, len(near) < wanted
+
+        return candidates
 
     async def _message_hits(
         self, user: str, terms: list[str], continuum_id: str | None, limit: int
