@@ -131,10 +131,11 @@ class _Entry:
             self.bits[:, at] = bits[:, row]
             self.codes[at] = codes[row]
 
-    def trim(self) -> None:
-        """Give back the capacity a load's doubling left beyond a tenth more than used."""
-        keep = self.size + self.size // 10
-        if len(self.ids) > keep + 256:
+    def trim(self, *, spare: bool = True) -> None:
+        """Give back the capacity growth left beyond a tenth more than used (`spare`
+        False: all of it, as a finished load does, whose entry is judged by its bytes)."""
+        keep = self.size + self.size // 10 if spare else self.size
+        if len(self.ids) > keep + (256 if spare else 0):
             self.ids = self.ids[:keep].copy()
             self.bits = np.ascontiguousarray(self.bits[:, :keep])
             self.codes = self.codes[:keep].copy()
@@ -476,7 +477,10 @@ class VectorCache:
                         del self._entries[user]
                     self._load_ended.notify_all()
                 return
-        loaded.trim()
+        # Exactly what the vectors need: a load the budget admitted by `used_bytes` must
+        # not then be evicted by `_fit` for its spare room (and loaded again, search
+        # after search).
+        loaded.trim(spare=False)
         with self._lock:
             self._load_ended.notify_all()
             if self._stopping or self._entries.get(user) is not entry:

@@ -350,6 +350,28 @@ async def test_the_budget_counts_what_vectors_need_and_holds_as_a_user_grows(
         assert cache.served <= served + 1
 
 
+async def test_a_user_whose_vectors_fit_the_budget_stays_loaded(tmp_path: Path) -> None:
+    """A load the budget admits keeps no spare room that would get it evicted (and
+    loaded again at every search): 9,000 vectors of 32 dimensions, 1,008,000 bytes by
+    the cache's count, under a budget just above that."""
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=1_010_000
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        rng = numpy.random.default_rng(17)
+        vectors = await _remember(
+            store, DEFAULT_USER, rng.standard_normal((9_000, DIMENSIONS)).tolist()
+        )
+        assert await _loaded(store)
+        cache = _cache(store)
+        assert cache.size(DEFAULT_USER) == 9_000
+        query = rng.standard_normal(DIMENSIONS).tolist()
+        best = max(vectors, key=lambda i: _cosine(vectors[i], query))
+        served = cache.served
+        assert (await _nearest_ids(store, query, k=1)) == [best]
+        assert cache.served == served + 1  # the cache answered, still holding them
+
+
 async def test_commits_nobody_searches_after_are_not_kept(
     store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
