@@ -1408,12 +1408,14 @@ class SQLStore(ABC):
             return []
         at = _at(now)
         rows = await self._memory_rows(user, terms, at, limit * 4)
-        hits = [
-            MemoryHit(from_row(Memory, row[:7]), memory_score(row[7], row[4], at - row[2], row[6]))
-            for row in rows
-        ]
-        hits.sort(key=lambda hit: hit.score, reverse=True)
-        return hits[:limit]
+        # Scored from the row, and only the best made into records (recall asks for 20
+        # of 80 rows: the other 60 records cost some 0.1 ms a call, 6% of it).
+        scored = sorted(
+            ((memory_score(row[7], row[4], at - row[2], row[6]), row) for row in rows),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        return [MemoryHit(from_row(Memory, row[:7]), score) for score, row in scored[:limit]]
 
     async def search_messages(
         self, user: str, query: str, *, continuum_id: str | None = None, limit: int = 5
