@@ -138,10 +138,13 @@ def _vector_cache(path: Path, budget: int) -> VectorCache | None:
     except ImportError:  # numpy missing or too old: sqlite-vec's pass alone
         return None
 
+    # Resolved now: a relative path read later would follow the process's chdir.
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+
     def connect() -> Any:
         # Through DRIVER, the SQLite library of the store's own connections (see
         # `backup`): read-only, for the cache's loading thread.
-        return DRIVER.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        return DRIVER.connect(uri, uri=True)
 
     return VectorCache(connect, budget)
 
@@ -152,12 +155,13 @@ def _vector_cache(path: Path, budget: int) -> VectorCache | None:
 # alone, never in the file.
 _VECTOR_TRIGGERS = (
     "CREATE TEMP TRIGGER vector_cache_insert AFTER INSERT ON main.memories"
-    " WHEN NEW.embedding IS NOT NULL BEGIN SELECT vector_cache_touch(NEW.id); END",
+    " WHEN NEW.embedding IS NOT NULL BEGIN SELECT vector_cache_touch(NEW.id, NEW.owner); END",
     "CREATE TEMP TRIGGER vector_cache_update AFTER UPDATE OF embedding, owner, id"
     " ON main.memories WHEN OLD.embedding IS NOT NULL OR NEW.embedding IS NOT NULL"
-    " BEGIN SELECT vector_cache_touch(OLD.id); SELECT vector_cache_touch(NEW.id); END",
+    " BEGIN SELECT vector_cache_touch(OLD.id, OLD.owner);"
+    " SELECT vector_cache_touch(NEW.id, NEW.owner); END",
     "CREATE TEMP TRIGGER vector_cache_delete AFTER DELETE ON main.memories"
-    " WHEN OLD.embedding IS NOT NULL BEGIN SELECT vector_cache_touch(OLD.id); END",
+    " WHEN OLD.embedding IS NOT NULL BEGIN SELECT vector_cache_touch(OLD.id, OLD.owner); END",
 )
 
 
@@ -473,7 +477,7 @@ class SQLiteStorage(SQLStore):
                     await reader.execute_fetchall(_MEMORY_SEARCH, _MEMORY_SEARCH_WARMUP)
             cache = None if schema_upto is not None else _vector_cache(db_path, vector_cache_bytes)
             if cache is not None:
-                await writer.create_function("vector_cache_touch", 1, cache.touched_in_transaction)
+                await writer.create_function("vector_cache_touch", 2, cache.touched_in_transaction)
                 for trigger in _VECTOR_TRIGGERS:
                     await writer.execute(trigger)
             return cls(db_path, writer, readers, segment_gap, cache)

@@ -16,8 +16,9 @@ thread, never on the event loop, in about a millisecond at 50,000:
 The database stays the truth. The cache knows what changed from the writer connection
 itself: temporary triggers on `memories` (any insert, update or delete that touches a
 vector or its owner) call back into Python with the memory's id, whatever statement did
-it; the ids of a transaction become *dirty* for every cached user when it commits (and
-are dropped when it rolls back), and a user's next search reads its dirty ids again
+it, with its owner before and after; the ids of a transaction become *dirty* for the
+cached users who owned them when it commits (and are dropped when it rolls back), and a
+user's next search reads its dirty ids again
 before it ranks (an id stays dirty until rows read after its last commit are applied:
 a search cancelled half-way, or two searches refreshing at once, leave nothing stale).
 SQLite's store is one process's (`SQLiteStorage.shared` is False), so no other writer
@@ -26,7 +27,10 @@ changes the file behind it.
 A user's vectors are loaded on their first search by a thread of the cache's own, on a
 read-only connection, while that search (and any until the load is done) takes
 sqlite-vec's pass. The cache is bounded (`budget_bytes`, least recently searched users
-leave first); a user whose vectors alone exceed it is left to sqlite-vec.
+leave first). A load starts only if its vectors would be kept: a user whose vectors
+alone exceed the budget, or who would only push out users searched since, is left to
+sqlite-vec for a while (`_HOLD_OVERSIZED_S`, `_HOLD_EVICTED_S`), as is one whose load
+failed (30 s, doubling to an hour): no user is loaded again and again.
 
 numpy (2.0 or later, for `bitwise_count`) comes with the `vectors` extra; without it
 there is no cache and every search takes sqlite-vec's pass.
@@ -37,6 +41,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -63,6 +68,16 @@ TIES_RANKED = 4
 _EVERY_ENTRY_STALE = -1
 COARSE_SHARE = 100  # at least 1 in this many of a user's vectors pass the sign bits
 _WORD = 64
+# How long a user is left to sqlite-vec before their load is tried again: after it
+# failed (doubling with each failure), when their vectors alone outgrew the budget (the
+# next try counts them first), when they were pushed out to make room for others.
+_HOLD_FAILED_S, _HOLD_FAILED_MAX_S = 30.0, 3600.0
+_HOLD_OVERSIZED_S = 600.0
+_HOLD_EVICTED_S = 60.0
+# The signs' center is measured again (the entry loaded anew) each time a user's
+# vectors double, until it comes from a whole chunk: a user's first search usually
+# comes before their first vectors, and a center from none, or a handful, is no center.
+_CENTER_MIN = 64
 _INT8_SCALE = 127.0  # a normalized vector's component in [-1, 1] as int8 in [-127, 127]
 
 
@@ -83,6 +98,7 @@ class _Entry:
         # (counts, TF-IDF, hashing: no negative component) would otherwise give every
         # vector the same signs, and the pass would keep an arbitrary thousand of them.
         self.center: npt.NDArray[np.float32] = np.zeros(dimensions, np.float32)
+        self.center_from = 0  # how many vectors it was measured from
         self.stale = False  # too many dirty ids: loaded again at its next search
         self.ready = False
 
@@ -94,7 +110,12 @@ class _Entry:
     @property
     def used_bytes(self) -> int:
         """What its vectors need (a load's doubling aside; `trim` gives the rest back)."""
-        return self.size * (8 + 8 * self.words + self.dimensions + 64)
+        return self.size * self.vector_bytes
+
+    @property
+    def vector_bytes(self) -> int:
+        """What one vector needs: id, sign bits, int8 form, its slot in the id map."""
+        return 8 + 8 * self.words + self.dimensions + 64
 
     def _grow(self, needed: int) -> None:
         capacity = len(self.ids)
@@ -241,43 +262,52 @@ class VectorCache:
         self._lock = threading.Lock()
         self._load_ended = threading.Condition(self._lock)  # a load installed or gave up
         self.served = 0  # first passes answered here (not by sqlite-vec)
+        self.loads = 0  # loads of a user's vectors begun
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._oversized: set[tuple[str, int]] = set()
+        # (user, dimensions): when their load may be tried again (`clock`), and how
+        # many loads of theirs failed in a row.
+        self._held: dict[tuple[str, int], float] = {}
+        self._failures: dict[tuple[str, int], int] = {}
+        self.clock: Callable[[], float] = time.monotonic
         self._queue: deque[str] = deque()
         self._loader: threading.Thread | None = None
         self._stopping = False
-        self._pending: set[int] = set()  # ids the open write transaction touched
+        # The ids the open write transaction touched, by their owners (before and after).
+        self._pending: dict[str, set[int]] = {}
         # From the event loop, appended without a lock (deque.append is atomic):
-        # (generation, ids) of each commit, or (0, user) of each forgotten user.
-        self._news: deque[tuple[int, frozenset[int] | str]] = deque()
+        # (generation, ids by owner) of each commit, or (0, user) of each forgotten user.
+        self._news: deque[tuple[int, dict[str, frozenset[int]] | str]] = deque()
         self._generations = itertools.count(1)
         self._overflowed = False
 
     # -- from the writer's thread (the triggers) and the event loop --
 
-    def touched_in_transaction(self, memory_id: int) -> int:
-        """The triggers' callback (it returns a value, as SQL functions do). Kept even
-        while no user is cached: one may be registered before this transaction commits,
-        its load reading the snapshot before it."""
-        self._pending.add(memory_id)
+    def touched_in_transaction(self, memory_id: int, owner: str) -> int:
+        """The triggers' callback (it returns a value, as SQL functions do), once with
+        each owner the memory had. Kept even while no user is cached: one may be
+        registered before this transaction commits, its load reading the snapshot
+        before it."""
+        self._pending.setdefault(owner, set()).add(memory_id)
         return 0
 
     def committed(self) -> None:
-        """The transaction committed: its ids become dirty for every cached user, each
-        with this commit's generation (at the next drain)."""
-        pending, self._pending = self._pending, set()
-        # With no user cached nothing needs them: an entry registered from now on
-        # loads a snapshot taken after this commit.
-        if not pending or not self._entries or self._overflowed:
+        """The transaction committed: its ids become dirty for the cached users who
+        owned them, each with this commit's generation (at the next drain)."""
+        pending, self._pending = self._pending, {}
+        # Only cached users need them: an entry registered from now on loads a
+        # snapshot taken after this commit. (A lookup in the entries without the lock:
+        # one dict operation, atomic under the GIL.)
+        cached = {owner: frozenset(ids) for owner, ids in pending.items() if owner in self._entries}
+        if not cached or self._overflowed:
             return
         if len(self._news) >= MAX_NEWS:  # nobody searched for long: all loaded again
             self._overflowed = True  # no more until a search drains the mark
-            self._news.append((_EVERY_ENTRY_STALE, frozenset()))
+            self._news.append((_EVERY_ENTRY_STALE, {}))
             return
-        self._news.append((next(self._generations), frozenset(pending)))
+        self._news.append((next(self._generations), cached))
 
     def rolled_back(self) -> None:
-        self._pending = set()
+        self._pending = {}
 
     def forget(self, user: str) -> None:
         """The user's memories are being deleted: their entry goes at the next drain
@@ -294,17 +324,23 @@ class VectorCache:
             if generation == _EVERY_ENTRY_STALE:
                 for entry in self._entries.values():
                     entry.stale = True
+                    entry.dirty.clear()
                 self._overflowed = False
                 continue
             if isinstance(news, str):
                 self._entries.pop(news, None)
-                self._oversized = {key for key in self._oversized if key[0] != news}
+                for key in [key for key in (*self._held, *self._failures) if key[0] == news]:
+                    self._held.pop(key, None)
+                    self._failures.pop(key, None)
                 continue
-            marks = dict.fromkeys(news, generation)
-            for entry in self._entries.values():
-                entry.dirty.update(marks)
-                if len(entry.dirty) > MAX_DIRTY:
-                    entry.stale = True
+            for owner, ids in news.items():
+                owned = self._entries.get(owner)
+                if owned is None or owned.stale:  # a stale entry is loaded anew whole
+                    continue
+                owned.dirty.update(dict.fromkeys(ids, generation))
+                if len(owned.dirty) > MAX_DIRTY:
+                    owned.stale = True
+                    owned.dirty.clear()
 
     # -- from a search, in a worker thread --
 
@@ -322,8 +358,10 @@ class VectorCache:
             if entry is not None:
                 self._entries.move_to_end(user)
                 return entry.ready
-            if self._stopping or (user, dimensions) in self._oversized:
+            key = (user, dimensions)
+            if self._stopping or self._held.get(key, 0.0) > self.clock():
                 return False
+            self._held.pop(key, None)
             self._entries[user] = _Entry(dimensions)
             self._queue.append(user)
             if self._loader is None:
@@ -398,6 +436,10 @@ class VectorCache:
                 entry.put([r[0] for r in kept], _matrix([r[2] for r in kept], entry.dimensions))
             for memory_id in current:
                 del entry.dirty[memory_id]
+            if entry.center_from < LOAD_CHUNK and entry.size >= 2 * max(
+                entry.center_from, _CENTER_MIN
+            ):
+                entry.stale = True  # loaded anew at its next search, the center measured
             self._fit()
 
     def nearest(
@@ -441,9 +483,10 @@ class VectorCache:
                 except Exception:
                     log.exception("the vector cache could not load the vectors of a user")
                     with self._lock:
-                        if self._entries.get(user) is entry:
-                            del self._entries[user]
-                        self._load_ended.notify_all()
+                        key = (user, entry.dimensions)
+                        failures = self._failures[key] = self._failures.get(key, 0) + 1
+                        hold = min(_HOLD_FAILED_S * 2 ** (failures - 1), _HOLD_FAILED_MAX_S)
+                        self._drop(user, entry, hold)
                     if conn is not None:
                         conn.close()
                         conn = None
@@ -456,6 +499,24 @@ class VectorCache:
         committed meanwhile is in its dirty ids: nothing is missed between chunks)."""
         after, size = -1, 4 * entry.dimensions
         loaded = _Entry(entry.dimensions)
+        ((count,),) = conn.execute(
+            "SELECT count(*) FROM memories WHERE owner = ? AND embedding IS NOT NULL", (user,)
+        ).fetchall()
+        with self._lock:
+            if self._entries.get(user) is not entry:
+                return
+            # Those searched since this user was registered stay: a load they would
+            # push it out for at once (or that could never fit) is not started.
+            users = list(self._entries)
+            newer = users[users.index(user) + 1 :]
+            needed = count * entry.vector_bytes
+            if needed > self._budget:
+                self._drop(user, entry, _HOLD_OVERSIZED_S)
+                return
+            if needed + sum(self._entries[u].nbytes for u in newer) > self._budget:
+                self._drop(user, entry, _HOLD_EVICTED_S)
+                return
+            self.loads += 1
         while not self._stopping:
             rows = conn.execute(
                 "SELECT id, embedding FROM memories WHERE owner = ? AND id > ?"
@@ -468,14 +529,12 @@ class VectorCache:
             good = [r for r in rows if len(r[1]) == size]
             if good and loaded.size == 0:
                 loaded.center = _center(_unit(_matrix([r[1] for r in good], loaded.dimensions)))
+                loaded.center_from = len(good)
             if good:
                 loaded.put([r[0] for r in good], _matrix([r[1] for r in good], loaded.dimensions))
-            if loaded.used_bytes > self._budget:
+            if loaded.used_bytes > self._budget:  # they kept coming while it loaded
                 with self._lock:
-                    self._oversized.add((user, entry.dimensions))
-                    if self._entries.get(user) is entry:
-                        del self._entries[user]
-                    self._load_ended.notify_all()
+                    self._drop(user, entry, _HOLD_OVERSIZED_S)
                 return
         # Exactly what the vectors need: a load the budget admitted by `used_bytes` must
         # not then be evicted by `_fit` for its spare room (and loaded again, search
@@ -492,24 +551,33 @@ class VectorCache:
                 loaded.codes,
             )
             entry.slot = loaded.slot
-            entry.center = loaded.center
+            entry.center, entry.center_from = loaded.center, loaded.center_from
             entry.ready = True
+            self._failures.pop((user, entry.dimensions), None)
             self._fit()
+
+    def _drop(self, user: str, entry: _Entry, hold: float) -> None:
+        """The user leaves the cache, their load not tried again for `hold` seconds
+        (`_lock` is held)."""
+        if self._entries.get(user) is entry:
+            del self._entries[user]
+        self._held[(user, entry.dimensions)] = self.clock() + hold
+        self._load_ended.notify_all()
 
     def _fit(self) -> None:
         """Drop the least recently searched users until the cache is within budget
-        (`_lock` is held). A user who alone outgrew it (their memories kept coming)
-        goes too, and is left to sqlite-vec from then on."""
+        (`_lock` is held), each left to sqlite-vec for a while; longer for a user who
+        alone outgrew it (their memories kept coming)."""
         total = sum(e.nbytes for e in self._entries.values())
         if total > self._budget:  # the spare room of growing entries goes first
             for entry in self._entries.values():
                 entry.trim()
             total = sum(e.nbytes for e in self._entries.values())
         while total > self._budget and self._entries:
-            user, gone = self._entries.popitem(last=False)
+            user, gone = next(iter(self._entries.items()))
             total -= gone.nbytes
-            if gone.used_bytes > self._budget:
-                self._oversized.add((user, gone.dimensions))
+            oversized = gone.used_bytes > self._budget
+            self._drop(user, gone, _HOLD_OVERSIZED_S if oversized else _HOLD_EVICTED_S)
 
     def close(self) -> None:
         """Stop the loading thread (between chunks) and wait for it."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,8 @@ async def test_a_load_that_fails_leaves_the_searches_to_sqlite_vec(
 ) -> None:
     """The cache's loading thread opens the file again by its path: with the file moved
     away (the store's own connections keep theirs), the load fails, is logged, and the
-    searches are answered all the same; once the file is back, the next load works."""
+    searches are answered all the same. It is not tried again at every search (30 s,
+    doubling): once the file is back and that time has passed, the next load works."""
     rng = random.Random(6)
     vectors = await _remember(
         store, DEFAULT_USER, [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(100)]
@@ -196,6 +198,11 @@ async def test_a_load_that_fails_leaves_the_searches_to_sqlite_vec(
         assert await _nearest_ids(store, query, k=3) == exact[:3]
     finally:
         moved.rename(store.path)
+    caplog.clear()
+    assert not await _loaded(store)  # held: no second try yet
+    assert "could not load" not in caplog.text
+    cache = _cache(store)
+    cache.clock = lambda: time.monotonic() + 31
     assert await _loaded(store)
 
 
@@ -416,3 +423,112 @@ async def test_vectors_of_one_orthant_are_told_apart(store: SQLiteStorage) -> No
         exact = set(ids[numpy.argsort(-(unit @ (query / numpy.linalg.norm(query))))[:10]].tolist())
         agree += len(exact & set(await _nearest_ids(store, query.tolist(), k=10)))
     assert agree >= 180
+
+
+async def test_another_users_writes_leave_a_cached_user_as_it_is(store: SQLiteStorage) -> None:
+    """Ids are dirty for the users who own them: a cached user's searches neither read
+    again nor reload for another user's writes (all of them once held every id written,
+    in memory the budget did not count, and reloaded whole past 5,000)."""
+    from storage._vector_cache import MAX_DIRTY
+
+    rng = numpy.random.default_rng(19)
+    mine = await _remember(store, DEFAULT_USER, rng.standard_normal((200, DIMENSIONS)).tolist())
+    await store.add_user("other", "c" * 64, now=10.0)
+    assert await _loaded(store)
+    cache = _cache(store)
+    await _remember(store, "other", rng.standard_normal((MAX_DIRTY + 100, DIMENSIONS)).tolist())
+    assert cache.dirty(DEFAULT_USER) == {}
+    query = rng.standard_normal(DIMENSIONS).tolist()
+    served = cache.served
+    best = max(mine, key=lambda i: _cosine(mine[i], query))
+    assert await _nearest_ids(store, query, k=1) == [best]
+    assert cache.served == served + 1  # still loaded: not dropped for the other's writes
+    # A memory given to the cached user by another is theirs at their next search.
+    async with store._transaction() as db:
+        await db.execute(
+            "UPDATE memories SET owner = ? WHERE owner = 'other' AND id = ?",
+            (DEFAULT_USER, max(mine) + 1),
+        )
+    assert max(mine) + 1 in cache.dirty(DEFAULT_USER)
+
+
+async def test_users_who_cannot_both_fit_are_not_loaded_again_and_again(tmp_path: Path) -> None:
+    """Two users of 60% of the budget each, searching in turn: the second's load pushes
+    the first out, who is then left to sqlite-vec for a while instead of pushing the
+    second out in turn (each of these loads is seconds at 500,000 vectors)."""
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=1_000_000
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        await store.add_user("b", "d" * 64, now=10.0)
+        rng = numpy.random.default_rng(20)
+        for user in (DEFAULT_USER, "b"):  # 5,300 × 112 bytes: 59% of the budget
+            await _remember(store, user, rng.standard_normal((5_300, DIMENSIONS)).tolist())
+        cache = _cache(store)
+        query = rng.standard_normal(DIMENSIONS).tolist()
+        for _ in range(5):
+            for user in (DEFAULT_USER, "b"):
+                await store.nearest_memories(user, query, k=3, now=20.0)
+                await anyio.to_thread.run_sync(cache.loaded, user, DIMENSIONS, 60.0)
+        assert cache.loads == 2
+        assert cache.size("b") == 5_300
+        assert cache.size(DEFAULT_USER) == 0
+        cache.clock = lambda: time.monotonic() + 61  # the hold has passed
+        assert await _loaded(store)
+        assert cache.loads == 3
+        assert cache.size("b") == 0
+
+
+async def test_a_user_over_the_budget_is_tried_again_once_they_shrink(tmp_path: Path) -> None:
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=64 * 1024
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        rng = numpy.random.default_rng(21)
+        vectors = await _remember(
+            store, DEFAULT_USER, rng.standard_normal((2_000, DIMENSIONS)).tolist()
+        )
+        assert not await _loaded(store)  # 2,000 × 112 bytes: over 64 KiB
+        async with store._transaction() as db:
+            await db.execute("DELETE FROM memories WHERE id > ?", (min(vectors) + 99,))
+        cache = _cache(store)
+        assert not await _loaded(store)  # held for a while, not counted at every search
+        cache.clock = lambda: time.monotonic() + 601
+        assert await _loaded(store)
+        assert cache.size(DEFAULT_USER) == 100
+
+
+async def test_the_signs_center_is_measured_again_as_a_user_grows(store: SQLiteStorage) -> None:
+    """A user's first search usually comes before their first vectors: their entry,
+    loaded empty, had its center from nothing for good (non-negative vectors: recall@10
+    0.135). Each doubling of their vectors loads them anew until a whole chunk did."""
+    assert await _loaded(store)  # no vectors yet
+    cache = _cache(store)
+    rng = numpy.random.default_rng(22)
+    points = numpy.abs(rng.standard_normal((3_000, DIMENSIONS))) + 0.01
+    vectors = await _remember(store, DEFAULT_USER, points.tolist())
+    await _nearest_ids(store, points[0].tolist())  # refreshed: grown, so loaded anew
+    await _nearest_ids(store, points[0].tolist())
+    assert await _loaded(store)
+    assert cache._entries[DEFAULT_USER].center_from == 3_000
+    ids = numpy.array(list(vectors))
+    unit = points / numpy.linalg.norm(points, axis=1, keepdims=True)
+    agree, served = 0, cache.served
+    for _ in range(20):
+        query = numpy.abs(rng.standard_normal(DIMENSIONS)) + 0.01
+        exact = set(ids[numpy.argsort(-(unit @ (query / numpy.linalg.norm(query))))[:10]].tolist())
+        agree += len(exact & set(await _nearest_ids(store, query.tolist(), k=10)))
+    assert cache.served == served + 20
+    assert agree >= 180
+
+
+async def test_a_store_opened_by_a_relative_path_loads_after_a_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with await SQLiteStorage.open(Path("data") / "frontmind.db") as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        await _remember(store, DEFAULT_USER, [[1.0] * DIMENSIONS, [-1.0] * DIMENSIONS])
+        monkeypatch.chdir(tmp_path.parent)
+        assert await _loaded(store)
+        assert _cache(store).size(DEFAULT_USER) == 2
