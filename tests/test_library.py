@@ -190,3 +190,18 @@ async def test_closing_ends_a_turn_never_read_at_once_and_one_past_the_grace(
     assert (ran.status, unread.status) == ("cancelled", "cancelled")
     assert unread.error is not None
     assert unread.error.startswith("shutting_down")
+
+
+async def test_an_offline_instance_whose_block_raised_leaves_the_next_one_working(
+    tmp_path: Path,
+) -> None:
+    """The block's error comes out as itself, and the local API it served is stopped
+    before its socket closes: the next offline instance's turns were never answered
+    (the closed socket's descriptor stayed in the event loop's selector)."""
+    with pytest.raises(ValueError, match="the app's own"):
+        async with Frontmind.open(tmp_path, offline=True):
+            raise ValueError("the app's own")
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        with anyio.fail_after(60):
+            events = [event async for event in fm.turn("a", "hi")]
+    completed(events)

@@ -681,3 +681,23 @@ async def test_serving_leaves_the_process_logging_alone(caplog: pytest.LogCaptur
         assert uvicorn_log.level == logging.INFO
     lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
     assert lines == ["the application's own line"]
+
+
+async def test_a_block_that_raises_gets_its_own_error_and_the_next_server_answers() -> None:
+    """The block's error comes out as itself (not in a task group's ExceptionGroup), and
+    the server is stopped before its socket closes: a socket closed under a running
+    server stayed in the event loop's selector, and the next one given its descriptor
+    (another local API here) took connections and never answered."""
+    with pytest.raises(ValueError, match="the block's own"):
+        async with LocalMessagesAPI():
+            raise ValueError("the block's own")
+    with anyio.CancelScope() as scope:
+        async with LocalMessagesAPI():
+            scope.cancel()
+            await anyio.sleep_forever()
+    with anyio.move_on_after(0):  # cancelled while it starts
+        async with LocalMessagesAPI():
+            await anyio.sleep_forever()
+    async with LocalMessagesAPI() as api, httpx2.AsyncClient(timeout=10) as client:
+        answer = await client.get(f"{api.base_url}/v1/models")
+    assert answer.status_code == 401  # answered (no key given), not left hanging

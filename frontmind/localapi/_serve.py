@@ -25,6 +25,7 @@ import uvicorn
 
 __all__ = ["serve_local"]
 
+_STOP_SECONDS = 5.0  # uvicorn's shutdown, connections not waited for (force_exit)
 _serving_local = ContextVar("frontmind_local_api_serving", default=False)
 
 
@@ -75,21 +76,43 @@ async def serve_local(app: Any, host: str, port: int) -> AsyncIterator[str]:
     if _quiet not in uvicorn_log.filters:
         uvicorn_log.addFilter(_quiet)
 
+    stopped = anyio.Event()
+    # uvicorn stops by `should_exit` alone, never by cancellation: cancelled mid-serve
+    # (the block raised, or was cancelled) it skipped its shutdown, and the socket closed
+    # under its running server stayed in the loop's selector; the next socket given
+    # that descriptor, anyone's, was never polled again (a later local API took
+    # connections and never answered).
+    serving = anyio.CancelScope(shield=True)
+
     async def run() -> None:
         _serving_local.set(True)  # this task's context only
         try:
-            await server.serve(sockets=[sock])
+            with serving:
+                await server.serve(sockets=[sock])
         finally:
             server.ready.set()
             sock.close()
+            stopped.set()
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        await server.ready.wait()
-        if not server.started:
-            raise OSError(f"the local Messages API on {url} failed to start")
-        try:
-            yield url
-        finally:
-            server.should_exit = True
-            server.force_exit = True
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            try:
+                await server.ready.wait()
+                if not server.started:
+                    raise OSError(f"the local Messages API on {url} failed to start")
+                yield url
+            finally:
+                server.should_exit = True
+                server.force_exit = True
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_SECONDS):
+                    await stopped.wait()
+                serving.cancel()  # a shutdown that hangs past that is cut short
+    except BaseExceptionGroup as group:
+        # The block's own error, not a group around it (the task group wraps it).
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if error is group:
+            raise
+        raise error from None
