@@ -485,7 +485,13 @@ class Engine:
 
     async def run_background(self) -> int:
         """Run every background job due now and return how many ran (done or failed)."""
-        ran = await self._background.ask(Drain())
+        try:
+            ran = await self._background.ask(Drain())
+        # The kernel's refusals as the caller's errors, as for a continuum (`_refusals`).
+        except ActorStopped:
+            raise ShuttingDown("the background worker is stopping: Frontmind is closing") from None
+        except (MailboxFull, RestartLimitReached) as exc:
+            raise Busy(f"the background worker cannot take this now: {exc}") from None
         return int(ran or 0)
 
     async def _lane(self, user: str, continuum_id: str, *, stays: bool = True) -> _Lane:

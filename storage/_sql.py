@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
@@ -144,8 +143,10 @@ from ._validation import (
     check_int64,
     check_label,
     check_row_id,
+    check_storable,
     check_token_hash,
     check_user_name,
+    check_vector,
     to_epoch,
 )
 
@@ -1017,8 +1018,7 @@ class SQLStore(ABC):
         use here or it has another dimension (changed since the vector was made)."""
         if vector is None or self._dimensions is None or len(vector) != self._dimensions:
             return None
-        self._check_vector(vector)
-        return vector
+        return self._check_vector(vector)
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1315,15 +1315,16 @@ class SQLStore(ABC):
         self._dimensions = dimensions
         return reset
 
-    def _check_vector(self, vector: Sequence[float]) -> None:
+    def _check_vector(self, vector: Sequence[float]) -> tuple[float, ...]:
+        """The vector as floats, checked against the embedder in use."""
         if self._dimensions is None:
             raise InvalidInput("no embedder is in use: call use_embedder first")
-        if len(vector) != self._dimensions:
+        values = check_vector(vector)  # numbers (an embedder's None or text: refused)
+        if len(values) != self._dimensions:
             raise InvalidInput(
-                f"a vector of {len(vector)} dimensions; the embedder in use has {self._dimensions}"
+                f"a vector of {len(values)} dimensions; the embedder in use has {self._dimensions}"
             )
-        if not all(math.isfinite(x) for x in vector) or not any(vector):
-            raise InvalidInput("a vector must be finite and not all zeros")
+        return values
 
     async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
         rows = await self._read(
@@ -1343,8 +1344,7 @@ class SQLStore(ABC):
     async def set_memory_vectors(self, vectors: Sequence[tuple[Memory, Sequence[float]]]) -> None:
         """Store each memory's vector (float32) and index it, unless its text changed
         since it was read (its new text waits for its own vector)."""
-        for _, vector in vectors:
-            self._check_vector(vector)
+        vectors = [(memory, self._check_vector(vector)) for memory, vector in vectors]
         async with self._transaction() as db:
             kept: list[tuple[int, Sequence[float]]] = []
             for memory, vector in vectors:
@@ -1369,7 +1369,7 @@ class SQLStore(ABC):
         expired ones left out, answered in the database; with `among`, the similarity
         of those memories too (when they have a vector). `k` 0: `among`'s alone."""
         check_user_name(user)
-        self._check_vector(vector)
+        vector = self._check_vector(vector)
         if not 0 <= k <= MAX_NEAREST:
             raise InvalidInput(f"k must be 0 to {MAX_NEAREST}, not {k}")
         for memory_id in among:
@@ -1449,6 +1449,7 @@ class SQLStore(ABC):
     async def documents(self, user: str, *, limit: int = -1, after: str = "") -> list[Document]:
         """The user's documents, in label order (they form that user's system prompt)."""
         check_user_name(user)
+        check_storable(after, "after")
         rows = await self._read(
             "SELECT label, content, updated_at FROM documents"
             f" WHERE owner = ? AND label{self._BYTEWISE} > ?"

@@ -141,6 +141,8 @@ async def test_closing_with_a_turn_queued_ends_it_and_a_closed_instance_says_so(
         await run_turn(fm, "c1", "after")
     with pytest.raises(StorageUnavailable, match="closed"):
         await fm.reminders()
+    with pytest.raises(ShuttingDown):  # was the kernel's ActorStopped
+        await fm.run_background()
     async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
         records = await fm.turns("c1")
     assert [(r.status, r.user_text) for r in records] == [

@@ -801,6 +801,8 @@ async def test_lists_page_by_key_and_deletes_leave_nothing_behind(store: Store) 
     for label in ("x", "y", "z"):
         await store.put_document(DEFAULT_USER, label, "text")
     assert [d.label for d in await store.documents(DEFAULT_USER, limit=1, after="x")] == ["y"]
+    with pytest.raises(InvalidInput, match="after holds a lone surrogate"):
+        await store.documents(DEFAULT_USER, after="\ud800")  # was UnicodeEncodeError
     await store.delete_document(DEFAULT_USER, "y")
     assert [d.label for d in await store.documents(DEFAULT_USER)] == ["x", "z"]
     with pytest.raises(NotFound):

@@ -482,6 +482,11 @@ async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: 
         await store.set_memory_vectors([(memory, [math.nan, 1.0])])
     with pytest.raises(InvalidInput, match="k must be"):
         await store.nearest_memories(DEFAULT_USER, [1.0, 0.0], k=-1)
+    # What an embedder of the user's may answer instead of numbers (recall falls back
+    # to keywords on InvalidInput; a TypeError took the memory section down).
+    for malformed in ([None, 1.0], [[1.0], [0.0]]):
+        with pytest.raises(InvalidInput, match="sequence of numbers"):
+            await store.nearest_memories(DEFAULT_USER, malformed, k=3)  # type: ignore[arg-type]
     assert await store.count_memories_without_vectors() == 1
 
 
