@@ -61,7 +61,7 @@ from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
 from ._exceptions import Busy, FrontmindError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
-from ._messages import Drain, MemoriesSurfaced, Wake
+from ._messages import Drain, MemoriesSurfaced, TurnDropped, Wake
 from ._recall import Embedder
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "BackgroundWorker",
     "Drain",
     "MemoriesSurfaced",
+    "TurnDropped",
     "background_name",
 ]
 
@@ -79,7 +80,7 @@ def background_name() -> str:
     return "background"
 
 
-BackgroundMessage = Wake | Drain | MemoriesSurfaced
+BackgroundMessage = Wake | Drain | MemoriesSurfaced | TurnDropped
 
 # Surfacings (notification centers) counted together at most: one write per user and
 # distinct count (usually one), not one per composition.
@@ -200,6 +201,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     log.warning("could not count surfaced memories: %s", exc)
 
     async def handle(self, message: BackgroundMessage) -> int | None:
+        if isinstance(message, TurnDropped):
+            try:
+                await self._storage.record_turn(message.user, message.record)
+            except StorageError as exc:  # the turn never started: nothing else is lost
+                log.warning("could not record turn %s: %s", message.record.turn_id, exc)
+            return None
         if isinstance(message, MemoriesSurfaced):
             # Counted later, together: a write while turns compose would make every
             # reader connection drop its page cache (SQLite does on any change), and the

@@ -16,7 +16,6 @@ from contextlib import (
     suppress,
 )
 from dataclasses import dataclass, replace
-from functools import partial
 from types import TracebackType
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -69,7 +68,7 @@ from ._exceptions import Busy, InvalidModelSettings, SettingsError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._mcp import McpHub, McpServer, check_mcp_servers
-from ._messages import Compose, Composed, Drain, Turn, Wake
+from ._messages import Compose, Composed, Drain, Turn, TurnDropped, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
@@ -951,17 +950,20 @@ class TurnStream:
         """The record of a turn whose actor did not end it (`started_at` None: it never
         started). If the actor recorded it, this adds nothing (one record per turn id);
         storage failing leaves the caller its error event all the same."""
+        record = self._turn_record(status, started_at, error)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
+            await self._engine._deps.storage.record_turn(self._user, record)
+
+    def _turn_record(self, status: TurnStatus, started_at: float | None, error: str) -> TurnRecord:
         run = self._run
         assert run is not None
         engine = self._engine
         ended = moment(engine._deps.clock())
         began = ended if started_at is None else moment(started_at)
         model = engine._settings.model.name
-        record = TurnRecord(
+        return TurnRecord(
             run.turn_id, self._continuum_id, status, began, ended, model, run.text, error=error
         )
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
-            await engine._deps.storage.record_turn(self._user, record)
 
     async def _wound_down(self) -> None:
         """A turn left before its end: until its handler has wound down, its record
@@ -998,6 +1000,10 @@ class TurnStream:
             await self._finish(ended=True)
             raise
         except Exception as exc:  # the actor boundary: its crash is an event, not ours
+            if self._closed_now() and not self._cut:
+                # Closed by its owner meanwhile (`aclose()` from another task, or another
+                # reader read its end): the events stop here, nothing crashed.
+                raise StopAsyncIteration from None
             self._crashed = True
             if self._cut or isinstance(exc, ActorStopped):  # closing, not a crash
                 return shut_down_event(self._turn_id())
@@ -1054,7 +1060,23 @@ class TurnStream:
         if not self._closed and self._loop is not None:
             # Dropped unclosed: closed on the loop's thread (a collection may run anywhere).
             with suppress(RuntimeError):  # the loop is closed: nothing is left to release
-                self._loop.call_soon_threadsafe(partial(self._close, ended=False))
+                self._loop.call_soon_threadsafe(self._dropped)
+
+    def _closed_now(self) -> bool:
+        """Whether it is closed, read again after an await (which may have closed it)."""
+        return self._closed
+
+    def _dropped(self) -> None:
+        """Dropped unclosed: closed; a turn taken in (`start`) that its actor never took
+        gets its record from the background worker (every accepted turn leaves one)."""
+        unstarted = self._run is not None and self._events is None and self._ending is None
+        self._close(ended=False)
+        if unstarted:
+            record = self._turn_record(
+                "cancelled", None, "cancelled: the caller dropped the turn before it started"
+            )
+            with suppress(KernelError):  # closing: the instance's close records the rest
+                self._engine._background.tell(TurnDropped(self._user, record))
 
     async def _crash_event(self, exc: Exception) -> TurnError:
         """The conversation actor failed (it is restarted): an error event and a record."""

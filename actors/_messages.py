@@ -6,7 +6,7 @@ import time
 
 import msgspec
 
-from storage import DEFAULT_USER, Passage, SectionStatus
+from storage import DEFAULT_USER, Passage, SectionStatus, TurnRecord
 
 __all__ = [
     "Compose",
@@ -21,6 +21,7 @@ __all__ = [
     "TrinketMessage",
     "Turn",
     "TurnCommitted",
+    "TurnDropped",
     "TurnStart",
     "Wake",
 ]
@@ -102,6 +103,14 @@ class Wake(msgspec.Struct, frozen=True, tag=True):
 
 class Drain(msgspec.Struct, frozen=True, tag=True):
     """Run every background job that is due now; the reply is how many ran."""
+
+
+class TurnDropped(msgspec.Struct, frozen=True, tag=True):
+    """A turn taken in and dropped unread before its actor took it (its stream's
+    finalizer cannot await): its record, written by the background worker."""
+
+    user: str
+    record: TurnRecord
 
 
 class MemoriesSurfaced(msgspec.Struct, frozen=True, tag=True):

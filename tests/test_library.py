@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import logging
 from pathlib import Path
 
 import anyio
@@ -18,6 +20,8 @@ from frontmind import (
     ShuttingDown,
     StorageError,
     StorageUnavailable,
+    TextDelta,
+    TurnError,
     TurnEvent,
     TurnStarted,
     tool,
@@ -207,3 +211,51 @@ async def test_an_offline_instance_whose_block_raised_leaves_the_next_one_workin
         with anyio.fail_after(60):
             events = [event async for event in fm.turn("a", "hi")]
     completed(events)
+
+
+async def test_a_stream_closed_by_another_task_ends_its_readers_loop_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop button: one task reads, another calls `aclose()`. The reader's loop ends
+    (it got a false `internal_error` event, "the conversation actor failed:
+    ClosedResourceError", and the log an error with a traceback); the record says
+    `cancelled` and the continuum goes on."""
+    cfg = config(offline={"tokens_per_second": 20.0})
+    async with Frontmind.open(tmp_path, cfg, offline=True) as fm:
+        stream = fm.turn("a", "please talk for a while " * 4)
+        seen: list[TurnEvent] = []
+        talking = anyio.Event()
+
+        async def read() -> None:
+            async for event in stream:
+                seen.append(event)
+                if isinstance(event, TextDelta):
+                    talking.set()
+
+        with anyio.fail_after(30), caplog.at_level(logging.ERROR):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read)
+                await talking.wait()
+                await stream.aclose()
+        assert not [e for e in seen if isinstance(e, TurnError)]
+        assert "failed" not in caplog.text
+        ((record,),) = [await fm.turns("a")]
+        assert record.status == "cancelled"
+        completed([event async for event in fm.turn("a", "next")])
+
+
+async def test_a_turn_taken_in_and_dropped_unread_leaves_its_record(tmp_path: Path) -> None:
+    """`start()` takes the turn in; dropped before a read (its finalizer closes it, and
+    cannot await), it left no record. The background worker writes it."""
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        stream = fm.turn("a", "started, never read")
+        await stream.start()
+        turn_id = stream.turn_id
+        del stream
+        gc.collect()
+        await anyio.lowlevel.checkpoint()  # the finalizer's close runs on the loop
+        await fm.run_background()  # after the record it was told to write
+        (record,) = await fm.turns("a")
+        assert (record.turn_id, record.status) == (turn_id, "cancelled")
+        assert "dropped" in (record.error or "")
+        assert fm.admission.active == fm.admission.waiting == 0
