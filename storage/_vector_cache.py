@@ -67,6 +67,20 @@ MAX_NEWS = 10_000
 TIES_RANKED = 4
 _EVERY_ENTRY_STALE = -1
 COARSE_SHARE = 100  # at least 1 in this many of a user's vectors pass the sign bits
+# How well the signs tell a user's vectors apart depends on the embedder (random
+# 384-dimension vectors need a third of them kept for the ten nearest to pass, the
+# bench's 1.6%): a load measures it (`_calibrated`) on a sample of the vectors, a few
+# of them taken as queries: the share within which 9 of a query's 10 nearest (int8)
+# lie by their signs, at the 75th percentile of the queries, half as much again for
+# safety (recall@10 0.96-0.995 on random, one-signed, skewed and the bench's vectors,
+# where 1,000 candidates gave 0.61-0.995). Vectors the signs cannot tell apart at all
+# (a share of 1) make the pass a scan of their int8 form: still in memory, a few times
+# faster than sqlite-vec's.
+_CALIBRATION_SAMPLE = 16_384
+_CALIBRATION_QUERIES = 24
+_CALIBRATION_FOUND, _CALIBRATION_Q, _CALIBRATION_MARGIN = 9, 0.75, 1.5
+_CALIBRATION_MIN = 4 * 1000  # fewer vectors: the pass's 1,000 are a quarter of them
+_RANKED_CHUNK = 16_384  # candidates ranked by int8 at a time (a float32 copy each)
 _WORD = 64
 # How long a user is left to sqlite-vec before their load is tried again: after it
 # failed (doubling with each failure), when their vectors alone outgrew the budget (the
@@ -99,6 +113,7 @@ class _Entry:
         # vector the same signs, and the pass would keep an arbitrary thousand of them.
         self.center: npt.NDArray[np.float32] = np.zeros(dimensions, np.float32)
         self.center_from = 0  # how many vectors it was measured from
+        self.share = 1 / COARSE_SHARE  # of its vectors, the least the sign pass keeps
         self.stale = False  # too many dirty ids: loaded again at its next search
         self.ready = False
 
@@ -185,10 +200,18 @@ class _Entry:
         # einsum, not `@`: a matrix product goes to BLAS, whose OpenBLAS threads spin
         # on every core after it returns and held the store's SQLite threads off the
         # CPU (a search's p99 was 5 ms against 1.7 with them kept to one thread).
-        scores = np.einsum("ij,j->i", self.codes[chosen].astype(np.float32), unit)
+        parts, ranks = [], []
+        for start in range(0, len(chosen), _RANKED_CHUNK):  # a bounded float32 copy
+            part = chosen[start : start + _RANKED_CHUNK]
+            scores = np.einsum("ij,j->i", self.codes[part].astype(np.float32), unit)
+            if keep < len(part):
+                top = np.argpartition(-scores, keep)[:keep]
+                part, scores = part[top], scores[top]
+            parts.append(part)
+            ranks.append(scores)
+        chosen, scores = np.concatenate(parts), np.concatenate(ranks)
         if keep < len(chosen):
-            best = np.argpartition(-scores, keep)[:keep]
-            chosen = chosen[best]
+            chosen = chosen[np.argpartition(-scores, keep)[:keep]]
         picked: list[int] = self.ids[chosen].tolist()
         return picked
 
@@ -198,7 +221,7 @@ class _Entry:
         # Sign bits rank coarsely, and the more vectors the more of them lie between
         # the true nearest and the rest: a share of the user's vectors goes on, not
         # only a count (recall@10 at 500,000: 0.954 with 1,000, 0.99 with 1%).
-        coarse = max(coarse, size // COARSE_SHARE)
+        coarse = max(coarse, int(size * self.share))
         if coarse >= size:
             return np.arange(size)
         signs, _ = _quantized(unit[np.newaxis, :], self.words, self.center)
@@ -213,6 +236,33 @@ class _Entry:
         if len(chosen) > TIES_RANKED * coarse:  # vectors alike even so: the ties cut
             chosen = np.argpartition(distance, coarse)[:coarse]
         return chosen
+
+
+def _calibrated(entry: _Entry) -> float:
+    """The share of the entry's vectors the sign pass must keep for the ten nearest
+    (by int8) of a query to pass: measured with a few of its vectors as queries (the
+    vector itself left out), over a sample of them; see `_CALIBRATION_SAMPLE`."""
+    size = entry.size
+    rng = np.random.default_rng(size)  # the same sample for the same vectors
+    if size <= _CALIBRATION_SAMPLE:
+        taken = np.arange(size)
+    else:
+        taken = np.sort(rng.choice(size, _CALIBRATION_SAMPLE, replace=False))
+    codes = entry.codes[taken].astype(np.float32)
+    bits = entry.bits[:, taken]
+    needed = []
+    for query in rng.choice(len(taken), min(_CALIBRATION_QUERIES, len(taken)), replace=False):
+        scores = np.einsum("ij,j->i", codes, codes[query])
+        scores[query] = -np.inf
+        nearest = np.argpartition(-scores, 10)[:10]
+        distance = np.bitwise_count(bits[0] ^ bits[0, query]).astype(np.uint16)
+        for word in range(1, entry.words):
+            distance += np.bitwise_count(bits[word] ^ bits[word, query])
+        distance[query] = np.iinfo(np.uint16).max
+        bound = np.sort(distance[nearest])[_CALIBRATION_FOUND - 1]
+        needed.append(np.count_nonzero(distance <= bound) / len(taken))
+    share = _CALIBRATION_MARGIN * float(np.quantile(needed, _CALIBRATION_Q))
+    return min(1.0, max(1 / COARSE_SHARE, share))
 
 
 def _center(sample: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -540,6 +590,8 @@ class VectorCache:
         # not then be evicted by `_fit` for its spare room (and loaded again, search
         # after search).
         loaded.trim(spare=False)
+        if loaded.size >= _CALIBRATION_MIN:
+            loaded.share = _calibrated(loaded)
         with self._lock:
             self._load_ended.notify_all()
             if self._stopping or self._entries.get(user) is not entry:
@@ -552,6 +604,7 @@ class VectorCache:
             )
             entry.slot = loaded.slot
             entry.center, entry.center_from = loaded.center, loaded.center_from
+            entry.share = loaded.share
             entry.ready = True
             self._failures.pop((user, entry.dimensions), None)
             self._fit()

@@ -274,6 +274,10 @@ async def test_vectors_alike_by_their_signs_never_widen_the_pass_to_all(
     assert hits[0][0].id == nearer
     assert len(hits) == 5
     unit = numpy.array(query, numpy.float32) / numpy.linalg.norm(query)
+    # Signs that tell none of them apart: the calibrated pass is a scan of all. With
+    # the least share, the ties are still cut to the count asked.
+    assert entry.share == 1.0
+    entry.share = 0.0
     assert len(entry.by_signs(unit, 100)) == 100  # not the 5,000 tied
 
 
@@ -532,3 +536,27 @@ async def test_a_store_opened_by_a_relative_path_loads_after_a_chdir(
         monkeypatch.chdir(tmp_path.parent)
         assert await _loaded(store)
         assert _cache(store).size(DEFAULT_USER) == 2
+
+
+async def test_the_pass_keeps_the_share_the_users_vectors_need(tmp_path: Path) -> None:
+    """How many candidates the signs must keep depends on the vectors: 1,000 of 10,000
+    random ones of 64 dimensions gave recall@10 0.875. A load measures the share its
+    vectors need (here a quarter or so), and the pass keeps that."""
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        await store.use_embedder("tests:Random64", 64)
+        rng = numpy.random.default_rng(23)
+        points = rng.standard_normal((10_000, 64))
+        vectors = await _remember(store, DEFAULT_USER, points.tolist())
+        assert await anyio.to_thread.run_sync(_cache(store).loaded, DEFAULT_USER, 64, 60.0)
+        cache = _cache(store)
+        assert cache._entries[DEFAULT_USER].share > 0.1
+        ids = numpy.array(list(vectors))
+        unit = points / numpy.linalg.norm(points, axis=1, keepdims=True)
+        agree, served = 0, cache.served
+        for _ in range(20):
+            query = rng.standard_normal(64)
+            exact = set(ids[numpy.argsort(-(unit @ (query / numpy.linalg.norm(query))))[:10]])
+            found = await store.nearest_memories(DEFAULT_USER, query.tolist(), k=10, now=20.0)
+            agree += len(exact & {m.id for m, _ in found})
+        assert cache.served == served + 20
+        assert agree >= 190
