@@ -363,10 +363,10 @@ async def test_the_budget_counts_what_vectors_need_and_holds_as_a_user_grows(
 
 async def test_a_user_whose_vectors_fit_the_budget_stays_loaded(tmp_path: Path) -> None:
     """A load the budget admits keeps no spare room that would get it evicted (and
-    loaded again at every search): 9,000 vectors of 32 dimensions, 1,008,000 bytes by
+    loaded again at every search): 9,000 vectors of 32 dimensions, 1,044,000 bytes by
     the cache's count, under a budget just above that."""
     async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=1_010_000
+        tmp_path / "frontmind.db", vector_cache_bytes=1_046_000
     ) as store:
         await store.use_embedder("tests:Random", DIMENSIONS)
         rng = numpy.random.default_rng(17)
@@ -466,7 +466,7 @@ async def test_users_who_cannot_both_fit_are_not_loaded_again_and_again(tmp_path
         await store.use_embedder("tests:Random", DIMENSIONS)
         await store.add_user("b", "d" * 64, now=10.0)
         rng = numpy.random.default_rng(20)
-        for user in (DEFAULT_USER, "b"):  # 5,300 × 112 bytes: 59% of the budget
+        for user in (DEFAULT_USER, "b"):  # 5,300 × 116 bytes: 61% of the budget
             await _remember(store, user, rng.standard_normal((5_300, DIMENSIONS)).tolist())
         cache = _cache(store)
         query = rng.standard_normal(DIMENSIONS).tolist()
@@ -492,7 +492,7 @@ async def test_a_user_over_the_budget_is_tried_again_once_they_shrink(tmp_path: 
         vectors = await _remember(
             store, DEFAULT_USER, rng.standard_normal((2_000, DIMENSIONS)).tolist()
         )
-        assert not await _loaded(store)  # 2,000 × 112 bytes: over 64 KiB
+        assert not await _loaded(store)  # 2,000 × 116 bytes: over 64 KiB
         async with store._transaction() as db:
             await db.execute("DELETE FROM memories WHERE id > ?", (min(vectors) + 99,))
         cache = _cache(store)
