@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
@@ -1324,7 +1325,13 @@ class SQLStore(ABC):
             raise InvalidInput(
                 f"a vector of {len(values)} dimensions; the embedder in use has {self._dimensions}"
             )
-        return values
+        # Stored and searched at unit length: a cosine in float32 of components near
+        # 1e20 overflowed (a similarity of 0 where it was 0.998) and of 1e-40 underflowed
+        # (infinite). `hypot` neither overflows nor underflows on the way.
+        length = math.hypot(*values)
+        if not math.isfinite(length):
+            raise InvalidInput("a vector's length must be finite")
+        return tuple(x / length for x in values)
 
     async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
         rows = await self._read(

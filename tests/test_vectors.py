@@ -658,3 +658,19 @@ async def test_extraction_updates_a_memory_of_the_same_meaning(
             # extraction, never again by the worker.
             assert await fm.storage.count_memories_without_vectors() == 0
             assert CountingConceptEmbedder.embedded[texts[sister.id]] == 1
+
+
+async def test_vectors_of_any_finite_scale_give_their_cosine(store: Store) -> None:
+    """Only the direction counts: a vector of huge or tiny components is stored and
+    searched at unit length (in float32, 1e20 overflowed to a similarity of 0, 1e-40
+    underflowed to an infinite one)."""
+    await store.use_embedder("tests:Fixed", 3)
+    big = await store.add_memory(DEFAULT_USER, "big", now=10.0)
+    await store.set_memory_vectors([(big, [1e30, 2e30, 2e30])])
+    tiny = await store.add_memory(DEFAULT_USER, "tiny", now=10.0)
+    await store.set_memory_vectors([(tiny, [2e-40, -1e-40, 2e-40])])
+    for query in ([1.0, 0.0, 0.0], [1e-40, 0.0, 0.0], [1e20, 0.0, 0.0]):
+        found = {
+            m.text: close for m, close in await store.nearest_memories(DEFAULT_USER, query, k=2)
+        }
+        assert found == pytest.approx({"big": 1 / 3, "tiny": 2 / 3}, abs=1e-5)
