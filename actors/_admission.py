@@ -192,6 +192,8 @@ class Admission:
         ticket = self._tickets.pop(turn_id, None)
         if ticket is None:
             return
+        if ticket.waiter is not None and not ticket.waiter.done():
+            ticket.waiter.set_result(None)  # its stream closed while it waited: it goes on
         if not self._tickets and self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
         cont = ticket.continuum

@@ -890,6 +890,8 @@ class TurnStream:
         assert run is not None
         try:
             await engine.admission.wait(run.turn_id)
+            if self._closed_now():  # closed by another task while it waited: never started
+                return None
             if engine._draining:  # at once, not behind the continuum's running turn
                 await self._end_unstarted(
                     ShuttingDown.type, "the service is shutting down; this turn did not start"

@@ -80,7 +80,7 @@ from storage import (
 from ._exceptions import BudgetExceeded, ConfigError
 from ._gate import GatedTurn, UserGate
 from ._gc import IdleCollector
-from ._groups import unwrap_group
+from ._groups import raise_unwrapped
 from ._lock import data_dir_lock
 from ._models import REFRESH_SECONDS, load_catalog, models_api_meet
 from ._users import new_token, token_digest
@@ -224,7 +224,7 @@ class Frontmind:
                 yield fm
         except BaseExceptionGroup as group:
             # Task groups wrap an error once per level they cross: hand the user the error.
-            raise unwrap_group(group) from None
+            raise_unwrapped(group)
 
     @classmethod
     @asynccontextmanager

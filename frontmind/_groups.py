@@ -7,7 +7,9 @@ groups around it.
 
 from __future__ import annotations
 
-__all__ = ["unwrap_group"]
+from typing import NoReturn
+
+__all__ = ["raise_unwrapped", "unwrap_group"]
 
 
 def unwrap_group(exc: BaseException) -> BaseException:
@@ -15,3 +17,16 @@ def unwrap_group(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc
+
+
+def raise_unwrapped(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Raise the error `unwrap_group` finds with its own cause and context (raised
+    here, Python would make the group its context; `from None` lost a cause)."""
+    error = unwrap_group(group)
+    cause, context, suppressed = error.__cause__, error.__context__, error.__suppress_context__
+    try:
+        raise error
+    finally:
+        if error is not group:
+            error.__cause__, error.__context__ = cause, context
+            error.__suppress_context__ = suppressed

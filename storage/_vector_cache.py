@@ -496,7 +496,7 @@ class VectorCache:
         with self._lock:
             self._drain()
             entry = self._entries.get(user)
-            if entry is None:
+            if entry is None or entry.stale:  # loaded anew at its next search
                 return
             current = {i for i, generation in seen.items() if entry.dirty.get(i) == generation}
             size = 4 * entry.dimensions
@@ -524,7 +524,9 @@ class VectorCache:
         ready (the caller takes sqlite-vec's pass)."""
         with self._lock:
             entry = self._entries.get(user)
-            if entry is None or not entry.ready or len(query) != entry.dimensions:
+            # A stale entry (marked by a drain since `dirty`; its dirty ids were let go)
+            # answers nothing: the search takes sqlite-vec's pass, the next one reloads.
+            if entry is None or not entry.ready or entry.stale or len(query) != entry.dimensions:
                 return None
             self.served += 1
             return entry.nearest(np.asarray(query, np.float32), coarse, keep)
@@ -632,6 +634,9 @@ class VectorCache:
             entry.center, entry.center_from = loaded.center, loaded.center_from
             entry.share = loaded.share
             entry.ready = True
+            # Its search asked for it and its load is paid: it counts as searched now,
+            # not behind the users searched while it loaded (who leave first instead).
+            self._entries.move_to_end(user)
             self._failures.pop((user, entry.dimensions), None)
             self._fit()
 
@@ -652,8 +657,11 @@ class VectorCache:
             for entry in self._entries.values():
                 entry.trim()
             total = sum(e.nbytes for e in self._entries.values())
-        while total > self._budget and self._entries:
-            user, gone = next(iter(self._entries.items()))
+        for user, gone in list(self._entries.items()):  # least recently searched first
+            if total <= self._budget:
+                break
+            if not gone.ready:  # holds nothing yet; its load is judged as it starts
+                continue
             total -= gone.nbytes
             oversized = gone.used_bytes > self._budget
             self._drop(user, gone, _HOLD_OVERSIZED_S if oversized else _HOLD_EVICTED_S)

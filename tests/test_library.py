@@ -204,9 +204,10 @@ async def test_an_offline_instance_whose_block_raised_leaves_the_next_one_workin
     """The block's error comes out as itself, and the local API it served is stopped
     before its socket closes: the next offline instance's turns were never answered
     (the closed socket's descriptor stayed in the event loop's selector)."""
-    with pytest.raises(ValueError, match="the app's own"):
+    with pytest.raises(ValueError, match="the app's own") as raised:
         async with Frontmind.open(tmp_path, offline=True):
-            raise ValueError("the app's own")
+            raise ValueError("the app's own") from KeyError("its cause")
+    assert isinstance(raised.value.__cause__, KeyError)  # kept (`from None` cut it)
     async with Frontmind.open(tmp_path, offline=True) as fm:
         with anyio.fail_after(60):
             events = [event async for event in fm.turn("a", "hi")]
@@ -259,3 +260,38 @@ async def test_a_turn_taken_in_and_dropped_unread_leaves_its_record(tmp_path: Pa
         assert (record.turn_id, record.status) == (turn_id, "cancelled")
         assert "dropped" in (record.error or "")
         assert fm.admission.active == fm.admission.waiting == 0
+
+
+async def test_a_turn_closed_by_another_task_while_it_waits_for_its_slot_ends_its_reader(
+    tmp_path: Path,
+) -> None:
+    """The stop button pressed on a turn queued behind its continuum's running turn:
+    its reader waited for ever (its ticket went, its wait was never told)."""
+    cfg = config(offline={"tokens_per_second": 20.0})
+    async with Frontmind.open(tmp_path, cfg, offline=True) as fm:
+        first = fm.turn("a", "please talk for a while " * 4)
+        second = fm.turn("a", "queued behind the first")
+        seen: list[TurnEvent] = []
+        talking, ended = anyio.Event(), anyio.Event()
+
+        async def read_first() -> None:
+            async for event in first:
+                if isinstance(event, TextDelta):
+                    talking.set()
+
+        async def read_second() -> None:
+            seen.extend([event async for event in second])
+            ended.set()
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_first)
+                await talking.wait()
+                tg.start_soon(read_second)
+                while fm.admission.waiting < 1:  # the second waits for the slot
+                    await anyio.lowlevel.checkpoint()
+                await second.aclose()
+                await ended.wait()
+        assert seen == []
+        records = {r.user_text: r.status for r in await fm.turns("a")}
+        assert records["queued behind the first"] == "cancelled"

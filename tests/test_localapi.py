@@ -688,9 +688,13 @@ async def test_a_block_that_raises_gets_its_own_error_and_the_next_server_answer
     the server is stopped before its socket closes: a socket closed under a running
     server stayed in the event loop's selector, and the next one given its descriptor
     (another local API here) took connections and never answered."""
-    with pytest.raises(ValueError, match="the block's own"):
+    with pytest.raises(ValueError, match="the block's own") as raised:
         async with LocalMessagesAPI():
-            raise ValueError("the block's own")
+            raise ValueError("the block's own") from KeyError("its cause")
+    assert isinstance(raised.value.__cause__, KeyError)  # kept, not cut by `from None`
+    with pytest.raises(ExceptionGroup):  # a group the block raised stays one
+        async with LocalMessagesAPI():
+            raise ExceptionGroup("the block's", [KeyError("x")])
     with anyio.CancelScope() as scope:
         async with LocalMessagesAPI():
             scope.cancel()

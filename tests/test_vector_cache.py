@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -560,3 +561,77 @@ async def test_the_pass_keeps_the_share_the_users_vectors_need(tmp_path: Path) -
             agree += len(exact & {m.id for m, _ in found})
         assert cache.served == served + 20
         assert agree >= 190
+
+
+async def test_a_search_whose_entry_went_stale_meanwhile_still_finds_what_was_committed(
+    store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads its dirty ids again; an import of more than MAX_DIRTY of the
+    user's memories commits meanwhile (the entry goes stale, its dirty ids let go):
+    the stale entry answers nothing, and sqlite-vec finds the memory committed before
+    the search (it was left out)."""
+    from storage._vector_cache import MAX_DIRTY
+
+    rng = numpy.random.default_rng(24)
+    await _remember(store, DEFAULT_USER, rng.standard_normal((500, DIMENSIONS)).tolist())
+    assert await _loaded(store)
+    query = rng.standard_normal(DIMENSIONS).tolist()
+    (mine,) = await _remember(store, DEFAULT_USER, [query])
+    read, imported = store._read, list[bool]()
+
+    async def read_while_importing(sql: str, args: Any = ()) -> list[Any]:
+        if sql.startswith("SELECT id, owner, embedding") and not imported:
+            imported.append(True)
+            far = -numpy.array(query) + 0.1 * rng.standard_normal((MAX_DIRTY + 1, DIMENSIONS))
+            await _remember(store, DEFAULT_USER, far.tolist())
+        return await read(sql, args)
+
+    monkeypatch.setattr(store, "_read", read_while_importing)
+    assert (await _nearest_ids(store, query, k=1)) == [mine]
+    assert imported
+
+
+async def test_users_searched_while_one_loads_leave_before_it(tmp_path: Path) -> None:
+    """The eviction that follows a load takes the users searched while it loaded, not
+    the user just loaded (its load paid for: it was evicted at once and held for a
+    minute)."""
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=1_000_000
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        rng = numpy.random.default_rng(25)
+        # 116 bytes a vector: 464,000 + 406,000 + 174,000, over the budget together
+        for user, count in ((DEFAULT_USER, 4_000), ("b", 3_500), ("p", 1_500)):
+            if user != DEFAULT_USER:
+                await store.add_user(user, ("c" if user == "b" else "d") * 64, now=10.0)
+            await _remember(store, user, rng.standard_normal((count, DIMENSIONS)).tolist())
+        cache = _cache(store)
+        for user in (DEFAULT_USER, "b"):
+            assert await _loaded(store, user)
+        entered, gate = threading.Event(), threading.Event()
+        connect = cache._connect
+
+        class Gated:  # p's load waits in its first read until the others are searched
+            def __init__(self) -> None:
+                self.conn = connect()
+
+            def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+                if "p" in args and "LIMIT" in sql:
+                    entered.set()
+                    gate.wait(30)
+                return self.conn.execute(sql, args)
+
+            def close(self) -> None:
+                self.conn.close()
+
+        cache._connect = Gated
+        query = rng.standard_normal(DIMENSIONS).tolist()
+        await store.nearest_memories("p", query, k=3, now=20.0)
+        assert await anyio.to_thread.run_sync(entered.wait, 30)
+        for user in (DEFAULT_USER, "b"):  # searched while p loads
+            await store.nearest_memories(user, query, k=3, now=20.0)
+        gate.set()
+        assert await _loaded(store, "p")
+        assert cache.size("p") == 1_500
+        assert cache.size(DEFAULT_USER) == 0  # the least recently searched left instead
+        assert cache.size("b") == 3_500

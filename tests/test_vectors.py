@@ -674,3 +674,8 @@ async def test_vectors_of_any_finite_scale_give_their_cosine(store: Store) -> No
             m.text: close for m, close in await store.nearest_memories(DEFAULT_USER, query, k=2)
         }
         assert found == pytest.approx({"big": 1 / 3, "tiny": 2 / 3}, abs=1e-5)
+    # A length past the largest float (each component is not): scaled first, not refused.
+    found = {
+        m.text: c for m, c in await store.nearest_memories(DEFAULT_USER, [1.7e308] * 2 + [0.0], k=2)
+    }
+    assert found == pytest.approx({"big": 0.5**0.5, "tiny": 1 / 18**0.5}, abs=1e-5)

@@ -109,10 +109,14 @@ async def serve_local(app: Any, host: str, port: int) -> AsyncIterator[str]:
                     await stopped.wait()
                 serving.cancel()  # a shutdown that hangs past that is cut short
     except BaseExceptionGroup as group:
-        # The block's own error, not a group around it (the task group wraps it).
-        error: BaseException = group
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]
-        if error is group:
+        # The block's own error, not the group the task group put around it (one level:
+        # a group the block raised itself stays one), with its own cause and context.
+        if len(group.exceptions) != 1:
             raise
-        raise error from None
+        (error,) = group.exceptions
+        cause, context, suppressed = error.__cause__, error.__context__, error.__suppress_context__
+        try:
+            raise error
+        finally:
+            error.__cause__, error.__context__ = cause, context
+            error.__suppress_context__ = suppressed
