@@ -484,7 +484,7 @@ class PostgresStorage(SQLStore):
     async def _nearest_rows(
         self, user: str, vector: Sequence[float], k: int, at: float, among: Sequence[int]
     ) -> list[Any]:
-        query = _normalized(vector)
+        query = list(vector)  # unit length already (`_check_vector`)
         if self._pgvector:
             # The query goes three times, as pgvector's text form: one string made once.
             # As `real[]` each copy was encoded element by element (384 of them, with
@@ -589,8 +589,8 @@ def _hnsw_nearest(distance: str) -> str:
 
 
 def _normalized(vector: Sequence[float]) -> list[float]:
-    """Unit length, as Python floats (an embedder's numpy floats would spell themselves
-    `np.float32(...)` in the query's text form)."""
+    """Unit length, as Python floats: for vectors imported as stored (a store before
+    vectors were normalized at their check, `SQLStore._check_vector`)."""
     values = [float(x) for x in vector]
     norm = math.sqrt(sum(x * x for x in values))
     return [x / norm for x in values]

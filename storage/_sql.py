@@ -1327,11 +1327,15 @@ class SQLStore(ABC):
             )
         # Stored and searched at unit length: a cosine in float32 of components near
         # 1e20 overflowed (a similarity of 0 where it was 0.998) and of 1e-40 underflowed
-        # (infinite). Scaled by the largest first, the length is at most √4096 = 64.
-        top = max(abs(x) for x in values)
-        scaled = [x / top for x in values]
-        length = math.hypot(*scaled)
-        return tuple(x / length for x in scaled)
+        # (infinite). `hypot` underflows nowhere, and overflows only past the largest
+        # float, where the vector is scaled by its largest component first (on every
+        # search: one pass more only for such vectors).
+        length = math.hypot(*values)
+        if math.isinf(length):
+            top = max(abs(x) for x in values)
+            values = tuple(x / top for x in values)
+            length = math.hypot(*values)
+        return tuple(x / length for x in values)
 
     async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
         rows = await self._read(

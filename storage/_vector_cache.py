@@ -238,9 +238,7 @@ class _Entry:
         if coarse >= size:
             return np.arange(size)
         signs, _ = _quantized(unit[np.newaxis, :], self.words, self.center)
-        distance = np.bitwise_count(self.bits[0, :size] ^ signs[0, 0]).astype(np.uint16)
-        for word in range(1, self.words):
-            distance += np.bitwise_count(self.bits[word, :size] ^ signs[word, 0])
+        distance = _hamming(self.bits[:, :size], signs[:, 0])
         # The smallest distance whose count reaches `coarse` (distances are small
         # integers: a histogram instead of a partial sort of every slot).
         counts = np.cumsum(np.bincount(distance, minlength=self.dimensions + 1))
@@ -268,14 +266,21 @@ def _calibrated(entry: _Entry) -> float:
         scores = _closeness(codes, norms, codes[query] / _INT8_SCALE)
         scores[query] = -np.inf
         nearest = np.argpartition(-scores, 10)[:10]
-        distance = np.bitwise_count(bits[0] ^ bits[0, query]).astype(np.uint16)
-        for word in range(1, entry.words):
-            distance += np.bitwise_count(bits[word] ^ bits[word, query])
+        distance = _hamming(bits, bits[:, query])
         distance[query] = np.iinfo(np.uint16).max
         bound = np.sort(distance[nearest])[_CALIBRATION_FOUND - 1]
         needed.append(np.count_nonzero(distance <= bound) / len(taken))
     share = _CALIBRATION_MARGIN * float(np.quantile(needed, _CALIBRATION_Q))
     return min(1.0, max(1 / COARSE_SHARE, share))
+
+
+def _hamming(bits: npt.NDArray[np.uint64], signs: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
+    """Each column's Hamming distance to `signs` (one word a row: a few vectorized XOR
+    and popcount passes, a word at a time)."""
+    distance: npt.NDArray[np.uint16] = np.bitwise_count(bits[0] ^ signs[0]).astype(np.uint16)
+    for word in range(1, len(bits)):
+        distance += np.bitwise_count(bits[word] ^ signs[word])
+    return distance
 
 
 def _closeness(

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
     async with await SQLiteStorage.open(tmp_path / "frontmind.db") as storage:
         await storage.use_embedder("tests:Random", DIMENSIONS)
         yield storage
+
+
+@asynccontextmanager
+async def _budgeted(tmp_path: Path, budget: int) -> AsyncIterator[SQLiteStorage]:
+    """A store whose vector cache holds `budget` bytes at most, the tests' embedder in use."""
+    async with await SQLiteStorage.open(
+        tmp_path / "frontmind.db", vector_cache_bytes=budget
+    ) as store:
+        await store.use_embedder("tests:Random", DIMENSIONS)
+        yield store
 
 
 async def _remember(
@@ -163,10 +174,7 @@ async def test_a_forgotten_user_leaves_the_cache_and_another_embedder_empties_it
 
 
 async def test_a_user_over_the_budget_is_searched_by_sqlite_vec(tmp_path: Path) -> None:
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=64 * 1024
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 64 * 1024) as store:
         rng = random.Random(5)
         many = [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(2_000)]
         vectors = await _remember(store, DEFAULT_USER, many)
@@ -339,10 +347,7 @@ async def test_the_budget_counts_what_vectors_need_and_holds_as_a_user_grows(
     """9,000 vectors of 32 dimensions need about 1 MB: they load under a 1.2 MB budget
     (the load's doubled capacity is not what they keep). The user then grows past it
     through their searches' refreshes: they leave the cache, and sqlite-vec answers."""
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=1_200_000
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 1_200_000) as store:
         rng = numpy.random.default_rng(16)
         vectors = await _remember(
             store, DEFAULT_USER, rng.standard_normal((9_000, DIMENSIONS)).tolist()
@@ -366,10 +371,7 @@ async def test_a_user_whose_vectors_fit_the_budget_stays_loaded(tmp_path: Path) 
     """A load the budget admits keeps no spare room that would get it evicted (and
     loaded again at every search): 9,000 vectors of 32 dimensions, 1,044,000 bytes by
     the cache's count, under a budget just above that."""
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=1_046_000
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 1_046_000) as store:
         rng = numpy.random.default_rng(17)
         vectors = await _remember(
             store, DEFAULT_USER, rng.standard_normal((9_000, DIMENSIONS)).tolist()
@@ -461,10 +463,7 @@ async def test_users_who_cannot_both_fit_are_not_loaded_again_and_again(tmp_path
     """Two users of 60% of the budget each, searching in turn: the second's load pushes
     the first out, who is then left to sqlite-vec for a while instead of pushing the
     second out in turn (each of these loads is seconds at 500,000 vectors)."""
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=1_000_000
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 1_000_000) as store:
         await store.add_user("b", "d" * 64, now=10.0)
         rng = numpy.random.default_rng(20)
         for user in (DEFAULT_USER, "b"):  # 5,300 × 116 bytes: 61% of the budget
@@ -485,10 +484,7 @@ async def test_users_who_cannot_both_fit_are_not_loaded_again_and_again(tmp_path
 
 
 async def test_a_user_over_the_budget_is_tried_again_once_they_shrink(tmp_path: Path) -> None:
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=64 * 1024
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 64 * 1024) as store:
         rng = numpy.random.default_rng(21)
         vectors = await _remember(
             store, DEFAULT_USER, rng.standard_normal((2_000, DIMENSIONS)).tolist()
@@ -595,10 +591,7 @@ async def test_users_searched_while_one_loads_leave_before_it(tmp_path: Path) ->
     """The eviction that follows a load takes the users searched while it loaded, not
     the user just loaded (its load paid for: it was evicted at once and held for a
     minute)."""
-    async with await SQLiteStorage.open(
-        tmp_path / "frontmind.db", vector_cache_bytes=1_000_000
-    ) as store:
-        await store.use_embedder("tests:Random", DIMENSIONS)
+    async with _budgeted(tmp_path, 1_000_000) as store:
         rng = numpy.random.default_rng(25)
         # 116 bytes a vector: 464,000 + 406,000 + 174,000, over the budget together
         for user, count in ((DEFAULT_USER, 4_000), ("b", 3_500), ("p", 1_500)):

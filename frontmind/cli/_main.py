@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from .._groups import unwrap_group
+from .._groups import raise_unwrapped
 from .._paths import default_data_dir
 from ._data import add_data_commands, add_user_actions
 
@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             args.func(args)
         except BaseExceptionGroup as group:
-            raise unwrap_group(group) from None
+            raise_unwrapped(group)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:

@@ -111,6 +111,8 @@ async def serve_local(app: Any, host: str, port: int) -> AsyncIterator[str]:
     except BaseExceptionGroup as group:
         # The block's own error, not the group the task group put around it (one level:
         # a group the block raised itself stays one), with its own cause and context.
+        # (`frontmind._groups.raise_unwrapped` does this for Frontmind: the local API
+        # imports nothing of the project, so its one level is done here.)
         if len(group.exceptions) != 1:
             raise
         (error,) = group.exceptions
