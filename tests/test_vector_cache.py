@@ -22,7 +22,7 @@ from frontmind import Config, ConfigError
 from frontmind._frontmind import open_storage
 from frontmind.config import StorageConfig
 from storage import DEFAULT_USER, AddMemory, Memory, SQLiteStorage, StorageUnavailable
-from storage._vector_cache import VectorCache
+from storage._vector_cache import VectorCache, _Entry
 from tests._embedder import ConceptEmbedder
 
 pytestmark = pytest.mark.anyio
@@ -628,3 +628,29 @@ async def test_users_searched_while_one_loads_leave_before_it(tmp_path: Path) ->
         assert cache.size("p") == 1_500
         assert cache.size(DEFAULT_USER) == 0  # the least recently searched left instead
         assert cache.size("b") == 3_500
+
+
+def test_the_int8_pass_ranks_vectors_of_a_shared_offset_by_their_distance() -> None:
+    """An embedder whose vectors share most of their direction (cosines within a few
+    thousandths of each other): ranked by the dot product with their int8 codes, the
+    best 40 of 3,000 held 0.64 of the ten nearest (each code's rounding weighs as much
+    as its direction); ranked by the distance from the query, all of them."""
+    rng = numpy.random.default_rng(26)
+    dimensions = 384
+    offset = 1.5 * rng.standard_normal(dimensions)
+    spread = rng.standard_normal((64, dimensions))
+
+    def vectors(n: int) -> Any:
+        shared = offset + 0.25 * (rng.standard_normal((n, 64)) @ spread) / 8
+        return (shared + 0.15 * rng.standard_normal((n, dimensions))).astype(numpy.float32)
+
+    points, queries = vectors(3_000), vectors(20)
+    entry = _Entry(dimensions)
+    entry.put(list(range(3_000)), points)
+    entry.share = 1.0  # every vector ranked by int8: the signs are not what is tested
+    unit = points / numpy.linalg.norm(points, axis=1, keepdims=True)
+    found = 0
+    for query in queries:
+        exact = numpy.argsort(-(unit @ (query / numpy.linalg.norm(query))))[:10]
+        found += len(set(exact.tolist()) & set(entry.nearest(query, 3_000, 40)))
+    assert found >= 190
