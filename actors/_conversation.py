@@ -1095,6 +1095,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     f"{use.name} failed: CancelledError (the tool's own work was cancelled)",
                     is_error=True,
                 )
+            except SystemExit as exc:
+                # A tool calling sys.exit() (a library's CLI entry point run as a tool, say)
+                # would end the whole process, every user's turns with it, with no grace:
+                # it is that tool's failure. Ctrl+C (KeyboardInterrupt) still passes.
+                log.warning("tool %s raised SystemExit(%r)", use.name, exc.code)
+                outcome = ToolOutcome(
+                    f"{use.name} failed: SystemExit({exc.code!r}) (a tool may not end the process)",
+                    is_error=True,
+                )
         if outcome is None:
             return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
         # A tool's text is code's output, kept: what no database stores (a NUL, a lone

@@ -608,6 +608,7 @@ class Engine:
 
     async def compose(self, turn: Turn) -> Composed:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
+        user_content(turn.user_text)  # refused as a turn's message would be, before composing
         key = (turn.user, turn.continuum_id)
         transient = key not in self._lanes
         try:

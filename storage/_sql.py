@@ -359,9 +359,12 @@ class SQLStore(ABC):
     @abstractmethod
     async def _close(self) -> None: ...
 
-    async def _read(self, sql: str, args: Any = ()) -> list[Any]:
+    def _check_open(self) -> None:
         if self._closed:  # the driver's own word for it varies (aiosqlite: a ValueError)
             raise StorageUnavailable("the storage is closed")
+
+    async def _read(self, sql: str, args: Any = ()) -> list[Any]:
+        self._check_open()
         try:
             return await self._fetch(sql, args)
         except self._ERRORS as exc:
@@ -375,8 +378,7 @@ class SQLStore(ABC):
     async def _guarded(
         self, opening: AbstractAsyncContextManager[Connection], what: str
     ) -> AsyncIterator[Connection]:
-        if self._closed:
-            raise StorageUnavailable("the storage is closed")
+        self._check_open()
         try:
             async with opening as db:
                 yield db

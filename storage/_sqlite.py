@@ -400,6 +400,7 @@ class SQLiteStorage(SQLStore):
         self._vector_cache = vector_cache
 
     async def backup(self, path: Path) -> int:
+        self._check_open()  # a closed store's file may be another process's by now
         self._check_backup_path(path)
         # A name of its own per backup: two at once to one path each write theirs, and
         # the last rename wins with a whole file (a shared name tore one under the other).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -145,6 +146,9 @@ async def test_closing_with_a_turn_queued_ends_it_and_a_closed_instance_says_so(
         await run_turn(fm, "c1", "after")
     with pytest.raises(StorageUnavailable, match="closed"):
         await fm.reminders()
+    with pytest.raises(StorageUnavailable, match="closed"):  # it wrote a copy of the file
+        await fm.backup(tmp_path / "after.db")
+    assert not (tmp_path / "after.db").exists()
     with pytest.raises(ShuttingDown):  # was the kernel's ActorStopped
         await fm.run_background()
     async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
@@ -153,6 +157,31 @@ async def test_closing_with_a_turn_queued_ends_it_and_a_closed_instance_says_so(
         ("completed", "first"),
         ("cancelled", "second"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "message"),
+    [
+        ("", InvalidInput, "empty"),
+        (" \u200b", InvalidInput, "empty"),
+        ("a\ud800", InvalidInput, "lone surrogate"),
+        ("x" * 200_001, MessageTooLarge, "limit"),
+        (5, InvalidInput, "text or a list"),
+    ],
+)
+async def test_compose_refuses_what_a_turn_refuses(
+    tmp_path: Path, text: Any, error: type[Exception], message: str
+) -> None:
+    """`fm.compose` previews a turn's sections for a message: a message no turn would
+    take is refused the same way, before any section renders (it was composed, or a
+    section failed with a logged traceback)."""
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        with pytest.raises(error, match=message):
+            await fm.compose("c1", text)
+        with pytest.raises(error, match=message):
+            await run_turn(fm, "c1", text)
+        composed = await fm.compose("c1", "hello")
+    assert composed.sections
 
 
 async def test_closing_ends_a_turn_never_read_at_once_and_one_past_the_grace(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -328,9 +329,10 @@ async def test_failures_timeouts_and_bad_input_go_back_as_errors(
 async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_failure(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
-    """A tool that awaits a task someone else cancelled fails alone (the instance goes
-    on for every continuum); a huge text result is cut with a note; a NUL or a lone
-    surrogate in a result becomes U+FFFD instead of failing the turn's commit."""
+    """A tool that awaits a task someone else cancelled, or calls sys.exit, fails alone
+    (the instance goes on for every continuum); a huge text result is cut with a note;
+    a NUL or a lone surrogate in a result becomes U+FFFD instead of failing the turn's
+    commit."""
     api, responder = script
 
     @tool
@@ -340,6 +342,11 @@ async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_fa
         other.cancel()
         await other
         return "unreachable"
+
+    @tool
+    async def quits() -> str:
+        """Calls sys.exit, as a command-line entry point does."""
+        sys.exit(3)
 
     @tool(max_result_chars=1_000)
     def huge() -> str:
@@ -357,19 +364,21 @@ async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_fa
                 ReplyToolUse("orphan", {}, "toolu_1"),
                 ReplyToolUse("huge", {}, "toolu_2"),
                 ReplyToolUse("odd", {}, "toolu_3"),
+                ReplyToolUse("quits", {}, "toolu_4"),
             )
         ),
         "Done.",
         "Still here.",
     )
-    async with frontmind(api, tmp_path, tools=[orphan, huge, odd]) as fm:
+    async with frontmind(api, tmp_path, tools=[orphan, huge, odd, quits]) as fm:
         events = await run_turn(fm, "c1", "try the tools")
         other = await run_turn(fm.user("bob"), "c2", "are you there?")
         history = await fm.history("c1")
         records = await fm.turns("c1")
     finished = [e for e in events if isinstance(e, ToolFinished)]
-    assert [e.is_error for e in finished] == [True, False, False]
+    assert [e.is_error for e in finished] == [True, False, False, True]
     assert finished[0].content.startswith("orphan failed: CancelledError")
+    assert finished[3].content.startswith("quits failed: SystemExit(3)")
     assert finished[1].content.startswith("x" * 1_000 + "\n[truncated: 4,000 more characters")
     assert finished[2].content == "a\ufffdb\ufffdc"
     assert completed(events).text == "Done."
