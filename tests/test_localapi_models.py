@@ -164,6 +164,32 @@ async def test_thinking_effort_and_tool_choice_follow_each_model(
     assert ok.stop_reason == "end_turn"
 
 
+async def test_between_tools_is_refused_above_high_effort(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    """What's new in Claude Sonnet 5.5, "Turn off up-front thinking": "between_tools is
+    available at low, medium, and high effort. At xhigh or max effort, a request with
+    between_tools returns a 400 error"."""
+    between: Any = {"type": "between_tools"}
+    for effort in ("xhigh", "max"):
+        await refused(
+            client,
+            f'"thinking.type.between_tools" is not supported with effort "{effort}"',
+            model="claude-sonnet-5-5",
+            thinking=between,
+            output_config={"effort": effort},
+        )
+    for effort in ("low", "medium", "high"):
+        ok = await client.messages.create(
+            model="claude-sonnet-5-5",
+            max_tokens=64,
+            messages=HI,
+            thinking=between,
+            output_config={"effort": effort},
+        )
+        assert ok.stop_reason == "end_turn"
+
+
 async def test_a_prompt_over_the_context_window_is_refused(
     client: anthropic.AsyncAnthropic,
 ) -> None:
