@@ -590,6 +590,36 @@ async def test_per_request_fault_header(api: LocalMessagesAPI) -> None:
     assert response.json()["error"]["type"] == "api_error"
 
 
+async def test_injected_statuses_carry_the_documented_error_type(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    """Docs: API errors, "HTTP errors" (https://platform.claude.com/docs/en/api/errors):
+    402 billing_error, 409 conflict_error, 504 timeout_error, beside the others."""
+    documented = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        402: "billing_error",
+        403: "permission_error",
+        404: "not_found_error",
+        409: "conflict_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
+        500: "api_error",
+        504: "timeout_error",
+        529: "overloaded_error",
+    }
+    client = clients(api.base_url, max_retries=0)
+    for status, kind in documented.items():
+        api.schedule(StatusFault(status))
+        with pytest.raises(anthropic.APIStatusError) as info:
+            await create(client, messages=[{"role": "user", "content": "hi"}])
+        assert info.value.status_code == status
+        body: Any = info.value.body
+        assert body["type"] == "error"
+        assert body["error"]["type"] == kind, status
+        assert body["request_id"] == info.value.response.headers["request-id"]
+
+
 class _Working(DefaultResponder):
     """The default replies, after `seconds` of the server's own work on each request (as
     its checks take on a long history)."""

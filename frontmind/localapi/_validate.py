@@ -59,15 +59,21 @@ _R = TypeVar("_R", MessagesRequest, CountTokensRequest)
 class ApiError(Exception):
     """An error answered with the API's shape: {"type": "error", "error": {...}}."""
 
+    # Docs: API errors, "HTTP errors" (https://platform.claude.com/docs/en/api/errors):
+    # each status's error.type; invalid_request_error "may also be used for other 4XX
+    # status codes not listed".
     _TYPES: ClassVar[dict[int, str]] = {
         400: "invalid_request_error",
         401: "authentication_error",
+        402: "billing_error",
         403: "permission_error",
         404: "not_found_error",
         405: "invalid_request_error",
+        409: "conflict_error",
         413: "request_too_large",
         429: "rate_limit_error",
         500: "api_error",
+        504: "timeout_error",
         529: "overloaded_error",
     }
 
@@ -80,7 +86,8 @@ class ApiError(Exception):
     ) -> None:
         super().__init__(message)
         self.status = status
-        self.type = self._TYPES.get(status, "api_error")
+        fallback = "invalid_request_error" if 400 <= status < 500 else "api_error"
+        self.type = self._TYPES.get(status, fallback)
         self.message = message
         self.headers = headers or {}
         self.details = details
