@@ -396,6 +396,42 @@ async def test_tool_use_from_scripted_responder_and_max_tokens(
         assert len(script.requests) == 3
 
 
+async def test_the_default_reply_follows_tool_choice(client: anthropic.AsyncAnthropic) -> None:
+    """Docs: tool use, "Forcing tool use"
+    (https://platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use):
+    `any` must use one of the tools, `tool` that one, `none` none; with `any` or `tool`
+    the assistant turn is prefilled, so no text comes before the tool_use blocks."""
+    tools: Any = [
+        {"name": "lookup", "input_schema": {"type": "object"}},
+        {
+            "name": "weather",
+            "input_schema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    ]
+    hi: Any = [{"role": "user", "content": "hello there"}]
+    forced = await create(client, tools=tools, messages=hi, tool_choice={"type": "any"})
+    assert forced.stop_reason == "tool_use"
+    assert [b.type for b in forced.content] == ["tool_use"]
+    named = await create(
+        client, tools=tools, messages=hi, tool_choice={"type": "tool", "name": "weather"}
+    )
+    assert named.stop_reason == "tool_use"
+    assert [b.type for b in named.content] == ["tool_use"]
+    call: Any = named.content[0]
+    assert call.name == "weather"
+    assert "city" in call.input
+    asked: Any = [{"role": "user", "content": "use lookup please"}]
+    unforced = await create(client, tools=tools, messages=asked, tool_choice={"type": "none"})
+    assert unforced.stop_reason == "end_turn"
+    assert [b.type for b in unforced.content] == ["text"]
+    chosen = await create(client, tools=tools, messages=asked, tool_choice={"type": "any"})
+    assert [b.name for b in chosen.content if b.type == "tool_use"] == ["lookup"]
+
+
 async def test_count_tokens_matches_the_estimator(client: anthropic.AsyncAnthropic) -> None:
     request: Any = {"system": sys_blocks(), "messages": conversation(1)}
     counted = await client.messages.count_tokens(model=MODEL, **request)

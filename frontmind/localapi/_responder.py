@@ -248,27 +248,48 @@ def _value_after(prop: str, text: str) -> str | None:
     return joined.group(1).rstrip(".") if joined is not None else None
 
 
+def _call_of(tool: ToolDef, text: str) -> ReplyToolUse:
+    """A call of this tool, its arguments drawn from its schema and the message."""
+    schema = tool.input_schema or {}
+    properties: dict[str, Any] = schema.get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for prop, prop_schema in properties.items():
+        word = _value_after(prop, text)
+        if word is not None:
+            arguments[prop] = _typed(word, prop_schema if isinstance(prop_schema, dict) else {})
+    for prop in schema.get("required") or ():
+        if prop not in arguments:
+            arguments[prop] = _placeholder(properties.get(prop) or {})
+    return ReplyToolUse(tool.name, arguments)
+
+
 def _named_tool_request(text: str, tools: Iterable[ToolDef]) -> ReplyToolUse | None:
     """A call of the first offered tool whose name the message says, arguments drawn
     from its schema."""
     for tool in tools:
-        schema = tool.input_schema
         # An MCP server's tool (`mcp__server__tool`) is named by its own last part too.
         names = {tool.name, tool.name.rsplit("__", 1)[-1]}
         said = any(re.search(rf"\b{_spoken(name)}\b", text, re.I) for name in names)
-        if schema is None or not said:
-            continue
-        properties: dict[str, Any] = schema.get("properties") or {}
-        arguments: dict[str, Any] = {}
-        for prop, prop_schema in properties.items():
-            word = _value_after(prop, text)
-            if word is not None:
-                arguments[prop] = _typed(word, prop_schema if isinstance(prop_schema, dict) else {})
-        for prop in schema.get("required") or ():
-            if prop not in arguments:
-                arguments[prop] = _placeholder(properties.get(prop) or {})
-        return ReplyToolUse(tool.name, arguments)
+        if tool.input_schema is not None and said:
+            return _call_of(tool, text)
     return None
+
+
+def _forced_call(request: MessagesRequest, said: str) -> ReplyToolUse | None:
+    """The call a forcing tool_choice makes (docs: tool use, "Forcing tool use",
+    https://platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use:
+    `any` uses one of the tools, `tool` the one named), or None (not forced, or no client
+    tool to call)."""
+    choice = request.tool_choice or {}
+    custom = [t for t in request.tools or () if t.input_schema is not None]
+    if choice.get("type") == "tool":
+        named = [t for t in custom if t.name == choice.get("name")]
+        return _call_of(named[0], said) if named else None
+    if choice.get("type") != "any" or not custom:
+        return None
+    offered = {tool.name for tool in custom}
+    use = _plain_tool_request(said, offered) or _named_tool_request(said, custom)
+    return use if use is not None else _call_of(custom[0], said)
 
 
 SUMMARY_MARKER = "[frontmind:segment-summary]"
@@ -356,6 +377,12 @@ class DefaultResponder:
         instruction = " ".join(b.text for b in blocks if isinstance(b, TextBlock))
         if instruction.startswith(SUMMARY_MARKER):
             return summarise_segment(request, instruction)
+        said = instruction.strip()
+        forced = _forced_call(request, said)
+        if forced is not None:
+            # With `any` or `tool` the API prefills the turn: a tool_use and no text before
+            # it, tool results or not (docs: tool use, "Forcing tool use").
+            return Reply((forced,))
         cited = citations_for(request)
         if cited:
             return Reply(
@@ -377,10 +404,11 @@ class DefaultResponder:
                 status = "failed" if result.is_error else "done"
                 lines.append(f"Tool {status}: {text.strip()[:160]}")
             return Reply((ReplyText("\n".join(lines)),))
-        said = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
         offered = {tool.name for tool in request.tools or ()}
-        use = _plain_tool_request(said, offered)
-        if use is None:
+        # `none` prevents any tool use (docs: tool use, "Forcing tool use").
+        none = (request.tool_choice or {}).get("type") == "none"
+        use = None if none else _plain_tool_request(said, offered)
+        if use is None and not none:
             own = (t for t in request.tools or () if t.name not in _BUILTIN_TOOLS)
             use = _named_tool_request(said, own)
         if use is not None:
