@@ -76,6 +76,7 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     thinking_refused_at_effort: dict[ThinkingType, frozenset[EffortLevel]] = {}
     thinking_default: ThinkingDefault = "off"
     thinking_display: ThinkingDisplay = "summarized"
+    sampling_params: bool = True  # temperature / top_p / top_k at a non-default value
     effort_levels: frozenset[EffortLevel] = frozenset(ALL_EFFORTS)
     effort_default: EffortLevel | None = None
     forced_tool_choice: bool = True

@@ -42,7 +42,7 @@ FACTS = (
     "server_tools",
 )
 # Facts a row may leave to their default; a row that gives one sources it.
-OPTIONAL_FACTS = ("prefix_check",)
+OPTIONAL_FACTS = ("prefix_check", "sampling_params")
 
 # The lineup the docs name (December 2026).
 LINEUP = (
@@ -127,6 +127,7 @@ def test_product_and_local_api_agree_on_every_row() -> None:
         "thinking_refused_at_effort",
         "thinking_default",
         "thinking_display",
+        "sampling_params",
         "effort_levels",
         "effort_default",
         "forced_tool_choice",

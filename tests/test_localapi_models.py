@@ -190,6 +190,38 @@ async def test_between_tools_is_refused_above_high_effort(
         assert ok.stop_reason == "end_turn"
 
 
+async def test_models_from_opus_4_7_refuse_sampling_parameters_under_any_version() -> None:
+    """Migration guide, "Migrating to Claude Opus 4.7" (sampling parameters): temperature,
+    top_p and top_k at a non-default value answer 400 on Claude 4.7 and later models
+    (the API says "`temperature` is deprecated for this model."), whatever the
+    anthropic-version; the 4.6 models and earlier still take them."""
+    async with (
+        LocalMessagesAPI() as api,
+        anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url=api.base_url,
+            max_retries=0,
+            default_headers={"anthropic-version": "2023-06-01"},
+        ) as old,
+    ):
+        for model in ("claude-opus-4-7", "claude-sonnet-5", "claude-fable-5-1"):
+            for name, value in (("temperature", 0.5), ("top_p", 0.9), ("top_k", 5)):
+                await refused(
+                    old,
+                    f"`{name}` is deprecated for this model",
+                    model=model,
+                    extra_body={name: value},
+                )
+        ok = await old.messages.create(
+            model="claude-opus-4-7", max_tokens=64, messages=HI, extra_body={"temperature": 1.0}
+        )
+        assert ok.stop_reason == "end_turn", "the default value is no change"
+        taken = await old.messages.create(
+            model="claude-opus-4-6", max_tokens=64, messages=HI, extra_body={"temperature": 0.5}
+        )
+        assert taken.stop_reason == "end_turn"
+
+
 async def test_a_prompt_over_the_context_window_is_refused(
     client: anthropic.AsyncAnthropic,
 ) -> None:

@@ -41,6 +41,7 @@ class ModelInfo:
     thinking_refused_at_effort: dict[str, frozenset[str]] = field(default_factory=dict)
     thinking_default: str = "off"  # "off", "on" or "always"
     thinking_display: str = "summarized"
+    sampling_params: bool = True  # temperature / top_p / top_k at a non-default value
     effort_levels: frozenset[str] = _ALL_EFFORTS
     effort_default: str | None = None
     forced_tool_choice: bool = True
@@ -104,6 +105,7 @@ def _info(
         },
         thinking_default=thinking_default,
         thinking_display=row.get("thinking_display", "summarized"),
+        sampling_params=row.get("sampling_params", True),
         effort_levels=frozenset(row.get("effort_levels", _ALL_EFFORTS)),
         effort_default=row.get("effort_default"),
         forced_tool_choice=row.get("forced_tool_choice", True),

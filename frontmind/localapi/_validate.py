@@ -332,6 +332,14 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
             f'"thinking.type.{kind}" is not supported with effort "{effort}" for this model. '
             'Use effort "high" or lower, or "thinking.type.adaptive".',
         )
+    # Migration guide, "Migrating to Claude Opus 4.7": sampling parameters at a non-default
+    # value are a 400 on Claude 4.7 and later, whatever the anthropic-version (the row's
+    # sampling_params; its source says what "non-default" was taken to mean).
+    if not model.sampling_params:
+        for name, default in (("temperature", 1.0), ("top_p", 1.0), ("top_k", None)):
+            value = getattr(request, name)
+            if value is not None and value != default:
+                raise ApiError(400, f"`{name}` is deprecated for this model.")
     # Docs: effort, "Supported models" (Haiku 4.5 has none; xhigh and max per model).
     if effort is not None and effort not in model.effort_levels:
         if not model.effort_levels:
