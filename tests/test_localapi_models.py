@@ -222,6 +222,45 @@ async def test_models_from_opus_4_7_refuse_sampling_parameters_under_any_version
         assert taken.stop_reason == "end_turn"
 
 
+async def test_thinking_refuses_temperature_and_top_k_and_a_low_top_p() -> None:
+    """Extended thinking, "Feature compatibility"
+    (https://platform.claude.com/docs/en/build-with-claude/extended-thinking): thinking
+    "isn't compatible with temperature or top_k modifications"; with thinking on, top_p
+    may be set between 0.95 and 1."""
+    enabled: Any = {"type": "enabled", "budget_tokens": 1024}
+    async with (
+        LocalMessagesAPI() as api,
+        anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url=api.base_url,
+            max_retries=0,
+            default_headers={"anthropic-version": "2023-06-01"},
+        ) as old,
+    ):
+        for thinking in (enabled, {"type": "adaptive"}):
+            model = "claude-sonnet-4-5" if thinking is enabled else "claude-opus-4-6"
+            for extra, match in (
+                ({"temperature": 0.5}, "temperature"),
+                ({"top_k": 5}, "top_k"),
+                ({"top_p": 0.9}, "top_p"),
+            ):
+                await refused(
+                    old, match, model=model, thinking=thinking, max_tokens=4096, extra_body=extra
+                )
+        ok = await old.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=4096,
+            messages=HI,
+            thinking=enabled,
+            extra_body={"top_p": 0.95, "temperature": 1.0},
+        )
+        assert ok.stop_reason == "end_turn"
+        plain = await old.messages.create(
+            model="claude-sonnet-4-5", max_tokens=64, messages=HI, extra_body={"top_k": 5}
+        )
+        assert plain.stop_reason == "end_turn", "without thinking they stay free"
+
+
 async def test_a_prompt_over_the_context_window_is_refused(
     client: anthropic.AsyncAnthropic,
 ) -> None:

@@ -340,6 +340,16 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
             value = getattr(request, name)
             if value is not None and value != default:
                 raise ApiError(400, f"`{name}` is deprecated for this model.")
+    # Docs: extended thinking, "Feature compatibility": thinking "isn't compatible with
+    # temperature or top_k modifications"; with thinking on, top_p may be 0.95 to 1. The
+    # messages are chosen (the docs quote none).
+    if kind in ("enabled", "adaptive"):
+        if request.temperature is not None and request.temperature != 1.0:
+            raise ApiError(400, "`temperature` may only be set to 1 when thinking is enabled.")
+        if request.top_k is not None:
+            raise ApiError(400, "`top_k` is not supported when thinking is enabled.")
+        if request.top_p is not None and not 0.95 <= request.top_p <= 1.0:
+            raise ApiError(400, "`top_p` must be between 0.95 and 1 when thinking is enabled.")
     # Docs: effort, "Supported models" (Haiku 4.5 has none; xhigh and max per model).
     if effort is not None and effort not in model.effort_levels:
         if not model.effort_levels:
