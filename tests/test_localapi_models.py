@@ -180,12 +180,13 @@ async def test_between_tools_is_refused_above_high_effort(
             output_config={"effort": effort},
         )
     for effort in ("low", "medium", "high"):
+        config: Any = {"effort": effort}
         ok = await client.messages.create(
             model="claude-sonnet-5-5",
             max_tokens=64,
             messages=HI,
             thinking=between,
-            output_config={"effort": effort},
+            output_config=config,
         )
         assert ok.stop_reason == "end_turn"
 
