@@ -261,6 +261,36 @@ async def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
         assert "--token goes with --url" in err
 
 
+async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(
+    tmp_path: Path,
+) -> None:
+    """A mistyped --data-dir is named, not opened as a new, empty store: a backup, an
+    export or a migration of it would copy nothing and exit 0, as if it had worked."""
+    missing = tmp_path / "typo"
+    target = tmp_path / "copy"
+    for argv in (
+        ("backup", str(tmp_path / "b.db")),
+        ("export",),
+        ("migrate", "--to", str(target)),
+        ("users", "rotate", "alice"),
+        ("users", "delete", "alice"),
+        ("stats",),
+    ):
+        code, out, err = await run_cli(*argv, "--data-dir", str(missing))
+        assert code == 2, (argv, err)
+        assert err == f"frontmind: error: no Frontmind database in {missing}\n", argv
+        assert out == ""
+    assert not missing.exists()
+    assert not (tmp_path / "b.db").exists()
+    assert not target.exists()
+    # Importing is how a store is made: it still makes one where there is none.
+    export = tmp_path / "empty.jsonl"
+    export.write_text(json.dumps({"format": 2, "kind": "header", "schema": 11, "user": None}))
+    code, _, err = await run_cli("import", str(export), "--data-dir", str(missing))
+    assert code == 0, err
+    assert (missing / "frontmind.db").exists()
+
+
 async def test_local_api_serves_the_sdk_and_stops_on_sigterm() -> None:
     process = await anyio.open_process([*COMMAND, "local-api"], cwd=ROOT, env=child_env())
     assert process.stdout is not None

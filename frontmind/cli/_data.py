@@ -26,14 +26,19 @@ __all__ = ["add_data_commands", "add_user_actions"]
 
 
 @asynccontextmanager
-async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncIterator[Storage]:
+async def _store(
+    args: argparse.Namespace, *, exclusive: bool = False, existing: bool = True
+) -> AsyncIterator[Storage]:
     """The command's store. `exclusive`: with SQLite, hold the data directory's lock too,
     so that no daemon is running on it (one that is would keep the user's continuums
-    loaded; it must be asked through its API instead)."""
+    loaded; it must be asked through its API instead). `existing`: with SQLite, the data
+    directory must hold a database already; opening one would make an empty store, and
+    a mistyped `--data-dir` would then back up, export or migrate nothing, and say it
+    succeeded. Only `import` makes a store."""
     import msgspec
 
-    from .._exceptions import DataDirLocked
-    from .._frontmind import open_storage
+    from .._exceptions import DataDirLocked, EdgeError
+    from .._frontmind import DATABASE_FILE, open_storage
     from .._lock import data_dir_lock
     from ..config import load_config
 
@@ -42,6 +47,8 @@ async def _store(args: argparse.Namespace, *, exclusive: bool = False) -> AsyncI
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=args.database)
         )
+    if existing and config.storage.url is None and not (args.data_dir / DATABASE_FILE).exists():
+        raise EdgeError(f"no Frontmind database in {args.data_dir}")
     async with AsyncExitStack() as stack:
         if exclusive and config.storage.url is None:
             try:
@@ -156,7 +163,7 @@ def cmd_import(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         parts = read_export(args.file)
-        async with _store(args, exclusive=True) as storage:
+        async with _store(args, exclusive=True, existing=False) as storage:
             inserted = await storage.import_rows(parts)
         for table, count in inserted.items():
             print(f"{table}\t{count}")

@@ -130,8 +130,6 @@ def cmd_inspect(args: argparse.Namespace) -> None:
 def cmd_stats(args: argparse.Namespace) -> None:
     # The store alone: no actors run and no model is called (the renderer loads the
     # model data, for prices, but not the SDK).
-    from .._exceptions import EdgeError
-    from .._frontmind import DATABASE_FILE
     from .._models import load_catalog
     from ..config import load_config
     from ._data import store_of
@@ -147,9 +145,6 @@ def cmd_stats(args: argparse.Namespace) -> None:
 
             records, jobs = await remote_records(args.url, args.token, args.continuum)
         else:
-            on_sqlite = args.database is None and config.storage.url is None
-            if on_sqlite and not (args.data_dir / DATABASE_FILE).exists():
-                raise EdgeError(f"no Frontmind database in {args.data_dir}")
             async with store_of(args) as storage:  # SQLite in the data dir, or PostgreSQL
                 records = await storage.turns(args.user, args.continuum, limit=100_000)
                 jobs = await storage.jobs(args.user, args.continuum, limit=-1)
