@@ -335,6 +335,33 @@ async def test_the_import_command_names_the_line_and_writes_nothing(tmp_path: Pa
         assert await store.documents("default") == []
 
 
+async def test_the_import_command_refuses_what_is_no_export(tmp_path: Path) -> None:
+    """A missing file or a directory is one line, not a traceback; an empty file (what a
+    failed `frontmind export > FILE` leaves) or one without its header is refused, not
+    imported as nothing with exit 0. No store is made for any of them."""
+    data = tmp_path / "data"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    headless = tmp_path / "headless.jsonl"
+    headless.write_bytes(DOCUMENT + b' "content": "hi", "updated_at": 1.0}}\n')
+    for path, said in (
+        (tmp_path / "missing.jsonl", "No such file or directory"),
+        (tmp_path, "Is a directory"),
+        (empty, "holds no export: not even its header line"),
+        (headless, "line 1: an export starts with its header line"),
+    ):
+        code, out, err = await run_cli("import", str(path), "--data-dir", str(data))
+        assert code == 2, err
+        assert err.startswith("frontmind: error: "), err
+        assert said in err, err
+        assert "Traceback" not in err
+        assert out == ""
+    code, _, err = await run_cli("import", "-", "--data-dir", str(data), stdin=b"")
+    assert code == 2
+    assert "- holds no export" in err
+    assert not data.exists()
+
+
 # -- vectors of no named embedder ------------------------------------------------------------
 
 

@@ -139,22 +139,36 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def read_export(path: str) -> list[TableRows]:
     """The file's rows, runs of one table together; every line checked before any row
-    is written (a bad line names its number)."""
-    from storage import TableRows, decode_line
+    is written (a bad line names its number). An export opens with its header: a file
+    without one (empty, as a failed `export > FILE` leaves it) is refused, not imported
+    as nothing."""
+    from storage import InvalidInput, TableRows, decode_line
+
+    from .._exceptions import EdgeError
 
     parts: list[TableRows] = []
-    with sys.stdin.buffer if path == "-" else open(path, "rb") as lines:
+    try:
+        lines = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise EdgeError(f"cannot read {path}: {exc.strerror}") from None
+    header = False
+    with lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             decoded = decode_line(line, number)
             if decoded is None:
+                header = True
                 continue
+            if not header:
+                raise InvalidInput(f"line {number}: an export starts with its header line")
             table, row = decoded
             if parts and parts[-1].table == table:
                 parts[-1].rows.append(row)
             else:
                 parts.append(TableRows(table, [row]))
+    if not header:
+        raise InvalidInput(f"{path} holds no export: not even its header line")
     return parts
 
 
