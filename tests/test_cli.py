@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import signal
 import sys
@@ -289,6 +290,29 @@ async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(
     code, _, err = await run_cli("import", str(export), "--data-dir", str(missing))
     assert code == 0, err
     assert (missing / "frontmind.db").exists()
+
+
+async def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`frontmind export | head`, `frontmind stats | head`: once the reader has gone,
+    the command stops as a shell tool does on SIGPIPE (exit 141), with no traceback."""
+    data = str(tmp_path / "data")
+    code, _, err = await run_cli("users", "add", "alice", "--data-dir", data)
+    assert code == 0, err
+    for argv in (("export",), ("users", "list"), ("stats",)):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before the first byte: every write fails
+        try:
+            result = await anyio.run_process(
+                [*COMMAND, *argv, "--data-dir", data],
+                stdout=write,
+                cwd=ROOT,
+                env=child_env(),
+                check=False,
+            )
+        finally:
+            os.close(write)
+        assert result.returncode == 128 + signal.SIGPIPE, (argv, result.stderr.decode())
+        assert result.stderr == b"", argv
 
 
 async def test_local_api_serves_the_sdk_and_stops_on_sigterm() -> None:

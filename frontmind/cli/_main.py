@@ -11,6 +11,8 @@ group they were raised.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -477,10 +479,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         try:
             args.func(args)
+            sys.stdout.flush()  # here, where a reader gone is caught, not at exit
         except BaseExceptionGroup as group:
             raise_unwrapped(group)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader left (`frontmind export | head`): what is unwritten goes nowhere,
+        # so the flush at exit cannot fail again, and the exit is a shell's for SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + signal.SIGPIPE)
     except Exception as exc:
         line = _usage_error(exc)
         if line is None:
