@@ -39,6 +39,10 @@ from storage import (
     TurnRecord,
     User,
     UserForgotten,
+    check_continuum_id,
+    check_label,
+    check_row_id,
+    check_user_name,
     to_epoch,
 )
 
@@ -82,6 +86,14 @@ def _instant(moment: datetime | None, what: str) -> str | None:
         return None
     to_epoch(moment, what)
     return moment.isoformat()
+
+
+def _continuum(continuum_id: str) -> str:
+    """`/v1/continuums/{id}`, the id checked as the library checks it. A path parameter
+    is checked before it is put in a path: the daemon decodes `%2F` before routing, so
+    no quoting keeps `../users/bob` or `a#b` to its own segment, and such a name
+    would reach another route (a delete, a rotation) than the one called."""
+    return f"/v1/continuums/{check_continuum_id(continuum_id)}"
 
 
 def _raise_for(status: int, body: bytes) -> None:
@@ -183,7 +195,7 @@ class Client(_Closing):
     async def _turn_events(
         self, continuum_id: str, message: UserInput
     ) -> AsyncGenerator[TurnEvent, None]:
-        path = f"/v1/continuums/{continuum_id}/turns"
+        path = f"{_continuum(continuum_id)}/turns"
         body = _encoder.encode(
             {"message": message} if isinstance(message, str) else {"content": list(message)}
         )
@@ -199,7 +211,7 @@ class Client(_Closing):
     async def context(self, continuum_id: str, text: str) -> ModelRequest:
         """The Messages API request a turn with `text` would send now (nothing is sent)."""
         body = await self._call(
-            "GET", f"/v1/continuums/{continuum_id}/context", params={"message": text}
+            "GET", f"{_continuum(continuum_id)}/context", params={"message": text}
         )
         try:
             return msgspec.json.decode(body, type=ModelRequest)
@@ -208,7 +220,7 @@ class Client(_Closing):
 
     async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
         """The continuum's own model settings, and the settings its turns run with."""
-        body = await self._call("GET", f"/v1/continuums/{continuum_id}/settings")
+        body = await self._call("GET", f"{_continuum(continuum_id)}/settings")
         reply = from_wire(body, ModelSettingsReply)
         return reply.own, reply.effective
 
@@ -233,7 +245,7 @@ class Client(_Closing):
             effort=effort,
             thinking_display=thinking_display,
         )
-        path = f"/v1/continuums/{continuum_id}/settings"
+        path = f"{_continuum(continuum_id)}/settings"
         body = await self._call("PUT", path, content=_encoder.encode(own))
         reply = from_wire(body, ModelSettingsReply)
         return reply.own, reply.effective
@@ -242,7 +254,7 @@ class Client(_Closing):
         self, continuum_id: str, *, limit: int = 100, cursor: str | None = None
     ) -> Page[Message]:
         body = await self._call(
-            "GET", f"/v1/continuums/{continuum_id}/messages", params=self._params(limit, cursor)
+            "GET", f"{_continuum(continuum_id)}/messages", params=self._params(limit, cursor)
         )
         page = from_wire(body, MessagePage)
         return Page(page.messages, page.next_cursor)
@@ -252,7 +264,7 @@ class Client(_Closing):
     ) -> Page[TurnRecord]:
         """The latest turns in time order; the next page holds earlier ones."""
         body = await self._call(
-            "GET", f"/v1/continuums/{continuum_id}/turns", params=self._params(limit, cursor)
+            "GET", f"{_continuum(continuum_id)}/turns", params=self._params(limit, cursor)
         )
         page = from_wire(body, TurnPage)
         return Page(list[TurnRecord](page.turns), page.next_cursor)
@@ -265,7 +277,7 @@ class Client(_Closing):
         return Page(page.continuums, page.next_cursor)
 
     async def delete_continuum(self, continuum_id: str) -> None:
-        await self._call("DELETE", f"/v1/continuums/{continuum_id}")
+        await self._call("DELETE", _continuum(continuum_id))
 
     # -- reminders, memories, documents --------------------------------------------------
 
@@ -274,6 +286,7 @@ class Client(_Closing):
         return from_wire(await self._call("POST", "/v1/reminders", json=payload), Reminder)
 
     async def complete_reminder(self, reminder_id: int) -> Reminder:
+        reminder_id = check_row_id(reminder_id, "reminder id")
         body = await self._call("POST", f"/v1/reminders/{reminder_id}/complete")
         return from_wire(body, Reminder)
 
@@ -285,7 +298,7 @@ class Client(_Closing):
         return Page(page.reminders, page.next_cursor)
 
     async def delete_reminder(self, reminder_id: int) -> None:
-        await self._call("DELETE", f"/v1/reminders/{reminder_id}")
+        await self._call("DELETE", f"/v1/reminders/{check_row_id(reminder_id, 'reminder id')}")
 
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
@@ -307,7 +320,7 @@ class Client(_Closing):
         return from_wire(body, MemoryHitPage).memories
 
     async def delete_memory(self, memory_id: int) -> None:
-        await self._call("DELETE", f"/v1/memories/{memory_id}")
+        await self._call("DELETE", f"/v1/memories/{check_row_id(memory_id, 'memory id')}")
 
     async def put_document(self, label: str, content: str) -> Document:
         body = await self._call("POST", "/v1/documents", json={"label": label, "content": content})
@@ -319,7 +332,7 @@ class Client(_Closing):
         return Page(page.documents, page.next_cursor)
 
     async def delete_document(self, label: str) -> None:
-        await self._call("DELETE", f"/v1/documents/{label}")
+        await self._call("DELETE", f"/v1/documents/{check_label(label)}")
 
     async def backup(self, path: str) -> int:
         """Back the daemon's store up to `path` on its machine (admin token); the size."""
@@ -365,12 +378,14 @@ class Client(_Closing):
 
     async def rotate_token(self, name: str) -> str:
         """Give the user a new token (returned, shown this once); the old one stops working."""
-        body = await self._call("POST", f"/v1/users/{name}/token", json={})
+        path = f"/v1/users/{check_user_name(name)}/token"
+        body = await self._call("POST", path, json={})
         return from_wire(body, UserCreated).token
 
     async def delete_user(self, name: str) -> UserForgotten:
         """Forget the user and every row of theirs; the rows deleted, by table."""
-        return from_wire(await self._call("DELETE", f"/v1/users/{name}"), UserForgotten)
+        path = f"/v1/users/{check_user_name(name)}"
+        return from_wire(await self._call("DELETE", path), UserForgotten)
 
 
 async def _sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -303,6 +303,42 @@ async def test_the_admin_calls_back_up_rotate_a_token_and_forget_a_user(tmp_path
         assert [m.text for m in await fm.user("bob").memories()] == ["Bob keeps bees"]
 
 
+async def test_a_name_the_client_puts_in_a_path_reaches_no_other_route(tmp_path: Path) -> None:
+    """A continuum id, user name or label is checked as the library checks it before
+    it goes into a path: the daemon decodes `%2F` before routing, so `../continuums/ada`
+    as a user name would delete continuum ada, `a/../bob` rotate bob's token, `notes#x`
+    delete document notes. Each is `InvalidInput`, and nothing changes."""
+    async with served(tmp_path / "data") as (fm, url), Client(url, token=ADMIN) as c:
+        await _drain(c.turn("ada", "hello"))
+        await c.put_document("notes", "plants on Tuesdays")
+        token = await c.add_user("bob")
+        memory = await c.remember("The cat is named Tom")
+        calls: list[Callable[[], Awaitable[Any]]] = [
+            lambda: c.delete_user("../continuums/ada"),
+            lambda: c.rotate_token("a/../bob"),
+            lambda: c.delete_document("notes#x"),
+            lambda: c.delete_document("notes?x"),
+            lambda: c.delete_continuum("ada/../ada"),
+            lambda: c.delete_continuum("ada?x"),
+            lambda: c.history("ada/../../reminders"),
+            lambda: c.model_settings("ada%2F"),
+            lambda: c.set_model_settings("ada#", max_tokens=2048),
+            lambda: _drain(c.turn("ada/..", "hi")),
+            lambda: c.context("", "hi"),
+            lambda: c.turns("a b"),
+            lambda: c.delete_memory(True),
+            lambda: c.delete_reminder(0),
+            lambda: c.complete_reminder(-1),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidInput):
+                await call()
+        assert [x.id for x in await c.continuums()] == ["ada"]
+        assert [d.label for d in await c.documents()] == ["notes"]
+        assert [m.id for m in await c.memories()] == [memory.id]
+        assert await fm.user_for_token(token) == "bob"
+
+
 async def test_the_sync_client_makes_the_admin_calls(tmp_path: Path) -> None:
     copy = tmp_path / "copy.db"
 
