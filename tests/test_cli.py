@@ -199,6 +199,24 @@ async def test_chat_against_a_running_daemon(tmp_path: Path) -> None:
         assert await d.stop() == 0
 
 
+async def test_chat_with_a_token_the_daemon_refuses_stops_at_once(tmp_path: Path) -> None:
+    """A wrong --token is one line and exit 2 before any message is read, as an
+    unreachable daemon is: not an error per line of a pipe, and exit 0."""
+    async with daemon(tmp_path / "d", "--token", "admin") as d:
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--token", "wrong", stdin=b"one\ntwo\n"
+        )
+        assert code == 2, err
+        assert err == "frontmind: error: unauthorized (HTTP 401): missing or wrong bearer token\n"
+        assert out == ""
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--token", "admin", "--continuum", "me", stdin=b"one\n"
+        )
+        assert code == 0, err
+        assert "one" in out
+        assert await d.stop() == 0
+
+
 async def test_inspect_and_stats_ask_a_running_daemon(tmp_path: Path) -> None:
     data = tmp_path / "d"
     async with daemon(data, "--token", "admin") as d, d.client() as http:

@@ -472,7 +472,9 @@ async def chat_remote(
     stdout: TextIO = sys.stdout,
 ) -> None:
     async with Client(url, token=token) as client:
-        await client.health()  # `ClientError` (no daemon answers) before the prompt shows
+        # Before the prompt shows: `ClientError` if no daemon answers or it refuses the
+        # token (else each message, in a pipe each line, would fail alone, and exit 0).
+        await client.model_settings(continuum)
         await chat(
             RemoteBackend(client, continuum), history_file=history_file, stdin=stdin, stdout=stdout
         )
