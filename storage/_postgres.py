@@ -186,6 +186,8 @@ class PostgresStorage(SQLStore):
     _NO_LIMIT = None
     _FOR_UPDATE = " FOR UPDATE"
     _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
+    # Self-conflicting (writers of the record wait for each other), while reads go on.
+    _LOCK_VECTOR_MODEL = "LOCK TABLE vector_model IN SHARE ROW EXCLUSIVE MODE"
     _BYTEWISE = ' COLLATE "C"'  # a database made with en_US.UTF-8 sorts 'about' < 'Bio'
     # A turn of the job's continuum holds (or waits for) the continuum's lease on some
     # replica: an advisory lock every session sees in pg_locks (a bigint key shows as

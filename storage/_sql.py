@@ -24,7 +24,9 @@ The dialect hooks, only where the databases really differ:
 
 - row locks: `_FOR_UPDATE` (a row read to be written in the same transaction, which
   orders concurrent writers) and `_SKIP_LOCKED` (replicas claim different jobs and
-  searches); SQLite has one writer and needs neither.
+  searches); `_LOCK_VECTOR_MODEL`, the table lock that orders writers of the embedder's
+  record (a row lock cannot: the first writers find no row to lock); SQLite has one
+  writer and needs none of them.
 - `_TURN_ORDER`, the column ordering turns started at the same instant (insertion);
   `_NO_LIMIT`, the LIMIT that means none; `_LIMIT`, how a LIMIT's parameter is
   written (SQLite's `+?`: see storage/_sqlite.py); `_in_list`, membership of a list bound as one
@@ -330,6 +332,7 @@ class SQLStore(ABC):
     _LIMIT: ClassVar[str] = "?"
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
+    _LOCK_VECTOR_MODEL: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
     # Text ordered and compared byte by byte, whatever the database's collation: the
     # documents' label order is the system prompt's, the same bytes on either database.
@@ -1301,9 +1304,7 @@ class SQLStore(ABC):
                 f"an embedder's dimension must be 1 to {MAX_DIMENSIONS}, not {dimensions}"
             )
         async with self._transaction() as db:
-            recorded = await _rows(
-                db, f"SELECT model, dimensions FROM vector_model{self._FOR_UPDATE}", ()
-            )
+            recorded = await self._recorded_embedder(db)
             reset = [tuple(row) for row in recorded] != [(model, dimensions)]
             if reset:
                 await db.execute("DELETE FROM vector_model", ())
@@ -1317,6 +1318,17 @@ class SQLStore(ABC):
             await self._prepare_vectors(db, dimensions, reset=reset)
         self._dimensions = dimensions
         return reset
+
+    async def _recorded_embedder(self, db: Connection) -> list[Any]:
+        """The embedder recorded with the vectors (no row, or one), read to be written in
+        this transaction: the table is locked first, so that two processes starting on
+        one store with their embedder (replicas) record it once, the second reading what
+        the first wrote. A row lock would not order them: at the first start there is
+        no row to lock, both found none and recorded it twice, and every later start,
+        finding two rows, took them for another embedder's and dropped every vector."""
+        if self._LOCK_VECTOR_MODEL:
+            await db.execute(self._LOCK_VECTOR_MODEL, ())
+        return await _rows(db, "SELECT model, dimensions FROM vector_model", ())
 
     def _check_vector(self, vector: Sequence[float]) -> tuple[float, ...]:
         """The vector as floats, checked against the embedder in use."""
@@ -1637,9 +1649,7 @@ class SQLStore(ABC):
         the source since, a continuum that took a turn, is brought up to date)."""
         inserted: dict[str, int] = {}
         async with self._transaction() as db:
-            recorded = await _rows(
-                db, f"SELECT model, dimensions FROM vector_model{self._FOR_UPDATE}", ()
-            )
+            recorded = await self._recorded_embedder(db)
             vectors = _ImportedVectors(tuple(recorded[0]) if recorded else None)
             for part in parts:
                 if part.table == "vector_model":

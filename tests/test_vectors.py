@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -465,6 +466,68 @@ async def test_another_embedder_drops_every_vector(store: Store) -> None:
     assert [m.id for m, _ in hits] == [memory.id]
     assert await store.use_embedder("tests:Second", 3)  # another dimension: dropped too
     assert await store.count_memories_without_vectors() == 1
+
+
+class _PausedAfterRecording:
+    """A write transaction's connection that stops once it has recorded the embedder
+    (its INSERT into `vector_model` run, not committed) until `go_on` is set."""
+
+    def __init__(self, db: Any, recorded: anyio.Event, go_on: anyio.Event) -> None:
+        self._db, self._recorded, self._go_on = db, recorded, go_on
+
+    def execute_fetchall(self, sql: str, args: Sequence[Any]) -> Any:
+        return self._db.execute_fetchall(sql, args)
+
+    def executemany(self, sql: str, args: Any) -> Any:
+        return self._db.executemany(sql, args)
+
+    async def execute(self, sql: str, args: Sequence[Any]) -> None:
+        await self._db.execute(sql, args)
+        if sql.startswith("INSERT INTO vector_model"):
+            self._recorded.set()
+            await self._go_on.wait()
+
+
+async def test_replicas_starting_together_record_their_embedder_once(
+    pg_server: PostgresServer,
+) -> None:
+    """Two replicas start on one new database with their embedder: the second records it
+    while the first has recorded it and not yet committed. The record is made once (a
+    second row read as another embedder at every later start, which dropped every
+    vector then: all of them embedded again)."""
+    url = pg_server.new_database()
+    async with await PostgresStorage.open(url) as first, await PostgresStorage.open(url) as second:
+        recorded, go_on, second_done = anyio.Event(), anyio.Event(), anyio.Event()
+        begin = first._begin
+
+        @asynccontextmanager
+        async def paused() -> AsyncIterator[Any]:
+            async with begin() as db:
+                yield _PausedAfterRecording(db, recorded, go_on)
+
+        first._begin = paused  # type: ignore[method-assign]
+
+        async def start_second() -> None:
+            await second.use_embedder("tests:Embedder", 4)
+            second_done.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(first.use_embedder, "tests:Embedder", 4)
+            await recorded.wait()
+            tasks.start_soon(start_second)
+            # The second replica either finishes beside the first's open transaction,
+            # or waits for it (a lock not granted): then the first commits.
+            with anyio.fail_after(10):
+                while not second_done.is_set():
+                    waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                    if (await first._read(waiting))[0][0]:
+                        break
+                    await anyio.sleep(0.01)
+            go_on.set()
+        rows = await first._read("SELECT model, dimensions FROM vector_model")
+        assert [tuple(row) for row in rows] == [("tests:Embedder", 4)]
+    async with await PostgresStorage.open(url) as third:
+        assert not await third.use_embedder("tests:Embedder", 4)  # kept, not dropped
 
 
 async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: Store) -> None:
