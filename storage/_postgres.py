@@ -303,10 +303,15 @@ class PostgresStorage(SQLStore):
 
     async def _after_import(self, db: Connection) -> None:
         # Imported rows kept their ids; a sequence must hand out the ones after them.
+        # Forward only: ids it handed out already may be in rows this transaction cannot
+        # see (a replica's, not yet committed; a user restored into a live store brings
+        # ids below them), and set back to the largest id seen it handed them out again.
         for table in ("messages", "segments", "reminders", "memories", "jobs", "searches"):
             await db.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
-                f" coalesce((SELECT max(id) FROM {table}), 0) + 1, false)",
+                f"SELECT setval('{table}_id_seq', imported.next, false)"
+                f" FROM (SELECT coalesce(max(id), 0) + 1 AS next FROM {table}) imported,"
+                " (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END AS next"
+                f" FROM {table}_id_seq) handed WHERE imported.next > handed.next",
                 (),
             )
 

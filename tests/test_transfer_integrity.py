@@ -17,6 +17,7 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from frontmind.cli._data import read_export
@@ -230,6 +231,35 @@ async def test_an_export_is_one_snapshot_while_a_replica_writes(
         await other.import_rows(parts)
         assert len(await other.history("alice", "main")) == 2
         assert await other.commit_turn("alice", turn("main", "t3", at=1_000_200.0))
+
+
+async def test_a_user_restored_into_a_live_store_leaves_its_ids_to_come_alone(
+    new_store: Opener,
+) -> None:
+    """A forgotten user's export imported again into a PostgreSQL store a replica is
+    writing to: their ids are below the ones the replica holds, one of them in a row not
+    yet committed. The sequence is not set back to the largest id the import can see,
+    which handed that row's id out again (the next write failed on a duplicate key)."""
+    store = await new_store("postgres")
+    assert isinstance(store, PostgresStorage)
+    for n in range(3):
+        await store.add_memory("bob", f"bob's memory {n}")
+    parts = await everything(store)
+    await store.delete_user("bob")
+    await store.add_memory("carol", "carol's memory")
+    raw = await asyncpg.connect(store.url)
+    try:
+        async with raw.transaction():  # a replica's write, in flight during the import
+            await raw.execute(
+                "INSERT INTO memories (owner, text, created_at, importance)"
+                " VALUES ('dave', 'in flight', 1.0, 0.5)"
+            )
+            assert (await store.import_rows(parts))["memories"] == 3
+    finally:
+        await raw.close()
+    added = await store.add_memory("carol", "carol's next memory")
+    assert added.id == 6  # after bob's 1-3, carol's 4 and dave's 5
+    assert [m.text for m in await store.memories("bob")] == [f"bob's memory {n}" for n in (2, 1, 0)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
