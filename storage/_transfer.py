@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import msgspec
 
 from ._exceptions import InvalidInput
+from ._validation import LABEL_PATTERN, NAME_PATTERN
 
 __all__ = [
     "COLUMNS",
@@ -136,7 +137,22 @@ class _Base64(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-_TYPES: dict[str, Any] = {"str": str, "int": _INT64, "float": float, "bytes": _Base64}
+# Text as both databases store it: no NUL (PostgreSQL's `text` refuses U+0000; a lone
+# surrogate the JSON decoder refuses already). Names and labels of the forms the store
+# writes and reads them in: a row under another could be neither read nor deleted.
+_TEXT = Annotated[str, msgspec.Meta(pattern="^[^\\x00]*$")]
+_NAME = Annotated[str, msgspec.Meta(pattern=f"^{NAME_PATTERN}$")]
+_LABEL = Annotated[str, msgspec.Meta(pattern=f"^{LABEL_PATTERN}$")]
+# What a value that does not match says, in words.
+_PATTERN_WORDS = {
+    "^[^\\x00]*$": "holds a NUL character (U+0000), which PostgreSQL cannot store",
+    f"^{NAME_PATTERN}$": "malformed: use 1 to 64 of A-Z a-z 0-9 _ -",
+    f"^{LABEL_PATTERN}$": "malformed: use 1 to 64 of A-Z a-z 0-9 _ . -",
+}
+_TYPES: dict[str, Any] = {"str": _TEXT, "int": _INT64, "float": float, "bytes": _Base64}
+# The columns holding a user's name, a continuum's id or a document's label.
+_NAMED = {"owner": _NAME, "continuum_id": _NAME, "label": _LABEL}
+_NAMED_BY_TABLE = {("users", "name"): _NAME, ("continuums", "id"): _NAME}
 
 
 def _row_type(table: str, columns: str) -> type[msgspec.Struct]:
@@ -145,6 +161,8 @@ def _row_type(table: str, columns: str) -> type[msgspec.Struct]:
     for column in columns.split():
         name, kind = column.split(":")
         base = _TYPES[kind.rstrip("?")]
+        if kind == "str":
+            base = _NAMED_BY_TABLE.get((table, name), _NAMED.get(name, base))
         fields.append((name, base | None if kind.endswith("?") else base))
     return msgspec.defstruct(f"{table}_row", fields, forbid_unknown_fields=True)
 
@@ -201,6 +219,8 @@ def _typed_row(table: str, row: dict[str, Any], number: int) -> tuple[Any, ...]:
         # msgspec says "Expected `float`, got `str` - at `$.updated_at`": the column goes first.
         reason, _, path = str(exc).partition(" - at `$.")
         column = path.split("`")[0].split(".")[0]
+        for pattern, words in _PATTERN_WORDS.items():
+            reason = reason.replace(f"Expected `str` matching regex {pattern!r}", words)
         raise InvalidInput(f"line {number}: {table}.{column}: {reason}") from None
     return tuple(
         _in(getattr(typed, column), f"line {number}: {table}.{column}") for column in COLUMNS[table]

@@ -12,6 +12,7 @@ from ._exceptions import InvalidInput, MessageTooLarge
 __all__ = [
     "DEFAULT_USER",
     "EARLIEST",
+    "LABEL_PATTERN",
     "LATEST",
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
@@ -20,6 +21,7 @@ __all__ = [
     "MAX_ROW_ID",
     "MIN_THINKING_BUDGET",
     "MODEL_NAME_PATTERN",
+    "NAME_PATTERN",
     "check_continuum_id",
     "check_document",
     "check_importance",
@@ -61,8 +63,11 @@ LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 _EARLIEST_EPOCH = EARLIEST.timestamp()
 _LATEST_EPOCH = LATEST.timestamp()
 
-_CONTINUUM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# The forms of a user name and a continuum id, and of a document label (whole strings).
+NAME_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+LABEL_PATTERN = r"[A-Za-z0-9_.-]{1,64}"
+_CONTINUUM_ID = re.compile(NAME_PATTERN)
+_LABEL = re.compile(LABEL_PATTERN)
 _USER_NAME = _CONTINUUM_ID  # no "/" or ":" either, so "user/continuum" names stay unambiguous
 _TOKEN_HASH = re.compile(r"[0-9a-f]{64}")
 # A model id as the Messages API and the Models API take them (`claude-opus-4-6`,

@@ -302,6 +302,24 @@ BAD = (
     [
         (DOCUMENT + b' "content": "hi", "updated_at": "yesterday"}}', "documents.updated_at"),
         (DOCUMENT + b' "content": 5, "updated_at": 1.0}}', "documents.content"),
+        # Text no PostgreSQL store takes (SQLite kept it, and no migration then finished),
+        # and names no call can read or delete the row by.
+        (DOCUMENT + b' "content": "a\\u0000b", "updated_at": 1.0}}', "documents.content"),
+        (
+            b'{"format": 2, "table": "documents", "row": {"owner": "bad/name",'
+            b' "label": "notes", "content": "x", "updated_at": 1.0}}',
+            "documents.owner",
+        ),
+        (
+            b'{"format": 2, "table": "documents", "row": {"owner": "default",'
+            b' "label": "my notes", "content": "x", "updated_at": 1.0}}',
+            "documents.label",
+        ),
+        (
+            b'{"format": 2, "table": "users", "row": {"name": "", "token_hash": "ab",'
+            b' "created_at": 1.0}}',
+            "users.name",
+        ),
         (
             b'{"format": 2, "table": "reminders", "row": {"id": 1, "owner": "default",'
             b' "text": "x", "due_at": "soon", "created_at": 1.0, "completed_at": null,'
