@@ -1434,10 +1434,11 @@ class SQLStore(ABC):
         at = _at(now)
         rows = await self._memory_rows(user, terms, at, limit * 4)
         # Scored from the row, and only the best made into records (recall asks for 20
-        # of 80 rows: the other 60 records cost some 0.1 ms a call, 6% of it).
+        # of 80 rows: the other 60 records cost some 0.1 ms a call, 6% of it). Equal
+        # scores: the newest first, on either database (as for messages).
         scored = sorted(
             ((memory_score(row[7], row[4], at - row[2], row[6]), row) for row in rows),
-            key=lambda pair: pair[0],
+            key=lambda pair: (pair[0], pair[1][0]),
             reverse=True,
         )
         return [MemoryHit(from_row(Memory, row[:7]), score) for score, row in scored[:limit]]

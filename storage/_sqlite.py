@@ -271,7 +271,7 @@ _MEMORY_SEARCH = (
     f"WITH {plan_ctes('memories_fts')},"
     " top AS MATERIALIZED (SELECT rowid AS id, bm25(memories_fts) AS score"
     " FROM memories_fts WHERE memories_fts MATCH (SELECT chosen FROM plan)"
-    " ORDER BY score LIMIT +:candidates),"
+    " ORDER BY score, rowid DESC LIMIT +:candidates),"
     " recent AS MATERIALIZED (SELECT m.id"
     " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
     f" WHERE memories_fts MATCH (SELECT every FROM plan) AND {_ALIVE}"
@@ -562,7 +562,9 @@ class SQLiteStorage(SQLStore):
 
     def _segment_match(self, terms: list[str]) -> tuple[str, str, Any]:
         index = "segments_fts JOIN segments s ON s.id = segments_fts.rowid"
-        return f"{index} WHERE segments_fts MATCH ?", "bm25(segments_fts)", fts_query(terms)
+        # Equal ranks: the newest first, as PostgreSQL's (`s.id DESC`).
+        order = "bm25(segments_fts), s.id DESC"
+        return f"{index} WHERE segments_fts MATCH ?", order, fts_query(terms)
 
     async def _memory_rows(self, user: str, terms: list[str], at: float, want: int) -> list[Any]:
         """Rows for `search_memories` (memory columns, then a score where lower is
@@ -595,7 +597,7 @@ class SQLiteStorage(SQLStore):
             f"{MEMORY}, bm25(memories_fts)"
             " FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
             f" WHERE memories_fts MATCH :match AND {_ALIVE}"
-            " ORDER BY bm25(memories_fts) LIMIT :want",
+            " ORDER BY bm25(memories_fts), m.id DESC LIMIT :want",
             {"match": match, "user": user, "at": at, "want": want},
         )
         return [tuple(row) for row in every]

@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors import Turn
@@ -230,6 +231,27 @@ async def test_summaries_come_first_and_errors_are_shown(store: Store) -> None:
     )
     rendered = await SearchTrinket(store).render(for_turn())
     assert rendered.splitlines()[-1] == 'Search "weather": failed (StorageUnavailable: gone)'
+
+
+async def test_equal_matches_come_newest_first_on_either_database(store: Store) -> None:
+    """Memories and segment summaries that rank the same (the same words, the same age)
+    come newest first, as messages do, on SQLite as on PostgreSQL: SQLite gave them
+    oldest first, so a search's limit kept other rows there than on PostgreSQL."""
+    memories = [await store.add_memory(U, "the boat is blue", now=NOW) for _ in range(3)]
+    found = await store.search_memories(U, "blue boat", limit=2, now=NOW)
+    assert [hit.memory.id for hit in found] == [memories[2].id, memories[1].id]
+    for n in range(3):  # three segments, each closed by the next turn
+        await store.commit_turn(U, turn("c1", f"t{n}", at=NOW + 4000 * n))
+    for job in await store.jobs(U, "c1"):
+        claimed = await store.claim_job(now=NOW * 2, lease_seconds=60)
+        assert claimed is not None
+        segment_id = int(msgspec.json.decode(job.payload)["segment_id"])
+        digest = SegmentDigest(segment_id, "Boat", "The boat is blue.")
+        assert await store.finish_job(claimed, now=NOW * 2, digest=digest)
+    summarised = [s.id for s in await store.recent_segments(U, "c1") if s.summary]
+    assert len(summarised) == 2
+    found_segments = await store.search_segments(U, "blue boat", limit=5)
+    assert [s.id for s in found_segments] == sorted(summarised, reverse=True)
 
 
 async def test_a_repeated_query_replaces_and_a_continuum_keeps_five(store: Store) -> None:
