@@ -1192,7 +1192,7 @@ class SQLStore(ABC):
             raise InvalidInput("the end of the range comes before its start")
         rows = await self._read(
             f"{_REMINDER} WHERE owner = ? AND completed_at IS NULL"
-            " AND due_at >= ? AND due_at < ? ORDER BY due_at",
+            " AND due_at >= ? AND due_at < ? ORDER BY due_at, id",
             (user, lo, hi),
         )
         return [from_row(Reminder, row) for row in rows]

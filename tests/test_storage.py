@@ -35,6 +35,7 @@ from storage import (
     RawBlock,
     SchemaTooNew,
     SQLiteStorage,
+    TableRows,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -374,6 +375,18 @@ async def test_reminder_due_queries_across_timezones(store: Store) -> None:
     assert done.completed_at == moment(5.0)
     assert [r.text for r in await store.active_reminders(DEFAULT_USER)] == ["call mom", "someday"]
     assert len(await store.reminders(DEFAULT_USER, include_completed=True)) == 3
+
+
+async def test_reminders_due_at_one_instant_come_in_id_order(store: Store) -> None:
+    """Reminders due at the same instant, stored out of id order (an import, a resumed
+    migration): by id on either database. PostgreSQL gave them in the order its rows
+    lay in the table."""
+    due = datetime(2026, 11, 29, 9, 0, tzinfo=UTC).timestamp()
+    rows = [(i, DEFAULT_USER, f"r{i}", due, 1.0, None, "user") for i in (3, 1, 2)]
+    await store.import_rows([TableRows("reminders", rows)])
+    day = datetime(2026, 11, 29, tzinfo=UTC)
+    found = await store.reminders_due_between(DEFAULT_USER, day, day + timedelta(days=1))
+    assert [r.id for r in found] == [1, 2, 3]
 
 
 # -- bad input --------------------------------------------------------------------------------
