@@ -613,11 +613,15 @@ class SQLStore(ABC):
             # Messages first (leaving the search index), the continuum last (the others
             # refer to it); none deleted: the transaction rolls back with the error.
             await self._uncount_terms(db, "message", where, args)
+            # Settings chosen before a first turn are a continuum with no row of its own
+            # yet: deleting it takes them (the delete said "no continuum" and kept them).
+            chosen = await _rows(db, f"SELECT 1 FROM continuum_settings WHERE {where}", args)
             for table in _CONTINUUM_TABLES:
                 await db.execute(f"DELETE FROM {table} WHERE {where}", args)
-            if not await _rows(
+            found = await _rows(
                 db, "DELETE FROM continuums WHERE owner = ? AND id = ? RETURNING 1", args
-            ):
+            )
+            if not found and not chosen:
                 raise UnknownContinuum(f"no continuum {continuum_id!r}")
 
     async def _messages(

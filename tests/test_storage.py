@@ -504,6 +504,12 @@ async def test_raw_blocks_and_model_settings_round_trip(store: Store) -> None:
     assert await store.continuum_model(DEFAULT_USER, "not-yet") == own
     await store.set_continuum_model(DEFAULT_USER, "not-yet", ContinuumModel(max_tokens=512))
     assert await store.continuum_model(DEFAULT_USER, "not-yet") == ContinuumModel(max_tokens=512)
+    # Deleting the continuum takes its settings, though it has had no turn yet (the
+    # settings stayed, and the delete said there was no such continuum).
+    await store.delete_continuum(DEFAULT_USER, "not-yet")
+    assert await store.continuum_model(DEFAULT_USER, "not-yet") == ContinuumModel()
+    with pytest.raises(UnknownContinuum):
+        await store.delete_continuum(DEFAULT_USER, "not-yet")
 
 
 # -- background jobs, segment summaries, extracted memories ------------------------------
