@@ -9,7 +9,10 @@ nothing to the history; its record keeps the user's message and any partial repl
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -214,21 +217,68 @@ def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentB
     )
 
 
+# A PDF is given to the model page by page, as the page's text and an image of it:
+# "typically 1,500 to 3,000 tokens per page" (PDF support, "Estimate your costs",
+# https://platform.claude.com/docs/en/build-with-claude/pdf-support). The upper figure:
+# the budget must not under-count. Its base64 text says nothing of its tokens (a page
+# with a scanned image is megabytes of base64 and one page's tokens).
+PDF_PAGE_TOKENS = 3000
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def _binary_tokens(block: Any) -> int | None:
+    """The estimate of an image or base64 PDF block (decoded JSON), else None."""
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind == "image":
+        return IMAGE_TOKENS
+    source = block.get("source")
+    if kind != "document" or not isinstance(source, dict):
+        return None
+    if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
+        return None
+    try:
+        pdf = base64.b64decode(str(source.get("data", "")))
+    except (binascii.Error, ValueError):
+        return None
+    return max(1, len(_PDF_PAGE.findall(pdf))) * PDF_PAGE_TOKENS
+
+
+def _json_tokens(text: str) -> int:
+    """A block's JSON (or a tool result's array of blocks) as tokens: images and PDFs
+    by what the API counts for them, never by the length of their base64 data."""
+    if '"base64"' not in text:
+        return estimate_tokens(text)
+    decoded: Any = msgspec.json.decode(text)
+    blocks = decoded if isinstance(decoded, list) else [decoded]
+    total = 0
+    for block in blocks:
+        binary = _binary_tokens(block)
+        if binary is None:
+            total += estimate_tokens(msgspec.json.encode(block).decode())
+        else:
+            total += binary + BLOCK_FRAMING_TOKENS
+    return total
+
+
 def message_tokens(message: Message) -> int:
     total = 0
     for block in message.content:
         if isinstance(block, TextBlock):
-            text = block.text
+            total += estimate_tokens(block.text)
         elif isinstance(block, ToolUseBlock):
-            text = block.name + block.input_json
+            total += estimate_tokens(block.name + block.input_json)
         elif isinstance(block, RawBlock):
             if block.kind == "image":
-                total += IMAGE_TOKENS + BLOCK_FRAMING_TOKENS
-                continue
-            text = block.json
+                total += IMAGE_TOKENS
+            else:
+                total += _json_tokens(block.json)
+        elif block.content_json:
+            total += _json_tokens(block.content_json)
         else:
-            text = block.content_json or block.content
-        total += estimate_tokens(text) + BLOCK_FRAMING_TOKENS
+            total += estimate_tokens(block.content)
+        total += BLOCK_FRAMING_TOKENS
     return total
 
 

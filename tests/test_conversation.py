@@ -4,6 +4,7 @@ Request layouts are checked from the bodies the server received."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -341,6 +342,52 @@ async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path
             assert record.cache_miss_reason is None, f"turn {i} lost the cache"
     center = body["messages"][-2]["content"][0]["text"]
     assert "no longer in context" in center  # the manifest still lists left-out segments
+
+
+def _one_page_pdf(filler: int) -> str:
+    """A one-page PDF carrying `filler` bytes of binary data (a scanned page's image,
+    say), base64: the API counts one page, whatever the length of its base64."""
+    data = bytes(range(256)).replace(b"T", b"x").replace(b"(", b"x")
+    blob = (data * (filler // len(data) + 1))[:filler]
+    page = b"BT /F1 12 Tf 72 712 Td (The code is 4242.) Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(page), page),
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(blob), blob),
+    ]
+    pdf = b"%PDF-1.4\n" + b"".join(
+        b"%d 0 obj\n%s\nendobj\n" % (i, o) for i, o in enumerate(objects, 1)
+    )
+    return base64.b64encode(pdf + b"trailer << /Root 1 0 R >>\n%%EOF\n").decode()
+
+
+async def test_a_pdf_is_budgeted_by_its_pages_not_its_base64(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """A one-page PDF of 160 KB base64 is one page's tokens to the API (about 1,600
+    here): counted as 40,000 tokens of text it pushed the history over a 20,000 budget
+    and was trimmed out, with everything before it, two turns after it was sent."""
+    document = {
+        "type": "document",
+        "source": {
+            "type": "base64",
+            "media_type": "application/pdf",
+            "data": _one_page_pdf(120_000),
+        },
+    }
+    cfg = config(history={"budget_tokens": 20_000})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        first = completed(await run_turn(fm, "c1", [document, {"type": "text", "text": "read"}]))
+        assert first.usage.total_input < 5_000  # what the API counts for it
+        for text in ("what is the code?", "say it again", "once more"):
+            done = completed(await run_turn(fm, "c1", text))
+            assert done.cache_miss_reason is None
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert start == 0, "nothing was trimmed"
+    last = api.message_bodies()[-1]
+    assert last["messages"][0]["content"][0]["type"] == "document"
 
 
 # -- failures ------------------------------------------------------------------------------------
