@@ -893,14 +893,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             catalog = await deps.models.meet(model.name)
             check_model_choice(model, deps.settings.composer.channel, catalog)
             row = known_row(catalog, model.name)
-            # The history's start as loaded and checked against the store (`_refresh`):
-            # the manifest needs no read of its own for it, one fewer on the turn's path.
-            turn = msgspec.structs.replace(turn, history_start=state.history_start)
+            # The history's start as this turn sends it (loaded and checked against the
+            # store by `_refresh`, then moved if this turn trims): the manifest needs no
+            # read of its own for it, and marks what this very turn trims out.
+            start = await self._trim_point(state)
+            in_context = state.history_start if start is None else start
+            turn = msgspec.structs.replace(turn, history_start=in_context)
             composed = await self._compose(turn)
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections
             run.warnings = composed.warnings
-            start = await self._trim_point(state)
             history, dropped = self._readable(state, state.history.messages(start), model.name)
             new_start = start
             # The tools array, fixed for the whole turn (its tool loop included).

@@ -344,6 +344,33 @@ async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path
     assert "no longer in context" in center  # the manifest still lists left-out segments
 
 
+async def test_the_turn_that_trims_tells_the_manifest_what_left_the_context(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """The manifest marks segments that left the context: on the turn that trims them
+    too, not only from the turn after (it was given the history start from before the
+    trim, so that turn's model was told it could still see what it no longer could)."""
+    clock = FakeClock()
+    cfg = config(history={"budget_tokens": 500, "keep_fraction": 0.5, "segment_gap_minutes": 10})
+    starts = [0]
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        for i in range(16):
+            clock.advance(60 if i % 4 else 3600)  # a new segment every 4 turns
+            completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 12))
+            starts.append((await fm.storage.continuum(DEFAULT_USER, "c1")).history_start)
+            if starts[-1] != starts[-2]:
+                break
+    assert starts[-1] != 0, "the history was trimmed"
+    body = next(
+        b
+        for b in reversed(api.message_bodies())
+        if text_of(b["messages"][-1]).startswith(f"turn {i} ")
+    )
+    center = text_of(body["messages"][-2])
+    assert center.startswith("NOTIFICATION CENTER")
+    assert "no longer in context" in center
+
+
 def _one_page_pdf(filler: int) -> str:
     """A one-page PDF carrying `filler` bytes of binary data (a scanned page's image,
     say), base64: the API counts one page, whatever the length of its base64."""
