@@ -123,8 +123,10 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             record = self._sections.get(message.section)
             if record is not None:
                 content = self._neutralized(message.section, message.content)
-                if content.strip():
-                    record.content, record.rendered_at = content, message.rendered_at
+                # Nothing (once neutralized) is the section's latest word too: no older
+                # content stands in for it as stale any more.
+                record.content = content if content.strip() else ""
+                record.rendered_at = message.rendered_at
             return None
         return await self._compose(message)
 

@@ -295,6 +295,19 @@ async def test_late_content_that_is_nothing_once_neutralized_is_not_kept() -> No
     assert status(composed, "relevant_memories") == "timeout"  # nothing stale to show
 
 
+async def test_a_late_empty_answer_retires_the_last_content() -> None:
+    """A late render that says "no section now" (the reminders all done) is the
+    section's latest word: the next late turn must not show the older content as
+    stale, as if the trinket still said it."""
+    async with ActorSystem(stop_grace=0.05) as system:
+        ref = await composer(system, [("active_reminders", Scripted(["call Bob", "hang"]))])
+        assert "call Bob" in (await compose(ref)).notification
+        await ref.ask(SectionLate(DEFAULT_USER, "c1", "active_reminders", "", NOW + 1))
+        composed = await compose(ref, turn(now=NOW + 5, tid="t2"))
+    assert status(composed, "active_reminders") == "timeout"
+    assert "call Bob" not in composed.notification
+
+
 # -- deadlines and failures -------------------------------------------------------------------
 
 
