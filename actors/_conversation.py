@@ -9,10 +9,7 @@ nothing to the history; its record keeps the user's message and any partial repl
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -72,6 +69,7 @@ from ._exceptions import (
     ShuttingDown,
 )
 from ._history import CompactHistory
+from ._history_cost import message_tokens
 from ._layout import (
     ModelRequest,
     ThinkingConfig,
@@ -106,7 +104,6 @@ __all__ = [
     "RunTurn",
     "WarmUp",
     "WarmUpDone",
-    "message_tokens",
 ]
 
 turn_log = logging.getLogger("frontmind.turn")  # one line per turn, with its id
@@ -117,9 +114,6 @@ UPDATE_HEADER = "[notification center update]"
 # Room kept in the model's context window for the system prompt, the notification
 # center and the tools, beside the history and the reply.
 CONTEXT_RESERVE_TOKENS = 20_000
-# Estimated cost of an image: about 1,600 tokens at the largest size the API keeps
-# unscaled ("Images and vision": tokens = width × height / 750).
-IMAGE_TOKENS = 1600
 # The stop reasons after which the reply is whole but cut short.
 TRUNCATED = frozenset({"max_tokens", "model_context_window_exceeded"})
 _THINKING = frozenset({"thinking", "redacted_thinking"})
@@ -215,71 +209,6 @@ def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentB
     return tuple(
         TextBlock(neutralize_frame(b.text)) if isinstance(b, TextBlock) else b for b in content
     )
-
-
-# A PDF is given to the model page by page, as the page's text and an image of it:
-# "typically 1,500 to 3,000 tokens per page" (PDF support, "Estimate your costs",
-# https://platform.claude.com/docs/en/build-with-claude/pdf-support). The upper figure:
-# the budget must not under-count. Its base64 text says nothing of its tokens (a page
-# with a scanned image is megabytes of base64 and one page's tokens).
-PDF_PAGE_TOKENS = 3000
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-
-
-def _binary_tokens(block: Any) -> int | None:
-    """The estimate of an image or base64 PDF block (decoded JSON), else None."""
-    if not isinstance(block, dict):
-        return None
-    kind = block.get("type")
-    if kind == "image":
-        return IMAGE_TOKENS
-    source = block.get("source")
-    if kind != "document" or not isinstance(source, dict):
-        return None
-    if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
-        return None
-    try:
-        pdf = base64.b64decode(str(source.get("data", "")))
-    except (binascii.Error, ValueError):
-        return None
-    return max(1, len(_PDF_PAGE.findall(pdf))) * PDF_PAGE_TOKENS
-
-
-def _json_tokens(text: str) -> int:
-    """A block's JSON (or a tool result's array of blocks) as tokens: images and PDFs
-    by what the API counts for them, never by the length of their base64 data."""
-    if '"base64"' not in text:
-        return estimate_tokens(text)
-    decoded: Any = msgspec.json.decode(text)
-    blocks = decoded if isinstance(decoded, list) else [decoded]
-    total = 0
-    for block in blocks:
-        binary = _binary_tokens(block)
-        if binary is None:
-            total += estimate_tokens(msgspec.json.encode(block).decode())
-        else:
-            total += binary + BLOCK_FRAMING_TOKENS
-    return total
-
-
-def message_tokens(message: Message) -> int:
-    total = 0
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            total += estimate_tokens(block.text)
-        elif isinstance(block, ToolUseBlock):
-            total += estimate_tokens(block.name + block.input_json)
-        elif isinstance(block, RawBlock):
-            if block.kind == "image":
-                total += IMAGE_TOKENS
-            else:
-                total += _json_tokens(block.json)
-        elif block.content_json:
-            total += _json_tokens(block.content_json)
-        else:
-            total += estimate_tokens(block.content)
-        total += BLOCK_FRAMING_TOKENS
-    return total
 
 
 def _tools_change(before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]) -> str:

@@ -11,8 +11,8 @@ from typing import Literal
 import msgspec
 import pytest
 
-from actors._conversation import message_tokens
 from actors._history import CompactHistory
+from actors._history_cost import message_tokens
 from storage import Message, TextBlock, moment
 from tests._factories import every_block_type
 

@@ -1,0 +1,85 @@
+"""What a stored message costs the history budget: its text at the shared estimate
+(`_tokens.py`), images and PDFs by what the API counts for them, never by the length
+of their base64 data (a one-page scan is megabytes of base64 and one page's tokens)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+import msgspec
+
+from storage import Message, RawBlock, TextBlock, ToolUseBlock
+
+from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
+
+__all__ = ["IMAGE_TOKENS", "PDF_PAGE_TOKENS", "message_tokens"]
+
+# Estimated cost of an image: about 1,600 tokens at the largest size the API keeps
+# unscaled ("Images and vision": tokens = width × height / 750).
+IMAGE_TOKENS = 1600
+# A PDF is given to the model page by page, as the page's text and an image of it:
+# "typically 1,500 to 3,000 tokens per page" (PDF support, "Estimate your costs",
+# https://platform.claude.com/docs/en/build-with-claude/pdf-support). The upper figure:
+# the budget must not under-count. Its base64 text says nothing of its tokens (a page
+# with a scanned image is megabytes of base64 and one page's tokens).
+PDF_PAGE_TOKENS = 3000
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def _binary_tokens(block: Any) -> int | None:
+    """The estimate of an image or base64 PDF block (decoded JSON), else None."""
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind == "image":
+        return IMAGE_TOKENS
+    source = block.get("source")
+    if kind != "document" or not isinstance(source, dict):
+        return None
+    if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
+        return None
+    try:
+        pdf = base64.b64decode(str(source.get("data", "")))
+    except (binascii.Error, ValueError):
+        return None
+    return max(1, len(_PDF_PAGE.findall(pdf))) * PDF_PAGE_TOKENS
+
+
+def _json_tokens(text: str) -> int:
+    """A block's JSON (or a tool result's array of blocks) as tokens: images and PDFs
+    by what the API counts for them, never by the length of their base64 data."""
+    if '"base64"' not in text:
+        return estimate_tokens(text)
+    decoded: Any = msgspec.json.decode(text)
+    blocks = decoded if isinstance(decoded, list) else [decoded]
+    total = 0
+    for block in blocks:
+        binary = _binary_tokens(block)
+        if binary is None:
+            total += estimate_tokens(msgspec.json.encode(block).decode())
+        else:
+            total += binary + BLOCK_FRAMING_TOKENS
+    return total
+
+
+def message_tokens(message: Message) -> int:
+    total = 0
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            total += estimate_tokens(block.text)
+        elif isinstance(block, ToolUseBlock):
+            total += estimate_tokens(block.name + block.input_json)
+        elif isinstance(block, RawBlock):
+            if block.kind == "image":
+                total += IMAGE_TOKENS
+            else:
+                total += _json_tokens(block.json)
+        elif block.content_json:
+            total += _json_tokens(block.content_json)
+        else:
+            total += estimate_tokens(block.content)
+        total += BLOCK_FRAMING_TOKENS
+    return total
