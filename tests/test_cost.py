@@ -127,3 +127,10 @@ async def test_the_daemon_prices_turns_and_continuums_on_each_turn_s_model(
     assert total.input_usd is not None
     assert f"${total.input_usd:,.4f}" in stats
     assert f"with output and server tools ${total.total_usd:,.4f}" in stats
+    # A failed turn's finished calls were billed: `stats` counts them, as the daemon's
+    # continuum summary does (it counted completed turns alone).
+    failed = msgspec.structs.replace(records[0], turn_id="t-failed", status="failed")
+    with_failed = records_cost([*records, failed], catalog)
+    stats = render_stats([*records, failed], catalog=catalog)
+    assert f"input {with_failed.input_tokens:,.0f} base-price tokens" in stats
+    assert with_failed.input_tokens > total.input_tokens

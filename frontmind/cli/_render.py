@@ -149,7 +149,7 @@ def render_background(
     usage = sum((j.usage.usage for j in jobs if j.usage is not None), TurnUsage())
     calls = sum(1 for j in jobs if j.usage is not None)
     share = usage.cache_read_input_tokens / usage.total_input if usage.total_input else 0.0
-    talk_cost = records_cost((r for r in records if r.status == "completed"), catalog)
+    talk_cost = records_cost(records, catalog)  # every turn's calls, as billed
     bg = NO_COST
     for job in jobs:
         if job.usage is not None:
@@ -208,7 +208,10 @@ def render_stats(
     ]
     if done:
         lines.append(f"mean compose    {statistics.fmean(r.compose_ms for r in done):.2f} ms")
-        spent = records_cost(done, catalog)
+    # Every turn's calls, as billed: a failed or cancelled turn's finished calls were
+    # paid too (the daemon's continuum summaries count them the same way).
+    spent = records_cost(records, catalog)
+    if done or spent.input_tokens:
         tools = " and server tools" if spent.server_tools_usd else ""
         lines.append(
             f"cost            input {spent.input_tokens:,.0f} base-price tokens "
@@ -228,12 +231,12 @@ def render_stats(
         ttls = Counter(f"system {c.system} history {c.history}" for c in chosen)
         lines.append("cache TTLs      " + ", ".join(f"{k}: {v}" for k, v in ttls.most_common()))
         lines.append(f"last TTL choice {chosen[-1].reason}")
-    used = sum((r.usage for r in done), TurnUsage())
+    used = sum((r.usage for r in records), TurnUsage())
     if used.web_search_requests or used.web_fetch_requests:
         lines.append(
             f"server tools    {used.web_search_requests} web searches, "
             f"{used.web_fetch_requests} web fetches: "
-            f"${records_cost(done, catalog).server_tools_usd:.4f} (in the cost above)"
+            f"${spent.server_tools_usd:.4f} (in the cost above)"
         )
     lines.extend(render_background(records, jobs, catalog))
     lines.extend(vectors)
