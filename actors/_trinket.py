@@ -116,10 +116,12 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
         composer = self._directory(composer_name(turn.user, turn.continuum_id))
         if composer is None:
             return
-        # If the composer is gone or full, the next turn simply renders afresh.
+        # If the composer is gone or full, the next turn simply renders afresh. Stamped
+        # with its turn's time: ages are read on the turns' clock (the one `Frontmind`
+        # was given, a simulation's), which the wall clock need not agree with.
         with suppress(KernelError):
             composer.tell(
-                SectionLate(turn.user, turn.continuum_id, self._section, content, time.time())
+                SectionLate(turn.user, turn.continuum_id, self._section, content, turn.now)
             )
 
 

@@ -426,6 +426,8 @@ async def test_a_system_section_is_waited_for_on_the_first_turn_only() -> None:
     # usual deadline, not the system sections' long one) stands in for it next turn.
     assert status(second, "relevant_memories") == "stale"
     assert "- cats" in second.notification
+    # Its age is on the turns' clock (rendered for the turn at NOW), not the wall clock's.
+    assert next(s for s in second.sections if s.name == "relevant_memories").age_s == 60
 
 
 async def test_a_trinket_renders_its_first_turn_even_past_due_and_skips_later_ones() -> None:
