@@ -594,7 +594,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
         Trimming jumps to a segment boundary (else a turn boundary) that leaves at most
         `keep_fraction` of the budget, so the prefix changes only on the turns where
-        trimming happens, and the cache survives all the others.
+        trimming happens, and the cache survives all the others. A segment boundary
+        counts only while it keeps at least half of that: after a long pause the newest
+        segment starts at the last turn, and jumping there kept that turn alone.
         """
         budget_tokens = self._budget(state)
         if state.tokens <= budget_tokens:
@@ -609,7 +611,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             starts_turn = turn_id != previous_turn
             previous_turn = turn_id
             if starts_turn and remaining <= target:
-                if seq in segment_starts:
+                if seq in segment_starts and remaining >= target / 2:
                     return seq
                 if turn_start is None:
                     turn_start = seq

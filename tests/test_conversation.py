@@ -344,6 +344,24 @@ async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path
     assert "no longer in context" in center  # the manifest still lists left-out segments
 
 
+async def test_a_pause_before_the_last_turn_does_not_trim_to_that_turn(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """After a long pause the newest segment starts at the last turn. Trimming jumped to
+    that segment boundary, which kept one turn where the budget's `keep_fraction` had
+    room for several: a boundary that keeps under half of it gives way to a turn's."""
+    clock = FakeClock()
+    cfg = config(history={"budget_tokens": 500, "keep_fraction": 0.5, "segment_gap_minutes": 10})
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        for i in range(15):
+            clock.advance(3600 if i == 13 else 60)  # one session, then a pause before turn 13
+            completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 12))
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+        segments = await fm.storage.recent_segments(DEFAULT_USER, "c1", limit=10)
+    assert 26 in {s.first_seq for s in segments}  # turn 13 began a segment
+    assert 0 < start < 26, "trimmed, keeping turns from before the pause"
+
+
 async def test_the_turn_that_trims_tells_the_manifest_what_left_the_context(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
