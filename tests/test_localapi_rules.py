@@ -523,6 +523,31 @@ async def test_error_texts_are_the_apis(api: LocalMessagesAPI) -> None:
     assert message.endswith("processed in the following order: `tools`, `system`, `messages`.")
 
 
+async def test_a_tool_schema_the_api_refuses_is_refused(api: LocalMessagesAPI) -> None:
+    # A client tool's input_schema is an object schema with no oneOf, allOf or anyOf at
+    # its top: the API answers 400 for the whole request otherwise (as reported by users
+    # of MCP servers whose schemas use JSON Schema 2020-12 at the root).
+    base = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    good = {"name": "good", "input_schema": {"type": "object", "properties": {}}}
+    cases = {
+        "tools.1.custom.input_schema.type: Field required": {"properties": {}},
+        "tools.1.custom.input_schema.type: Input should be 'object'": {"type": "array"},
+        **{
+            "tools.1.custom.input_schema: input_schema does not support oneOf, allOf, or "
+            f"anyOf at the top level#{key}": {"type": "object", key: [{"required": ["a"]}]}
+            for key in ("oneOf", "allOf", "anyOf")
+        },
+    }
+    for expected, schema in cases.items():
+        tools = [good, {"name": "bad", "input_schema": schema}]
+        answer = await _raw(api.base_url, {**base, "tools": tools})
+        assert answer.status_code == 400, schema
+        assert answer.json()["error"]["message"] == expected.partition("#")[0]
+    nested = {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}}
+    answer = await _raw(api.base_url, {**base, "tools": [{"name": "n", "input_schema": nested}]})
+    assert answer.status_code == 200, answer.text
+
+
 async def test_role_system_messages_on_models_that_take_them(
     client: anthropic.AsyncAnthropic,
 ) -> None:

@@ -419,6 +419,8 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
         custom = tool.type in (None, "custom")
         if custom and tool.input_schema is None:
             raise ApiError(400, f"tools.{i}.custom.input_schema: Field required")
+        if custom and tool.input_schema is not None:
+            _check_input_schema(i, tool.input_schema)
         # A server tool version the model does not take (models.toml's server_tools; the
         # docs: "Supported models vary by tool and by tool version"). The wording is
         # chosen: the docs quote no message for it.
@@ -428,6 +430,21 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
                 400,
                 f"tools.{i}: the tool type '{kind}' is not supported by the model '{model.name}'",
             )
+
+
+def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
+    """A client tool's schema is a JSON Schema object: its `type` is "object" and no
+    `oneOf`, `allOf` or `anyOf` stands at its top (the API's own messages, as public
+    reports quote them; the SDK's `InputSchema` types `type` as a required "object")."""
+    where = f"tools.{index}.custom.input_schema"
+    if "type" not in schema:
+        raise ApiError(400, f"{where}.type: Field required")
+    if schema["type"] != "object":
+        raise ApiError(400, f"{where}.type: Input should be 'object'")
+    if any(key in schema for key in ("oneOf", "allOf", "anyOf")):
+        raise ApiError(
+            400, f"{where}: input_schema does not support oneOf, allOf, or anyOf at the top level"
+        )
 
 
 def _check_system_messages(messages: list[MessageParam], model: ModelInfo) -> None:
