@@ -280,6 +280,33 @@ async def test_a_server_that_cannot_start_is_retried_and_joins_once_it_runs(
         assert any("+mcp__late__echo" in w for w in joined.warnings)
 
 
+async def test_a_tool_whose_schema_the_api_refuses_is_left_out_and_turns_go_on(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # MCP 2026-07-28 allows any JSON Schema 2020-12 at a tool's root; the Messages API
+    # refuses `oneOf`/`allOf`/`anyOf` there, and with it every request offering the tool.
+    api, responder = script
+    server = {
+        "name": "s",
+        "command": [sys.executable, "-m", "tests._mcp_schemas_server"],
+        "cwd": str(ROOT),
+    }
+    with caplog.at_level("WARNING", logger="frontmind.mcp"):
+        async with await opened(api, tmp_path, [server]) as fm:
+            assert [n for n in fm.offered_tools() if n.startswith("mcp__")] == ["mcp__s__plain"]
+            responder.extend(calls(("mcp__s__plain", {"text": "hi"})))
+            events = [e async for e in fm.turn("ada", "use plain")]
+            completed(events)
+            assert finished_call(events).content == "plain: hi"
+    for tool, why in (("either", "anyOf at its top level"), ("branches", "allOf at its")):
+        assert any(
+            f"tool {tool!r} left out" in r.getMessage() and why in r.getMessage()
+            for r in caplog.records
+        ), tool
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [(("--start", "crash"), "did not start"), (("--start", "hang"), "no answer within")],

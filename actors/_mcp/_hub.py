@@ -170,6 +170,16 @@ class McpHub:
                     name,
                 )
                 continue
+            refused = _schema_refused(tool.input_schema)
+            if refused is not None:
+                log.warning(
+                    "MCP server %r: tool %r left out: the Messages API refuses its input "
+                    "schema (%s), and with it every request that offers the tool",
+                    spec.name,
+                    tool.name,
+                    refused,
+                )
+                continue
             description = tool.description or f"The tool {tool.name} of the MCP server {spec.name}."
             found[name] = ToolDefinition(
                 name, description, msgspec.Raw(tool.input_schema.encode()), ""
@@ -417,6 +427,24 @@ class McpHub:
         if report.changed:
             log.warning("MCP tools reloaded: %s", report.message)
         return report
+
+
+def _schema_refused(input_schema: str) -> str | None:
+    """Why the Messages API would refuse this input schema (None: it would not). A
+    client tool's `input_schema` must be an object schema (`"type": "object"`) with no
+    `oneOf`, `allOf` or `anyOf` at its top; MCP servers are not held to that."""
+    try:
+        schema = msgspec.json.decode(input_schema)
+    except msgspec.DecodeError:
+        return "not JSON"
+    if not isinstance(schema, dict):
+        return "not a JSON object"
+    if schema.get("type") != "object":
+        return 'its type is not "object"'
+    combined = [key for key in ("oneOf", "allOf", "anyOf") if key in schema]
+    if combined:
+        return f"{', '.join(combined)} at its top level"
+    return None
 
 
 def _report(
