@@ -7,6 +7,7 @@ It knows nothing of trinkets, storage or the process edges (those live in `actor
 from ._actor import Actor, ActorState, ActorStats, RestartPolicy
 from ._exceptions import (
     ActorCrashed,
+    ActorRestart,
     ActorStopped,
     CodecError,
     DeadlineExceeded,
@@ -25,6 +26,7 @@ __all__ = [
     "Actor",
     "ActorCrashed",
     "ActorRef",
+    "ActorRestart",
     "ActorState",
     "ActorStats",
     "ActorStopped",

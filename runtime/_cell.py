@@ -35,6 +35,7 @@ from ._actor import Actor, ActorState, ActorStats, RestartPolicy
 from ._codec import decode, encode
 from ._exceptions import (
     ActorCrashed,
+    ActorRestart,
     ActorStopped,
     MailboxFull,
     MessageFailed,
@@ -411,7 +412,10 @@ class Cell:
 
     def _after_crash(self, exc: Exception) -> None:
         """Settle the message in hand, or keep it in hand when it deserves one more try."""
-        log.error("actor %r crashed", self.name, exc_info=exc)
+        if isinstance(exc, ActorRestart):  # expected, and reported by the actor itself
+            log.warning("actor %r restarts: %s", self.name, exc)
+        else:
+            log.error("actor %r crashed", self.name, exc_info=exc)
         envelope = self._in_hand
         if envelope is None:
             return

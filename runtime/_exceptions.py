@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ActorCrashed",
+    "ActorRestart",
     "ActorStopped",
     "CodecError",
     "DeadlineExceeded",
@@ -36,6 +37,12 @@ class RestartLimitReached(KernelError):
 
 class ActorCrashed(KernelError):
     """The actor's handler raised while handling this message (the cause is chained)."""
+
+
+class ActorRestart(KernelError):
+    """Raised by an actor (from `started` or `handle`) for a failure it has reported
+    itself and expects: a crash like any other (restarted with the policy's backoff,
+    counted toward its limit), logged as one line without a traceback."""
 
 
 class CodecError(KernelError):

@@ -8,6 +8,7 @@ scripted responder that calls the tools."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -305,6 +306,36 @@ async def test_a_tool_whose_schema_the_api_refuses_is_left_out_and_turns_go_on(
             f"tool {tool!r} left out" in r.getMessage() and why in r.getMessage()
             for r in caplog.records
         ), tool
+
+
+async def test_a_server_that_will_not_start_is_logged_without_tracebacks(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # A server that is down is an expected state (the instance serves meanwhile): each
+    # retry says so in a line or two, not with a page of traceback from the kernel.
+    api, _ = script
+    records: list[logging.LogRecord] = []
+    restarted = anyio.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+            if record.name == "frontmind.runtime" and "mcp:down" in record.getMessage():
+                restarted.set()
+
+    watch = Watch(logging.DEBUG)
+    logging.getLogger("frontmind").addHandler(watch)
+    try:
+        async with await opened(api, tmp_path, [stdio("down", "--start", "crash")]) as fm:
+            with anyio.fail_after(30):
+                await restarted.wait()
+            assert fm.mcp_servers()[0].state == "down"
+    finally:
+        logging.getLogger("frontmind").removeHandler(watch)
+    kernel = [r for r in records if r.name == "frontmind.runtime"]
+    assert kernel, "the kernel did not report the restart"
+    assert [r for r in kernel if r.exc_info] == []
+    assert "actor 'mcp:down' restarts: MCP server 'down' did not start" in kernel[0].getMessage()
 
 
 @pytest.mark.parametrize(

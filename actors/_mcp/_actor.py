@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from runtime import Actor
+from runtime import Actor, ActorRestart
 
-from ._link import McpLink
+from ._link import McpLink, McpStartFailed
 from ._spec import McpServer
 
 __all__ = ["Attach", "Connect", "Lost", "McpServerActor", "McpServerDown", "McpServerMessage"]
@@ -46,8 +46,9 @@ class Lost(msgspec.Struct, frozen=True, tag=True):
 McpServerMessage = Connect | Attach | Lost
 
 
-class McpServerDown(Exception):
-    """The server's connection ended: the actor fails, and the kernel restarts it."""
+class McpServerDown(ActorRestart):
+    """The server's connection ended (or it did not start): the actor fails, and the
+    kernel restarts it. The link has logged why, so the kernel logs no traceback."""
 
 
 OpenLink = Callable[[McpServer], Awaitable[McpLink]]
@@ -62,9 +63,11 @@ class McpServerActor(Actor[McpServerMessage, Any]):
         self._link: McpLink | None = None
 
     async def started(self) -> None:
-        # Raises McpStartFailed when the server cannot start: a crash, restarted with
-        # the policy's backoff.
-        self._link = await self._open(self._spec)
+        # A server that cannot start is a crash, restarted with the policy's backoff.
+        try:
+            self._link = await self._open(self._spec)
+        except McpStartFailed as exc:
+            raise McpServerDown(f"MCP server {self._spec.name!r} did not start: {exc}") from exc
 
     async def stopped(self) -> None:
         if self._link is not None:
