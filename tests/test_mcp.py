@@ -478,6 +478,31 @@ async def test_a_third_party_server_from_pypi(
         assert isinstance(events[-1], TurnCompleted)
 
 
+async def test_a_console_script_of_this_virtualenv_runs_without_it_on_path(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """The README's `command = ["mcp-server-time", ...]` under `.venv/bin/frontmind
+    serve` with the virtualenv not activated: the script is beside this Python, not on
+    PATH. It runs; a program found nowhere is named in the server's error."""
+    api, _ = script
+    nowhere = {"PATH": str(tmp_path / "empty")}
+    servers: list[dict[str, Any]] = [
+        {
+            "name": "time",
+            "command": ["mcp-server-time", "--local-timezone", "UTC"],
+            "env": nowhere,
+            "startup_timeout_s": 30,
+        },
+        {"name": "gone", "command": ["no-such-mcp-program"], "env": nowhere},
+    ]
+    assert (Path(sys.executable).parent / "mcp-server-time").exists()
+    async with await opened(api, tmp_path / "data", servers) as fm:
+        time_server, gone = fm.mcp_servers()
+        assert time_server.state == "running", time_server.error
+        assert gone.state == "down"
+        assert "no program 'no-such-mcp-program' on PATH" in (gone.error or "")
+
+
 async def test_an_idle_links_check_is_answered_on_every_protocol() -> None:
     """The idle check (every PING_EVERY_S) must be one the server answers: protocol
     2026-07-28 has no `ping` ("Method not found"), so pinging there lost every modern

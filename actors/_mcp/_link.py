@@ -20,7 +20,10 @@ import asyncio
 import logging
 import math
 import os
+import shutil
+import sys
 from contextlib import AsyncExitStack, suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -185,7 +188,7 @@ class McpLink:
             stack.callback(errlog.close)
             tg.start_soon(self._relay_stderr, read_end, relayed)
             params = StdioServerParameters(
-                command=spec.command[0],
+                command=_program(spec.command[0], dict(spec.env)),
                 args=list(spec.command[1:]),
                 env=dict(spec.env) or None,
                 cwd=spec.cwd,
@@ -286,6 +289,20 @@ class McpLink:
             relayed.set()
         if not self._closing.is_set():
             self.lose("the server's process exited")
+
+
+def _program(command: str, env: dict[str, str]) -> str:
+    """The program a stdio server runs: as given where it has a path or is on PATH (the
+    server's own `env` PATH first); else the one of that name beside this Python, a
+    console script of the same virtualenv (the README's `mcp-server-time` under
+    `.venv/bin/frontmind serve`, the virtualenv not activated). Neither: an error that
+    names it (the bare FileNotFoundError named no program)."""
+    if os.sep in command or shutil.which(command, path=env.get("PATH", os.environ.get("PATH"))):
+        return command
+    beside = Path(sys.executable).parent / command
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    raise FileNotFoundError(f"no program {command!r} on PATH, nor beside {sys.executable}")
 
 
 def _describe(exc: BaseException) -> str:
