@@ -21,8 +21,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens, input_cost
 from frontmind._models import shipped_catalog
-from storage import TurnUsage
+from storage import DEFAULT_USER, SQLiteStorage, TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
+from tests._factories import turn as stored_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.browser]
 
@@ -340,6 +341,27 @@ async def test_serve_prints_the_console_address_second(tmp_path: Path) -> None:
         with anyio.CancelScope(shield=True):
             await process.wait()
         await process.aclose()
+
+
+async def test_a_long_continuum_shows_its_latest_messages(tmp_path: Path) -> None:
+    """The transcript holds the last 200 messages of a continuum of 2,400: it showed the
+    first 200 (the API's pages run oldest first), months old under the newest turns."""
+    data = tmp_path / "data"
+    data.mkdir()
+    async with await SQLiteStorage.open(data / "frontmind.db") as store:
+        for i in range(1_200):
+            await store.commit_turn(DEFAULT_USER, stored_turn("long", f"t{i}", at=1e6 + i))
+    async with daemon(data, "--token", TOKEN) as d, browser_page() as page:
+        await page.goto(f"{d.url}/ui/")
+        await page.fill("#token-input", TOKEN)
+        await page.press("#token-input", "Enter")
+        await page.locator("#continuums tbody tr", has_text="long").wait_for()
+        await page.goto(f"{d.url}/ui/continuums/long")
+        await page.wait_for_selector("#transcript .msg")
+        shown = await page.locator("#transcript .msg .text").all_inner_texts()
+    assert len(shown) == 200
+    assert shown[0] == "question t1100"
+    assert shown[-1] == "answer t1199"
 
 
 async def test_console_files_and_deep_links(tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ async function continuumView(id) {
   });
 
   const [history] = await Promise.all([
-    api(`/v1/continuums/${q(id)}/messages?limit=200`).catch((error) => {
+    latestMessages(id, 200).catch((error) => {
       if (error instanceof ApiError && error.status === 404) return { messages: [] };
       throw error;
     }),
@@ -196,6 +196,20 @@ async function continuumView(id) {
   for (const m of history.messages) transcript.append(messageView(m));
   if (!history.messages.length) transcript.append(h("p", { class: "muted" }, "No messages yet."));
   transcript.scrollTop = transcript.scrollHeight;
+}
+
+// The continuum's last `keep` messages: pages come oldest first (the API's cursor goes
+// forward only), so they are read to the end and the tail kept. The first 200 showed
+// a long continuum's beginning, months old, under its newest turns.
+async function latestMessages(id, keep) {
+  let cursor = null;
+  let messages = [];
+  do {
+    const page = await api(`/v1/continuums/${q(id)}/messages?limit=1000${cursor ? `&cursor=${q(cursor)}` : ""}`);
+    messages = messages.concat(page.messages).slice(-keep);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return { messages };
 }
 
 function messageView(m) {
