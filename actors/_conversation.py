@@ -695,7 +695,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _preview(self, preview: Preview) -> ModelRequest:
         state = await self._load()
-        composed = await self._compose(self._turn("preview", preview.text))
+        turn = msgspec.structs.replace(self._turn("preview", preview.text), preview=True)
+        composed = await self._compose(turn)
         history, _ = await self._window(state)
         user = Message("user", _user_blocks(preview.content, preview.text))
         return self._request(

@@ -42,6 +42,9 @@ class Turn(msgspec.Struct, frozen=True):
     # actor holds it for this turn (checked against the store as the turn began); None
     # where nobody holds it (a preview, a test): a trinket that needs it reads it.
     history_start: int | None = None
+    # A preview (`fm.context`, `fm.compose`): nothing goes to the model, so a trinket
+    # counts nothing as shown (the memories' `uses`) and writes nothing.
+    preview: bool = False
 
 
 class TurnStart(msgspec.Struct, frozen=True, tag=True):

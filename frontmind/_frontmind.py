@@ -481,7 +481,13 @@ class Frontmind:
     async def compose(self, continuum_id: str, text: str) -> Composed:
         """The sections a turn with `text` would get now, with their statuses."""
         turn = Turn(
-            "preview", continuum_id, text, self._clock(), self.config.timezone, self.user_name
+            "preview",
+            continuum_id,
+            text,
+            self._clock(),
+            self.config.timezone,
+            self.user_name,
+            preview=True,
         )
         return await self._runtime.compose(turn)
 

@@ -327,17 +327,22 @@ async def test_surfaced_memories_are_counted_together_off_the_compositions(
 ) -> None:
     # A write while turns compose makes every reader drop its page cache: surfacings
     # are counted together, on the worker's next wake, and none is lost on closing.
+    # A preview (`compose`, `context`) shows the model nothing and counts nothing.
     async with Frontmind.open(tmp_path, offline=True) as fm:
         memory = await fm.storage.add_memory(DEFAULT_USER, "the harbour opens at nine")
         await fm.run_background()  # the wake sent on opening is behind us
         for _ in range(3):
             composed = await fm.compose("ada", "when does the harbour open?")
             assert "the harbour opens at nine" in composed.notification
-        assert [m.uses for m in await fm.memories()] == [0]  # not yet: no wake since
+            await fm.context("ada", "when does the harbour open?")
+        await fm.run_background()
+        assert [m.uses for m in await fm.memories()] == [0]  # previews: none counted
+        for _ in range(3):
+            completed(await run_turn(fm, "ada", "when does the harbour open?"))
         await fm.run_background()
         assert [m.uses for m in await fm.memories()] == [3]
         for _ in range(2):
-            await fm.compose("ada", "the harbour?")
+            completed(await run_turn(fm, "ada", "the harbour?"))
     async with Frontmind.open(tmp_path, offline=True) as fm:
         (counted,) = await fm.memories()
     assert counted.id == memory.id

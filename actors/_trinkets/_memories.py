@@ -47,8 +47,9 @@ class MemoriesTrinket(Trinket):
             weight=self._weight,
             deadline=self._embed_deadline,
         )
-        if hits and self._directory is not None:
-            # Counted by the background worker: no write on the turn's path.
+        if hits and not turn.preview and self._directory is not None:
+            # Counted by the background worker: no write on the turn's path (and none
+            # for a preview: nothing was shown to the model).
             worker = self._directory("background")
             if worker is not None:
                 with suppress(KernelError):
