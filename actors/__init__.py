@@ -77,6 +77,7 @@ from ._llm import (
     ModelEvent,
     SSEDecoder,
     StreamDone,
+    StreamStarted,
     StreamText,
     StreamThinking,
 )
@@ -222,6 +223,7 @@ __all__ = [
     "SettingsError",
     "ShuttingDown",
     "StreamDone",
+    "StreamStarted",
     "StreamText",
     "StreamThinking",
     "SystemSection",

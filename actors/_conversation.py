@@ -78,7 +78,7 @@ from ._layout import (
     previous_boundary,
     tool_text,
 )
-from ._llm import ModelClient, StreamDone, StreamThinking
+from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
 from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
@@ -1035,7 +1035,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             try:
                 async with aclosing(self._deps.model.stream(request)) as stream:
                     async for event in stream:
+                        if isinstance(event, StreamStarted):
+                            run.started_usage = event.usage  # billed, should it break
+                            continue
                         if isinstance(event, StreamDone):
+                            run.started_usage = None  # its whole usage comes with it
                             yield event
                             return
                         if run.first_token_ms is None:
@@ -1052,6 +1056,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         run.text.append(event.text)
                         yield TextDelta(event.text)
             except ModelStreamError:
+                run.bill_broken_call()  # its input was billed, whether retried or not
                 if emitted or retried:
                     raise
                 retried = True
@@ -1124,6 +1129,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.committed(record, stored, new_start)
 
     async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
+        run.bill_broken_call()  # a call cut off (an error, a cancel) was billed its input
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
@@ -1150,6 +1156,9 @@ class _TurnRun:
     warnings: tuple[str, ...] = ()
     text: list[str] = field(default_factory=list)
     call_usage: list[TurnUsage] = field(default_factory=list)
+    # The usage of a call under way, from its message_start: what a stream that breaks
+    # or is cancelled before its end has cost already (input, cache writes).
+    started_usage: TurnUsage | None = None
     effects: list[Effect] = field(default_factory=list)  # tool writes, applied at commit
 
     @property
@@ -1158,6 +1167,12 @@ class _TurnRun:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000
+
+    def bill_broken_call(self) -> None:
+        """Count a call that ended before its StreamDone by its message_start's usage."""
+        if self.started_usage is not None:
+            self.call_usage.append(self.started_usage)
+            self.started_usage = None
 
     def paragraph_break(self) -> str:
         """What separates text still to come from the turn's text so far: a blank

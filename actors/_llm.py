@@ -36,6 +36,7 @@ __all__ = [
     "ModelEvent",
     "SSEDecoder",
     "StreamDone",
+    "StreamStarted",
     "StreamText",
     "StreamThinking",
 ]
@@ -53,6 +54,13 @@ class StreamThinking(msgspec.Struct, frozen=True):
     redacted: bool = False
 
 
+class StreamStarted(msgspec.Struct, frozen=True):
+    """The call's message_start: its usage so far (the input and cache writes, already
+    billed), which a stream that breaks before StreamDone must still be counted by."""
+
+    usage: TurnUsage
+
+
 class StreamDone(msgspec.Struct, frozen=True):
     message_id: str
     stop_reason: str | None
@@ -63,7 +71,7 @@ class StreamDone(msgspec.Struct, frozen=True):
     dropped: int = 0  # blocks cut off unfinished (a truncated tool_use or thinking block)
 
 
-ModelEvent = StreamText | StreamThinking | StreamDone
+ModelEvent = StreamStarted | StreamText | StreamThinking | StreamDone
 
 
 class ModelClient(Protocol):
@@ -261,10 +269,11 @@ class _Assembly:
             self.dropped += 1  # an empty text block is not a loss; anything else is
         self.finished[index] = result
 
-    def feed(self, event: _Event) -> StreamText | StreamThinking | None:
+    def feed(self, event: _Event) -> StreamStarted | StreamText | StreamThinking | None:
         if event.type == "message_start" and event.message is not None:
             self.message = event.message
-        elif event.type == "content_block_start" and event.content_block:
+            return StreamStarted(_usage(event.message.usage, None))
+        if event.type == "content_block_start" and event.content_block:
             opened = self.blocks[event.index] = _Block(bytes(event.content_block))
             if opened.fields.get("type") == "redacted_thinking":
                 return StreamThinking("", redacted=True)  # announced, its data never shown

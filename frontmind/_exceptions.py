@@ -53,6 +53,8 @@ tree and checks this drawing, the types and the statuses)::
     ├── DeadlineExceeded              internal_error          500
     ├── RestartLimitReached           internal_error          500
     ├── ActorCrashed                  internal_error          500
+    ├── ActorRestart                  internal_error          500
+    │   └── McpServerDown             internal_error          500
     ├── CodecError                    internal_error          500
     └── MessageFailed                 internal_error          500
 
@@ -65,6 +67,8 @@ process edge's (config, daemon, CLI, client) are here, under `EdgeError`.
 general library and keeps its own root. None of its errors is Frontmind's answer to a
 caller: the engine turns those it expects into `Busy` (a full mailbox, a restart limit),
 and any other is a bug, reported as `internal_error` with the details in the log.
+`ActorRestart` is a crash an actor expects and has reported (`McpServerDown`, in
+`actors/_mcp/`): restarted as any crash, logged in one line.
 
 The HTTP edge also answers a few types that are no error of the library: `unauthorized`
 (401, no or a wrong token), `not_found` (404, no such route), `method_not_allowed`

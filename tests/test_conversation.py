@@ -465,8 +465,14 @@ async def test_mid_stream_error_before_text_is_retried_once(
     async with frontmind(api, tmp_path) as fm:
         done = completed(await run_turn(fm, "c1", "hello"))
         assert len(await fm.history("c1")) == 2
+        (record,) = await fm.turns("c1")
     assert done.text.startswith("You said")
     assert len(api.requests) == 2
+    # Both calls were billed their input: the one that broke after its message_start
+    # too, by what that said.
+    broken, answered = record.call_usage
+    assert broken.total_input == answered.total_input > 0
+    assert broken.output_tokens <= answered.output_tokens
 
 
 async def test_mid_stream_error_after_text_ends_the_turn(
@@ -484,6 +490,10 @@ async def test_mid_stream_error_after_text_ends_the_turn(
         assert record.status == "failed"
         assert record.user_text == "this one breaks"
         assert record.reply_text, "the partial reply is kept in the record"
+        # The broken call's input was billed (its message_start said what it cost): the
+        # record counts it, so `stats` and the daemon's costs do.
+        (broken,) = record.call_usage
+        assert broken.total_input > 0
         completed(await run_turn(fm, "c1", "retry works"))
 
 

@@ -18,7 +18,7 @@ import pytest
 from actors import InvalidModelSettings, ModelRequest, SettingsError, user_content
 from actors._exceptions import ModelStreamError
 from actors._layout import build_request
-from actors._llm import StreamText, StreamThinking, _Assembly, _event_decoder
+from actors._llm import StreamStarted, StreamText, StreamThinking, _Assembly, _event_decoder
 from actors._messages import SystemSection
 from actors._settings import CacheSettings
 from frontmind.localapi import (
@@ -137,8 +137,11 @@ def test_blocks_frontmind_does_not_interpret_keep_the_json_the_api_sent() -> Non
             STOP,
         )
     )
-    # Text and thinking reach the caller as they stream; redacted thinking is announced
+    # The call's usage so far comes first (what a stream that breaks has cost); text
+    # and thinking reach the caller as they stream; redacted thinking is announced
     # without its data.
+    started, *shown = shown
+    assert started == StreamStarted(msgspec.structs.replace(done.usage, output_tokens=0))
     assert shown == [
         StreamThinking("Let me "),
         StreamThinking("think."),
