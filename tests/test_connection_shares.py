@@ -375,6 +375,37 @@ async def test_a_chunk_announced_over_the_cap_is_refused_at_once(tmp_path: Path)
                 await stream.aclose()
 
 
+async def test_a_chunked_body_with_a_content_length_is_refused_unread(tmp_path: Path) -> None:
+    # Transfer-Encoding overrides Content-Length (h11 reads the chunks), so a
+    # `content-length: 0` beside it must not let the body past the cap and the body
+    # deadlines; and such a request is what smuggling looks like (RFC 9112 §6.3: close).
+    limits = SocketLimits(max_body_bytes=2000)
+    async with served(tmp_path, limits, max_body_bytes=2000) as app:
+        doc = b'{"label": "smuggled", "content": "' + b"x" * 3000 + b'"}'
+        chunks = b"".join(
+            b"%x\r\n%s\r\n" % (len(doc[i : i + 500]), doc[i : i + 500])
+            for i in range(0, len(doc), 500)
+        )
+        for length in (b"0", str(len(doc)).encode()):
+            head = request_head(
+                app.url,
+                "POST",
+                "/v1/documents",
+                "content-type: application/json\r\ntransfer-encoding: chunked\r\n"
+                f"content-length: {length.decode()}\r\n",
+            )
+            host, port = address(app.url)
+            async with await anyio.connect_tcp(host, port) as stream:
+                await stream.send(head + chunks + b"0\r\n\r\n")
+                response = await read_response(stream)
+                assert response.status == 400, response.body
+                assert "Transfer-Encoding" in response.json()["error"]["message"]
+                assert response.headers["connection"] == "close"
+                assert await closed_by_server(stream, within=3)
+        listed = await raw_request(app.url, request_head(app.url, path="/v1/documents"))
+        assert listed.json()["documents"] == []
+
+
 async def test_over_long_request_lines_and_heads_answer_414_and_431(tmp_path: Path) -> None:
     async with served(tmp_path) as app:
         host, port = address(app.url)

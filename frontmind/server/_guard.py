@@ -13,6 +13,8 @@ What it refuses, before any route runs:
 - a body over `max_body_bytes`: refused from `Content-Length` before a byte is read,
   and counted chunk by chunk from `receive()` otherwise, so it is never read whole
   (413);
+- a request with both Transfer-Encoding and Content-Length (400, closed): h11 reads the
+  chunks, so the length must not stand for the body's size, and the pair is smuggling;
 - a body that arrives too slowly (408): one that stalls longer than
   `body_idle_seconds`, one not in whole within `body_deadline_seconds`, and one that
   falls below an average of `body_min_rate` bytes a second once `body_grace_seconds`
@@ -193,7 +195,7 @@ class EdgeGuard:
                 raise self._cut_error(edge)
             length = self._check(scope)
         except (EdgeError, Overloaded) as exc:
-            close = isinstance(exc, BodyTooLarge | Overloaded)
+            close = isinstance(exc, BodyTooLarge | BadBody | Overloaded)
             await _send_error(send, exc, close=closing())
             return
 
@@ -313,8 +315,14 @@ class EdgeGuard:
             )
         if headers.get(b"sec-fetch-site", b"").lower() == b"cross-site":
             raise Forbidden("cross-site requests are refused (Sec-Fetch-Site)")
+        chunked = b"transfer-encoding" in headers
+        if chunked and b"content-length" in headers:
+            # h11 reads the chunks and ignores the length, which would pass for the
+            # body's size here (a `0` uncapped it); and the pair is what request
+            # smuggling sends (RFC 9112 §6.3: refuse, or close after answering).
+            raise BadBody("a request may not carry both Transfer-Encoding and Content-Length")
         length = _content_length(headers)
-        has_body = bool(length) or b"transfer-encoding" in headers
+        has_body = bool(length) or chunked
         if scope["method"] in _CHANGING or has_body:
             media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             if media != b"application/json":
