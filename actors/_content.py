@@ -123,8 +123,17 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
         raise InvalidInput(f"{where}.source.url: must be an http(s) URL")
     if source_type == "file" and not isinstance(source.get("file_id"), str):
         raise InvalidInput(f"{where}.source.file_id: must be a string")
-    if source_type == "text" and not isinstance(source.get("data"), str):
-        raise InvalidInput(f"{where}.source.data: must be text")
+    if source_type == "text":
+        # The API's plain-text source: {"media_type": "text/plain", "data": "..."}; an
+        # empty or missing field is its 400 once the turn streams.
+        if source.get("media_type") != "text/plain":
+            raise InvalidInput(f"{where}.source.media_type: must be text/plain")
+        if not isinstance(source.get("data"), str) or not source["data"]:
+            raise InvalidInput(f"{where}.source.data: must be text, not empty")
+    if source_type == "content":
+        content = source.get("content")
+        if not isinstance(content, str | list) or content == "":
+            raise InvalidInput(f"{where}.source.content: must be text or a list of blocks")
     if source_type == "base64":
         media = source.get("media_type")
         if kind == "image" and media not in IMAGE_MEDIA_TYPES:

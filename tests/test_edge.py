@@ -214,6 +214,33 @@ async def test_ids_limits_and_unexpected_errors_answer_json(tmp_path: Path) -> N
         assert (await client.get("/healthz")).status_code == 200
 
 
+async def test_a_document_the_api_would_refuse_is_refused_at_the_door(tmp_path: Path) -> None:
+    # Each of these got past the door and failed the turn at the model call (a 502
+    # `model_rejected` event): refused before any call and before anything is stored.
+    text = {"type": "text", "media_type": "text/plain", "data": "notes"}
+    bad_sources = [
+        {**text, "data": ""},
+        {"type": "text", "data": "notes"},
+        {**text, "media_type": "text/html"},
+        {"type": "content"},
+        {"type": "content", "content": ""},
+        {"type": "content", "content": 5},
+    ]
+    async with daemon(tmp_path) as d, d.client(headers=JSON) as client:
+        for n, source in enumerate(bad_sources):
+            content = [{"type": "document", "source": source}, {"type": "text", "text": "hi"}]
+            response = await client.post(f"/v1/continuums/doc{n}/turns", json={"content": content})
+            message = assert_json_error(response, 400, "invalid_request")
+            assert "content[0].source" in message, (source, message)
+            assert (await client.get(f"/v1/continuums/doc{n}/turns")).status_code == 404
+        good = [{"type": "document", "source": text}, {"type": "text", "text": "hi"}]
+        async with client.stream(
+            "POST", "/v1/continuums/ok/turns", json={"content": good}
+        ) as response:
+            assert response.status_code == 200
+            assert [name async for name, _ in sse_events(response)][-1] == "turn.completed"
+
+
 async def test_busy_continuum_answers_429_with_retry_after(tmp_path: Path) -> None:
     config = Config(
         turns=TurnSettings(max_queued=1), offline=OfflineConfig(time_to_first_token_s=2.0)
