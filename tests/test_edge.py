@@ -202,6 +202,13 @@ async def test_ids_limits_and_unexpected_errors_answer_json(tmp_path: Path) -> N
         assert (await client.delete("/healthz")).headers["allow"] == "GET, HEAD"
         assert (await client.post("/ui/", json={})).headers["allow"] == "GET, HEAD"
         assert (await client.get("/v1/reminders")).json()["reminders"][0]["completed_at"] is None
+        # A POST described as taking `{}` refuses any other body, and nothing is done.
+        for body in [b'{"when": "now"}', b"[]", b"null", b"{"]:
+            for path in ["/v1/reminders/1/complete", "/v1/users/nobody/token", "/v1/mcp/reload"]:
+                response = await client.post(path, content=body)
+                assert_json_error(response, 400, "invalid_request")
+        assert (await client.get("/v1/reminders")).json()["reminders"][0]["completed_at"] is None
+        assert (await client.post("/v1/mcp/reload", content=b"{}")).status_code == 200
 
         # A bug in a route (anything not one of our errors) is a logged JSON 500.
         async def broken(*args: object) -> list[object]:

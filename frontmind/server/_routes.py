@@ -257,8 +257,17 @@ async def create_reminder(request: Request) -> Response:
     return json_response(await _scoped(request).add_reminder(body.text, body.due_at), 201)
 
 
+async def _no_input(request: Request) -> None:
+    """A POST that takes `{}`: any other body (unknown fields, an array) is refused, as
+    every body is; none at all is taken too."""
+    body = await request.body()
+    if body:
+        decode_body(body, EmptyBody)
+
+
 async def complete_reminder(request: Request) -> Response:
     reminder_id = parse_id(request.path_params["reminder_id"])
+    await _no_input(request)
     return json_response(await _scoped(request).complete_reminder(reminder_id))
 
 
@@ -328,6 +337,7 @@ async def list_mcp_servers(request: Request) -> Response:
 
 
 async def reload_mcp_tools(request: Request) -> Response:
+    await _no_input(request)
     return json_response(await _daemon(request).fm.reload_tools())
 
 
@@ -343,6 +353,7 @@ async def delete_user(request: Request) -> Response:
 
 async def rotate_token(request: Request) -> Response:
     name = _user_named(request)
+    await _no_input(request)
     return json_response(UserCreated(name, await _daemon(request).fm.rotate_token(name)))
 
 
