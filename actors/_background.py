@@ -468,10 +468,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         without an embedder, or when it fails (the word-overlap rule then decides)."""
         if self._embedder is None or not texts:
             return None
-        try:
-            vectors = await self._embedder.embed(texts)
-        # The embedder is the user's code: whatever it raises, keywords decide.
-        except Exception:
-            log.exception("the embedder failed; proposals deduplicated by their words")
+        try:  # under the worker's deadline: a hung embedder must not hold the job
+            return await _embed(self._embedder, texts)
+        except _EmbedFailed as failed:
+            log.warning(
+                "the embedder failed (%s); proposals deduplicated by their words",
+                failed,
+                exc_info=failed.__cause__,
+            )
             return None
-        return vectors if len(vectors) == len(texts) else None

@@ -21,10 +21,10 @@ import pytest
 from actors import _background
 from actors._background import BackgroundWorker, Drain
 from frontmind._frontmind import NoModel
-from frontmind.localapi import LocalMessagesAPI
+from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from runtime import ActorSystem
 from storage import DEFAULT_USER, SQLiteStorage, backoff
-from tests._harness import FakeClock, config, frontmind
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -344,3 +344,49 @@ async def test_cancelling_the_worker_during_an_embedding_call_goes_through(
         tg.cancel_scope.cancel()
     assert tg.cancel_scope.cancelled_caught
     assert not worker._skipped  # a cancelled call is no failure of the memory's
+
+
+class HungAfterStart:
+    """Answers the startup's dimension check, then never answers again (a hosted
+    service that hangs, or a local model stuck in its thread)."""
+
+    dimensions = WIDTH
+    calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) == ["dimension check"]:
+            return [letters_vector(t) for t in texts]
+        HungAfterStart.calls += 1
+        await anyio.Event().wait()
+        raise AssertionError("never answered")
+
+
+async def test_a_hung_embedder_does_not_hold_the_extraction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extraction embeds its proposals (to find the memories they repeat by
+    meaning) under the worker's deadline for the embedder: a call that never answers
+    leaves them to the word-overlap rule, and the job is done, not stuck running."""
+    monkeypatch.setattr(_background, "EMBED_TIMEOUT_S", 0.05)
+    HungAfterStart.calls = 0
+    digest = (
+        '{"title": "Tea", "summary": "The user prefers tea.", "memories": ['
+        '{"text": "The user prefers green tea", "importance": 0.6}]}'
+    )
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", digest)
+    clock = FakeClock()
+    cfg = config(memory={"embedder": "tests.test_embedding_worker:HungAfterStart"})
+    async with (
+        LocalMessagesAPI(responder=responder) as server,
+        frontmind(server, tmp_path, cfg=cfg, clock=clock) as fm,
+    ):
+        completed(await run_turn(fm, "ada", "I prefer tea"))
+        clock.advance(30 * 60 + 1)
+        completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+        with anyio.fail_after(30):
+            await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        assert job.state == "done"
+        assert [m.text for m in await fm.memories()] == ["The user prefers green tea"]
+        assert HungAfterStart.calls >= 1
