@@ -108,14 +108,21 @@ async def _dimensions(spec: str, embedder: Embedder) -> int:
             log.warning("embedder %s failed the dimension check: %r", spec, exc)
             return declared
         raise SettingsError(f"memory.embedder: {spec!r} failed: {exc!r}") from exc
-    if len(vectors) != 1:
-        raise SettingsError(f"memory.embedder: {spec!r} returned {len(vectors)} vectors for 1 text")
-    if declared is not None and len(vectors[0]) != declared:
+    try:  # the shape of the answer: a list of one vector of numbers
+        count = len(vectors)
+        width = len([float(x) for x in vectors[0]]) if count == 1 else 0
+    except (TypeError, ValueError, LookupError) as exc:
+        raise SettingsError(
+            f"memory.embedder: {spec!r} returned no list of vectors: {type(exc).__name__}: {exc}"
+        ) from exc
+    if count != 1:
+        raise SettingsError(f"memory.embedder: {spec!r} returned {count} vectors for 1 text")
+    if declared is not None and width != declared:
         raise SettingsError(
             f"memory.embedder: {spec!r} says it has {declared} dimensions"
-            f" but returned a vector of {len(vectors[0])}"
+            f" but returned a vector of {width}"
         )
-    return len(vectors[0])
+    return width
 
 
 async def prepare_embedder(spec: str, storage: Storage, search: tuple[str, ...] = ()) -> Embedder:
@@ -140,13 +147,14 @@ async def text_vector(
     with anyio.move_on_after(deadline):
         try:
             vectors = await embedder.embed([text])
+            count = len(vectors)  # an answer that is no list of vectors fails here too
         # The embedder is the user's code: if it fails, the caller falls back to keywords
         # for this turn rather than losing the section or the memory.
         except Exception:
             log.exception("the embedder failed; %s used keywords alone", purpose)
             return None
-        if len(vectors) != 1:
-            log.warning("the embedder returned %d vectors for 1 text", len(vectors))
+        if count != 1:
+            log.warning("the embedder returned %d vectors for 1 text", count)
             return None
         return vectors[0]
     log.warning(

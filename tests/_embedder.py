@@ -72,3 +72,22 @@ class DeclaredBrokenEmbedder(BrokenEmbedder):
     """Says its dimension, and fails every call (a service down at startup)."""
 
     dimensions = len(CONCEPTS) + 1
+
+
+class NoListEmbedder(ConceptEmbedder):
+    """Answers the startup's dimension check, then `None` instead of a list of vectors
+    (a wrapper that forgot its `return`)."""
+
+    dimensions = len(CONCEPTS) + 1
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) == ["dimension check"]:
+            return await super().embed(texts)
+        return None  # type: ignore[return-value]
+
+
+class NoVectorsEmbedder:
+    """Answers its dimension check with a list of numbers, not a list of vectors."""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [0.5]  # type: ignore[list-item]

@@ -619,6 +619,29 @@ async def test_a_late_embedder_leaves_the_turn_to_keywords(
         assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
 
 
+async def test_an_embedder_that_answers_no_list_leaves_the_turn_to_keywords(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """An embedder that answers something other than a list of vectors (here None)
+    has failed: the turn's recall uses keywords, as for one that raises, rather than
+    losing the memories section."""
+    cfg = config(memory={"embedder": "tests._embedder:NoListEmbedder"})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        composed = await fm.compose("ada", "What does my sister like?")
+        assert "Ingrid" in composed.notification
+        assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
+
+
+async def test_an_embedder_that_answers_no_vectors_at_startup_is_a_settings_error(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    cfg = config(memory={"embedder": "tests._embedder:NoVectorsEmbedder"})
+    with pytest.raises(SettingsError, match=r"NoVectorsEmbedder.*list of vectors"):
+        async with frontmind(api, tmp_path, cfg=cfg):
+            pass
+
+
 async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
