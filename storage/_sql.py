@@ -348,6 +348,8 @@ class SQLStore(ABC):
         self._leased: dict[tuple[str, str], int] = {}
         # The dimension of the embedder in use (`use_embedder`); None: no vectors.
         self._dimensions: int | None = None
+        # Its name and dimension as recorded with the vectors (`use_embedder`).
+        self._vector_model: tuple[str, int] | None = None
 
     # -- the driver -----------------------------------------------------------------
 
@@ -1006,7 +1008,7 @@ class SQLStore(ABC):
         replaced and the higher importance kept, in place; only the user's own. The
         vector of the new text, when the caller has it, is written and indexed with it."""
         memory = (user, memory_id)
-        kept = self._fitting(vector)
+        kept = await self._fitting(db, vector)
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
         if await _rows(
             db,
@@ -1022,13 +1024,25 @@ class SQLStore(ABC):
             if kept is not None:
                 await self._index_vectors(db, [(memory_id, kept)])
 
-    def _fitting(self, vector: Sequence[float] | None) -> Sequence[float] | None:
+    async def _fitting(
+        self, db: Connection, vector: Sequence[float] | None
+    ) -> Sequence[float] | None:
         """A vector the caller computed for a memory's new text, if it fits the embedder
         in use; None (the memory waits for the background worker) when no embedder is in
-        use here or it has another dimension (changed since the vector was made)."""
+        use here, it has another dimension (changed since the vector was made), or the
+        store's vectors are now another embedder's (`_ours`)."""
         if vector is None or self._dimensions is None or len(vector) != self._dimensions:
             return None
-        return self._check_vector(vector)
+        checked = self._check_vector(vector)
+        return checked if await self._ours(db) else None
+
+    async def _ours(self, db: Connection) -> bool:
+        """Whether the embedder recorded with the vectors is still this store's: another
+        process sharing the database (a replica) may have started with another one
+        since, dropping every vector; this one's would be taken for that embedder's
+        and never embedded again."""
+        recorded = await _rows(db, "SELECT model, dimensions FROM vector_model", ())
+        return [tuple(row) for row in recorded] == [self._vector_model]
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1231,7 +1245,7 @@ class SQLStore(ABC):
     ) -> int:
         """A new memory; its vector, when the caller has one, written and indexed with it
         (else it waits for the background worker)."""
-        vector = self._fitting(new.vector)
+        vector = await self._fitting(db, new.vector)
         ((memory_id,),) = await _rows(
             db,
             "INSERT INTO memories"
@@ -1321,6 +1335,7 @@ class SQLStore(ABC):
                 )
             await self._prepare_vectors(db, dimensions, reset=reset)
         self._dimensions = dimensions
+        self._vector_model = (model, dimensions)
         return reset
 
     async def _recorded_embedder(self, db: Connection) -> list[Any]:
@@ -1375,6 +1390,11 @@ class SQLStore(ABC):
         since it was read (its new text waits for its own vector)."""
         vectors = [(memory, self._check_vector(vector)) for memory, vector in vectors]
         async with self._transaction() as db:
+            if not await self._ours(db):
+                raise StorageUnavailable(
+                    "the store's vectors are now another embedder's (a process sharing it"
+                    " started with another `[memory] embedder`): restart this one with it"
+                )
             kept: list[tuple[int, Sequence[float]]] = []
             for memory, vector in vectors:
                 if await _rows(

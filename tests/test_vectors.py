@@ -31,6 +31,7 @@ from storage import (
     PostgresStorage,
     SegmentDigest,
     SQLiteStorage,
+    StorageError,
     TurnUsage,
     add_memory_effect,
 )
@@ -528,6 +529,27 @@ async def test_replicas_starting_together_record_their_embedder_once(
         assert [tuple(row) for row in rows] == [("tests:Embedder", 4)]
     async with await PostgresStorage.open(url) as third:
         assert not await third.use_embedder("tests:Embedder", 4)  # kept, not dropped
+
+
+async def test_a_replica_with_the_replaced_embedder_writes_no_vector(
+    pg_server: PostgresServer,
+) -> None:
+    """A replica started with another embedder (a rolling change of `[memory]
+    embedder`, same dimension) drops every vector; a replica still running the old
+    one must not store its vectors after that (they would be taken for the new
+    embedder's and never embedded again): its memories wait for the new embedder."""
+    url = pg_server.new_database()
+    async with await PostgresStorage.open(url) as old, await PostgresStorage.open(url) as new:
+        await old.use_embedder("tests:Embedder v1", 3)
+        tea = await old.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+        assert await new.use_embedder("tests:Embedder v2", 3)
+        with pytest.raises(StorageError, match="now another embedder's"):
+            await old.set_memory_vectors([(tea, [1.0, 0.0, 0.0])])
+        effects = (add_memory_effect("Ingrid", 0.5, now=1000.0, vector=[0.0, 1.0, 0.0]),)
+        write = msgspec.structs.replace(turn("c1", "t1", at=1000.0), effects=effects)
+        assert await old.commit_turn(DEFAULT_USER, write)
+        waiting = {m.text for m in await new.memories_without_vectors()}
+        assert waiting == {"the user likes tea", "Ingrid"}
 
 
 async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: Store) -> None:
