@@ -877,7 +877,16 @@ class TurnStream:
         run = RunTurn(new_turn_id(), text, () if isinstance(self._message, str) else content)
         # Its place in the queue from now on, given up by `_close` however the stream
         # ends (the finalizer's close included).
-        self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
+        try:
+            self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
+        except Busy as exc:
+            # Refused at the door: nothing of it composed, sent or stored, but its record
+            # says so, written by the background worker (the refusal answers at once).
+            error = f"{error_type(exc)}: {exc}"
+            record = self._turn_record("cancelled", None, error, run)
+            with suppress(KernelError):  # the worker's mailbox full: the refusal stands
+                self._engine._background.tell(TurnDropped(self._user, record))
+            raise
         self._run = run
         self._engine._streams.add(self)
         self._loop = asyncio.get_running_loop()
@@ -957,8 +966,10 @@ class TurnStream:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._engine._deps.storage.record_turn(self._user, record)
 
-    def _turn_record(self, status: TurnStatus, started_at: float | None, error: str) -> TurnRecord:
-        run = self._run
+    def _turn_record(
+        self, status: TurnStatus, started_at: float | None, error: str, run: RunTurn | None = None
+    ) -> TurnRecord:
+        run = run or self._run
         assert run is not None
         engine = self._engine
         ended = moment(engine._deps.clock())

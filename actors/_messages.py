@@ -109,8 +109,9 @@ class Drain(msgspec.Struct, frozen=True, tag=True):
 
 
 class TurnDropped(msgspec.Struct, frozen=True, tag=True):
-    """A turn taken in and dropped unread before its actor took it (its stream's
-    finalizer cannot await): its record, written by the background worker."""
+    """The record of a turn its stream cannot write itself: one dropped unread before
+    its actor took it (the finalizer cannot await), or refused at the door (the refusal
+    answers at once). Written by the background worker."""
 
     user: str
     record: TurnRecord

@@ -34,7 +34,7 @@ from actors import (
     TurnStream,
     validate_settings,
 )
-from frontmind import Frontmind, NotFound
+from frontmind import Frontmind
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
@@ -263,10 +263,16 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         assert caught.value.retry_after >= 1
         assert "max_wait_s" in str(caught.value)
         full(held)
-        # Refused at the door: no actor started, nothing stored for it.
+        # Refused at the door: no actor started, nothing of it composed or stored but
+        # its record, which says so (written by the background worker).
         assert "late" not in fm.loaded_continuums()
-        with pytest.raises(NotFound):  # not even the continuum exists
-            await fm.turns("late")
+        await fm.run_background()  # the worker has taken what was sent before
+        (record,) = await fm.turns("late")
+        assert (record.status, record.user_text) == ("cancelled", "hello")
+        assert record.error is not None
+        assert record.error.startswith("overloaded: ")
+        assert "max_wait_s" in record.error
+        assert await fm.history("late") == []
         assert fm.admission.refused == 1
         assert (fm.admission.active, fm.admission.waiting) == (0, 0)
 
@@ -326,7 +332,7 @@ async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
     tmp_path: Path,
 ) -> None:
     holds = Holds()
-    async with over_http(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as (_, http):
+    async with over_http(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as (fm, http):
         body = {"message": HOLD}
         async with http.stream("POST", "/v1/continuums/c1/turns", json=body) as held:
             assert held.status_code == 200
@@ -355,7 +361,12 @@ async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
         error = refused.json()["error"]
         assert error["type"] == "overloaded"
         assert "max_wait_s" in error["message"]
-        assert (await http.get("/v1/continuums/c4/turns")).status_code == 404  # not stored
+        # Nothing of it composed or stored but its record, which says so.
+        await fm.run_background()  # the worker has taken what was sent before
+        (record,) = (await http.get("/v1/continuums/c4/turns")).json()["turns"]
+        assert (record["status"], record["user_text"]) == ("cancelled", "hello")
+        assert record["error"].startswith("overloaded: ")
+        assert (await http.get("/v1/continuums/c4/messages")).json()["messages"] == []
         metrics = (await http.get("/metrics")).text
         assert sample(metrics, "frontmind_turns_refused_total") == 1
         assert sample(metrics, "frontmind_turn_queue_depth") == 0
