@@ -269,7 +269,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             while True:
                 now = self._clock()
                 rows = await self._storage.memories_without_vectors(
-                    limit=EMBED_BATCH, after=position
+                    limit=EMBED_BATCH, after=position, now=now
                 )
                 if not rows:
                     # Every memory that waits was read: one held back whose retry is

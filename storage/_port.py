@@ -288,15 +288,17 @@ class Storage(Protocol):
         they were dropped. `InvalidInput` when this store cannot search vectors."""
         ...
 
-    async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
+    async def memories_without_vectors(
+        self, *, limit: int = 64, after: int = 0, now: float | None = None
+    ) -> list[Memory]:
         """Memories of any user with no vector yet (for the background worker's
         optional embedder), oldest first, from the one after id `after` (a pass goes on
-        past memories it holds back)."""
+        past memories it holds back); expired ones (at `now`) left out."""
         ...
 
-    async def count_memories_without_vectors(self) -> int | None:
-        """How many memories (of every user) wait for a vector; None when no embedder
-        was ever used."""
+    async def count_memories_without_vectors(self, *, now: float | None = None) -> int | None:
+        """How many live memories (of every user, at `now`) wait for a vector; None when
+        no embedder was ever used."""
         ...
 
     async def set_memory_vectors(self, vectors: Sequence[tuple[Memory, Sequence[float]]]) -> None:

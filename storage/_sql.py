@@ -246,6 +246,11 @@ async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
     return list(await db.execute_fetchall(sql, args))
 
 
+# An expired memory is never recalled: it waits for no vector either (embedding it would
+# pay the embedder for nothing, again after every change of embedder).
+_UNEXPIRED = "(m.expires_at IS NULL OR m.expires_at > ?)"
+
+
 def _at(now: float | None) -> float:
     """The instant a write is stamped with (the clock's, or the caller's), at the microsecond."""
     return exact(time.time() if now is None else now)
@@ -1370,18 +1375,21 @@ class SQLStore(ABC):
             length = math.hypot(*values)
         return tuple(x / length for x in values)
 
-    async def memories_without_vectors(self, *, limit: int = 64, after: int = 0) -> list[Memory]:
+    async def memories_without_vectors(
+        self, *, limit: int = 64, after: int = 0, now: float | None = None
+    ) -> list[Memory]:
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL AND m.id > ?"
-            f" ORDER BY m.id LIMIT {self._LIMIT}",
-            (check_int64(after, "after"), self._limit(limit)),
+            f" AND {_UNEXPIRED} ORDER BY m.id LIMIT {self._LIMIT}",
+            (check_int64(after, "after"), _at(now), self._limit(limit)),
         )
         return [from_row(Memory, row) for row in rows]
 
-    async def count_memories_without_vectors(self) -> int | None:
+    async def count_memories_without_vectors(self, *, now: float | None = None) -> int | None:
         ((count, recorded),) = await self._read(
-            "SELECT (SELECT count(*) FROM memories WHERE embedding IS NULL),"
-            " (SELECT count(*) FROM vector_model)"
+            "SELECT (SELECT count(*) FROM memories m WHERE m.embedding IS NULL"
+            f" AND {_UNEXPIRED}), (SELECT count(*) FROM vector_model)",
+            (_at(now),),
         )
         return int(count) if recorded else None
 

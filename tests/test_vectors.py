@@ -353,6 +353,20 @@ async def test_the_memories_waiting_for_a_vector_have_an_index_of_their_own(
         assert definition.endswith("(id) WHERE (embedding IS NULL)"), definition
 
 
+async def test_an_expired_memory_waits_for_no_vector(store: Store) -> None:
+    """An expired memory is never recalled: the worker does not pay the embedder for it
+    (again after every embedder change), and `stats` does not count it as waiting."""
+    await store.use_embedder("tests:Random", 4)
+    live = await store.add_memory(DEFAULT_USER, "live", now=10.0)
+    await store.add_memory(
+        DEFAULT_USER, "gone", expires_at=datetime.fromtimestamp(20.0, UTC), now=10.0
+    )
+    assert await store.count_memories_without_vectors(now=15.0) == 2
+    assert [m.text for m in await store.memories_without_vectors(now=15.0)] == ["live", "gone"]
+    assert await store.count_memories_without_vectors(now=30.0) == 1
+    assert [m.id for m in await store.memories_without_vectors(now=30.0)] == [live.id]
+
+
 async def test_a_vector_goes_with_its_memorys_text(store: Store) -> None:
     await store.use_embedder("tests:Fixed", 3)
     kept = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
