@@ -27,7 +27,7 @@ import functools
 import hashlib
 import math
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal
 
 import anyio
@@ -298,7 +298,11 @@ class PostgresStorage(SQLStore):
             try:
                 yield
             finally:
-                with anyio.CancelScope(shield=True):
+                # A session that is gone (the server restarted, the connection was cut)
+                # took its lock with it: nothing to release, and the turn's own outcome
+                # stands. A live one that failed to unlock is reset as it goes back to
+                # the pool (this pool's reset releases every advisory lock).
+                with anyio.CancelScope(shield=True), suppress(*_DRIVER_ERRORS):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
 
     async def _after_import(self, db: Connection) -> None:

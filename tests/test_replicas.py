@@ -205,3 +205,50 @@ async def test_a_bad_database_url_fails_at_start_with_one_line(tmp_path: Path) -
         assert len(lines) == 1, err
         assert expected in lines[0]
         assert "Traceback" not in err
+
+
+def _cut_leases(server: PostgresServer, url: str) -> int:
+    """Terminate every session holding an advisory lock in the database (a lease's
+    connection cut: a restart, a network fault, `idle_session_timeout`); how many."""
+    name = url.rsplit("/", 1)[1]
+    cut = server.psql(
+        "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l"
+        " JOIN pg_database d ON d.oid = l.database"
+        f" WHERE l.locktype = 'advisory' AND d.datname = '{name}'"
+    )
+    return int(cut.strip())
+
+
+def _slow_replica(tmp_path: Path, name: str) -> Path:
+    data = tmp_path / name
+    data.mkdir()
+    (data / "frontmind.toml").write_text("[offline]\ntokens_per_second = 20.0\n")
+    return data
+
+
+async def test_a_turn_whose_lease_connection_is_cut_ends_once(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """The lease's session dies mid-turn: the turn still ends with its own outcome (one
+    terminal event, no internal error from releasing a lock that died with the
+    session), and the continuum goes on."""
+    url = pg_server.new_database()
+    slow = _slow_replica(tmp_path, "a")
+    async with daemon(slow, "--database", url) as a, a.client() as ca:
+        assert (await turn(ca, "cut", "before"))[-1][0] == "turn.completed"
+        names: list[str] = []
+        async with ca.stream(
+            "POST", "/v1/continuums/cut/turns", json={"message": "a long story please"}
+        ) as response:
+            assert response.status_code == 200
+            async for name, data in sse_events(response):
+                names.append(name)
+                if names.count("text.delta") == 1:
+                    assert _cut_leases(pg_server, url) == 1
+                assert name != "error" or data["type"] != "internal_error", data
+        assert names[-1] == "turn.completed", names
+        assert names.count("turn.completed") + names.count("error") == 1, names
+        assert (await turn(ca, "cut", "after"))[-1][0] == "turn.completed"
+        messages = (await ca.get("/v1/continuums/cut/messages")).json()["messages"]
+        texts = check_history(messages)
+        assert texts == Counter(["before", "a long story please", "after"])
