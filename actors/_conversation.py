@@ -1118,6 +1118,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             tuple(msgspec.structs.replace(m, created_at=at) for m in tail),
             history_start=new_start,
             effects=tuple(effects),
+            base=state.message_count,
         )
         with anyio.CancelScope(shield=True):
             await self._deps.storage.commit_turn(self._user, write)

@@ -104,7 +104,9 @@ class Storage(Protocol):
     ) -> list[Message]: ...
 
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
-        """Store a completed turn atomically; False if that turn id was already stored."""
+        """Store a completed turn atomically; False if that turn id was already stored.
+        `StorageUnavailable` (nothing stored) if the write's `base` is not the
+        continuum's message count."""
         ...
 
     async def record_turn(self, user: str, record: TurnRecord) -> None:

@@ -202,6 +202,10 @@ class TurnWrite(msgspec.Struct, frozen=True):
     messages: tuple[Message, ...]
     history_start: int | None = None  # move the continuum's history window, if set
     effects: tuple[Effect, ...] = ()  # what the turn's tools staged, applied with it
+    # The continuum's message count the turn was composed on, if known: the commit is
+    # refused when the store's differs (another process's turn, or a delete, came
+    # between: this turn answered a history that is no longer the continuum's).
+    base: int | None = None
 
 
 ThinkingMode = Literal["off", "enabled", "adaptive"]

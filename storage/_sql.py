@@ -710,6 +710,13 @@ class SQLStore(ABC):
                 + self._FOR_UPDATE,
                 (user, cid),
             )
+            if write.base is not None and base != write.base:
+                # Its lease was lost mid-turn (its session cut), or the continuum was
+                # deleted: committed, the turn would follow a history it never saw.
+                raise StorageUnavailable(
+                    f"continuum {cid!r} moved on while this turn ran (another turn or a"
+                    " delete came between): the turn is not kept; send it again"
+                )
             if not await self._put_turn(db, user, record):
                 return False  # stored meanwhile (by another replica)
             await db.executemany(

@@ -252,3 +252,46 @@ async def test_a_turn_whose_lease_connection_is_cut_ends_once(
         messages = (await ca.get("/v1/continuums/cut/messages")).json()["messages"]
         texts = check_history(messages)
         assert texts == Counter(["before", "a long story please", "after"])
+
+
+async def test_a_turn_that_lost_its_lease_to_another_replica_is_not_kept(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """A's lease is cut mid-turn and B runs the continuum's next turn meanwhile: A's
+    turn answered a history without B's turn, and committing it after B's would make
+    it follow a turn it never saw. It is refused (a retryable error), and A's next turn
+    is composed from the history with B's turn in it."""
+    url = pg_server.new_database()
+    slow = _slow_replica(tmp_path, "a")
+    async with (
+        daemon(slow, "--database", url) as a,
+        daemon(tmp_path / "b", "--database", url) as b,
+        a.client() as ca,
+        b.client() as cb,
+    ):
+        assert (await turn(cb, "race", "before"))[-1][0] == "turn.completed"
+        events: list[tuple[str, Any]] = []
+        async with ca.stream(
+            "POST", "/v1/continuums/race/turns", json={"message": "a long story please"}
+        ) as response:
+            assert response.status_code == 200
+            async for name, data in sse_events(response):
+                events.append((name, data))
+                if [n for n, _ in events].count("text.delta") == 1:
+                    assert _cut_leases(pg_server, url) == 1
+                    with anyio.fail_after(30):
+                        assert (await turn(cb, "race", "on B meanwhile"))[-1][0] == (
+                            "turn.completed"
+                        )
+        name, data = events[-1]
+        assert name == "error", events[-1]
+        assert data["type"] == "storage_unavailable", data
+        messages = (await cb.get("/v1/continuums/race/messages")).json()["messages"]
+        assert check_history(messages) == Counter(["before", "on B meanwhile"])
+        # A reloads: its next turn follows B's.
+        assert (await turn(ca, "race", "after"))[-1][0] == "turn.completed"
+        messages = (await ca.get("/v1/continuums/race/messages")).json()["messages"]
+        assert check_history(messages) == Counter(["before", "on B meanwhile", "after"])
+        records = (await ca.get("/v1/continuums/race/turns")).json()["turns"]
+        lost = [r for r in records if r["user_text"] == "a long story please"]
+        assert [r["status"] for r in lost] == ["failed"]
