@@ -369,9 +369,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         except UnknownContinuum:
             stale = self._state.message_count != 0
         else:
-            stale = (stored.message_count, stored.history_start) != (
+            # The last message's id too: a continuum deleted and begun again elsewhere
+            # may have reached the same count, with another history.
+            stale = (stored.message_count, stored.history_start, stored.last_message_id) != (
                 self._state.message_count,
                 self._state.history_start,
+                self._state.last_message_id,
             )
         if stale:
             self._state = None

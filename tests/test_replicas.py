@@ -295,3 +295,28 @@ async def test_a_turn_that_lost_its_lease_to_another_replica_is_not_kept(
         records = (await ca.get("/v1/continuums/race/turns")).json()["turns"]
         lost = [r for r in records if r["user_text"] == "a long story please"]
         assert [r["status"] for r in lost] == ["failed"]
+
+
+async def test_a_continuum_deleted_and_begun_again_elsewhere_is_reloaded(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """A holds a continuum's history; B deletes the continuum and a new conversation
+    begins there, as long as the old one (the same message count). A's next turn is
+    composed from the new history, never from the deleted one."""
+    url = pg_server.new_database()
+    async with (
+        daemon(tmp_path / "a", "--database", url) as a,
+        daemon(tmp_path / "b", "--database", url) as b,
+        a.client() as ca,
+        b.client() as cb,
+    ):
+        assert (await turn(ca, "again", "the old plum secret"))[-1][0] == "turn.completed"
+        assert (await cb.delete("/v1/continuums/again")).status_code == 204
+        assert (await turn(cb, "again", "a new start"))[-1][0] == "turn.completed"
+        context = await ca.get("/v1/continuums/again/context", params={"message": "hm"})
+        assert context.status_code == 200, context.text
+        assert "a new start" in context.text
+        assert "plum" not in context.text, "the deleted conversation was sent again"
+        assert (await turn(ca, "again", "and on"))[-1][0] == "turn.completed"
+        messages = (await cb.get("/v1/continuums/again/messages")).json()["messages"]
+        assert check_history(messages) == Counter(["a new start", "and on"])
