@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import aclosing, suppress
+from contextlib import AsyncExitStack, aclosing, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -354,8 +354,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """A turn on a store shared with other replicas: under the continuum's lease (so
         turns run one at a time, in arrival order, across every replica), and from a
         history checked against the store (another replica may have run the last turn)."""
-        async with self._deps.storage.continuum_lease(self._user, self._id):
-            await self._refresh()
+        async with AsyncExitStack() as stack:
+            try:
+                lease = self._deps.storage.continuum_lease(self._user, self._id)
+                await stack.enter_async_context(lease)
+                await self._refresh()
+            except StorageError as exc:
+                # The database is out of reach (restarting, cut off): this turn's error,
+                # as when its commit fails; not a crash of the continuum's actor.
+                yield TurnError(error_type(exc), str(exc), message.turn_id)
+                return
             async with aclosing(self._run(message)) as events:
                 async for event in events:
                     yield event

@@ -73,14 +73,40 @@ class PostgresServer:
             return list(args)
         return ["runuser", "-u", self.run_as, "--", *args]
 
-    def stop(self) -> None:
+    def start(self) -> None:
+        """Start the server (again, after `stop`: its databases are kept)."""
+        options = (
+            f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        subprocess.run(
+            self._command(
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-o",
+                options,
+                "-l",
+                str(self.data_dir / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ),
+            capture_output=True,
+            check=True,
+        )
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: at once (its commits not yet flushed may be lost: the
+        tests' server runs without synchronous commits), or "fast" (flushed)."""
         subprocess.run(
             self._command(
                 str(self.bin_dir / "pg_ctl"),
                 "-D",
                 str(self.data_dir),
                 "-m",
-                "immediate",
+                mode,
                 "-w",
                 "stop",
             ),
@@ -165,27 +191,7 @@ def start_server(base: Path, bin_dir: Path | None = None) -> PostgresServer:
         capture_output=True,
         check=True,
     )
-    options = (
-        f"-p {server.port} -k {data_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
-        " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-    )
-    subprocess.run(
-        server._command(
-            str(bin_dir / "pg_ctl"),
-            "-D",
-            str(data_dir),
-            "-o",
-            options,
-            "-l",
-            str(data_dir / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "start",
-        ),
-        capture_output=True,
-        check=True,
-    )
+    server.start()
     return server
 
 

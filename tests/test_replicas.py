@@ -320,3 +320,24 @@ async def test_a_continuum_deleted_and_begun_again_elsewhere_is_reloaded(
         assert (await turn(ca, "again", "and on"))[-1][0] == "turn.completed"
         messages = (await cb.get("/v1/continuums/again/messages")).json()["messages"]
         assert check_history(messages) == Counter(["a new start", "and on"])
+
+
+async def test_a_turn_while_the_database_is_down_is_told_so_and_the_replica_recovers(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """The server stops under a replica: a turn sent meanwhile ends with the storage's
+    own error (not an internal error from a crashed actor), and once the server is back
+    the same continuum's turns run again."""
+    url = pg_server.new_database()
+    async with daemon(tmp_path / "a", "--database", url) as a, a.client() as ca:
+        assert (await turn(ca, "down", "before"))[-1][0] == "turn.completed"
+        pg_server.stop("fast")
+        try:
+            name, data = (await turn(ca, "down", "while down"))[-1]
+        finally:
+            pg_server.start()
+        assert name == "error", data
+        assert data["type"] == "storage_unavailable", data
+        assert (await turn(ca, "down", "after"))[-1][0] == "turn.completed"
+        messages = (await ca.get("/v1/continuums/down/messages")).json()["messages"]
+        assert check_history(messages) == Counter(["before", "after"])
