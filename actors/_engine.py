@@ -534,13 +534,15 @@ class Engine:
         return lane
 
     async def _unload_over_bound(self) -> None:
-        """Past `turns.max_loaded` lanes: stop the one unused the longest (of those not
-        in use); with every lane in use, none: the bound holds again as their turns end
-        and the next lanes load."""
-        idle = [(lane.last_used, key) for key, lane in self._lanes.items() if not lane.users]
-        if not idle:
-            return
-        await self._stop_unused(min(idle)[1])
+        """Past `turns.max_loaded` lanes: stop those unused the longest (of those not in
+        use) until the bound holds; with every lane in use, none: the bound holds again
+        as their turns end and the next lane loads (all the lanes past it go then, not
+        one, or a burst would leave the process above its bound for good)."""
+        bound = self._settings.turns.max_loaded
+        while 0 < bound < len(self._lanes):
+            idle = [(lane.last_used, key) for key, lane in self._lanes.items() if not lane.users]
+            if not idle or not await self._stop_unused(min(idle)[1]):
+                return
 
     @asynccontextmanager
     async def _using(

@@ -681,6 +681,23 @@ async def test_past_the_bound_the_continuum_unused_longest_is_unloaded_and_comes
         assert len(await fm.history("c1")) == 4
 
 
+async def test_past_the_bound_after_a_burst_the_next_load_brings_it_back_to_the_bound(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    async with frontmind(api, tmp_path, cfg=config(turns={"max_loaded": 2})) as fm:
+        # Four turns hold four lanes at once: none can be unloaded while in use.
+        streams = [fm.turn(f"c{i}", "hello") for i in range(4)]
+        for stream in streams:
+            assert isinstance(await stream.__anext__(), TurnStarted)
+        assert len(fm.loaded_continuums()) == 4
+        for stream in streams:
+            assert [type(e).__name__ async for e in stream][-1] == "TurnCompleted"
+        # The next lane loaded brings the process back under its bound, not one lane
+        # fewer than it was.
+        completed(await run_turn(fm, "c4", "four"))
+        assert sorted(fm.loaded_continuums()) == ["c3", "c4"]
+
+
 async def test_a_continuum_taken_up_while_idle_ones_unload_is_left_loaded(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
