@@ -818,7 +818,13 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         deps = self._deps
         turn = self._turn(message.turn_id, message.text)
         run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
-        yield TurnStarted(turn.turn_id, self._id)
+        try:
+            yield TurnStarted(turn.turn_id, self._id)
+        except (anyio.get_cancelled_exc_class(), GeneratorExit):
+            # Left at its first event (its reader gone before the actor reached it):
+            # recorded like any other cancelled turn, or it would leave no record.
+            await self._record_unfinished(run, "cancelled", "cancelled")
+            raise
         if deps.draining():
             reason = "the service is shutting down; this turn did not start"
             await self._record_unfinished(run, "cancelled", f"{ShuttingDown.type}: {reason}")

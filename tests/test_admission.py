@@ -313,6 +313,22 @@ async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Pa
         assert await fm.history("b") == []
 
 
+async def test_a_turn_left_before_its_actor_reached_it_leaves_a_record(tmp_path: Path) -> None:
+    holds = Holds()
+    async with opened(tmp_path, holds) as fm:
+        stream = fm.turn("a", "hello")
+        # Handed to the conversation actor (no await since), then left before the actor
+        # ran it: its handler is cancelled at its first event.
+        assert await stream._submit() is not None
+        with anyio.fail_after(20):
+            await stream.aclose()
+        (record,) = await fm.turns("a")
+        assert (record.turn_id, record.status) == (stream.turn_id, "cancelled")
+        assert await fm.history("a") == []
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+        assert fm.loaded_continuums() == []
+
+
 # -- the daemon ----------------------------------------------------------------------------
 
 
