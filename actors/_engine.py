@@ -718,11 +718,13 @@ class Engine:
         await self._stop_unused(key)
 
     async def _stop_lane(self, lane: _Lane) -> None:
-        """Stop the lane's actors, the conversation first, its trinkets last."""
+        """Stop the lane's actors, the conversation first, its trinkets last, those all
+        at once (each is on its own: a hung render costs one grace, not one each)."""
         await self._system.stop(lane.conversation)
         await self._system.stop(lane.composer)
-        for trinket in lane.trinkets:
-            await self._system.stop(trinket)
+        async with anyio.create_task_group() as tg:
+            for trinket in lane.trinkets:
+                tg.start_soon(self._system.stop, trinket)
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record
@@ -749,6 +751,12 @@ class Engine:
         with anyio.move_on_after(WIND_DOWN_S, shield=True):
             for stream in running:
                 await stream._wound_down()
+        # Then every lane stops, all at once: left to the actor system, they would stop
+        # one actor after another, each with its own grace, and a render hung in each of
+        # many lanes would hold the close for that many graces.
+        async with anyio.create_task_group() as tg:
+            for key in list(self._lanes):
+                tg.start_soon(self._stop_unused, key)
 
     def offered_tools(self) -> tuple[Any, ...]:
         """The request's `tools` array as it is now (`ToolDefinition`s and `ServerTool`s)."""

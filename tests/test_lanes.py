@@ -9,7 +9,7 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from actors import Composed, Trinket, TrinketLoadError, Turn
+from actors import Composed, Trinket, TrinketLoadError, Turn, TurnCompleted
 from frontmind import ConfigError, Frontmind
 from frontmind.config import load_config
 from runtime import ActorSystem, Replied, TimedOut, scatter_gather
@@ -131,6 +131,47 @@ async def test_lanes_are_stopped_whole(tmp_path: Path) -> None:
         assert await fm._runtime.evict_idle(0) == [("default", "c1"), ("default", "c2")]
         names = {s.name for s in fm.statistics()}
     assert not any(name.startswith("trinket:") for name in names)
+
+
+class Stuck(Trinket):
+    """A render that never returns (a dead service without a timeout of its own)."""
+
+    async def render(self, turn: Turn) -> str:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_closing_stops_lanes_with_hung_renders_in_one_grace(tmp_path: Path) -> None:
+    # Each lane's two stuck renders outlive the turn that asked for them; closing must
+    # cancel them after one grace in all, not one grace per actor (eight here).
+    write_config(
+        tmp_path,
+        """
+[composer]
+deadline_ms = 50
+
+[server]
+grace_seconds = 1
+
+[[trinket]]
+name = "stuck_one"
+use = "tests.test_lanes:Stuck"
+placement = "notification"
+order = 60
+
+[[trinket]]
+name = "stuck_two"
+use = "tests.test_lanes:Stuck"
+placement = "notification"
+order = 61
+""",
+    )
+    with anyio.fail_after(5):  # one actor after another, the close alone takes 8 s
+        async with Frontmind.open(tmp_path, offline=True) as fm:
+            for cid in ("c1", "c2", "c3", "c4"):
+                events = [e async for e in fm.turn(cid, "hello")]
+                assert isinstance(events[-1], TurnCompleted)
+    assert fm.loaded_continuums() == []
 
 
 def test_deadline_settings_are_checked_where_they_enter(tmp_path: Path) -> None:
