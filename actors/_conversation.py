@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import Actor, ActorRef, KernelError
+from runtime import Actor, ActorRef, KernelError, MessageFailed
 from storage import (
     ContentBlock,
     ContinuumModel,
@@ -288,21 +288,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
 
     async def handle(self, message: ConversationMessage) -> Any:
-        if isinstance(message, Preview):
-            if self._deps.storage.shared:
-                await self._refresh()
-            return await self._preview(message)
-        if isinstance(message, RideCache):
-            if self._deps.storage.shared:
-                await self._refresh()
-            return await self._ride(message)
-        if isinstance(message, WarmUp):
-            if self._deps.storage.shared:
-                # Under the continuum's lease: never beside a turn on another replica.
-                async with self._deps.storage.continuum_lease(self._user, self._id):
-                    await self._refresh()
-                    return await self._warm()
-            return await self._warm()
+        if isinstance(message, Preview | RideCache | WarmUp):
+            try:
+                return await self._ask(message)
+            except FrontmindError as exc:
+                # The asker's error (the store unreachable, a bad setting), not a crash:
+                # the actor keeps its state and no restart is counted (`_refusals`
+                # gives the asker this error itself).
+                raise MessageFailed(str(exc)) from exc
         if isinstance(message, Reconfigure):
             if self._state is not None:
                 self._state.model = choose_model(self._deps.settings.model, message.model)
@@ -313,6 +306,22 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             turn = self._traced(message, self._run(message))
         admission = self._deps.admission
         return turn if admission is None else self._admitted(message, turn, admission)
+
+    async def _ask(self, message: Preview | RideCache | WarmUp) -> Any:
+        if isinstance(message, Preview):
+            if self._deps.storage.shared:
+                await self._refresh()
+            return await self._preview(message)
+        if isinstance(message, RideCache):
+            if self._deps.storage.shared:
+                await self._refresh()
+            return await self._ride(message)
+        if self._deps.storage.shared:
+            # Under the continuum's lease: never beside a turn on another replica.
+            async with self._deps.storage.continuum_lease(self._user, self._id):
+                await self._refresh()
+                return await self._warm()
+        return await self._warm()
 
     async def _admitted(
         self, message: RunTurn, turn: AsyncGenerator[TurnEvent, None], admission: Admission

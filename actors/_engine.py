@@ -29,6 +29,7 @@ from runtime import (
     ActorSystem,
     KernelError,
     MailboxFull,
+    MessageFailed,
     ReplyStream,
     RestartLimitReached,
     RestartPolicy,
@@ -796,6 +797,12 @@ def _refusals(continuum_id: str) -> Iterator[None]:
         raise ShuttingDown(
             f"continuum {continuum_id!r} is stopping: Frontmind is closing"
         ) from None
+    except MessageFailed as exc:
+        # An actor's contained failure of one message: the caller's own error when it
+        # is one of Frontmind's (the store unreachable: 503, not a 500).
+        if isinstance(exc.__cause__, FrontmindError):
+            raise exc.__cause__ from None
+        raise
 
 
 class TurnWatch(Protocol):
