@@ -11,6 +11,7 @@ back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
@@ -20,6 +21,7 @@ import httpx2
 import msgspec
 
 from actors import (
+    Busy,
     McpServerStatus,
     ModelChoice,
     ModelRequest,
@@ -96,7 +98,8 @@ def _continuum(continuum_id: str) -> str:
     return f"/v1/continuums/{check_continuum_id(continuum_id)}"
 
 
-def _raise_for(status: int, body: bytes) -> None:
+def _raise_for(response: httpx2.Response, body: bytes) -> None:
+    status = response.status_code
     try:
         error: Any = msgspec.json.decode(body)["error"]
         kind, message = str(error["type"]), str(error["message"])
@@ -105,7 +108,18 @@ def _raise_for(status: int, body: bytes) -> None:
     cls = FROM_WIRE.get(kind)
     if cls is None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
+    if issubclass(cls, Busy):
+        # The daemon's estimate rides in the header (in whole seconds), not the body.
+        raise cls(message, retry_after=_retry_after(response.headers.get("retry-after")))
     raise cls(message)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After's delay in seconds (RFC 9110 §10.2.3); None without one, or for the
+    HTTP-date form, which the daemon never sends."""
+    if value is None or not re.fullmatch(r"[0-9]{1,10}", value.strip()):
+        return None
+    return float(value)
 
 
 class _Closing:
@@ -168,7 +182,7 @@ class Client(_Closing):
         except httpx2.HTTPError as exc:
             raise ClientError(f"no Frontmind daemon answers at {self.url}: {exc}") from exc
         if response.status_code >= 400:
-            _raise_for(response.status_code, response.content)
+            _raise_for(response, response.content)
         return response.content
 
     @staticmethod
@@ -202,7 +216,7 @@ class Client(_Closing):
         try:
             async with self._http.stream("POST", path, content=body) as response:
                 if response.status_code >= 400:
-                    _raise_for(response.status_code, await response.aread())
+                    _raise_for(response, await response.aread())
                 async for data in _sse_data(response.aiter_bytes()):
                     yield from_wire(data, TurnEvent)  # type: ignore[arg-type]
         except httpx2.HTTPError as exc:

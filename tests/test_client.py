@@ -26,11 +26,13 @@ import pytest
 
 import storage
 from frontmind import (
+    Busy,
     Client,
     ClientError,
     Frontmind,
     InvalidInput,
     NotFound,
+    Overloaded,
     SyncClient,
     TextDelta,
     ToolStarted,
@@ -42,6 +44,7 @@ from frontmind.server._routes import ENDPOINTS
 from storage import TurnRecord, UserForgotten
 from tests._daemon import daemon, sse_events
 from tests._harness import FakeClock, config
+from tests.test_admission import HOLD, Holds, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -385,3 +388,35 @@ async def test_a_reply_holding_line_separators_arrives_whole(tmp_path: Path) -> 
         for separator in "\u2028\u2029\u0085":
             assert separator.encode() in raw
         assert await d.stop() == 0
+
+
+# -- refusals: the error's own retry_after -----------------------------------------------
+
+
+async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
+    """A 429 or 503 says when to retry in `Retry-After`; the `Busy` (or `Overloaded`)
+    the client raises carries it as `retry_after`, as the library's own error does."""
+    holds = Holds()
+    async with (
+        opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm,
+        serve_app(build_app(fm), graceful_seconds=10) as app,
+        Client(app.url) as c,
+    ):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_drain, c.turn("c1", HOLD))
+            await holds.count(1)
+            with pytest.raises(Busy) as busy:
+                await c.delete_continuum("c1")  # a turn runs in it: 429
+            holds.release(0)
+        assert type(busy.value) is Busy
+        assert busy.value.retry_after == 1
+        # A turn measured: the queue's wait is known, and the next one is refused (503).
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_drain, c.turn("c2", HOLD))
+            await holds.count(2)
+            with pytest.raises(Overloaded) as overloaded:
+                await _drain(c.turn("c3", "hello"))
+            holds.release(1)
+        assert overloaded.value.retry_after is not None
+        assert overloaded.value.retry_after >= 1
+        assert f"retry in {overloaded.value.retry_after:.0f} s" in str(overloaded.value)
