@@ -165,13 +165,14 @@ class Client(_Closing):
         headers = {"content-type": "application/json"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        # Turns stream for as long as the model talks: no read timeout on the stream.
+        # Every call waits at most `timeout` for each step (connect, write, each read);
+        # a turn's stream alone has no read timeout: it runs as long as the model talks.
         self._http = httpx2.AsyncClient(
-            base_url=url.rstrip("/"),
-            headers=headers,
-            timeout=httpx2.Timeout(timeout, read=None),
+            base_url=url.rstrip("/"), headers=headers, timeout=httpx2.Timeout(timeout)
         )
+        self._stream_timeout = httpx2.Timeout(timeout, read=None)
         self.url = url
+        self._timeout = timeout
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -179,6 +180,11 @@ class Client(_Closing):
     async def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
         try:
             response = await self._http.request(method, path, **kwargs)
+        except httpx2.TimeoutException as exc:
+            raise ClientError(
+                f"the daemon at {self.url} did not answer {method} {path} within"
+                f" {self._timeout} s ({type(exc).__name__})"
+            ) from exc
         except httpx2.HTTPError as exc:
             raise ClientError(f"no Frontmind daemon answers at {self.url}: {exc}") from exc
         if response.status_code >= 400:
@@ -214,7 +220,9 @@ class Client(_Closing):
             {"message": message} if isinstance(message, str) else {"content": list(message)}
         )
         try:
-            async with self._http.stream("POST", path, content=body) as response:
+            async with self._http.stream(
+                "POST", path, content=body, timeout=self._stream_timeout
+            ) as response:
                 if response.status_code >= 400:
                     _raise_for(response, await response.aread())
                 async for data in _sse_data(response.aiter_bytes()):

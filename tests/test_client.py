@@ -12,6 +12,7 @@ import inspect
 import json
 import re
 import shutil
+import socket
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -420,3 +421,25 @@ async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
         assert overloaded.value.retry_after is not None
         assert overloaded.value.retry_after >= 1
         assert f"retry in {overloaded.value.retry_after:.0f} s" in str(overloaded.value)
+
+
+# -- a daemon that does not answer -------------------------------------------------------
+
+
+async def test_a_call_to_a_daemon_that_never_answers_times_out() -> None:
+    """`timeout` bounds every call but a turn's stream: a daemon that takes the request
+    and never answers is a `ClientError` after it, not a call that waits for ever."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()  # connections are taken (by the kernel) and never answered
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        async with Client(url, timeout=0.2) as c:
+            with anyio.fail_after(10), pytest.raises(ClientError, match="did not answer"):
+                await c.reminders()
+
+        def blocking() -> None:
+            with SyncClient(url, timeout=0.2) as c, pytest.raises(ClientError, match="within"):
+                c.health()
+
+        with anyio.fail_after(10):
+            await anyio.to_thread.run_sync(blocking)
