@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import queue
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -49,9 +50,18 @@ class SyncClient:
     """A blocking `Client`; use it with `with`, or call `close()`."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float | None = 60.0) -> None:
-        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        self._client = Client(url, token=token, timeout=timeout)
+        portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
+        self._portal = portal_cm.__enter__()
+        try:
+            self._client = Client(url, token=token, timeout=timeout)
+        except BaseException:
+            portal_cm.__exit__(None, None, None)
+            raise
+        # Closed once: by `close`, or, for a client never closed, when it is collected
+        # or at exit. At exit it must be done while the portal's (daemon) thread still
+        # runs: left to the interpreter's last collection, the portal's context manager
+        # would call into that thread once it has been stopped, and wait for ever.
+        self._closer = weakref.finalize(self, _close, self._portal, portal_cm, self._client)
         self.url = url
 
     def __enter__(self) -> SyncClient:
@@ -66,10 +76,8 @@ class SyncClient:
         self.close()
 
     def close(self) -> None:
-        try:
-            self._portal.call(self._client.aclose)
-        finally:
-            self._portal_cm.__exit__(None, None, None)
+        """Close the connections and stop the client's thread (a second call does nothing)."""
+        self._closer()
 
     def turn(self, continuum_id: str, message: UserInput) -> Iterator[TurnEvent]:
         """Run a turn and yield its events as they come; breaking out of the loop (or
@@ -124,3 +132,12 @@ class SyncClient:
     rotate_token = _blocking(Client.rotate_token)
     delete_user = _blocking(Client.delete_user)
     backup = _blocking(Client.backup)
+
+
+def _close(
+    portal: BlockingPortal, portal_cm: AbstractContextManager[BlockingPortal], client: Client
+) -> None:
+    try:
+        portal.call(client.aclose)
+    finally:
+        portal_cm.__exit__(None, None, None)

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import socket
+import sys
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -43,7 +44,7 @@ from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._routes import ENDPOINTS
 from storage import TurnRecord, UserForgotten
-from tests._daemon import daemon, sse_events
+from tests._daemon import ROOT, child_env, daemon, sse_events
 from tests._harness import FakeClock, config
 from tests.test_admission import HOLD, Holds, opened
 
@@ -443,3 +444,28 @@ async def test_a_call_to_a_daemon_that_never_answers_times_out() -> None:
 
         with anyio.fail_after(10):
             await anyio.to_thread.run_sync(blocking)
+
+
+# -- the sync client's own thread --------------------------------------------------------
+
+UNCLOSED = """
+from frontmind import ClientError, SyncClient
+c = SyncClient("http://127.0.0.1:9")
+try:
+    c.health()
+except ClientError:
+    print("refused")
+"""
+
+
+async def test_a_sync_client_left_open_lets_the_script_exit() -> None:
+    """A script that never closes its `SyncClient` still exits (its thread was stopped at
+    exit, not waited on for ever); closing one twice is no error."""
+    with anyio.fail_after(60):
+        result = await anyio.run_process(
+            [sys.executable, "-c", UNCLOSED], cwd=ROOT, env=child_env(), check=False
+        )
+    assert (result.returncode, result.stdout) == (0, b"refused\n"), result.stderr
+    c = SyncClient("http://127.0.0.1:9")
+    c.close()
+    c.close()
