@@ -472,6 +472,8 @@ def test_an_exported_continuum_is_a_script() -> None:
     }  # fmt: skip
     script = parse_script(json.dumps(export, indent=1))
     assert [(t.at - START, t.message) for t in script] == [(0.0, "hello"), (660.0, "remind me")]
+    # On one line, as `json.dumps` or `jq -c` writes it: the same script, not JSON Lines.
+    assert parse_script(json.dumps(export)) == script
     del export["turns"]
     script = parse_script(json.dumps(export, indent=1))
     assert [t.at - START for t in script] == [5.0, 700.0]

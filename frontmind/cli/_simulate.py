@@ -258,7 +258,8 @@ def parse_script(text: str) -> list[ScriptTurn]:
     stripped = text.strip()
     script: list[ScriptTurn] = []
     exported = False
-    if stripped.startswith("{") and "\n" in stripped:
+    if stripped.startswith("{"):
+        # One object, on one line (`json.dumps`, `jq -c`) or many; else JSON Lines.
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError:
