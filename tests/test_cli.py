@@ -294,6 +294,8 @@ async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(
         ("users", "rotate", "alice"),
         ("users", "delete", "alice"),
         ("stats",),
+        ("users", "list"),
+        ("inspect",),
     ):
         code, out, err = await run_cli(*argv, "--data-dir", str(missing))
         assert code == 2, (argv, err)

@@ -107,8 +107,10 @@ _ASK_THE_DAEMON = "; to ask the daemon that runs on it, pass --url (and --token)
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    from .._exceptions import DataDirLocked
-    from .._frontmind import Frontmind, NoModel
+    from storage import check_continuum_id
+
+    from .._exceptions import DataDirLocked, EdgeError
+    from .._frontmind import DATABASE_FILE, Frontmind, NoModel
     from ..config import load_config
     from ._render import render_context
 
@@ -119,6 +121,10 @@ def cmd_inspect(args: argparse.Namespace) -> None:
             request = await remote_context(args.url, args.token, args.continuum, args.message)
         else:
             config = load_config(args.config, args.data_dir)
+            check_continuum_id(args.continuum)
+            if config.storage.url is None and not (args.data_dir / DATABASE_FILE).exists():
+                # Opening it would make an empty store in a mistyped --data-dir.
+                raise EdgeError(f"no Frontmind database in {args.data_dir}")
             try:
                 async with Frontmind.open(args.data_dir, config, model=NoModel()) as fm:
                     request = await fm.user(args.user).context(args.continuum, args.message)
@@ -213,22 +219,30 @@ def cmd_users(args: argparse.Namespace) -> None:
             config = msgspec.structs.replace(
                 config, storage=msgspec.structs.replace(config.storage, url=args.database)
             )
-        storage = await open_storage(config, args.data_dir)
+        storage = await open_storage(config, args.data_dir)  # `add` may make the store
         try:
-            if args.users_command == "add":
-                token = new_token()
-                await storage.add_user(args.name, token_digest(token))
-                print(token)
-                print(
-                    f"added user {args.name!r}: this token is shown only now; "
-                    "it is stored only as a hash",
-                    file=sys.stderr,
-                )
-                return
-            for user in await storage.users():
-                print(user.name)
+            token = new_token()
+            await storage.add_user(args.name, token_digest(token))
+            print(token)
+            print(
+                f"added user {args.name!r}: this token is shown only now; "
+                "it is stored only as a hash",
+                file=sys.stderr,
+            )
         finally:
             await storage.close()
+
+    async def listing() -> None:
+        from ._data import store_of
+
+        # A reader: a data dir without a store is refused, not made an empty one.
+        async with store_of(args) as storage:
+            for user in await storage.users():
+                print(user.name)
+
+    if args.users_command == "list":
+        _run(listing)
+        return
 
     _run(main)
 
