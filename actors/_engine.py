@@ -45,6 +45,7 @@ from storage import (
     check_continuum_id,
     check_user_name,
     error_type,
+    excerpt,
     moment,
 )
 
@@ -139,8 +140,10 @@ def validate_settings(
     say: a name unknown to the shipped data may be a model it knows)."""
     try:
         ZoneInfo(settings.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise SettingsError(f"timezone: unknown zone {settings.timezone!r}") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        # OSError: a name that is a folder of the zone data ("America"), or one too long
+        # for a file name; neither is a zone.
+        raise SettingsError(f"timezone: unknown zone {excerpt(settings.timezone)!r}") from None
     if settings.cache.system_ttl == "5m" and settings.cache.history_ttl == "1h":
         raise SettingsError(
             "cache.history_ttl: a 1h breakpoint may not follow a 5m one; "

@@ -20,6 +20,9 @@ pytestmark = pytest.mark.anyio
     ("sections", "message"),
     [
         ({"timezone": "Mars/Olympus"}, "timezone: unknown zone 'Mars/Olympus'"),
+        # A folder of the zone data, and a name too long for a file: no zone either.
+        ({"timezone": "America"}, "timezone: unknown zone 'America'"),
+        ({"timezone": "Europe/" + "X" * 300}, "timezone: unknown zone 'Europe/XXXX"),
         ({"cache": {"system_ttl": "5m", "history_ttl": "1h"}}, "a 1h breakpoint may not follow"),
         ({"tools": {"enabled": ["add_reminder", "teleport"]}}, "tools.enabled: unknown tools"),
         ({"disabled_sections": ["weather"]}, "disabled_sections: unknown built-in sections"),
