@@ -166,7 +166,7 @@ def validate_settings(
         "turns.max_wait_s": settings.turns.max_wait_s,
     }
     for key, value in positive.items():
-        if value <= 0:
+        if not value > 0:  # NaN (TOML's `nan`) is not greater than 0 either
             raise SettingsError(f"{key}: must be greater than 0, got {value}")
     known = {spec.name for spec in BUILTIN_SECTIONS}
     unknown = sorted(set(settings.disabled_sections) - known)
@@ -177,7 +177,7 @@ def validate_settings(
             "cache.warm_after_seconds: must be between 0 and 300 (a 5m entry must still "
             f"be alive to be read), got {settings.cache.warm_after_seconds}"
         )
-    if settings.turns.idle_minutes < 0:
+    if not settings.turns.idle_minutes >= 0:
         raise SettingsError("turns.idle_minutes: must be 0 (never unload) or more")
     if settings.turns.max_loaded < 0:
         raise SettingsError("turns.max_loaded: must be 0 (no bound) or more")

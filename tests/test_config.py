@@ -28,6 +28,10 @@ pytestmark = pytest.mark.anyio
         ({"disabled_sections": ["weather"]}, "disabled_sections: unknown built-in sections"),
         ({"composer": {"deadline_ms": 0}}, "composer.deadline_ms: must be greater than 0"),
         ({"turns": {"max_queued": 0}}, "turns.max_queued: must be greater than 0"),
+        # TOML's nan is not greater than 0: each turn's deadline would crash the composer.
+        ({"composer": {"deadline_ms": float("nan")}}, "composer.deadline_ms: must be greater"),
+        ({"turns": {"max_wait_s": float("nan")}}, "turns.max_wait_s: must be greater than 0"),
+        ({"turns": {"idle_minutes": float("nan")}}, "turns.idle_minutes: must be 0"),
         ({"turns": {"idle_minutes": -1}}, "turns.idle_minutes: must be 0"),
         ({"turns": {"max_loaded": -1}}, "turns.max_loaded: must be 0 (no bound) or more"),
         ({"history": {"keep_fraction": 1.5}}, "history.keep_fraction: must be in (0, 1]"),
