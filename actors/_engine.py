@@ -159,6 +159,7 @@ def validate_settings(
         "composer.notification_budget_tokens": settings.composer.notification_budget_tokens,
         "history.budget_tokens": settings.history.budget_tokens,
         "model.max_tokens": settings.model.max_tokens,
+        "model.timeout_s": settings.model.timeout_s,
         "tools.max_iterations": settings.tools.max_iterations,
         "tools.timeout_s": settings.tools.timeout_s,
         "turns.max_queued": settings.turns.max_queued,
@@ -168,6 +169,10 @@ def validate_settings(
     for key, value in positive.items():
         if not value > 0:  # NaN (TOML's `nan`) is not greater than 0 either
             raise SettingsError(f"{key}: must be greater than 0, got {value}")
+    if settings.model.max_retries < 0:
+        raise SettingsError(
+            f"model.max_retries: must be 0 (no retries) or more, got {settings.model.max_retries}"
+        )
     known = {spec.name for spec in BUILTIN_SECTIONS}
     unknown = sorted(set(settings.disabled_sections) - known)
     if unknown:

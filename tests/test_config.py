@@ -28,6 +28,10 @@ pytestmark = pytest.mark.anyio
         ({"disabled_sections": ["weather"]}, "disabled_sections: unknown built-in sections"),
         ({"composer": {"deadline_ms": 0}}, "composer.deadline_ms: must be greater than 0"),
         ({"turns": {"max_queued": 0}}, "turns.max_queued: must be greater than 0"),
+        # The SDK's client: 0 s times every request out, -1 retries ends every turn in
+        # its "could not resolve response (should never happen)".
+        ({"model": {"timeout_s": 0}}, "model.timeout_s: must be greater than 0"),
+        ({"model": {"max_retries": -1}}, "model.max_retries: must be 0 (no retries) or more"),
         # TOML's nan is not greater than 0: each turn's deadline would crash the composer.
         ({"composer": {"deadline_ms": float("nan")}}, "composer.deadline_ms: must be greater"),
         ({"turns": {"max_wait_s": float("nan")}}, "turns.max_wait_s: must be greater than 0"),
