@@ -169,6 +169,17 @@ def validate_settings(
     for key, value in positive.items():
         if not value > 0:  # NaN (TOML's `nan`) is not greater than 0 either
             raise SettingsError(f"{key}: must be greater than 0, got {value}")
+    composer = settings.composer
+    for key in ("guard_window", "guard_min_turns"):
+        if getattr(composer, key) < 1:
+            raise SettingsError(
+                f"composer.{key}: must be at least 1 (turns), got {getattr(composer, key)}"
+            )
+    if not 0 <= composer.guard_threshold <= 1:
+        raise SettingsError(
+            "composer.guard_threshold: must be in [0, 1] (a share of turns), "
+            f"got {composer.guard_threshold}"
+        )
     if settings.model.max_retries < 0:
         raise SettingsError(
             f"model.max_retries: must be 0 (no retries) or more, got {settings.model.max_retries}"

@@ -39,6 +39,11 @@ pytestmark = pytest.mark.anyio
         ({"turns": {"idle_minutes": -1}}, "turns.idle_minutes: must be 0"),
         ({"turns": {"max_loaded": -1}}, "turns.max_loaded: must be 0 (no bound) or more"),
         ({"history": {"keep_fraction": 1.5}}, "history.keep_fraction: must be in (0, 1]"),
+        # The cache guard's: 0 turns divided by 0 (or a negative shift) crashed the
+        # composer on every turn.
+        ({"composer": {"guard_min_turns": 0}}, "composer.guard_min_turns: must be at least 1"),
+        ({"composer": {"guard_window": -1}}, "composer.guard_window: must be at least 1"),
+        ({"composer": {"guard_threshold": -1}}, "composer.guard_threshold: must be in [0, 1]"),
     ],
 )
 def test_bad_settings_name_their_key(sections: dict[str, object], message: str) -> None:
