@@ -35,6 +35,7 @@ from runtime import (
     RestartPolicy,
 )
 from storage import (
+    MAX_SEARCH_HITS,
     ContinuumModel,
     FrontmindError,
     Storage,
@@ -179,6 +180,23 @@ def validate_settings(
         raise SettingsError(
             "composer.guard_threshold: must be in [0, 1] (a share of turns), "
             f"got {composer.guard_threshold}"
+        )
+    # How many hits a turn's memories section and a context search show: a search takes
+    # at most MAX_SEARCH_HITS (more: the section failed on every turn); 0 shows none.
+    for key in ("memories_top_k", "search_results"):
+        value = getattr(settings.trinkets, key)
+        if not 0 <= value <= MAX_SEARCH_HITS:
+            raise SettingsError(f"trinkets.{key}: must be 0 to {MAX_SEARCH_HITS}, got {value}")
+    for key in ("manifest_segments", "search_keep_turns"):
+        if getattr(settings.trinkets, key) < 0:
+            raise SettingsError(
+                f"trinkets.{key}: must be 0 or more, got {getattr(settings.trinkets, key)}"
+            )
+    if not settings.history.segment_gap_minutes > 0:
+        # 0 or less: every turn would close a segment, and each be summarised.
+        raise SettingsError(
+            "history.segment_gap_minutes: must be greater than 0, "
+            f"got {settings.history.segment_gap_minutes}"
         )
     if settings.model.max_retries < 0:
         raise SettingsError(

@@ -72,6 +72,7 @@ from ._records import (
     UserForgotten,
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
+from ._sql import MAX_SEARCH_HITS
 from ._sqlite import SQLiteStorage
 from ._time import EPOCH, moment, moment_or_none
 from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
@@ -116,6 +117,7 @@ __all__ = [
     "MAX_REMINDER_CHARS",
     "MAX_ROW_ID",
     "MAX_SEARCH_ATTEMPTS",
+    "MAX_SEARCH_HITS",
     "MIN_THINKING_BUDGET",
     "SCHEMA_VERSION",
     "SEARCH_LEASE_SECONDS",

@@ -39,6 +39,11 @@ pytestmark = pytest.mark.anyio
         ({"turns": {"idle_minutes": -1}}, "turns.idle_minutes: must be 0"),
         ({"turns": {"max_loaded": -1}}, "turns.max_loaded: must be 0 (no bound) or more"),
         ({"history": {"keep_fraction": 1.5}}, "history.keep_fraction: must be in (0, 1]"),
+        ({"history": {"segment_gap_minutes": -5}}, "history.segment_gap_minutes: must be"),
+        # Over the store's search cap, the memories section failed on every turn.
+        ({"trinkets": {"memories_top_k": 100_000}}, "trinkets.memories_top_k: must be 0 to"),
+        ({"trinkets": {"search_results": -1}}, "trinkets.search_results: must be 0 to"),
+        ({"trinkets": {"manifest_segments": -1}}, "trinkets.manifest_segments: must be 0"),
         # The cache guard's: 0 turns divided by 0 (or a negative shift) crashed the
         # composer on every turn.
         ({"composer": {"guard_min_turns": 0}}, "composer.guard_min_turns: must be at least 1"),
