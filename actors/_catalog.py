@@ -149,6 +149,7 @@ class ModelPatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     thinking_refused_at_effort: dict[ThinkingType, frozenset[EffortLevel]] | None = None
     thinking_default: ThinkingDefault | None = None
     thinking_display: ThinkingDisplay | None = None
+    sampling_params: bool | None = None
     effort_levels: frozenset[EffortLevel] | None = None
     effort_default: EffortLevel | None = None
     forced_tool_choice: bool | None = None

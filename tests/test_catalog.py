@@ -247,6 +247,14 @@ def test_config_rows_correct_and_add_models() -> None:
     assert shipped_catalog().lookup("claude-opus-4-8").min_cacheable == 1024  # type: ignore[union-attr]
 
 
+def test_a_config_row_may_give_every_field_of_a_data_row() -> None:
+    """The README: a `[[models]]` row takes "any field of the file's rows" (the source
+    lines aside, which cite the docs, not the operator)."""
+    assert set(ModelPatch.__struct_fields__) == set(ModelRow.__struct_fields__) - {"sources"}
+    catalog = load_catalog([ModelPatch(name="claude-opus-4-8", sampling_params=True)])
+    assert catalog.lookup("claude-opus-4-8").sampling_params  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
