@@ -280,6 +280,22 @@ async def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
         assert "--token goes with --url" in err
 
 
+async def test_a_port_out_of_range_is_refused_naming_where_it_came_from(
+    tmp_path: Path,
+) -> None:
+    """A port from the config file was blamed on --port, and only once the store had
+    been opened and the actors started; now it is named before anything runs."""
+    (tmp_path / "frontmind.toml").write_text("[server]\nport = 99999\n")
+    code, out, err = await run_cli("serve", "--offline", "--data-dir", str(tmp_path))
+    assert code == 2, err
+    assert err == "frontmind: error: server.port: must be 0 (any free port) to 65535, got 99999\n"
+    assert out == ""
+    assert not (tmp_path / "frontmind.db").exists()
+    code, _, err = await run_cli("serve", "--offline", "--port", "-1", "--data-dir", str(tmp_path))
+    assert code == 2, err
+    assert err == "frontmind: error: --port: must be 0 (any free port) to 65535, got -1\n"
+
+
 async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(
     tmp_path: Path,
 ) -> None:

@@ -262,7 +262,10 @@ async def _serve(
     if config.runtime.gc is None:  # the daemon owns its process: no full GC in a turn
         config = msgspec.structs.replace(config, runtime=RuntimeConfig(gc="idle"))
     host = host or config.server.host
+    where = "server.port" if port is None else "--port"
     port = config.server.port if port is None else port
+    if not 0 <= port <= 65535:  # said now, naming where it came from, before the store opens
+        raise ConfigError(f"{where}: must be 0 (any free port) to 65535, got {port}")
     token = resolve_token(config, token, token_file)
     limits = socket_limits(config)
     if not is_loopback(host) and not token:
