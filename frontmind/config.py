@@ -222,7 +222,8 @@ def load_config(
     candidate = path if path is not None else data_dir / CONFIG_FILE
     config = Config()
     if path is not None and not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        what = "is not a file" if path.exists() else "does not exist"
+        raise ConfigError(f"config file {path} {what}")
     if candidate.is_file():
         text = candidate.read_bytes()
         try:

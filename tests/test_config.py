@@ -238,3 +238,12 @@ def test_model_rows_may_be_spelt_model_without_a_model_table(tmp_path: Path) -> 
     )
     with pytest.raises(ConfigError, match=r"\[\[model\]\] and \[\[models\]\] both"):
         load_config(None, tmp_path, environ={})
+
+
+def test_a_config_path_that_is_a_folder_is_named_as_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path, tmp_path, environ={})
+    assert str(info.value) == f"config file {tmp_path} is not a file"
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nothing.toml", tmp_path, environ={})
+    assert str(info.value) == f"config file {tmp_path / 'nothing.toml'} does not exist"
