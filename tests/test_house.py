@@ -358,7 +358,7 @@ async def test_version_and_module_entry_point() -> None:
         (("inspect", "--data-dir", "{file}"), "{file}"),
         (("inspect", "--config", "{bad_config}"), "composer"),
         (("serve", "--offline", "--port", "{busy_port}"), "already in use"),
-        (("serve", "--offline", "--port", "99999"), "check --port"),
+        (("serve", "--offline", "--port", "99999"), "--port: must be 0 (any free port) to 65535"),
         (("local-api", "--host", "nosuchhost.invalid"), "cannot be resolved"),
         (("chat", "--offline", "--continuum", "bad id"), "continuum id 'bad id' is malformed"),
     ],
