@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -345,8 +346,9 @@ async def sse_events(response: httpx2.Response) -> list[str]:
 
 
 async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="frontmind")
     holds = Holds()
     async with over_http(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as (fm, http):
         body = {"message": HOLD}
@@ -383,6 +385,9 @@ async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
         assert (record["status"], record["user_text"]) == ("cancelled", "hello")
         assert record["error"].startswith("overloaded: ")
         assert (await http.get("/v1/continuums/c4/messages")).json()["messages"] == []
+        # A refusal is the service's state, not a fault: one line, no traceback.
+        said = [r for r in caplog.records if "overloaded on /v1/continuums/c4" in r.getMessage()]
+        assert [(r.levelno, r.exc_info) for r in said] == [(logging.INFO, None)]
         metrics = (await http.get("/metrics")).text
         assert sample(metrics, "frontmind_turns_refused_total") == 1
         assert sample(metrics, "frontmind_turn_queue_depth") == 0

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import compile_path
 
-from actors import NO_COST, ModelRequest, ToolsReload, TurnEvent, cost
+from actors import NO_COST, Busy, ModelRequest, ShuttingDown, ToolsReload, TurnEvent, cost
 from storage import (
     MAX_ROW_ID,
     Document,
@@ -787,7 +787,11 @@ def admin_only(endpoint: Endpoint) -> Any:
 
 async def known_error(request: Request, exc: Exception) -> Response:
     status, kind = wire_error(exc)
-    if status >= 500:
+    if isinstance(exc, Busy | ShuttingDown):
+        # The service's state, said to the client with Retry-After: under overload one
+        # of these a request, and no fault to trace (the queue's metrics count them).
+        log.info("%s on %s: %s", kind, request.url.path, exc)
+    elif status >= 500:
         log.error("%s on %s", kind, request.url.path, exc_info=exc)
     return exception_response(exc)
 
