@@ -167,9 +167,12 @@ class Client(_Closing):
             headers["authorization"] = f"Bearer {token}"
         # Every call waits at most `timeout` for each step (connect, write, each read);
         # a turn's stream alone has no read timeout: it runs as long as the model talks.
-        self._http = httpx2.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, timeout=httpx2.Timeout(timeout)
-        )
+        try:
+            self._http = httpx2.AsyncClient(
+                base_url=url.rstrip("/"), headers=headers, timeout=httpx2.Timeout(timeout)
+            )
+        except httpx2.InvalidURL as exc:  # the caller's mistake, said as the client's error
+            raise ClientError(f"not a daemon URL: {url!r} ({exc})") from exc
         self._stream_timeout = httpx2.Timeout(timeout, read=None)
         self.url = url
         self._timeout = timeout

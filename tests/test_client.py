@@ -192,6 +192,13 @@ def _agree(mine: Any, theirs: Any, where: str) -> None:
         assert theirs == mine, where
 
 
+def test_a_malformed_url_is_the_clients_error() -> None:
+    """`Client("http://[::1")` raised httpx2's InvalidURL, outside the error tree."""
+    for make in (Client, SyncClient):
+        with pytest.raises(ClientError, match="not a daemon URL"):
+            make("http://[::1")
+
+
 def test_every_time_in_a_record_is_a_datetime() -> None:
     """The one rule for times a record carries, whichever record it is."""
     times = 0
