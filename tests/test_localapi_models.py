@@ -10,6 +10,7 @@ import base64
 import struct
 import zlib
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
@@ -191,11 +192,10 @@ async def test_between_tools_is_refused_above_high_effort(
         assert ok.stop_reason == "end_turn"
 
 
-async def test_models_from_opus_4_7_refuse_sampling_parameters_under_any_version() -> None:
-    """Migration guide, "Migrating to Claude Opus 4.7" (sampling parameters): temperature,
-    top_p and top_k at a non-default value answer 400 on Claude 4.7 and later models
-    (the API says "`temperature` is deprecated for this model."), whatever the
-    anthropic-version; the 4.6 models and earlier still take them."""
+@asynccontextmanager
+async def old_version_client() -> AsyncIterator[anthropic.AsyncAnthropic]:
+    """The SDK against a local API, sending `anthropic-version: 2023-06-01` as older
+    clients and curl do (under which sampling parameters are still taken)."""
     async with (
         LocalMessagesAPI() as api,
         anthropic.AsyncAnthropic(
@@ -205,6 +205,15 @@ async def test_models_from_opus_4_7_refuse_sampling_parameters_under_any_version
             default_headers={"anthropic-version": "2023-06-01"},
         ) as old,
     ):
+        yield old
+
+
+async def test_models_from_opus_4_7_refuse_sampling_parameters_under_any_version() -> None:
+    """Migration guide, "Migrating to Claude Opus 4.7" (sampling parameters): temperature,
+    top_p and top_k at a non-default value answer 400 on Claude 4.7 and later models
+    (the API says "`temperature` is deprecated for this model."), whatever the
+    anthropic-version; the 4.6 models and earlier still take them."""
+    async with old_version_client() as old:
         for model in ("claude-opus-4-7", "claude-sonnet-5", "claude-fable-5-1"):
             for name, value in (("temperature", 0.5), ("top_p", 0.9), ("top_k", 5)):
                 await refused(
@@ -229,15 +238,7 @@ async def test_thinking_refuses_temperature_and_top_k_and_a_low_top_p() -> None:
     "isn't compatible with temperature or top_k modifications"; with thinking on, top_p
     may be set between 0.95 and 1."""
     enabled: Any = {"type": "enabled", "budget_tokens": 1024}
-    async with (
-        LocalMessagesAPI() as api,
-        anthropic.AsyncAnthropic(
-            api_key="k",
-            base_url=api.base_url,
-            max_retries=0,
-            default_headers={"anthropic-version": "2023-06-01"},
-        ) as old,
-    ):
+    async with old_version_client() as old:
         for thinking in (enabled, {"type": "adaptive"}):
             model = "claude-sonnet-4-5" if thinking is enabled else "claude-opus-4-6"
             for extra, match in (

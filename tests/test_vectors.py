@@ -640,49 +640,40 @@ async def test_stats_shows_the_memories_waiting_for_a_vector_on_postgresql(
     assert "memory vectors  2 waiting" in out
 
 
-async def test_a_late_embedder_leaves_the_turn_to_keywords(
-    api: LocalMessagesAPI, tmp_path: Path
+@pytest.mark.parametrize(
+    ("embedder", "deadline_ms"),
+    [("BlockedEmbedder", 20), ("NoListEmbedder", 150)],
+)
+async def test_a_late_or_malformed_embedder_leaves_the_turn_to_keywords(
+    api: LocalMessagesAPI, tmp_path: Path, embedder: str, deadline_ms: int
 ) -> None:
+    """An embedder that never answers (past its deadline), or answers something other
+    than a list of vectors (None), has failed: the turn's recall uses keywords, as for
+    one that raises, rather than losing the memories section."""
     cfg = config(
-        memory={"embedder": "tests._embedder:BlockedEmbedder", "embed_deadline_ms": 20},
+        memory={"embedder": f"tests._embedder:{embedder}", "embed_deadline_ms": deadline_ms},
         composer={"deadline_ms": 5000},
     )
     async with frontmind(api, tmp_path, cfg=cfg) as fm:
         await fm.remember("Ingrid is the user's sister")
         composed = await fm.compose("ada", "What does my sister like?")
-        # The keyword hit is shown although the embedder never answered.
+        # The keyword hit is shown although the embedder gave no vector.
         assert "Ingrid" in composed.notification
         assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
 
 
-async def test_an_embedder_that_answers_no_list_leaves_the_turn_to_keywords(
-    api: LocalMessagesAPI, tmp_path: Path
-) -> None:
-    """An embedder that answers something other than a list of vectors (here None)
-    has failed: the turn's recall uses keywords, as for one that raises, rather than
-    losing the memories section."""
-    cfg = config(memory={"embedder": "tests._embedder:NoListEmbedder"})
-    async with frontmind(api, tmp_path, cfg=cfg) as fm:
-        await fm.remember("Ingrid is the user's sister")
-        composed = await fm.compose("ada", "What does my sister like?")
-        assert "Ingrid" in composed.notification
-        assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
-
-
-async def test_an_embedder_that_answers_no_vectors_at_startup_is_a_settings_error(
-    api: LocalMessagesAPI, tmp_path: Path
-) -> None:
-    cfg = config(memory={"embedder": "tests._embedder:NoVectorsEmbedder"})
-    with pytest.raises(SettingsError, match=r"NoVectorsEmbedder.*list of vectors"):
-        async with frontmind(api, tmp_path, cfg=cfg):
-            pass
-
-
+@pytest.mark.parametrize(
+    ("embedder", "said"),
+    [
+        ("NoVectorsEmbedder", "list of vectors"),  # an answer that is no list of vectors
+        ("BrokenEmbedder", "the embeddings service is down"),  # it raised
+    ],
+)
 async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
-    api: LocalMessagesAPI, tmp_path: Path
+    api: LocalMessagesAPI, tmp_path: Path, embedder: str, said: str
 ) -> None:
-    cfg = config(memory={"embedder": "tests._embedder:BrokenEmbedder"})
-    with pytest.raises(SettingsError, match=r"BrokenEmbedder.*the embeddings service is down"):
+    cfg = config(memory={"embedder": f"tests._embedder:{embedder}"})
+    with pytest.raises(SettingsError, match=rf"{embedder}.*{said}"):
         async with frontmind(api, tmp_path, cfg=cfg):
             pass
 
