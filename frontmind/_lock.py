@@ -28,8 +28,10 @@ def data_dir_lock(directory: Path) -> Iterator[None]:
     """Hold the directory's lock for the block; `DataDirLocked` if another holds it."""
     path = directory / LOCK_FILE
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # The directory holds every user's conversations: its owner's alone (a directory
+        # that exists keeps the mode its owner gave it).
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise StorageUnavailable(f"cannot open the data directory {directory}: {exc}") from exc
     try:

@@ -39,7 +39,7 @@ import os
 import secrets
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -182,6 +182,14 @@ def _open_connection(path: Path) -> Any:
             conn.close()
             raise
     return conn
+
+
+def _create_private(path: Path) -> None:
+    """Create a new database file readable by its owner alone (SQLite would make it
+    0644 under the usual umask, and its -wal and -shm files take the database's mode);
+    a file that exists keeps the mode its owner gave it."""
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
 
 
 async def _connect(path: Path, *, reader: bool) -> aiosqlite.Connection:
@@ -416,7 +424,9 @@ class SQLiteStorage(SQLStore):
             # copy of SQLite in this process, blind to the store's locks; closing it
             # checkpointed and deleted the live WAL under the store's connections (a
             # daemon backed up through the API died of SIGBUS, or lost its writes).
-            partial.touch(exist_ok=False)  # a path this process cannot write fails here
+            # A path this process cannot write fails here; the copy holds every user's
+            # data (and token digests), so it is its owner's alone, as the store is.
+            partial.touch(mode=0o600, exist_ok=False)
             try:
                 source = DRIVER.connect(str(self.path))
                 try:
@@ -462,7 +472,8 @@ class SQLiteStorage(SQLStore):
         """
         db_path = Path(path)
         try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _create_private(db_path)
             writer = await _connect(db_path, reader=False)
         except (OSError, DRIVER.Error) as exc:
             raise StorageUnavailable(f"cannot open the database at {db_path}: {exc}") from exc

@@ -209,3 +209,30 @@ async def test_backups_under_load_survive_a_killed_daemon(tmp_path: Path) -> Non
     # Taken one after the other under load: each holds at least what the one before held.
     cli = [counts[finished.index(backups / f"cli{n}.db")] for n in range(3)]
     assert cli == sorted(cli)
+
+
+async def test_the_store_its_backup_and_the_data_dir_are_the_owners_alone(
+    tmp_path: Path,
+) -> None:
+    """Under the usual umask (022) the data directory was made 0755 and SQLite made the
+    database 0644 (its WAL and shared memory take its mode), and a backup 0644: every
+    local account could read every user's conversations and token digests. A new data
+    directory is 0700, and the database, its WAL, the lock and a backup are 0600."""
+    data_dir = tmp_path / "new" / "data"
+    backup = tmp_path / "copy.db"
+    old = os.umask(0o022)
+    try:
+        async with daemon(data_dir, "--token", ADMIN) as d:
+            async with d.client(headers=auth(ADMIN)) as c:
+                await ok(await c.post("/v1/memories", json={"text": "a private otter"}), 201)
+                await ok(await c.post("/v1/admin/backup", json={"path": str(backup)}))
+                modes = {
+                    name: stat.S_IMODE((data_dir / name).stat().st_mode)
+                    for name in ("frontmind.db", "frontmind.db-wal", "frontmind.lock")
+                }
+            assert await d.stop() == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+    assert modes == dict.fromkeys(modes, 0o600)
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600

@@ -390,8 +390,9 @@ def _session(history_file: Path | None, colour: bool) -> PromptSession[str]:
     history: History = InMemoryHistory()
     if history_file is not None:
         try:
-            history_file.parent.mkdir(parents=True, exist_ok=True)
-            history_file.touch(exist_ok=True)
+            # What was typed, kept beside the store: its owner's alone, as the store is.
+            history_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            history_file.touch(mode=0o600, exist_ok=True)
             history = FileHistory(str(history_file))
         except OSError:
             pass  # an unwritable data dir: history for this session only
