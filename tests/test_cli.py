@@ -367,3 +367,24 @@ async def test_local_api_serves_the_sdk_and_stops_on_sigterm() -> None:
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):
             assert await process.wait() == 0
+
+
+async def test_the_client_commands_take_the_token_from_the_environment(tmp_path: Path) -> None:
+    """`chat`, `inspect` and `stats --url` took the token only as `--token`: a command
+    line every local account reads in `ps` for as long as a chat runs. FRONTMIND_TOKEN
+    is taken instead, as `serve` takes it; `--token` still wins."""
+    async with daemon(tmp_path / "d", "--token", "admin") as d:
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--continuum", "env", stdin=b"one\n", FRONTMIND_TOKEN="admin"
+        )
+        assert code == 0, err
+        assert "one" in out
+        remote = ("--url", d.url, "--continuum", "env")
+        code, out, err = await run_cli("inspect", *remote, FRONTMIND_TOKEN="admin")
+        assert code == 0, err
+        code, out, err = await run_cli("stats", *remote, FRONTMIND_TOKEN="admin")
+        assert code == 0, err
+        code, _, err = await run_cli("stats", *remote, "--token", "wrong", FRONTMIND_TOKEN="admin")
+        assert code == 2
+        assert "401" in err
+        assert await d.stop() == 0

@@ -348,7 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("chat", help="chat in the terminal (with a daemon, or in-process)")
     data_options(p)
     p.add_argument("--url", default=None, help="a running daemon's base URL")
-    p.add_argument("--token", default=None, help="the daemon's bearer token, if it needs one")
+    p.add_argument(
+        "--token",
+        default=None,
+        help="the daemon's bearer token, if it needs one (or FRONTMIND_TOKEN, kept out of ps)",
+    )
     p.add_argument("--continuum", default="default", help="conversation id (default: default)")
     p.add_argument("--offline", action="store_true", help="in-process: use the local API")
     p.set_defaults(func=cmd_chat)
@@ -360,8 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--token",
             default=None,
-            help="with --url: the bearer token; whose token it is says whose data (--user is "
-            "for the data dir)",
+            help="with --url: the bearer token (or FRONTMIND_TOKEN, kept out of ps); whose "
+            "token it is says whose data (--user is for the data dir)",
         )
 
     p = sub.add_parser("inspect", help="print the context window of the next turn")
@@ -468,7 +472,13 @@ def _usage_error(exc: BaseException) -> str | None:
 def _check_daemon_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """A daemon is asked as the token's user (`--url`, `--token`); the data dir as
     `--user`. Mixing them would answer for someone else than asked, silently."""
-    if not hasattr(args, "url") or not hasattr(args, "user"):
+    if not hasattr(args, "url"):
+        return
+    if args.url and not args.token:
+        # A command line is every local account's to read (`ps`) for as long as a chat
+        # runs: the token may come from the environment instead, as `serve` takes it.
+        args.token = os.environ.get("FRONTMIND_TOKEN") or None
+    if not hasattr(args, "user"):
         return
     if args.url and args.user is not None:
         parser.error("--user is for the data dir: with --url, the token says whose data")
