@@ -174,6 +174,9 @@ async def test_non_loopback_needs_a_token(tmp_path: Path) -> None:
     )
     assert code == 2
     assert "requires a token" in err
+    # Every way the README gives to supply one, not only two of them.
+    for way in ("--token", "--token-file", "FRONTMIND_TOKEN", "token_file"):
+        assert way in err
     assert "Traceback" not in err
     async with daemon(tmp_path, "--host", "0.0.0.0", "--token", "s3cret") as d:
         url = d.url.replace("0.0.0.0", "127.0.0.1")

@@ -271,7 +271,8 @@ async def _serve(
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"binding to {host}, which is not a loopback address, requires a token: "
-            "pass --token or set FRONTMIND_TOKEN"
+            "pass --token or --token-file, set FRONTMIND_TOKEN, or set [server] token "
+            "or token_file in the config"
         )
     grace = config.server.grace_seconds
     async with Frontmind.open(data_dir, config, offline=offline) as fm:
