@@ -417,7 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("users", help="add or list the users the daemon accepts tokens of")
+    p = sub.add_parser(
+        "users", help="add, list, rotate or delete the users the daemon accepts tokens of"
+    )
     users = p.add_subparsers(dest="users_command", required=True, metavar="ACTION")
     add = users.add_parser("add", help="add a user and print its token (shown once)")
     data_options(add)
