@@ -379,7 +379,8 @@ class Frontmind:
 
     async def add_user(self, name: str) -> str:
         """Add a user and return its bearer token. The token is shown this once: only its
-        SHA-256 digest is stored. `UserExists` if the name is taken."""
+        SHA-256 digest is stored. If the name is taken, `UserExists` (a `StorageError`:
+        the daemon's 409); if it is malformed or `default`, `InvalidInput`."""
         token = new_token()
         await self.storage.add_user(name, token_digest(token))
         return token
@@ -460,7 +461,7 @@ class Frontmind:
     ) -> tuple[ContinuumModel, ModelChoice]:
         """Choose the continuum's model settings; each None falls back to `[model]`.
 
-        Refused (`InvalidModelSettings`) when the model would refuse them: thinking
+        Refused (`InvalidInput`: the daemon's 400) when the model would refuse them: thinking
         budget not below max_tokens, a thinking mode the model lacks, and so on.
         """
         given = {
