@@ -23,11 +23,15 @@ __all__ = [
 
 
 class TurnStarted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.started"):
+    """The turn holds its slot and has begun: the first event of every turn that runs."""
+
     turn_id: str
     continuum_id: str
 
 
 class TextDelta(msgspec.Struct, frozen=True, tag_field="event", tag="text.delta"):
+    """A piece of the reply's text, as it streams."""
+
     text: str
 
 
@@ -41,12 +45,17 @@ class ThinkingDelta(msgspec.Struct, frozen=True, tag_field="event", tag="thinkin
 
 
 class ToolStarted(msgspec.Struct, frozen=True, tag_field="event", tag="tool.started"):
+    """The model called a tool: its call id, its name and its input as JSON text."""
+
     id: str
     name: str
     input_json: str
 
 
 class ToolFinished(msgspec.Struct, frozen=True, tag_field="event", tag="tool.finished"):
+    """A tool call's result (`is_error`: it raised, timed out or got bad input), as the
+    model receives it."""
+
     id: str
     name: str
     is_error: bool
@@ -60,6 +69,10 @@ class Timings(msgspec.Struct, frozen=True):
 
 
 class TurnCompleted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.completed"):
+    """The turn is committed: the reply's text, its usage summed over its model calls,
+    timings in ms, each section's status, the API's cache miss reason, its warnings and
+    why the reply stopped. The last event of a turn that succeeded."""
+
     turn_id: str
     text: str
     usage: TurnUsage
@@ -74,6 +87,10 @@ class TurnCompleted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.co
 
 
 class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
+    """The turn failed or was cancelled (nothing of it is in the history): the error's one
+    type string (`busy`, `shutting_down`, `model_overloaded`, ...) and its message. The
+    last event of a turn that did not complete."""
+
     type: str
     message: str
     turn_id: str | None = None

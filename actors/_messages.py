@@ -93,6 +93,9 @@ class SystemSection(msgspec.Struct, frozen=True):
 
 
 class Composed(msgspec.Struct, frozen=True):
+    """The context a turn would get (`Frontmind.compose`): the system sections, the
+    notification center's text, each section's status and the composer's warnings."""
+
     system: tuple[SystemSection, ...]
     notification: str  # "" when the notification center is empty
     sections: tuple[SectionStatus, ...]

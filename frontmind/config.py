@@ -163,6 +163,9 @@ class RuntimeConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
 
 
 class Config(Settings, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The whole configuration, `frontmind.toml` decoded: every table is a field here
+    (`config.model`, `config.cache`, ...), each with the defaults the README gives."""
+
     server: ServerConfig = ServerConfig()
     documents: DocumentsConfig = DocumentsConfig()
     storage: StorageConfig = StorageConfig()

@@ -122,6 +122,10 @@ class Message(msgspec.Struct, frozen=True, gc=False):
 
 
 class TurnUsage(msgspec.Struct, frozen=True):
+    """A turn's (or a model call's) tokens as the API reports them: uncached input
+    (`input_tokens`), cache writes (split by TTL) and reads, output, and server tool
+    requests. `+` adds two."""
+
     input_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
@@ -239,6 +243,8 @@ class ContinuumModel(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
 
 
 class Continuum(msgspec.Struct, frozen=True):
+    """A conversation: its id, when it began and last took a turn, and its message count."""
+
     id: str
     created_at: Instant
     history_start: int
@@ -259,6 +265,8 @@ class Segment(msgspec.Struct, frozen=True):
 
 
 class Reminder(msgspec.Struct, frozen=True):
+    """A reminder: its text, when it is due (or None), and when it was completed (or None)."""
+
     id: int
     text: str
     due_at: Instant | None
@@ -268,6 +276,8 @@ class Reminder(msgspec.Struct, frozen=True):
 
 
 class Memory(msgspec.Struct, frozen=True):
+    """A long-term memory: its text, importance (0 to 1), expiry, source segment and uses."""
+
     id: int
     text: str
     created_at: Instant
@@ -278,6 +288,8 @@ class Memory(msgspec.Struct, frozen=True):
 
 
 class MemoryHit(msgspec.Struct, frozen=True):
+    """A memory found by `search_memories`, with its ranking score."""
+
     memory: Memory
     score: float
 
@@ -292,6 +304,8 @@ class MessageHit(msgspec.Struct, frozen=True):
 
 
 class Document(msgspec.Struct, frozen=True):
+    """A document of the user's system prompt, by its label."""
+
     label: str
     content: str
     updated_at: Instant

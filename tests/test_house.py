@@ -269,6 +269,15 @@ def test_every_export_exists_and_nothing_private_is_exported(module: object) -> 
         assert not name.startswith("_") or name == "__version__", name
 
 
+def test_every_public_class_of_frontmind_says_what_it_is() -> None:
+    """`help(frontmind.TurnError)` shows Frontmind's own docstring, not the one a class
+    inherits (msgspec.Struct's, which documents msgspec's options)."""
+    for name in frontmind.__all__:
+        exported = getattr(frontmind, name)
+        if isinstance(exported, type):
+            assert (exported.__dict__.get("__doc__") or "").strip(), name
+
+
 def test_the_readme_lists_the_public_api() -> None:
     readme = (ROOT / "README.md").read_text()
     for name in [*EXPORTS[frontmind], *frontmind.localapi.__all__]:
