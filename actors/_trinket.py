@@ -58,7 +58,7 @@ class Trinket:
 
     `render` runs once per turn under the composer's deadline; if it is late its result
     is kept for the next turn. Text that comes from outside the program should be escaped
-    with `actors.escape_text` / `actors.escape_field`.
+    with `frontmind.escape_text` / `frontmind.escape_field`.
     """
 
     async def render(self, turn: Turn) -> str:
