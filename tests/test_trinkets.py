@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -17,7 +17,8 @@ from actors._trinkets import (
     MemoriesTrinket,
     RemindersTrinket,
 )
-from storage import DEFAULT_USER, SQLiteStorage
+from actors._trinkets._timefmt import relative
+from storage import DEFAULT_USER, SQLiteStorage, moment
 from tests._factories import turn as stored_turn
 
 pytestmark = pytest.mark.anyio
@@ -40,6 +41,17 @@ async def storage(tmp_path: Path) -> AsyncIterator[SQLiteStorage]:
 async def test_datetime_in_the_users_zone_to_the_minute() -> None:
     text = await DateTimeTrinket().render(at(NOW))
     assert text == "Current date and time: Monday, 30 November 2026, 14:05 (Europe/Oslo, UTC+01:00)"
+
+
+def test_a_time_stored_to_the_microsecond_reads_as_asked() -> None:
+    """ "In 10 minutes" from a clock with a fraction of a second, stored at the
+    microsecond, is 599.9999995 s away: it read "in 9 minutes" about a third of the
+    time (a reminder's tool result told the model the wrong time)."""
+    for fraction in range(0, 1_000_000, 7_919):
+        now = 1_795_000_000 + fraction / 1_000_000 + 0.000_000_3
+        due = datetime.fromtimestamp(now, UTC) + timedelta(minutes=10)
+        assert relative(moment(due.timestamp()), now) == "in 10 minutes"
+        assert relative(now - 600.000_000_4, now) == "10 minutes ago"
 
 
 async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteStorage) -> None:

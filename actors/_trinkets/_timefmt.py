@@ -20,7 +20,9 @@ def local(when: datetime | float, tz: str) -> datetime:
 
 def relative(target: datetime | float, now: datetime | float) -> str:
     delta = seconds(target) - seconds(now)
-    apart = abs(delta)
+    # To the second first: a time stored at the microsecond, "in 10 minutes" from a
+    # float clock, is 599.9999995 s away and would read "in 9 minutes".
+    apart = round(abs(delta))
     if apart < 60:
         return "now"
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
