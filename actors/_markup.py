@@ -7,14 +7,19 @@ of "═" or its header. Escaping makes `<`, `>` and `&` inert; neutralizing make
 lookalike of the frame plain, whatever its spelling:
 
 - characters are compared after Unicode NFKC normalization and case folding, with a
-  small table of Cyrillic, Greek and small-capital homoglyphs, so fullwidth
-  "ＮＯＴＩＦＩＣＡＴＩＯＮ", "𝐍𝐎𝐓𝐈𝐅𝐈𝐂𝐀𝐓𝐈𝐎𝐍" or a Cyrillic "О" match too;
+  small table of Cyrillic, Greek and small-capital homoglyphs and of the letters and
+  digits that pass for the header's letters (0 for O; 1 and l for I; 3 for E; 4 for A;
+  7 for T), so fullwidth "ＮＯＴＩＦＩＣＡＴＩＯＮ", "𝐍𝐎𝐓𝐈𝐅𝐈𝐂𝐀𝐓𝐈𝐎𝐍", a Cyrillic "О",
+  "N0TIFICATI0N" or "NOTlFlCATlON" match too (punctuation standing for a letter, as
+  "NOT!F!CAT!ON", is not matched: it is read as spacing between letters);
 - format characters (zero-width space, bidi controls, soft hyphen, …) are removed,
   except the zero-width (non-)joiners that emoji and Indic scripts need; the header is
   matched across those too, and across any punctuation or spacing between its letters
   ("N O T I F I C A T I O N  C E N T E R");
 - the header, however spelled, becomes the plain lower-case "notification center";
-- every box-drawing and block character, and the line glyphs ▬ ▭ ⎯ ⏤ 〓, becomes "=";
+- every box-drawing and block character, every character of Symbols for Legacy
+  Computing (U+1FB00..U+1FBFF: its line, block and mosaic glyphs; its segmented digits
+  normalize to digits and stay), and the line glyphs ▬ ▭ ⎯ ⏤ 〓, becomes "=";
   a run of four or more dashes of any kind (— ― – ‒ ⸺ …) becomes as many "-".
 
 It is a pure function of its input and idempotent, so the same text always gives the
@@ -52,6 +57,9 @@ _HOMOGLYPHS = str.maketrans(
         # Latin small capitals and dotless i
         "ᴀ": "a", "ᴄ": "c", "ᴇ": "e", "ꜰ": "f", "ɪ": "i", "ɴ": "n", "ᴏ": "o", "ʀ": "r",
         "ᴛ": "t", "ı": "i",
+        # Letters and digits that pass for the header's letters
+        "0": "o", "ø": "o", "1": "i", "l": "i", "ǀ": "i", "ӏ": "i", "ɩ": "i", "3": "e",
+        "ɛ": "e", "4": "a", "ɑ": "a", "7": "t", "ƒ": "f", "г": "r",
     }
 )  # fmt: skip
 
@@ -66,7 +74,8 @@ def _fold(char: str) -> str:
 
 def _is_rule(char: str) -> bool:
     return any(
-        "\u2500" <= c <= "\u259f" or c in _LINE_GLYPHS for c in unicodedata.normalize("NFKC", char)
+        "\u2500" <= c <= "\u259f" or "\U0001fb00" <= c <= "\U0001fbff" or c in _LINE_GLYPHS
+        for c in unicodedata.normalize("NFKC", char)
     )
 
 
@@ -110,8 +119,19 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 # only ASCII punctuation or spacing between them (the skeleton's characters are letters
 # and digits already).
 _GAP = r"[^0-9A-Za-z\x80-\U0010ffff]*"
+
+
+def _letter(letter: str) -> str:
+    """The header's letter and the ASCII letters and digits that fold to it ("[o0]")."""
+    stands_for = "".join(c for c in map(chr, range(128)) if c.isalnum() and _fold(c) == letter)
+    return f"[{stands_for}]"
+
+
 _FOLDED_HEADER = re.compile(
-    _GAP.join("notificationcent") + _GAP + f"(?:e{_GAP}r|r{_GAP}e)", re.IGNORECASE | re.ASCII
+    _GAP.join(map(_letter, "notificationcent"))
+    + _GAP
+    + "(?:{e}{gap}{r}|{r}{gap}{e})".format(e=_letter("e"), r=_letter("r"), gap=_GAP),
+    re.IGNORECASE | re.ASCII,
 )
 
 
