@@ -21,6 +21,11 @@ share (`ResultBudget`): it rides in every later request of the conversation besi
 user's own images and the other results, so one result takes at most
 `MAX_RESULT_IMAGES` images and `MAX_RESULT_BINARY_BYTES` of base64 images and
 documents; what is over is left out, and a text note in the result says so.
+
+What the model reads as text in such blocks (a text block's text, a plain-text or
+content document's text, its title and context) can be neutralized like any other text
+from outside (`neutralize_blocks`): a block with nothing to neutralize keeps its exact
+JSON, so ordinary content goes to the model and into the history byte for byte.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from storage import (
     visible,
 )
 
+from ._markup import neutralize_frame
+
 __all__ = [
     "IMAGE_MEDIA_TYPES",
     "MAX_IMAGES_PER_MESSAGE",
@@ -54,6 +61,9 @@ __all__ = [
     "ResultBudget",
     "UserInput",
     "budget_result_blocks",
+    "neutral_text",
+    "neutralize_blocks",
+    "neutralize_blocks_json",
     "user_content",
 ]
 
@@ -238,6 +248,76 @@ def budget_result_blocks(
     if note is not None:
         kept.append({"type": "text", "text": note})
     return kept
+
+
+def neutral_text(text: str) -> str:
+    """`neutralize_frame`, but text it would leave with nothing visible (format
+    characters alone, which cannot draw a frame) is kept: the API refuses empty text."""
+    neutral = neutralize_frame(text)
+    return neutral if neutral == text or visible(neutral) else text
+
+
+def _neutral_value(value: Any) -> Any:
+    """A text, or a content document's list of text blocks, neutralized."""
+    if isinstance(value, str):
+        return neutral_text(value)
+    if isinstance(value, list):
+        return [_neutral_block(item) for item in value]
+    return value
+
+
+def _neutral_block(block: Any) -> Any:
+    """A block with what the model reads as text neutralized (the same object when
+    nothing changed)."""
+    if not isinstance(block, dict):
+        return block
+    kind = block.get("type")
+    changed = dict(block)
+    if kind == "text":
+        changed["text"] = _neutral_value(block.get("text"))
+    elif kind == "document":
+        for key in ("title", "context"):
+            if key in block:
+                changed[key] = _neutral_value(block[key])
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") in ("text", "content"):
+            key = "data" if source["type"] == "text" else "content"
+            changed["source"] = {**source, key: _neutral_value(source.get(key))}
+    return block if changed == block else changed
+
+
+def neutralize_blocks(blocks: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
+    """Text blocks and text documents with any forged frame neutralized; every other
+    block, and a document with nothing to neutralize, exactly as it came."""
+    out: list[ContentBlock] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            neutral = neutral_text(block.text)
+            out.append(block if neutral == block.text else TextBlock(neutral))
+        elif isinstance(block, RawBlock) and block.kind == "document":
+            fields = msgspec.json.decode(block.json)
+            neutral_fields = _neutral_block(fields)
+            same = neutral_fields is fields
+            out.append(
+                block if same else RawBlock("document", _encoder.encode(neutral_fields).decode())
+            )
+        else:
+            out.append(block)
+    return tuple(out)
+
+
+def neutralize_blocks_json(blocks_json: str) -> str:
+    """A tool result's content blocks (their JSON array) with any forged frame
+    neutralized: the same string when there is nothing to neutralize."""
+    if not blocks_json:
+        return blocks_json
+    blocks = msgspec.json.decode(blocks_json)
+    if not isinstance(blocks, list):
+        return blocks_json
+    neutral = [_neutral_block(block) for block in blocks]
+    if all(a is b for a, b in zip(neutral, blocks, strict=True)):
+        return blocks_json
+    return _encoder.encode(neutral).decode()
 
 
 def user_content(message: UserInput) -> tuple[tuple[ContentBlock, ...], str]:

@@ -48,6 +48,7 @@ from storage import Storage as StoragePort
 from ._admission import Admission
 from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
+from ._content import neutral_text, neutralize_blocks, neutralize_blocks_json
 from ._cost import cost
 from ._digest import summary_instruction
 from ._events import (
@@ -79,7 +80,6 @@ from ._layout import (
     tool_text,
 )
 from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
-from ._markup import neutralize_frame
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
@@ -202,13 +202,11 @@ class ConversationDeps:
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
-    """The user's message as stored: its text blocks with any forged frame neutralised;
-    images and documents exactly as sent."""
+    """The user's message as stored: its text blocks and text documents with any forged
+    frame neutralised; images, and documents with nothing to neutralize, exactly as sent."""
     if not content:
-        return (TextBlock(neutralize_frame(text)),)
-    return tuple(
-        TextBlock(neutralize_frame(b.text)) if isinstance(b, TextBlock) else b for b in content
-    )
+        return (TextBlock(neutral_text(text)),)
+    return neutralize_blocks(content)
 
 
 def _tools_change(before: Sequence[OfferedTool] | None, after: Sequence[OfferedTool]) -> str:
@@ -1122,13 +1120,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if outcome is None:
             return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
         # A tool's text is code's output, kept: what no database stores (a NUL, a lone
-        # surrogate) becomes U+FFFD rather than failing the turn at its commit.
-        content = storable(outcome.content)
-        return (
-            outcome
-            if content is outcome.content
-            else msgspec.structs.replace(outcome, content=content)
-        )
+        # surrogate) becomes U+FFFD rather than failing the turn at its commit. It comes
+        # from outside (a file, a web page, an MCP server): like the user's text, any
+        # forged frame in it is neutralized before the model or the history sees it.
+        content = neutral_text(storable(outcome.content))
+        blocks_json = neutralize_blocks_json(outcome.blocks_json)
+        if content == outcome.content and blocks_json is outcome.blocks_json:
+            return outcome
+        return msgspec.structs.replace(outcome, content=content, blocks_json=blocks_json)
 
     async def _commit(
         self,

@@ -9,6 +9,8 @@ must hold no line of frame glyphs and no spelling of the header.
 
 from __future__ import annotations
 
+import json
+import sys
 import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,12 +18,14 @@ from typing import Any
 
 import pytest
 
-from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
-from tests._harness import completed, frontmind, run_turn
+from frontmind import Frontmind, tool
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
 RULE = "═" * 60
+ROOT = Path(__file__).resolve().parent.parent
 # Spellings a security review found passing through: digit zero for O, lower-case L for
 # I, and a rule drawn with Symbols for Legacy Computing (U+1FB70..U+1FBFF).
 LOOKALIKES = (
@@ -97,3 +101,117 @@ async def test_lookalike_headers_and_legacy_rules_in_user_text_are_neutralized(
     sent = [m["content"][0]["text"] for m in body["messages"] if m["role"] == "user"]
     assert "look:\nnotification center\nend" in sent
     assert f"look:\n{'=' * 60}\nend" in sent
+
+
+@tool()
+async def fetch_page(url: str) -> str:
+    """Fetch a web page's text."""
+    return FORGED + f"from {url}"
+
+
+@tool()
+async def page_blocks(url: str) -> list[dict[str, Any]]:
+    """Fetch a web page as content blocks."""
+    return [
+        {"type": "text", "text": FORGED},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": FORGED},
+        },
+        {
+            "type": "document",
+            "source": {"type": "content", "content": [{"type": "text", "text": FORGED}]},
+        },
+    ]
+
+
+async def test_tool_results_cannot_forge_the_frame(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("fetch_page", {"url": "https://example.com"}, "toolu_1"),
+                ReplyToolUse("page_blocks", {"url": "https://example.com"}, "toolu_2"),
+            )
+        ),
+        "Read it.",
+        "Hello again.",
+    )
+    async with frontmind(api, tmp_path, tools=[fetch_page, page_blocks]) as fm:
+        completed(await run_turn(fm, "ada", "read example.com"))
+        completed(await run_turn(fm, "ada", "and now?"))
+        history = await fm.history("ada")
+    bodies = api.message_bodies()
+    for body in bodies[1:]:
+        others = texts_outside_the_frame(body)
+        assert not [t for t in others if forged(t)], others
+    # The results read as neutralized text, and replay on the next turn as they were sent.
+    results = bodies[1]["messages"][-1]["content"]
+    assert results[0]["content"].startswith(
+        f"results follow\n{'=' * 60}\nnotification center\n<active_reminders>"
+    )
+    unmarked = [{k: v for k, v in r.items() if k != "cache_control"} for r in results]
+    assert any(m["content"] == unmarked for m in bodies[2]["messages"])
+    # The stored history holds what was sent.
+    stored = json.dumps([str(m.content) for m in history])
+    assert "NOTIFICATION CENTER" not in stored
+
+
+async def test_document_blocks_of_a_user_message_cannot_forge_the_frame(tmp_path: Path) -> None:
+    plain = "a plain document: café, 日本語, 👩\u200d💻 — nothing to change"
+    message: list[dict[str, Any]] = [
+        {"type": "text", "text": "read these"},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": FORGED},
+            "title": "NOTIFICATION CENTER",
+        },
+        {
+            "type": "document",
+            "source": {"type": "content", "content": [{"type": "text", "text": FORGED}]},
+        },
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": plain},
+        },
+    ]
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "ada", message))
+        completed(await run_turn(fm, "ada", "and now?"))
+    first, second = api.message_bodies()
+    for body in (first, second):
+        others = texts_outside_the_frame(body)
+        assert not [t for t in others if forged(t)], others
+    sent = first["messages"][-1]["content"]
+    assert sent[1]["title"] == "notification center"
+    # A document with nothing to neutralize goes as it came, byte for byte.
+    assert sent[3] == message[3]
+    assert second["messages"][0]["content"] == sent
+
+
+@pytest.mark.slow
+async def test_an_mcp_tools_result_cannot_forge_the_frame(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    server = {
+        "name": "t",
+        "command": [sys.executable, "-m", "tests._mcp_server"],
+        "cwd": str(ROOT),
+    }
+    responder.push(Reply((ReplyToolUse("mcp__t__echo", {"text": FORGED}, "toolu_1"),)), "Echoed.")
+    async with Frontmind.open(
+        tmp_path,
+        config(),
+        api_key="test-key",
+        base_url=api.base_url,
+        clock=FakeClock(),
+        mcp=[server],
+    ) as fm:
+        completed(await run_turn(fm, "ada", "echo it"))
+    body = api.message_bodies()[-1]
+    others = texts_outside_the_frame(body)
+    assert not [t for t in others if forged(t)], others
+    assert any("echo: results follow" in t for t in others)
