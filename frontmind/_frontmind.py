@@ -82,7 +82,7 @@ from ._gate import GatedTurn, UserGate
 from ._gc import IdleCollector
 from ._groups import raise_unwrapped
 from ._lock import data_dir_lock
-from ._models import REFRESH_SECONDS, load_catalog, models_api_meet
+from ._models import REFRESH_SECONDS, load_catalog, local_api_rows, models_api_meet
 from ._users import new_token, token_digest
 from .config import Config, custom_tools, custom_trinkets, load_config
 
@@ -271,8 +271,14 @@ class Frontmind:
                         time_to_first_token=config.offline.time_to_first_token_s,
                         tokens_per_second=config.offline.tokens_per_second,
                     )
+                    # It serves the models Frontmind runs with: the config's [[models]]
+                    # rows too (a model they add, a correction), not the shipped file alone.
                     local_api = await stack.enter_async_context(
-                        LocalMessagesAPI(latency=latency, clock=local_api_clock)
+                        LocalMessagesAPI(
+                            latency=latency,
+                            clock=local_api_clock,
+                            models=local_api_rows(catalog, config.models),
+                        )
                     )
                     api_key, base_url = OFFLINE_KEY, local_api.base_url
                 model = AnthropicModel(

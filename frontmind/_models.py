@@ -21,7 +21,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 from importlib import resources
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -43,6 +43,7 @@ __all__ = [
     "MODELS_RESOURCE",
     "REFRESH_SECONDS",
     "load_catalog",
+    "local_api_rows",
     "models_api_meet",
     "shipped_catalog",
 ]
@@ -64,6 +65,17 @@ def shipped_catalog() -> ModelCatalog:
 def load_catalog(patches: Iterable[ModelPatch] = ()) -> ModelCatalog:
     """The shipped catalog with the config's `[[models]]` rows laid over it."""
     return apply_patches(shipped_catalog(), patches)
+
+
+def local_api_rows(catalog: ModelCatalog, patches: Iterable[ModelPatch]) -> list[dict[str, Any]]:
+    """The rows the config's `[[models]]` made, whole, as the local API takes them
+    (`LocalMessagesAPI(models=...)`): offline, it serves the models Frontmind runs with."""
+    rows: dict[str, dict[str, Any]] = {}
+    for patch in patches:
+        row = catalog.lookup(patch.name)
+        if row is not None and row.name == patch.name:
+            rows[row.name] = msgspec.to_builtins(row)
+    return list(rows.values())
 
 
 class _FactsClient(Protocol):

@@ -19,9 +19,9 @@ from actors import (
     decode_catalog,
     row_from_facts,
 )
-from frontmind._models import load_catalog, shipped_catalog
+from frontmind._models import load_catalog, local_api_rows, shipped_catalog
 from frontmind.localapi import MODELS
-from frontmind.localapi._models import MODELS_FILE, RETIRED, load_models
+from frontmind.localapi._models import MODELS_FILE, RETIRED, load_models, served_models
 
 # The facts every row must source (a line in its [model.sources] table).
 FACTS = (
@@ -109,45 +109,48 @@ def test_every_fact_has_a_source_naming_a_reference() -> None:
     assert problems == []
 
 
+# The facts the product and the local API both read from a row.
+SHARED_FACTS = (
+    "context_window",
+    "max_output",
+    "min_cacheable",
+    "system_messages",
+    "thinks_by_default",
+    "prefill",
+    "keeps_previous_thinking",
+    "thinking_types",
+    "thinking_refused_at_effort",
+    "thinking_default",
+    "thinking_display",
+    "sampling_params",
+    "effort_levels",
+    "effort_default",
+    "forced_tool_choice",
+    "input_price",
+    "output_price",
+    "cache_write_5m",
+    "cache_write_1h",
+    "cache_read",
+    "image_input",
+    "pdf_input",
+    "context_management",
+    "reads_thinking_of",
+    "server_tools",
+    "prefix_check",
+)
+
+
 def test_product_and_local_api_agree_on_every_row() -> None:
     catalog = shipped_catalog()
     served, retired = load_models()
     assert retired == catalog.retired == RETIRED
     product_ids = {alias for row in catalog.rows() for alias in (row.name, *row.aliases)}
     assert product_ids == set(served) == set(MODELS)
-    shared = [
-        "context_window",
-        "max_output",
-        "min_cacheable",
-        "system_messages",
-        "thinks_by_default",
-        "prefill",
-        "keeps_previous_thinking",
-        "thinking_types",
-        "thinking_refused_at_effort",
-        "thinking_default",
-        "thinking_display",
-        "sampling_params",
-        "effort_levels",
-        "effort_default",
-        "forced_tool_choice",
-        "input_price",
-        "output_price",
-        "cache_write_5m",
-        "cache_write_1h",
-        "cache_read",
-        "image_input",
-        "pdf_input",
-        "context_management",
-        "reads_thinking_of",
-        "server_tools",
-        "prefix_check",
-    ]
     for name, info in served.items():
         row = catalog.lookup(name)
         assert row is not None
         assert info.canonical == row.name
-        for field in shared:
+        for field in SHARED_FACTS:
             assert getattr(info, field) == getattr(row, field), (name, field)
         assert info.dynamic_server_tools == catalog.dynamic_server_tools
 
@@ -245,6 +248,31 @@ def test_config_rows_correct_and_add_models() -> None:
     assert added is not None
     assert added.context_window == 32_000
     assert shipped_catalog().lookup("claude-opus-4-8").min_cacheable == 1024  # type: ignore[union-attr]
+
+
+def test_the_local_api_serves_the_config_rows_as_the_product_reads_them() -> None:
+    """Offline, the config's `[[models]]` rows reach the local API as data
+    (`local_api_rows`), and it reads every shared fact of them as the product does."""
+    patches = [
+        ModelPatch(name="claude-opus-4-8", min_cacheable=2048, max_output=200_000),
+        ModelPatch(
+            name="claude-local-7",
+            aliases=("claude-local-7-20260101",),
+            context_window=32_000,
+            max_output=4_000,
+            thinking_types=frozenset({"enabled", "disabled"}),
+        ),
+    ]
+    catalog = load_catalog(patches)
+    served = served_models(local_api_rows(catalog, patches))
+    assert set(served) == set(MODELS) | {"claude-local-7", "claude-local-7-20260101"}
+    for name in ("claude-opus-4-8", "claude-local-7", "claude-local-7-20260101"):
+        row = catalog.lookup(name)
+        assert row is not None
+        assert served[name].canonical == row.name
+        for field in SHARED_FACTS:
+            assert getattr(served[name], field) == getattr(row, field), (name, field)
+    assert MODELS["claude-opus-4-8"].max_output == 128_000  # the shipped rows stay as they are
 
 
 def test_a_config_row_may_give_every_field_of_a_data_row() -> None:

@@ -20,6 +20,7 @@ from actors import InvalidModelSettings, SettingsError
 from frontmind import Frontmind
 from frontmind._models import REFRESH_SECONDS
 from storage import SQLiteStorage
+from tests._daemon import daemon, turn
 from tests._harness import FakeClock, config
 from tests._http import read_request, tiny_server
 
@@ -280,6 +281,61 @@ async def test_offline_an_unknown_model_needs_a_config_row(tmp_path: Path) -> No
     async with Frontmind.open(tmp_path / "b", cfg, offline=True) as fm:
         with pytest.raises(InvalidModelSettings, match="from 1 to 8000"):
             await fm.set_model_settings("c1", max_tokens=9_000)
+
+
+async def _one_turn(fm: Frontmind, continuum: str) -> tuple[str, str | None, str]:
+    async for _ in fm.turn(continuum, "hello"):
+        pass
+    (record,) = await fm.turns(continuum, limit=1)
+    return record.status, record.error, record.model
+
+
+async def test_offline_the_local_api_serves_the_config_s_model_rows(tmp_path: Path) -> None:
+    """Offline, the built-in local API serves the models Frontmind runs with: a model a
+    `[[models]]` row adds runs its turns (it answered 404 `model: <name>` on every one),
+    and a correction that raises a known model's max output is taken at turn time too
+    (it was a 400 over the shipped row's 64,000)."""
+    added = {"name": "claude-local-1", "context_window": 200_000, "max_output": 8_000}
+    cfg = config(model={"name": "claude-local-1"}, models=[added])
+    async with Frontmind.open(tmp_path / "a", cfg, offline=True) as fm:
+        assert await _one_turn(fm, "c1") == ("completed", None, "claude-local-1")
+        assert fm.local_api is not None
+        sent = fm.local_api.message_bodies()[-1]
+        assert sent["model"] == "claude-local-1"
+    raised = {"name": "claude-sonnet-4-6", "max_output": 100_000}
+    cfg = config(model={"name": "claude-sonnet-4-6", "max_tokens": 100_000}, models=[raised])
+    async with Frontmind.open(tmp_path / "b", cfg, offline=True) as fm:
+        assert await _one_turn(fm, "c1") == ("completed", None, "claude-sonnet-4-6")
+        assert fm.local_api is not None
+        assert fm.local_api.message_bodies()[-1]["max_tokens"] == 100_000
+
+
+LOCAL_MODEL_CONFIG = """\
+[model]
+name = "claude-local-1"
+
+[[models]]
+name = "claude-local-1"
+context_window = 200000
+max_output = 8000
+"""
+
+
+def _write_config(data_dir: Path, text: str) -> None:
+    (data_dir / "frontmind.toml").write_text(text)
+
+
+async def test_serve_offline_serves_the_config_s_model_rows(tmp_path: Path) -> None:
+    """`frontmind serve --offline` (a child process) with a frontmind.toml whose
+    `[[models]]` row adds the model it runs: its turns complete."""
+    _write_config(tmp_path, LOCAL_MODEL_CONFIG)
+    async with daemon(tmp_path) as d, d.client() as client:
+        events = await turn(client, "alice", "hello there")
+        names = [name for name, _ in events]
+        assert names[-1] == "turn.completed", events[-3:]
+        turns = (await client.get("/v1/continuums/alice/turns")).json()["turns"]
+        assert [(t["status"], t["model"]) for t in turns] == [("completed", "claude-local-1")]
+        assert await d.stop() == 0
 
 
 async def test_the_models_api_s_capabilities_refuse_a_server_tool(tmp_path: Path) -> None:

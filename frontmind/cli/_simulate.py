@@ -61,7 +61,7 @@ from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_messag
 
 from .._exceptions import EdgeError
 from .._frontmind import Frontmind
-from .._models import shipped_catalog
+from .._models import load_catalog, local_api_rows, shipped_catalog
 from ..config import Config
 from ..localapi import (
     DefaultResponder,
@@ -462,7 +462,11 @@ async def simulate_run(
         root = data_dir or Path(scratch)
         edits = None if server_edits is None else dict(server_edits)
         async with LocalMessagesAPI(
-            clock=clock, responder=responder or SameReplies(), context_management=edits
+            clock=clock,
+            responder=responder or SameReplies(),
+            context_management=edits,
+            # the config's [[models]] rows too, as Frontmind offline serves them
+            models=local_api_rows(load_catalog(config.models), config.models),
         ) as api:
             model = AnthropicModel(
                 api_key="offline-simulate", base_url=api.base_url, max_retries=2, timeout=30

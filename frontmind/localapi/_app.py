@@ -6,7 +6,7 @@ import dataclasses
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from ._clock import Clock, MonotonicClock
 from ._context import COMPACT_BETA, CONTEXT_BETA
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
-from ._models import ModelInfo, find_model
+from ._models import MODELS, ModelInfo
 from ._plan import Planned, plan
 from ._prepare import Compaction, Prepared, plan_compaction, prepare
 from ._responder import DefaultResponder, Responder
@@ -86,6 +86,9 @@ class LocalAPIState:
     clock: Clock = field(default_factory=MonotonicClock)
     latency: Latency = field(default_factory=Latency)
     api_key: str | None = None
+    # The models served: the shipped models.toml's, or with rows given as data over them
+    # (`_models.served_models`).
+    models: Mapping[str, ModelInfo] = field(default_factory=lambda: MODELS)
     record_limit: int = 1000
     # The recorded bodies' bytes at most (the newest request is always kept): with a
     # long history a body is hundreds of KB, and a server that runs for hours would
@@ -118,7 +121,7 @@ class LocalAPIState:
 
     def __post_init__(self) -> None:
         self.requests = deque()
-        self.cache = CacheSimulator(self.clock, self.token_counts == "plain")
+        self.cache = CacheSimulator(self.clock, self.token_counts == "plain", self.models)
 
     def record(self, request: RecordedRequest) -> None:
         """Keep the request, and drop the oldest past `record_limit` or `record_bytes`."""
@@ -164,9 +167,9 @@ def _check_headers(request: Request, state: LocalAPIState) -> str:
     return version
 
 
-def _count_max_tokens(model: str) -> int:
+def _count_max_tokens(model: str, models: Mapping[str, ModelInfo]) -> int:
     """count_tokens takes no max_tokens: the model's largest, so no rule on it trips."""
-    info = find_model(model)
+    info = models.get(model)
     return info.max_output if info is not None and info.max_output else _COUNT_MAX_TOKENS
 
 
@@ -468,12 +471,12 @@ def _accept(
     """The request checked, and what its model reads of it (`_prepare.py`)."""
     if decoded.thread is not None:
         raise _thread_error(decoded)
-    parsed, model = validate(decoded, version, beta=beta)
+    parsed, model = validate(decoded, version, beta=beta, models=state.models)
     _check_signatures(parsed, model, state.signer, state.verify_foreign_signatures)
     plain = state.token_counts == "plain"
 
     def count(request: MessagesRequest) -> int:
-        return sum(block.tokens for block in prefix_blocks(request, plain))
+        return sum(block.tokens for block in prefix_blocks(request, state.models, plain))
 
     prepared = prepare(
         parsed, model, betas, state.signer, count, new_account=state.account == "new"
@@ -488,12 +491,13 @@ def count_request_tokens(
     signer: ThinkingSigner,
     verify_foreign: bool = False,
     plain: bool = False,
+    models: Mapping[str, ModelInfo] = MODELS,
 ) -> int:
     """What `count_tokens` answers: the request's input tokens as `usage` would add them
     up (docs: token counting, "the same count a Messages request would report")."""
-    checked, model = validate(request, version, beta=beta)
+    checked, model = validate(request, version, beta=beta, models=models)
     _check_signatures(checked, model, signer, verify_foreign)
-    return sum(block.tokens for block in prefix_blocks(checked, plain))
+    return sum(block.tokens for block in prefix_blocks(checked, models, plain))
 
 
 def _compact(
@@ -537,12 +541,16 @@ def build_app(state: LocalAPIState) -> Starlette:
         except ApiError as error:
             return _error_response(error, request_id)
         parsed = prepared.request
-        blocks = prefix_blocks(parsed, plain)
+        blocks = prefix_blocks(parsed, state.models, plain)
         prompt = sum(block.tokens for block in blocks)
         compaction = _compact(state, prepared, blocks, prompt)
         if compaction is not None:
             # The reply continues on the compacted context (system, tools, the block).
-            blocks = [] if compaction[0].pause else prefix_blocks(compaction[0].context, plain)
+            blocks = (
+                []
+                if compaction[0].pause
+                else prefix_blocks(compaction[0].context, state.models, plain)
+            )
             prompt = sum(block.tokens for block in blocks)
         if prompt > model.context_window:
             # Docs: context windows ("prompt is too long" when the input alone exceeds it).
@@ -591,7 +599,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             parsed = decode_request(body, CountTokensRequest)
             as_messages = MessagesRequest(
                 model=parsed.model,
-                max_tokens=_count_max_tokens(parsed.model),
+                max_tokens=_count_max_tokens(parsed.model, state.models),
                 messages=parsed.messages,
                 system=parsed.system,
                 tools=parsed.tools,
@@ -611,7 +619,7 @@ def build_app(state: LocalAPIState) -> Starlette:
             prepared, _ = _accept(as_messages, version, beta, betas, state)
         except ApiError as error:
             return _error_response(error, request_id)
-        total = sum(block.tokens for block in prefix_blocks(prepared.request, plain))
+        total = sum(block.tokens for block in prefix_blocks(prepared.request, state.models, plain))
         answer: dict[str, Any] = {"input_tokens": total}
         if prepared.applied is not None:
             answer["context_management"] = {"original_input_tokens": prepared.original_tokens}
@@ -622,6 +630,7 @@ def build_app(state: LocalAPIState) -> Starlette:
         try:
             _check_headers(request, state)
             page = model_page(
+                state.models,
                 _page_limit(request.query_params.get("limit", "20")),
                 request.query_params.get("after_id"),
                 request.query_params.get("before_id"),
@@ -634,7 +643,7 @@ def build_app(state: LocalAPIState) -> Starlette:
         request_id = _new_id("req")
         try:
             _check_headers(request, state)
-            info = require_model(request.path_params["model_id"])
+            info = require_model(request.path_params["model_id"], state.models)
         except ApiError as error:
             return _error_response(error, request_id)
         return JSONResponse(model_json(info), headers={"request-id": request_id})

@@ -34,7 +34,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -87,9 +87,9 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 _DEFAULT_MIN_CACHEABLE = 1024
 
 
-def min_cacheable_tokens(model: str) -> int:
-    """The model's minimum cacheable prefix (its row in `_models`; 1,024 for others)."""
-    info = MODELS.get(model)
+def min_cacheable_tokens(model: str, models: Mapping[str, ModelInfo] = MODELS) -> int:
+    """The model's minimum cacheable prefix (its row in `models`; 1,024 for others)."""
+    info = models.get(model)
     return info.min_cacheable if info is not None else _DEFAULT_MIN_CACHEABLE
 
 
@@ -357,9 +357,9 @@ def _message_blocks(index: int, message: MessageParam) -> Iterator[_FlatBlock]:
         yield data, block_weight(block), _ttl(control), _run_kind(block)
 
 
-def flatten(request: MessagesRequest) -> Iterator[_Flat]:
+def flatten(request: MessagesRequest, models: Mapping[str, ModelInfo]) -> Iterator[_Flat]:
     """(section, canonical bytes, tokens, breakpoint TTL, run kind) for every prefix block."""
-    model = MODELS.get(request.model)
+    model = models.get(request.model)
     head, pending = _head(request, model)
     yield from head
     messages = context_messages(request.messages, model, edits_thinking(request))
@@ -471,9 +471,9 @@ class _MessagePrefixes:
 _message_prefixes = _MessagePrefixes(16 * 1024 * 1024)
 
 
-def _messages_context(request: MessagesRequest) -> bytes:
+def _messages_context(request: MessagesRequest, models: Mapping[str, ModelInfo]) -> bytes:
     """What the messages part of the prefix depends on besides the messages themselves."""
-    model = MODELS.get(request.model)
+    model = models.get(request.model)
     thinking = effective_thinking(request.thinking, model is not None and model.thinks_by_default)
     output_format = (request.output_config or {}).get("format")
     return canonical_json(
@@ -484,16 +484,19 @@ def _messages_context(request: MessagesRequest) -> bytes:
 def _plain(
     blocks: Iterator[tuple[str, bytes, float, str | None, str | None]],
     request: MessagesRequest,
+    models: Mapping[str, ModelInfo],
 ) -> Iterator[tuple[str, bytes, float, str | None, str | None]]:
     """The plain count: one token per 4 UTF-8 bytes of a block's text plus 3 per block
     (an image 1,600), nothing for the request's structure. For tests that do token
     arithmetic by hand (`LocalMessagesAPI(token_counts="plain")`)."""
-    texts = _plain_texts(request)
+    texts = _plain_texts(request, models)
     for (section, data, _, ttl, kind), (text, images) in zip(blocks, texts, strict=True):
         yield section, data, (len(text.encode()) + 3) // 4 + 3 + images * IMAGE_TOKENS, ttl, kind
 
 
-def _plain_texts(request: MessagesRequest) -> list[tuple[str, int]]:
+def _plain_texts(
+    request: MessagesRequest, models: Mapping[str, ModelInfo]
+) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for tool in request.tools or ():
         if tool.input_schema is not None:
@@ -505,7 +508,7 @@ def _plain_texts(request: MessagesRequest) -> list[tuple[str, int]]:
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
     out.extend((block.text, 0) for block in system or ())
-    model = MODELS.get(request.model)
+    model = models.get(request.model)
     for message in context_messages(request.messages, model, edits_thinking(request)):
         for block in blocks_of(message):
             out.append(_plain_text(block))
@@ -543,14 +546,17 @@ def _plain_text(block: Any) -> tuple[str, int]:
     return canonical_json(msgspec.to_builtins(block)), 0
 
 
-def prefix_blocks(request: MessagesRequest, plain: bool = False) -> list[PrefixBlock]:
+def prefix_blocks(
+    request: MessagesRequest, models: Mapping[str, ModelInfo], plain: bool = False
+) -> list[PrefixBlock]:
+    """The request's prefix blocks, read as `models` (the served rows) say its model reads."""
     chain = hashlib.blake2b(request.model.encode(), digest_size=16).digest()
-    prefix = _Prefix(chain, _messages_context(request))
+    prefix = _Prefix(chain, _messages_context(request, models))
     if plain:
-        for flat in _plain(flatten(request), request):
+        for flat in _plain(flatten(request, models), request, models):
             prefix.add(*flat)
     else:
-        model = MODELS.get(request.model)
+        model = models.get(request.model)
         head, pending = _head(request, model)
         for flat in head:
             prefix.add(*flat)
@@ -577,9 +583,12 @@ def _place_automatic(request: MessagesRequest, blocks: list[PrefixBlock]) -> Non
 
 
 class CacheSimulator:
-    def __init__(self, clock: Clock, plain: bool = False) -> None:
+    def __init__(
+        self, clock: Clock, plain: bool = False, models: Mapping[str, ModelInfo] = MODELS
+    ) -> None:
         self._clock = clock
         self._plain = plain
+        self._models = models
         self._entries: dict[bytes, _Entry] = {}
 
     def __len__(self) -> int:
@@ -608,7 +617,7 @@ class CacheSimulator:
         """Read what can be read now (refreshing the hit) and plan the writes."""
         now = self._clock.now()
         if blocks is None:
-            blocks = prefix_blocks(request, self._plain)
+            blocks = prefix_blocks(request, self._models, self._plain)
         cumulative: list[int] = []
         running = 0
         for block in blocks:
@@ -630,7 +639,7 @@ class CacheSimulator:
             hit.expires_at = now + hit.ttl
         read = cumulative[read_at] if read_at >= 0 else 0
 
-        minimum = min_cacheable_tokens(request.model)
+        minimum = min_cacheable_tokens(request.model, self._models)
         covered = read
         written = {"5m": 0, "1h": 0}
         writes: list[tuple[bytes, float]] = []

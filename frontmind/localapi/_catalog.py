@@ -8,9 +8,10 @@ and `before_id`, newest first. Every fact comes from the model's row in models.t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ._models import MODELS, ModelInfo
+from ._models import ModelInfo
 
 __all__ = ["model_json", "model_page"]
 
@@ -80,9 +81,12 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
     }
 
 
-def model_page(limit: int, after_id: str | None, before_id: str | None) -> dict[str, Any]:
-    """One page of the list: the rows of models.toml in file order (newest first)."""
-    ids = [name for name, info in MODELS.items() if info.name == info.canonical]
+def model_page(
+    models: Mapping[str, ModelInfo], limit: int, after_id: str | None, before_id: str | None
+) -> dict[str, Any]:
+    """One page of the list: the served rows in file order (newest first; rows given as
+    data after the file's)."""
+    ids = [name for name, info in models.items() if info.name == info.canonical]
     start, end = 0, len(ids)
     if after_id is not None and after_id in ids:
         start = ids.index(after_id) + 1
@@ -91,7 +95,7 @@ def model_page(limit: int, after_id: str | None, before_id: str | None) -> dict[
         start = max(start, end - limit)
     chosen = ids[start:end][:limit]
     return {
-        "data": [model_json(MODELS[name]) for name in chosen],
+        "data": [model_json(models[name]) for name in chosen],
         "has_more": start + len(chosen) < end or (before_id is not None and start > 0),
         "first_id": chosen[0] if chosen else None,
         "last_id": chosen[-1] if chosen else None,

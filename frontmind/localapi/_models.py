@@ -5,17 +5,27 @@ file as the product by path, with this small loader of its own; a test checks th
 views of the file agree. Every fact and its source (the docs page, and what was chosen
 where the docs are unclear) is in the file, beside the row. Names under `[retired]` and
 names in no row answer 404 `not_found_error`, as the API does for unknown and retired
-models.
+models. Rows given as data (`LocalMessagesAPI(models=...)`: Frontmind offline hands it
+its config's `[[models]]` rows) are served beside the file's, over a row of the same name.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODELS", "MODELS_FILE", "RETIRED", "ModelInfo", "find_model", "load_models"]
+__all__ = [
+    "MODELS",
+    "MODELS_FILE",
+    "RETIRED",
+    "ModelInfo",
+    "find_model",
+    "load_models",
+    "served_models",
+]
 
 # frontmind/models.toml: package data beside this package.
 MODELS_FILE = Path(__file__).resolve().parent.parent / "models.toml"
@@ -125,12 +135,26 @@ def _info(
     )
 
 
-def load_models(path: Path = MODELS_FILE) -> tuple[dict[str, ModelInfo], dict[str, str]]:
-    """Every served id (row names and their aliases) and the retired names."""
+def load_models(
+    path: Path = MODELS_FILE, extra: Iterable[Mapping[str, Any]] = ()
+) -> tuple[dict[str, ModelInfo], dict[str, str]]:
+    """Every served id (row names and their aliases) and the retired names. `extra`: rows
+    in the file's `[[model]]` shape, each laid over the file's row of its name (the
+    fields it gives) or added (then it gives `context_window` and `max_output`)."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
+    rows: dict[str, dict[str, Any]] = {row["name"]: row for row in data.get("model", [])}
+    for given in extra:
+        name = given.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a model row without a name: {dict(given)!r}")
+        row = {**rows.get(name, {}), **given}
+        missing = [key for key in ("context_window", "max_output") if key not in row]
+        if missing:
+            raise ValueError(f"model {name!r}: {missing[0]} is required for a new model")
+        rows[name] = row
     groups: dict[str, list[str]] = data.get("thinking_groups", {})
     served: dict[str, ModelInfo] = {}
-    for row in data.get("model", []):
+    for row in rows.values():
         info = _info(
             row, groups, data.get("tool_prompt_tokens", {}), data.get("server_tool_groups", {})
         )
@@ -138,6 +162,12 @@ def load_models(path: Path = MODELS_FILE) -> tuple[dict[str, ModelInfo], dict[st
             served[name] = replace(info, name=name)
     retired: dict[str, str] = data.get("retired", {})
     return served, retired
+
+
+def served_models(extra: Iterable[Mapping[str, Any]] = ()) -> dict[str, ModelInfo]:
+    """The models served with these rows over the shipped file's (`MODELS` if none)."""
+    rows = list(extra)
+    return load_models(extra=rows)[0] if rows else MODELS
 
 
 MODELS, RETIRED = load_models()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 from ._app import LocalAPIState, RecordedRequest, build_app
 from ._clock import Clock, MonotonicClock
 from ._faults import Fault, Latency
+from ._models import served_models
 from ._responder import DefaultResponder, Responder
 from ._serve import serve_local
 
@@ -24,6 +26,10 @@ class LocalMessagesAPI:
     created on or after 2026-08-31, enforced by default on Fable 5.1 and its peers).
     `context_management`: applied to every request that sends none, as a client sending
     it with the beta client would (benchmarks of Frontmind's own requests).
+    `models`: rows in models.toml's `[[model]]` shape served beside the shipped ones, each
+    over the shipped row of its name (the fields it gives) or a new model (then with
+    `context_window` and `max_output`): Frontmind offline passes its config's
+    `[[models]]` rows here.
     """
 
     def __init__(
@@ -37,6 +43,7 @@ class LocalMessagesAPI:
         token_counts: Literal["calibrated", "plain"] = "calibrated",
         account: Literal["new", "old"] = "new",
         context_management: dict[str, Any] | None = None,
+        models: Iterable[Mapping[str, Any]] = (),
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -45,6 +52,7 @@ class LocalMessagesAPI:
             clock=clock or MonotonicClock(),
             latency=latency or Latency(),
             api_key=api_key,
+            models=served_models(models),
             verify_foreign_signatures=verify_foreign_signatures,
             token_counts=token_counts,
             account=account,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
 from ._images import MAX_EDGE_MANY, ImageError, decode_image, max_edge
-from ._models import ModelInfo, find_model
+from ._models import MODELS, ModelInfo
 from ._pdf import PdfError, pdf_tokens
 from ._schema import (
     ASSISTANT_BLOCKS,
@@ -135,10 +135,11 @@ def decode_request(body: bytes, type_: type[_R]) -> _R:
         raise ApiError(400, f"Malformed JSON in the request body: {exc}") from None
 
 
-def require_model(name: str) -> ModelInfo:
+def require_model(name: str, models: Mapping[str, ModelInfo] = MODELS) -> ModelInfo:
+    """The served model of this name (`models`: the rows this server serves)."""
     if not name:
         raise ApiError(400, "model: Field required")
-    model = find_model(name)
+    model = models.get(name)
     if model is None:  # unknown or retired: the API's 404
         raise ApiError(404, f"model: {name}")
     return model
@@ -498,14 +499,18 @@ def _check_breakpoints(request: MessagesRequest) -> None:
 
 
 def validate(
-    request: MessagesRequest, version: str, *, beta: bool = False
+    request: MessagesRequest,
+    version: str,
+    *,
+    beta: bool = False,
+    models: Mapping[str, ModelInfo] = MODELS,
 ) -> tuple[MessagesRequest, ModelInfo]:
     """Return the request with its messages merged and its model, or raise `ApiError`."""
     if not beta:
         for name in BETA_ONLY_FIELDS:
             if getattr(request, name) is not None:
                 raise ApiError(400, f"{name}: Extra inputs are not permitted")
-    model = require_model(request.model)
+    model = require_model(request.model, models)
     if request.max_tokens < 1:
         raise ApiError(400, "max_tokens: must be greater than or equal to 1")
     _check_model_rules(request, model)
