@@ -479,6 +479,62 @@ def test_an_exported_continuum_is_a_script() -> None:
     assert [t.at - START for t in script] == [5.0, 700.0]
 
 
+PNG = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4"
+    "nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
+
+
+def _export_with_an_image_turn(path: Path) -> None:
+    """Five user turns, the third an image alone, as `GET .../messages` exports them."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    contents = [
+        [{"type": "text", "text": "hello"}],
+        [{"type": "text", "text": "look at this"}],
+        [image],
+        [{"type": "text", "text": "what do you see?"}, image],
+        [{"type": "text", "text": "thanks"}],
+    ]
+    messages = []
+    for n, content in enumerate(contents):
+        at = START + 60 * n
+        messages.append({"turn_id": f"t{n}", "role": "user", "created_at": at, "content": content})
+        reply = [{"type": "text", "text": "ok"}]
+        messages.append(
+            {"turn_id": f"t{n}", "role": "assistant", "created_at": at, "content": reply}
+        )
+    path.write_text(json.dumps({"messages": messages}))
+
+
+def test_an_exported_turn_of_an_image_alone_is_a_turn(tmp_path: Path) -> None:
+    _export_with_an_image_turn(tmp_path / "export.json")
+    script = parse_script((tmp_path / "export.json").read_text())
+    assert len(script) == 5
+    assert [b["type"] for b in script[2].message] == ["image"]  # type: ignore[index]
+    assert [b["type"] for b in script[3].message] == ["text", "image"]  # type: ignore[index]
+    assert script[4].message == "thanks"
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_replays_a_turn_of_an_image_alone(tmp_path: Path) -> None:
+    """`frontmind simulate` (a child process) on an export whose third turn is an image
+    alone: it replays five turns, not four (the image turn was dropped unsaid, and the
+    costs shifted), and each layout gets the same replies."""
+    export = tmp_path / "export.json"
+    _export_with_an_image_turn(export)
+    args = ("--ttl", "5m", "--layout", "notification", "--layout", "user_message")
+    code, out, err = await run_cli("simulate", str(export), *args)
+    assert code == 0, err
+    assert out.startswith("5 turns;"), out
+    code, out, err = await run_cli("simulate", str(export), "--json", *args)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [len(row["turns"]) for row in rows] == [5, 5]
+    # The same replies whatever the layout: the same output.
+    assert rows[0]["output_tokens"] == rows[1]["output_tokens"] > 0
+
+
 @pytest.mark.anyio
 @pytest.mark.slow
 async def test_simulate_runs_the_system_message_layout_on_a_model_that_takes_it(

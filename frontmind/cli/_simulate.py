@@ -9,6 +9,8 @@ SCRIPT is JSON Lines, one turn a line: `{"at": "<ISO 8601 with offset>", "messag
 or an exported continuum: one JSON object with the `messages` of
 `GET /v1/continuums/{id}/messages` and, for the turns' start times, the `turns` of
 `GET /v1/continuums/{id}/turns` (without them, each turn's messages' `created_at`).
+An exported turn is replayed with what its user message held: its text, or its blocks
+when it holds an image or a document (a turn of an image alone is a turn too).
 
 Layouts: where the per-turn context (the notification center) goes.
 - notification: the seed's frame, before the current user message (the default);
@@ -56,8 +58,9 @@ from actors import (
     history_entry_after,
     input_cost,
     oracle_plan,
+    user_content,
 )
-from storage import StorageError, TtlChoice, TurnRecord, TurnUsage, check_message
+from storage import StorageError, TtlChoice, TurnRecord, TurnUsage
 
 from .._exceptions import EdgeError
 from .._frontmind import Frontmind
@@ -100,7 +103,7 @@ _LAYOUT_CHURN = frozenset({"system_changed", "tools_changed", "model_changed", "
 
 class ScriptTurn(msgspec.Struct, frozen=True):
     at: float  # POSIX seconds
-    message: str
+    message: str | list[dict[str, Any]]  # text, or the content blocks the turn was given
 
 
 class _Line(msgspec.Struct, forbid_unknown_fields=True):
@@ -237,20 +240,40 @@ def _exported(data: Mapping[str, Any]) -> list[ScriptTurn]:
         turn_id = str(message.get("turn_id", i))
         if turn_id in seen:
             continue  # tool results: part of a turn already taken
-        blocks = message.get("content", [])
-        text = "\n".join(
-            str(b.get("text", ""))
-            for b in blocks
-            if isinstance(b, dict) and b.get("type") == "text"
-        )
-        if not text.strip():
-            continue
+        replayed = _replayed(message.get("content", []))
+        if replayed is None:
+            continue  # tool results: part of a turn (an export without turn ids)
+        if not replayed:
+            raise EdgeError(f"messages[{i}]: a user turn with no text, image or document to replay")
         seen.add(turn_id)
         at = starts.get(turn_id)
         if at is None:
             at = _instant(message.get("created_at"), f"messages[{i}].created_at")
-        script.append(ScriptTurn(at, text))
+        script.append(ScriptTurn(at, replayed))
     return script
+
+
+_TURN_BLOCKS = frozenset({"text", "image", "document"})  # what a turn may be given
+
+
+def _replayed(content: object) -> str | list[dict[str, Any]] | None:
+    """What a user message gives its turn: its text, or its blocks when it holds an
+    image or a document (so a turn of an image alone is replayed, and costs what it
+    did); None for tool results."""
+    if isinstance(content, str):
+        return content if content.strip() else ""
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return None
+    kept = [
+        {k: v for k, v in b.items() if k != "cache_control"}
+        for b in blocks
+        if b.get("type") in _TURN_BLOCKS
+    ]
+    if all(b["type"] == "text" for b in kept):
+        text = "\n".join(str(b.get("text", "")) for b in kept)
+        return text if text.strip() else ""
+    return kept
 
 
 def parse_script(text: str) -> list[ScriptTurn]:
@@ -287,7 +310,7 @@ def parse_script(text: str) -> list[ScriptTurn]:
             raise EdgeError(f"turn {number}: its time is before the previous turn's")
     for number, turn in enumerate(script, start=1):
         try:
-            check_message(turn.message)
+            user_content(turn.message)  # as the turn will check it
         except StorageError as exc:
             raise EdgeError(f"turn {number}: {exc}") from None
     return script
@@ -357,7 +380,10 @@ class SameReplies:
         content: Any = last.content
         if isinstance(content, list) and not any(isinstance(b, ToolResultBlock) for b in content):
             texts = [b for b in content if isinstance(b, TextBlock)]
-            content = texts[-1:] or content
+            media = [i for i, b in enumerate(content) if not isinstance(b, TextBlock)]
+            # A message with an image or a document: its blocks from the first of them on
+            # (the user_message layout's context block comes before them all).
+            content = content[media[0] :] if media else texts[-1:] or content
         messages = [*request.messages[:-1], msgspec.structs.replace(last, content=content)]
         reply = self._inner.respond(msgspec.structs.replace(request, messages=messages))
         blocks = tuple(
