@@ -30,7 +30,9 @@ _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 def _binary_tokens(block: Any) -> int | None:
-    """The estimate of an image or base64 PDF block (decoded JSON), else None."""
+    """The estimate of an image or PDF block (decoded JSON), else None. A document by
+    URL or file id is at least one page (its pages are not known here); the local API
+    counts it so too."""
     if not isinstance(block, dict):
         return None
     kind = block.get("type")
@@ -39,6 +41,8 @@ def _binary_tokens(block: Any) -> int | None:
     source = block.get("source")
     if kind != "document" or not isinstance(source, dict):
         return None
+    if source.get("type") in ("url", "file"):
+        return PDF_PAGE_TOKENS
     if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
         return None
     try:
@@ -48,20 +52,45 @@ def _binary_tokens(block: Any) -> int | None:
     return max(1, len(_PDF_PAGE.findall(pdf))) * PDF_PAGE_TOKENS
 
 
+def _without_binaries(value: Any) -> tuple[Any, int]:
+    """`value` with its image and PDF blocks taken out, wherever they are (a server tool
+    result holds a fetched PDF inside its own content), and those blocks' estimate."""
+    binary = _binary_tokens(value)
+    if binary is not None:
+        return None, binary + BLOCK_FRAMING_TOKENS
+    if isinstance(value, dict):
+        kept: dict[str, Any] = {}
+        total = 0
+        for key, item in value.items():
+            kept[key], tokens = _without_binaries(item)
+            total += tokens
+        return kept, total
+    if isinstance(value, list):
+        items: list[Any] = []
+        total = 0
+        for item in value:
+            rest, tokens = _without_binaries(item)
+            total += tokens
+            if rest is not None:
+                items.append(rest)
+        return items, total
+    return value, 0
+
+
 def _json_tokens(text: str) -> int:
-    """A block's JSON (or a tool result's array of blocks) as tokens: images and PDFs
-    by what the API counts for them, never by the length of their base64 data."""
-    if '"base64"' not in text:
+    """A block's JSON (or a tool result's array of blocks) as tokens: images and PDFs,
+    also nested in a server tool result, by what the API counts for them, never by the
+    length of their base64 data nor the few bytes of a URL or a file id."""
+    if '"source"' not in text:  # no image or document block anywhere
         return estimate_tokens(text)
     decoded: Any = msgspec.json.decode(text)
     blocks = decoded if isinstance(decoded, list) else [decoded]
     total = 0
     for block in blocks:
-        binary = _binary_tokens(block)
-        if binary is None:
-            total += estimate_tokens(msgspec.json.encode(block).decode())
-        else:
-            total += binary + BLOCK_FRAMING_TOKENS
+        rest, binary = _without_binaries(block)
+        if rest is not None:
+            total += estimate_tokens(msgspec.json.encode(rest).decode())
+        total += binary
     return total
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import anyio
 import pytest
 
@@ -23,6 +24,7 @@ from actors import (
     ToolStarted,
     TurnStarted,
 )
+from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
 from frontmind import Frontmind, TurnStream
 from frontmind.localapi import (
     Latency,
@@ -34,7 +36,7 @@ from frontmind.localapi import (
     ScriptedResponder,
     StatusFault,
 )
-from storage import DEFAULT_USER, TextBlock, ToolResultBlock, ToolUseBlock
+from storage import DEFAULT_USER, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from tests._harness import (
     FakeClock,
     cache_marks,
@@ -433,6 +435,74 @@ async def test_a_pdf_is_budgeted_by_its_pages_not_its_base64(
     assert start == 0, "nothing was trimmed"
     last = api.message_bodies()[-1]
     assert last["messages"][0]["content"][0]["type"] == "document"
+
+
+def _fetched_pdf_message(pdf: str) -> Message:
+    """An assistant message with a web fetch of a PDF, as the API returns it (web fetch
+    tool docs: the PDF is a base64 document inside the result's own content)."""
+    url = "https://example.com/scan.pdf"
+    use = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_fetch",
+        "input": {"url": url},
+    }
+    result = {
+        "type": "web_fetch_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": {
+            "type": "web_fetch_result",
+            "url": url,
+            "retrieved_at": "2026-11-30T09:00:00Z",
+            "content": {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": pdf},
+                "citations": {"enabled": True},
+            },
+        },
+    }
+    blocks = (
+        RawBlock("server_tool_use", json.dumps(use)),
+        RawBlock("web_fetch_tool_result", json.dumps(result)),
+    )
+    return Message("assistant", (*blocks, TextBlock("It says 4242.")))
+
+
+def test_a_pdf_a_server_tool_fetched_is_budgeted_by_its_pages() -> None:
+    """A one-page PDF of 160 KB base64 inside a `web_fetch_tool_result` is one page to
+    the API, as the same PDF sent as a document is: it was counted by the length of its
+    base64 (40,000 tokens), and pushed the history out of its budget."""
+    pdf = _one_page_pdf(120_000)
+    fetched = message_tokens(_fetched_pdf_message(pdf))
+    source = {"type": "base64", "media_type": "application/pdf", "data": pdf}
+    sent = message_tokens(
+        Message("user", (RawBlock("document", json.dumps({"type": "document", "source": source})),))
+    )
+    assert sent >= PDF_PAGE_TOKENS
+    assert sent <= fetched < sent + 200  # the page, the URL and the result's few fields
+
+
+async def test_documents_by_url_or_file_are_budgeted_at_least_as_the_api_counts(
+    api: LocalMessagesAPI, client: anthropic.AsyncAnthropic, tmp_path: Path
+) -> None:
+    """A document by URL or by file id is at least a page to the API (the local API
+    counts one page): the history budget counted the few bytes of its JSON."""
+    documents: list[dict[str, Any]] = [
+        {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+        {
+            "type": "document",
+            "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"},
+        },
+    ]
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", [*documents, {"type": "text", "text": "read"}]))
+        stored = (await fm.history("c1"))[0]
+        model = fm.config.model.name
+    sent = api.message_bodies()[-1]["messages"][-1]
+    assert [b["type"] for b in sent["content"]] == ["document", "document", "text"]
+    counted = await client.messages.count_tokens(model=model, messages=[sent])
+    assert counted.input_tokens > 2 * 1_000  # a page each
+    assert message_tokens(stored) >= counted.input_tokens
 
 
 # -- failures ------------------------------------------------------------------------------------
