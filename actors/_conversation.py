@@ -368,8 +368,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 await self._refresh()
             except StorageError as exc:
                 # The database is out of reach (restarting, cut off): this turn's error,
-                # as when its commit fails; not a crash of the continuum's actor.
-                yield TurnError(error_type(exc), str(exc), message.turn_id)
+                # as when its commit fails; not a crash of the continuum's actor. Its
+                # events and record as for any turn that failed (every turn leaves one).
+                turn = self._turn(message.turn_id, message.text)
+                run = _TurnRun(turn, self._id, self._deps.settings.model.name, self._deps.clock())
+                yield TurnStarted(turn.turn_id, self._id)
+                kind = error_type(exc)
+                await self._record_unfinished(run, "failed", f"{kind}: {exc}")
+                yield TurnError(kind, str(exc), message.turn_id)
                 return
             async with aclosing(self._run(message)) as events:
                 async for event in events:
@@ -929,6 +935,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             await self._commit(state, record, tail, new_start, run.effects)
             state.tools = tools
         except (FrontmindError, KernelError) as exc:
+            if isinstance(exc, StorageError):
+                # The store failed or refused the commit (the continuum moved on under
+                # this turn): the loaded history may no longer be the store's, so the
+                # next turn reads it again (kept, a refused commit refused every turn).
+                self._state = None
             kind = error_type(exc)
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
             yield TurnError(kind, str(exc), turn.turn_id)

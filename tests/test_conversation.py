@@ -37,6 +37,7 @@ from frontmind.localapi import (
     StatusFault,
 )
 from storage import DEFAULT_USER, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from tests._factories import turn as stored_turn
 from tests._harness import (
     FakeClock,
     cache_marks,
@@ -526,6 +527,25 @@ async def test_an_api_failure_is_told_apart_from_an_overload(
             error = failed(await run_turn(fm, "c1", "hello"))
             assert error.type == "model_overloaded"
             assert said in error.message
+
+
+async def test_a_refused_commit_leaves_the_next_turn_to_read_the_history_again(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """A commit refused because the continuum moved on under the turn (here, a turn
+    written beside the loaded actor) must not refuse every later turn: the actor kept
+    its loaded history, whose message count no longer matched the store's."""
+    async with frontmind(api, tmp_path) as fm:
+        completed(await run_turn(fm, "c1", "first"))
+        beside = stored_turn("c1", "t-beside", at=fm._clock() + 1, user_text="beside")
+        assert await fm.storage.commit_turn(DEFAULT_USER, beside)
+        refused = failed(await run_turn(fm, "c1", "second"))
+        assert refused.type == "storage_unavailable"
+        assert "moved on" in refused.message
+        completed(await run_turn(fm, "c1", "third"))  # read again from the store
+        history = await fm.history("c1")
+    users = [m.text() for m in history if m.role == "user"]
+    assert users == ["first", "beside", "third"]
 
 
 async def test_mid_stream_error_before_text_is_retried_once(

@@ -333,13 +333,15 @@ async def test_a_turn_while_the_database_is_down_is_told_so_and_the_replica_reco
         assert (await turn(ca, "down", "before"))[-1][0] == "turn.completed"
         pg_server.stop("fast")
         try:
-            name, data = (await turn(ca, "down", "while down"))[-1]
+            events = await turn(ca, "down", "while down")
+            name, data = events[-1]
             # A preview too: the storage's 503, not a 500 from a crashed actor.
             preview = await ca.get("/v1/continuums/down/context", params={"message": "hi"})
         finally:
             pg_server.start()
         assert name == "error", data
         assert data["type"] == "storage_unavailable", data
+        assert events[0][0] == "turn.started"  # its id first, as for any turn
         assert preview.status_code == 503, preview.text
         assert preview.json()["error"]["type"] == "storage_unavailable"
         assert (await turn(ca, "down", "after"))[-1][0] == "turn.completed"
