@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -49,7 +49,7 @@ from storage import (
     visible,
 )
 
-from ._markup import neutralize_frame
+from ._markup import neutralize_frame, spells_header
 
 __all__ = [
     "IMAGE_MEDIA_TYPES",
@@ -62,6 +62,8 @@ __all__ = [
     "UserInput",
     "budget_result_blocks",
     "neutral_text",
+    "neutral_tool_blocks_json",
+    "neutral_tool_text",
     "neutralize_blocks",
     "neutralize_blocks_json",
     "user_content",
@@ -255,6 +257,34 @@ def neutral_text(text: str) -> str:
     characters alone, which cannot draw a frame) is kept: the API refuses empty text."""
     neutral = neutralize_frame(text)
     return neutral if neutral == text or visible(neutral) else text
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a decoded JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+
+
+def neutral_tool_text(text: str) -> str:
+    """A tool's text result: byte for byte (a file's box drawing, a command's table,
+    its format characters: what the tool said, which the model may copy into a file)
+    unless it spells the notification center's header, as a forged frame must; then
+    neutralized whole, as a user's text is."""
+    return neutral_text(text) if spells_header(text) else text
+
+
+def neutral_tool_blocks_json(blocks_json: str) -> str:
+    """A tool result's content blocks (their JSON array): as they came unless a text in
+    them spells the header (`neutral_tool_text`); then neutralized as a user's blocks are."""
+    if not blocks_json or not any(map(spells_header, _strings(msgspec.json.decode(blocks_json)))):
+        return blocks_json
+    return neutralize_blocks_json(blocks_json)
 
 
 def _neutral_value(value: Any) -> Any:

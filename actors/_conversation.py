@@ -48,7 +48,12 @@ from storage import Storage as StoragePort
 from ._admission import Admission
 from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
-from ._content import neutral_text, neutralize_blocks, neutralize_blocks_json
+from ._content import (
+    neutral_text,
+    neutral_tool_blocks_json,
+    neutral_tool_text,
+    neutralize_blocks,
+)
 from ._cost import cost
 from ._digest import summary_instruction
 from ._events import (
@@ -1132,10 +1137,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
         # A tool's text is code's output, kept: what no database stores (a NUL, a lone
         # surrogate) becomes U+FFFD rather than failing the turn at its commit. It comes
-        # from outside (a file, a web page, an MCP server): like the user's text, any
-        # forged frame in it is neutralized before the model or the history sees it.
-        content = neutral_text(storable(outcome.content))
-        blocks_json = neutralize_blocks_json(outcome.blocks_json)
+        # from outside (a file, a web page, an MCP server): one that spells the
+        # notification center's header, as a forged frame must, is neutralized before
+        # the model or the history sees it; any other is kept byte for byte.
+        content = neutral_tool_text(storable(outcome.content))
+        blocks_json = neutral_tool_blocks_json(outcome.blocks_json)
         if content == outcome.content and blocks_json is outcome.blocks_json:
             return outcome
         return msgspec.structs.replace(outcome, content=content, blocks_json=blocks_json)

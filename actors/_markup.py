@@ -33,7 +33,14 @@ import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
-__all__ = ["FRAME_RULE", "HEADER", "escape_field", "escape_text", "neutralize_frame"]
+__all__ = [
+    "FRAME_RULE",
+    "HEADER",
+    "escape_field",
+    "escape_text",
+    "neutralize_frame",
+    "spells_header",
+]
 
 HEADER = "NOTIFICATION CENTER"
 FRAME_RULE = "═" * 60
@@ -172,6 +179,12 @@ def _neutralize_header(text: str) -> str:
         done = end
     pieces.append(text[done:])
     return "".join(pieces)
+
+
+def spells_header(text: str) -> bool:
+    """Whether `text` spells the notification center's header, in any of the ways
+    `neutralize_frame` reads (lookalikes, spacing, case)."""
+    return _neutralize_header(text) != text
 
 
 def neutralize_frame(text: str) -> str:

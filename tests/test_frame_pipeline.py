@@ -20,6 +20,7 @@ import pytest
 
 from frontmind import Frontmind, tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from storage import ToolResultBlock
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
@@ -157,6 +158,32 @@ async def test_tool_results_cannot_forge_the_frame(
     # The stored history holds what was sent.
     stored = json.dumps([str(m.content) for m in history])
     assert "NOTIFICATION CENTER" not in stored
+
+
+TREE = "\ufeffsrc\n├── a.py\n└── b.py\ncol1 │ col2\n─────┼─────\nשלום\u200f world"
+
+
+@tool()
+async def list_files(path: str) -> str:
+    """A command's output: box drawing, a BOM, a direction mark."""
+    return TREE
+
+
+async def test_a_tools_ordinary_output_reaches_the_model_byte_for_byte(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """Output that spells no header cannot pass for the frame: a `tree`, a table, a
+    file's BOM reach the model as the tool said them (the model may copy them into a
+    file). Neutralizing every tool result turned them into `===` and dropped marks."""
+    api, responder = script
+    responder.push(Reply((ReplyToolUse("list_files", {"path": "src"}, "toolu_1"),)), "Done.")
+    async with frontmind(api, tmp_path, tools=[list_files]) as fm:
+        completed(await run_turn(fm, "ada", "list src"))
+        history = await fm.history("ada")
+    (result,) = api.message_bodies()[1]["messages"][-1]["content"]
+    assert result["content"] == TREE
+    stored = [b for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+    assert [b.content for b in stored] == [TREE]
 
 
 async def test_document_blocks_of_a_user_message_cannot_forge_the_frame(tmp_path: Path) -> None:
