@@ -375,8 +375,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 # The database is out of reach (restarting, cut off): this turn's error,
                 # as when its commit fails; not a crash of the continuum's actor. Its
                 # events and record as for any turn that failed (every turn leaves one).
-                turn = self._turn(message.turn_id, message.text)
-                run = _TurnRun(turn, self._id, self._deps.settings.model.name, self._deps.clock())
+                turn, run = self._new_run(message)
                 yield TurnStarted(turn.turn_id, self._id)
                 kind = error_type(exc)
                 await self._record_unfinished(run, "failed", f"{kind}: {exc}")
@@ -718,6 +717,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             delimiter=delimiter(settings.composer.frame),
         )
 
+    def _new_run(self, message: RunTurn) -> tuple[Turn, _TurnRun]:
+        """The turn a `RunTurn` asks for, and what it gathers for its record."""
+        turn = self._turn(message.turn_id, message.text)
+        return turn, _TurnRun(turn, self._id, self._deps.settings.model.name, self._deps.clock())
+
     def _turn(self, turn_id: str, text: str) -> Turn:
         settings = self._deps.settings
         return Turn(turn_id, self._id, text, self._deps.clock(), settings.timezone, self._user)
@@ -834,8 +838,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _run(self, message: RunTurn) -> AsyncGenerator[TurnEvent, None]:
         deps = self._deps
-        turn = self._turn(message.turn_id, message.text)
-        run = _TurnRun(turn, self._id, deps.settings.model.name, deps.clock())
+        turn, run = self._new_run(message)
         try:
             yield TurnStarted(turn.turn_id, self._id)
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
@@ -1142,7 +1145,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # the model or the history sees it; any other is kept byte for byte.
         content = neutral_tool_text(storable(outcome.content))
         blocks_json = neutral_tool_blocks_json(outcome.blocks_json)
-        if content == outcome.content and blocks_json is outcome.blocks_json:
+        if content is outcome.content and blocks_json is outcome.blocks_json:
             return outcome
         return msgspec.structs.replace(outcome, content=content, blocks_json=blocks_json)
 

@@ -936,10 +936,9 @@ class TurnStream:
         except Busy as exc:
             # Refused at the door: nothing of it composed, sent or stored, but its record
             # says so, written by the background worker (the refusal answers at once).
-            error = f"{error_type(exc)}: {exc}"
-            record = self._turn_record("cancelled", None, error, run)
-            with suppress(KernelError):  # the worker's mailbox full: the refusal stands
-                self._engine._background.tell(TurnDropped(self._user, record))
+            self._record_later(
+                self._turn_record("cancelled", None, f"{error_type(exc)}: {exc}", run)
+            )
             raise
         self._run = run
         self._engine._streams.add(self)
@@ -1140,11 +1139,15 @@ class TurnStream:
         unstarted = self._run is not None and self._events is None and self._ending is None
         self._close(ended=False)
         if unstarted:
-            record = self._turn_record(
-                "cancelled", None, "cancelled: the caller dropped the turn before it started"
-            )
-            with suppress(KernelError):  # closing: the instance's close records the rest
-                self._engine._background.tell(TurnDropped(self._user, record))
+            error = "cancelled: the caller dropped the turn before it started"
+            self._record_later(self._turn_record("cancelled", None, error))
+
+    def _record_later(self, record: TurnRecord) -> None:
+        """A record this stream cannot await the write of (a refusal answers at once, a
+        finalizer cannot await): written by the background worker. Its mailbox full, or
+        the instance closing (which records the rest), the record is let go."""
+        with suppress(KernelError):
+            self._engine._background.tell(TurnDropped(self._user, record))
 
     async def _crash_event(self, exc: Exception) -> TurnError:
         """The conversation actor failed (it is restarted): an error event and a record."""

@@ -37,7 +37,7 @@ from ._exceptions import NotFound, SchemaTooNew, StorageUnavailable
 from ._fts import COUNT_CAP, MAX_SELECTIVE_TERMS, ROW_BUDGET, matched_terms
 from ._pg_schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 from ._records import MessageHit
-from ._sql import MEMORY, Connection, SQLStore
+from ._sql import MEMORY, UNEXPIRED, Connection, SQLStore
 from ._time import moment
 
 try:  # an optional dependency: `pip install '.[postgres]'` from the clone
@@ -565,7 +565,7 @@ def _redact(url: str) -> str:
 
 # The cosine of a memory's normalized vector to the normalized query (bound once more).
 _DOT = "(SELECT sum(a * b) FROM unnest(m.vector, ?::real[]) AS t(a, b))"
-_ALIVE = "(m.expires_at IS NULL OR m.expires_at > ?)"
+_ALIVE = UNEXPIRED
 
 
 # pgvector's HNSW index (cosine) answers for the whole table: the user's nearest are

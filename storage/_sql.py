@@ -153,7 +153,7 @@ from ._validation import (
     to_epoch,
 )
 
-__all__ = ["MEMORY", "USER_TABLES", "Connection", "SQLStore"]
+__all__ = ["MEMORY", "UNEXPIRED", "USER_TABLES", "Connection", "SQLStore"]
 
 # Every table holding rows of a user, each with the condition (its one `?` is the user's
 # name) that selects them, in the order deleting a user empties them: a table that
@@ -248,7 +248,12 @@ async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
 
 # An expired memory is never recalled: it waits for no vector either (embedding it would
 # pay the embedder for nothing, again after every change of embedder).
-_UNEXPIRED = "(m.expires_at IS NULL OR m.expires_at > ?)"
+UNEXPIRED = "(m.expires_at IS NULL OR m.expires_at > ?)"
+
+
+async def _embedder_rows(db: Connection) -> list[Any]:
+    """The embedder recorded with the vectors: no row, or one (model, dimensions)."""
+    return await _rows(db, "SELECT model, dimensions FROM vector_model", ())
 
 
 def _at(now: float | None) -> float:
@@ -1053,8 +1058,7 @@ class SQLStore(ABC):
         process sharing the database (a replica) may have started with another one
         since, dropping every vector; this one's would be taken for that embedder's
         and never embedded again."""
-        recorded = await _rows(db, "SELECT model, dimensions FROM vector_model", ())
-        return [tuple(row) for row in recorded] == [self._vector_model]
+        return [tuple(row) for row in await _embedder_rows(db)] == [self._vector_model]
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1359,7 +1363,7 @@ class SQLStore(ABC):
         finding two rows, took them for another embedder's and dropped every vector."""
         if self._LOCK_VECTOR_MODEL:
             await db.execute(self._LOCK_VECTOR_MODEL, ())
-        return await _rows(db, "SELECT model, dimensions FROM vector_model", ())
+        return await _embedder_rows(db)
 
     def _check_vector(self, vector: Sequence[float]) -> tuple[float, ...]:
         """The vector as floats, checked against the embedder in use."""
@@ -1387,7 +1391,7 @@ class SQLStore(ABC):
     ) -> list[Memory]:
         rows = await self._read(
             f"{MEMORY} FROM memories m WHERE m.embedding IS NULL AND m.id > ?"
-            f" AND {_UNEXPIRED} ORDER BY m.id LIMIT {self._LIMIT}",
+            f" AND {UNEXPIRED} ORDER BY m.id LIMIT {self._LIMIT}",
             (check_int64(after, "after"), _at(now), self._limit(limit)),
         )
         return [from_row(Memory, row) for row in rows]
@@ -1395,7 +1399,7 @@ class SQLStore(ABC):
     async def count_memories_without_vectors(self, *, now: float | None = None) -> int | None:
         ((count, recorded),) = await self._read(
             "SELECT (SELECT count(*) FROM memories m WHERE m.embedding IS NULL"
-            f" AND {_UNEXPIRED}), (SELECT count(*) FROM vector_model)",
+            f" AND {UNEXPIRED}), (SELECT count(*) FROM vector_model)",
             (_at(now),),
         )
         return int(count) if recorded else None
