@@ -39,6 +39,7 @@ there is no cache and every search takes sqlite-vec's pass.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
@@ -452,7 +453,7 @@ class VectorCache:
             return False
 
     def first_pass(
-        self, user: str, query: Sequence[float], coarse: int, keep: int
+        self, user: str, query: Sequence[float] | npt.NDArray[np.float32], coarse: int, keep: int
     ) -> list[int] | dict[int, int] | None:
         """One call for a search's common case, in one trip to a worker thread: None
         where the user's vectors are not loaded (their load is started: `ready`); their
@@ -464,6 +465,14 @@ class VectorCache:
         if dirty:
             return dirty
         return self.nearest(user, query, coarse, keep)
+
+    def listed(self, user: str, vector: bytes, coarse: int, keep: int) -> str | None:
+        """`first_pass` as the store's readers call it, an SQL function in the search's
+        own statement (storage/_sqlite.py, `_NEAREST_CACHED`): the vector as stored
+        (float32), the ids as a JSON array; NULL where the pass has no ids to give (the
+        user's vectors not loaded, or dirty ids to read again first)."""
+        near = self.first_pass(user, np.frombuffer(vector, np.float32), coarse, keep)
+        return json.dumps(near) if isinstance(near, list) else None
 
     def loaded(self, user: str, dimensions: int, timeout: float) -> bool:
         """Start the user's load if needed and wait (a thread, up to `timeout`) until
@@ -523,7 +532,7 @@ class VectorCache:
             self._fit()
 
     def nearest(
-        self, user: str, query: Sequence[float], coarse: int, keep: int
+        self, user: str, query: Sequence[float] | npt.NDArray[np.float32], coarse: int, keep: int
     ) -> list[int] | None:
         """The ids of the user's first pass, or None where their entry is gone or not
         ready (the caller takes sqlite-vec's pass)."""

@@ -654,3 +654,33 @@ def test_the_int8_pass_ranks_vectors_of_a_shared_offset_by_their_distance() -> N
         exact = numpy.argsort(-(unit @ (query / numpy.linalg.norm(query))))[:10]
         found += len(set(exact.tolist()) & set(entry.nearest(query, 3_000, 40)))
     assert found >= 190
+
+
+async def test_the_first_pass_runs_inside_the_search_statement(store: SQLiteStorage) -> None:
+    """A loaded user with nothing written since their last search is searched in one
+    statement: the readers' `vector_cache_pass` names the candidates (its status row
+    counts them). Written since, or not loaded: the statement says it could not answer
+    (NULL), and the search takes the whole way, with the same answer as the database."""
+    from storage._shared import encode_vector
+    from storage._sqlite import _NEAREST_CACHED, _STATUS
+
+    rng = random.Random(12)
+    vectors = [[rng.gauss(0, 1) for _ in range(DIMENSIONS)] for _ in range(300)]
+    await _remember(store, DEFAULT_USER, vectors)
+    query = vectors[7]
+
+    async def named() -> Any:
+        args = {"vector": encode_vector(query), "user": DEFAULT_USER, "at": 20.0,
+                "among": "[]", "top": 5, "coarse": 100, "wanted": 45}  # fmt: skip
+        rows = await store._read(_NEAREST_CACHED, args)
+        ((count,),) = [row[7:8] for row in rows if row[8] == _STATUS]
+        return count
+
+    assert await named() is None  # not loaded yet: its load starts
+    assert await _loaded(store)
+    assert await named() == 45
+    fresh = [rng.gauss(0, 1) for _ in range(DIMENSIONS)]
+    (added,) = await _remember(store, DEFAULT_USER, [fresh])
+    assert await named() is None  # a vector written since: read again first
+    assert (await _nearest_ids(store, fresh))[:1] == [added]
+    assert await named() == 45
