@@ -51,6 +51,7 @@ from storage import (
     SegmentJob,
     StorageError,
     TextBlock,
+    TurnRecord,
     backoff,
     check_vector,
 )
@@ -61,15 +62,16 @@ from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
 from ._exceptions import Busy, FrontmindError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
-from ._messages import Drain, MemoriesSurfaced, TurnDropped, Wake
+from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
 from ._recall import Embedder
 
 __all__ = [
     "BackgroundMessage",
     "BackgroundWorker",
     "Drain",
+    "DroppedRecords",
     "MemoriesSurfaced",
-    "TurnDropped",
+    "RecordsWaiting",
     "background_name",
 ]
 
@@ -80,7 +82,56 @@ def background_name() -> str:
     return "background"
 
 
-BackgroundMessage = Wake | Drain | MemoriesSurfaced | TurnDropped
+BackgroundMessage = Wake | Drain | MemoriesSurfaced | RecordsWaiting
+
+# Records waiting for the worker at most (`DroppedRecords`), and the users' text they
+# hold: a burst of refusals is recorded whole, a flood cannot hold memory unbounded.
+DROPPED_RECORDS_MAX = 10_000
+DROPPED_TEXT_MAX = 64 * 1024 * 1024
+
+
+class DroppedRecords:
+    """The records of turns whose streams cannot write them (refused at the door, or
+    dropped unread before their actor took them), waiting for the background worker.
+
+    A buffer, not a message each: a burst of refusals would fill the worker's mailbox,
+    and every record (and memory use counted) after it would be lost. The engine adds
+    to it and tells the worker once (`RecordsWaiting`, `told`); the worker takes them
+    all with that message, with any other it handles, and when it stops. Past its
+    bounds the newest are let go, with a warning.
+    """
+
+    def __init__(self, limit: int = DROPPED_RECORDS_MAX, text: int = DROPPED_TEXT_MAX) -> None:
+        self._limit, self._text_limit = limit, text
+        self._records: list[tuple[str, TurnRecord]] = []
+        self._text = 0
+        self.told = False  # a `RecordsWaiting` is in the worker's mailbox
+        self.let_go = 0  # records past the bounds, since the start
+        self._warned = False  # of letting go, since the worker last took them
+
+    def add(self, user: str, record: TurnRecord) -> None:
+        size = len(record.user_text)
+        if len(self._records) >= self._limit or self._text + size > self._text_limit:
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "%d turn records wait for the background worker: more are let go",
+                    len(self._records),
+                )
+            self.let_go += 1
+            return
+        self._records.append((user, record))
+        self._text += size
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._records)
+
+    def take(self) -> list[tuple[str, TurnRecord]]:
+        records, self._records, self._text = self._records, [], 0
+        self.told = self._warned = False
+        return records
+
 
 # Surfacings (notification centers) counted together at most: one write per user and
 # distinct count (usually one), not one per composition.
@@ -166,7 +217,9 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         lease_seconds: float = LEASE_SECONDS,
         embedder: Embedder | None = None,
         same_cosine: float = SAME_MEANING,
+        dropped: DroppedRecords | None = None,
     ) -> None:
+        self._dropped = DroppedRecords() if dropped is None else dropped
         self._embedder = embedder
         self._same_cosine = same_cosine
         self._storage = storage
@@ -184,7 +237,16 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self._skipped: dict[int, _Skipped] = {}
 
     async def stopped(self) -> None:
+        await self._write_dropped()
         await self._count_surfaced()
+
+    async def _write_dropped(self) -> None:
+        """Write the records waiting in the engine's buffer (`DroppedRecords`)."""
+        for user, record in self._dropped.take():
+            try:
+                await self._storage.record_turn(user, record)
+            except StorageError as exc:  # the turn never started: nothing else is lost
+                log.warning("could not record turn %s: %s", record.turn_id, exc)
 
     async def _count_surfaced(self) -> None:
         """Store the surfacings counted so far (on a wake, a drain, every
@@ -201,11 +263,9 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     log.warning("could not count surfaced memories: %s", exc)
 
     async def handle(self, message: BackgroundMessage) -> int | None:
-        if isinstance(message, TurnDropped):
-            try:
-                await self._storage.record_turn(message.user, message.record)
-            except StorageError as exc:  # the turn never started: nothing else is lost
-                log.warning("could not record turn %s: %s", message.record.turn_id, exc)
+        # With any message: its `RecordsWaiting` may not have found room in the mailbox.
+        await self._write_dropped()
+        if isinstance(message, RecordsWaiting):
             return None
         if isinstance(message, MemoriesSurfaced):
             # Counted later, together: a write while turns compose would make every

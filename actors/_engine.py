@@ -51,7 +51,7 @@ from storage import (
 )
 
 from ._admission import Admission
-from ._background import BackgroundWorker, background_name
+from ._background import BackgroundWorker, DroppedRecords, background_name
 from ._catalog import ModelCatalog, ModelSource
 from ._composer import ComposerActor
 from ._content import UserInput, user_content
@@ -71,7 +71,7 @@ from ._exceptions import Busy, InvalidModelSettings, SettingsError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._mcp import McpHub, McpServer, check_mcp_servers
-from ._messages import Compose, Composed, Drain, Turn, TurnDropped, Wake
+from ._messages import Compose, Composed, Drain, RecordsWaiting, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
@@ -385,6 +385,7 @@ class Engine:
         self._turning: dict[tuple[str, str], int] = {}
         # Continuums whose running turn closed a segment: the worker wakes when it ends.
         self._wake_after: set[tuple[str, str]] = set()
+        self._dropped = DroppedRecords()
         self._background = system.spawn(
             lambda: BackgroundWorker(
                 storage,
@@ -394,6 +395,7 @@ class Engine:
                 clock=clock,
                 embedder=embedder,
                 same_cosine=settings.memory.same_memory_cosine,
+                dropped=self._dropped,
             ),
             name=background_name(),
             mailbox=16,
@@ -519,6 +521,17 @@ class Engine:
             self._background.tell(Wake())
         with suppress(KernelError):
             self._searcher.tell(Wake())
+
+    def record_later(self, user: str, record: TurnRecord) -> None:
+        """A record a turn's stream cannot await the write of (a refusal answers at
+        once, a finalizer cannot await): written by the background worker, told once
+        however many wait (a full mailbox: it takes them with its next message; a
+        stopped one: closing records the rest)."""
+        self._dropped.add(user, record)
+        if self._dropped.waiting and not self._dropped.told:
+            with suppress(KernelError):
+                self._background.tell(RecordsWaiting())
+                self._dropped.told = True
 
     async def run_background(self) -> int:
         """Run every background job due now and return how many ran (done or failed)."""
@@ -1143,11 +1156,7 @@ class TurnStream:
             self._record_later(self._turn_record("cancelled", None, error))
 
     def _record_later(self, record: TurnRecord) -> None:
-        """A record this stream cannot await the write of (a refusal answers at once, a
-        finalizer cannot await): written by the background worker. Its mailbox full, or
-        the instance closing (which records the rest), the record is let go."""
-        with suppress(KernelError):
-            self._engine._background.tell(TurnDropped(self._user, record))
+        self._engine.record_later(self._user, record)
 
     async def _crash_event(self, exc: Exception) -> TurnError:
         """The conversation actor failed (it is restarted): an error event and a record."""

@@ -6,7 +6,7 @@ import time
 
 import msgspec
 
-from storage import DEFAULT_USER, Passage, SectionStatus, TurnRecord
+from storage import DEFAULT_USER, Passage, SectionStatus
 
 __all__ = [
     "Compose",
@@ -15,13 +15,13 @@ __all__ = [
     "Drain",
     "MemoriesSurfaced",
     "Passage",
+    "RecordsWaiting",
     "SectionLate",
     "SectionReply",
     "SystemSection",
     "TrinketMessage",
     "Turn",
     "TurnCommitted",
-    "TurnDropped",
     "TurnStart",
     "Wake",
 ]
@@ -111,13 +111,11 @@ class Drain(msgspec.Struct, frozen=True, tag=True):
     """Run every background job that is due now; the reply is how many ran."""
 
 
-class TurnDropped(msgspec.Struct, frozen=True, tag=True):
-    """The record of a turn its stream cannot write itself: one dropped unread before
-    its actor took it (the finalizer cannot await), or refused at the door (the refusal
-    answers at once). Written by the background worker."""
-
-    user: str
-    record: TurnRecord
+class RecordsWaiting(msgspec.Struct, frozen=True, tag=True):
+    """Records of turns whose streams cannot write them wait in the engine's buffer
+    (`DroppedRecords`): turns refused at the door (the refusal answers at once) and
+    turns dropped unread before their actor took them (a finalizer cannot await). The
+    background worker writes them; one message however many wait."""
 
 
 class MemoriesSurfaced(msgspec.Struct, frozen=True, tag=True):

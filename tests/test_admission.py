@@ -13,12 +13,14 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import httpx2
+import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -35,11 +37,13 @@ from actors import (
     TurnStream,
     validate_settings,
 )
+from actors._background import DroppedRecords
 from frontmind import Frontmind
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._sse import TurnEvents
+from storage import TurnRecord
 from tests._harness import config
 
 pytestmark = pytest.mark.anyio
@@ -276,6 +280,49 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         assert await fm.history("late") == []
         assert fm.admission.refused == 1
         assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+
+
+async def test_a_burst_of_refusals_leaves_every_record(tmp_path: Path) -> None:
+    """Refusals come faster than the background worker writes (here: with no await
+    between them), more of them than its mailbox holds: each refused turn still leaves
+    its record."""
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm:
+        await drain(fm.turn("warm", "hello"), [])  # a measured turn time
+        held: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("long", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # the one slot is taken
+            for i in range(100):
+                with pytest.raises(Overloaded):
+                    await fm.turn(f"late-{i}", f"hello {i}").start()
+            holds.release(0)
+        full(held)
+        await fm.run_background()
+        for i in range(100):
+            (record,) = await fm.turns(f"late-{i}")
+            assert (record.status, record.user_text) == ("cancelled", f"hello {i}")
+            assert record.error is not None
+            assert record.error.startswith("overloaded: ")
+        assert fm.admission.refused == 100
+
+
+def test_records_waiting_for_the_worker_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    """Past its bounds (records, their text) the buffer lets the newest go, warning
+    once per burst; what the worker takes empties it."""
+    at = datetime.now(UTC)
+    record = TurnRecord("t", "c", "cancelled", at, at, "m", "x" * 10)
+    buffer = DroppedRecords(limit=2, text=25)
+    with caplog.at_level(logging.WARNING, logger="frontmind.background"):
+        for _ in range(4):
+            buffer.add("u", record)
+    assert (len(buffer.take()), buffer.let_go, buffer.waiting) == (2, 2, False)
+    assert len([r for r in caplog.records if "let go" in r.getMessage()]) == 1
+    buffer.add("u", record)
+    buffer.add("u", msgspec.structs.replace(record, user_text="y" * 20))  # past the text
+    assert (len(buffer.take()), buffer.let_go) == (1, 3)
 
 
 async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Path) -> None:
