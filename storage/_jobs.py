@@ -5,7 +5,8 @@ A job is written in the same transaction as the turn that made it due (the turn 
 closed a segment), so it survives a restart. A worker claims one atomically; a claim
 not finished within the lease (its worker died) is claimable again. A failure is kept
 (`last_error`) and the job is retried later, with exponential backoff, until
-MAX_ATTEMPTS.
+MAX_ATTEMPTS claims in all, those its worker never finished counted too (a job that
+kills its process is given up, not run at every restart).
 """
 
 from __future__ import annotations

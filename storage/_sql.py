@@ -90,7 +90,7 @@ from ._exceptions import (
     UserExists,
 )
 from ._fts import memory_score, query_terms
-from ._jobs import SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
+from ._jobs import MAX_ATTEMPTS, SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._records import (
     ContextSearch,
     Continuum,
@@ -191,6 +191,10 @@ _CONTINUUM = (
 _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM reminders"
 _SEGMENT_COLUMNS = (
     "s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title, s.first_seq, s.summary"
+)
+# Why a job or search was given up after its claims ran out their lease again and again.
+_INTERRUPTED = (
+    f"interrupted {MAX_ATTEMPTS} times: its worker stopped or lost the lease before it ended"
 )
 _JOB_COLUMNS = (
     "id, owner, kind, continuum_id, payload, state, attempts, next_at, claimed_at,"
@@ -951,6 +955,13 @@ class SQLStore(ABC):
         keys = sorted({job_key(user, cid) for user, cid in (*exclude, *self._leased)})
         among, listed = self._in_list(keys, "text")
         async with self._transaction() as db:
+            # A claim that ran out its lease MAX_ATTEMPTS times (its worker died each
+            # time: a job that kills its process would kill every restart) is given up.
+            await db.execute(
+                "UPDATE jobs SET state = 'failed', finished_at = ?, last_error = ?"
+                " WHERE state = 'running' AND claimed_at <= ? AND attempts >= ?",
+                (now, _INTERRUPTED, now - lease_seconds, MAX_ATTEMPTS),
+            )
             rows = await _rows(
                 db,
                 "UPDATE jobs SET state = 'running', claimed_at = ?, attempts = attempts + 1"
@@ -1115,6 +1126,14 @@ class SQLStore(ABC):
 
     async def claim_search(self, *, now: float, lease_seconds: float) -> ContextSearch | None:
         async with self._transaction() as db:
+            # As for jobs (`claim_job`): interrupted MAX_ATTEMPTS times, it ends, found
+            # nothing, with the reason (its section shows nothing from it).
+            await db.execute(
+                "UPDATE searches SET state = 'done', finished_at = ?, turns_left = 1,"
+                " passages = ?, error = ?"
+                " WHERE state = 'running' AND claimed_at <= ? AND attempts >= ?",
+                (now, encode_passages(()), _INTERRUPTED, now - lease_seconds, MAX_ATTEMPTS),
+            )
             rows = await _rows(
                 db,
                 "UPDATE searches SET state = 'running', claimed_at = ?, attempts = attempts + 1"

@@ -627,6 +627,34 @@ async def test_a_claim_past_its_lease_is_claimable_again(store: Store) -> None:
     assert await store.finish_job(second, now=3062.0)
 
 
+async def test_a_claim_interrupted_again_and_again_is_given_up(store: Store) -> None:
+    """A job (or a search) whose worker dies every time it runs it (one that kills its
+    process would kill every restart) is claimed MAX_ATTEMPTS times, then given up
+    with the reason, not claimed forever."""
+    from storage import MAX_ATTEMPTS
+
+    await closed_segment(store)
+    await store.request_search(DEFAULT_USER, "c1", "harbour", now=3000.0)
+    at = 3000.0
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        job = await store.claim_job(now=at, lease_seconds=60)
+        search = await store.claim_search(now=at, lease_seconds=60)
+        assert job is not None
+        assert search is not None
+        assert (job.attempts, search.attempts) == (attempt, attempt)
+        at += 61  # each worker died holding its claim
+    assert await store.claim_job(now=at, lease_seconds=60) is None
+    assert await store.claim_search(now=at, lease_seconds=60) is None
+    (job,) = await store.jobs(DEFAULT_USER, "c1")
+    assert job.state == "failed"
+    assert job.last_error is not None
+    assert f"interrupted {MAX_ATTEMPTS} times" in job.last_error
+    (search,) = await store.searches(DEFAULT_USER, "c1")
+    assert (search.state, search.passages) == ("done", ())
+    assert search.error is not None
+    assert f"interrupted {MAX_ATTEMPTS} times" in search.error
+
+
 async def test_jobs_of_a_busy_continuum_wait_and_workers_share_the_rest(store: Store) -> None:
     await closed_segment(store)
     await store.enqueue_job(DEFAULT_USER, "segment_summary", "c2", '{"segment_id": 1}', now=100.0)
