@@ -192,6 +192,12 @@ _REMINDER = "SELECT id, text, due_at, created_at, completed_at, origin FROM remi
 _SEGMENT_COLUMNS = (
     "s.id, s.continuum_id, s.started_at, s.ended_at, s.turn_count, s.title, s.first_seq, s.summary"
 )
+_ANOTHER_EMBEDDER = (
+    "the store's vectors are now another embedder's (a process sharing it started with"
+    " another `[memory] embedder`): restart this one with it"
+)
+# How often a shared store's search reads again which embedder the vectors are of.
+EMBEDDER_RECHECK_S = 5.0
 # Why a job or search was given up after its claims ran out their lease again and again.
 _INTERRUPTED = (
     f"interrupted {MAX_ATTEMPTS} times: its worker stopped or lost the lease before it ended"
@@ -364,6 +370,9 @@ class SQLStore(ABC):
         self._dimensions: int | None = None
         # Its name and dimension as recorded with the vectors (`use_embedder`).
         self._vector_model: tuple[str, int] | None = None
+        # Until when (monotonic) the recorded embedder is taken to be still this
+        # store's, in a shared store's searches (`_searched_vectors_ours`).
+        self._ours_until = float("-inf")
 
     # -- the driver -----------------------------------------------------------------
 
@@ -1429,10 +1438,7 @@ class SQLStore(ABC):
         vectors = [(memory, self._check_vector(vector)) for memory, vector in vectors]
         async with self._transaction() as db:
             if not await self._ours(db):
-                raise StorageUnavailable(
-                    "the store's vectors are now another embedder's (a process sharing it"
-                    " started with another `[memory] embedder`): restart this one with it"
-                )
+                raise StorageUnavailable(_ANOTHER_EMBEDDER)
             kept: list[tuple[int, Sequence[float]]] = []
             for memory, vector in vectors:
                 if await _rows(
@@ -1461,12 +1467,28 @@ class SQLStore(ABC):
             raise InvalidInput(f"k must be 0 to {MAX_NEAREST}, not {k}")
         for memory_id in among:
             check_row_id(memory_id, "memory")
+        if self.shared:
+            await self._searched_vectors_ours()
         rows = await self._nearest_rows(user, vector, k, _at(now), among)
         found = sorted(
             ((from_row(Memory, row[:7]), float(row[7])) for row in rows), key=lambda h: -h[1]
         )
         wanted = set(among)
         return [hit for rank, hit in enumerate(found) if rank < k or hit[0].id in wanted]
+
+    async def _searched_vectors_ours(self) -> None:
+        """A shared store's vectors may have become another embedder's since this
+        process started (a replica started with another `[memory] embedder`): this
+        one's query vectors would be compared with the new embedder's. Read again at
+        most every EMBEDDER_RECHECK_S; another embedder's: refused (recall then uses
+        keywords alone, with a warning that says why)."""
+        now = time.monotonic()
+        if now < self._ours_until:
+            return
+        rows = await self._read("SELECT model, dimensions FROM vector_model")
+        if [tuple(row) for row in rows] != [self._vector_model]:
+            raise StorageUnavailable(_ANOTHER_EMBEDDER)
+        self._ours_until = now + EMBEDDER_RECHECK_S
 
     async def mark_memories_used(
         self, user: str, memory_ids: Sequence[int], *, times: int = 1

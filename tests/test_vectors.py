@@ -564,6 +564,13 @@ async def test_a_replica_with_the_replaced_embedder_writes_no_vector(
         assert await old.commit_turn(DEFAULT_USER, write)
         waiting = {m.text for m in await new.memories_without_vectors()}
         assert waiting == {"the user likes tea", "Ingrid"}
+        # Nor search with its vectors against the new embedder's (recall: keywords).
+        await new.set_memory_vectors([(tea, [0.0, 0.0, 1.0])])
+        with pytest.raises(StorageError, match="now another embedder's"):
+            await old.nearest_memories(DEFAULT_USER, [0.0, 0.0, 1.0], k=3)
+        assert [m.text for m, _ in await new.nearest_memories(DEFAULT_USER, [0, 0, 1], k=3)] == [
+            "the user likes tea"
+        ]
 
 
 async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: Store) -> None:
