@@ -139,6 +139,33 @@ async def test_openapi_is_valid_and_describes_every_route(tmp_path: Path) -> Non
         assert "https://" not in page  # no CDN: the page is self-contained
 
 
+async def test_a_malformed_request_is_answered_with_a_described_status(tmp_path: Path) -> None:
+    """Every operation with a body or a path parameter checks it: a body of the wrong
+    shape and a malformed path value are answered 400, a status its description lists."""
+    spec = describe()
+    async with served(tmp_path) as (_, url), httpx2.AsyncClient(base_url=url) as http:
+        for endpoint in ENDPOINTS:
+            described = spec["paths"][endpoint.path][endpoint.method.lower()]["responses"]
+            headers = {"content-type": "application/json"}
+            path = endpoint.path.replace("{continuum_id}", "ada").replace("{name}", "default")
+            path = path.replace("{reminder_id}", "1").replace("{memory_id}", "1")
+            path = path.replace("{label}", "notes")
+            if endpoint.body is not None:
+                answer = await http.request(endpoint.method, path, content=b"[1]", headers=headers)
+                assert answer.status_code == 400, (endpoint.path, answer.text)
+                assert "400" in described, f"{endpoint.method} {endpoint.path}"
+            for param in endpoint.params:
+                if param.where != "path":
+                    continue
+                bad = endpoint.path.replace("{" + param.name + "}", "no%20such!")
+                for other in ("continuum_id", "name", "reminder_id", "memory_id", "label"):
+                    bad = bad.replace("{" + other + "}", "1")
+                body = b"{}" if endpoint.body is not None else None
+                answer = await http.request(endpoint.method, bad, content=body, headers=headers)
+                assert answer.status_code == 400, (bad, answer.text)
+                assert "400" in described, f"{endpoint.method} {endpoint.path}"
+
+
 async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
     async with served(tmp_path) as (fm, url), Client(url) as c:
         events = [e async for e in c.turn("ada", "remind me to water the plants in 10 minutes")]

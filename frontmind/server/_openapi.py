@@ -66,10 +66,13 @@ class Endpoint:
     def statuses(self) -> tuple[int, ...]:
         """Every error status the operation can answer, in order: its own, and those
         every operation of its kind answers. A token is looked up in storage (503 when
-        it is down); a user's writes meet a user being forgotten (429)."""
+        it is down); a user's writes meet a user being forgotten (429); a body and a
+        path parameter are checked (400 when malformed)."""
         auth = {"public": (), "user": (401, 503), "admin": (401, 403, 503)}[self.auth]
         gate = (429,) if self.auth == "user" and self.method != "GET" else ()
-        return tuple(sorted({*self.errors, *auth, *gate, 500}))
+        checked = self.body is not None or any(p.where == "path" for p in self.params)
+        malformed = (400,) if checked else ()
+        return tuple(sorted({*self.errors, *auth, *gate, *malformed, 500}))
 
 
 TAGS = {
