@@ -587,6 +587,13 @@ async def test_a_continuum_given_up_on_is_busy_everywhere_never_a_kernel_error(
         put = await http.put("/v1/continuums/ada/settings", json={"max_tokens": 2048})
         assert put.status_code == 429
         assert put.json()["error"]["type"] == "busy"
+        preview = await http.get("/v1/continuums/ada/context", params={"message": "hi"})
+        assert preview.status_code == 429
+        assert preview.json()["error"]["type"] == "busy"
+        # Each answer is one the operation's description lists.
+        paths = describe()["paths"]
+        assert "429" in paths["/v1/continuums/{continuum_id}/settings"]["put"]["responses"]
+        assert "429" in paths["/v1/continuums/{continuum_id}/context"]["get"]["responses"]
         async with http.stream("POST", "/v1/continuums/ada/turns", json={"message": "hi"}) as r:
             assert r.status_code == 200
             events = [event async for event in sse_events(r)]

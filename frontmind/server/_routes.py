@@ -476,6 +476,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "The Messages API request a turn with `message` would send now (nothing is sent).",
         reply=ModelRequest,
         params=(CONTINUUM, Param("message", "query", _STR, "the would-be user message")),
+        # It asks the continuum's actors (429 when they are busy or given up on for now)
+        # to compose (504 when the composer does not answer).
+        errors=(400, 429, 504),
     ),
     Endpoint(
         "GET",
