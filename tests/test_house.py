@@ -314,6 +314,16 @@ def test_the_local_api_loads_nothing_else_of_the_project() -> None:
     assert not tops & {"actors", "storage", "runtime", "anthropic", "aiosqlite"}, tops
     project = {m for m in loaded if m.startswith("frontmind.")}
     assert all(m.startswith("frontmind.localapi") for m in project), project
+    # The `frontmind local-api` command too, its one-line error for a mistake included.
+    command = (
+        "from frontmind.cli import main\n"
+        "try:\n    main(['local-api', '--host', 'nosuchhost.invalid'])\n"
+        "except SystemExit as exc:\n    assert exc.code == 2, exc.code"
+    )
+    loaded = _loaded_by(command)
+    assert "frontmind.localapi" in loaded
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {"actors", "storage", "runtime", "anthropic", "aiosqlite"}, tops
 
 
 def test_each_room_is_served_to_its_audience() -> None:

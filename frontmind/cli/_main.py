@@ -456,9 +456,11 @@ def _usage_error(exc: BaseException) -> str | None:
     import errno
     import socket
 
-    from storage import FrontmindError
-
-    if isinstance(exc, FrontmindError):
+    # A FrontmindError's class came with storage: if no command loaded storage, `exc` is
+    # none (and `local-api`, which loads nothing else of the project, must not load it
+    # just to ask).
+    root = getattr(sys.modules.get("storage"), "FrontmindError", None)
+    if root is not None and isinstance(exc, root):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"the address is already in use ({exc.strerror}): choose another --port"
