@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import shutil
 import signal
 import subprocess
@@ -338,6 +339,23 @@ def test_each_room_is_served_to_its_audience() -> None:
     # The daemon's server and its console live in the server room, not in the local API.
     assert not (ROOT / "frontmind" / "localapi" / "_asgi.py").exists()
     assert (ROOT / "frontmind" / "server" / "console" / "static" / "app.js").exists()
+
+
+def test_the_command_room_names_every_command() -> None:
+    """`frontmind.cli`'s docstring lists the commands its parser has, all of them."""
+    import argparse
+
+    import frontmind.cli
+    from frontmind.cli._main import build_parser
+
+    (commands,) = (
+        action.choices
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    first = (frontmind.cli.__doc__ or "").split("\n\n")[0]
+    named = set(re.findall(r"[a-z][a-z-]*", first.partition(":")[2]))
+    assert set(commands) <= named, set(commands) - named
 
 
 def test_the_local_api_estimates_tokens_near_frontmind() -> None:
