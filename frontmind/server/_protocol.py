@@ -55,6 +55,8 @@ import h11
 from h11._readers import ChunkedReader
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from actors import Overloaded
+
 from ._guard import DEFAULT_MAX_BODY_BYTES, EDGE_KEY, Cut, EdgeSignal, bearer_token
 from ._shares import Backlogs, Holding, Shares, address_key
 
@@ -220,7 +222,7 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
     busy = _json_response(
         503,
         "Service Unavailable",
-        "overloaded",
+        Overloaded.type,
         "too many open connections (server.max_connections, shared fairly by client "
         "address and token); retry",
         "retry-after: 1\r\n",
