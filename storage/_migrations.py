@@ -305,6 +305,59 @@ _V11 = """
 CREATE INDEX jobs_by_owner ON jobs(owner, id);
 """
 
+# v12: the ids of reminders and memories are never taken again (AUTOINCREMENT). SQLite
+# gave the next insert the highest id plus one, so the newest row's id, once deleted,
+# went to the next one: a retried `DELETE /v1/reminders/12`, or a model's tool call
+# naming a memory it was shown, reached another, newer row. (PostgreSQL's sequences
+# never go back.) Both tables are rebuilt with their rows and ids (so the full-text
+# index of memories stays valid); the counter starts at the highest id stored, the
+# most an older store can know of.
+_V12 = """
+CREATE TABLE reminders_v12 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    text TEXT NOT NULL,
+    due_at REAL,
+    created_at REAL NOT NULL,
+    completed_at REAL,
+    origin TEXT NOT NULL CHECK (origin IN ('user', 'agent')),
+    owner TEXT NOT NULL DEFAULT 'default'
+);
+INSERT INTO reminders_v12 (id, text, due_at, created_at, completed_at, origin, owner)
+    SELECT id, text, due_at, created_at, completed_at, origin, owner FROM reminders;
+DROP TABLE reminders;
+ALTER TABLE reminders_v12 RENAME TO reminders;
+CREATE INDEX reminders_active ON reminders(owner, due_at) WHERE completed_at IS NULL;
+CREATE TABLE memories_v12 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL,
+    importance REAL NOT NULL,
+    owner TEXT NOT NULL DEFAULT 'default',
+    source_segment INTEGER,
+    uses INTEGER NOT NULL DEFAULT 0,
+    embedding BLOB
+);
+INSERT INTO memories_v12
+    (id, text, created_at, expires_at, importance, owner, source_segment, uses, embedding)
+    SELECT id, text, created_at, expires_at, importance, owner, source_segment, uses, embedding
+    FROM memories;
+DROP TABLE memories;
+ALTER TABLE memories_v12 RENAME TO memories;
+CREATE INDEX memories_by_owner ON memories(owner, id);
+CREATE INDEX memories_waiting_for_vector ON memories(id) WHERE embedding IS NULL;
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+END;
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -317,5 +370,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (9, _V9),
     (10, _V10),
     (11, _V11),
+    (12, _V12),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -94,7 +94,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 11
+        assert await store.schema_version() == SCHEMA_VERSION == 12
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -625,6 +625,29 @@ async def test_a_claim_past_its_lease_is_claimable_again(store: Store) -> None:
     assert second.attempts == 2
     assert not await store.fail_job(first, now=3062.0, error="late", retry_at=None)
     assert await store.finish_job(second, now=3062.0)
+
+
+async def test_a_deleted_reminders_or_memorys_id_is_never_given_again(store: Store) -> None:
+    """The newest reminder and memory deleted, the next ones get new ids: a retried
+    delete (or a model's tool call) naming the old id never reaches a newer row."""
+    first = await store.add_reminder(
+        DEFAULT_USER, "water the plants", due_at=None, origin="user", now=10.0
+    )
+    newest = await store.add_reminder(
+        DEFAULT_USER, "call Ada", due_at=None, origin="user", now=11.0
+    )
+    await store.delete_reminder(DEFAULT_USER, newest.id)
+    again = await store.add_reminder(
+        DEFAULT_USER, "feed the cat", due_at=None, origin="user", now=12.0
+    )
+    assert again.id > newest.id > first.id
+    kept = await store.add_memory(DEFAULT_USER, "Ada likes tea", now=10.0)
+    gone = await store.add_memory(DEFAULT_USER, "Ada has a cat", now=11.0)
+    await store.delete_memory(DEFAULT_USER, gone.id)
+    fresh = await store.add_memory(DEFAULT_USER, "Ada plays the cello", now=12.0)
+    assert fresh.id > gone.id > kept.id
+    hits = await store.search_memories(DEFAULT_USER, "cello", now=13.0)
+    assert [h.memory.id for h in hits] == [fresh.id]
 
 
 async def test_a_claim_interrupted_again_and_again_is_given_up(store: Store) -> None:
