@@ -199,6 +199,11 @@ async def decide_memory(
     found = {h.memory.id: h.memory for h in hits}
     if near is None:
         return deduplicate(proposed, list(found.values()), accepted)
+    missed = [memory_id for memory_id in found if memory_id not in {m.id for m, _ in near}]
+    if missed and vector is not None:
+        # A keyword hit beyond the nearest few has a cosine too (when it has a vector):
+        # meaning decides for it, not its words, however many memories are nearer.
+        near = [*near, *await storage.nearest_memories(user, vector, k=0, now=now, among=missed)]
     found.update((memory.id, memory) for memory, _ in near)
     return deduplicate(
         proposed,

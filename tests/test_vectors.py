@@ -705,6 +705,26 @@ async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with
         assert decided == MemoryProposal("ada likes Green Tea", 0.5)  # other meaning
 
 
+async def test_meaning_decides_for_a_keyword_hit_beyond_the_nearest_few(store: Store) -> None:
+    """A stored memory whose words repeat the proposal's but whose meaning does not is
+    kept, whether or not other memories are nearer to the proposal than it: its cosine
+    is read too, and the word-overlap rule is not left to decide for it."""
+    await store.use_embedder("tests:Fixed", 3)
+    garden = await store.add_memory(DEFAULT_USER, "Ada's garden has red roses", now=10.0)
+    await store.set_memory_vectors([(garden, [0.0, 0.0, 1.0])])
+    for i in range(6):  # nearer to the proposal than the garden, not the same meaning
+        drink = await store.add_memory(DEFAULT_USER, f"note {i} on drinks", now=11.0 + i)
+        await store.set_memory_vectors([(drink, [0.0, 1.0, 0.2])])
+    vector = [0.0, 1.0, 1.0]  # cosine 0.71 to the garden, 0.83 to each note
+    near = await store.nearest_memories(DEFAULT_USER, vector, k=5, now=100.0)
+    assert garden.id not in {memory.id for memory, _ in near}
+    proposed = ProposedMemory("Ada's garden has red tea roses", 0.5)  # word overlap 0.86
+    decided = await decide_memory(
+        store, DEFAULT_USER, proposed, [], near, now=100.0, same_cosine=0.9, vector=vector
+    )
+    assert decided == MemoryProposal(proposed.text, 0.5)  # a new memory, no update
+
+
 def test_one_pass_never_stores_two_proposals_of_the_same_meaning() -> None:
     """The proposals of one extraction pass (or the memories one turn stages) are
     compared by meaning too, when both have a vector: not by words alone."""
