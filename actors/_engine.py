@@ -114,6 +114,9 @@ log = logging.getLogger("frontmind.engine")
 # How long leaving a turn early waits for it to wind down (its record written as
 # cancelled): a storage write, normally milliseconds.
 WIND_DOWN_S = 5.0
+# The most of the memories section's deadline a turn's query embedding may take (the
+# default 150 ms of 250): `memory.embed_deadline_ms` is cut to it.
+EMBED_SHARE = 0.6
 
 # A conversation is identified by its user and the user's continuum id: two users may
 # both have a continuum "main", and each gets its own lane.
@@ -261,6 +264,11 @@ def builtin_trinkets(
     t = settings.trinkets
     gap = settings.history.segment_gap_minutes * 60
     embedder = _embedder(settings)
+    # The query's embedding ends inside the section's own deadline, with room left for
+    # the nearest-memories search: a late embedder leaves the turn to keywords rather
+    # than the composer cutting the whole section.
+    section_ms = settings.composer.deadlines.get("relevant_memories", settings.composer.deadline_ms)
+    embed_ms = min(settings.memory.embed_deadline_ms, EMBED_SHARE * section_ms)
     # Rendered once: every continuum's trinkets share the texts, not a copy each.
     guidance, hints = tool_guidance(definitions), tool_hints(definitions)
     entries = [
@@ -283,7 +291,7 @@ def builtin_trinkets(
                 directory=d,
                 embedder=embedder,
                 weight=settings.memory.embedding_weight,
-                embed_deadline=settings.memory.embed_deadline_ms / 1000,
+                embed_deadline=embed_ms / 1000,
             ),
         ),
     ]

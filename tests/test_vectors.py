@@ -37,7 +37,7 @@ from storage import (
 )
 from storage._postgres import _numbered
 from tests._daemon import run_cli
-from tests._embedder import CountingConceptEmbedder
+from tests._embedder import BlockedEmbedder, CountingConceptEmbedder
 from tests._factories import turn
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -667,6 +667,28 @@ async def test_a_late_or_malformed_embedder_leaves_the_turn_to_keywords(
         # The keyword hit is shown although the embedder gave no vector.
         assert "Ingrid" in composed.notification
         assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
+
+
+async def test_the_query_embedding_ends_inside_the_sections_own_deadline(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """`embed_deadline_ms` longer than the memories section's own deadline (here the
+    section's 500 ms of `[composer.deadlines]`) is cut to a share of it: a late
+    embedder leaves the turn to keywords, never the whole section to the composer."""
+    cfg = config(
+        memory={"embedder": "tests._embedder:BlockedEmbedder", "embed_deadline_ms": 60_000},
+        composer={"deadline_ms": 60_000, "deadlines": {"relevant_memories": 500}},
+    )
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.remember("Ingrid is the user's sister")
+        composed = await fm.compose("ada", "What does my sister like?")
+        assert {s.name: s.status for s in composed.sections}["relevant_memories"] == "fresh"
+        assert "Ingrid" in composed.notification
+        # The worker's embedding call waits too: let it go, so the instance closes now
+        # (and the next test's calls wait on an event of their own).
+        release, BlockedEmbedder.release = BlockedEmbedder.release, None
+        assert release is not None
+        release.set()
 
 
 @pytest.mark.parametrize(
