@@ -214,8 +214,11 @@ async def recall(
         except StorageError as exc:
             log.warning("vector recall failed; keywords alone: %s", exc)
             return hits[:limit]
-    best = max((h.score for h in hits), default=0.0)
-    keyword = {h.memory.id: (h.score / best if best > 0 else 0.0) for h in hits}
+    # A hit's score is the whole blend already: its text's relevance alone is the score
+    # over its importance, recency and use, which the blend below applies once.
+    relevance_of = {h.memory.id: h.score / _weight(h.memory, now) for h in hits}
+    best = max(relevance_of.values(), default=0.0)
+    keyword = {i: (r / best if best > 0 else 0.0) for i, r in relevance_of.items()}
     candidates = {h.memory.id: h.memory for h in hits}
     similarity: dict[int, float] = {}
     # A few dozen candidates at most (the keyword hits and the k nearest).
@@ -230,9 +233,11 @@ async def recall(
         )
         if relevance <= 0:
             continue
-        score = memory_score(
-            -relevance, memory.importance, now - memory.created_at.timestamp(), memory.uses
-        )
-        ranked.append(MemoryHit(memory, score))
+        ranked.append(MemoryHit(memory, relevance * _weight(memory, now)))
     ranked.sort(key=lambda h: h.score, reverse=True)
     return ranked[:limit]
+
+
+def _weight(memory: Memory, now: float) -> float:
+    """The ranking's terms beside relevance: importance × recency × use (positive)."""
+    return memory_score(-1.0, memory.importance, now - memory.created_at.timestamp(), memory.uses)

@@ -20,6 +20,7 @@ import pytest
 
 from actors import SettingsError
 from actors._digest import ProposedMemory, decide_memory, deduplicate
+from actors._recall import recall
 from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import (
     DEFAULT_USER,
@@ -34,10 +35,11 @@ from storage import (
     StorageError,
     TurnUsage,
     add_memory_effect,
+    memory_score,
 )
 from storage._postgres import _numbered
 from tests._daemon import run_cli
-from tests._embedder import BlockedEmbedder, CountingConceptEmbedder
+from tests._embedder import BlockedEmbedder, ConceptEmbedder, CountingConceptEmbedder
 from tests._factories import turn
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -725,6 +727,52 @@ async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with
         assert decided == MemoryProposal("ada likes Green Tea", stored.importance, stored.id)
         decided = await decide([(stored, 0.4)], vector=[1.0, 0.0, 0.0])
         assert decided == MemoryProposal("ada likes Green Tea", 0.5)  # other meaning
+
+
+async def test_recall_ranks_by_the_documented_blend(store: Store) -> None:
+    """relevance × (0.75 + 0.5 × importance) × recency × (1 + 0.1 × ln(1 + uses)) with
+    relevance = (1 - w) × keyword / best keyword + w × cosine: importance, recency and
+    uses count once, the keyword term being the text's relevance alone."""
+    await store.use_embedder("tests:Concepts", 4)
+    embedder = ConceptEmbedder()
+    day = 86400.0
+    written = [
+        ("Tea, tea and more tea: the user's tea shelf", 0.0, 0.0),  # old, unimportant
+        ("The user drinks green tea", 1.0, 200 * day),  # recent, important
+        ("Coffee is the user's morning beverage", 0.5, 100 * day),  # no keyword, by meaning
+    ]
+    for text, importance, at in written:
+        memory = await store.add_memory(DEFAULT_USER, text, importance=importance, now=at)
+        (vector,) = await embedder.embed([text])
+        await store.set_memory_vectors([(memory, vector)])
+    await store.mark_memories_used(DEFAULT_USER, [1], times=9)
+    now, query, weight = 230 * day, "which tea do I like?", 0.3
+    (vector,) = await embedder.embed([query])
+    cosines = {
+        m.id: close
+        for m, close in await store.nearest_memories(
+            DEFAULT_USER, vector, k=0, now=now, among=[1, 2, 3]
+        )
+    }
+    found = await store.search_memories(DEFAULT_USER, query, limit=10, now=now)
+
+    def weight_of(memory: Memory) -> float:  # importance × recency × uses
+        return memory_score(
+            -1.0, memory.importance, now - memory.created_at.timestamp(), memory.uses
+        )
+
+    keyword = {h.memory.id: h.score / weight_of(h.memory) for h in found}
+    assert set(keyword) == {1, 2}
+    best = max(keyword.values())
+    hits = await recall(
+        store, DEFAULT_USER, query, limit=5, now=now, embedder=embedder, weight=weight
+    )
+    assert {h.memory.id for h in hits} == {1, 2, 3}
+    for hit in hits:
+        relevance = (1 - weight) * keyword.get(hit.memory.id, 0.0) / best + weight * cosines[
+            hit.memory.id
+        ]
+        assert hit.score == pytest.approx(relevance * weight_of(hit.memory), rel=1e-6)
 
 
 async def test_meaning_decides_for_a_keyword_hit_beyond_the_nearest_few(store: Store) -> None:
