@@ -1046,15 +1046,33 @@ class SQLStore(ABC):
         vector of the new text, when the caller has it, is written and indexed with it."""
         memory = (user, memory_id)
         kept = await self._fitting(db, vector)
+        # The same text (only its importance raised) keeps its vector when no new one
+        # came: it is still the vector of that text.
+        same = kept is None and bool(
+            await _rows(
+                db,
+                "SELECT 1 FROM memories WHERE owner = ? AND id = ? AND text = ?",
+                (*memory, text),
+            )
+        )
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
         if await _rows(
             db,
-            "UPDATE memories SET text = ?, embedding = ?,"
+            "UPDATE memories SET text = ?, embedding = CASE WHEN ? THEN embedding ELSE ? END,"
             " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
             " WHERE owner = ? AND id = ? RETURNING 1",
-            (text, None if kept is None else encode_vector(kept), importance, importance, *memory),
+            (
+                text,
+                same,
+                None if kept is None else encode_vector(kept),
+                importance,
+                importance,
+                *memory,
+            ),
         ):
             await self._count_terms(db, "memory", [text])
+            if same:
+                return
             # The vector of the old text goes with it (without a new one, the memory is
             # embedded in the background); only once the memory is known to be this user's.
             await self._unindex_vectors(db, [memory_id])

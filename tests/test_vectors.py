@@ -449,6 +449,24 @@ async def test_a_vector_given_with_the_text_is_written_in_its_transaction(store:
     assert "the user likes green tea" not in {m.text for m, _ in hits}
 
 
+async def test_an_update_that_keeps_the_text_keeps_its_vector(store: Store) -> None:
+    """The same memory said again with a higher importance and no new vector (the
+    embedder late for `remember`): its text is unchanged, so its vector still is its
+    text's, stays found by meaning, and nothing waits for the worker."""
+    await store.use_embedder("tests:Fixed", 3)
+    tea = await store.add_memory(DEFAULT_USER, "the user likes tea", importance=0.3, now=10.0)
+    await store.set_memory_vectors([(tea, [1.0, 0.0, 0.0])])
+    again = add_memory_effect("the user likes tea", 0.9, now=1000.0, replaces=tea.id)
+    write = msgspec.structs.replace(turn("c1", "t1", at=1000.0), effects=(again,))
+    assert await store.commit_turn(DEFAULT_USER, write)
+    assert [(m.text, m.importance) for m in await store.memories(DEFAULT_USER)] == [
+        ("the user likes tea", 0.9)
+    ]
+    assert await store.count_memories_without_vectors() == 0
+    hits = await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=5, now=2000.0)
+    assert [(m.id, round(s, 5)) for m, s in hits] == [(tea.id, 1.0)]
+
+
 async def test_a_malformed_vector_is_refused_before_anything_is_written(store: Store) -> None:
     await store.use_embedder("tests:Fixed", 2)
     with pytest.raises(InvalidInput, match="finite and not all zeros"):
