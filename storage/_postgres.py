@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -46,6 +47,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     asyncpg = None
 
 __all__ = ["PostgresStorage"]
+
+log = logging.getLogger(__name__)
 
 _DRIVER_ERRORS: tuple[type[Exception], ...] = (
     (OSError,) if asyncpg is None else (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
@@ -430,10 +433,21 @@ class PostgresStorage(SQLStore):
         self._pgvector = await self._pgvector_ready(db)
         if not self._pgvector:
             return
-        if reset:
+        ((half,),) = await db.execute_fetchall("SELECT to_regtype('halfvec') IS NOT NULL", ())
+        if reset or dimensions > _HNSW_MAX_DIMENSIONS[half]:
             for index in _HNSW_INDEXES:
                 await db.execute(f"DROP INDEX IF EXISTS {index}", ())
             await db.execute("ALTER TABLE memories DROP COLUMN IF EXISTS vec", ())
+        if dimensions > _HNSW_MAX_DIMENSIONS[half]:
+            # Wider than pgvector's HNSW index takes: the exact search in SQL.
+            log.warning(
+                "pgvector's HNSW index takes at most %d dimensions, the embedder has %d:"
+                " vector recall reads each of the user's vectors (the exact search)",
+                _HNSW_MAX_DIMENSIONS[half],
+                dimensions,
+            )
+            self._pgvector = False
+            return
         await db.execute(
             f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({dimensions})", ()
         )
@@ -441,7 +455,6 @@ class PostgresStorage(SQLStore):
         await db.execute(
             "UPDATE memories SET vec = vector::vector WHERE vector IS NOT NULL AND vec IS NULL", ()
         )
-        ((half,),) = await db.execute_fetchall("SELECT to_regtype('halfvec') IS NOT NULL", ())
         if half:
             # The full-precision index of a store made under an older pgvector goes.
             await db.execute("DROP INDEX IF EXISTS memories_hnsw", ())
@@ -579,6 +592,8 @@ _ALIVE = UNEXPIRED
 HNSW_EF_SEARCH = 150
 # The index of each kind: over `vector` (full precision), over `halfvec` (half).
 _HNSW_INDEXES = ("memories_hnsw", "memories_hnsw_half")
+# The widest vectors pgvector's HNSW index takes: `vector` (without halfvec), `halfvec`.
+_HNSW_MAX_DIMENSIONS = (2000, 4000)
 _FULL_DISTANCE = "m.vec <=> ?::text::vector"
 
 

@@ -152,6 +152,34 @@ async def test_pgvector_with_halfvec_searches_a_half_precision_index(
             assert similarity == pytest.approx(exact_cosine(by_id[memory.id], query), abs=1e-6)
 
 
+async def test_vectors_wider_than_the_hnsw_index_takes_are_searched_exactly(
+    pgvector_server: PostgresServer,
+) -> None:
+    """pgvector's HNSW index takes at most 4,000 dimensions (halfvec); an embedder of
+    up to 4,096, as the store accepts, starts all the same and is searched exactly in
+    SQL, and a narrower one after it gets its index again."""
+    url = pgvector_server.new_database()
+    rng = random.Random(5)
+    async with await PostgresStorage.open(url) as store:
+        await store.use_embedder("tests:Random", 16)  # an index of 16 dimensions first
+        assert await store.use_embedder("tests:Wide", 4096)
+        assert not store._pgvector
+        vectors: dict[int, list[float]] = {}
+        for i in range(3):
+            memory = await store.add_memory(DEFAULT_USER, f"memory {i}", now=10.0)
+            vectors[memory.id] = [rng.gauss(0, 1) for _ in range(4096)]
+            await store.set_memory_vectors([(memory, vectors[memory.id])])
+        query = [rng.gauss(0, 1) for _ in range(4096)]
+        hits = await store.nearest_memories(DEFAULT_USER, query, k=5, now=20.0)
+        exact = sorted(vectors, key=lambda i: -exact_cosine(vectors[i], query))
+        assert [m.id for m, _ in hits] == exact
+    async with await PostgresStorage.open(url) as store:  # the same embedder again
+        assert not await store.use_embedder("tests:Wide", 4096)
+        assert await store.count_memories_without_vectors() == 0
+        assert await store.use_embedder("tests:Random", 16)
+        assert store._pgvector
+
+
 def exact_cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
