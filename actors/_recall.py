@@ -75,6 +75,10 @@ def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
         embedder = cls()
     except (ImportError, AttributeError) as exc:
         raise SettingsError(f"memory.embedder: cannot load {spec!r}: {exc}") from exc
+    # The embedder is the user's code: whatever building it raises (a key missing from
+    # the environment, a model that cannot load) is a startup error naming it.
+    except Exception as exc:
+        raise SettingsError(f"memory.embedder: {spec!r} could not be built: {exc!r}") from exc
     if not isinstance(embedder, Embedder):
         raise SettingsError(f"memory.embedder: {spec!r} has no async embed(texts) method")
     return embedder

@@ -62,6 +62,14 @@ class BrokenEmbedder:
         raise RuntimeError("the embeddings service is down")
 
 
+class KeylessEmbedder(ConceptEmbedder):
+    """Reads its service's key when built, as the README's hosted embedder does, and
+    finds none (a key missing from the environment)."""
+
+    def __init__(self) -> None:
+        raise KeyError("VOYAGE_API_KEY")
+
+
 class MisdeclaredEmbedder(ConceptEmbedder):
     """Says one dimension more than its vectors have."""
 
