@@ -15,9 +15,12 @@ at the door, without costing the loop anything, in a fair queue:
 So one user's burst (many continuums at once) cannot starve another user's one turn. A
 turn is refused at the door (`Overloaded`, a `Busy`, with `retry_after`) only when its
 expected wait would pass `turns.max_wait_s`: the queue ahead of it in that order, at the
-rate slots have been freed lately. Refused turns cost nothing: no actor is started,
-nothing is composed or stored (a write per refusal would load the store exactly when the
-process is past its capacity); they are counted (`refused`) for the metrics.
+rate slots have been freed lately. Its own continuum's turns ahead of it (running or
+waiting) go one at a time whatever slots are free, so they alone can make the wait too
+long: then it is refused as `Busy` (this continuum's, not the process's state). Refused
+turns cost nothing: no actor is started, nothing is composed or stored (a write per
+refusal would load the store exactly when the process is past its capacity); they are
+counted (`refused`) for the metrics.
 
 Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, where a
 continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
@@ -128,6 +131,14 @@ class Admission:
         # go to the turns ahead of it and then its own.
         return beyond / self.max_active * self.turn_seconds
 
+    def _own_wait(self, user: str, continuum: str) -> float:
+        """Seconds a turn arriving now would wait for its continuum's own turns ahead of
+        it (running or waiting): they go one at a time, however many slots are free, so
+        the slots' rate (`expected_wait`) alone would promise it far too short a wait."""
+        if self.turn_seconds is None:
+            return 0.0  # nothing measured yet: no ground to refuse
+        return self.queued(user, continuum) * self.turn_seconds
+
     def queued(self, user: str, continuum: str) -> int:
         """The continuum's turns waiting or holding a slot."""
         account = self._users.get(user)
@@ -145,6 +156,17 @@ class Admission:
             raise Busy(
                 f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
                 "waiting; retry when one has finished"
+            )
+        own = self._own_wait(user, continuum)
+        if own > self.max_wait_s:
+            self.refused += 1
+            retry = max(1, math.ceil(own - self.max_wait_s))
+            ahead = self.queued(user, continuum)
+            raise Busy(
+                f"continuum {continuum!r} runs its turns one at a time and {ahead} "
+                f"{'is' if ahead == 1 else 'are'} ahead of this one: about {own:.0f} s, over "
+                f"turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
+                retry_after=retry,
             )
         wait = self.expected_wait(user, continuum)
         if wait > self.max_wait_s:

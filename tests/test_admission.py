@@ -325,6 +325,46 @@ def test_records_waiting_for_the_worker_are_bounded(caplog: pytest.LogCaptureFix
     assert (len(buffer.take()), buffer.let_go) == (1, 3)
 
 
+async def test_a_turn_behind_its_own_continuums_turns_is_refused_when_they_take_too_long(
+    tmp_path: Path,
+) -> None:
+    # A continuum's turns go one at a time: with slots free, a turn behind its
+    # continuum's running one still waits for all of it, however fast slots free up.
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=4, max_wait_s=0.000_001) as fm:
+        events: list[TurnEvent] = []
+        await drain(fm.turn("warm", "hello"), events)  # a measured turn time
+        full(events)
+        held: list[TurnEvent] = []
+        other: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("c", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # c's turn holds one of the four slots
+            behind = fm.turn("c", "hello")
+            with pytest.raises(Busy) as caught:
+                await behind.start()
+            beside = fm.turn("d", "hello")  # a slot is free for another continuum
+            await beside.start()
+            tg.start_soon(drain, beside, other)
+            holds.release(0)
+        assert not isinstance(caught.value, Overloaded)  # the continuum's state, a 429
+        assert caught.value.retry_after is not None
+        assert caught.value.retry_after >= 1
+        assert "one at a time" in str(caught.value)
+        assert "max_wait_s" in str(caught.value)
+        full(held)
+        full(other)
+        assert fm.admission.refused == 1
+        await fm.run_background()  # the worker has taken what was sent before
+        records = [r for r in await fm.turns("c") if r.status == "cancelled"]
+        assert [(r.user_text, (r.error or "").split(":")[0]) for r in records] == [
+            ("hello", "busy")
+        ]
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+
+
 async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Path) -> None:
     holds = Holds()
     async with opened(tmp_path, holds, max_active=1) as fm:
