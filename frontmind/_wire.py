@@ -24,6 +24,7 @@ import msgspec
 
 from actors import Cost, McpServerStatus, ModelChoice, ToolsReload
 from storage import (
+    LABEL_PATTERN,
     MAX_ROW_ID,
     Continuum,
     ContinuumModel,
@@ -309,8 +310,10 @@ def _quoting_excerpts(message: str) -> str:
 # item a page held, and a forged one must be refused here (400, naming the cursor), not
 # reach the store. An id or seq (`CursorId`) is a SQLite integer (signed 64-bit) and
 # never negative; a time (`CursorTime`, with the id of its row) is an RFC 3339 instant
-# with its offset; a label is a `str`. The cursor's own length bounds the strings.
+# with its offset; a document's label (`CursorLabel`) is one as labels are written.
+# The cursor's own length bounds the strings.
 CursorId = Annotated[int, msgspec.Meta(ge=0, le=MAX_ROW_ID)]
+CursorLabel = Annotated[str, msgspec.Meta(pattern=f"^{LABEL_PATTERN}$")]
 
 
 class CursorTime(msgspec.Struct, frozen=True, array_like=True):

@@ -79,6 +79,7 @@ from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, enc
 from ._validation import (
     DEFAULT_USER,
     EARLIEST,
+    LABEL_PATTERN,
     LATEST,
     MAX_DOCUMENT_CHARS,
     MAX_MEMORY_CHARS,
@@ -108,6 +109,7 @@ __all__ = [
     "EARLIEST",
     "EPOCH",
     "EXPORT_FORMAT",
+    "LABEL_PATTERN",
     "LATEST",
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",

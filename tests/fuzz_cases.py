@@ -250,6 +250,8 @@ BAD_CURSORS: list[tuple[str, str]] = [
     ("not-base64", "@@@@"),
     ("one-char", "A"),
     ("bad-utf8", _cursor(b'"\xff\xfe"')),
+    ("nul-string", _cursor(b'"\\u0000"')),  # no label, id or time holds a NUL
+    ("not-a-label", _cursor(b'"a b"')),
 ]
 
 QUERIES: list[str] = [

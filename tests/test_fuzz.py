@@ -68,6 +68,8 @@ def problem(case: Case, status: int, content_type: str, body: bytes) -> str | No
         # 30 of them (storage.excerpt; a path 90, a label up to its 64), an echo the run.
         if re.search(r"(.)\1{99}", error["message"]):
             return f"{status} echoes a long input: {error['message'][:120]!r}"
+        if " cursor:" in case.name and "cursor" not in error["message"]:
+            return f"{status} does not name the cursor: {error['message'][:120]!r}"
     return None
 
 

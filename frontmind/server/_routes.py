@@ -50,6 +50,7 @@ from .._wire import (
     BackupDone,
     ContinuumPage,
     CursorId,
+    CursorLabel,
     CursorTime,
     DocumentBody,
     DocumentPage,
@@ -303,7 +304,7 @@ async def delete_memory(request: Request) -> Response:
 
 
 async def list_documents(request: Request) -> Response:
-    limit, after = _page(request, str)
+    limit, after = _page(request, CursorLabel)
     found = await _scoped(request).documents(limit=limit + 1, after=after or "")
     return json_response(DocumentPage(*_one_page(found, limit, lambda d: d.label)))
 
