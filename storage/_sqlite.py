@@ -673,18 +673,25 @@ class SQLiteStorage(SQLStore):
             raise InvalidInput(f"the backup path {shown} names no file")
         if len(os.fsencode(path.name)) > _MAX_FILE_NAME_BYTES:
             raise InvalidInput(f"the backup path {shown} has a file name that is too long")
-        target = path.resolve()
-        live = self.path.resolve()
-        own = {live.name + suffix for suffix in ("", "-wal", "-shm", "-journal")}
-        if target.parent == live.parent and target.name in own:
-            raise InvalidInput(
-                f"the backup path {shown} is the store's own database (or its log):"
-                " back up to another file"
-            )
-        if not target.parent.is_dir():
-            raise InvalidInput(f"the backup path {shown} is in no existing directory")
-        if target.exists() and not target.is_file():
-            raise InvalidInput(f"the backup path {shown} is not a regular file")
+        try:
+            target = path.resolve()
+            live = self.path.resolve()
+            own = {live.name + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+            if target.parent == live.parent and target.name in own:
+                raise InvalidInput(
+                    f"the backup path {shown} is the store's own database (or its log):"
+                    " back up to another file"
+                )
+            if not target.parent.is_dir():
+                raise InvalidInput(f"the backup path {shown} is in no existing directory")
+            if target.exists() and not target.is_file():
+                raise InvalidInput(f"the backup path {shown} is not a regular file")
+        except OSError as exc:
+            # Looking it up failed (a directory's name over the system's limit, one this
+            # process may not search): the path's fault, refused as the copy's would be.
+            if exc.errno not in _PATH_ERRNOS:
+                raise
+            raise InvalidInput(f"the backup path {shown} cannot be used: {exc.strerror}") from None
 
     async def _purge_deleted(self, db: Connection) -> None:
         """FTS5 deletes by marker: a deleted row's words stay in the index's segments

@@ -178,6 +178,8 @@ REFUSED_FIELDS: dict[str, list[tuple[str, bytes]]] = {
         ("proc", b'{"path": "/proc/self/mem"}'),
         ("nul", b'{"path": "/tmp/a\\u0000b"}'),
         ("long-name", b'{"path": "/tmp/' + b"x" * 5000 + b'"}'),
+        ("long-directory", b'{"path": "/tmp/' + b"x" * 300 + b'/x.db"}'),
+        ("long-path", b'{"path": "' + b"/xx" * 2000 + b'/x.db"}'),
         ("no-directory", b'{"path": "/nonexistent/x.db"}'),
     ],
     "/v1/continuums/{continuum_id}/settings": [

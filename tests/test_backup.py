@@ -101,6 +101,7 @@ async def test_a_backup_path_that_names_no_writable_file_is_refused_first(
             (Path("/"), "names no file"),
             (tmp_path / "a\0b.db", "NUL"),
             (tmp_path / ("x" * 300), "too long"),
+            (tmp_path / ("x" * 300) / "b.db", "too long"),  # a directory's name
             (tmp_path / "missing" / "b.db", "no existing directory"),
         ]:
             with pytest.raises(InvalidInput, match=said):
