@@ -46,6 +46,7 @@ from storage import (
     TextBlock,
     check_message,
     check_storable,
+    excerpt,
     visible,
 )
 
@@ -123,6 +124,11 @@ def _check_strings(value: object, where: str) -> None:
             _check_strings(item, f"{where}[{index}]")
 
 
+def _shown(value: object) -> str:
+    """A rejected value as an error quotes it: an excerpt (it may be megabytes)."""
+    return repr(excerpt(value)) if isinstance(value, str) else excerpt(repr(value))
+
+
 def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
     source = fields.get("source")
     if not isinstance(source, dict):
@@ -130,7 +136,9 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
     source_type = source.get("type")
     if source_type not in _SOURCES[kind]:
         allowed = ", ".join(sorted(_SOURCES[kind]))
-        raise InvalidInput(f"{where}.source.type: must be one of {allowed}, not {source_type!r}")
+        raise InvalidInput(
+            f"{where}.source.type: must be one of {allowed}, not {_shown(source_type)}"
+        )
     if source_type == "url" and not str(source.get("url", "")).startswith(("https://", "http://")):
         raise InvalidInput(f"{where}.source.url: must be an http(s) URL")
     if source_type == "file" and not isinstance(source.get("file_id"), str):
@@ -403,7 +411,8 @@ def user_content(message: UserInput) -> tuple[tuple[ContentBlock, ...], str]:
             blocks.append(RawBlock(kind, raw.decode()))
         else:
             raise InvalidInput(
-                f"{where}.type: a user message takes text, image and document blocks, not {kind!r}"
+                f"{where}.type: a user message takes text, image and document blocks, "
+                f"not {_shown(kind)}"
             )
     text = "\n".join(texts)
     if len(text) > MAX_MESSAGE_CHARS:

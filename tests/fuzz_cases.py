@@ -170,6 +170,13 @@ REFUSED_FIELDS: dict[str, list[tuple[str, bytes]]] = {
         ("bom", b'{"message": "\\ufeff"}'),
         ("block-zero-width", b'{"content": [{"type": "text", "text": "\\u200b"}]}'),
         ("nested-1000", b'{"content": [' + b"[" * 1000 + b"]" * 1000 + b"]}"),
+        # Unknown kinds, quoted back as excerpts, never whole.
+        ("block-type-long", b'{"content": [{"type": "' + b"t" * 5000 + b'"}]}'),
+        ("block-type-list", b'{"content": [{"type": ["' + b"t" * 5000 + b'"]}]}'),
+        (
+            "source-type-long",
+            b'{"content": [{"type": "image", "source": {"type": "' + b"s" * 5000 + b'"}}]}',
+        ),
     ],
     # A backup path that names no file the store could write whole.
     "/v1/admin/backup": [
