@@ -39,12 +39,13 @@ from actors import (
 )
 from actors._background import DroppedRecords
 from frontmind import Frontmind
-from frontmind.server._asgi import serve_app
+from frontmind.server._asgi import SocketLimits, serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._sse import TurnEvents
 from storage import TurnRecord
 from tests._harness import config
+from tests._raw import address, answer_or_close
 
 pytestmark = pytest.mark.anyio
 
@@ -478,6 +479,61 @@ async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
         metrics = (await http.get("/metrics")).text
         assert sample(metrics, "frontmind_turns_refused_total") == 1
         assert sample(metrics, "frontmind_turn_queue_depth") == 0
+
+
+def turn_request(url: str, continuum: str, message: str) -> bytes:
+    host, port = address(url)
+    body = f'{{"message": "{message}"}}'.encode()
+    return (
+        f"POST /v1/continuums/{continuum}/turns HTTP/1.1\r\nhost: {host}:{port}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    ).encode() + body
+
+
+async def test_turns_waiting_for_a_slot_give_way_to_another_clients_connection(
+    tmp_path: Path,
+) -> None:
+    # One address's turns queued for the one slot hold every connection: a client at
+    # another address still gets one, taken from a turn that has not started (its
+    # stream ends with an `overloaded` error event), never from the one running.
+    holds = Holds()
+    limits = SocketLimits(max_connections=3)
+    async with (
+        opened(tmp_path, holds, max_active=1) as fm,
+        serve_app(build_app(fm, metrics=Metrics()), limits=limits) as served,
+    ):
+        host, port = address(served.url)
+        flood = [await anyio.connect_tcp(host, port, local_host="127.0.0.2") for _ in range(3)]
+        heads = [b""] * 3
+        with anyio.fail_after(20):
+            await flood[0].send(turn_request(served.url, "a", HOLD))
+            await holds.count(1)  # a holds the slot
+            for i, continuum in ((1, "b"), (2, "c")):
+                await flood[i].send(turn_request(served.url, continuum, "hello"))
+                while b"\r\n\r\n" not in heads[i]:  # its answer has begun: it waits
+                    heads[i] += await flood[i].receive()
+            assert fm.admission.waiting == 2
+            other = await anyio.connect_tcp(host, port, local_host="127.0.0.1")
+            await other.send(
+                b"GET /healthz HTTP/1.1\r\nhost: %s:%d\r\n\r\n" % (host.encode(), port)
+            )
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += await other.receive()
+            await other.aclose()
+            holds.release(0)
+            ends = [heads[i] + await answer_or_close(flood[i]) for i in range(3)]
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert b"event: turn.completed" in ends[0]  # the running turn is never taken
+        evicted = [e for e in ends[1:] if b"event: turn.completed" not in e]
+        assert len(evicted) == 1, ends
+        assert b"event: error" in evicted[0]
+        assert b'"type":"overloaded"' in evicted[0]
+        assert b"event: turn.started" not in evicted[0]
+        records = {r.continuum_id: r.status for r in await fm.turns()}
+        assert sorted(records.values()) == ["cancelled", "completed", "completed"]
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
 
 
 async def test_a_client_that_disconnects_gives_its_slot_back(tmp_path: Path) -> None:

@@ -87,6 +87,9 @@ class EdgeSignal:
     detail: str = ""
     received: int = 0
     body_in: bool = False  # the socket has read the whole request (its body too)
+    # A turn's answer waiting for a slot (set by its TurnEvents): nothing of it has
+    # started, so its connection may be given to a client holding fewer (`evicted`).
+    queued: bool = False
 
 
 def error_body(kind: str, message: str) -> bytes:

@@ -5,7 +5,8 @@
   with Retry-After and is closed at once, before anything is read (uvicorn's own limit
   answers plain text and still holds the connection). One taken to make room for a
   client holding fewer is closed if idle; if its body was still arriving, its request
-  is answered 503 through the guard.
+  is answered 503 through the guard; if it is a turn still waiting for its slot, its
+  event stream ends with an `overloaded` error event, and the connection with it.
 - A header timeout: a connection must deliver a complete request head within
   `header_timeout` seconds of connecting (or of its previous response), so slow-loris
   clients that trickle headers are closed rather than held forever (uvicorn's
@@ -324,6 +325,9 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 return "body"
             if self.flow is not None and self.flow.write_paused:
                 return "stalled"
+            edge = self._edge
+            if edge is not None and edge.queued and edge.cut is None and cycle is not None:
+                return "queued"
             return "busy"
 
         def evict(self) -> None:
@@ -332,6 +336,8 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
             holding = self.holding()
             if holding == "body":
                 self._cut("evicted")
+            elif holding == "queued":
+                self._cut("evicted", answered=True)  # its answer ends it (TurnEvents)
             elif holding == "stalled":
                 self._drop()
             else:
@@ -457,9 +463,11 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
             if not shares.set_token(self, key):
                 edge.cut = "token_share"  # the guard answers 503 before the app runs
 
-        def _cut(self, why: Cut, detail: str = "") -> None:
-            """End the running request: the guard answers it (it is woken here)."""
-            if self._edge is None or self.cycle is None or self.cycle.response_started:
+        def _cut(self, why: Cut, detail: str = "", *, answered: bool = False) -> None:
+            """End the running request: the guard answers it (it is woken here), or,
+            `answered`, the response already begun ends itself (a queued turn's)."""
+            started = self.cycle is not None and self.cycle.response_started
+            if self._edge is None or self.cycle is None or (started and not answered):
                 self.transport.close()
                 return
             self._edge.cut = why
@@ -469,6 +477,8 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
 
         def on_response_complete(self) -> None:
             self._head.clear()
+            if self._edge is not None and self._edge.cut is not None:
+                self.transport.close()  # its place went to another client
             if self.conn.their_state is h11.SEND_BODY:
                 # Answered before its body was read: close (lingering, so the answer is
                 # not lost) rather than wait for the rest of the body at any pace.

@@ -17,7 +17,9 @@ token (`set_token`):
   flood from one address cannot keep another out): an idle connection (waiting for a
   request head) first, else one whose request body is still arriving, else one whose
   client has stopped taking its response (its writes are paused: the socket's buffers
-  are full). A response the client is taking as it comes is never taken. Otherwise
+  are full), else one whose turn waits for its slot (it ends with an `overloaded`
+  error event: turns queued by one client must not hold every connection). A response
+  the client is taking as it comes is never taken. Otherwise
   the newcomer is refused.
 
 Within an address the heaviest token loses first, so behind one proxy (or on loopback)
@@ -37,15 +39,16 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 __all__ = ["Backlogs", "Held", "Shares", "address_key"]
 
-Holding = Literal["idle", "body", "stalled", "busy"]
+Holding = Literal["idle", "body", "stalled", "queued", "busy"]
 
 
 class Held(Hashable, Protocol):
     def holding(self) -> Holding:
         """`idle` (waiting for a request head), `body` (its request body still
         arriving, no answer begun), `stalled` (its writes paused: the client is not
-        taking its response as fast as it comes) or `busy` (being answered): what
-        eviction may take, in that order (never `busy`)."""
+        taking its response as fast as it comes), `queued` (a turn waiting for its
+        slot: nothing of it started) or `busy` (being answered): what eviction may
+        take, in that order (never `busy`)."""
         ...
 
 
@@ -163,7 +166,7 @@ class Shares(Generic[C]):
             key=len,
             reverse=True,
         )
-        for wanted in ("idle", "body", "stalled"):
+        for wanted in ("idle", "body", "stalled", "queued"):
             for group in groups:
                 if len(group) <= floor:
                     break

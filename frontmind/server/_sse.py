@@ -19,6 +19,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from actors import (
     FrontmindError,
+    Overloaded,
     ShuttingDown,
     TurnCompleted,
     TurnError,
@@ -32,6 +33,7 @@ from storage import error_type
 
 from .._exceptions import wire_event_message
 from .._wire import to_wire
+from ._guard import EDGE_KEY, EdgeSignal
 from ._metrics import Metrics
 
 __all__ = ["PING_SECONDS", "TURN_KEY", "TurnEvents", "TurnStreams"]
@@ -42,6 +44,10 @@ log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
 PING_SECONDS = 15.0
 PING = b": ping\n\n"
+EVICTED = (
+    "this turn was still waiting for its slot when its connection was given to a client "
+    "holding fewer (server.max_connections, shared fairly); retry"
+)
 
 
 def _sse_frame(event: TurnEvent, event_id: str) -> bytes:
@@ -123,10 +129,17 @@ class TurnEvents(Response):
         self.served = served
         self.turn_id: str | None = stream.turn_id  # started: every event can carry it
         self.state: dict[str, Any] = {}
+        self.edge: EdgeSignal | None = None
+        self.evicted = False  # its connection was taken while it waited for its slot
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         finished = relayed = False
         self.state = scope.setdefault("state", {})  # the access log reads the turn id there
+        # Until its first event the turn waits for its slot: its connection may be
+        # taken for a client holding fewer (frontmind/server/_shares.py).
+        self.edge = scope.get("extensions", {}).get(EDGE_KEY)
+        if self.edge is not None:
+            self.edge.queued = True
         with self.served.serving():
             try:
                 async with self.stream, anyio.create_task_group() as tg:
@@ -206,6 +219,8 @@ class TurnEvents(Response):
             with scope:
                 try:
                     async for event in self.stream:
+                        if self.edge is not None:
+                            self.edge.queued = False  # it holds its slot: never taken
                         if isinstance(event, TurnStarted):
                             self.turn_id = self.state[TURN_KEY] = event.turn_id
                         await events.send(event)
@@ -219,13 +234,18 @@ class TurnEvents(Response):
                     # event rather than a broken stream.
                     log.error("turn failed inside the runtime", exc_info=exc)
                     await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
+            if self.evicted:  # left unstarted (its record says cancelled): the answer says why
+                await events.send(TurnError(Overloaded.type, EVICTED, self.turn_id))
 
-    @staticmethod
     async def _watch_disconnect(
-        receive: Receive, scope: anyio.CancelScope, pump: anyio.CancelScope
+        self, receive: Receive, scope: anyio.CancelScope, pump: anyio.CancelScope
     ) -> None:
-        """Until the client leaves (then the pump stops), or `scope` is cancelled."""
+        """Until the client leaves or its waiting turn's connection is taken (then the
+        pump stops), or `scope` is cancelled."""
+        edge = self.edge
         with scope:
             while (await receive())["type"] != "http.disconnect":
-                pass
+                if edge is not None and edge.cut is not None:  # woken by the socket
+                    self.evicted = True
+                    break
             pump.cancel()
