@@ -153,9 +153,11 @@ class Admission:
         queued = None if known is None else known.continuums.get(continuum)
         if queued is not None and len(queued.tickets) >= self.max_queued:
             n = self.max_queued
+            # One of them is done in about a turn's time (1 s until one is measured).
             raise Busy(
                 f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
-                "waiting; retry when one has finished"
+                "waiting; retry when one has finished",
+                retry_after=self.turn_seconds,
             )
         own = self._own_wait(user, continuum)
         if own > self.max_wait_s:

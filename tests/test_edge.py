@@ -272,6 +272,34 @@ async def test_busy_continuum_answers_429_with_retry_after(tmp_path: Path) -> No
                 assert third.headers["retry-after"] == "1"
 
 
+async def test_busy_continuums_retry_after_is_a_turns_time_once_one_is_measured(
+    tmp_path: Path,
+) -> None:
+    # A retry is worth it once one of the continuum's turns has finished (about 2 s
+    # each here), not in a second: a client told 1 would be refused again and again.
+    config = Config(
+        turns=TurnSettings(max_queued=1), offline=OfflineConfig(time_to_first_token_s=2.0)
+    )
+    async with (
+        Frontmind.open(tmp_path, config, offline=True) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        measured = await client.post("/v1/continuums/warm/turns", json={"message": "hi"})
+        assert b"event: turn.completed" in measured.content
+        path = "/v1/continuums/alice/turns"
+        async with client.stream("POST", path, json={"message": "one"}) as first:
+            events = sse_events(first)  # held (see above)
+            async for name, _ in events:
+                if name == "turn.started":
+                    break
+            async with client.stream("POST", path, json={"message": "two"}) as second:
+                assert second.status_code == 200  # queued behind the first
+                third = await client.post(path, json={"message": "three"})
+                assert_json_error(third, 429, "busy")
+                assert int(third.headers["retry-after"]) >= 2
+
+
 async def test_one_process_per_data_directory(tmp_path: Path) -> None:
     async with daemon(tmp_path) as d:
         code, out, err = await run_cli(
