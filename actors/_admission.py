@@ -110,7 +110,7 @@ class Admission:
         self.waiting = 0  # tickets waiting for one
         self.refused = 0  # turns refused at the door, since the start
         self.admitted = 0  # turns given a slot, since the start
-        self.turn_seconds: float | None = None  # a slot's recent holding time; None: none yet
+        self.turn_seconds: float | None = None  # recent turns' slot time; None: none ended yet
         self.on_wait: Callable[[float], None] | None = None  # told each admitted turn's wait
         self._tickets: dict[str, _Ticket] = {}
         self._users: dict[str, _User] = {}
@@ -210,9 +210,12 @@ class Admission:
         finally:
             ticket.waiter = None
 
-    def release(self, turn_id: str) -> None:
+    def release(self, turn_id: str, *, ended: bool = False) -> None:
         """The turn is over (or its stream closed): its slot, or its place, goes to the
-        next. Any number of calls; the first counts."""
+        next. Any number of calls; the first counts. Only a turn that `ended` (its
+        actor's last event) is measured: one left by its caller says nothing of how
+        long turns take, and a client abandoning turns as soon as they start would
+        otherwise bring the measure near 0, and with it every refusal."""
         ticket = self._tickets.pop(turn_id, None)
         if ticket is None:
             return
@@ -222,9 +225,10 @@ class Admission:
             self._emptied.set_result(None)
         cont = ticket.continuum
         if ticket.state == _GRANTED:
-            held = self._clock() - ticket.granted_at
-            known = self.turn_seconds
-            self.turn_seconds = held if known is None else known + _SMOOTHING * (held - known)
+            if ended:
+                held = self._clock() - ticket.granted_at
+                known = self.turn_seconds
+                self.turn_seconds = held if known is None else known + _SMOOTHING * (held - known)
             self.active -= 1
             cont.running = None
             if cont.tickets:

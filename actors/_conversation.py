@@ -337,7 +337,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             async with aclosing(turn) as events:
                 async for event in events:
                     if isinstance(event, TurnCompleted | TurnError):
-                        admission.release(turn_id)
+                        admission.release(turn_id, ended=True)
                     yield event
         finally:
             admission.release(turn_id)

@@ -366,6 +366,37 @@ async def test_a_turn_behind_its_own_continuums_turns_is_refused_when_they_take_
         assert (fm.admission.active, fm.admission.waiting) == (0, 0)
 
 
+async def test_turns_left_as_they_start_do_not_shorten_the_measured_wait(
+    tmp_path: Path,
+) -> None:
+    # Turns take about a second here. A client that leaves each of its turns as soon
+    # as it starts frees its slot at once: that says nothing of how long turns take,
+    # and must not make the door take in a queue far past max_wait_s.
+    cfg = config(
+        offline={"time_to_first_token_s": 1.0, "tokens_per_second": 0.0},
+        turns={"max_active": 1, "max_wait_s": 1.5},
+    )
+    async with Frontmind.open(tmp_path, cfg, offline=True) as fm:
+        events: list[TurnEvent] = []
+        await drain(fm.turn("warm", "hello"), events)  # a measured turn time: about 1 s
+        full(events)
+        for i in range(60):
+            async with fm.turn(f"left{i}", "hello") as left:
+                assert isinstance(await left.__anext__(), TurnStarted)  # it holds the slot
+        running: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("running", "hello")
+            await stream.start()
+            tg.start_soon(drain, stream, running)
+            first = fm.turn("next", "hello")  # one turn ahead of it: about 1 s
+            await first.start()
+            tg.start_soon(drain, first, [])
+            late = fm.turn("late", "hello")  # two ahead: about 2 s, past 1.5
+            with pytest.raises(Overloaded):
+                await late.start()
+        full(running)
+
+
 async def test_abandoned_turns_give_back_their_slot_and_their_place(tmp_path: Path) -> None:
     holds = Holds()
     async with opened(tmp_path, holds, max_active=1) as fm:
