@@ -218,9 +218,17 @@ def _decode_config(data: bytes) -> Config:
 
 
 def load_config(
-    path: Path | None, data_dir: Path, environ: Mapping[str, str] | None = None
+    path: Path | None,
+    data_dir: Path,
+    environ: Mapping[str, str] | None = None,
+    *,
+    check_server_tools: bool = True,
 ) -> Config:
-    """The config file (given, or frontmind.toml in the data dir, or none) plus env."""
+    """The config file (given, or frontmind.toml in the data dir, or none) plus env.
+
+    `check_server_tools=False`: the `[[server_tool]]` entries are not checked against the
+    SDK (importing it costs seconds): for the commands that open the store alone
+    (`users`, `stats`, the data commands), which never offer them to a model."""
     env = os.environ if environ is None else environ
     candidate = path if path is not None else data_dir / CONFIG_FILE
     config = Config()
@@ -260,7 +268,8 @@ def load_config(
         known = catalog.lookup(config.model.name) is not None
         validate_settings(config, names, catalog=catalog if known else None)
         check_mcp_servers(config.mcp)
-        server_tools(config.server_tool)
+        if check_server_tools:
+            server_tools(config.server_tool)
     except (SettingsError, ToolDefinitionError) as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None

@@ -82,11 +82,21 @@ async def test_quick_commands_load_neither_the_sdk_nor_the_server(tmp_path: Path
         assert code == 0, argv
         assert not _tops(modules) & (_SDK_AND_SERVER | _PROJECT | {"anyio", "msgspec"}), argv
         assert not {m for m in modules if m.startswith("frontmind.server")}, argv
+    # A daemon's config offering a server tool (checked against the SDK when it serves):
+    # the commands that open the store alone do not check it, so do not import the SDK.
+    tooled = tmp_path / "tooled"
+    tooled.mkdir()
+    (tooled / "frontmind.toml").write_text(
+        '[[server_tool]]\ntype = "web_search_20250305"\nname = "web_search"\n'
+    )
     runs: list[tuple[tuple[str, ...], int]] = [
         (("users", "add", "ada", "--data-dir", data), 0),
         (("users", "list", "--data-dir", data), 0),
         (("stats", "--data-dir", data), 0),
         (("stats", "--url", "http://127.0.0.1:9"), 2),  # no daemon: the remote path's imports
+        (("users", "add", "ada", "--data-dir", str(tooled)), 0),
+        (("users", "list", "--data-dir", str(tooled)), 0),
+        (("stats", "--data-dir", str(tooled)), 0),
     ]
     for argv, status in runs:
         code, modules = await _loaded_by(tmp_path, *argv)

@@ -42,7 +42,7 @@ async def _store(
     from .._lock import data_dir_lock
     from ..config import load_config
 
-    config = load_config(args.config, args.data_dir)
+    config = load_config(args.config, args.data_dir, check_server_tools=False)
     if args.database is not None:
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=args.database)
@@ -218,7 +218,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
-            config = load_config(args.config, args.data_dir)
+            config = load_config(args.config, args.data_dir, check_server_tools=False)
             target = await _target(args.to, config.history.segment_gap_minutes * 60, stack)
 
             def committed(table: str, rows: int) -> None:
