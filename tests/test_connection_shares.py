@@ -6,6 +6,7 @@ all of 127.0.0.0/8 to loopback, so each is a client address of its own."""
 from __future__ import annotations
 
 import json
+import re
 import resource
 import select
 import socket
@@ -430,6 +431,16 @@ async def test_over_long_request_lines_and_heads_answer_414_and_431(tmp_path: Pa
         # Under the cap, both are fine.
         ok = request_head(app.url, path=f"/healthz?{'q' * 8000}", extra=f"x-a: {'v' * 7000}\r\n")
         assert (await raw_request(app.url, ok)).status == 200
+        # Pipelined behind a request, in the same read: checked all the same.
+        for second, status in ((long_line, 414), (request_head(app.url, extra=headers), 431)):
+            async with await anyio.connect_tcp(host, port) as stream:
+                await stream.send(request_head(app.url) + second)
+                answers = await answer_or_close(stream)  # both, then the close
+            statuses = [int(line.split(b" ")[1]) for line in re.findall(rb"HTTP/1.1 \d+", answers)]
+            assert statuses == [200, status], answers[-300:]
+            assert answers.endswith(
+                b'"the request %s is over 16384 bytes"}}' % (b"line" if status == 414 else b"head")
+            ), answers[-300:]
 
 
 async def test_each_address_and_token_gets_its_share(tmp_path: Path) -> None:

@@ -489,6 +489,12 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
                 # it has; the send watch is on meanwhile.
                 self._next_waits = True
                 return
+            pending = self.conn.trailing_data[0]
+            if pending and not self.transport.is_closing() and self._head_too_long(pending):
+                # A pipelined request read with the one before it: its head was never
+                # checked as it came (the connection was not idle), and h11 checks only
+                # a head still incomplete.
+                return
             super().on_response_complete()
             self._arm_head_timer()  # the next request's head gets the same deadline
 
@@ -513,7 +519,7 @@ def limited_protocol(limits: SocketLimits) -> type[H11Protocol]:
             self.transport.write(_json_response(400, "Bad Request", "invalid_request", message))
             self.transport.close()
 
-        def _head_too_long(self, data: bytes) -> bool:
+        def _head_too_long(self, data: bytes | bytearray) -> bool:
             """Whether the request head being read is over the cap (then answered). h11
             checks only a head still incomplete after a read: one that comes whole in
             one read would pass at any size."""
