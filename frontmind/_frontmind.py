@@ -672,10 +672,12 @@ class Frontmind:
 _MAX_VECTOR_CACHE_MB = 1024 * 1024  # a terabyte: past any machine, short of an overflow
 
 
-async def open_storage(config: Config, data_dir: Path) -> Storage:
+async def open_storage(config: Config, data_dir: Path, *, upgrade: bool = True) -> Storage:
     """The configured store: PostgreSQL when `storage.url` is set, else the SQLite file
-    in the data directory (the embedded default)."""
+    in the data directory (the embedded default). `upgrade=False`: no migration runs,
+    the store stays at the schema it has (a backup copies it as it is)."""
     gap = config.history.segment_gap_minutes * 60
+    upto = None if upgrade else 0  # migrations up to version 0: none
     url = config.storage.url
     if url is None:
         cache_mb = config.storage.vector_cache_mb
@@ -687,13 +689,14 @@ async def open_storage(config: Config, data_dir: Path) -> Storage:
             data_dir / DATABASE_FILE,
             segment_gap=gap,
             vector_cache_bytes=int(cache_mb * 1024 * 1024),
+            schema_upto=upto,
         )
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             f"storage.url: {url.split('://')[0]!r} is not a supported database; "
             "use postgresql://user:password@host:port/database"
         )
-    return await PostgresStorage.open(url, segment_gap=gap)
+    return await PostgresStorage.open(url, segment_gap=gap, schema_upto=upto)
 
 
 async def _wake_background(runtime: Engine, interval: float) -> None:

@@ -21,10 +21,13 @@ from frontmind import Frontmind
 from frontmind._frontmind import NoModel
 from frontmind.config import Config
 from storage import InvalidInput, SQLiteStorage
+from storage._migrations import SCHEMA_VERSION
 from tests._daemon import daemon, run_cli, turn
 from tests.test_forget import ADMIN, auth, fill, ok
 
 pytestmark = [pytest.mark.anyio]
+
+STORES = Path(__file__).resolve().parent / "stores"
 
 
 def integrity(path: Path) -> str:
@@ -111,6 +114,29 @@ async def test_a_backup_path_that_names_no_writable_file_is_refused_first(
         assert await store.backup(tmp_path / "frontmind.db.bak") > 0  # beside it: fine
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     assert integrity(tmp_path / "frontmind.db.bak") == "ok"
+
+
+def schema_of(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT version FROM schema_version").fetchone()[0])
+
+
+async def test_a_backup_leaves_a_store_of_an_earlier_schema_as_it_is(tmp_path: Path) -> None:
+    """A store of the release before (its daemon still serving it, or a backup taken
+    before the upgrade) is backed up as it is: the command migrated it, under that
+    daemon, and neither the store nor its backup opened with that release again. The
+    backup opens (and upgrades) with this one, every row kept."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copyfile(STORES / "sqlite_v11.db", data / "frontmind.db")
+    backup = tmp_path / "before-upgrade.db"
+    code, _, err = await run_cli("backup", str(backup), "--data-dir", str(data))
+    assert code == 0, err
+    assert schema_of(data / "frontmind.db") == schema_of(backup) == 11
+    assert integrity(backup) == "ok"
+    async with await SQLiteStorage.open(backup) as store:
+        assert await store.schema_version() == SCHEMA_VERSION
+        assert [m.text for m in await store.memories("default")] == ["Ada's cat is called Turing"]
 
 
 async def test_two_backups_to_one_path_at_once_both_succeed_whole(tmp_path: Path) -> None:

@@ -27,14 +27,19 @@ __all__ = ["add_data_commands", "add_user_actions"]
 
 @asynccontextmanager
 async def _store(
-    args: argparse.Namespace, *, exclusive: bool = False, existing: bool = True
+    args: argparse.Namespace,
+    *,
+    exclusive: bool = False,
+    existing: bool = True,
+    upgrade: bool = True,
 ) -> AsyncIterator[Storage]:
     """The command's store. `exclusive`: with SQLite, hold the data directory's lock too,
     so that no daemon is running on it (one that is would keep the user's continuums
     loaded; it must be asked through its API instead). `existing`: with SQLite, the data
     directory must hold a database already; opening one would make an empty store, and
     a mistyped `--data-dir` would then back up, export or migrate nothing, and say it
-    succeeded. Only `import` makes a store."""
+    succeeded. Only `import` makes a store. `upgrade=False`: the store is not migrated
+    (see `open_storage`)."""
     import msgspec
 
     from .._exceptions import DataDirLocked, EdgeError
@@ -55,7 +60,7 @@ async def _store(
                 stack.enter_context(data_dir_lock(args.data_dir))
             except DataDirLocked as exc:
                 raise DataDirLocked(f"{exc}: {args.while_running}") from None
-        storage = await open_storage(config, args.data_dir)
+        storage = await open_storage(config, args.data_dir, upgrade=upgrade)
         stack.push_async_callback(storage.close)
         yield storage
 
@@ -242,7 +247,11 @@ def cmd_backup(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         # No lock: the backup is taken beside a running daemon, as a consistent snapshot.
-        async with _store(args) as storage:
+        # Nor any migration: a store of an earlier schema (a daemon of the release before
+        # still serving it, a backup taken before upgrading) is copied as it is; migrated,
+        # it would change under that daemon, and neither it nor its backup would open
+        # with the release before any more.
+        async with _store(args, upgrade=False) as storage:
             size = await storage.backup(args.path.absolute())
         print(f"backed up to {args.path} ({size} bytes)", file=sys.stderr)
 
