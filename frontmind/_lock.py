@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from storage import StorageUnavailable
@@ -43,8 +43,11 @@ def data_dir_lock(directory: Path) -> Iterator[None]:
                 f"the data directory {directory} is in use by another Frontmind process "
                 f"(pid {holder})"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # The pid is for that message alone: the lock is the flock, held already. On a
+        # full disk (or a file system that fails writes) the store says what is wrong.
+        with suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

@@ -15,7 +15,7 @@ from frontmind._frontmind import NoModel
 from frontmind.config import DocumentsConfig, OfflineConfig, ServerConfig, TurnSettings, load_config
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app, resolve_token
-from tests._daemon import daemon, run_cli, sse_events
+from tests._daemon import daemon, run_cli, sse_events, turn
 from tests._raw import address, closed_by_server, raw_request, read_response
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -319,6 +319,19 @@ async def test_one_process_per_data_directory(tmp_path: Path) -> None:
     # Released with its holder: the directory opens again.
     async with Frontmind.open(tmp_path, Config(), model=NoModel()) as fm:
         assert await fm.documents() == []
+
+
+async def test_a_lock_file_that_takes_no_write_does_not_stop_a_start(tmp_path: Path) -> None:
+    """The lock file holds the holder's pid for the message above alone; writing it can
+    fail (a full disk: here /dev/full, which refuses every write). The lock (the flock)
+    is held all the same, and the daemon starts: it crashed with a traceback. (On a
+    disk truly full, the store's open then says so in one line.)"""
+    (tmp_path / "frontmind.lock").symlink_to("/dev/full")
+    async with daemon(tmp_path) as d:
+        async with d.client() as client:
+            events = await turn(client, "main", "hi")
+        assert events[-1][0] == "turn.completed"
+        assert await d.stop() == 0
 
 
 async def test_library_refuses_documents_over_the_budget(tmp_path: Path) -> None:
