@@ -232,7 +232,10 @@ def validate_settings(
     for name, value in settings.composer.deadlines.items():
         if not value > 0:
             raise SettingsError(f"composer.deadlines.{name}: must be greater than 0, got {value}")
-    unknown = sorted(set(settings.composer.deadlines) - set(sections or known))
+    # A disabled built-in section keeps its deadline (unused): switching a section off,
+    # in the config or for `frontmind simulate --layout none`, must not break its key.
+    named = {*(sections or known), *settings.disabled_sections}
+    unknown = sorted(set(settings.composer.deadlines) - named)
     if sections is not None and unknown:
         raise SettingsError(f"composer.deadlines: unknown sections {unknown}")
     if catalog is None:

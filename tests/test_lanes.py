@@ -189,6 +189,21 @@ def test_deadline_settings_are_checked_where_they_enter(tmp_path: Path) -> None:
     assert load_config(None, tmp_path).composer.deadlines == {"hang": 20}
 
 
+async def test_a_disabled_sections_deadline_does_not_refuse_the_start(tmp_path: Path) -> None:
+    # README's configuration disables relevant_memories and gives it a deadline: the
+    # daemon (and `frontmind simulate --layout none`, which disables sections) started
+    # only to fail with "unknown sections" for a section that is known, only off.
+    write_config(
+        tmp_path,
+        'disabled_sections = ["relevant_memories"]\n\n'
+        "[composer.deadlines]\nrelevant_memories = 100\n",
+    )
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        events = [e async for e in fm.turn("c1", "hello")]
+        assert isinstance(events[-1], TurnCompleted)
+        assert "relevant_memories" not in {s.name for s in events[-1].sections}
+
+
 async def test_a_bad_trinket_deadline_is_a_startup_error(tmp_path: Path) -> None:
     write_config(
         tmp_path,
