@@ -126,7 +126,9 @@ def server_tools(entries: Sequence[Mapping[str, Any]]) -> tuple[ServerTool, ...]
                 **{k: v for k, v in fields.items() if k != "type"},
             }
         try:
-            pydantic.TypeAdapter(definition).validate_python(fields)
+            # Strict: the entry is sent as given, so a value that would only pass coerced
+            # (max_uses = "5") would reach the API as it is, and every request be refused.
+            pydantic.TypeAdapter(definition).validate_python(fields, strict=True)
         except pydantic.ValidationError as exc:
             error = exc.errors()[0]
             key = ".".join(str(part) for part in error["loc"])

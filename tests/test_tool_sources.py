@@ -158,6 +158,10 @@ async def test_server_tool_use_is_recorded_per_turn_and_priced(
         ('type = "web_search_20990101"', r"#1 \(web_search_20990101\): type must be one of"),
         ('type = "web_search_20250305"\ncolour = "red"', r"#1 \(web_search_20250305\): unknown"),
         ('type = "web_search_20250305"\nmax_uses = "many"', r"max_uses: Input should be a valid"),
+        # Sent as given: a value pydantic would only coerce ("5", true) is a wrong type
+        # too, else every request would carry it and the API refuse each turn.
+        ('type = "web_search_20250305"\nmax_uses = "5"', r"max_uses: Input should be a valid"),
+        ('type = "web_search_20250305"\nmax_uses = true', r"max_uses: Input should be a valid"),
         ('type = "web_search_20250305"\nname = "search"', r"name: Input should be 'web_search'"),
         ('type = "web_fetch_20250910"\ncache_control = {}', "places the cache breakpoints"),
         ("max_uses = 1", r"\[\[server_tool\]\] #1: type must be one of"),
