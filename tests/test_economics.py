@@ -426,6 +426,24 @@ async def test_simulate_chart_needs_matplotlib_and_says_so_before_running(
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_refuses_a_chart_it_cannot_write_before_running(tmp_path: Path) -> None:
+    # It ran the whole replay, printed its table, then died in matplotlib's savefig
+    # with a traceback.
+    script = _script(tmp_path)
+    for chart, said in (
+        (tmp_path / "no" / "such" / "cost.png", "no directory"),
+        (tmp_path, "is a directory"),
+    ):
+        code, out, err = await run_cli("simulate", str(script), "--chart", str(chart))
+        assert code == 2, err
+        assert err.startswith(f"frontmind: error: --chart {chart}: "), err
+        assert said in err
+        assert len(err.strip().splitlines()) == 1, err
+        assert out == ""  # nothing was run: no table
+
+
+@pytest.mark.anyio
 async def test_the_chart_draws_the_policies_asked_for(tmp_path: Path) -> None:
     script = parse_script(_script(tmp_path).read_text())[:4]
     rows = [

@@ -168,10 +168,18 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     import msgspec
 
     from ..config import Config, load_config
-    from ._simulate import chart_backend, load_script, render_table, run_simulation, write_chart
+    from ._simulate import (
+        chart_backend,
+        check_chart_path,
+        load_script,
+        render_table,
+        run_simulation,
+        write_chart,
+    )
 
     if args.chart is not None:
         chart_backend()  # a missing matplotlib is said now, not after the replay
+        check_chart_path(args.chart)  # and a file it cannot write
     script = load_script(args.script)
     config = load_config(args.config, Path(".")) if args.config else Config()
     if args.model:

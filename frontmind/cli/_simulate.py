@@ -665,6 +665,14 @@ def chart_backend() -> Any:
     return plt
 
 
+def check_chart_path(path: Path) -> None:
+    """Refuse a `--chart` file that could not be written, before the replay runs."""
+    if path.is_dir():
+        raise EdgeError(f"--chart {path}: is a directory; name the PNG file to write")
+    if not path.parent.is_dir():
+        raise EdgeError(f"--chart {path}: no directory {path.parent} to write it in")
+
+
 def write_chart(rows: Sequence[Row], path: Path) -> list[str]:
     """Input cost per turn, one line per row given (each layout under each TTL policy
     asked for); returns the lines' labels."""
@@ -689,6 +697,10 @@ def write_chart(rows: Sequence[Row], path: Path) -> list[str]:
     axes.legend(loc="upper left", fontsize=8)
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as exc:  # the folder went, or is not writable: one line, no traceback
+        raise EdgeError(f"--chart {path}: cannot write it ({exc.strerror or exc})") from None
+    finally:
+        plt.close(figure)
     return labels
