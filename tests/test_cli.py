@@ -16,6 +16,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import storage
+from frontmind import Frontmind
 from frontmind.cli._demo import DEMO_SCRIPT, run_demo
 from frontmind.cli._main import DEFAULT_USER
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
@@ -304,6 +305,30 @@ async def test_a_port_out_of_range_is_refused_naming_where_it_came_from(
     code, _, err = await run_cli("serve", "--offline", "--port", "-1", "--data-dir", str(tmp_path))
     assert code == 2, err
     assert err == "frontmind: error: --port: must be 0 (any free port) to 65535, got -1\n"
+
+
+async def test_migrate_refuses_a_url_of_a_database_it_does_not_speak(tmp_path: Path) -> None:
+    """`--to mysql://…` (or SQLAlchemy's `postgresql+asyncpg://…`) was taken for a data
+    directory: a folder named after the scheme was made in the working directory, the
+    store copied into SQLite there, and the run ended "verified"."""
+    source = tmp_path / "source"
+    async with Frontmind.open(source, offline=True) as fm:
+        await fm.remember("kept")
+    work = tmp_path / "work"  # the folder it ran in: where the scheme's folder went
+    work.mkdir()
+    for url in ("mysql://db/frontmind", "postgresql+asyncpg://u@db/frontmind"):
+        result = await anyio.run_process(
+            [*COMMAND, "migrate", "--to", url, "--data-dir", str(source)],
+            cwd=work,
+            env=child_env(),
+            check=False,
+        )
+        err = result.stderr.decode()
+        assert result.returncode == 2, err
+        scheme = url.split("://")[0]
+        assert err.startswith(f"frontmind: error: --to: {scheme!r} is not a supported"), err
+        assert result.stdout == b""
+    assert list(work.iterdir()) == []
 
 
 async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(

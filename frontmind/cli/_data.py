@@ -197,6 +197,7 @@ async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
 
     from storage import SQLiteStorage
 
+    from .._exceptions import EdgeError
     from .._frontmind import DATABASE_FILE
     from .._lock import data_dir_lock
 
@@ -204,6 +205,14 @@ async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
         from storage import PostgresStorage
 
         store: Storage = await PostgresStorage.open(url, segment_gap=gap)
+    elif "://" in url and not url.startswith("sqlite://"):
+        # Else `mysql://…` or `postgresql+asyncpg://…` became a folder named after the
+        # scheme, the store was copied into SQLite there, and the copy said "verified".
+        raise EdgeError(
+            f"--to: {url.split('://')[0]!r} is not a supported database; use "
+            "postgresql://user:password@host:port/database, a SQLite file (*.db) or a "
+            "data directory"
+        )
     else:
         path = Path(url.removeprefix("sqlite://"))
         if path.suffix != ".db" and not await anyio.Path(path).is_file():
