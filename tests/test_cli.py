@@ -307,7 +307,7 @@ async def test_a_port_out_of_range_is_refused_naming_where_it_came_from(
     assert err == "frontmind: error: --port: must be 0 (any free port) to 65535, got -1\n"
 
 
-async def test_migrate_refuses_a_url_of_a_database_it_does_not_speak(tmp_path: Path) -> None:
+async def test_migrate_refuses_a_target_it_cannot_or_must_not_copy_to(tmp_path: Path) -> None:
     """`--to mysql://…` (or SQLAlchemy's `postgresql+asyncpg://…`) was taken for a data
     directory: a folder named after the scheme was made in the working directory, the
     store copied into SQLite there, and the run ended "verified"."""
@@ -329,6 +329,15 @@ async def test_migrate_refuses_a_url_of_a_database_it_does_not_speak(tmp_path: P
         assert err.startswith(f"frontmind: error: --to: {scheme!r} is not a supported"), err
         assert result.stdout == b""
     assert list(work.iterdir()) == []
+    # Its own store, as a data dir ("in use by another process": itself) or as its file
+    # (copied onto itself, "verified").
+    for own in (source, source / "frontmind.db"):
+        code, out, err = await run_cli("migrate", "--to", str(own), "--data-dir", str(source))
+        assert code == 2, err
+        assert err == (
+            f"frontmind: error: --to {own}: that is the store being migrated; name another\n"
+        )
+        assert out == ""
 
 
 async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(

@@ -190,9 +190,12 @@ def cmd_import(args: argparse.Namespace) -> None:
     anyio.run(main)
 
 
-async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
+async def _target(
+    url: str, gap: float, stack: AsyncExitStack, *, source: Path | None = None
+) -> Storage:
     """The store `--to` names: a PostgreSQL URL, a SQLite file (`*.db`), or a data
-    directory (created if missing; its lock held, so no daemon runs on it meanwhile)."""
+    directory (created if missing; its lock held, so no daemon runs on it meanwhile).
+    `source`: the SQLite file being migrated, which the target may not be."""
     import anyio
 
     from storage import SQLiteStorage
@@ -215,9 +218,17 @@ async def _target(url: str, gap: float, stack: AsyncExitStack) -> Storage:
         )
     else:
         path = Path(url.removeprefix("sqlite://"))
-        if path.suffix != ".db" and not await anyio.Path(path).is_file():
+        directory = path.suffix != ".db" and not await anyio.Path(path).is_file()
+        file = path / DATABASE_FILE if directory else path
+        if source is not None and (
+            await anyio.Path(file).resolve() == await anyio.Path(source).resolve()
+        ):
+            # Else its own data dir was "in use by another process" (this one), and its
+            # own database file was copied onto itself and said "verified".
+            raise EdgeError(f"--to {url}: that is the store being migrated; name another")
+        if directory:
             stack.enter_context(data_dir_lock(path))
-            path = path / DATABASE_FILE
+        path = file
         store = await SQLiteStorage.open(path, segment_gap=gap)
     stack.push_async_callback(store.close)
     return store
@@ -228,12 +239,19 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
     from storage import migrate
 
+    from .._frontmind import DATABASE_FILE
     from ..config import load_config
 
     async def main() -> None:
         async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
             config = load_config(args.config, args.data_dir, check_server_tools=False)
-            target = await _target(args.to, config.history.segment_gap_minutes * 60, stack)
+            sqlite = args.database is None and config.storage.url is None
+            target = await _target(
+                args.to,
+                config.history.segment_gap_minutes * 60,
+                stack,
+                source=args.data_dir / DATABASE_FILE if sqlite else None,
+            )
 
             def committed(table: str, rows: int) -> None:
                 # Each batch as it is committed: what a run killed now would keep.
