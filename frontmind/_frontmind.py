@@ -84,7 +84,7 @@ from ._groups import raise_unwrapped
 from ._lock import data_dir_lock
 from ._models import REFRESH_SECONDS, load_catalog, local_api_rows, models_api_meet
 from ._users import new_token, token_digest
-from .config import Config, custom_tools, custom_trinkets, load_config
+from .config import Config, check_face_config, custom_tools, custom_trinkets, load_config
 
 if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
     from .localapi import Clock, LocalMessagesAPI
@@ -250,6 +250,7 @@ class Frontmind:
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)
+        check_face_config(config)
         catalog = load_catalog(config.models)
         registry, custom = custom_trinkets(config, PlacementRegistry(BUILTIN_SECTIONS))
         user_tools = [*custom_tools(config), *(as_tool(t) for t in tools)]

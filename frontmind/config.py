@@ -217,6 +217,21 @@ def _decode_config(data: bytes) -> Config:
     return msgspec.convert(raw, Config)
 
 
+def check_face_config(config: Config) -> None:
+    """Refuse the unusable values of the keys the face itself reads, naming the key (the
+    actors' own are `validate_settings`')."""
+    if not config.documents.budget_tokens >= 0:
+        # Below 0, every document write was refused as "over the budget of -1".
+        raise SettingsError(
+            "documents.budget_tokens: must be 0 (no documents) or more, "
+            f"got {config.documents.budget_tokens}"
+        )
+    for key in ("time_to_first_token_s", "tokens_per_second"):
+        value = getattr(config.offline, key)
+        if not value >= 0:
+            raise SettingsError(f"offline.{key}: must be 0 or more, got {value}")
+
+
 def load_config(
     path: Path | None,
     data_dir: Path,
@@ -267,6 +282,7 @@ def load_config(
         # Frontmind opens (online: after asking it), not here.
         known = catalog.lookup(config.model.name) is not None
         validate_settings(config, names, catalog=catalog if known else None)
+        check_face_config(config)
         check_mcp_servers(config.mcp)
         if check_server_tools:
             server_tools(config.server_tool)

@@ -57,6 +57,25 @@ def test_bad_settings_name_their_key(sections: dict[str, object], message: str) 
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        # Below 0 every document write was refused, "over the budget of -1".
+        ("[documents]\nbudget_tokens = -1\n", "documents.budget_tokens: must be 0"),
+        ("[offline]\ntokens_per_second = -1\n", "offline.tokens_per_second: must be 0 or"),
+        ("[offline]\ntime_to_first_token_s = nan\n", "offline.time_to_first_token_s: must"),
+    ],
+)
+async def test_bad_face_settings_name_their_key(tmp_path: Path, toml: str, message: str) -> None:
+    (tmp_path / "frontmind.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, tmp_path)
+    decoded = msgspec.toml.decode(toml.encode(), type=Config)  # as a library passes one
+    with pytest.raises(SettingsError, match=message):
+        async with Frontmind.open(tmp_path / "data", decoded, offline=True):
+            pass
+
+
 def test_defaults_are_valid() -> None:
     validate_settings(Config())
 
