@@ -230,6 +230,9 @@ class Client(_Closing):
                     _raise_for(response, await response.aread())
                 async for data in _sse_data(response.aiter_bytes()):
                     yield from_wire(data, TurnEvent)  # type: ignore[arg-type]
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            # Nothing was sent: no stream to have broken (the other calls say the same).
+            raise ClientError(f"no Frontmind daemon answers at {self.url}: {exc}") from exc
         except httpx2.HTTPError as exc:
             raise ClientError(f"the turn's stream from {self.url} broke: {exc}") from exc
 

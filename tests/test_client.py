@@ -434,6 +434,18 @@ async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
 # -- a daemon that does not answer -------------------------------------------------------
 
 
+async def test_a_turn_to_a_daemon_that_is_not_there_says_so() -> None:
+    """A turn to a port nobody listens on said "the turn's stream ... broke", as if
+    a turn had begun; it says what every other call says."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        async with Client(url) as c:
+            with pytest.raises(ClientError, match=r"^no Frontmind daemon answers at"):
+                async for _ in c.turn("main", "hello"):
+                    pass
+
+
 async def test_a_call_to_a_daemon_that_never_answers_times_out() -> None:
     """`timeout` bounds every call but a turn's stream: a daemon that takes the request
     and never answers is a `ClientError` after it, not a call that waits for ever."""
