@@ -358,6 +358,27 @@ def test_the_command_room_names_every_command() -> None:
     assert set(commands) <= named, set(commands) - named
 
 
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """`frontmind local-api --help` listed `--host HOST` and `--port PORT` bare: not
+    what they bind, nor that the port is a free one unless given."""
+    import argparse
+
+    from frontmind.cli._main import build_parser
+
+    bare: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif action.help is None:
+                bare.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "frontmind")
+    assert bare == []
+
+
 def test_the_local_api_estimates_tokens_near_frontmind() -> None:
     """Frontmind budgets with 4 bytes a token; the local API counts with the formula
     calibrated on the live API (bench/README.md, "Token counts"). On prose they stay

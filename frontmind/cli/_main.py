@@ -447,8 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_commands(sub, store_options)
 
     p = sub.add_parser("local-api", help="run the local Messages API server on its own")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=int, default=0, help="port (default 0: a free one; its URL is printed)"
+    )
     p.set_defaults(func=cmd_local_api)
     return parser
 
