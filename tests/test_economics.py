@@ -603,6 +603,18 @@ async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
     assert "cached through here [1h]" in shown
 
 
+@pytest.mark.anyio
+async def test_the_context_view_counts_its_breakpoints_in_words(tmp_path: Path) -> None:
+    # A new continuum's first request has one breakpoint (the system prompt's): the
+    # view said "(1 breakpoints)".
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        first = await fm.context("c", "hi")
+        completed(await run_turn(fm, "c", "hi"))
+        second = await fm.context("c", "again")
+    assert render_context(first).endswith("(1 breakpoint)")
+    assert render_context(second).endswith("(2 breakpoints)")
+
+
 # -- the model's own prices and cache minimum ------------------------------------------------
 
 

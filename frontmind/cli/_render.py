@@ -119,9 +119,10 @@ def render_context(request: ModelRequest) -> str:
             label = f"{'+'.join(sorted(kinds))}: {_preview(text)}"
         note = account(tokens, marked)
         lines.append(f"  #{index:<3} {message.role:<9} ~{tokens:>5} tokens  {label}{note}{ttl}")
+    marks = request.breakpoints()
     lines.append(
         f"ESTIMATE  cached prefix ~{cached} tokens, uncached tail ~{pending} tokens "
-        f"({request.breakpoints()} breakpoints)"
+        f"({marks} breakpoint{'' if marks == 1 else 's'})"
     )
     return "\n".join(lines)
 
