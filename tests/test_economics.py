@@ -615,6 +615,22 @@ async def test_the_context_view_counts_its_breakpoints_in_words(tmp_path: Path) 
     assert render_context(second).endswith("(2 breakpoints)")
 
 
+@pytest.mark.anyio
+async def test_stats_percentiles_are_nearest_rank(tmp_path: Path) -> None:
+    # The rank was one too high: the p50 of two turns was the slower one, and the p99
+    # of a hundred their max.
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        for text in ("one", "two"):
+            completed(await run_turn(fm, "c", text))
+        records = await fm.turns("c")
+    fast, slow = sorted(r.total_ms for r in records)
+    (line,) = (x for x in render_stats(records).splitlines() if x.startswith("turn total"))
+    assert f"p50 {fast:.1f}  p90 {slow:.1f}" in line
+    hundred = [msgspec.structs.replace(records[0], total_ms=float(ms)) for ms in range(1, 101)]
+    (line,) = (x for x in render_stats(hundred).splitlines() if x.startswith("turn total"))
+    assert line.endswith("p50 50.0  p90 90.0  p99 99.0  max 100.0")
+
+
 # -- the model's own prices and cache minimum ------------------------------------------------
 
 
