@@ -17,6 +17,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 import storage
 from frontmind import Frontmind
+from frontmind._exceptions import EdgeError
 from frontmind.cli._demo import DEMO_SCRIPT, run_demo
 from frontmind.cli._main import DEFAULT_USER
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
@@ -137,6 +138,12 @@ async def test_demo_shows_the_notification_center_saving(tmp_path: Path) -> None
     assert nc.cached_share > legacy.cached_share
     assert nc.input_cost < legacy.input_cost
     assert (tmp_path / "notification" / "frontmind.db").exists()
+    # Again in the same folder, the script went on from the first run's conversation
+    # (a 16-turn one, under a table of 8) and its numbers were not the demo's.
+    again = io.StringIO()
+    with pytest.raises(EdgeError, match="holds an earlier demo run"):
+        await run_demo(tmp_path, out=again, script=DEMO_SCRIPT[:8])
+    assert again.getvalue() == ""
 
 
 async def test_chat_in_process_then_inspect_and_stats(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ from actors import (
 )
 from storage import TurnRecord, TurnUsage
 
-from .._frontmind import Frontmind
+from .._exceptions import EdgeError
+from .._frontmind import DATABASE_FILE, Frontmind
 from .._models import shipped_catalog
 from ..config import Config
 from ..localapi import LocalMessagesAPI
@@ -295,6 +296,15 @@ async def run_demo(
         out.write(text)
         out.flush()
 
+    if data_dir is not None:
+        # The script would go on from the earlier run's conversation: twice as long as
+        # the table says, and other numbers than the demo's, without a word.
+        earlier = [d for d in ("notification", "legacy") if (data_dir / d / DATABASE_FILE).exists()]
+        if earlier:
+            raise EdgeError(
+                f"{data_dir} holds an earlier demo run ({', '.join(earlier)}): the script "
+                "would go on from its conversation; give a new or empty --data-dir"
+            )
     end = START + sum(advance for advance, _ in script)
     span = " to ".join(
         datetime.fromtimestamp(t, ZoneInfo(ZONE)).strftime("%a %H:%M") for t in (START, end)
