@@ -295,10 +295,16 @@ async def test_thinking_is_folded_until_asked_for(tmp_path: Path) -> None:
         stdin=b"hello there\n/thinking\nhello again\n",
     )
     assert code == 0, err
-    folded, _, unfolded = out.partition("the model's thinking is shown as it streams")
+    # Through a pipe, stdout is the replies alone (and what a /command prints): the
+    # thinking, folded or not, goes to stderr with the turns' figures. (It went to
+    # stdout, into the replies a script reads.)
+    assert "thinking]" not in out
+    assert "The user wrote" not in out
+    assert out.count("You said") == 2
+    assert "the model's thinking is shown as it streams" in out
+    folded, _, unfolded = err.partition("(cache read")
     # Folded: a marker, without the thinking's text.
     assert "[thinking] … (/thinking unfolds)" in folded
     assert "The user wrote" not in folded
-    # Unfolded: the thinking's text, before the reply.
+    # Unfolded: the marker, then the thinking's text.
     assert unfolded.index("[thinking]") < unfolded.index("The user wrote 2 word(s)")
-    assert unfolded.index("The user wrote 2 word(s)") < unfolded.index("You said")

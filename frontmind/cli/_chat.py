@@ -193,6 +193,15 @@ class _Out:
             self._aside.write(text.lstrip("\n").removeprefix("  "))
             self._aside.flush()
 
+    def beside(self, text: str, style: str) -> None:
+        """Text shown beside the reply as it is (the model's thinking): on a terminal
+        with it, through a pipe aside, so that stdout stays the replies alone."""
+        if self._aside is None:
+            self(text, style)
+        else:
+            self._aside.write(text)
+            self._aside.flush()
+
     def note(self, text: str) -> None:
         """A line about the reply (its usage and timing), not part of it."""
         if self._aside is not None:
@@ -241,13 +250,13 @@ def _show(event: TurnEvent, out: _Out) -> None:
             out.thinking = True
             marker = "[redacted thinking]" if event.redacted else "[thinking]"
             folded = "" if out.unfold_thinking else " … (/thinking unfolds)"
-            out(f"\n  {marker}{folded}" + ("\n  " if out.unfold_thinking else ""), "dim")
+            out.beside(f"\n  {marker}{folded}" + ("\n  " if out.unfold_thinking else ""), "dim")
         if out.unfold_thinking and event.text:
-            out(event.text.replace("\n", "\n  "), "dim")
+            out.beside(event.text.replace("\n", "\n  "), "dim")
         return
     if out.thinking:
         out.thinking = False
-        out("\n")
+        out.beside("\n", "dim")
     if isinstance(event, TextDelta):
         out(event.text)
     elif isinstance(event, ToolStarted):
