@@ -57,7 +57,9 @@ async def test_cross_site_and_dns_rebinding_are_refused(tmp_path: Path) -> None:
             ({"content-type": "multipart/form-data; boundary=x"}, 415, "application/json"),
             ({**JSON, "host": f"evil.example:{port}"}, 403, "Host"),
             ({**JSON, "host": f"{host}:{port + 1}"}, 403, "Host"),
-            ({**JSON, "host": host}, 403, "Host"),  # no port: port 80, not ours
+            ({**JSON, "host": host}, 403, "Host"),  # no port: port 80 or 443, not ours
+            ({**JSON, "host": "proxy.lan:80"}, 403, "Host"),  # allowed on 443 alone
+            ({**JSON, "origin": "http://proxy.lan"}, 403, "cross-origin"),  # port 80
             ({**JSON, "origin": "http://evil.example"}, 403, "cross-origin"),
             ({**JSON, "origin": f"http://evil.example:{port}"}, 403, "cross-origin"),
             ({**JSON, "origin": "null"}, 403, "cross-origin"),
@@ -78,6 +80,9 @@ async def test_cross_site_and_dns_rebinding_are_refused(tmp_path: Path) -> None:
             {**JSON, "host": f"localhost:{port}", "origin": f"http://localhost:{port}"},
             {**JSON, "host": "frontmind.lan:9999"},
             {**JSON, "host": "proxy.lan:443", "origin": "https://proxy.lan"},
+            # What a browser at https://proxy.lan sends through a proxy that keeps the
+            # Host: no port (443 is https's default). It was refused as port 80.
+            {**JSON, "host": "proxy.lan", "origin": "https://proxy.lan"},
             {**JSON, "sec-fetch-site": "same-origin"},
         ]
         for headers in own:

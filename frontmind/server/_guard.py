@@ -306,7 +306,7 @@ class EdgeGuard:
         host = headers.get(b"host")
         if host is None:
             raise Forbidden("a Host header is required")
-        if not self._allowed(host.decode("latin-1"), "http", server):
+        if not self._allowed(host.decode("latin-1"), None, server):
             raise Forbidden(
                 f"Host {host.decode('latin-1')!r} is not this daemon's address; "
                 "add it to server.allowed_hosts if it is yours"
@@ -336,16 +336,27 @@ class EdgeGuard:
             raise BodyTooLarge(self._too_large())
         return length
 
-    def _allowed(self, host: str, scheme: str, server: tuple[str, int]) -> bool:
-        parsed = _split_host(host, _DEFAULT_PORT.get(scheme, 80))
+    def _allowed(self, host: str, scheme: str | None, server: tuple[str, int]) -> bool:
+        """`scheme`: the Origin's; None for the Host header, which does not say its own.
+        A client leaves its scheme's default port out of both; a Host header without a
+        port may then mean 80 or 443 (TLS ends at a proxy in front: a browser at
+        https://proxy.example sends `Host: proxy.example`, which "proxy.example:443"
+        must allow)."""
+        parsed = _split_host(host, -1)
         if parsed is None:
             return False
         name, port = parsed
-        if name in self.any_port or (name, port) in self.exact:
+        if port != -1:
+            ports: tuple[int, ...] = (port,)
+        elif scheme is None:
+            ports = tuple(_DEFAULT_PORT.values())
+        else:
+            ports = (_DEFAULT_PORT.get(scheme, 80),)
+        if name in self.any_port or any((name, p) in self.exact for p in ports):
             return True
         address, bound_port = server[0].lower(), server[1]
         own = name == address or (name == "localhost" and _is_loopback(address))
-        return own and port == bound_port
+        return own and bound_port in ports
 
     def _same_origin(self, origin: str, server: tuple[str, int]) -> bool:
         parts = urlsplit(origin.strip())
