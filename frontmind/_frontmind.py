@@ -23,6 +23,7 @@ from actors import (
     BUILTIN_SECTIONS,
     Admission,
     AnthropicModel,
+    Busy,
     Composed,
     Engine,
     InvalidModelSettings,
@@ -94,6 +95,8 @@ __all__ = ["DATABASE_FILE", "Frontmind", "NoModel", "TurnStream"]
 DATABASE_FILE = "frontmind.db"
 OFFLINE_KEY = "offline-local-key"
 BACKGROUND_TICK_S = 30.0  # how often the background worker looks for due jobs anyway
+# How long deleting a continuum waits for a turn running in it in another process.
+DELETE_LEASE_WAIT_S = 2.0
 
 
 class NoModel:
@@ -526,10 +529,30 @@ class Frontmind:
         return await self.storage.continuums(self.user_name, limit=limit, after=after)
 
     async def delete_continuum(self, continuum_id: str) -> None:
-        """Delete a continuum and everything it holds; `Busy` while a turn runs in it."""
+        """Delete a continuum and everything it holds; `Busy` while a turn runs in it,
+        here or (on a shared store) in another process."""
         with self._writing():
             await self._runtime.unload(self.user_name, continuum_id)
-            await self.storage.delete_continuum(self.user_name, continuum_id)
+            if not self.storage.shared:
+                await self.storage.delete_continuum(self.user_name, continuum_id)
+                return
+            # Another replica's turn in it holds the continuum's lease: the delete takes
+            # it too (a turn's record written between the delete's statements refused
+            # it with a raw foreign-key error), waiting a moment for a turn ending now.
+            async with AsyncExitStack() as stack:
+                held = False
+                with anyio.move_on_after(DELETE_LEASE_WAIT_S):  # the wait alone
+                    lease = self.storage.continuum_lease(self.user_name, continuum_id)
+                    await stack.enter_async_context(lease)
+                    held = True
+                if held:
+                    await self.storage.delete_continuum(self.user_name, continuum_id)
+                    return
+            raise Busy(
+                f"a turn is running in continuum {continuum_id!r} in another process;"
+                " it was not deleted: try again when the turn has ended",
+                retry_after=DELETE_LEASE_WAIT_S,
+            )
 
     # -- reminders, memories, documents ------------------------------------------------------
 

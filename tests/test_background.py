@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors import SUMMARY_MARKER, input_cost
+from actors import SUMMARY_MARKER, Busy, input_cost
 from frontmind import Frontmind, tool
 from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
@@ -320,6 +320,43 @@ async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
         assert ran.attempts == 1
         assert ran.last_error is not None
         assert "segment #999" in ran.last_error
+
+
+async def test_a_continuum_is_not_deleted_under_a_turn_on_another_replica(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """B deletes a continuum whose turn runs on A: refused as `Busy` (a turn's record
+    written between the delete's statements refused it with a raw foreign-key error, a
+    503), nothing deleted; once A's turn has ended, the delete goes through."""
+    entered, release = anyio.Event(), anyio.Event()
+
+    @tool()
+    async def hold() -> str:
+        """Waits until the test lets go."""
+        entered.set()
+        await release.wait()
+        return "released"
+
+    responder = ScriptedResponder()
+    responder.push("Hello.", Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
+    cfg = config(storage={"url": pg_server.new_database()})
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path / "a", cfg=cfg, tools=[hold]) as a,
+        frontmind(api, tmp_path / "b", cfg=cfg) as b,
+    ):
+        await run_turn(a, "c1", "hello")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_turn, a, "c1", "hold on")
+            await entered.wait()  # A's turn holds the continuum's lease
+            with pytest.raises(Busy, match="another process") as caught:
+                await b.delete_continuum("c1")
+            assert caught.value.retry_after is not None
+            assert len(await b.turns("c1")) == 2  # nothing deleted: the first, the running
+            release.set()
+        assert [t.status for t in await b.turns("c1")] == ["completed", "completed"]
+        await b.delete_continuum("c1")
+        assert await b.continuums() == []
 
 
 async def test_surfaced_memories_are_counted_together_off_the_compositions(
