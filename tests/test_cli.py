@@ -379,6 +379,28 @@ async def test_commands_that_read_a_store_refuse_a_data_dir_without_one(
     assert (missing / "frontmind.db").exists()
 
 
+async def test_export_of_no_such_user_and_migrate_onto_another_file_are_refused(
+    tmp_path: Path,
+) -> None:
+    """A mistyped user exported a header and nothing, exit 0; `migrate --to` a file
+    that is not a database made it one, its content lost. Both are refused, named."""
+    data = str(tmp_path / "data")
+    code, _, err = await run_cli("users", "add", "alice", "--data-dir", data)
+    assert code == 0, err
+    code, out, err = await run_cli("export", "--user", "alcie", "--data-dir", data)
+    assert (code, out, err) == (2, "", "frontmind: error: no user named 'alcie'\n")
+    for user in ("alice", "default"):
+        code, out, err = await run_cli("export", "--user", user, "--data-dir", data)
+        assert code == 0, err
+        assert f'"user":"{user}"' in out.splitlines()[0]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, out, err = await run_cli("migrate", "--to", str(notes), "--data-dir", data)
+    assert code == 2
+    assert err == f"frontmind: error: --to {notes}: the file exists and is no SQLite database\n"
+    assert notes.read_text() == "my notes\n"
+
+
 async def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
     """`frontmind export | head`, `frontmind stats | head`: once the reader has gone,
     the command stops as a shell tool does on SIGPIPE (exit 141), with no traceback."""

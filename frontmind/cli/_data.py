@@ -128,15 +128,27 @@ def add_user_actions(
 def cmd_export(args: argparse.Namespace) -> None:
     import anyio
 
-    from storage import encode_header, encode_row
+    from storage import DEFAULT_USER, encode_header, encode_row
+
+    from .._exceptions import EdgeError
 
     async def main() -> None:
         out = sys.stdout.buffer
         async with _store(args, exclusive=True) as storage:
-            out.write(encode_header(await storage.schema_version(), args.user))
+            header: bytes | None = encode_header(await storage.schema_version(), args.user)
             async for part in storage.export_rows(args.user):
                 for row in part.rows:
+                    if header is not None:
+                        out.write(header)
+                        header = None
                     out.write(encode_row(part.table, row))
+            if header is not None:
+                # Nothing of theirs: a mistyped name exported a header alone, and exit 0.
+                if args.user not in (None, DEFAULT_USER) and args.user not in {
+                    user.name for user in await storage.users()
+                }:
+                    raise EdgeError(f"no user named {args.user!r}")
+                out.write(header)
         out.flush()
 
     anyio.run(main)
@@ -190,6 +202,18 @@ def cmd_import(args: argparse.Namespace) -> None:
     anyio.run(main)
 
 
+async def _sqlite_or_nothing(path: Path) -> bool:
+    """Whether `path` is missing, empty, or a SQLite database (by its header)."""
+    import anyio
+
+    try:
+        async with await anyio.open_file(path, "rb") as file:
+            head = await file.read(16)
+    except OSError:  # missing (made), or what opening it will say better
+        return True
+    return head in (b"", b"SQLite format 3\x00")
+
+
 async def _target(
     url: str, gap: float, stack: AsyncExitStack, *, source: Path | None = None
 ) -> Storage:
@@ -226,6 +250,9 @@ async def _target(
             # Else its own data dir was "in use by another process" (this one), and its
             # own database file was copied onto itself and said "verified".
             raise EdgeError(f"--to {url}: that is the store being migrated; name another")
+        if not directory and not await _sqlite_or_nothing(file):
+            # Else any file named by --to (notes.txt) was made a database, its text lost.
+            raise EdgeError(f"--to {url}: the file exists and is no SQLite database")
         if directory:
             stack.enter_context(data_dir_lock(path))
         path = file
