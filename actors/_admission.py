@@ -131,14 +131,6 @@ class Admission:
         # go to the turns ahead of it and then its own.
         return beyond / self.max_active * self.turn_seconds
 
-    def _own_wait(self, user: str, continuum: str) -> float:
-        """Seconds a turn arriving now would wait for its continuum's own turns ahead of
-        it (running or waiting): they go one at a time, however many slots are free, so
-        the slots' rate (`expected_wait`) alone would promise it far too short a wait."""
-        if self.turn_seconds is None:
-            return 0.0  # nothing measured yet: no ground to refuse
-        return self.queued(user, continuum) * self.turn_seconds
-
     def queued(self, user: str, continuum: str) -> int:
         """The continuum's turns waiting or holding a slot."""
         account = self._users.get(user)
@@ -159,11 +151,14 @@ class Admission:
                 "waiting; retry when one has finished",
                 retry_after=self.turn_seconds,
             )
-        own = self._own_wait(user, continuum)
+        # Its continuum's own turns ahead of it (running or waiting) go one at a time,
+        # however many slots are free: the slots' rate (`expected_wait`) alone would
+        # promise it far too short a wait. Nothing measured yet: no ground to refuse.
+        ahead = self.queued(user, continuum)
+        own = 0.0 if self.turn_seconds is None else ahead * self.turn_seconds
         if own > self.max_wait_s:
             self.refused += 1
             retry = max(1, math.ceil(own - self.max_wait_s))
-            ahead = self.queued(user, continuum)
             raise Busy(
                 f"continuum {continuum!r} runs its turns one at a time and {ahead} "
                 f"{'is' if ahead == 1 else 'are'} ahead of this one: about {own:.0f} s, over "

@@ -242,6 +242,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
 
     async def _write_dropped(self) -> None:
         """Write the records waiting in the engine's buffer (`DroppedRecords`)."""
+        if not self._dropped.waiting:  # nearly always: it runs with every message
+            return
         for user, record in self._dropped.take():
             try:
                 await self._storage.record_turn(user, record)

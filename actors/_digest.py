@@ -199,7 +199,8 @@ async def decide_memory(
     found = {h.memory.id: h.memory for h in hits}
     if near is None:
         return deduplicate(proposed, list(found.values()), accepted)
-    missed = [memory_id for memory_id in found if memory_id not in {m.id for m, _ in near}]
+    nearest = {memory.id for memory, _ in near}
+    missed = [memory_id for memory_id in found if memory_id not in nearest]
     if missed and vector is not None:
         # A keyword hit beyond the nearest few has a cosine too (when it has a vector):
         # meaning decides for it, not its words, however many memories are nearer.

@@ -220,7 +220,8 @@ async def recall(
             return hits[:limit]
     # A hit's score is the whole blend already: its text's relevance alone is the score
     # over its importance, recency and use, which the blend below applies once.
-    relevance_of = {h.memory.id: h.score / _weight(h.memory, now) for h in hits}
+    weights = {h.memory.id: _weight(h.memory, now) for h in hits}
+    relevance_of = {h.memory.id: h.score / weights[h.memory.id] for h in hits}
     best = max(relevance_of.values(), default=0.0)
     keyword = {i: (r / best if best > 0 else 0.0) for i, r in relevance_of.items()}
     candidates = {h.memory.id: h.memory for h in hits}
@@ -237,7 +238,8 @@ async def recall(
         )
         if relevance <= 0:
             continue
-        ranked.append(MemoryHit(memory, relevance * _weight(memory, now)))
+        factor = weights[memory_id] if memory_id in weights else _weight(memory, now)
+        ranked.append(MemoryHit(memory, relevance * factor))
     ranked.sort(key=lambda h: h.score, reverse=True)
     return ranked[:limit]
 

@@ -533,19 +533,15 @@ class Frontmind:
         here or (on a shared store) in another process."""
         with self._writing():
             await self._runtime.unload(self.user_name, continuum_id)
-            if not self.storage.shared:
-                await self.storage.delete_continuum(self.user_name, continuum_id)
-                return
-            # Another replica's turn in it holds the continuum's lease: the delete takes
-            # it too (a turn's record written between the delete's statements refused
-            # it with a raw foreign-key error), waiting a moment for a turn ending now.
+            # A turn in it in another process sharing the store holds the continuum's
+            # lease: the delete takes it too (a turn's record written between the
+            # delete's statements refused it with a raw foreign-key error), waiting a
+            # moment for a turn ending now.
             async with AsyncExitStack() as stack:
-                held = False
-                with anyio.move_on_after(DELETE_LEASE_WAIT_S):  # the wait alone
+                with anyio.move_on_after(DELETE_LEASE_WAIT_S) as waiting:
                     lease = self.storage.continuum_lease(self.user_name, continuum_id)
                     await stack.enter_async_context(lease)
-                    held = True
-                if held:
+                if not waiting.cancelled_caught:
                     await self.storage.delete_continuum(self.user_name, continuum_id)
                     return
             raise Busy(

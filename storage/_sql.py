@@ -261,9 +261,12 @@ async def _rows(db: Connection, sql: str, args: Args) -> list[Any]:
 UNEXPIRED = "(m.expires_at IS NULL OR m.expires_at > ?)"
 
 
+_EMBEDDER_ROWS = "SELECT model, dimensions FROM vector_model"
+
+
 async def _embedder_rows(db: Connection) -> list[Any]:
     """The embedder recorded with the vectors: no row, or one (model, dimensions)."""
-    return await _rows(db, "SELECT model, dimensions FROM vector_model", ())
+    return await _rows(db, _EMBEDDER_ROWS, ())
 
 
 def _at(now: float | None) -> float:
@@ -1096,7 +1099,11 @@ class SQLStore(ABC):
         process sharing the database (a replica) may have started with another one
         since, dropping every vector; this one's would be taken for that embedder's
         and never embedded again."""
-        return [tuple(row) for row in await _embedder_rows(db)] == [self._vector_model]
+        return self._is_ours(await _embedder_rows(db))
+
+    def _is_ours(self, recorded: list[Any]) -> bool:
+        """Whether the embedder rows read are this store's (`use_embedder`)."""
+        return [tuple(row) for row in recorded] == [self._vector_model]
 
     async def fail_job(self, job: Job, *, now: float, error: str, retry_at: float | None) -> bool:
         """Record the failure; retried at `retry_at`, or given up when it is None."""
@@ -1158,7 +1165,9 @@ class SQLStore(ABC):
             await db.execute(
                 "UPDATE searches SET state = 'done', finished_at = ?, turns_left = 1,"
                 " passages = ?, error = ?"
-                " WHERE state = 'running' AND claimed_at <= ? AND attempts >= ?",
+                # `state != 'done'`: what the open searches' partial index is over.
+                " WHERE state != 'done' AND state = 'running' AND claimed_at <= ?"
+                " AND attempts >= ?",
                 (now, encode_passages(()), _INTERRUPTED, now - lease_seconds, MAX_ATTEMPTS),
             )
             rows = await _rows(
@@ -1503,8 +1512,7 @@ class SQLStore(ABC):
         now = time.monotonic()
         if now < self._ours_until:
             return
-        rows = await self._read("SELECT model, dimensions FROM vector_model")
-        if [tuple(row) for row in rows] != [self._vector_model]:
+        if not self._is_ours(await self._read(_EMBEDDER_ROWS)):
             raise StorageUnavailable(_ANOTHER_EMBEDDER)
         self._ours_until = now + EMBEDDER_RECHECK_S
 
