@@ -282,31 +282,40 @@ async def test_a_users_segments_are_summarised_into_that_users_memories(
         assert await fm.memories() == []
 
 
+class Held:
+    """The `hold` tool: a turn that calls it holds its continuum (and its lease) until
+    the test lets go; `entered` is set as it starts."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = anyio.Event(), anyio.Event()
+
+        @tool()
+        async def hold() -> str:
+            """Waits until the test lets go."""
+            self.entered.set()
+            await self.release.wait()
+            return "released"
+
+        self.tool = hold
+
+
 async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
     tmp_path: Path, pg_server: PostgresServer
 ) -> None:
     """Two replicas (each its own Frontmind, connections and worker) on one database: B's
     worker leaves alone the continuum whose turn runs on A, and takes it up after."""
-    entered, release = anyio.Event(), anyio.Event()
-
-    @tool()
-    async def hold() -> str:
-        """Waits until the test lets go."""
-        entered.set()
-        await release.wait()
-        return "released"
-
+    held = Held()
     responder = ScriptedResponder()
     responder.push(Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
     cfg = config(storage={"url": pg_server.new_database()})
     async with (
         LocalMessagesAPI(responder=responder) as api,
-        frontmind(api, tmp_path / "a", cfg=cfg, tools=[hold]) as a,
+        frontmind(api, tmp_path / "a", cfg=cfg, tools=[held.tool]) as a,
         frontmind(api, tmp_path / "b", cfg=cfg) as b,
     ):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_turn, a, "c1", "hold on")
-            await entered.wait()  # A's turn holds the continuum's lease
+            await held.entered.wait()  # A's turn holds the continuum's lease
             # Due now; its segment does not exist, so running it fails (and counts as run).
             job = await b.storage.enqueue_job(
                 DEFAULT_USER, SEGMENT_SUMMARY, "c1", segment_job_payload(999), now=FakeClock().now
@@ -314,7 +323,7 @@ async def test_a_job_waits_while_its_continuum_has_a_turn_on_another_replica(
             assert await b.run_background() == 0
             (waiting,) = await b.jobs("c1")
             assert (waiting.id, waiting.state, waiting.attempts) == (job.id, "pending", 0)
-            release.set()
+            held.release.set()
         await b.run_background()  # A's worker, woken by its ticker, may have run it first
         (ran,) = await b.jobs("c1")
         assert ran.attempts == 1
@@ -328,32 +337,24 @@ async def test_a_continuum_is_not_deleted_under_a_turn_on_another_replica(
     """B deletes a continuum whose turn runs on A: refused as `Busy` (a turn's record
     written between the delete's statements refused it with a raw foreign-key error, a
     503), nothing deleted; once A's turn has ended, the delete goes through."""
-    entered, release = anyio.Event(), anyio.Event()
-
-    @tool()
-    async def hold() -> str:
-        """Waits until the test lets go."""
-        entered.set()
-        await release.wait()
-        return "released"
-
+    held = Held()
     responder = ScriptedResponder()
     responder.push("Hello.", Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
     cfg = config(storage={"url": pg_server.new_database()})
     async with (
         LocalMessagesAPI(responder=responder) as api,
-        frontmind(api, tmp_path / "a", cfg=cfg, tools=[hold]) as a,
+        frontmind(api, tmp_path / "a", cfg=cfg, tools=[held.tool]) as a,
         frontmind(api, tmp_path / "b", cfg=cfg) as b,
     ):
         await run_turn(a, "c1", "hello")
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_turn, a, "c1", "hold on")
-            await entered.wait()  # A's turn holds the continuum's lease
+            await held.entered.wait()  # A's turn holds the continuum's lease
             with pytest.raises(Busy, match="another process") as caught:
                 await b.delete_continuum("c1")
             assert caught.value.retry_after is not None
             assert len(await b.turns("c1")) == 2  # nothing deleted: the first, the running
-            release.set()
+            held.release.set()
         assert [t.status for t in await b.turns("c1")] == ["completed", "completed"]
         await b.delete_continuum("c1")
         assert await b.continuums() == []
