@@ -262,6 +262,12 @@ def load_config(
         here = candidate.resolve().parent
         near = (*(str(here / entry) for entry in config.module_path), str(here))
         config = msgspec.structs.replace(config, module_path=near)
+        # So is a relative token file (a daemon started from another directory, by a
+        # service manager, reads the same file); `~` is the user's home.
+        if config.server.token_file:
+            token_file = str(here / Path(config.server.token_file).expanduser())
+            server = msgspec.structs.replace(config.server, token_file=token_file)
+            config = msgspec.structs.replace(config, server=server)
     if env.get("FRONTMIND_MODEL"):
         model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
         config = msgspec.structs.replace(config, model=model)

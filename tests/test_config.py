@@ -10,6 +10,7 @@ import pytest
 from actors import SettingsError, tool_name, validate_settings
 from frontmind import Config, ConfigError, Frontmind, FrontmindError, load_config
 from frontmind._frontmind import NoModel
+from frontmind.server._daemon import resolve_token
 from storage import SQLiteStorage, StorageUnavailable
 from tests._harness import config
 
@@ -216,6 +217,23 @@ async def test_module_path_entries_are_relative_to_the_config_file(
     assert loaded.module_path == (str(tmp_path / "app" / "plugins"), str(tmp_path / "app"))
     names, _ = await _tools_and_context(tmp_path / "data", config_file)
     assert names[-1] == tool
+
+
+def test_a_relative_token_file_is_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "secret").write_text("s3cret-token\n")
+    config_file = tmp_path / "app" / "frontmind.toml"
+    config_file.write_text('[server]\ntoken_file = "secret"\n')
+    monkeypatch.chdir(tmp_path)  # a service manager starts the daemon elsewhere
+    loaded = load_config(config_file, tmp_path / "data", environ={})
+    assert loaded.server.token_file == str(tmp_path / "app" / "secret")
+    assert resolve_token(loaded, None, None) == "s3cret-token"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    config_file.write_text('[server]\ntoken_file = "~/token"\n')
+    loaded = load_config(config_file, tmp_path / "data", environ={})
+    assert loaded.server.token_file == str(tmp_path / "home" / "token")
 
 
 def test_a_bad_models_row_in_the_config_names_its_key(tmp_path: Path) -> None:
