@@ -109,7 +109,7 @@ from ._placement import (
     SectionSpec,
 )
 from ._prompt import DEFAULT_BASE_PROMPT
-from ._recall import Embedder, prepare_embedder
+from ._recall import Embedder, load_embedder, prepare_embedder
 from ._server_tools import (
     ServerTool,
     ServerToolSupport,
@@ -278,6 +278,7 @@ __all__ = [
     "input_cost",
     "input_schema",
     "known_row",
+    "load_embedder",
     "mcp_servers",
     "neutralize_frame",
     "no_server_tool_data",

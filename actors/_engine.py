@@ -75,7 +75,7 @@ from ._messages import Compose, Composed, Drain, RecordsWaiting, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
-from ._recall import Embedder, load_embedder
+from ._recall import Embedder, check_embedder_spec, load_embedder
 from ._server_tools import (
     ServerTool,
     ServerToolSupport,
@@ -225,8 +225,10 @@ def validate_settings(
     if not settings.memory.embed_deadline_ms > 0:
         raise SettingsError("memory.embed_deadline_ms: must be greater than 0")
     if settings.memory.embedder is not None:
-        # A bad name fails at startup.
-        load_embedder(settings.memory.embedder, settings.module_path)
+        # Its shape only: building it may need the service's key or load a model, which
+        # a command that never embeds must not (`load_config` builds it for those that
+        # do, and `Frontmind.open` checks its dimension before any turn).
+        check_embedder_spec(settings.memory.embedder)
     if not 0 < settings.history.keep_fraction <= 1:
         raise SettingsError("history.keep_fraction: must be in (0, 1]")
     for name, value in settings.composer.deadlines.items():

@@ -38,6 +38,7 @@ from ._imports import import_module_near
 
 __all__ = [
     "Embedder",
+    "check_embedder_spec",
     "embedder_name",
     "load_embedder",
     "prepare_embedder",
@@ -63,13 +64,20 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
 
 
+def check_embedder_spec(spec: str) -> tuple[str, str]:
+    """The module and class `spec` names, without importing either: what a command
+    that never embeds (`frontmind stats`, `users add`) checks of `[memory] embedder`."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise SettingsError(f"memory.embedder: {spec!r} must look like 'package.module:Class'")
+    return module_name, attribute
+
+
 @functools.cache
 def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
     """The embedder `spec` names, built once per process (a local model loads once);
     its module is also looked for in `search` (actors/_imports.py)."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SettingsError(f"memory.embedder: {spec!r} must look like 'package.module:Class'")
+    module_name, attribute = check_embedder_spec(spec)
     try:
         cls = getattr(import_module_near(module_name, search), attribute)
         embedder = cls()

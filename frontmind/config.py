@@ -41,6 +41,7 @@ from actors import (
     TurnSettings,
     check_mcp_servers,
     import_module_near,
+    load_embedder,
     server_tools,
     validate_settings,
 )
@@ -237,13 +238,14 @@ def load_config(
     data_dir: Path,
     environ: Mapping[str, str] | None = None,
     *,
-    check_server_tools: bool = True,
+    check_plugins: bool = True,
 ) -> Config:
     """The config file (given, or frontmind.toml in the data dir, or none) plus env.
 
-    `check_server_tools=False`: the `[[server_tool]]` entries are not checked against the
-    SDK (importing it costs seconds): for the commands that open the store alone
-    (`users`, `stats`, the data commands), which never offer them to a model."""
+    `check_plugins=False`: the `[[server_tool]]` entries are not checked against the SDK
+    (importing it costs seconds) and the `[memory] embedder` is not built (it may need
+    its service's key, or load a model): for the commands that open the store alone
+    (`users`, `stats`, the data commands), which never call a model or an embedder."""
     env = os.environ if environ is None else environ
     candidate = path if path is not None else data_dir / CONFIG_FILE
     config = Config()
@@ -290,8 +292,10 @@ def load_config(
         validate_settings(config, names, catalog=catalog if known else None)
         check_face_config(config)
         check_mcp_servers(config.mcp)
-        if check_server_tools:
+        if check_plugins:
             server_tools(config.server_tool)
+            if config.memory.embedder is not None:  # a bad one fails at startup
+                load_embedder(config.memory.embedder, config.module_path)
     except (SettingsError, ToolDefinitionError) as exc:
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None

@@ -756,6 +756,23 @@ async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
             pass
 
 
+@pytest.mark.slow
+async def test_commands_that_never_embed_do_not_build_the_embedder(tmp_path: Path) -> None:
+    """`stats`, `users add` and the data commands open the store alone: an embedder that
+    reads its service's key when built (absent from an operator's shell) or loads a
+    model is not built by them. The daemon's start still refuses it, naming the file."""
+    (tmp_path / "frontmind.toml").write_text(
+        '[memory]\nembedder = "tests._embedder:KeylessEmbedder"\n'
+    )
+    for command in (("users", "add", "bob"), ("stats",), ("export",)):
+        code, _, err = await run_cli(*command, "--data-dir", str(tmp_path))
+        assert code == 0, (command, err)
+    code, _, err = await run_cli("serve", "--offline", "--data-dir", str(tmp_path))
+    assert code == 2
+    assert "frontmind.toml: memory.embedder" in err, err
+    assert "VOYAGE_API_KEY" in err, err
+
+
 async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with(
     tmp_path: Path,
 ) -> None:

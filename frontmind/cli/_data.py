@@ -47,7 +47,7 @@ async def _store(
     from .._lock import data_dir_lock
     from ..config import load_config
 
-    config = load_config(args.config, args.data_dir, check_server_tools=False)
+    config = load_config(args.config, args.data_dir, check_plugins=False)
     if args.database is not None:
         config = msgspec.structs.replace(
             config, storage=msgspec.structs.replace(config.storage, url=args.database)
@@ -271,7 +271,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
     async def main() -> None:
         async with _store(args, exclusive=True) as source, AsyncExitStack() as stack:
-            config = load_config(args.config, args.data_dir, check_server_tools=False)
+            config = load_config(args.config, args.data_dir, check_plugins=False)
             sqlite = args.database is None and config.storage.url is None
             target = await _target(
                 args.to,

@@ -146,7 +146,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
     async def main() -> None:
         waiting: int | None = None  # the daemon does not say: not shown
         # The prices the daemon uses: the model data with the config's [[models]] rows.
-        config = load_config(args.config, args.data_dir, check_server_tools=False)
+        config = load_config(args.config, args.data_dir, check_plugins=False)
         catalog = load_catalog(config.models)
         if args.url:
             from ._remote import remote_records
@@ -222,7 +222,7 @@ def cmd_users(args: argparse.Namespace) -> None:
         # Storage alone (no actors, no model): this works beside a running daemon, which
         # looks tokens up on every request and so knows the new user at once. The store
         # is the daemon's: SQLite in the data dir, or the configured PostgreSQL database.
-        config = load_config(args.config, args.data_dir, check_server_tools=False)
+        config = load_config(args.config, args.data_dir, check_plugins=False)
         if args.database is not None:
             config = msgspec.structs.replace(
                 config, storage=msgspec.structs.replace(config.storage, url=args.database)
