@@ -24,8 +24,9 @@ Nothing is downloaded for the default (no embedder: keyword search alone).
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -73,10 +74,36 @@ def check_embedder_spec(spec: str) -> tuple[str, str]:
     return module_name, attribute
 
 
-@functools.cache
+# Each embedder built, by (spec, search): with the event loop it serves (None until a
+# loop asks for it: one built by the config check before the daemon's loop starts).
+_BUILT: dict[tuple[str, tuple[str, ...]], tuple[Embedder, weakref.ref[object] | None]] = {}
+
+
 def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
-    """The embedder `spec` names, built once per process (a local model loads once);
-    its module is also looked for in `search` (actors/_imports.py)."""
+    """The embedder `spec` names, built once per event loop (a local model loads once);
+    its module is also looked for in `search` (actors/_imports.py). Another loop (a
+    library user's second `asyncio.run`) gets one of its own: what an embedder holds
+    (an HTTP client's pooled connections) belongs to the loop that made it."""
+    try:
+        loop: object | None = asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs here (the config check)
+        loop = None
+    key = (spec, search)
+    found = _BUILT.get(key)
+    if found is not None:
+        embedder, owner = found
+        if owner is None:  # built outside any loop: this one adopts it
+            if loop is not None:
+                _BUILT[key] = (embedder, weakref.ref(loop))
+            return embedder
+        if owner() is loop:
+            return embedder
+    embedder = _build_embedder(spec, search)
+    _BUILT[key] = (embedder, None if loop is None else weakref.ref(loop))
+    return embedder
+
+
+def _build_embedder(spec: str, search: tuple[str, ...]) -> Embedder:
     module_name, attribute = check_embedder_spec(spec)
     try:
         cls = getattr(import_module_near(module_name, search), attribute)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -55,6 +56,21 @@ class BlockedEmbedder(ConceptEmbedder):
             BlockedEmbedder.release = anyio.Event()
         await BlockedEmbedder.release.wait()
         return await super().embed(texts)
+
+
+class LoopBoundEmbedder(ConceptEmbedder):
+    """Keeps what belongs to the event loop it first ran on, as an HTTP client keeps
+    its pooled connections: here the loop itself, whose executor runs each embedding.
+    On a loop closed since, every call fails ("Event loop is closed")."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        vectors = await super().embed(texts)
+        return await asyncio.wrap_future(self._loop.run_in_executor(None, list, vectors))
 
 
 class BrokenEmbedder:

@@ -4,6 +4,7 @@ embedder's lifecycle (its name and dimension recorded with the vectors)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from collections.abc import AsyncIterator, Sequence
@@ -20,7 +21,7 @@ import pytest
 
 from actors import SettingsError
 from actors._digest import ProposedMemory, decide_memory, deduplicate
-from actors._recall import recall
+from actors._recall import load_embedder, recall
 from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from storage import (
     DEFAULT_USER,
@@ -771,6 +772,28 @@ async def test_commands_that_never_embed_do_not_build_the_embedder(tmp_path: Pat
     assert code == 2
     assert "frontmind.toml: memory.embedder" in err, err
     assert "VOYAGE_API_KEY" in err, err
+
+
+def test_each_event_loop_gets_its_own_embedder(tmp_path: Path) -> None:
+    """A library user's second `asyncio.run` (a script's, or a test framework's loop per
+    test) builds the embedder again: the first one's loop-bound resources (an HTTP
+    client's connections) died with its loop, and reusing it left every turn to
+    keywords. Within one loop it is built once (a local model loads once)."""
+    cfg = config(memory={"embedder": "tests._embedder:LoopBoundEmbedder"})
+
+    async def session(data: Path) -> tuple[str, object]:
+        async with LocalMessagesAPI() as api, frontmind(api, data, cfg=cfg) as fm:
+            await fm.remember("Ingrid is the user's sister")
+            await fm.run_background()
+            assert await fm.storage.count_memories_without_vectors() == 0
+            composed = await fm.compose("ada", "Tell me about my sibling")
+            return composed.notification, load_embedder(cfg.memory.embedder or "", cfg.module_path)
+
+    first, built = asyncio.run(session(tmp_path / "first"))
+    second, again = asyncio.run(session(tmp_path / "second"))
+    assert "Ingrid" in first
+    assert "Ingrid" in second  # found by meaning: no word of it is in the question
+    assert again is not built
 
 
 async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with(
