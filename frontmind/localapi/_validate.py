@@ -318,12 +318,16 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
     kind = (request.thinking or {}).get("type")
     effort = _effort(request)
     if kind is not None and kind not in model.thinking_types:
-        if kind == "enabled":
-            hint = 'Use "thinking.type.adaptive" and "output_config.effort" to control thinking.'
+        if kind == "enabled" or (kind == "disabled" and model.thinking_default == "always"):
+            # The API's words, as "What's new in Claude Opus 5.5", "Thinking can't be
+            # disabled" quotes them for both (https://platform.claude.com/docs/en/models/
+            # opus-5-5/whats-new-opus-5-5#thinking-cant-be-disabled).
+            hint = (
+                'Use "thinking.type.adaptive" and "output_config.effort" to control '
+                "thinking behavior."
+            )
         elif kind == "adaptive":
             hint = 'Use "thinking.type.enabled" with "budget_tokens".'
-        elif model.thinking_default == "always":
-            hint = "Thinking is always on for this model."
         else:
             hint = "Accepted: " + ", ".join(sorted(model.thinking_types)) + "."
         raise ApiError(400, f'"thinking.type.{kind}" is not supported for this model. {hint}')

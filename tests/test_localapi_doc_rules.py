@@ -1,0 +1,55 @@
+"""The local Messages API against Anthropic's current docs, rule by rule (review B): each
+test names the docs page it follows and talks to the local server through the real
+`anthropic` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from frontmind.localapi import LocalMessagesAPI
+
+pytestmark = pytest.mark.anyio
+
+HI: Any = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[anthropic.AsyncAnthropic]:
+    async with (
+        LocalMessagesAPI() as api,
+        anthropic.AsyncAnthropic(api_key="k", base_url=api.base_url, max_retries=0) as sdk,
+    ):
+        yield sdk
+
+
+async def error_of(client: anthropic.AsyncAnthropic, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("max_tokens", 4096)
+    kwargs.setdefault("messages", HI)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await client.messages.create(**kwargs)
+    body: Any = info.value.body
+    return dict(body["error"])
+
+
+async def test_thinking_type_refusals_say_what_the_docs_quote(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # "What's new in Claude Opus 5.5", "Thinking can't be disabled": both refusals are a
+    # 400 invalid_request_error with these messages (the same check on Fable 5.1).
+    use = 'Use "thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
+    for model in ("claude-opus-5-5", "claude-fable-5-1"):
+        disabled = await error_of(client, model=model, thinking={"type": "disabled"})
+        assert disabled == {
+            "type": "invalid_request_error",
+            "message": f'"thinking.type.disabled" is not supported for this model. {use}',
+        }
+        enabled = await error_of(
+            client, model=model, thinking={"type": "enabled", "budget_tokens": 2048}
+        )
+        assert (
+            enabled["message"] == f'"thinking.type.enabled" is not supported for this model. {use}'
+        )
