@@ -53,3 +53,39 @@ async def test_thinking_type_refusals_say_what_the_docs_quote(
         assert (
             enabled["message"] == f'"thinking.type.enabled" is not supported for this model. {use}'
         )
+
+
+async def test_interleaved_thinking_lets_the_budget_exceed_max_tokens(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Extended thinking, "Interleaved thinking": with the beta header and tools, the
+    # budget is the whole turn's (every thinking block of it) and may exceed max_tokens;
+    # the limit becomes the context window. Without the header the budget stays below
+    # max_tokens.
+    tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    request: Any = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "messages": HI,
+        "tools": tools,
+        "thinking": {"type": "enabled", "budget_tokens": 16_000},
+    }
+    reply = await client.messages.create(
+        **request, extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}
+    )
+    assert reply.content[0].type == "thinking"
+    counted = await client.messages.count_tokens(
+        model=request["model"],
+        messages=HI,
+        tools=tools,
+        thinking=request["thinking"],
+        extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"},
+    )
+    assert counted.input_tokens > 0
+    plain = await error_of(client, **request)
+    assert plain["message"] == "`max_tokens` must be greater than `thinking.budget_tokens`."
+    beyond = {**request, "thinking": {"type": "enabled", "budget_tokens": 200_000}}
+    with pytest.raises(anthropic.BadRequestError, match="context window"):
+        await client.messages.create(
+            **beyond, extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}
+        )

@@ -471,7 +471,7 @@ def _accept(
     """The request checked, and what its model reads of it (`_prepare.py`)."""
     if decoded.thread is not None:
         raise _thread_error(decoded)
-    parsed, model = validate(decoded, version, beta=beta, models=state.models)
+    parsed, model = validate(decoded, version, beta=beta, models=state.models, betas=betas)
     _check_signatures(parsed, model, state.signer, state.verify_foreign_signatures)
     plain = state.token_counts == "plain"
 

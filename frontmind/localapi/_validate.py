@@ -281,7 +281,17 @@ def _type_of(block: Block | ToolReferenceBlock) -> str:
     return str(type(block).__struct_config__.tag)
 
 
-def _check_thinking_config(request: MessagesRequest) -> None:
+# Docs: extended thinking, "Interleaved thinking": with this beta, budget_tokens "can
+# exceed the max_tokens parameter, as it represents the total budget across all thinking
+# blocks within one assistant turn"; "when using interleaved thinking with tools ... the
+# token limit becomes your entire context window"
+# (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking#interleaved-thinking).
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+
+
+def _check_thinking_config(
+    request: MessagesRequest, model: ModelInfo, betas: frozenset[str]
+) -> None:
     thinking = request.thinking
     if thinking is None:
         return
@@ -301,7 +311,14 @@ def _check_thinking_config(request: MessagesRequest) -> None:
                 f"thinking.enabled.budget_tokens: Input should be greater than or equal to "
                 f"{MIN_BUDGET_TOKENS}",
             )
-        if budget >= request.max_tokens:
+        if INTERLEAVED_BETA in betas and request.tools:
+            if budget >= model.context_window:
+                raise ApiError(
+                    400,
+                    f"thinking.enabled.budget_tokens: {budget} must be less than the model's "
+                    f"context window ({model.context_window}) with interleaved thinking",
+                )
+        elif budget >= request.max_tokens:
             raise ApiError(400, "`max_tokens` must be greater than `thinking.budget_tokens`.")
 
 
@@ -508,8 +525,10 @@ def validate(
     *,
     beta: bool = False,
     models: Mapping[str, ModelInfo] = MODELS,
+    betas: frozenset[str] = frozenset(),
 ) -> tuple[MessagesRequest, ModelInfo]:
-    """Return the request with its messages merged and its model, or raise `ApiError`."""
+    """Return the request with its messages merged and its model, or raise `ApiError`
+    (`betas`: the `anthropic-beta` header's values)."""
     if not beta:
         for name in BETA_ONLY_FIELDS:
             if getattr(request, name) is not None:
@@ -524,7 +543,7 @@ def validate(
                 raise ApiError(
                     400, f"{name}: not supported with anthropic-version {version}; remove it"
                 )
-    _check_thinking_config(request)
+    _check_thinking_config(request, model, betas)
     _check_tools(request, model)
     if isinstance(request.system, list):
         for i, system_block in enumerate(request.system):
