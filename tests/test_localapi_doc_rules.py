@@ -10,7 +10,10 @@ from typing import Any
 import anthropic
 import pytest
 
-from frontmind.localapi import LocalMessagesAPI
+from actors import cost
+from frontmind._models import shipped_catalog
+from frontmind.localapi import MODELS, LocalMessagesAPI
+from storage import TurnUsage
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +92,25 @@ async def test_interleaved_thinking_lets_the_budget_exceed_max_tokens(
         await client.messages.create(
             **beyond, extra_headers={"anthropic-beta": "interleaved-thinking-2025-05-14"}
         )
+
+
+@pytest.mark.parametrize("name", ["claude-fable-5-2", "claude-mythos-5-2"])
+def test_fable_and_mythos_5_2_are_priced_at_their_list_prices(name: str) -> None:
+    # The pricing page's Fable 5.2 row (Mythos 5.2 shares it): $8 / $40 per MTok, cache
+    # hits $0.20, 5-minute writes $10, 1-hour writes $16; 20% below Fable 5.1.
+    row = MODELS[name]
+    assert (row.input_price, row.output_price) == (8.0, 40.0)
+    per_mtok = 1_000_000
+    usage = TurnUsage(
+        input_tokens=per_mtok,
+        cache_creation_input_tokens=2 * per_mtok,
+        cache_read_input_tokens=per_mtok,
+        output_tokens=per_mtok,
+        cache_creation_5m=per_mtok,
+        cache_creation_1h=per_mtok,
+    )
+    priced = cost(usage, shipped_catalog().lookup(name))
+    assert priced.uncached_usd == pytest.approx(8.0)
+    assert priced.write_5m_usd == pytest.approx(10.0)
+    assert priced.write_1h_usd == pytest.approx(16.0)
+    assert priced.total_usd == pytest.approx(8.0 + 10.0 + 16.0 + 0.20 + 40.0)
