@@ -701,14 +701,17 @@ class Engine:
     async def _drop_unused(self, key: LaneKey) -> None:
         """Stop a lane that a preview (or a turn that did not complete) started, unless
         someone has taken it up meanwhile: previews of unknown continuums, and turns
-        abandoned in them, must leave no actors behind."""
-        await self._stop_unused(key)
+        abandoned in them, must leave no actors behind. What its composer and trinkets
+        still do was for that caller alone, who is gone (cancelled, say, mid-compose):
+        it is cancelled at once, not waited for up to the grace on the caller's path."""
+        await self._stop_unused(key, wanted=False)
 
-    async def _stop_unused(self, key: LaneKey) -> bool:
+    async def _stop_unused(self, key: LaneKey, *, wanted: bool = True) -> bool:
         """Stop the key's lane if it is loaded and nothing uses it now (checked here, as
         a turn may have taken it up while an earlier lane was stopping); whoever asks for
         it meanwhile waits, then starts it afresh. Shielded: a lane half stopped would be
-        neither loaded nor gone. Whether it was stopped."""
+        neither loaded nor gone. Whether it was stopped. `wanted=False`: its composer's
+        and trinkets' work in hand is cancelled at once (`_stop_lane`)."""
         lane = self._lanes.get(key)
         if lane is None or lane.users > 0:
             return False
@@ -716,7 +719,7 @@ class Engine:
         stopped = self._stopping[key] = anyio.Event()
         try:
             with anyio.CancelScope(shield=True):
-                await self._stop_lane(lane)
+                await self._stop_lane(lane, wanted=wanted)
         finally:
             del self._stopping[key]
             stopped.set()
@@ -781,14 +784,22 @@ class Engine:
             raise Busy(f"continuum {continuum_id!r} has a turn in progress")
         await self._stop_unused(key)
 
-    async def _stop_lane(self, lane: _Lane) -> None:
+    async def _stop_lane(self, lane: _Lane, *, wanted: bool = True) -> None:
         """Stop the lane's actors, the conversation first, its trinkets last, those all
-        at once (each is on its own: a hung render costs one grace, not one each)."""
-        await self._system.stop(lane.conversation)
-        await self._system.stop(lane.composer)
+        at once (each is on its own: a hung render costs one grace, not one each).
+        `wanted=False`: what they have in hand (a preview, a composition, a render) is
+        for a caller who is gone, and is cancelled at once instead (a turn's handler has
+        been cancelled, and waited for, by its stream already)."""
+        system = self._system
+
+        async def stop(ref: ActorRef[Any, Any]) -> None:
+            await system.stop(ref, grace=None if wanted or not ref.busy else 0)
+
+        await stop(lane.conversation)
+        await stop(lane.composer)
         async with anyio.create_task_group() as tg:
             for trinket in lane.trinkets:
-                tg.start_soon(self._system.stop, trinket)
+                tg.start_soon(stop, trinket)
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record

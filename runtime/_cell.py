@@ -270,6 +270,11 @@ class Cell:
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def busy(self) -> bool:
+        """Whether it has a message in hand (handling it now)."""
+        return self._in_hand is not None
+
     def stats(self) -> ActorStats:
         return ActorStats(
             name=self.name,

@@ -32,6 +32,11 @@ class ActorRef(Generic[M, R]):
     def name(self) -> str:
         return self._cell.name
 
+    @property
+    def busy(self) -> bool:
+        """Whether it is handling a message now."""
+        return self._cell.busy
+
     def tell(self, message: M) -> None:
         """Fire and forget; raises `MailboxFull` instead of waiting for room."""
         cell = self._cell

@@ -103,7 +103,9 @@ class ActorSystem:
         return ActorRef(cell)
 
     async def stop(self, ref: ActorRef[Any, Any], *, grace: float | None = None) -> None:
-        """Stop one actor: it finishes the message in hand, queued messages are refused."""
+        """Stop one actor: it finishes the message in hand, queued messages are refused.
+        After `grace` seconds (`stop_grace` by default) the message in hand is cancelled:
+        `grace=0` cancels it at once."""
         await self._stop_cell(ref._cell, self.stop_grace if grace is None else grace)
 
     async def _stop_cell(self, cell: Cell, grace: float) -> None:
@@ -111,7 +113,8 @@ class ActorSystem:
         with anyio.move_on_after(grace):
             await cell.wait_stopped()
         if not cell.finished:
-            log.warning("actor %r did not stop within %.1fs; cancelling it", cell.name, grace)
+            if grace > 0:  # with none, the cancel was asked for
+                log.warning("actor %r did not stop within %.1fs; cancelling it", cell.name, grace)
             cell.kill()
             await cell.wait_stopped()
         if cell in self._cells:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
@@ -22,6 +22,8 @@ from frontmind import (
     StorageError,
     StorageUnavailable,
     TextDelta,
+    Trinket,
+    Turn,
     TurnError,
     TurnEvent,
     TurnStarted,
@@ -324,3 +326,64 @@ async def test_a_turn_closed_by_another_task_while_it_waits_for_its_slot_ends_it
         assert seen == []
         records = {r.user_text: r.status for r in await fm.turns("a")}
         assert records["queued behind the first"] == "cancelled"
+
+
+class Rendering(Trinket):
+    """A render that says it has begun, then never returns (a dead service)."""
+
+    begun: ClassVar[anyio.Event | None] = None
+
+    async def render(self, turn: Turn) -> str:
+        assert self.begun is not None
+        self.begun.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("leave", ["cancel", "aclose", "preview"])
+async def test_leaving_a_first_turn_while_a_section_renders_returns_at_once(
+    tmp_path: Path, leave: str
+) -> None:
+    """Cancelled (or closed) while composing, a continuum's first turn let go of the
+    lane it had spawned on its caller's path, and stopping the lane waited for the
+    composer's gather and the render in hand, up to `server.grace_seconds` (10 s) each:
+    the caller's cancel was held that long for work nobody wanted any more. So was a
+    cancelled `fm.context` of a continuum not loaded."""
+    Rendering.begun = begun = anyio.Event()
+    trinket = {
+        "name": "rendering",
+        "use": "tests.test_library:Rendering",
+        "placement": "notification",
+        "order": 60,
+        "deadline_ms": 60_000,
+    }
+    async with (
+        LocalMessagesAPI() as api,
+        frontmind(api, tmp_path, cfg=config(trinket=[trinket])) as fm,
+    ):
+        stream = fm.turn("c1", "hello")
+
+        async def read() -> None:
+            if leave == "preview":
+                await fm.context("c1", "hello")
+            async for _ in stream:
+                pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            with anyio.fail_after(5):
+                await begun.wait()
+            left = anyio.current_time()
+            if leave == "aclose":
+                await stream.aclose()
+            else:
+                tg.cancel_scope.cancel()
+        # It was 20 s: the composer's grace, then the render's (a shielded wait, which
+        # no `fail_after` around it would have cut short).
+        assert anyio.current_time() - left < 1.5
+        assert fm.loaded_continuums() == []  # the lane went all the same
+        if leave == "preview":
+            assert await fm.continuums() == []
+        else:
+            assert [r.status for r in await fm.turns("c1")] == ["cancelled"]
+        assert api.requests == []
