@@ -291,6 +291,14 @@ def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, l
     return f"{alias}owner = ? AND {alias}continuum_id = ?", [user, continuum_id]
 
 
+def _owned_one(user: str, continuum_id: str) -> tuple[str, list[Any]]:
+    """`_owned` of one continuum: a missing id (None) is refused as any malformed id
+    is, never taken for "all the user's continuums" (a read of one failed on its SQL as
+    `StorageUnavailable`, or answered another continuum's settings)."""
+    check_continuum_id(continuum_id)
+    return _owned(user, continuum_id)
+
+
 async def _digest(db: Connection, statements: Sequence[str], args: Args) -> str:
     """A SHA-256 of the rows of the statements, in turn (bytes as base64). The rows of a
     statement without ORDER BY are sorted here, by their encoding: text sorts by each
@@ -565,7 +573,7 @@ class SQLStore(ABC):
     # -- continuums and turns ---------------------------------------------------------
 
     async def continuum(self, user: str, continuum_id: str) -> Continuum:
-        _, args = _owned(user, continuum_id)
+        _, args = _owned_one(user, continuum_id)
         rows = await self._read(f"{_CONTINUUM} WHERE owner = ? AND id = ?", args)
         if not rows:
             raise UnknownContinuum(f"no continuum {continuum_id!r}")
@@ -636,7 +644,7 @@ class SQLStore(ABC):
         return found
 
     async def delete_continuum(self, user: str, continuum_id: str) -> None:
-        where, args = _owned(user, continuum_id)
+        where, args = _owned_one(user, continuum_id)
         async with self._transaction() as db:
             # Messages first (leaving the search index), the continuum last (the others
             # refer to it); none deleted: the transaction rolls back with the error.
@@ -673,7 +681,7 @@ class SQLStore(ABC):
     async def history(
         self, user: str, continuum_id: str, *, missing_ok: bool = False
     ) -> list[Message]:
-        _, args = _owned(user, continuum_id)
+        _, args = _owned_one(user, continuum_id)
         rows = await self._read(
             "SELECT history_start FROM continuums WHERE owner = ? AND id = ?", args
         )
@@ -694,7 +702,7 @@ class SQLStore(ABC):
         return await self._messages(user, continuum_id, after + 1, limit)
 
     async def continuum_model(self, user: str, continuum_id: str) -> ContinuumModel:
-        where, args = _owned(user, continuum_id)
+        where, args = _owned_one(user, continuum_id)
         rows = await self._read(f"SELECT settings FROM continuum_settings WHERE {where}", args)
         return _stored_model(rows[0][0]) if rows else ContinuumModel()
 
@@ -1139,7 +1147,7 @@ class SQLStore(ABC):
     async def request_search(
         self, user: str, continuum_id: str, query: str, *, now: float | None = None
     ) -> ContextSearch:
-        where, args = _owned(user, continuum_id)
+        where, args = _owned_one(user, continuum_id)
         check_query(query)
         at = _at(now)
         async with self._transaction() as db:
@@ -1201,7 +1209,7 @@ class SQLStore(ABC):
         return bool(done)
 
     async def searches(self, user: str, continuum_id: str) -> list[ContextSearch]:
-        where, args = _owned(user, continuum_id)
+        where, args = _owned_one(user, continuum_id)
         rows = await self._read(
             f"SELECT {_SEARCH_COLUMNS} FROM searches WHERE {where} ORDER BY id", args
         )

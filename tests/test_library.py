@@ -91,6 +91,20 @@ def test_a_bad_config_value_is_a_config_error(tmp_path: Path) -> None:
     assert Config(composer=ComposerSettings(deadline_ms=100)).composer.deadline_ms == 100
 
 
+async def test_a_missing_continuum_id_is_invalid_input_everywhere(tmp_path: Path) -> None:
+    """`fm.history(None)` (an unset variable) said the storage was unavailable, "a read
+    failed: Incorrect number of bindings supplied", and the store's settings read gave
+    another continuum's settings: None was taken for "every continuum"."""
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        await fm.set_model_settings("ada", max_tokens=100)
+        with pytest.raises(InvalidInput, match="continuum id None is malformed"):
+            await fm.history(None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="continuum id None is malformed"):
+            await fm.storage.continuum_model(DEFAULT_USER, None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="continuum id None is malformed"):
+            await fm.model_settings(None)  # type: ignore[arg-type]
+
+
 async def test_library_errors_are_the_documented_ones(tmp_path: Path) -> None:
     from frontmind import NotFound
 
