@@ -787,19 +787,28 @@ class Engine:
     async def _stop_lane(self, lane: _Lane, *, wanted: bool = True) -> None:
         """Stop the lane's actors, the conversation first, its trinkets last, those all
         at once (each is on its own: a hung render costs one grace, not one each).
-        `wanted=False`: what they have in hand (a preview, a composition, a render) is
-        for a caller who is gone, and is cancelled at once instead (a turn's handler has
-        been cancelled, and waited for, by its stream already)."""
+        `wanted=False`: what the composer and trinkets have in hand (a composition, a
+        render) is for a caller who is gone, and is cancelled at once instead (a turn's
+        handler has been cancelled, and waited for, by its stream already)."""
         system = self._system
 
         async def stop(ref: ActorRef[Any, Any]) -> None:
             await system.stop(ref, grace=None if wanted or not ref.busy else 0)
 
-        await stop(lane.conversation)
-        await stop(lane.composer)
-        async with anyio.create_task_group() as tg:
-            for trinket in lane.trinkets:
-                tg.start_soon(stop, trinket)
+        async def gatherers() -> None:
+            await stop(lane.composer)
+            async with anyio.create_task_group() as tg:
+                for trinket in lane.trinkets:
+                    tg.start_soon(stop, trinket)
+
+        # The conversation's work in hand may be a turn's storing: never cut short. A
+        # caller gone, its composer and trinkets go first, so a preview it still waits
+        # on ends at once (its ask fails) instead of holding the conversation a grace.
+        if not wanted:
+            await gatherers()
+        await system.stop(lane.conversation)
+        if wanted:
+            await gatherers()
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record
