@@ -137,6 +137,12 @@ class _Base64(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _INT64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+# A row's numeric id: one a call can name (ids start at 1), with room left for the
+# store to number the rows made after it. An id at SQLite's largest left every later
+# insert failing as "database or disk is full", PostgreSQL's sequence "reached maximum
+# value"; past 2^53 a client in JavaScript (the console) reads another id.
+MAX_IMPORTED_ID = 2**53 - 1
+_ROW_ID = Annotated[int, msgspec.Meta(ge=1, le=MAX_IMPORTED_ID)]
 # Text as both databases store it: no NUL (PostgreSQL's `text` refuses U+0000; a lone
 # surrogate the JSON decoder refuses already). Names and labels of the forms the store
 # writes and reads them in: a row under another could be neither read nor deleted.
@@ -163,6 +169,8 @@ def _row_type(table: str, columns: str) -> type[msgspec.Struct]:
         base = _TYPES[kind.rstrip("?")]
         if kind == "str":
             base = _NAMED_BY_TABLE.get((table, name), _NAMED.get(name, base))
+        elif kind == "int" and name == "id":
+            base = _ROW_ID
         fields.append((name, base | None if kind.endswith("?") else base))
     return msgspec.defstruct(f"{table}_row", fields, forbid_unknown_fields=True)
 
@@ -221,6 +229,8 @@ def _typed_row(table: str, row: dict[str, Any], number: int) -> tuple[Any, ...]:
         column = path.split("`")[0].split(".")[0]
         for pattern, words in _PATTERN_WORDS.items():
             reason = reason.replace(f"Expected `str` matching regex {pattern!r}", words)
+        if column == "id" and reason.startswith("Expected `int` "):
+            reason = f"an id must be 1 to {MAX_IMPORTED_ID}: {reason}"
         raise InvalidInput(f"line {number}: {table}.{column}: {reason}") from None
     return tuple(
         _in(getattr(typed, column), f"line {number}: {table}.{column}") for column in COLUMNS[table]

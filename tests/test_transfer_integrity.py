@@ -332,6 +332,16 @@ BAD = (
             b' "origin": "user"}}',
             "reminders.id",
         ),
+        # Ids no call can name, or that leave the store no id for its next row.
+        *(
+            (
+                b'{"format": 2, "table": "memories", "row": {"id": %d, "owner": "default",'
+                b' "text": "x", "created_at": 1.0, "expires_at": null, "importance": 0.5,'
+                b' "source_segment": null, "uses": 0, "embedding": null}}' % memory_id,
+                "memories.id: an id must be 1 to 9007199254740991",
+            )
+            for memory_id in (0, -3, 2**63 - 1, 2**53)
+        ),
         (
             b'{"format": 2, "table": "continuum_settings", "row": {"owner": "default",'
             b' "continuum_id": "main", "settings": "e30="}}',
