@@ -61,6 +61,7 @@ __all__ = [
     "MAX_USER_CONTENT_BYTES",
     "ResultBudget",
     "UserInput",
+    "base64_problem",
     "budget_result_blocks",
     "neutral_text",
     "neutral_tool_blocks_json",
@@ -169,15 +170,23 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
                 f"{where}: the image is {len(data)} bytes of base64; the API's limit is "
                 f"{MAX_IMAGE_BYTES} (5 MB) per image"
             )
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidInput(f"{where}.source.data: not valid base64") from None
-        if not _is_a(str(media), raw):
-            # The API refuses it too, but only once the turn is streaming: "the image
-            # does not match the provided media type" (vision) / "the PDF specified was
-            # not valid" (PDF support).
-            raise InvalidInput(f"{where}.source.data: the data is not {media}")
+        problem = base64_problem(str(media), data)
+        if problem is not None:
+            raise InvalidInput(f"{where}.source.data: {problem}")
+
+
+def base64_problem(media: str, data: str) -> str | None:
+    """Why the API would refuse `data` as base64 of `media` (None: it is that): not
+    valid base64, or bytes that are not what the media type says. The API refuses both,
+    but only once the turn is streaming: "the image does not match the provided media
+    type" (vision) / "the PDF specified was not valid" (PDF support)."""
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "not valid base64"
+    if not _is_a(media, raw):
+        return f"the data is not {media}"
+    return None
 
 
 # What each media type's data starts with (its signature): PNG, JPEG, GIF, WebP's RIFF

@@ -4,11 +4,12 @@
 
 stdio by default, streamable HTTP with `--http` (port 0: a free one; the URL is printed
 on stderr as `listening on URL`). Its tools cover what a client must survive: a plain
-answer, an error, an image, an embedded resource and a resource link, megabytes of text,
-a crash in the middle of a call, a call that never answers, a slow one, a tool list
-that changes while connected, a gallery of many images, and (over HTTP) the headers a
-call arrived with. `--start crash` exits before answering the handshake;
-`--start hang` never answers it; `--start-when FILE` exits at start until FILE exists.
+answer, an error, an image, images and a PDF whose data is not what their type says, an
+embedded resource and a resource link, megabytes of text, a crash in the middle of a
+call, a call that never answers, a slow one, a tool list that changes while connected, a
+gallery of many images, and (over HTTP) the headers a call arrived with. `--start crash`
+exits before answering the handshake; `--start hang` never answers it; `--start-when
+FILE` exits at start until FILE exists.
 """
 
 from __future__ import annotations
@@ -58,6 +59,22 @@ def chart() -> list[TextContent | ImageContent]:
     return [
         TextContent(text="the chart:"),
         ImageContent(data=PIXEL, mime_type="image/png"),
+    ]
+
+
+@server.tool(description="Pictures and a PDF whose data is not what their type says.")
+def mislabeled() -> list[TextContent | ImageContent | EmbeddedResource]:
+    jpeg = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(64)).decode()
+    return [
+        TextContent(text="three attachments:"),
+        ImageContent(data=jpeg, mime_type="image/png"),  # a JPEG, said to be a PNG
+        ImageContent(data="not base64 at all!", mime_type="image/png"),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///a.pdf", blob=PIXEL, mime_type="application/pdf"
+            )
+        ),
+        ImageContent(data=PIXEL, mime_type="image/png"),  # a good one, kept
     ]
 
 

@@ -121,7 +121,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
             "  [mcp server t] chart, crash, echo, fail, files, flood, gallery, grow, hang, "
-            "headers, slow" in shown
+            "headers, mislabeled, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
@@ -227,6 +227,30 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
         assert old is not None
         assert new is not None
         assert old.group(1) != new.group(1)
+
+
+async def test_an_image_or_pdf_that_is_not_what_its_type_says_is_a_note_not_a_failed_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # The API refuses a request whose image is not the media type it is said to be (or
+    # not base64, or a PDF that is none), and with it the rest of the turn: such data
+    # from a server is a line of text for the model; the good image beside it is kept.
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        responder.extend(calls(("mcp__t__mislabeled", {})))
+        events = [e async for e in fm.turn("ada", "show the attachments")]
+        assert completed(events).text == "done"
+        sent = results(responder)[0]
+        assert isinstance(sent.content, list)
+        assert [type(p).__name__ for p in sent.content] == ["TextBlock"] * 4 + ["ImageBlock"]
+        text = result_text(sent)
+        assert "[an image: image/png, not shown: the data is not image/png]" in text
+        assert "[an image: image/png, not shown: not valid base64]" in text
+        assert "<file:///a.pdf>: application/pdf, not shown: the data is not application/pdf]" in (
+            text
+        )
+        history = await fm.history("ada")
+        assert len(history) == 4  # stored, the tool exchange with it
 
 
 async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from .._content import IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, ResultBudget
+from .._content import IMAGE_MEDIA_TYPES, MAX_IMAGE_BYTES, ResultBudget, base64_problem
 from .._tool_spec import ToolOutcome
 
 __all__ = ["mcp_outcome"]
@@ -52,6 +52,13 @@ class _Parts:
             self.text(
                 f"[{label}: {media}, {len(data)} bytes of base64, over the 5 MB the API takes]"
             )
+            return
+        # Data that is not what its media type says (a JPEG sent as image/png, a broken
+        # PDF) would make the API refuse this request and every later one of the turn:
+        # the model is told what was there instead.
+        problem = base64_problem(media, data)
+        if problem is not None:
+            self.text(f"[{label}: {media}, not shown: {problem}]")
             return
         if not self.binaries.admit(kind, len(data), f"{label} ({media})"):
             return
