@@ -14,8 +14,20 @@ import functools
 import inspect
 import logging
 import re
+import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar, get_type_hints, overload
+from typing import (
+    Annotated,
+    Any,
+    Generic,
+    ParamSpec,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 import anyio
 import msgspec
@@ -47,6 +59,8 @@ TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 # `max_result_chars`); a tool may set its own, down to MIN_RESULT_CHARS.
 MAX_RESULT_CHARS = 100_000
 MIN_RESULT_CHARS = 1_000
+
+_UNIONS = (Union, types.UnionType)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -149,8 +163,8 @@ class Tool(Generic[P, R]):
 
     Build one with `@tool` (or `tool(fn, name=…)`); call it like the function it wraps:
     `Tool[P, R]` keeps the function's parameters and return type for type checkers.
-    A parameter annotated `Turn` is not part of the schema: it receives the current turn
-    (continuum id, time, timezone).
+    A parameter annotated `Turn` (or `Turn | None`) is not part of the schema: it
+    receives the current turn (continuum id, user, time, timezone).
     """
 
     def __init__(
@@ -296,8 +310,13 @@ def _signature(
         if param.name not in hints:
             raise ToolDefinitionError(f"{where}: parameter {param.name!r} needs a type hint")
         hint = hints[param.name]
-        if hint is Turn:
+        if _is_turn(hint):
             turn_params.append(param.name)
+        elif _mentions_turn(hint):
+            raise ToolDefinitionError(
+                f"{where}: parameter {param.name!r}: a parameter that receives the turn is "
+                "annotated Turn (or Turn | None)"
+            )
         elif param.default is param.empty:
             fields.append((param.name, hint))
         else:
@@ -314,6 +333,25 @@ def _signature(
         forbid_unknown_fields=True,
     )
     return struct, None, tuple(turn_params)
+
+
+def _is_turn(hint: Any) -> bool:
+    """A hint for the current turn: `Turn`, `Turn | None` (a function also called outside
+    a turn), either in `Annotated[...]`. Never part of the schema: the model must not
+    choose whose turn it is."""
+    hint = _bare(hint)
+    if hint is Turn:
+        return True
+    args = {_bare(arg) for arg in get_args(hint)}
+    return get_origin(hint) in _UNIONS and args == {Turn, type(None)}
+
+
+def _bare(hint: Any) -> Any:
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def _mentions_turn(hint: Any) -> bool:
+    return hint is Turn or any(_mentions_turn(arg) for arg in get_args(hint))
 
 
 def as_tool(candidate: Tool[..., Any] | Callable[..., Any]) -> Tool[..., Any]:

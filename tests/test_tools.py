@@ -574,3 +574,39 @@ async def test_remember_by_meaning_updates_the_memory_it_repeats(tmp_path: Path)
             DEFAULT_USER, said_vector, k=5, now=2000.0
         )
         assert (memory.id, memory.text, round(similarity, 5)) == (sister.id, said, 1.0)
+
+
+async def test_a_turn_parameter_that_may_be_none_is_never_the_models_to_fill() -> None:
+    """`turn: Turn | None = None` (a tool also called outside a turn) receives the turn
+    like `turn: Turn`: it is not in the schema, so the model cannot forge one (another
+    user's, another continuum's) and have the tool act for it."""
+
+    @tool
+    def whose(note: str, turn: Turn | None = None) -> str:
+        """Says whose turn it is."""
+        return f"{note} for {turn.user if turn else 'nobody'}"
+
+    @tool
+    def marked(turn: Annotated[Turn | None, "the turn"] = None) -> str:
+        """Says which continuum this is."""
+        return turn.continuum_id if turn else "none"
+
+    assert schema(whose)["properties"] == {"note": {"type": "string"}}
+    assert schema(marked)["properties"] == {}
+    current = Turn("t1", "c1", "hi", 0.0, "UTC", user="ada")
+    forged = {"note": "x", "turn": {"turn_id": "t", "continuum_id": "c", "user_text": "",
+                                    "now": 0, "timezone": "UTC", "user": "bob"}}  # fmt: skip
+    refused = await whose.invoke(msgspec.Raw(msgspec.json.encode(forged)), current)
+    assert refused.is_error
+    assert "invalid input for whose" in refused.content
+    done = await whose.invoke(msgspec.Raw(b'{"note": "x"}'), current)
+    assert (done.is_error, done.content) == (False, "x for ada")
+    assert (await marked.invoke(msgspec.Raw(b"{}"), current)).content == "c1"
+    # Turn anywhere else in a hint is a mistake, named where the tool is declared.
+
+    def many(turns: list[Turn]) -> str:
+        """Takes turns."""
+        return ""
+
+    with pytest.raises(ToolDefinitionError, match="annotated Turn"):
+        tool(many)
