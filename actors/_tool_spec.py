@@ -44,6 +44,7 @@ __all__ = [
     "ToolOutcome",
     "as_tool",
     "blocks_outcome",
+    "capped",
     "input_schema",
     "is_content_blocks",
     "tool",
@@ -262,11 +263,14 @@ class Tool(Generic[P, R]):
             content = _render(result)
         except Exception as exc:  # the user's code: any failure goes back to the model
             log.warning("tool %s failed", self.name, exc_info=True)
-            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
-        return ToolOutcome(_capped(content, self.max_result_chars))
+            # An exception's message may carry megabytes (a response body, a dump): it is
+            # held to the tool's limit as a result is.
+            failed = f"{self.name} failed: {type(exc).__name__}: {exc}"
+            return ToolOutcome(capped(failed, self.max_result_chars), is_error=True)
+        return ToolOutcome(capped(content, self.max_result_chars))
 
 
-def _capped(text: str, limit: int) -> str:
+def capped(text: str, limit: int) -> str:
     """A text result cut at `limit` characters, with a note saying so: a tool that
     returns megabytes costs the model a bounded result, not a turn the API refuses as
     too large (413)."""

@@ -4,12 +4,13 @@
 
 stdio by default, streamable HTTP with `--http` (port 0: a free one; the URL is printed
 on stderr as `listening on URL`). Its tools cover what a client must survive: a plain
-answer, an error, an image, images and a PDF whose data is not what their type says, an
-embedded resource and a resource link, megabytes of text, a crash in the middle of a
-call, a call that never answers, a slow one, a tool list that changes while connected, a
-gallery of many images, and (over HTTP) the headers a call arrived with. `--start crash`
-exits before answering the handshake; `--start hang` never answers it; `--start-when
-FILE` exits at start until FILE exists.
+answer, an error (in its result, or a JSON-RPC error of any code and size), an image,
+images and a PDF whose data is not what their type says, an embedded resource and a
+resource link, megabytes of text, a crash in the middle of a call, a call that never
+answers, a slow one, a tool list that changes while connected, a gallery of many images,
+and (over HTTP) the headers a call arrived with. `--start crash` exits before answering
+the handshake; `--start hang` never answers it; `--start-when FILE` exits at start until
+FILE exists.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from typing import Annotated
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import (
     BlobResourceContents,
@@ -52,6 +54,11 @@ def echo(text: Annotated[str, Field(description="What to echo.")]) -> str:
 @server.tool(description="Always fails.")
 def fail(reason: str = "on purpose") -> str:
     raise ValueError(f"failed {reason}")
+
+
+@server.tool(description="Refuses the call with a JSON-RPC error of `size` characters.")
+def refuse(size: int = 10, code: int = -32001) -> str:
+    raise MCPError(code=code, message="refused: " + "r" * size)
 
 
 @server.tool(description="A chart, as an image.")

@@ -121,7 +121,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
             "  [mcp server t] chart, crash, echo, fail, files, flood, gallery, grow, hang, "
-            "headers, mislabeled, slow" in shown
+            "headers, mislabeled, refuse, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
@@ -251,6 +251,22 @@ async def test_an_image_or_pdf_that_is_not_what_its_type_says_is_a_note_not_a_fa
         )
         history = await fm.history("ada")
         assert len(history) == 4  # stored, the tool exchange with it
+
+
+async def test_a_protocol_errors_huge_message_is_cut_to_max_result_chars(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio(max_result_chars=1_000)]) as fm:
+        responder.extend(calls(("mcp__t__refuse", {"size": 50_000})))
+        events = [e async for e in fm.turn("ada", "try it")]
+        completed(events)
+        refused = finished_call(events)
+        assert refused.is_error
+        assert refused.content.startswith("MCP server 't' refused the call: refused: rrr")
+        assert len(refused.content) < 1_200
+        assert "[truncated: " in refused.content
+        assert result_text(results(responder)[0]) == refused.content
 
 
 async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(

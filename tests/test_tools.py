@@ -610,3 +610,32 @@ async def test_a_turn_parameter_that_may_be_none_is_never_the_models_to_fill() -
 
     with pytest.raises(ToolDefinitionError, match="annotated Turn"):
         tool(many)
+
+
+async def test_an_exceptions_huge_message_is_cut_like_a_huge_result(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """An exception may carry megabytes (an HTTP error with the page it got): its
+    message is held to the tool's `max_result_chars`, as a result is, instead of riding
+    whole in the history and every later request."""
+    api, responder = script
+
+    @tool(max_result_chars=1_000)
+    def fetch(url: str) -> str:
+        """Fetches a page."""
+        raise RuntimeError("HTTP 500: " + "<p>" * 5_000)
+
+    responder.push(Reply((ReplyToolUse("fetch", {"url": "u"}, "toolu_1"),)), "It failed.")
+    async with frontmind(api, tmp_path, tools=[fetch]) as fm:
+        events = await run_turn(fm, "c1", "fetch u")
+        history = await fm.history("c1")
+    completed(events)
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert finished.is_error
+    assert finished.content.startswith("fetch failed: RuntimeError: HTTP 500: <p><p>")
+    assert len(finished.content) < 1_200
+    assert "[truncated: 14,0" in finished.content
+    sent = api.message_bodies()[1]["messages"][-1]["content"][0]
+    assert (sent["is_error"], sent["content"]) == (True, finished.content)
+    stored = [b for b in history[2].content if isinstance(b, ToolResultBlock)]
+    assert stored[0].content == finished.content

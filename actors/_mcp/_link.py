@@ -31,7 +31,7 @@ import httpx2
 import msgspec
 from anyio.abc import TaskStatus
 
-from .._tool_spec import ToolOutcome
+from .._tool_spec import ToolOutcome, capped
 from ._results import mcp_outcome
 from ._spec import McpServer
 
@@ -108,15 +108,15 @@ class McpLink:
                     f"{where} stopped during the call ({exc.message}); it is being restarted",
                     is_error=True,
                 )
-            return ToolOutcome(f"{where} refused the call: {exc.message}", is_error=True)
+            refused = f"{where} refused the call: {exc.message}"
+            return ToolOutcome(capped(refused, self.spec.max_result_chars), is_error=True)
         # The actor boundary: whatever the SDK or a broken server raises is this call's
         # error, never the turn's. Cancellation is a BaseException and passes through.
         except Exception as exc:  # noqa: BLE001
             self._check.set()
             self._log.warning("call %s of %r failed", tool, self.spec.name, exc_info=True)
-            return ToolOutcome(
-                f"{where} failed the call: {type(exc).__name__}: {exc}", is_error=True
-            )
+            failed = f"{where} failed the call: {type(exc).__name__}: {exc}"
+            return ToolOutcome(capped(failed, self.spec.max_result_chars), is_error=True)
         return mcp_outcome(result, self.spec.max_result_chars)
 
     # -- serving -------------------------------------------------------------------------
