@@ -269,6 +269,35 @@ async def test_a_protocol_errors_huge_message_is_cut_to_max_result_chars(
         assert result_text(results(responder)[0]) == refused.content
 
 
+async def test_a_servers_own_error_with_the_closed_connections_code_restarts_nothing(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # -32000 is the SDK's code for a closed connection, and also JSON-RPC's first
+    # "server error" code, which servers send for their own failures: a server that
+    # answers with it is running, and is not restarted (in-flight calls and all).
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        responder.extend(
+            calls(
+                ("mcp__t__echo", {"text": "a"}),
+                ("mcp__t__refuse", {"code": -32000}),
+                ("mcp__t__echo", {"text": "b"}),
+            )
+        )
+        events = [e async for e in fm.turn("ada", "try it")]
+        completed(events)
+        first, refused, last = [e for e in events if isinstance(e, ToolFinished)]
+        assert refused.is_error
+        assert refused.content == "MCP server 't' refused the call: refused: rrrrrrrrrr"
+        assert not last.is_error
+        pid = re.compile(r"pid (\d+)")
+        before, after = pid.search(first.content), pid.search(last.content)
+        assert before is not None
+        assert after is not None
+        assert before.group(1) == after.group(1)
+        assert fm.mcp_servers()[0].state == "running"
+
+
 async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:

@@ -102,7 +102,10 @@ class McpLink:
             async with self._limiter:
                 result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            # The SDK's code for a closed connection is also JSON-RPC's first "server
+            # error" code, which a server may answer a call with itself: the link is
+            # lost only if the server has stopped answering.
+            if exc.code == CONNECTION_CLOSED and not await self._answers():
                 self.lose("the connection closed during a call (the server exited?)")
                 return ToolOutcome(
                     f"{where} stopped during the call ({exc.message}); it is being restarted",
@@ -118,6 +121,17 @@ class McpLink:
             failed = f"{where} failed the call: {type(exc).__name__}: {exc}"
             return ToolOutcome(capped(failed, self.spec.max_result_chars), is_error=True)
         return mcp_outcome(result, self.spec.max_result_chars)
+
+    async def _answers(self) -> bool:
+        """Whether the server answers a check now (within `PING_TIMEOUT_S`)."""
+        if not self.alive:
+            return False
+        try:
+            with anyio.fail_after(PING_TIMEOUT_S):
+                await self.check()
+        except Exception:  # noqa: BLE001 - any failure of a check: it does not answer
+            return False
+        return True
 
     # -- serving -------------------------------------------------------------------------
 
