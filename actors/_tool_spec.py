@@ -45,6 +45,7 @@ __all__ = [
     "as_tool",
     "blocks_outcome",
     "capped",
+    "described",
     "input_schema",
     "is_content_blocks",
     "tool",
@@ -265,9 +266,20 @@ class Tool(Generic[P, R]):
             log.warning("tool %s failed", self.name, exc_info=True)
             # An exception's message may carry megabytes (a response body, a dump): it is
             # held to the tool's limit as a result is.
-            failed = f"{self.name} failed: {type(exc).__name__}: {exc}"
+            failed = f"{self.name} failed: {described(exc)}"
             return ToolOutcome(capped(failed, self.max_result_chars), is_error=True)
         return ToolOutcome(capped(content, self.max_result_chars))
+
+
+def described(exc: BaseException) -> str:
+    """An exception as an error result says it: its type and message. A message that
+    cannot be read (a `__str__` that raises) is said to be so, instead of failing the
+    turn that reports it."""
+    try:
+        message = str(exc)
+    except Exception as broken:  # noqa: BLE001 - the tool's own exception class
+        message = f"(its message could not be read: {type(broken).__name__})"
+    return f"{type(exc).__name__}: {message}"
 
 
 def capped(text: str, limit: int) -> str:

@@ -639,3 +639,31 @@ async def test_an_exceptions_huge_message_is_cut_like_a_huge_result(
     assert (sent["is_error"], sent["content"]) == (True, finished.content)
     stored = [b for b in history[2].content if isinstance(b, ToolResultBlock)]
     assert stored[0].content == finished.content
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no message")
+
+
+async def test_an_exception_whose_message_cannot_be_read_is_still_the_tools_failure(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """An exception class whose `__str__` raises failed the whole turn as an internal
+    error while its tool_result was written; it is the tool's failure like any other."""
+    api, responder = script
+
+    @tool
+    def brittle() -> str:
+        """Fails oddly."""
+        raise _Unprintable
+
+    responder.push(Reply((ReplyToolUse("brittle", {}, "toolu_1"),)), "It failed.")
+    async with frontmind(api, tmp_path, tools=[brittle]) as fm:
+        events = await run_turn(fm, "c1", "try it")
+    assert completed(events).text == "It failed."
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert finished.is_error
+    assert finished.content == (
+        "brittle failed: _Unprintable: (its message could not be read: ValueError)"
+    )

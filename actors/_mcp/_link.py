@@ -31,7 +31,7 @@ import httpx2
 import msgspec
 from anyio.abc import TaskStatus
 
-from .._tool_spec import ToolOutcome, capped
+from .._tool_spec import ToolOutcome, capped, described
 from ._results import mcp_outcome
 from ._spec import McpServer
 
@@ -118,7 +118,7 @@ class McpLink:
         except Exception as exc:  # noqa: BLE001
             self._check.set()
             self._log.warning("call %s of %r failed", tool, self.spec.name, exc_info=True)
-            failed = f"{where} failed the call: {type(exc).__name__}: {exc}"
+            failed = f"{where} failed the call: {described(exc)}"
             return ToolOutcome(capped(failed, self.spec.max_result_chars), is_error=True)
         return mcp_outcome(result, self.spec.max_result_chars)
 
