@@ -32,7 +32,7 @@ from typing import (
 import anyio
 import msgspec
 
-from storage import InvalidInput, MessageTooLarge, RawBlock
+from storage import MAX_MESSAGE_CHARS, InvalidInput, MessageTooLarge, RawBlock, storable, visible
 
 from ._content import budget_result_blocks, user_content
 from ._exceptions import ToolDefinitionError
@@ -84,16 +84,72 @@ class ToolOutcome(msgspec.Struct, frozen=True):
     blocks_json: str = ""
 
 
-def blocks_outcome(blocks: Sequence[Mapping[str, Any] | msgspec.Raw], name: str) -> ToolOutcome:
+def blocks_outcome(
+    blocks: Sequence[Mapping[str, Any] | msgspec.Raw],
+    name: str,
+    max_chars: int = MAX_RESULT_CHARS,
+) -> ToolOutcome:
     """A result of content blocks, checked as a user message's blocks are (text, image,
     document; the same limits); a bad block is an error result naming it. Images and
-    documents over one result's share are left out, with a note (`ResultBudget`)."""
+    documents over one result's share are left out, with a note (`ResultBudget`). Its
+    text is held as a text result is: cut at `max_chars` with a note (and within a
+    message's text limit), a NUL or a lone surrogate made U+FFFD, an empty text block
+    left out, so that text never costs the result its images."""
+    kept = _budget_texts(blocks, min(max_chars, MAX_MESSAGE_CHARS - _ROOM))
+    if not kept:
+        return ToolOutcome("(the tool returned nothing)")
     try:
-        stored, text = user_content(budget_result_blocks(blocks))
+        stored, text = user_content(budget_result_blocks(kept))
     except (InvalidInput, MessageTooLarge) as exc:
         return ToolOutcome(f"{name} returned unusable content: {exc}", is_error=True)
     parts = [block.json if isinstance(block, RawBlock) else _block_json(block) for block in stored]
     return ToolOutcome(text, blocks_json="[" + ",".join(parts) + "]")
+
+
+# Of a message's text limit, what a result's text blocks leave for the rest: the
+# "[image]" markers of its images and the notes saying what was left out.
+_ROOM = 2_000
+
+
+def _budget_texts(
+    blocks: Sequence[Mapping[str, Any] | msgspec.Raw], limit: int
+) -> list[Mapping[str, Any] | msgspec.Raw]:
+    """The blocks with their plain text blocks held to `limit` characters in all (see
+    `blocks_outcome`); other blocks, and text blocks with more than a text, as given."""
+    kept: list[Mapping[str, Any] | msgspec.Raw] = []
+    left, cut = limit, 0
+    for item in blocks:
+        fields: Any = item
+        if isinstance(item, msgspec.Raw):
+            try:
+                fields = msgspec.json.decode(bytes(item))
+            except msgspec.DecodeError:
+                fields = None
+        if not (
+            isinstance(fields, Mapping)
+            and fields.get("type") == "text"
+            and set(fields) == {"type", "text"}
+            and isinstance(fields["text"], str)
+        ):
+            kept.append(item)
+            continue
+        text = storable(fields["text"])
+        if len(text) > left:
+            cut += len(text) - left
+            text = text[:left]
+        left -= len(text)
+        if not visible(text):
+            continue
+        kept.append(item if text == fields["text"] else {"type": "text", "text": text})
+    if cut:
+        kept.append(
+            {
+                "type": "text",
+                "text": f"[truncated: {cut:,} more characters of this result were left out; "
+                f"its text is held to {limit:,} characters (max_result_chars)]",
+            }
+        )
+    return kept
 
 
 def _block_json(block: object) -> str:
@@ -260,7 +316,7 @@ class Tool(Generic[P, R]):
             if inspect.isawaitable(result):
                 result = await result
             if is_content_blocks(result):
-                return blocks_outcome(result, self.name)
+                return blocks_outcome(result, self.name, self.max_result_chars)
             content = _render(result)
         except Exception as exc:  # the user's code: any failure goes back to the model
             log.warning("tool %s failed", self.name, exc_info=True)

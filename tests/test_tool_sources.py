@@ -353,6 +353,52 @@ async def test_a_tool_result_s_images_are_capped_with_a_note(
     assert kinds[-1] == "TextBlock"
 
 
+@tool(max_result_chars=1_000)
+def page(empty: bool = False) -> list[dict[str, Any]]:
+    """A screenshot of a page, with its text."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": PIXEL},
+    }
+    text = "" if empty else "a\x00b " + "words " * 2_000
+    return [{"type": "text", "text": text}, image]
+
+
+async def test_a_tool_result_s_text_blocks_are_held_as_a_text_result_is(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """Text blocks beside an image are cut at max_result_chars with a note, a NUL in
+    them is U+FFFD, and an empty one is left out: the result and its image stand, where
+    each of these made the whole result an error before."""
+    api, responder = script
+    responder.extend(
+        [
+            Reply((ReplyToolUse("page", {}), ReplyToolUse("page", {"empty": True}))),
+            Reply((ReplyText("ok"),)),
+        ]
+    )
+    async with frontmind(api, tmp_path, tools=[page]) as fm:
+        events = [e async for e in fm.turn("ada", "show the page")]
+        completed(events)
+        long, empty = [e for e in events if isinstance(e, ToolFinished)]
+        history = await fm.history("ada")
+    assert not long.is_error
+    assert long.content.startswith("a\ufffdb words words")
+    assert long.content.endswith(
+        "\n[image]\n[truncated: 11,004 more characters of this result were left out; its "
+        "text is held to 1,000 characters (max_result_chars)]"
+    )
+    assert (empty.is_error, empty.content) == (False, "[image]")
+    sent = responder.requests[-1].messages[-1].content
+    assert isinstance(sent, list)
+    results = [r for r in sent if isinstance(r, ToolResultBlock)]
+    kinds = [[type(part).__name__ for part in r.content or ()] for r in results]
+    assert kinds == [["TextBlock", "ImageBlock", "TextBlock"], ["ImageBlock"]]
+    stored = history[2].content[0]
+    assert isinstance(stored, StoredResult)
+    assert len(json.loads(stored.content_json)[0]["text"]) == 1_000
+
+
 def test_a_tool_result_s_binary_bytes_are_capped() -> None:
     big = "A" * (3 * 1024 * 1024)  # 3 MB of base64 each: the third is over the 8 MB share
     source = {"type": "base64", "media_type": "application/pdf", "data": big}
