@@ -397,13 +397,16 @@ def _signature(
         only, hint = fields[0][0], fields[0][1]
         if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
             return hint, only, tuple(turn_params)
-    struct = msgspec.defstruct(
-        f"{getattr(fn, '__name__', 'tool')}_input",
-        fields,
-        kw_only=True,
-        frozen=True,
-        forbid_unknown_fields=True,
-    )
+    try:
+        struct = msgspec.defstruct(
+            f"{getattr(fn, '__name__', 'tool')}_input",
+            fields,
+            kw_only=True,
+            frozen=True,
+            forbid_unknown_fields=True,
+        )
+    except TypeError as exc:  # a default msgspec refuses: a non-empty list, say
+        raise ToolDefinitionError(f"{where}: {exc}") from None
     return struct, None, tuple(turn_params)
 
 

@@ -182,6 +182,11 @@ def _recursive(tree: Node) -> str:
     return str(tree)
 
 
+def _listed(tags: list[str] = ["a"]) -> str:  # noqa: B006 - the mistake under test
+    """Tags."""
+    return ",".join(tags)
+
+
 def _fine(x: int) -> str:
     """Fine."""
     return str(x)
@@ -195,6 +200,7 @@ def _fine(x: int) -> str:
         (lambda: Tool(_star), "parameter 'values' must be an ordinary named parameter"),
         (lambda: Tool(_unsupported), "tool '_unsupported'"),
         (lambda: Tool(_recursive), "Node refers to itself"),
+        (lambda: Tool(_listed), "tool '_listed': Using a non-empty mutable collection"),
         (lambda: Tool(lambda x: x, description="anon"), "a tool name must be 1-64 of"),
         (lambda: Tool(_fine, name="has space"), "a tool name must be 1-64 of"),
         (lambda: Tool(_fine, timeout_s=0), "timeout_s must be greater than 0"),
