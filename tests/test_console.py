@@ -394,3 +394,28 @@ def test_static_files_are_in_the_source_tree() -> None:
             if line.startswith("import ") and '"./' in line:
                 imported = line.split('"./', 1)[1].split('"', 1)[0]
                 assert imported in names, (script.name, imported)
+
+
+async def test_a_long_paste_is_sent_whole(tmp_path: Path) -> None:
+    """A 20 KB paste is sent: the console previewed each turn's request through
+    GET …/context?message=<the text>, which the daemon refuses (414) past a 16 KB request
+    line, and then never sent the turn, its text gone from the box."""
+    paste = "\n".join(f"{i:05} ERROR worker-{i % 7}: timeout after 30 s" for i in range(500))
+    assert len(paste) > 20_000
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        await turn(api, "paste", "hello")
+        async with browser_page() as page:
+            await page.goto(f"{d.url}/ui/continuums/paste")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.fill("#chat textarea", paste)
+            await page.press("#chat textarea", "Enter")
+            await page.wait_for_selector(
+                "#transcript .msg.assistant:last-child .completed, #status.error"
+            )
+            assert await page.locator("#status").is_hidden()
+            await page.wait_for_selector("#turns-table tbody tr:nth-child(2)")
+            records = (await api.get("/v1/continuums/paste/turns")).json()["turns"]
+            assert [r["user_text"] for r in records] == ["hello", paste]
+            # Its request was not previewed (too long for a URL): the panel says so.
+            await page.locator("#turns-table tbody tr").nth(1).click()
+            await page.wait_for_selector("#context-title:has-text('not recorded')")

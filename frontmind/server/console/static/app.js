@@ -222,10 +222,25 @@ function messageView(m) {
   return h("div", { class: `msg ${m.role}` }, h("span", { class: "role" }, m.role), parts);
 }
 
+// The daemon caps a request line at 16 KB; a preview's URL past this is not asked for.
+const PREVIEW_URL_MAX = 8 * 1024;
+
+// The request a turn with `text` would send, previewed just before sending it, or null.
+// It is a record for the context panel only: a message too long to ride in a URL, or a
+// preview refused, leaves the turn unrecorded but never keeps it from being sent.
+async function previewFor(id, text) {
+  const path = `/v1/continuums/${q(id)}/context?message=${q(text)}`;
+  if (path.length > PREVIEW_URL_MAX) return null;
+  try {
+    return await api(path);
+  } catch {
+    return null;
+  }
+}
+
 async function runTurn(id, text, transcript) {
   transcript.querySelector("p.muted")?.remove();
-  // Record the request this turn will send, as previewed just before sending it.
-  const request = await api(`/v1/continuums/${q(id)}/context?message=${q(text)}`);
+  const request = await previewFor(id, text);
   transcript.append(messageView({ role: "user", content: [{ type: "text", text }] }));
   const reply = h("div", { class: "text streaming" });
   const bubble = h("div", { class: "msg assistant live", id: "live" }, h("span", { class: "role" }, "assistant"), reply);
@@ -235,7 +250,7 @@ async function runTurn(id, text, transcript) {
   await streamTurn(id, text, (name, data) => {
     if (name !== "thinking.delta") thinking = null;
     if (name === "turn.started") {
-      sentRequests.set(data.turn_id, request);
+      if (request) sentRequests.set(data.turn_id, request);
       bubble.dataset.turn = data.turn_id;
     } else if (name === "thinking.delta") {
       if (!thinking) {
