@@ -52,9 +52,12 @@ def _unavailable(why: str) -> None:
 
 
 @asynccontextmanager
-async def browser_page(width: int = 1280, height: int = 900) -> AsyncIterator[Any]:
+async def browser_page(
+    width: int = 1280, height: int = 900, *, expected: tuple[str, ...] = ()
+) -> AsyncIterator[Any]:
     """A page in headless Chromium whose console errors and page errors are collected
-    and must be none when the block ends."""
+    and must be none when the block ends, but those holding one of `expected` (Chromium
+    logs each HTTP error answer it loads)."""
     if not os.access(CHROMIUM, os.X_OK):
         _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
     try:
@@ -78,7 +81,7 @@ async def browser_page(width: int = 1280, height: int = 900) -> AsyncIterator[An
                 "console",
                 lambda m: (
                     problems.append(f"console {m.type}: {m.text}")
-                    if m.type in ("error", "assert")
+                    if m.type in ("error", "assert") and not any(e in m.text for e in expected)
                     else None
                 ),
             )
@@ -419,3 +422,58 @@ async def test_a_long_paste_is_sent_whole(tmp_path: Path) -> None:
             # Its request was not previewed (too long for a URL): the panel says so.
             await page.locator("#turns-table tbody tr").nth(1).click()
             await page.wait_for_selector("#context-title:has-text('not recorded')")
+
+
+async def test_a_refused_or_cut_off_turn_says_so(tmp_path: Path) -> None:
+    """A turn the daemon refuses (503 overloaded) shows as not sent, its text back in the
+    box; one whose stream ends before its last event shows as cut off. Both left an empty
+    reply with a blinking cursor, as if it were still coming, and the refused message was
+    gone from the box."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        await turn(api, "flaky", "hello")
+        async with browser_page(expected=("status of 503",)) as page:
+            overloaded = {"error": {"type": "model_overloaded", "message": "try again soon"}}
+
+            async def refuse(route: Any) -> None:
+                await route.fulfill(status=503, json=overloaded, headers={"retry-after": "5"})
+
+            await page.route("**/v1/continuums/flaky/turns", refuse)
+            await page.goto(f"{d.url}/ui/continuums/flaky")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.fill("#chat textarea", "are you there?")
+            await page.press("#chat textarea", "Enter")
+            last = page.locator("#transcript .msg.assistant").last
+            await last.locator(".error").wait_for()
+            assert await last.locator(".error").inner_text() == (
+                "not sent: model_overloaded: try again soon"
+            )
+            assert await page.locator("#transcript .streaming, #transcript .live").count() == 0
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            assert await page.input_value("#chat textarea") == "are you there?"
+            assert await page.locator("#status").inner_text() == (
+                "model_overloaded: try again soon"
+            )
+
+            # Accepted, a first word, then the stream ends: cut off, not still coming.
+            partial = (
+                'event: turn.started\ndata: {"turn_id": "t-cut", "continuum_id": "flaky"}\n\n'
+                'event: text.delta\ndata: {"turn_id": "t-cut", "text": "Well"}\n\n'
+            )
+
+            async def cut(route: Any) -> None:
+                await route.fulfill(
+                    status=200, body=partial, headers={"content-type": "text/event-stream"}
+                )
+
+            await page.unroute("**/v1/continuums/flaky/turns")
+            await page.route("**/v1/continuums/flaky/turns", cut)
+            await page.press("#chat textarea", "Enter")
+            sent = page.locator("#transcript .msg.user", has_text="are you there?")
+            await sent.nth(1).wait_for()
+            last = page.locator("#transcript .msg.assistant").last
+            await last.locator(".error").wait_for()
+            assert await last.locator(".text").inner_text() == "Well"
+            assert "cut off" in await last.locator(".error").inner_text()
+            assert await page.locator("#transcript .streaming, #transcript .live").count() == 0
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            assert await page.input_value("#chat textarea") == ""

@@ -178,7 +178,12 @@ async function continuumView(id) {
     send.disabled = true;
     runTurn(id, text, transcript)
       .then(() => Promise.all([refreshTurns(), showNext()]))
-      .catch(failed)
+      .catch((error) => {
+        // Refused before it started (overloaded, token refused, daemon gone): nothing
+        // was sent, so the message goes back in the box, to send again with Enter.
+        if (error.accepted === false && !input.value) input.value = text;
+        failed(error);
+      })
       .finally(() => { send.disabled = false; input.focus(); });
   });
   input.addEventListener("keydown", (e) => {
@@ -247,9 +252,32 @@ async function runTurn(id, text, transcript) {
   transcript.append(bubble);
   const tools = new Map();
   let thinking = null; // the open stretch of thinking: folded, its text inside
-  await streamTurn(id, text, (name, data) => {
+  let accepted = false; // the daemon took the turn (turn.started)
+  let ended = false; // its last event came (turn.completed or error)
+  const end = (message) => {
+    ended = true;
+    bubble.classList.remove("live");
+    reply.classList.remove("streaming");
+    if (message) bubble.append(h("div", { class: "error" }, message));
+  };
+  try {
+    await streamTurn(id, text, onEvent);
+  } catch (error) {
+    // Refused (429, 503, 401…) or cut off mid-stream: the bubble says so, not a reply
+    // that looks as if it were still coming.
+    if (!ended) end(`${accepted ? "cut off" : "not sent"}: ${error instanceof ApiError ? `${error.type}: ${error.message}` : String(error)}`);
+    error.accepted = accepted;
+    throw error;
+  } finally {
+    bubble.removeAttribute("id");
+  }
+  // The stream closed without its last event (the daemon stopped, the connection dropped).
+  if (!ended) end("cut off: the connection closed before the reply finished");
+
+  function onEvent(name, data) {
     if (name !== "thinking.delta") thinking = null;
     if (name === "turn.started") {
+      accepted = true;
       if (request) sentRequests.set(data.turn_id, request);
       bubble.dataset.turn = data.turn_id;
     } else if (name === "thinking.delta") {
@@ -272,18 +300,14 @@ async function runTurn(id, text, transcript) {
         line.append(h("div", { class: data.is_error ? "error" : "muted" }, `↳ ${data.content}`));
       }
     } else if (name === "turn.completed") {
-      bubble.classList.remove("live");
-      reply.classList.remove("streaming");
       reply.textContent = data.text;
+      end();
       bubble.append(completedLine(data));
     } else if (name === "error") {
-      bubble.classList.remove("live");
-      reply.classList.remove("streaming");
-      bubble.append(h("div", { class: "error" }, `${data.type}: ${data.message}`));
+      end(`${data.type}: ${data.message}`);
     }
     transcript.scrollTop = transcript.scrollHeight;
-  });
-  bubble.removeAttribute("id");
+  }
 }
 
 function completedLine(done) {
