@@ -477,3 +477,25 @@ async def test_a_refused_or_cut_off_turn_says_so(tmp_path: Path) -> None:
             assert await page.locator("#transcript .streaming, #transcript .live").count() == 0
             await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
             assert await page.input_value("#chat textarea") == ""
+
+
+async def test_enter_that_ends_a_composition_does_not_send(tmp_path: Path) -> None:
+    """Typing Japanese (or Chinese, Korean) through an input method, Enter picks the
+    characters; it sent the message instead, with the kana not yet converted."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        await turn(api, "ime", "hello")
+        async with browser_page() as page:
+            await page.goto(f"{d.url}/ui/continuums/ime")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.focus("#chat textarea")
+            await page.keyboard.type("I live in ")
+            cdp = await page.context.new_cdp_session(page)
+            kana = {"text": "にほん", "selectionStart": 3, "selectionEnd": 3}
+            await cdp.send("Input.imeSetComposition", kana)
+            await page.keyboard.press("Enter")  # ends the composition: isComposing
+            await cdp.send("Input.insertText", {"text": "日本"})  # the input method commits
+            await page.keyboard.press("Enter")  # sends
+            await page.wait_for_selector("#transcript .msg.assistant:last-child .completed")
+            await page.wait_for_selector("#turns-table tbody tr:nth-child(2)")
+            records = (await api.get("/v1/continuums/ime/turns")).json()["turns"]
+            assert [r["user_text"] for r in records] == ["hello", "I live in 日本"]

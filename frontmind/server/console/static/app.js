@@ -187,6 +187,9 @@ async function continuumView(id) {
       .finally(() => { send.disabled = false; input.focus(); });
   });
   input.addEventListener("keydown", (e) => {
+    // Enter that ends an input method's composition (choosing the kanji for a kana, say)
+    // belongs to the input method; only Enter outside one sends.
+    if (e.isComposing || e.keyCode === 229) return;
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); chat.requestSubmit(); }
   });
 
