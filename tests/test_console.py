@@ -479,10 +479,13 @@ async def test_a_refused_or_cut_off_turn_says_so(tmp_path: Path) -> None:
             assert await page.input_value("#chat textarea") == ""
 
 
-async def test_enter_that_ends_a_composition_does_not_send(tmp_path: Path) -> None:
+async def test_enter_sends_only_what_it_should(tmp_path: Path) -> None:
     """Typing Japanese (or Chinese, Korean) through an input method, Enter picks the
-    characters; it sent the message instead, with the kana not yet converted."""
-    async with daemon(tmp_path / "data") as d, d.client() as api:
+    characters; it sent the message instead, with the kana not yet converted. And while
+    a reply streams (the Send button disabled), Enter sent the next message anyway."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[offline]\ntime_to_first_token_s = 0.5\n")
+    async with daemon(tmp_path / "data", "--config", str(slow)) as d, d.client() as api:
         await turn(api, "ime", "hello")
         async with browser_page() as page:
             await page.goto(f"{d.url}/ui/continuums/ime")
@@ -499,3 +502,15 @@ async def test_enter_that_ends_a_composition_does_not_send(tmp_path: Path) -> No
             await page.wait_for_selector("#turns-table tbody tr:nth-child(2)")
             records = (await api.get("/v1/continuums/ime/turns")).json()["turns"]
             assert [r["user_text"] for r in records] == ["hello", "I live in 日本"]
+
+            # Enter while the reply streams keeps the message in the box, unsent.
+            await page.keyboard.type("And you?")
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector("#chat button[type=submit][disabled]")
+            await page.keyboard.type(" Where?")
+            await page.keyboard.press("Enter")
+            await page.wait_for_selector("#transcript .msg.assistant:last-child .completed")
+            await page.wait_for_selector("#turns-table tbody tr:nth-child(3)")
+            assert await page.input_value("#chat textarea") == " Where?"
+            records = (await api.get("/v1/continuums/ime/turns")).json()["turns"]
+            assert [r["user_text"] for r in records][2:] == ["And you?"]

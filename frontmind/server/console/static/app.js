@@ -172,6 +172,8 @@ async function continuumView(id) {
 
   chat.addEventListener("submit", (event) => {
     event.preventDefault();
+    // A reply still streaming: Enter's requestSubmit() goes past the disabled button.
+    if (send.disabled) return;
     const text = input.value.trim();
     if (!text) return;
     input.value = "";
