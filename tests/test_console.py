@@ -479,10 +479,11 @@ async def test_a_refused_or_cut_off_turn_says_so(tmp_path: Path) -> None:
             assert await page.input_value("#chat textarea") == ""
 
 
-async def test_enter_sends_only_what_it_should(tmp_path: Path) -> None:
+async def test_the_chat_box_by_keyboard_and_screen_reader(tmp_path: Path) -> None:
     """Typing Japanese (or Chinese, Korean) through an input method, Enter picks the
-    characters; it sent the message instead, with the kana not yet converted. And while
-    a reply streams (the Send button disabled), Enter sent the next message anyway."""
+    characters; it sent the message instead, with the kana not yet converted. While a
+    reply streams (the Send button disabled), Enter sent the next message anyway. And a
+    screen reader heard no reply: the conversation was no live region."""
     slow = tmp_path / "slow.toml"
     slow.write_text("[offline]\ntime_to_first_token_s = 0.5\n")
     async with daemon(tmp_path / "data", "--config", str(slow)) as d, d.client() as api:
@@ -490,7 +491,12 @@ async def test_enter_sends_only_what_it_should(tmp_path: Path) -> None:
         async with browser_page() as page:
             await page.goto(f"{d.url}/ui/continuums/ime")
             await page.wait_for_selector("#turns-table tbody tr")
-            await page.focus("#chat textarea")
+            # For a screen reader: the box has a name, the conversation is a log (a live
+            # region), and the status line is there (empty) before it has news.
+            conversation = page.get_by_role("log", name="Conversation")
+            assert await conversation.get_by_text("hello", exact=True).count() == 1
+            assert await page.get_by_role("status").count() == 1
+            await page.get_by_role("textbox", name="Message", exact=True).focus()
             await page.keyboard.type("I live in ")
             cdp = await page.context.new_cdp_session(page)
             kana = {"text": "にほん", "selectionStart": 3, "selectionEnd": 3}
@@ -507,10 +513,15 @@ async def test_enter_sends_only_what_it_should(tmp_path: Path) -> None:
             await page.keyboard.type("And you?")
             await page.keyboard.press("Enter")
             await page.wait_for_selector("#chat button[type=submit][disabled]")
+            # The reply is busy while it streams: read out once, when it is complete.
+            await page.wait_for_selector("#transcript .msg.assistant[aria-busy=true]")
             await page.keyboard.type(" Where?")
             await page.keyboard.press("Enter")
             await page.wait_for_selector("#transcript .msg.assistant:last-child .completed")
             await page.wait_for_selector("#turns-table tbody tr:nth-child(3)")
             assert await page.input_value("#chat textarea") == " Where?"
+            assert (
+                await page.locator("#transcript[aria-busy], #transcript [aria-busy]").count() == 0
+            )
             records = (await api.get("/v1/continuums/ime/turns")).json()["turns"]
             assert [r["user_text"] for r in records][2:] == ["And you?"]

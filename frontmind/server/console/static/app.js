@@ -17,8 +17,9 @@ const tokenInput = document.getElementById("token-input");
 // stores no request bodies; this is what the console can show for the turns it sent.
 const sentRequests = new Map();
 
+// The status line is a live region: it stays in the page, empty when there is nothing
+// to say, since a screen reader does not read a region that appears with its text.
 export function say(message, kind = "info") {
-  statusLine.hidden = !message;
   statusLine.textContent = message || "";
   statusLine.className = `status ${kind}`;
 }
@@ -123,8 +124,10 @@ async function listView() {
 
 async function continuumView(id) {
   document.title = `${id} · Frontmind`;
-  const transcript = h("div", { class: "transcript", id: "transcript" });
-  const input = h("textarea", { name: "message", rows: 2, placeholder: "Say something…", required: true });
+  // A log (a polite live region): a screen reader reads each reply once it is complete
+  // (a reply is aria-busy while it streams), and not the history loaded with the page.
+  const transcript = h("div", { class: "transcript", id: "transcript", role: "log", "aria-label": "Conversation", "aria-busy": "true" });
+  const input = h("textarea", { name: "message", rows: 2, placeholder: "Say something…", "aria-label": "Message", required: true });
   const send = h("button", { type: "submit" }, "Send");
   const chat = h("form", { class: "chat", id: "chat" }, input, send);
   const chart = h("div", { class: "chart", id: "chart" });
@@ -206,6 +209,7 @@ async function continuumView(id) {
   for (const m of history.messages) transcript.append(messageView(m));
   if (!history.messages.length) transcript.append(h("p", { class: "muted" }, "No messages yet."));
   transcript.scrollTop = transcript.scrollHeight;
+  transcript.removeAttribute("aria-busy");
 }
 
 // The continuum's last `keep` messages: pages come oldest first (the API's cursor goes
@@ -253,7 +257,7 @@ async function runTurn(id, text, transcript) {
   const request = await previewFor(id, text);
   transcript.append(messageView({ role: "user", content: [{ type: "text", text }] }));
   const reply = h("div", { class: "text streaming" });
-  const bubble = h("div", { class: "msg assistant live", id: "live" }, h("span", { class: "role" }, "assistant"), reply);
+  const bubble = h("div", { class: "msg assistant live", id: "live", "aria-busy": "true" }, h("span", { class: "role" }, "assistant"), reply);
   transcript.append(bubble);
   const tools = new Map();
   let thinking = null; // the open stretch of thinking: folded, its text inside
@@ -261,6 +265,7 @@ async function runTurn(id, text, transcript) {
   let ended = false; // its last event came (turn.completed or error)
   const end = (message) => {
     ended = true;
+    bubble.removeAttribute("aria-busy");
     bubble.classList.remove("live");
     reply.classList.remove("streaming");
     if (message) bubble.append(h("div", { class: "error" }, message));
