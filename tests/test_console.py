@@ -311,6 +311,7 @@ async def test_console_at_a_phone_width(tmp_path: Path) -> None:
     async with daemon(tmp_path / "data") as d, d.client() as api:
         for i in range(5):
             await turn(api, "pocket", f"Hello from a small screen, {i + 1} of 5")
+        await turn(api, "pocket", "שלום! מה שלומך?")
         async with browser_page(width=390, height=844) as page:
             await page.goto(f"{d.url}/ui/continuums/pocket")
             await page.wait_for_selector("#turns-table tbody tr")
@@ -321,10 +322,15 @@ async def test_console_at_a_phone_width(tmp_path: Path) -> None:
             # Ten history blocks fold away; the history breakpoint stays in sight after them.
             history = page.locator("#stack section[data-kind=history]")
             fold = history.locator("details.fold > summary .label")
-            assert await fold.inner_text() == "10 blocks"
+            assert await fold.inner_text() == "12 blocks"
             assert await history.locator("details.fold + .breakpoint").count() == 1
             width = await page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, width
+            # Hebrew reads right to left (its "!" at the left end), English left to right.
+            hebrew = page.locator("#transcript .msg.user .text", has_text="שלום")
+            assert await hebrew.evaluate("e => getComputedStyle(e).direction") == "rtl"
+            english = page.locator("#transcript .msg.user .text").first
+            assert await english.evaluate("e => getComputedStyle(e).direction") == "ltr"
             await shot(page, "phone")
 
 

@@ -228,7 +228,8 @@ async function latestMessages(id, keep) {
 
 function messageView(m) {
   const parts = m.content.map((b) => {
-    if (b.type === "text") return h("div", { class: "text" }, b.text);
+    // Each text takes its direction from itself: Hebrew or Arabic reads right to left.
+    if (b.type === "text") return h("div", { class: "text", dir: "auto" }, b.text);
     if (b.type === "tool_use") return h("div", { class: "tool" }, `⚙ ${b.name} ${JSON.stringify(b.input)}`);
     if (b.type === "tool_result") return h("div", { class: "tool" }, `↳ ${typeof b.content === "string" ? b.content : JSON.stringify(b.content)}`);
     return h("div", { class: "tool" }, `[${b.type}]`);
@@ -256,7 +257,7 @@ async function runTurn(id, text, transcript) {
   transcript.querySelector("p.muted")?.remove();
   const request = await previewFor(id, text);
   transcript.append(messageView({ role: "user", content: [{ type: "text", text }] }));
-  const reply = h("div", { class: "text streaming" });
+  const reply = h("div", { class: "text streaming", dir: "auto" });
   const bubble = h("div", { class: "msg assistant live", id: "live", "aria-busy": "true" }, h("span", { class: "role" }, "assistant"), reply);
   transcript.append(bubble);
   const tools = new Map();
