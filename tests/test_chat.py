@@ -159,8 +159,9 @@ async def test_editing_paste_commands_and_history(tmp_path: Path) -> None:
         t.wait("You said: “hello there”")
         t.wait("cache read")
         t.wait_prompt(2)
-        # A bracketed paste of three lines stays one message; Enter then sends it.
-        t.send(PASTE_START + "line one\rline two\rline three" + PASTE_END)
+        # A bracketed paste of three lines stays one message, its indentation kept (the
+        # first line's too); Enter then sends it.
+        t.send(PASTE_START + "  line one\r    line two\rline three" + PASTE_END)
         t.wait(r"^ *… line three", count=1)
         t.send(ENTER)
         t.wait("line three”")
@@ -190,12 +191,12 @@ async def test_editing_paste_commands_and_history(tmp_path: Path) -> None:
         assert t.wait_exit() == 0
     assert await user_messages(data) == [
         "hello there",
-        "line one\nline two\nline three",
+        "  line one\n    line two\nline three",
         "first\nsecond",
         "remind me to stretch in 5 minutes",
     ]
     history = (data / HISTORY_FILE).read_text()
-    assert "+line one\n+line two\n+line three\n" in history
+    assert "+  line one\n+    line two\n+line three\n" in history
     # A new session: Up brings back the last message from the history file.
     with terminal(*args) as t:
         t.wait_prompt(1)
@@ -267,7 +268,7 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
         "--offline",
         "--data-dir",
         str(tmp_path),
-        stdin=b"hello\n/reminders\n/help\nsecond line\n",
+        stdin=b"hello\n/reminders\n/help\n  second line\n",
     )
     assert code == 0, err
     assert "\x1b" not in out  # no colour, no spinner, no cursor movement
@@ -278,7 +279,7 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
     assert err.count("(cache read ") == 2
     assert "no open reminders" in out
     assert "Alt-Enter, Esc Enter" in out
-    assert await user_messages(tmp_path) == ["hello", "second line"]
+    assert await user_messages(tmp_path) == ["hello", "  second line"]
 
 
 @pytest.mark.anyio

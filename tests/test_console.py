@@ -409,7 +409,8 @@ async def test_a_long_paste_is_sent_whole(tmp_path: Path) -> None:
     """A 20 KB paste is sent: the console previewed each turn's request through
     GET …/context?message=<the text>, which the daemon refuses (414) past a 16 KB request
     line, and then never sent the turn, its text gone from the box."""
-    paste = "\n".join(f"{i:05} ERROR worker-{i % 7}: timeout after 30 s" for i in range(500))
+    # A stack trace: its first line's indentation is part of it, and stays.
+    paste = "\n".join(f"    at worker{i % 7}.run(Worker.java:{i}) timed out" for i in range(500))
     assert len(paste) > 20_000
     async with daemon(tmp_path / "data") as d, d.client() as api:
         await turn(api, "paste", "hello")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncGenerator, Callable
@@ -351,9 +352,19 @@ async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
     return True
 
 
+_LEADING_BLANK_LINES = re.compile(r"\A\s*\n")
+
+
+def _trimmed(text: str) -> str:
+    """The message as typed, less its leading blank lines and trailing whitespace: the
+    first line's indentation stays (a pasted block of code or a stack trace keeps its
+    shape)."""
+    return _LEADING_BLANK_LINES.sub("", text).rstrip()
+
+
 async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> bool:
-    if text.startswith("/"):
-        return await _command(backend, text, out)
+    if text.lstrip().startswith("/"):
+        return await _command(backend, text.strip(), out)
     await _reply(backend, text, out, interactive)
     return True
 
@@ -365,7 +376,7 @@ async def _plain(backend: ChatBackend, stdin: TextIO, out: _Out) -> None:
         line = await anyio.to_thread.run_sync(stdin.readline)
         if not line:
             return
-        text = line.strip()
+        text = _trimmed(line)
         if text and not await _handle(backend, text, out, interactive=False):
             return
 
@@ -429,7 +440,7 @@ async def _interactive(backend: ChatBackend, out: _Out, history_file: Path | Non
             text = await session.prompt_async(message)
         except (KeyboardInterrupt, EOFError):
             return
-        text = text.strip()
+        text = _trimmed(text)
         if text and not await _handle(backend, text, out, interactive=True):
             return
 

@@ -177,7 +177,9 @@ async function continuumView(id) {
     event.preventDefault();
     // A reply still streaming: Enter's requestSubmit() goes past the disabled button.
     if (send.disabled) return;
-    const text = input.value.trim();
+    // Less leading blank lines and trailing whitespace: the first line's indentation
+    // stays (a pasted block of code or a stack trace keeps its shape).
+    const text = input.value.replace(/^\s*\n/, "").trimEnd();
     if (!text) return;
     input.value = "";
     send.disabled = true;
