@@ -417,8 +417,9 @@ def _is_turn(hint: Any) -> bool:
     hint = _bare(hint)
     if hint is Turn:
         return True
-    args = {_bare(arg) for arg in get_args(hint)}
-    return get_origin(hint) in _UNIONS and args == {Turn, type(None)}
+    if get_origin(hint) not in _UNIONS:  # `Callable[[int], str]`'s arguments hold a list
+        return False
+    return {_bare(arg) for arg in get_args(hint)} == {Turn, type(None)}
 
 
 def _bare(hint: Any) -> Any:

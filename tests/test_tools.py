@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -187,6 +187,11 @@ def _listed(tags: list[str] = ["a"]) -> str:  # noqa: B006 - the mistake under t
     return ",".join(tags)
 
 
+def _callback(then: Callable[[], int]) -> str:
+    """Takes a callable, which no JSON can be."""
+    return str(then())
+
+
 def _fine(x: int) -> str:
     """Fine."""
     return str(x)
@@ -201,6 +206,7 @@ def _fine(x: int) -> str:
         (lambda: Tool(_unsupported), "tool '_unsupported'"),
         (lambda: Tool(_recursive), "Node refers to itself"),
         (lambda: Tool(_listed), "tool '_listed': Using a non-empty mutable collection"),
+        (lambda: Tool(_callback), "tool '_callback': _callback_input: Generating JSON schema"),
         (lambda: Tool(lambda x: x, description="anon"), "a tool name must be 1-64 of"),
         (lambda: Tool(_fine, name="has space"), "a tool name must be 1-64 of"),
         (lambda: Tool(_fine, timeout_s=0), "timeout_s must be greater than 0"),
