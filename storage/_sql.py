@@ -291,12 +291,12 @@ def _owned(user: str, continuum_id: str | None, alias: str = "") -> tuple[str, l
     return f"{alias}owner = ? AND {alias}continuum_id = ?", [user, continuum_id]
 
 
-def _owned_one(user: str, continuum_id: str) -> tuple[str, list[Any]]:
+def _owned_one(user: str, continuum_id: str, alias: str = "") -> tuple[str, list[Any]]:
     """`_owned` of one continuum: a missing id (None) is refused as any malformed id
     is, never taken for "all the user's continuums" (a read of one failed on its SQL as
-    `StorageUnavailable`, or answered another continuum's settings)."""
+    `StorageUnavailable`, or answered another continuum's settings or segments)."""
     check_continuum_id(continuum_id)
-    return _owned(user, continuum_id)
+    return _owned(user, continuum_id, alias)
 
 
 async def _digest(db: Connection, statements: Sequence[str], args: Args) -> str:
@@ -895,7 +895,7 @@ class SQLStore(ABC):
     async def recent_segments(
         self, user: str, continuum_id: str, *, limit: int = 10
     ) -> list[Segment]:
-        where, args = _owned(user, continuum_id, "s.")
+        where, args = _owned_one(user, continuum_id, "s.")
         rows = await self._read(
             f"SELECT {_SEGMENT_COLUMNS} FROM segments s WHERE {where}"
             f" ORDER BY s.ended_at DESC LIMIT {self._LIMIT}",

@@ -103,6 +103,9 @@ async def test_a_missing_continuum_id_is_invalid_input_everywhere(tmp_path: Path
             await fm.storage.continuum_model(DEFAULT_USER, None)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput, match="continuum id None is malformed"):
             await fm.model_settings(None)  # type: ignore[arg-type]
+        # Nor are the segments of every continuum the answer for one (the manifest's).
+        with pytest.raises(InvalidInput, match="continuum id None is malformed"):
+            await fm.storage.recent_segments(DEFAULT_USER, None)  # type: ignore[arg-type]
 
 
 async def test_library_errors_are_the_documented_ones(tmp_path: Path) -> None:
