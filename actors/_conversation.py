@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import Actor, ActorRef, KernelError, MessageFailed
+from runtime import Actor, ActorRef, ActorStopped, KernelError, MessageFailed
 from storage import (
     ContentBlock,
     ContinuumModel,
@@ -299,6 +299,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 # the actor keeps its state and no restart is counted (`_refusals`
                 # gives the asker this error itself).
                 raise MessageFailed(str(exc)) from exc
+            except ActorStopped:
+                # Its composer was stopped under it: the lane is dropped for an asker who
+                # has gone (`Engine._drop_unused` stops the composer first). The message
+                # fails; the actor did not crash, and is not restarted to try it again.
+                stopping = ShuttingDown(f"continuum {self._id!r} is stopping")
+                raise MessageFailed(str(stopping)) from stopping
         if isinstance(message, Reconfigure):
             if self._state is not None:
                 self._state.model = choose_model(self._deps.settings.model, message.model)

@@ -359,7 +359,7 @@ class Rendering(Trinket):
 
 @pytest.mark.parametrize("leave", ["cancel", "aclose", "preview"])
 async def test_leaving_a_first_turn_while_a_section_renders_returns_at_once(
-    tmp_path: Path, leave: str
+    tmp_path: Path, leave: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Cancelled (or closed) while composing, a continuum's first turn let go of the
     lane it had spawned on its caller's path, and stopping the lane waited for the
@@ -404,3 +404,7 @@ async def test_leaving_a_first_turn_while_a_section_renders_returns_at_once(
         else:
             assert [r.status for r in await fm.turns("c1")] == ["cancelled"]
         assert api.requests == []
+    # The preview the conversation still held failed as its composer stopped: no crash
+    # of the conversation actor (logged with its traceback, twice, as it was restarted
+    # to try the preview again).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
