@@ -74,33 +74,35 @@ def check_embedder_spec(spec: str) -> tuple[str, str]:
     return module_name, attribute
 
 
-# Each embedder built, by (spec, search): with the event loop it serves (None until a
-# loop asks for it: one built by the config check before the daemon's loop starts).
-_BUILT: dict[tuple[str, tuple[str, ...]], tuple[Embedder, weakref.ref[object] | None]] = {}
+# Each embedder built, by (spec, search): one per event loop that asked for it (gone
+# with its loop), and one built outside any loop (the daemon's config check), which
+# the first loop to ask adopts.
+_BY_LOOP: weakref.WeakKeyDictionary[object, dict[tuple[str, tuple[str, ...]], Embedder]] = (
+    weakref.WeakKeyDictionary()
+)
+_UNBOUND: dict[tuple[str, tuple[str, ...]], Embedder] = {}
 
 
 def load_embedder(spec: str, search: tuple[str, ...] = ()) -> Embedder:
-    """The embedder `spec` names, built once per event loop (a local model loads once);
-    its module is also looked for in `search` (actors/_imports.py). Another loop (a
-    library user's second `asyncio.run`) gets one of its own: what an embedder holds
-    (an HTTP client's pooled connections) belongs to the loop that made it."""
+    """The embedder `spec` names, built once per event loop (a local model loads once
+    in a daemon); its module is also looked for in `search` (actors/_imports.py).
+    Another loop (a library user's second `asyncio.run`, a test framework's loop per
+    test) gets one of its own: what an embedder holds (an HTTP client's pooled
+    connections) belongs to the loop that made it."""
+    key = (spec, search)
     try:
         loop: object | None = asyncio.get_running_loop()
     except RuntimeError:  # no loop runs here (the config check)
         loop = None
-    key = (spec, search)
-    found = _BUILT.get(key)
-    if found is not None:
-        embedder, owner = found
-        if owner is None:  # built outside any loop: this one adopts it
-            if loop is not None:
-                _BUILT[key] = (embedder, weakref.ref(loop))
-            return embedder
-        if owner() is loop:
-            return embedder
-    embedder = _build_embedder(spec, search)
-    _BUILT[key] = (embedder, None if loop is None else weakref.ref(loop))
-    return embedder
+    if loop is None:
+        if key not in _UNBOUND:
+            _UNBOUND[key] = _build_embedder(spec, search)
+        return _UNBOUND[key]
+    built = _BY_LOOP.setdefault(loop, {})
+    if key not in built:
+        adopted = _UNBOUND.pop(key, None)
+        built[key] = adopted if adopted is not None else _build_embedder(spec, search)
+    return built[key]
 
 
 def _build_embedder(spec: str, search: tuple[str, ...]) -> Embedder:

@@ -229,7 +229,7 @@ def _typed_row(table: str, row: dict[str, Any], number: int) -> tuple[Any, ...]:
         column = path.split("`")[0].split(".")[0]
         for pattern, words in _PATTERN_WORDS.items():
             reason = reason.replace(f"Expected `str` matching regex {pattern!r}", words)
-        if column == "id" and reason.startswith("Expected `int` "):
+        if column == "id" and reason.startswith(("Expected `int` >=", "Expected `int` <=")):
             reason = f"an id must be 1 to {MAX_IMPORTED_ID}: {reason}"
         raise InvalidInput(f"line {number}: {table}.{column}: {reason}") from None
     return tuple(

@@ -796,6 +796,20 @@ def test_each_event_loop_gets_its_own_embedder(tmp_path: Path) -> None:
     assert again is not built
 
 
+async def test_a_loop_keeps_its_embedder_while_another_loop_builds_its_own() -> None:
+    """Two loops at once (a second in a thread): each has its own, and this loop's is
+    not replaced by the other's (it would be built again within one `Frontmind.open`)."""
+    spec = "tests._embedder:LoopBoundEmbedder"
+    mine = load_embedder(spec)
+
+    async def theirs() -> object:
+        return load_embedder(spec)
+
+    other = await anyio.to_thread.run_sync(asyncio.run, theirs())
+    assert other is not mine
+    assert load_embedder(spec) is mine
+
+
 async def test_words_decide_for_a_memory_with_no_cosine_and_meaning_for_one_with(
     tmp_path: Path,
 ) -> None:

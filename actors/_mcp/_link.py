@@ -107,10 +107,8 @@ class McpLink:
             # lost only if the server has stopped answering.
             if exc.code == CONNECTION_CLOSED and not await self._answers():
                 self.lose("the connection closed during a call (the server exited?)")
-                return ToolOutcome(
-                    f"{where} stopped during the call ({exc.message}); it is being restarted",
-                    is_error=True,
-                )
+                stopped = f"{where} stopped during the call ({exc.message}); it is being restarted"
+                return ToolOutcome(capped(stopped, self.spec.max_result_chars), is_error=True)
             refused = f"{where} refused the call: {exc.message}"
             return ToolOutcome(capped(refused, self.spec.max_result_chars), is_error=True)
         # The actor boundary: whatever the SDK or a broken server raises is this call's
