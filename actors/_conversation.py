@@ -507,44 +507,57 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 kept_messages.append(msgspec.structs.replace(message, content=kept))
         return kept_messages, dropped
 
+    def _switched_from(self, state: _Loaded, row: ModelRow) -> str | None:
+        """The model the last turn ran with, if this turn runs on another."""
+        previous = state.cache.last_model
+        if previous is not None and self._deps.models.catalog.canonical(previous) != row.name:
+            return previous
+        return None
+
+    @staticmethod
+    def _switch_cost(previous: str, row: ModelRow, usage: TurnUsage) -> str:
+        """What the change of model cost the turn's first call, from its usage.
+
+        Caches are per model ("What invalidates the cache": a model change invalidates
+        everything), so the prefix the old model had cached is written again, at each
+        part's TTL, where the old model would have read it. Unless the new model's own
+        entries for this prefix are still alive (a switch back within their TTL): then
+        they are read, and saying the whole prefix was written again would be wrong.
+        """
+        written = usage.cache_creation_input_tokens
+        if usage.cache_read_input_tokens:
+            return (
+                f"the model changed from {previous} to {row.name}: the cache is per model; "
+                f"{usage.cache_read_input_tokens:,} tokens of this prefix were still cached "
+                f"for {row.name} and were read, and this turn wrote {written:,}"
+            )
+        write = cost(
+            TurnUsage(
+                cache_creation_input_tokens=written,
+                cache_creation_5m=usage.cache_creation_5m,
+                cache_creation_1h=usage.cache_creation_1h,
+            ),
+            row,
+        )
+        read = cost(TurnUsage(cache_read_input_tokens=written), row)
+        dollars = ""
+        if write.input_usd is not None and read.input_usd is not None:
+            dollars = f", about ${write.input_usd - read.input_usd:,.4f} more"
+        return (
+            f"the model changed from {previous} to {row.name}: the cache is per model, so "
+            f"this turn wrote the whole prefix again ({written:,} tokens: "
+            f"~{write.input_tokens:,.0f} base-price tokens where reading it would cost "
+            f"~{read.input_tokens:,.0f}{dollars})"
+        )
+
     def _switch_warnings(
-        self,
-        state: _Loaded,
-        row: ModelRow,
-        dropped: dict[str, int],
-        view: CacheView,
-        ttl: TtlChoice,
+        self, state: _Loaded, row: ModelRow, dropped: dict[str, int]
     ) -> tuple[str, ...]:
-        """What a change of model costs this turn, said in the turn's warnings."""
+        """The thinking blocks a change of model leaves out, said in the turn's warnings
+        (what the change cost is said once its first call is answered: `_switch_cost`)."""
         warnings: list[str] = []
         catalog = self._deps.models.catalog
         previous = state.cache.last_model
-        if previous is not None and catalog.canonical(previous) != row.name:
-            # Caches are per model ("What invalidates the cache": a model change
-            # invalidates everything): the whole prefix is written again, at each part's
-            # TTL, where the old model would have read it.
-            tokens = view.system_tokens + view.history_tokens
-            by_ttl = {"5m": 0, "1h": 0}
-            by_ttl[ttl.system] += view.system_tokens
-            by_ttl[ttl.history] += view.history_tokens
-            write = cost(
-                TurnUsage(
-                    cache_creation_input_tokens=tokens,
-                    cache_creation_5m=by_ttl["5m"],
-                    cache_creation_1h=by_ttl["1h"],
-                ),
-                row,
-            )
-            read = cost(TurnUsage(cache_read_input_tokens=tokens), row)
-            dollars = ""
-            if write.input_usd is not None and read.input_usd is not None:
-                dollars = f", about ${write.input_usd - read.input_usd:,.4f} more"
-            warnings.append(
-                f"the model changed from {previous} to {row.name}: the cache is per model, so "
-                f"this turn writes the whole prefix again (~{tokens:,} tokens: "
-                f"~{write.input_tokens:,.0f} base-price tokens where reading it would cost "
-                f"~{read.input_tokens:,.0f}{dollars})"
-            )
         for producer, count in sorted(dropped.items()):
             if previous is not None and catalog.canonical(previous) == row.name:
                 break  # said on the turn of the switch
@@ -886,7 +899,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             tools_changed = _tools_change(state.tools, tools)
             view = self._cache_view(state, composed, history, turn.now)
             run.ttl = self._ttl_policy.choose(view)
-            run.warnings += self._switch_warnings(state, row, dropped, view, run.ttl)
+            run.warnings += self._switch_warnings(state, row, dropped)
+            switched_from = self._switched_from(state, row)
             state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
@@ -920,6 +934,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             f"({tools_changed}): this turn wrote {written:,} tokens to the "
                             "cache (one full cache write of its prefix)",
                         )
+                    if switched_from is not None:
+                        run.warnings += (self._switch_cost(switched_from, row, done.usage),)
                     # The next turn extends this call's prefix (the history breakpoint),
                     # not a later call's, whose tail held this turn's notification center.
                     run.anchor_id = done.message_id

@@ -279,7 +279,7 @@ async def test_a_switch_drops_thinking_the_new_model_cannot_read_and_says_what_i
     ), switched.warnings
     assert any(
         "the model changed from claude-fable-5-1 to claude-opus-4-8" in w
-        and "writes the whole prefix again" in w
+        and "wrote the whole prefix again" in w
         for w in switched.warnings
     ), switched.warnings
     assert after.warnings == ()  # said once, on the turn of the switch
@@ -290,6 +290,31 @@ async def test_a_switch_drops_thinking_the_new_model_cannot_read_and_says_what_i
     assert any(isinstance(b, RawBlock) and b.kind == "thinking" for b in stored[1].content)
     assert records[-2].warnings == switched.warnings  # the turn record says so too
     assert switched.usage.cache_read_input_tokens == 0  # the cache is per model
+
+
+async def test_a_switch_back_within_the_ttl_reads_the_cache_and_says_so(tmp_path: Path) -> None:
+    # Caches are per model, but each model's entries live on: back on the first model
+    # within their TTL, the turn reads its old prefix, and its warning must say what
+    # happened, not that the whole prefix was written again (and what that cost).
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        for text in ("one " * 200, "two"):
+            completed(await run_turn(fm, "c1", text))
+        await fm.set_model_settings("c1", model="claude-opus-4-8")
+        away = completed(await run_turn(fm, "c1", "three"))
+        await fm.set_model_settings("c1", model="claude-sonnet-4-6")
+        back = completed(await run_turn(fm, "c1", "four"))
+    assert back.usage.cache_read_input_tokens > 0  # sonnet's own entries were alive
+    (said,) = [w for w in back.warnings if "the model changed" in w]
+    assert "whole prefix" not in said, said
+    assert f"{back.usage.cache_read_input_tokens:,} tokens of this prefix were still cached" in said
+    assert f"this turn wrote {back.usage.cache_creation_input_tokens:,}" in said
+    # Away, nothing was cached for opus: its figure is what the call wrote.
+    assert away.usage.cache_read_input_tokens == 0
+    assert any(
+        "to claude-opus-4-8" in w
+        and f"wrote the whole prefix again ({away.usage.cache_creation_input_tokens:,} tokens" in w
+        for w in away.warnings
+    ), away.warnings
 
 
 async def test_a_model_that_reads_the_old_blocks_keeps_them(tmp_path: Path) -> None:
