@@ -487,6 +487,22 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     assert any("turn completed" in line["message"] for line in turn_lines)
 
 
+async def test_a_path_cannot_forge_a_line_of_the_text_log(tmp_path: Path) -> None:
+    # The path is percent-decoded before the access log quotes it: a `%0A` in it ended
+    # the access line and began one of the client's own, an ERROR the daemon never had.
+    forged = "2026-12-07 07:00:00,000 ERROR frontmind.daemon [-] the database is corrupt"
+    async with daemon(tmp_path, "--log-level", "info", "--access-log") as d, d.client() as h:
+        raw = "/v1/x%0A" + forged.replace(" ", "%20") + "%E2%80%A8tail"
+        assert (await h.get(raw)).status_code == 404
+        assert await d.stop() == 0
+        lines = (await d.read_stderr()).decode().splitlines()
+    assert not any(line.startswith(forged) for line in lines), lines
+    (access,) = [line for line in lines if " frontmind.access " in line]
+    assert "GET /v1/x%0A2026-12-07" in access
+    assert "%E2%80%A8tail 404" in access  # U+2028 too: a line break to many log viewers
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ", line) for line in lines)
+
+
 async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
     tmp_path: Path,
 ) -> None:

@@ -36,7 +36,7 @@ from .._frontmind import Frontmind
 from ..config import Config, RuntimeConfig, load_config
 from ._asgi import SocketLimits, is_loopback, serve_app
 from ._console import console_routes, is_console_path
-from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token
+from ._guard import DEFAULT_MAX_BODY_BYTES, EdgeGuard, bearer_token, loggable_path
 from ._metrics import Metrics
 from ._routes import (
     ADMIN_KEY,
@@ -142,7 +142,7 @@ class Observed:
                 access_log.info(
                     "%s %s %d %.1fms user=%s",
                     scope["method"],
-                    scope["path"],
+                    loggable_path(scope["path"]),
                     status,
                     duration_ms,
                     user or "-",

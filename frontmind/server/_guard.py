@@ -36,7 +36,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import msgspec
@@ -57,7 +57,15 @@ from .._exceptions import (
     wire_retry_after,
 )
 
-__all__ = ["EDGE_KEY", "Cut", "EdgeGuard", "EdgeSignal", "bearer_token", "error_body"]
+__all__ = [
+    "EDGE_KEY",
+    "Cut",
+    "EdgeGuard",
+    "EdgeSignal",
+    "bearer_token",
+    "error_body",
+    "loggable_path",
+]
 
 log = logging.getLogger("frontmind.daemon")
 
@@ -67,6 +75,16 @@ DEFAULT_MAX_BODY_BYTES = 32 << 20
 _CHANGING = frozenset({"POST", "PUT", "PATCH"})
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _encoder = msgspec.json.Encoder()
+
+
+def loggable_path(path: str) -> str:
+    """A request's path as a log line may quote it: the path is percent-decoded, so a
+    client's `%0A` would otherwise end the line and start one of the client's making (a
+    forged `ERROR` line); every character that is not printable (controls, line and
+    paragraph separators, bidi overrides) goes back to its percent-encoding."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else quote(c, safe="") for c in path)
 
 
 EDGE_KEY = "frontmind.edge"  # the request scope's `extensions` key of its EdgeSignal
@@ -240,7 +258,8 @@ class EdgeGuard:
         except Exception as exc:  # the edge's last line: JSON, never a plain-text trace
             status, _ = wire_error(exc)
             if status >= 500:
-                log.error("unhandled error on %s %s", scope["method"], scope["path"], exc_info=exc)
+                path = loggable_path(scope["path"])
+                log.error("unhandled error on %s %s", scope["method"], path, exc_info=exc)
             if not started:
                 await _send_error(send, exc, close=closing())
 

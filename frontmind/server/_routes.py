@@ -81,6 +81,7 @@ from .._wire import (
     to_wire,
 )
 from ._console import is_console_path
+from ._guard import loggable_path
 from ._metrics import CONTENT_TYPE, Metrics
 from ._openapi import DOCS_PAGE, Endpoint, Param, openapi
 from ._sse import TurnEvents, TurnStreams
@@ -794,9 +795,9 @@ async def known_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, Busy | ShuttingDown):
         # The service's state, said to the client with Retry-After: under overload one
         # of these a request, and no fault to trace (the queue's metrics count them).
-        log.info("%s on %s: %s", kind, request.url.path, exc)
+        log.info("%s on %s: %s", kind, loggable_path(request.url.path), exc)
     elif status >= 500:
-        log.error("%s on %s", kind, request.url.path, exc_info=exc)
+        log.error("%s on %s", kind, loggable_path(request.url.path), exc_info=exc)
     return exception_response(exc)
 
 
