@@ -487,6 +487,31 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     assert any("turn completed" in line["message"] for line in turn_lines)
 
 
+async def test_include_completed_is_a_boolean_or_refused(tmp_path: Path) -> None:
+    # Python's `requests` sends `True` for True: it was read as false, and the completed
+    # reminders were left out without a word; so was `yes`.
+    async with served(tmp_path) as (fm, url), httpx2.AsyncClient(base_url=url) as h:
+        done = await fm.add_reminder("done already")
+        await fm.complete_reminder(done.id)
+        await fm.add_reminder("still open")
+
+        async def texts(value: str) -> list[str]:
+            answer = await h.get(f"/v1/reminders?include_completed={value}")
+            assert answer.status_code == 200, answer.text
+            return sorted(r["text"] for r in answer.json()["reminders"])
+
+        for value in ("true", "True", "TRUE", "1"):
+            assert await texts(value) == ["done already", "still open"], value
+        for value in ("false", "False", "0"):
+            assert await texts(value) == ["still open"], value
+        assert (await h.get("/v1/reminders")).json()["reminders"][0]["text"] == "still open"
+        for value in ("yes", "", "on", "%FF"):
+            answer = await h.get(f"/v1/reminders?include_completed={value}")
+            assert answer.status_code == 400, value
+            assert answer.json()["error"]["type"] == "invalid_request"
+            assert "include_completed must be true or false" in answer.json()["error"]["message"]
+
+
 async def test_a_path_cannot_forge_a_line_of_the_text_log(tmp_path: Path) -> None:
     # The path is percent-decoded before the access log quotes it: a `%0A` in it ended
     # the access line and began one of the client's own, an ERROR the daemon never had.

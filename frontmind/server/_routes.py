@@ -249,7 +249,7 @@ async def put_settings(request: Request) -> Response:
 
 async def list_reminders(request: Request) -> Response:
     limit, after = _page(request, CursorId)
-    include = request.query_params.get("include_completed") in ("1", "true")
+    include = _flag(request, "include_completed")
     found = await _scoped(request).reminders(include, limit=limit + 1, after=after or 0)
     return json_response(ReminderPage(*_one_page(found, limit, lambda r: r.id)))
 
@@ -860,6 +860,23 @@ def parse_id(raw: str, what: str = "id") -> int:
             f"{what} must be ASCII digits from 1 to {SQLITE_MAX_INT}, not {excerpt(raw)!r}"
         )
     return int(raw)
+
+
+_FLAGS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def _flag(request: Request, name: str) -> bool:
+    """A boolean query parameter: absent is false; `true`/`false` (any case) or `1`/`0`.
+    Anything else is refused, not read as false: `include_completed=True` (what
+    Python's `requests` sends for `True`) or `=yes` left the completed reminders out
+    without a word."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    value = _FLAGS.get(raw.lower())
+    if value is None:
+        raise InvalidInput(f"{name} must be true or false, not {excerpt(raw)!r}")
+    return value
 
 
 def _limit(request: Request) -> int:
