@@ -376,3 +376,22 @@ async def test_token_from_a_file_and_bearer_in_any_case(tmp_path: Path) -> None:
         resolve_token(Config(), None, empty)
     with pytest.raises(ConfigError, match="cannot read the token file"):
         resolve_token(Config(), None, tmp_path / "missing")
+
+
+async def test_a_token_no_client_could_send_is_refused_at_start(tmp_path: Path) -> None:
+    # A header's credentials are read without the whitespace around them: an admin token
+    # with a trailing blank (an env file's) was taken, and every request then answered
+    # 401 "missing or wrong bearer token" with nothing said at the start.
+    with anyio.fail_after(20):
+        serve = ("serve", "--offline", "--port", "0", "--data-dir", str(tmp_path))
+        code, out, err = await run_cli(*serve, FRONTMIND_TOKEN="s3cret ")
+    assert code == 2, (code, out, err)
+    assert out == ""
+    assert err.startswith("frontmind: error: the token from FRONTMIND_TOKEN or server.token")
+    assert "s3cret" not in err  # the secret itself is never printed
+    for bad in (" s3cret", "s3cret\t", "s3\ncret", "   "):
+        with pytest.raises(ConfigError, match="the token from --token has whitespace"):
+            resolve_token(Config(), bad, None)
+    with pytest.raises(ConfigError, match=r"server\.token"):
+        resolve_token(Config(server=ServerConfig(token="s3cret\n")), None, None)
+    assert resolve_token(Config(), "two words", None) == "two words"  # sent as it is

@@ -339,9 +339,9 @@ def resolve_token(config: Config, given: str | None, token_file: Path | None) ->
     """--token, else --token-file, else FRONTMIND_TOKEN / server.token, else
     server.token_file: a file keeps the secret out of `ps` and shell history."""
     if given:
-        return given
+        return _usable(given, "--token")
     if token_file is None and config.server.token:
-        return config.server.token
+        return _usable(config.server.token, "FRONTMIND_TOKEN or server.token")
     path = token_file or (Path(config.server.token_file) if config.server.token_file else None)
     if path is None:
         return None
@@ -351,6 +351,19 @@ def resolve_token(config: Config, given: str | None, token_file: Path | None) ->
         raise ConfigError(f"cannot read the token file {path}: {exc}") from None
     if not token or any(c.isspace() for c in token):
         raise ConfigError(f"the token file {path} must hold one token (no spaces)")
+    return token
+
+
+def _usable(token: str, where: str) -> str:
+    """The admin token as given, if a client can present it: a header's credentials are
+    read without the whitespace around them (and cannot hold a control character), so a
+    token with a space at either end (an env file's trailing blank) could never match,
+    and every request would be refused 401 with nothing said at the start."""
+    if token != token.strip() or not token.isprintable():
+        raise ConfigError(
+            f"the token from {where} has whitespace at its start or end, or a control "
+            "character: no client could send it; give the token alone"
+        )
     return token
 
 
