@@ -57,6 +57,7 @@ from storage import (
 )
 from tests._daemon import daemon, sse_events
 from tests._harness import FakeClock, completed, config
+from tests._raw import address
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -485,6 +486,37 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     assert turn_lines
     assert all(line["turn_id"] == done.turn_id for line in turn_lines)
     assert any("turn completed" in line["message"] for line in turn_lines)
+
+
+class _Counted(Metrics):
+    """Metrics that say when a response was counted, so a test waits on that."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted = anyio.Event()
+
+    def response(self, status: int) -> None:
+        super().response(status)
+        self.counted.set()
+
+
+async def test_a_client_leaving_mid_body_is_not_counted_as_a_500(tmp_path: Path) -> None:
+    # No answer was sent and nothing failed: it was counted (and logged) as a 500, and a
+    # 5xx alert fired for every client that hung up while sending.
+    metrics = _Counted()
+    async with served(tmp_path, metrics=metrics) as (_, url):
+        host, port = address(url)
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(
+                b"POST /v1/reminders HTTP/1.1\r\nHost: %s:%d\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                b'{"text":' % (host.encode(), port)
+            )
+        with anyio.fail_after(10):
+            await metrics.counted.wait()
+    count = metrics.registry.get_sample_value
+    assert count("frontmind_http_responses_total", {"code": "500"}) is None
+    assert count("frontmind_http_responses_total", {"code": "499"}) == 1
 
 
 async def test_include_completed_is_a_boolean_or_refused(tmp_path: Path) -> None:

@@ -59,6 +59,8 @@ __all__ = ["TurnStreams", "build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
 access_log = logging.getLogger("frontmind.access")
+# nginx's status for a request whose client closed the connection before the answer.
+CLIENT_CLOSED = 499
 # The health check, the API description and its page hold no data: no token needed.
 PUBLIC_PATHS = frozenset(e.path for e in ENDPOINTS if e.auth == "public")
 assert not any(e.path in PUBLIC_PATHS and e.auth != "public" for e in ENDPOINTS)
@@ -124,17 +126,29 @@ class Observed:
             return
         started = time.perf_counter()
         status = 500  # if the app fails before answering, the server answers 500
+        answered = left = False
 
         async def sending(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                status, answered = int(message["status"]), True
             await send(message)
+
+        async def receiving() -> Message:
+            nonlocal left
+            message = await receive()
+            left = left or (message["type"] == "http.disconnect" and not answered)
+            return message
 
         state = scope.setdefault("state", {})  # filled by the layers inside
         try:
-            await self.app(scope, receive, sending)
+            await self.app(scope, receiving, sending)
         finally:
+            if left:
+                # The client left before any answer (mid-body, say): whatever the app
+                # answered then (Starlette's 500 for the `ClientDisconnect` its body read
+                # raised) reached no one, and nothing failed: not a 500.
+                status = CLIENT_CLOSED
             self.metrics.response(status)
             if self.access:
                 duration_ms = round((time.perf_counter() - started) * 1000, 1)

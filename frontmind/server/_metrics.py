@@ -49,7 +49,8 @@ class Metrics:
         self.tokens = Counter("frontmind_tokens", "Tokens by kind.", ["kind"], registry=registry)
         self.responses = Counter(
             "frontmind_http_responses",
-            "HTTP responses by status code (429: busy, 5xx: failures).",
+            "HTTP responses by status code (429: busy, 5xx: failures; 499: the client "
+            "closed the connection before an answer, none was sent).",
             ["code"],
             registry=registry,
         )
