@@ -82,7 +82,7 @@ from ._exceptions import BudgetExceeded, ConfigError
 from ._gate import GatedTurn, UserGate
 from ._gc import IdleCollector
 from ._groups import raise_unwrapped
-from ._lock import data_dir_lock
+from ._lock import check_not_lock, data_dir_lock
 from ._models import REFRESH_SECONDS, load_catalog, local_api_rows, models_api_meet
 from ._users import new_token, token_digest
 from .config import Config, check_face_config, custom_tools, custom_trinkets, load_config
@@ -426,6 +426,7 @@ class Frontmind:
         """A consistent snapshot of the store in the file `path`, taken while turns run
         (SQLite's online backup; the file appears whole or not at all); its size in
         bytes. A PostgreSQL store is backed up with pg_dump instead (`InvalidInput`)."""
+        check_not_lock(Path(path), self.data_dir)
         return await self.storage.backup(Path(path))
 
     async def user_for_token(self, token: str) -> str | None:

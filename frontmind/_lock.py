@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from storage import StorageUnavailable
+from storage import InvalidInput, StorageUnavailable
 
 from ._exceptions import DataDirLocked
 
-__all__ = ["LOCK_FILE", "data_dir_lock"]
+__all__ = ["LOCK_FILE", "check_not_lock", "data_dir_lock"]
 
 LOCK_FILE = "frontmind.lock"
 
@@ -51,3 +51,20 @@ def data_dir_lock(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def check_not_lock(path: Path, directory: Path) -> None:
+    """Refuse `path` as a file to write whole (a backup, written aside and renamed) when
+    it is `directory`'s lock file: the rename would put a new file in the lock's place,
+    the holder would keep its lock on the old one, and a second process would then lock
+    the new file and open the directory beside it."""
+    lock = directory / LOCK_FILE
+    try:
+        same = path.resolve() == lock.resolve() or (path.exists() and path.samefile(lock))
+    except (OSError, ValueError):
+        return  # a path that cannot be looked up is not the lock; the writer refuses it
+    if same:
+        raise InvalidInput(
+            f"the path {str(path)!r} is the data directory's lock file ({LOCK_FILE}): "
+            "write to another file"
+        )

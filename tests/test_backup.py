@@ -116,6 +116,26 @@ async def test_a_backup_path_that_names_no_writable_file_is_refused_first(
     assert integrity(tmp_path / "frontmind.db.bak") == "ok"
 
 
+@pytest.mark.slow
+async def test_a_backup_onto_the_data_dirs_lock_file_is_refused(tmp_path: Path) -> None:
+    """Written aside and renamed onto `frontmind.lock`, a backup took the lock's place:
+    the daemon kept its lock on the old file, and a second daemon then locked the new
+    one and served the same store beside it."""
+    data = tmp_path / "data"
+    lock = data / "frontmind.lock"
+    async with daemon(data) as d, d.client() as client:
+        for path in (lock, data / "sub" / ".." / "frontmind.lock"):
+            answer = await client.post("/v1/admin/backup", json={"path": str(path)})
+            assert answer.status_code == 400, answer.text
+            assert "lock file" in answer.json()["error"]["message"]
+        code, _, err = await run_cli("backup", str(lock), "--data-dir", str(data))
+        assert code == 2, err
+        assert "the data directory's lock file" in err
+        # The lock as it was: the file the daemon locked, holding its pid.
+        assert lock.read_bytes() == f"{d.process.pid}\n".encode()
+        assert await d.stop() == 0
+
+
 def schema_of(path: Path) -> int:
     with sqlite3.connect(path) as db:
         return int(db.execute("SELECT version FROM schema_version").fetchone()[0])

@@ -305,6 +305,9 @@ def cmd_backup(args: argparse.Namespace) -> None:
         # still serving it, a backup taken before upgrading) is copied as it is; migrated,
         # it would change under that daemon, and neither it nor its backup would open
         # with the release before any more.
+        from .._lock import check_not_lock
+
+        check_not_lock(args.path.absolute(), args.data_dir)
         async with _store(args, upgrade=False) as storage:
             size = await storage.backup(args.path.absolute())
         print(f"backed up to {args.path} ({size} bytes)", file=sys.stderr)
