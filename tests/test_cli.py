@@ -312,6 +312,13 @@ async def test_a_port_out_of_range_is_refused_naming_where_it_came_from(
     code, _, err = await run_cli("serve", "--offline", "--port", "-1", "--data-dir", str(tmp_path))
     assert code == 2, err
     assert err == "frontmind: error: --port: must be 0 (any free port) to 65535, got -1\n"
+    # A host that names nothing was blamed on --host, without its name, once the store
+    # had been opened and the actors started.
+    (tmp_path / "frontmind.toml").write_text('[server]\nhost = "no-such-host.invalid"\n')
+    code, out, err = await run_cli("serve", "--offline", "--data-dir", str(tmp_path))
+    assert code == 2, err
+    assert err.startswith("frontmind: error: server.host: 'no-such-host.invalid' cannot be")
+    assert not (tmp_path / "frontmind.db").exists()
 
 
 async def test_migrate_refuses_a_target_it_cannot_or_must_not_copy_to(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hmac
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -275,11 +276,17 @@ async def _serve(
         )
     if config.runtime.gc is None:  # the daemon owns its process: no full GC in a turn
         config = msgspec.structs.replace(config, runtime=RuntimeConfig(gc="idle"))
+    where_host = "server.host" if not host else "--host"
     host = host or config.server.host
     where = "server.port" if port is None else "--port"
     port = config.server.port if port is None else port
     if not 0 <= port <= 65535:  # said now, naming where it came from, before the store opens
         raise ConfigError(f"{where}: must be 0 (any free port) to 65535, got {port}")
+    try:  # a host that names nothing: said now too, with the name, not at the bind
+        await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError(f"{where_host}: {host!r} cannot be resolved ({why})") from None
     token = resolve_token(config, token, token_file)
     limits = socket_limits(config)
     if not is_loopback(host) and not token:
