@@ -214,6 +214,18 @@ async def test_chat_against_a_running_daemon(tmp_path: Path) -> None:
         async with d.client() as client:
             history = (await client.get("/v1/continuums/remote/messages")).json()["messages"]
         assert len(history) == 2
+        # Through a pipe, a message whose turn fails (here: over 100,000 characters) is
+        # an error on stderr and the rest go on; the exit status says one failed (it was
+        # 0, so a script could not tell).
+        long = b"x" * 100_001
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--continuum", "remote", stdin=b"one\n" + long + b"\ntwo\n"
+        )
+        assert code == 1, err
+        assert "one" in out
+        assert "two" in out
+        assert "message is 100001 characters; the limit is 100000" in err
+        assert err.endswith("frontmind: 1 message failed\n"), err
         assert await d.stop() == 0
 
 

@@ -178,6 +178,7 @@ class _Out:
         self.colour = colour
         self.unfold_thinking = False  # /thinking: show its text, not just a marker
         self.thinking = False  # a stretch of thinking is being shown now
+        self.failed = 0  # messages whose turn ended in an error
 
     def __call__(self, text: str, style: str | None = None) -> None:
         if self.colour and style is not None:
@@ -273,6 +274,7 @@ def _show(event: TurnEvent, out: _Out) -> None:
             f"uncached {u.input_tokens}; {event.timings_ms.total:.0f} ms)"
         )
     elif isinstance(event, TurnError):
+        out.failed += 1
         out.detail(f"\n  error ({event.type}): {event.message}\n", "error")
 
 
@@ -316,6 +318,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
             except FrontmindError as exc:
                 if indicator is not None:
                     indicator.stop()
+                out.failed += 1
                 out.detail(f"\n  error: {exc}\n", "error")
             tg.cancel_scope.cancel()
     if indicator is not None:
@@ -451,8 +454,10 @@ async def chat(
     history_file: Path | None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
-) -> None:
-    """Converse with `backend` until the user leaves."""
+) -> int:
+    """Converse with `backend` until the user leaves. Through a pipe, the number of
+    messages whose turn failed (a script's exit status says so); on a terminal, 0 (the
+    person saw each error as it came)."""
     interactive = stdin.isatty() and stdout.isatty()
     out = (
         _Out(stdout, colour_wanted(stdout))
@@ -461,8 +466,9 @@ async def chat(
     )
     if interactive:
         await _interactive(backend, out, history_file)
-    else:
-        await _plain(backend, stdin, out)
+        return 0
+    await _plain(backend, stdin, out)
+    return out.failed
 
 
 async def chat_in_process(
@@ -473,9 +479,9 @@ async def chat_in_process(
     config_file: Path | None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
-) -> None:
+) -> int:
     async with Frontmind.open(data_dir, config_file=config_file, offline=offline) as fm:
-        await chat(
+        return await chat(
             LocalBackend(fm, continuum),
             history_file=data_dir / HISTORY_FILE,
             stdin=stdin,
@@ -491,11 +497,11 @@ async def chat_remote(
     history_file: Path | None = None,
     stdin: TextIO = sys.stdin,
     stdout: TextIO = sys.stdout,
-) -> None:
+) -> int:
     async with Client(url, token=token) as client:
         # Before the prompt shows: `ClientError` if no daemon answers or it refuses the
         # token (else each message, in a pipe each line, would fail alone, and exit 0).
         await client.model_settings(continuum)
-        await chat(
+        return await chat(
             RemoteBackend(client, continuum), history_file=history_file, stdin=stdin, stdout=stdout
         )

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._groups import raise_unwrapped
 from .._paths import default_data_dir
@@ -27,9 +27,10 @@ __all__ = ["main"]
 # `--user`'s default, storage's DEFAULT_USER: said here so that `--help` need not load
 # storage to show it (tests/test_cli.py checks that the two agree).
 DEFAULT_USER = "default"
+T = TypeVar("T")
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     import anyio
 
     try:
@@ -38,7 +39,7 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         options: dict[str, Any] = {"use_uvloop": True}
     except ImportError:
         options = {}
-    anyio.run(main, backend="asyncio", backend_options=options)
+    return anyio.run(main, backend="asyncio", backend_options=options)
 
 
 def _announce(url: str) -> None:
@@ -87,7 +88,7 @@ def cmd_chat(args: argparse.Namespace) -> None:
     from ._chat import HISTORY_FILE, chat_in_process, chat_remote
 
     if args.url:
-        _run(
+        failed = _run(
             lambda: chat_remote(
                 args.url,
                 args.continuum,
@@ -96,11 +97,15 @@ def cmd_chat(args: argparse.Namespace) -> None:
             )
         )
     else:
-        _run(
+        failed = _run(
             lambda: chat_in_process(
                 args.data_dir, args.continuum, offline=args.offline, config_file=args.config
             )
         )
+    if failed:  # through a pipe: each error went to stderr as it came; the status says so
+        sys.stdout.flush()
+        print(f"frontmind: {failed} message{'s' if failed != 1 else ''} failed", file=sys.stderr)
+        sys.exit(1)
 
 
 _ASK_THE_DAEMON = "; to ask the daemon that runs on it, pass --url (and --token)"
