@@ -6,6 +6,7 @@ all of 127.0.0.0/8 to loopback, so each is a client address of its own."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import resource
 import select
@@ -28,7 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from frontmind import Config, Frontmind
 from frontmind._exceptions import ConfigError
 from frontmind._frontmind import NoModel
-from frontmind.config import ServerConfig
+from frontmind.config import ServerConfig, load_config
 from frontmind.server._asgi import ServedApp, SocketLimits, serve_app
 from frontmind.server._daemon import build_app, socket_limits
 from frontmind.server._shares import Backlogs
@@ -525,11 +526,26 @@ async def test_a_request_answered_before_its_body_is_read_closes(tmp_path: Path)
         ({"send_timeout_s": 0}, "server.send_timeout_s"),
         ({"send_min_rate": -1}, "server.send_min_rate"),
         ({"grace_seconds": -1}, "server.grace_seconds"),
+        # NaN passed `<= 0` checks: the start hung (header_timeout_s, body_deadline_s),
+        # the shutdown hung (body_timeout_s), or the start crashed with a traceback
+        # (send_timeout_s, as inf did too).
+        ({"header_timeout_s": math.nan}, "server.header_timeout_s"),
+        ({"body_timeout_s": math.nan}, "server.body_timeout_s"),
+        ({"body_deadline_s": math.nan}, "server.body_deadline_s"),
+        ({"send_timeout_s": math.nan}, "server.send_timeout_s"),
+        ({"send_timeout_s": math.inf}, "server.send_timeout_s"),
+        ({"body_grace_s": math.nan}, "server.body_grace_s"),
     ],
 )
 def test_bad_server_limits_name_their_key(server: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError, match=key):
         socket_limits(Config(server=ServerConfig(**server)))
+
+
+def test_a_nan_timeout_in_the_config_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "frontmind.toml").write_text("[server]\nbody_timeout_s = nan\n")
+    with pytest.raises(ConfigError, match=r"server\.body_timeout_s must be positive.*nan"):
+        socket_limits(load_config(None, tmp_path))
 
 
 def test_server_limits_reach_the_socket() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import signal
 import socket
 import time
@@ -399,15 +400,19 @@ def socket_limits(config: Config) -> SocketLimits:
         "keep_alive_s",
         "send_timeout_s",
     ):
-        if getattr(server, key) <= 0:
-            raise ConfigError(f"server.{key} must be positive")
+        value = getattr(server, key)
+        # Written so that NaN fails too (TOML has `nan` and `inf`): a NaN timeout hung the
+        # start or the shutdown, or crashed the start with a traceback; an infinite one
+        # crashed it (the send watch's budget is an integer of it).
+        if not (value > 0 and math.isfinite(value)):
+            raise ConfigError(f"server.{key} must be positive (and finite), got {value}")
     if server.max_client_connections is not None and server.max_client_connections <= 0:
         raise ConfigError("server.max_client_connections must be positive (or unset)")
     if server.send_min_rate < 0:
         raise ConfigError("server.send_min_rate cannot be negative")
     if server.grace_seconds < 0:
         raise ConfigError("server.grace_seconds cannot be negative")
-    if server.body_min_rate < 0 or server.body_grace_s < 0:
+    if not (server.body_min_rate >= 0 and 0 <= server.body_grace_s < math.inf):
         raise ConfigError("server.body_min_rate and server.body_grace_s cannot be negative")
     for entry in server.allowed_hosts:
         try:
