@@ -480,3 +480,22 @@ async def test_the_client_commands_take_the_token_from_the_environment(tmp_path:
         assert code == 2
         assert "401" in err
         assert await d.stop() == 0
+
+
+async def test_a_data_dir_starting_with_a_tilde_is_in_the_home_directory(tmp_path: Path) -> None:
+    """No shell expands `~` in a service's environment (systemd's `Environment=`) or
+    after `--data-dir=`: the store went to a directory named `~` in the working one."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    for args, env in (
+        (["users", "add", "ada"], {"FRONTMIND_DATA_DIR": "~/by-env"}),
+        (["users", "add", "ada", "--data-dir=~/by-flag"], {}),
+    ):
+        result = await anyio.run_process(
+            [*COMMAND, *args], cwd=work, env=child_env(HOME=str(home), **env), check=False
+        )
+        assert result.returncode == 0, result.stderr.decode()
+    assert (home / "by-env" / "frontmind.db").is_file()
+    assert (home / "by-flag" / "frontmind.db").is_file()
+    assert list(work.iterdir()) == []  # no `~` folder where it ran

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._groups import raise_unwrapped
-from .._paths import default_data_dir
+from .._paths import data_dir_path, default_data_dir
 from ._data import add_data_commands, add_user_actions
 
 __all__ = ["main"]
@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     def data_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--data-dir",
-            type=Path,
+            type=data_dir_path,
             default=default_data_dir(),
             help="database, config and base prompt (default: $FRONTMIND_DATA_DIR or ~/.frontmind)",
         )
