@@ -535,6 +535,12 @@ async def test_a_request_answered_before_its_body_is_read_closes(tmp_path: Path)
         ({"send_timeout_s": math.nan}, "server.send_timeout_s"),
         ({"send_timeout_s": math.inf}, "server.send_timeout_s"),
         ({"body_grace_s": math.nan}, "server.body_grace_s"),
+        # Other frameworks' patterns matched no Host: every proxied request was a 403.
+        ({"allowed_hosts": ("*",)}, "server.allowed_hosts: '\\*' .*no patterns"),
+        ({"allowed_hosts": ("*.example.com",)}, "server.allowed_hosts: .*no patterns"),
+        ({"allowed_hosts": (".example.com",)}, "server.allowed_hosts: .*no patterns"),
+        ({"allowed_hosts": ("front mind.lan",)}, "server.allowed_hosts"),
+        ({"allowed_hosts": ("frontmind.lan/ui",)}, "server.allowed_hosts"),
     ],
 )
 def test_bad_server_limits_name_their_key(server: dict[str, Any], key: str) -> None:
@@ -546,6 +552,11 @@ def test_a_nan_timeout_in_the_config_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "frontmind.toml").write_text("[server]\nbody_timeout_s = nan\n")
     with pytest.raises(ConfigError, match=r"server\.body_timeout_s must be positive.*nan"):
         socket_limits(load_config(None, tmp_path))
+
+
+def test_allowed_hosts_take_names_and_addresses() -> None:
+    hosts = ("frontmind.lan", "Proxy.Example:443", "[::1]:8080", "10.0.0.5", "my_host", "a.b.")
+    socket_limits(Config(server=ServerConfig(allowed_hosts=hosts)))
 
 
 def test_server_limits_reach_the_socket() -> None:

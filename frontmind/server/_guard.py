@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -149,6 +150,11 @@ def _split_host(value: str, default_port: int) -> tuple[str, int] | None:
     return name, int(port_text)
 
 
+# A DNS name as a Host header carries it (lower-cased): labels of letters, digits, `-`
+# and `_`, between dots, and a final dot allowed.
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
+
+
 def _is_loopback(name: str) -> bool:
     try:
         return ipaddress.ip_address(name).is_loopback
@@ -181,8 +187,20 @@ class EdgeGuard:
         self.exact: set[tuple[str, int]] = set()
         for entry in allowed_hosts:
             parsed = _split_host(entry, -1)
+            if parsed is not None and not _HOST_NAME.fullmatch(parsed[0]):
+                try:
+                    ipaddress.ip_address(parsed[0])
+                except ValueError:
+                    parsed = None
             if parsed is None:
-                raise ValueError(f"server.allowed_hosts: {entry!r} is not a host[:port]")
+                # `*` or `.example.com` (other frameworks' patterns) matched no Host, and
+                # every request through the proxy was refused 403, one by one.
+                hint = (
+                    ": there are no patterns (`*`, a leading `.`); list each host name"
+                    if "*" in entry or entry.strip().startswith(".")
+                    else ""
+                )
+                raise ValueError(f"server.allowed_hosts: {entry!r} is not a host[:port]{hint}")
             if parsed[1] == -1:
                 self.any_port.add(parsed[0])
             else:
