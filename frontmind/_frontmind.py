@@ -95,7 +95,8 @@ __all__ = ["DATABASE_FILE", "Frontmind", "NoModel", "TurnStream"]
 DATABASE_FILE = "frontmind.db"
 OFFLINE_KEY = "offline-local-key"
 BACKGROUND_TICK_S = 30.0  # how often the background worker looks for due jobs anyway
-# How long deleting a continuum waits for a turn running in it in another process.
+# How long deleting a continuum (or a user) waits for a turn running in it (or one of
+# theirs) in another process.
 DELETE_LEASE_WAIT_S = 2.0
 
 
@@ -414,13 +415,14 @@ class Frontmind:
     async def delete_user(self, name: str) -> UserForgotten:
         """Forget user `name`: their token and every row of theirs, in one transaction;
         the answer counts the rows of each table. Their loaded continuums are unloaded
-        first; `Busy` while a turn of theirs runs (nothing is deleted then), and no turn
-        of theirs starts until the delete is over (`Busy` too: frontmind/_gate.py)."""
+        first; `Busy` while a turn of theirs runs (nothing is deleted then; a turn in
+        another process sharing the store is waited for a moment first), and no turn of
+        theirs starts here until the delete is over (`Busy` too: frontmind/_gate.py)."""
         async with self._gate.closed(name):
             for user, continuum_id in self._runtime.lanes():
                 if user == name:
                     await self._runtime.unload(user, continuum_id)
-            return await self.storage.delete_user(name)
+            return await delete_user_leased(self.storage, name)
 
     async def backup(self, path: str | Path) -> int:
         """A consistent snapshot of the store in the file `path`, taken while turns run
@@ -691,6 +693,25 @@ class Frontmind:
 
 
 _MAX_VECTOR_CACHE_MB = 1024 * 1024  # a terabyte: past any machine, short of an overflow
+
+
+async def delete_user_leased(storage: Storage, name: str) -> UserForgotten:
+    """Delete user `name` under their lease: a turn of theirs running in another process
+    sharing the store is waited for a moment; past that, `Busy` and nothing is deleted.
+    (Without it the delete went on under the turn, which ran to its end only to be
+    refused as it committed.)"""
+    if name == DEFAULT_USER:  # refused by the delete itself, not after a wait for its turns
+        return await storage.delete_user(name)
+    async with AsyncExitStack() as stack:
+        with anyio.move_on_after(DELETE_LEASE_WAIT_S) as waiting:  # the wait alone
+            await stack.enter_async_context(storage.user_lease(name))
+        if not waiting.cancelled_caught:
+            return await storage.delete_user(name)
+    raise Busy(
+        f"a turn of user {name!r} is running in another process; nothing of theirs was"
+        " deleted: try again when the turn has ended",
+        retry_after=DELETE_LEASE_WAIT_S,
+    )
 
 
 async def open_storage(config: Config, data_dir: Path, *, upgrade: bool = True) -> Storage:

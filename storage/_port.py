@@ -64,6 +64,12 @@ class Storage(Protocol):
         that shares the store; waiters are served in arrival order."""
         ...
 
+    def user_lease(self, user: str) -> AbstractAsyncContextManager[None]:
+        """Hold the right to delete the user: granted once no turn of theirs runs in
+        another process that shares the store (each holds its continuum's lease), and
+        none starts there while it is held. `delete_user` itself does not wait."""
+        ...
+
     # -- continuums and turns ------------------------------------------------------
     async def continuum(self, user: str, continuum_id: str) -> Continuum:
         """The continuum's summary; `UnknownContinuum` if it has never had a turn."""
@@ -411,7 +417,8 @@ class Storage(Protocol):
         memories with their vectors and use counts, reminders, documents, jobs, searches
         and their search-index entries) in one transaction, and say how many of each.
         `NotFound` if the user neither exists nor owns anything; `InvalidInput` for
-        `default` (built in)."""
+        `default` (built in). It does not wait for a turn of theirs running in another
+        process (hold `user_lease` for that); such a turn is not kept when it ends."""
         ...
 
     # -- the Models API's answers --------------------------------------------------------

@@ -13,7 +13,8 @@ driver and dialect under it:
 - Replicas write side by side: a row read to be written is locked (FOR UPDATE), and
   jobs and searches are claimed with SKIP LOCKED, each replica a different one.
 - Turns of one continuum are serialised across replicas by `continuum_lease`: a
-  session-level advisory lock on a connection held for the turn. A replica that dies
+  session-level advisory lock on a connection held for the turn (with its user's key
+  shared, which deleting the user takes alone: `user_lease`). A replica that dies
   loses its session, and PostgreSQL releases the lock by itself.
 - Full-text search uses a stored tsvector and a GIN index; each word's document count
   (`term_stats`, kept by the writes) plans a search in the search's own statement.
@@ -139,6 +140,14 @@ def _user_key(user: str) -> int:
     """The user's advisory-lock key: the lease key's hash of a text no continuum's can
     be (a continuum id cannot be empty)."""
     return _lease_key(user, "")
+
+
+def _turns_key(user: str) -> int:
+    """The key every lease of the user's continuums holds shared, and deleting the user
+    takes alone (`_user_lease_lock`): the lease key's hash of another text no
+    continuum's can be. Not `_user_key`: a turn's commit takes that one shared, and
+    would queue behind a delete waiting for it, a delete that waits for the turn."""
+    return _lease_key(user, "*")
 
 
 async def _migrate(conn: Any, url: str, upto: int | None = None) -> int:
@@ -294,17 +303,38 @@ class PostgresStorage(SQLStore):
     async def _lease_lock(self, user: str, continuum_id: str) -> AsyncIterator[None]:
         """The continuum's advisory lock, from a pool of its own: a turn waiting for its
         lease never holds a connection the running turns need. Waiters are served in
-        arrival order (PostgreSQL queues lock requests)."""
-        key = _lease_key(user, continuum_id)
+        arrival order (PostgreSQL queues lock requests). Then, in the same statement,
+        the user's turns key shared (`_user_lease_lock`)."""
+        key, turns = _lease_key(user, continuum_id), _turns_key(user)
+        async with self._leases.acquire() as conn:
+            await conn.execute(
+                "SELECT pg_advisory_lock($1), pg_advisory_lock_shared($2)", key, turns
+            )
+            try:
+                yield
+            finally:
+                # A session that is gone (the server restarted, the connection was cut)
+                # took its locks with it: nothing to release, and the turn's own outcome
+                # stands. A live one that failed to unlock (or was given up holding the
+                # first lock alone) is reset as it goes back to the pool (this pool's
+                # reset releases every advisory lock).
+                with anyio.CancelScope(shield=True), suppress(*_DRIVER_ERRORS):
+                    await conn.execute(
+                        "SELECT pg_advisory_unlock($1), pg_advisory_unlock_shared($2)", key, turns
+                    )
+
+    @asynccontextmanager
+    async def _user_lease_lock(self, user: str) -> AsyncIterator[None]:
+        """The user's turns key alone: granted once no lease of the user's continuums is
+        held (every turn of theirs, on every replica, has ended); leases asked for
+        meanwhile wait behind it (PostgreSQL queues a request behind a conflicting one
+        that waits), and get it after."""
+        key = _turns_key(user)
         async with self._leases.acquire() as conn:
             await conn.execute("SELECT pg_advisory_lock($1)", key)
             try:
                 yield
             finally:
-                # A session that is gone (the server restarted, the connection was cut)
-                # took its lock with it: nothing to release, and the turn's own outcome
-                # stands. A live one that failed to unlock is reset as it goes back to
-                # the pool (this pool's reset releases every advisory lock).
                 with anyio.CancelScope(shield=True), suppress(*_DRIVER_ERRORS):
                     await conn.execute("SELECT pg_advisory_unlock($1)", key)
 

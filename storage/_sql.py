@@ -32,7 +32,8 @@ The dialect hooks, only where the databases really differ:
   written (SQLite's `+?`: see storage/_sqlite.py); `_in_list`, membership of a list bound as one
   parameter; `_json_int`, an integer inside a stored JSON record.
 - leases: `_lease_lock` holds a continuum's lease against other processes (PostgreSQL's
-  advisory lock; nobody else opens SQLite's file); `_LEASED_ELSEWHERE`, the condition
+  advisory lock; nobody else opens SQLite's file), `_user_lease_lock` a user's (held
+  alone, it waits for and holds off every lease of theirs); `_LEASED_ELSEWHERE`, the condition
   that leaves a job alone while another process holds or awaits its continuum's lease;
   `_job_columns`, what a job row carries for it (PostgreSQL: the lease's key).
 - full-text search: `_memory_rows` and `_message_hits` (FTS5 and tsvector, each planned
@@ -377,6 +378,8 @@ class SQLStore(ABC):
         # Continuums whose lease is held or awaited here (a turn running or waiting):
         # claim_job leaves their jobs alone.
         self._leased: dict[tuple[str, str], int] = {}
+        # When each lease held here was asked for (`_began`).
+        self._lease_asked: dict[tuple[str, str], float] = {}
         # The dimension of the embedder in use (`use_embedder`); None: no vectors.
         self._dimensions: int | None = None
         # Its name and dimension as recorded with the vectors (`use_embedder`).
@@ -451,6 +454,11 @@ class SQLStore(ABC):
 
     def _lease_lock(self, user: str, continuum_id: str) -> AbstractAsyncContextManager[None]:
         """Hold the continuum's lease against other processes sharing the store."""
+        return nullcontext()
+
+    def _user_lease_lock(self, user: str) -> AbstractAsyncContextManager[None]:
+        """Hold the user's lease against other processes: granted once none holds a lease
+        of theirs, and none is granted one while it is held."""
         return nullcontext()
 
     def _job_columns(self, user: str, continuum_id: str) -> dict[str, object]:
@@ -558,17 +566,43 @@ class SQLStore(ABC):
         check_continuum_id(continuum_id)
         key = (user, continuum_id)
         self._leased[key] = self._leased.get(key, 0) + 1
+        asked = time.time()
         try:
             async with AsyncExitStack() as stack:
                 try:
                     await stack.enter_async_context(self._lease_lock(user, continuum_id))
                 except self._ERRORS as exc:
                     raise StorageUnavailable(f"the continuum's lease failed: {exc}") from exc
-                yield
+                self._lease_asked[key] = asked
+                try:
+                    yield
+                finally:
+                    if self._lease_asked.get(key) == asked:
+                        del self._lease_asked[key]
         finally:
             left = self._leased.pop(key) - 1
             if left:
                 self._leased[key] = left
+
+    def _began(self, user: str, record: TurnRecord) -> float:
+        """When a turn began, as `_check_remembered` sees it: when it asked for its
+        continuum's lease, if it holds it here (it may have waited behind its user's
+        delete, `user_lease`, and must not bring them back), else its record's start."""
+        started = epoch(record.started_at)
+        asked = self._lease_asked.get((user, record.continuum_id))
+        return started if asked is None else min(started, asked)
+
+    @asynccontextmanager
+    async def user_lease(self, user: str) -> AsyncIterator[None]:
+        """Hold the right to delete the user: granted once no turn of theirs runs in
+        another process sharing the store, and none starts there while it is held."""
+        check_user_name(user)
+        async with AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self._user_lease_lock(user))
+            except self._ERRORS as exc:
+                raise StorageUnavailable(f"the user's lease failed: {exc}") from exc
+            yield
 
     # -- continuums and turns ---------------------------------------------------------
 
@@ -724,7 +758,7 @@ class SQLStore(ABC):
         rows = check_write(write)
         cid = record.continuum_id
         async with self._transaction() as db:
-            await self._check_remembered(db, user, epoch(record.started_at))
+            await self._check_remembered(db, user, self._began(user, record))
             if await _rows(
                 db,
                 "SELECT 1 FROM turns WHERE id = ? AND (status = 'completed' OR owner != ?)",
@@ -858,7 +892,7 @@ class SQLStore(ABC):
         if record.status == "completed":
             raise InvalidInput("completed turns are stored with commit_turn, with their messages")
         async with self._transaction() as db:
-            await self._check_remembered(db, user, epoch(record.started_at))
+            await self._check_remembered(db, user, self._began(user, record))
             await self._add_continuum(db, user, record)
             await self._put_turn(db, user, record)
 

@@ -5,19 +5,25 @@ loaded, and no turn of a user slipping in while the user is being deleted."""
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
 
-from actors import Busy
+from actors import Busy, TurnError, TurnEvent
 from actors._background import RECLAIM_EVERY_S
 from frontmind import Frontmind
-from frontmind.localapi import LocalMessagesAPI
-from storage import SQLiteStorage
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from storage import PostgresStorage, SQLiteStorage, Storage, UserForgotten
+from tests._daemon import run_cli
 from tests._embedder import ConceptEmbedder
-from tests._harness import FakeClock, completed, frontmind, run_turn
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
+from tests._postgres import PostgresServer
+from tests.test_background import Held
 
 pytestmark = pytest.mark.anyio
 
@@ -232,3 +238,100 @@ async def test_a_write_in_flight_holds_off_the_users_deletion(
         forgotten = await fm.delete_user("alice")
         assert forgotten.rows["reminders"] == 1
         assert await alice.reminders() == []
+
+
+def watch(store: Storage, hook: str, continuum_id: str | None = None) -> anyio.Event:
+    """An event set as the store's `hook` (`_lease_lock`, `_user_lease_lock`) is asked
+    for a lease (of `continuum_id`, if given)."""
+    asked = anyio.Event()
+    assert isinstance(store, PostgresStorage)
+    lock = getattr(store, hook)
+
+    def watched(user: str, *continuum: str) -> AbstractAsyncContextManager[None]:
+        if continuum_id is None or continuum == (continuum_id,):
+            asked.set()
+        return cast(AbstractAsyncContextManager[None], lock(user, *continuum))
+
+    setattr(store, hook, watched)
+    return asked
+
+
+@pytest.mark.slow  # `frontmind users delete` runs as a process of its own
+async def test_a_user_is_not_deleted_under_a_turn_of_theirs_on_another_replica(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """B deletes alice while a turn of hers runs on A, whose clock runs an hour ahead.
+    The delete went on at once, and A's turn, begun "after" it, was kept: rows of a
+    user who is gone. Now, past a short wait, it is `Busy` (from `frontmind users
+    delete` too), nothing is deleted and A's turn completes. A turn ending within the
+    wait is kept until the delete, which then takes it with everything else of hers;
+    a turn asking meanwhile is not kept either."""
+    held = Held()
+    responder = ScriptedResponder()
+    for _ in range(2):
+        responder.push(Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
+    responder.push("Done.")
+    url = pg_server.new_database()
+    cfg = config(storage={"url": url})
+    ahead = FakeClock(time.time() + 3600)
+    ended: dict[str, list[TurnEvent]] = {}
+
+    async def run(fm: Frontmind, continuum: str, text: str) -> None:
+        ended[continuum] = await run_turn(fm, continuum, text)
+
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path / "a", cfg=cfg, clock=ahead, tools=[held.tool]) as a,
+        frontmind(api, tmp_path / "b", cfg=cfg) as b,
+    ):
+        alice = a.user("alice")
+        await a.add_user("alice")
+        await alice.set_model_settings("c2", max_tokens=1000)  # a continuum without turns
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, alice, "c1", "hold on")
+            await held.entered.wait()  # A's turn holds its continuum's lease
+            with pytest.raises(Busy, match="another process") as caught:
+                await b.delete_user("alice")
+            assert caught.value.retry_after is not None
+            (tmp_path / "cli").mkdir()
+            code, out, err = await run_cli(
+                "users", "delete", "alice", "--data-dir", str(tmp_path / "cli"), "--database", url
+            )
+            assert (code, out) == (2, ""), err
+            assert "running in another process" in err
+            assert [u.name for u in await b.users()] == ["alice"]  # nothing deleted
+            assert len(await b.user("alice").turns("c1")) == 1
+            held.release.set()
+        completed(ended["c1"])
+
+        held.entered, held.release = anyio.Event(), anyio.Event()
+        deleting = watch(b.storage, "_user_lease_lock")
+        asking = watch(a.storage, "_lease_lock", "c3")
+        forgotten: list[UserForgotten] = []
+
+        async def delete() -> None:
+            forgotten.append(await b.delete_user("alice"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, alice, "c1", "hold on again")
+            await held.entered.wait()
+            tg.start_soon(delete)
+            await deleting.wait()  # the delete waits for alice's lease
+            tg.start_soon(run, alice, "c3", "and another thing")
+            await asking.wait()  # a turn in c3 asks for its lease (behind the delete's)
+            held.release.set()
+        completed(ended["c1"])
+        # The turn in c3 ran before the delete (and went with it), or after: not kept.
+        last = ended["c3"][-1]
+        if isinstance(last, TurnError):
+            assert last.type == "not_found", last
+        else:
+            completed(ended["c3"])
+        assert forgotten[0].rows["continuum_settings"] == 1
+        assert forgotten[0].rows["turns"] == (2 if isinstance(last, TurnError) else 3)
+        assert await b.users() == []
+        store = b.storage
+        assert isinstance(store, PostgresStorage)
+        for table in ("continuums", "turns", "messages", "continuum_settings"):
+            left = await store._read(f"SELECT count(*) FROM {table} WHERE owner = 'alice'")
+            assert left[0][0] == 0, table

@@ -212,9 +212,9 @@ def _cut_leases(server: PostgresServer, url: str) -> int:
     connection cut: a restart, a network fault, `idle_session_timeout`); how many."""
     name = url.rsplit("/", 1)[1]
     cut = server.psql(
-        "SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks l"
+        "SELECT count(pg_terminate_backend(pid)) FROM (SELECT DISTINCT l.pid FROM pg_locks l"
         " JOIN pg_database d ON d.oid = l.database"
-        f" WHERE l.locktype = 'advisory' AND d.datname = '{name}'"
+        f" WHERE l.locktype = 'advisory' AND d.datname = '{name}') AS s"
     )
     return int(cut.strip())
 

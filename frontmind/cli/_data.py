@@ -94,9 +94,11 @@ def cmd_rotate(args: argparse.Namespace) -> None:
 def cmd_delete(args: argparse.Namespace) -> None:
     import anyio
 
+    from .._frontmind import delete_user_leased
+
     async def main() -> None:
         async with _store(args, exclusive=True) as storage:
-            forgotten = await storage.delete_user(args.name)
+            forgotten = await delete_user_leased(storage, args.name)
         for table, count in forgotten.rows.items():
             print(f"{table}\t{count}")
         print(f"deleted user {args.name!r} and every row of theirs", file=sys.stderr)
