@@ -65,6 +65,9 @@ async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteS
         DEFAULT_USER, "call the bank", due_at=NOW - timedelta(minutes=90), origin="agent"
     )
     await storage.add_reminder(DEFAULT_USER, "read a book", due_at=None, origin="user")
+    await storage.add_reminder(
+        DEFAULT_USER, "renew the passport", due_at=NOW + timedelta(days=372), origin="user"
+    )
     text = await RemindersTrinket(storage).render(at(NOW))
     assert text.splitlines() == [
         "OVERDUE:",
@@ -73,6 +76,8 @@ async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteS
         "- #2 water plants — due in 2 hours (Mon 30 Nov 16:05)",
         "Upcoming:",
         "- #1 plan the week — due in 3 days (Thu 03 Dec 14:05)",
+        # Another year's date says its year ("Tue 07 Dec" alone reads as this week).
+        "- #5 renew the passport — due in 372 days (Tue 07 Dec 2027 14:05)",
         "No due time:",
         "- #4 read a book",
     ]

@@ -21,7 +21,11 @@ def describe_reminder(
     if reminder.due_at is None:
         return f"#{reminder.id} {text}"
     due = local(reminder.due_at, tz)
-    return f"#{reminder.id} {text} — due {relative(reminder.due_at, now)} ({due:%a %d %b %H:%M})"
+    # The year only when it is not this one: "Tue 07 Dec" a year out reads as this week.
+    shown = (
+        f"{due:%a %d %b %H:%M}" if due.year == local(now, tz).year else f"{due:%a %d %b %Y %H:%M}"
+    )
+    return f"#{reminder.id} {text} — due {relative(reminder.due_at, now)} ({shown})"
 
 
 class RemindersTrinket(Trinket):
