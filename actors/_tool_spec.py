@@ -387,7 +387,8 @@ def _signature(
         elif _mentions_turn(hint):
             raise ToolDefinitionError(
                 f"{where}: parameter {param.name!r}: a parameter that receives the turn is "
-                "annotated Turn (or Turn | None)"
+                "annotated Turn (or Turn | None), a parameter of its own (a Turn inside "
+                "another type would be the model's to fill in)"
             )
         elif param.default is param.empty:
             fields.append((param.name, hint))
@@ -427,7 +428,28 @@ def _bare(hint: Any) -> Any:
 
 
 def _mentions_turn(hint: Any) -> bool:
-    return hint is Turn or any(_mentions_turn(arg) for arg in get_args(hint))
+    """Whether `Turn` is anywhere in the hint: its arguments, and the fields of the
+    Structs, dataclasses and typed dicts it names (a Turn there would be the model's to
+    fill in, naming another user or continuum)."""
+    try:
+        info = msgspec.inspect.type_info(hint)
+    except (TypeError, ValueError):  # a type msgspec cannot read: refused with its schema
+        return hint is Turn or any(_mentions_turn(arg) for arg in get_args(hint))
+    seen: set[int] = set()
+
+    def holds(node: object) -> bool:
+        if isinstance(node, msgspec.inspect.StructType) and node.cls is Turn:
+            return True
+        if id(node) in seen:  # a recursive Struct
+            return False
+        seen.add(id(node))
+        if isinstance(node, (tuple, list)):
+            return any(holds(item) for item in node)
+        if isinstance(node, (msgspec.inspect.Type, msgspec.inspect.Field)):
+            return any(holds(getattr(node, name)) for name in node.__struct_fields__)
+        return False
+
+    return holds(info)
 
 
 def as_tool(candidate: Tool[..., Any] | Callable[..., Any]) -> Tool[..., Any]:

@@ -197,6 +197,13 @@ def _fine(x: int) -> str:
     return str(x)
 
 
+class _TurnInside(msgspec.Struct):
+    """A tool's whole input as one Struct, a Turn among its fields."""
+
+    note: str
+    turn: Turn | None = None
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -622,6 +629,13 @@ async def test_a_turn_parameter_that_may_be_none_is_never_the_models_to_fill() -
 
     with pytest.raises(ToolDefinitionError, match="annotated Turn"):
         tool(many)
+
+    def nested(request: _TurnInside) -> str:
+        """Takes a request."""
+        return request.note
+
+    with pytest.raises(ToolDefinitionError, match="annotated Turn"):
+        tool(nested)
 
 
 async def test_an_exceptions_huge_message_is_cut_like_a_huge_result(
