@@ -62,6 +62,7 @@ __all__ = [
     "ResultBudget",
     "UserInput",
     "base64_problem",
+    "block_fields",
     "budget_result_blocks",
     "neutral_text",
     "neutral_tool_blocks_json",
@@ -237,6 +238,16 @@ class ResultBudget:
         )
 
 
+def block_fields(item: Mapping[str, Any] | msgspec.Raw) -> Any:
+    """A result block's fields, a block given as raw JSON decoded (None: not JSON)."""
+    if not isinstance(item, msgspec.Raw):
+        return item
+    try:
+        return msgspec.json.decode(bytes(item))
+    except msgspec.DecodeError:
+        return None
+
+
 def budget_result_blocks(
     blocks: Sequence[Mapping[str, Any] | msgspec.Raw],
 ) -> list[Mapping[str, Any] | msgspec.Raw]:
@@ -246,12 +257,7 @@ def budget_result_blocks(
     budget = ResultBudget()
     kept: list[Mapping[str, Any] | msgspec.Raw] = []
     for item in blocks:
-        fields: Any = item
-        if isinstance(item, msgspec.Raw):
-            try:
-                fields = msgspec.json.decode(bytes(item))
-            except msgspec.DecodeError:
-                fields = None
+        fields = block_fields(item)
         kind = fields.get("type") if isinstance(fields, Mapping) else None
         if kind in ("image", "document"):
             assert isinstance(fields, Mapping)

@@ -34,7 +34,7 @@ import msgspec
 
 from storage import MAX_MESSAGE_CHARS, InvalidInput, MessageTooLarge, RawBlock, storable, visible
 
-from ._content import budget_result_blocks, user_content
+from ._content import block_fields, budget_result_blocks, user_content
 from ._exceptions import ToolDefinitionError
 from ._messages import Turn
 
@@ -119,12 +119,7 @@ def _budget_texts(
     kept: list[Mapping[str, Any] | msgspec.Raw] = []
     left, cut = limit, 0
     for item in blocks:
-        fields: Any = item
-        if isinstance(item, msgspec.Raw):
-            try:
-                fields = msgspec.json.decode(bytes(item))
-            except msgspec.DecodeError:
-                fields = None
+        fields = block_fields(item)
         if not (
             isinstance(fields, Mapping)
             and fields.get("type") == "text"
