@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import msgspec
@@ -430,6 +431,21 @@ class SSEDecoder:
         return events
 
 
+def shown_url(url: str) -> str:
+    """`url` as an error may show it: scheme, host, port and path; no userinfo, query
+    or fragment."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "the configured URL"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 class AnthropicModel:
     """Streams requests through `AsyncAnthropic`. The SDK retries 408/409/429/5xx itself."""
 
@@ -446,7 +462,9 @@ class AnthropicModel:
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
-        self.base_url = str(self._client.base_url)
+        # Named in errors, which every user of a daemon gets: the address, never the
+        # credentials a gateway's URL may hold (`user:password@`, a `?key=`).
+        self.base_url = shown_url(str(self._client.base_url))
 
     async def aclose(self) -> None:
         await self._client.close()
