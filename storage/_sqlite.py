@@ -185,6 +185,15 @@ def _open_connection(path: Path) -> Any:
     return conn
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_database_or_empty(path: Path) -> bool:
+    with open(path, "rb") as file:
+        head = file.read(len(_SQLITE_HEADER))
+    return not head or head == _SQLITE_HEADER
+
+
 def _create_private(path: Path) -> None:
     """Create a new database file readable by its owner alone (SQLite would make it
     0644 under the usual umask, and its -wal and -shm files take the database's mode);
@@ -686,6 +695,13 @@ class SQLiteStorage(SQLStore):
                 raise InvalidInput(f"the backup path {shown} is in no existing directory")
             if target.exists() and not target.is_file():
                 raise InvalidInput(f"the backup path {shown} is not a regular file")
+            if target.is_file() and not _is_database_or_empty(target):
+                # It holds someone's data, and the backup (every user's text, byte for
+                # byte) in its place could be read as that file: refused.
+                raise InvalidInput(
+                    f"the backup path {shown} is a file that is not a SQLite database:"
+                    " a backup replaces only an earlier backup"
+                )
         except OSError as exc:
             # Looking it up failed (a directory's name over the system's limit, one this
             # process may not search): the path's fault, refused as the copy's would be.

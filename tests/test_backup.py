@@ -283,3 +283,56 @@ async def test_the_store_its_backup_and_the_data_dir_are_the_owners_alone(
     assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
     assert modes == dict.fromkeys(modes, 0o600)
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+
+
+KEY_LINE = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x"
+
+
+@pytest.mark.slow
+async def test_the_backup_route_writes_no_file_a_program_would_read_as_its_own(
+    tmp_path: Path,
+) -> None:
+    """A backup holds every user's text byte for byte, a line of it on a line of its own:
+    written as ~/.ssh/authorized_keys (or a .pth, a .bashrc), it was a key sshd took, so
+    the admin token (or, with no token on loopback, any local account) became a shell
+    as the daemon's user. The route writes only a file named as a database (.db,
+    .sqlite, .sqlite3), and never replaces a file that is not a SQLite database."""
+    ssh = tmp_path / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    notes = tmp_path / "notes.db"
+    notes.write_text("not a database\n")
+    old = tmp_path / "old.db"
+    async with (
+        daemon(tmp_path / "data", "--token", ADMIN) as d,
+        d.client(headers=auth(ADMIN)) as admin,
+    ):
+        text = f"my key\n{KEY_LINE}\nend"
+        await ok(await admin.post("/v1/memories", json={"text": text}), 201)
+        for path in (ssh / "authorized_keys", tmp_path / "evil.pth", tmp_path / ".bashrc"):
+            refused = await admin.post("/v1/admin/backup", json={"path": str(path)})
+            assert refused.status_code == 400, refused.text
+            assert ".db" in refused.json()["error"]["message"]
+            assert not path.exists()
+        refused = await admin.post("/v1/admin/backup", json={"path": str(notes)})
+        assert refused.status_code == 400, refused.text
+        assert "not a SQLite database" in refused.json()["error"]["message"]
+        assert notes.read_text() == "not a database\n"
+        # A backup still goes where backups go, and replaces an earlier one.
+        for _ in range(2):
+            await ok(await admin.post("/v1/admin/backup", json={"path": str(old)}))
+    assert integrity(old) == "ok"
+    assert sorted(p.name for p in ssh.iterdir()) == []
+
+
+async def test_a_backup_never_replaces_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    target = tmp_path / "kept.db"
+    target.write_bytes(b"someone's file")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        with pytest.raises(InvalidInput, match="not a SQLite database"):
+            await store.backup(target)
+        assert await store.backup(empty) > 0  # an empty file holds nothing to lose
+        assert await store.backup(empty) > 0  # nor does an earlier backup
+    assert target.read_bytes() == b"someone's file"
+    assert integrity(empty) == "ok"

@@ -107,6 +107,7 @@ T = TypeVar("T")
 log = logging.getLogger("frontmind.daemon")
 _encoder = msgspec.json.Encoder()
 MAX_LIMIT = 10_000
+BACKUP_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # what the backup route writes
 USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
 ADMIN_KEY = "frontmind_admin"  # and whether it holds the admin's rights
 
@@ -364,6 +365,13 @@ async def backup_store(request: Request) -> Response:
     if not body.path or not Path(body.path).is_absolute():
         raise InvalidInput(
             f"path {excerpt(body.path)!r}: give an absolute path on the daemon's machine"
+        )
+    if not body.path.lower().endswith(BACKUP_SUFFIXES):
+        # A backup holds every user's text byte for byte, a line of it on a line of its
+        # own: as ~/.ssh/authorized_keys, a .pth or a .bashrc, a program would take it
+        # as its own (a key sshd accepts: the token a shell on the machine).
+        raise InvalidInput(
+            f"path {excerpt(body.path)!r}: name the backup file .db, .sqlite or .sqlite3"
         )
     return json_response(BackupDone(body.path, await _daemon(request).fm.backup(body.path)))
 
@@ -673,7 +681,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "backupStore",
         "service",
         "Back up the store to a file on the daemon's machine: a consistent snapshot"
-        " taken while turns run (SQLite; PostgreSQL: use pg_dump).",
+        " taken while turns run (SQLite; PostgreSQL: use pg_dump). The file is named"
+        " .db, .sqlite or .sqlite3, and replaces only an earlier backup.",
         auth="admin",
         reply=BackupDone,
         body=BackupBody,
