@@ -124,7 +124,9 @@ async def test_a_backup_onto_the_data_dirs_lock_file_is_refused(tmp_path: Path) 
     data = tmp_path / "data"
     lock = data / "frontmind.lock"
     async with daemon(data) as d, d.client() as client:
-        for path in (lock, data / "sub" / ".." / "frontmind.lock"):
+        # The route takes database names only (`.db`: a link to the lock so named).
+        (tmp_path / "lock.db").symlink_to(lock)
+        for path in (tmp_path / "lock.db", tmp_path / "sub" / ".." / "lock.db"):
             answer = await client.post("/v1/admin/backup", json={"path": str(path)})
             assert answer.status_code == 400, answer.text
             assert "lock file" in answer.json()["error"]["message"]
