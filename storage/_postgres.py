@@ -28,6 +28,7 @@ import functools
 import hashlib
 import logging
 import math
+import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal
@@ -260,7 +261,9 @@ class PostgresStorage(SQLStore):
                 reset=_keep_session,
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
-            raise StorageUnavailable(f"cannot connect to the database at {shown}: {exc}") from exc
+            raise StorageUnavailable(
+                f"cannot connect to the database at {shown}: {_unreadable(exc)}"
+            ) from (None if isinstance(exc, ValueError) else exc)
         leases = None
         try:
             async with pool.acquire() as conn:
@@ -596,14 +599,32 @@ class PostgresStorage(SQLStore):
         return hits[:limit]
 
 
+# A password given as a parameter (libpq's and asyncpg's `?password=`, `sslpassword=`).
+_SECRET_PARAMETER = re.compile(r"([?&](?:ssl)?password=)[^&]*", re.IGNORECASE)
+
+
 def _redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its passwords (in its user part or as parameters), for messages
+    and logs."""
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in credentials else url
+    if sep and "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        user = credentials.split(":", 1)[0]
+        if ":" in credentials:
+            rest = f"{user}:***@{host}"
+    return _SECRET_PARAMETER.sub(r"\1***", f"{scheme}{sep}{rest}")
+
+
+def _unreadable(exc: Exception) -> str:
+    """Why asyncpg could not use the URL. Its own words for a URL it cannot parse quote
+    the pieces it cut the URL into, and a password with `/`, `#` or `?` unencoded is cut
+    inside the password: those words are not repeated (nor chained)."""
+    if isinstance(exc, ValueError):
+        return (
+            "the URL does not parse (percent-encode any @ : / ? # % in the user name or"
+            " password, e.g. %40 for @)"
+        )
+    return str(exc)
 
 
 # The cosine of a memory's normalized vector to the normalized query (bound once more).

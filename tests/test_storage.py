@@ -35,6 +35,7 @@ from storage import (
     RawBlock,
     SchemaTooNew,
     SQLiteStorage,
+    StorageUnavailable,
     TableRows,
     TextBlock,
     ToolResultBlock,
@@ -1144,3 +1145,28 @@ async def test_a_cursor_of_the_wrong_shape_is_refused_by_name(store: Store) -> N
             await store.turns(DEFAULT_USER, before=cursor)  # type: ignore[arg-type]
         with pytest.raises(InvalidInput, match="cursor is \\(a record's time, its id\\)"):
             await store.continuums(DEFAULT_USER, after=cursor)  # type: ignore[arg-type]
+
+
+async def test_postgres_url_passwords_are_never_shown(pg_server: PostgresServer) -> None:
+    """An error opening the database names the URL without its password: one in the
+    user part, one given as a parameter (`?password=`, `?sslpassword=`), and one whose
+    `/`, `#` or `?` was not percent-encoded (the driver's own words then quote the
+    pieces it cut the password into)."""
+    missing = pg_server.url("no_such_database")
+    host = missing.removeprefix("postgresql://postgres@")
+    cases = [
+        (f"{missing}?password=hunter2secret&sslpassword=hunter2secret", "does not exist"),
+        (f"{missing}?PASSWORD=hunter2secret", "does not exist"),
+        (f"postgresql://postgres:hunter2secret@{host}", "does not exist"),
+        (f"postgresql://postgres:x:hunter2secret/b@{host}", "percent-encode"),
+        (f"postgresql://postgres:hunter2secret#b@{host}", "percent-encode"),
+        (f"postgresql://postgres:a?hunter2secret@{host}", "percent-encode"),
+    ]
+    for url, expected in cases:
+        with pytest.raises(StorageUnavailable) as caught:
+            await PostgresStorage.open(url)
+        shown = "".join(
+            str(error) for error in (caught.value, caught.value.__cause__) if error is not None
+        )
+        assert expected in str(caught.value), (url, shown)
+        assert "hunter" not in shown, (url, shown)
