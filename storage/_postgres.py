@@ -213,13 +213,16 @@ class PostgresStorage(SQLStore):
         " AND l.objid::bigint = j.lease_key & 4294967295)"
     )
 
-    def __init__(self, url: str, pool: Any, leases: Any, segment_gap: float) -> None:
+    def __init__(
+        self, url: str, pool: Any, leases: Any, segment_gap: float, statement_timeout_s: float
+    ) -> None:
         super().__init__(segment_gap)
         self.url = url
         self._pool = pool
         self._leases = leases
         self._pgvector = False  # vector recall through pgvector's HNSW index (else exact)
         self._nearest = _hnsw_nearest(_FULL_DISTANCE)  # the statement for that index
+        self._statement_timeout_s = statement_timeout_s
 
     @classmethod
     async def open(
@@ -229,6 +232,7 @@ class PostgresStorage(SQLStore):
         segment_gap: float = 1800.0,
         max_connections: int = 10,
         max_leases: int = 32,
+        statement_timeout_s: float = 60.0,
         schema_upto: int | None = None,
     ) -> PostgresStorage:
         """Connect (creating and migrating the schema as needed; `schema_upto` stops the
@@ -239,6 +243,10 @@ class PostgresStorage(SQLStore):
         `max_leases`: a turn waiting for its lease must never hold a connection that
         the running turns need for their reads and commits. One replica uses at most
         `max_connections + max_leases` server connections.
+
+        A query or write that has no answer within `statement_timeout_s` (one waiting
+        for a lock another session holds, a server that stalled) is cancelled and
+        fails, saying so; a lease is waited for without a limit.
         """
         if asyncpg is None:
             raise StorageUnavailable(
@@ -251,7 +259,7 @@ class PostgresStorage(SQLStore):
                 url,
                 min_size=1,
                 max_size=max_connections,
-                command_timeout=60,
+                command_timeout=statement_timeout_s,
                 # The HNSW search's candidate list: at 50,000 memories pgvector's default
                 # (40) found 0.88 of the ten nearest, 100 0.95, 150 0.965, 200 0.976,
                 # each costing more (bench/postgres.py). A session default, sent when
@@ -275,7 +283,15 @@ class PostgresStorage(SQLStore):
             if isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
                 raise StorageUnavailable(f"cannot migrate the database at {shown}: {exc}") from exc
             raise
-        return cls(url, pool, leases, segment_gap)
+        return cls(url, pool, leases, segment_gap, statement_timeout_s)
+
+    def _why(self, exc: Exception) -> str:
+        if isinstance(exc, TimeoutError):  # asyncpg's has no words
+            return (
+                f"the database did not answer within {self._statement_timeout_s:g} s"
+                " (a lock another session holds, or a server that does not respond)"
+            )
+        return super()._why(exc)
 
     async def _close(self) -> None:
         await self._leases.close()

@@ -410,7 +410,7 @@ class SQLStore(ABC):
         try:
             return await self._fetch(sql, args)
         except self._ERRORS as exc:
-            raise StorageUnavailable(f"a read failed: {exc}") from exc
+            raise StorageUnavailable(f"a read failed: {self._why(exc)}") from exc
 
     def _transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One write transaction (`_begin`), the driver's errors as `StorageUnavailable`."""
@@ -425,7 +425,11 @@ class SQLStore(ABC):
             async with opening as db:
                 yield db
         except self._ERRORS as exc:
-            raise StorageUnavailable(f"{what} failed: {exc}") from exc
+            raise StorageUnavailable(f"{what} failed: {self._why(exc)}") from exc
+
+    def _why(self, exc: Exception) -> str:
+        """A driver's error in words (one may have none of its own: a timeout's)."""
+        return str(exc) or type(exc).__name__
 
     def _limit(self, limit: int) -> int | None:
         """A page size as the dialect binds it (below 0: every row), checked to fit SQL
@@ -572,7 +576,9 @@ class SQLStore(ABC):
                 try:
                     await stack.enter_async_context(self._lease_lock(user, continuum_id))
                 except self._ERRORS as exc:
-                    raise StorageUnavailable(f"the continuum's lease failed: {exc}") from exc
+                    raise StorageUnavailable(
+                        f"the continuum's lease failed: {self._why(exc)}"
+                    ) from exc
                 self._lease_asked[key] = asked
                 try:
                     yield
@@ -601,7 +607,7 @@ class SQLStore(ABC):
             try:
                 await stack.enter_async_context(self._user_lease_lock(user))
             except self._ERRORS as exc:
-                raise StorageUnavailable(f"the user's lease failed: {exc}") from exc
+                raise StorageUnavailable(f"the user's lease failed: {self._why(exc)}") from exc
             yield
 
     # -- continuums and turns ---------------------------------------------------------

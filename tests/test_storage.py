@@ -1170,3 +1170,33 @@ async def test_postgres_url_passwords_are_never_shown(pg_server: PostgresServer)
         )
         assert expected in str(caught.value), (url, shown)
         assert "hunter" not in shown, (url, shown)
+
+
+async def test_postgres_write_behind_a_held_lock_fails_in_time_saying_why(
+    pg_server: PostgresServer,
+) -> None:
+    """Another session holds a lock the write needs (an operator's open transaction):
+    the write does not wait for ever, and its error says what happened (the driver's
+    timeout has no words of its own). Nothing of it is stored; once the lock is gone
+    the same write goes through."""
+    import asyncpg
+
+    url = pg_server.new_database()
+    async with await PostgresStorage.open(url, statement_timeout_s=0.5) as store:
+        holder = await asyncpg.connect(url)
+        try:
+            transaction = holder.transaction()
+            await transaction.start()
+            await holder.execute("LOCK TABLE reminders IN ACCESS EXCLUSIVE MODE")
+            with anyio.fail_after(10), pytest.raises(StorageUnavailable) as caught:
+                await store.add_reminder(
+                    DEFAULT_USER, "water the ferns", due_at=None, origin="user"
+                )
+            assert "did not answer within 0.5 s" in str(caught.value), caught.value
+            assert "a lock another session holds" in str(caught.value)
+            await transaction.rollback()
+        finally:
+            await holder.close()
+        assert await store.reminders(DEFAULT_USER) == []
+        await store.add_reminder(DEFAULT_USER, "water the ferns", due_at=None, origin="user")
+        assert [r.text for r in await store.reminders(DEFAULT_USER)] == ["water the ferns"]
