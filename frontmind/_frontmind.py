@@ -734,8 +734,11 @@ async def open_storage(config: Config, data_dir: Path, *, upgrade: bool = True) 
             schema_upto=upto,
         )
     if not url.startswith(("postgresql://", "postgres://")):
+        # Only a scheme is named: text without one (`user:secret@host/db`, a libpq
+        # `host=… password=…`) may well hold a password.
+        what = repr(url.split("://")[0]) if "://" in url else "a URL without a scheme"
         raise ConfigError(
-            f"storage.url: {url.split('://')[0]!r} is not a supported database; "
+            f"storage.url: {what} is not a supported database; "
             "use postgresql://user:password@host:port/database"
         )
     return await PostgresStorage.open(url, segment_gap=gap, schema_upto=upto)

@@ -355,6 +355,27 @@ async def test_migrate_refuses_a_target_it_cannot_or_must_not_copy_to(tmp_path: 
         assert err.startswith(f"frontmind: error: --to: {scheme!r} is not a supported"), err
         assert result.stdout == b""
     assert list(work.iterdir()) == []
+    # A database's address without its scheme (`user:password@host/db`, a libpq
+    # `host=… password=…`) was a data directory named after the password, "verified";
+    # and the URL, password and all, was echoed by the commands that open it.
+    for url in ("fm:hunter2@db.internal/frontmind", "host=db.internal password=hunter2"):
+        result = await anyio.run_process(
+            [*COMMAND, "migrate", "--to", url, "--data-dir", str(source)],
+            cwd=work,
+            env=child_env(),
+            check=False,
+        )
+        err = result.stderr.decode()
+        assert result.returncode == 2, err
+        assert err.startswith("frontmind: error: --to: a database URL without its scheme"), err
+        assert "hunter2" not in err
+    code, out, err = await run_cli(
+        "users", "list", "--data-dir", str(source), FRONTMIND_DATABASE_URL=url
+    )
+    assert code == 2, err
+    assert "not a supported database" in err
+    assert "hunter2" not in err + out
+    assert list(work.iterdir()) == []
     # Its own store, as a data dir ("in use by another process": itself) or as its file
     # (copied onto itself, "verified").
     for own in (source, source / "frontmind.db"):

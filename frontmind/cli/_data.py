@@ -10,6 +10,7 @@ it meanwhile (the copy is consistent, and no loaded continuum misses a change).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -216,6 +217,11 @@ async def _sqlite_or_nothing(path: Path) -> bool:
     return head in (b"", b"SQLite format 3\x00")
 
 
+# `user:password@…` at the start, or a libpq keyword's `password=`: a database's
+# address written without `postgresql://`, never a data directory or file.
+_SCHEMELESS_DATABASE = re.compile(r"^[^/:@\s]+:[^@]*@|(^|\s)password\s*=", re.IGNORECASE)
+
+
 async def _target(
     url: str, gap: float, stack: AsyncExitStack, *, source: Path | None = None
 ) -> Storage:
@@ -239,6 +245,15 @@ async def _target(
         # scheme, the store was copied into SQLite there, and the copy said "verified".
         raise EdgeError(
             f"--to: {url.split('://')[0]!r} is not a supported database; use "
+            "postgresql://user:password@host:port/database, a SQLite file (*.db) or a "
+            "data directory"
+        )
+    elif "://" not in url and _SCHEMELESS_DATABASE.search(url):
+        # Else `user:secret@db/frontmind` (the scheme forgotten) or a libpq
+        # `host=db password=secret` became a data directory named after the password,
+        # the store was copied into SQLite there, and the copy said "verified".
+        raise EdgeError(
+            "--to: a database URL without its scheme; use "
             "postgresql://user:password@host:port/database, a SQLite file (*.db) or a "
             "data directory"
         )
