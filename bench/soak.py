@@ -159,8 +159,10 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     httpx2.AsyncClient(base_url=base, timeout=120) as client,
                     anyio.create_task_group() as tg,
                 ):
+                    # `--turns` in all: the first `turns % workers` workers one more.
+                    share, extra = divmod(args.turns, args.workers)
                     for seed in range(args.workers):
-                        tg.start_soon(worker, client, seed, args.turns // args.workers)
+                        tg.start_soon(worker, client, seed, share + (seed < extra))
                 logs.cancel_scope.cancel()
     return {**report(args, samples, done), "errors": errors}
 
