@@ -62,6 +62,7 @@ from storage import (
     Continuum,
     ContinuumModel,
     Document,
+    InvalidInput,
     Job,
     Memory,
     MemoryHit,
@@ -584,6 +585,13 @@ class Frontmind:
     async def remember(
         self, text: str, importance: float = 0.5, expires_at: datetime | None = None
     ) -> Memory:
+        # An expiry already past (by this instance's clock, which recall ranks by) would
+        # store a memory that no turn ever shows. (A naive one is the store's to refuse.)
+        aware = expires_at is not None and expires_at.tzinfo is not None
+        if aware and expires_at is not None and expires_at.timestamp() <= self._clock():
+            raise InvalidInput(
+                f"expires_at {expires_at.isoformat()} has passed: the memory would never be shown"
+            )
         with self._writing():
             return await self.storage.add_memory(
                 self.user_name, text, importance=importance, expires_at=expires_at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,7 +34,7 @@ from frontmind._exceptions import wire_error
 from frontmind.config import ComposerSettings, Config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, error_type
-from tests._harness import completed, config, failed, frontmind, run_turn
+from tests._harness import FakeClock, completed, config, failed, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -89,6 +90,20 @@ def test_a_bad_config_value_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="deadline_ms"):
         load_config(None, tmp_path)
     assert Config(composer=ComposerSettings(deadline_ms=100)).composer.deadline_ms == 100
+
+
+async def test_a_memory_whose_expiry_has_passed_is_refused(tmp_path: Path) -> None:
+    """A memory expiring before now (by the instance's clock) was stored, and no turn
+    ever showed it; it is refused, nothing stored. One expiring later is kept."""
+    clock = FakeClock()
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path, clock=clock) as fm:
+        past = datetime.fromtimestamp(clock.now - 60, UTC)
+        with pytest.raises(InvalidInput, match="has passed: the memory would never be shown"):
+            await fm.remember("the user is in Oslo", expires_at=past)
+        assert await fm.memories() == []
+        later = datetime.fromtimestamp(clock.now + 60, UTC)
+        kept = await fm.remember("the user is in Oslo", expires_at=later)
+        assert kept.expires_at == later
 
 
 async def test_a_missing_continuum_id_is_invalid_input_everywhere(tmp_path: Path) -> None:
