@@ -804,11 +804,12 @@ class Engine:
         # The conversation's work in hand may be a turn's storing: never cut short. A
         # caller gone, its composer and trinkets go first, so a preview it still waits
         # on ends at once (its ask fails) instead of holding the conversation a grace.
-        if not wanted:
-            await gatherers()
-        await system.stop(lane.conversation)
         if wanted:
+            await system.stop(lane.conversation)
             await gatherers()
+        else:
+            await gatherers()
+            await system.stop(lane.conversation)
 
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record

@@ -587,8 +587,7 @@ class Frontmind:
     ) -> Memory:
         # An expiry already past (by this instance's clock, which recall ranks by) would
         # store a memory that no turn ever shows. (A naive one is the store's to refuse.)
-        aware = expires_at is not None and expires_at.tzinfo is not None
-        if aware and expires_at is not None and expires_at.timestamp() <= self._clock():
+        if expires_at is not None and expires_at.tzinfo and expires_at.timestamp() <= self._clock():
             raise InvalidInput(
                 f"expires_at {expires_at.isoformat()} has passed: the memory would never be shown"
             )

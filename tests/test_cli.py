@@ -342,31 +342,30 @@ async def test_migrate_refuses_a_target_it_cannot_or_must_not_copy_to(tmp_path: 
         await fm.remember("kept")
     work = tmp_path / "work"  # the folder it ran in: where the scheme's folder went
     work.mkdir()
-    for url in ("mysql://db/frontmind", "postgresql+asyncpg://u@db/frontmind"):
+
+    async def migrate_to(url: str) -> tuple[int, bytes, str]:
+        """`migrate --to url` run in `work`: its exit code, stdout and stderr."""
         result = await anyio.run_process(
             [*COMMAND, "migrate", "--to", url, "--data-dir", str(source)],
             cwd=work,
             env=child_env(),
             check=False,
         )
-        err = result.stderr.decode()
-        assert result.returncode == 2, err
+        return result.returncode, result.stdout, result.stderr.decode()
+
+    for url in ("mysql://db/frontmind", "postgresql+asyncpg://u@db/frontmind"):
+        code, printed, err = await migrate_to(url)
+        assert code == 2, err
         scheme = url.split("://")[0]
         assert err.startswith(f"frontmind: error: --to: {scheme!r} is not a supported"), err
-        assert result.stdout == b""
+        assert printed == b""
     assert list(work.iterdir()) == []
     # A database's address without its scheme (`user:password@host/db`, a libpq
     # `host=… password=…`) was a data directory named after the password, "verified";
     # and the URL, password and all, was echoed by the commands that open it.
     for url in ("fm:hunter2@db.internal/frontmind", "host=db.internal password=hunter2"):
-        result = await anyio.run_process(
-            [*COMMAND, "migrate", "--to", url, "--data-dir", str(source)],
-            cwd=work,
-            env=child_env(),
-            check=False,
-        )
-        err = result.stderr.decode()
-        assert result.returncode == 2, err
+        code, _, err = await migrate_to(url)
+        assert code == 2, err
         assert err.startswith("frontmind: error: --to: a database URL without its scheme"), err
         assert "hunter2" not in err
     code, out, err = await run_cli(

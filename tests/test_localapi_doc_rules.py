@@ -21,12 +21,10 @@ HI: Any = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with (
-        LocalMessagesAPI() as api,
-        anthropic.AsyncAnthropic(api_key="k", base_url=api.base_url, max_retries=0) as sdk,
-    ):
-        yield sdk
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    """The local server; conftest's `client` is an SDK client of it."""
+    async with LocalMessagesAPI() as server:
+        yield server
 
 
 async def error_of(client: anthropic.AsyncAnthropic, **kwargs: Any) -> dict[str, Any]:
