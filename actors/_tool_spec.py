@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import re
+import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import (
@@ -39,6 +40,8 @@ from ._exceptions import ToolDefinitionError
 from ._messages import Turn
 
 __all__ = [
+    "MAX_STRAGGLERS",
+    "ThreadCalls",
     "Tool",
     "ToolDefinition",
     "ToolOutcome",
@@ -273,6 +276,7 @@ class Tool(Generic[P, R]):
             guidance.strip() if guidance else f"{self.name}: {first_line}",
         )
         self._is_async = inspect.iscoroutinefunction(fn)
+        self.threads = ThreadCalls()
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -299,15 +303,17 @@ class Tool(Generic[P, R]):
             kwargs = msgspec.structs.asdict(arguments)
         kwargs.update(dict.fromkeys(self._turn_params, turn))
         fn: Callable[..., Any] = self.fn  # called with the decoded input, by name
+        if not self._is_async and self.threads.stragglers >= MAX_STRAGGLERS:
+            return ToolOutcome(
+                f"{self.name} was not started: {self.threads.stragglers} of its earlier calls "
+                "are still running after their time ran out",
+                is_error=True,
+            )
         try:
             if self._is_async:
                 result = await fn(**kwargs)
             else:
-                # A sync tool runs in a worker thread so it cannot stall the event loop; at
-                # its timeout the turn moves on and the thread is left to finish alone.
-                result = await anyio.to_thread.run_sync(
-                    functools.partial(fn, **kwargs), abandon_on_cancel=True
-                )
+                result = await self.threads.run(functools.partial(fn, **kwargs), self.name)
             if inspect.isawaitable(result):
                 result = await result
             if is_content_blocks(result):
@@ -320,6 +326,59 @@ class Tool(Generic[P, R]):
             failed = f"{self.name} failed: {described(exc)}"
             return ToolOutcome(capped(failed, self.max_result_chars), is_error=True)
         return ToolOutcome(capped(content, self.max_result_chars))
+
+
+# A sync tool's thread cannot be stopped: at its timeout the turn moves on and the thread
+# runs on alone. A tool that hangs (a network call with no timeout of its own) would leave
+# one more thread behind at every call, without bound, until the process could start no
+# thread at all (no tool, no SQLite read, no DNS lookup). Past this many calls still
+# running after their turn gave up on them, the tool is refused at once, for the model to
+# hear, until one of them returns.
+MAX_STRAGGLERS = 8
+
+
+class ThreadCalls:
+    """A sync tool's calls in worker threads, counting the stragglers: calls still
+    running after their caller stopped waiting (its timeout, or its turn cancelled)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.stragglers = 0
+
+    async def run(self, call: Callable[[], Any], name: str) -> Any:
+        """`call()` in a worker thread; a cancel leaves the thread to finish alone."""
+        state: dict[str, bool] = {"abandoned": False, "done": False}
+
+        def tracked() -> Any:
+            try:
+                return call()
+            finally:
+                with self._changed:
+                    state["done"] = True
+                    if state["abandoned"]:
+                        self.stragglers -= 1
+                        self._changed.notify_all()
+
+        try:
+            return await anyio.to_thread.run_sync(tracked, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            with self._changed:
+                if not state["done"]:
+                    state["abandoned"] = True
+                    self.stragglers += 1
+            if state["abandoned"]:
+                log.warning(
+                    "tool %s is still running in its thread after its call was given up"
+                    " (%d such calls)",
+                    name,
+                    self.stragglers,
+                )
+            raise
+
+    def wait_for_stragglers(self, fewer_than: int, timeout: float) -> bool:
+        """Block (a thread, not the loop) until fewer than `fewer_than` stragglers run."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.stragglers < fewer_than, timeout)
 
 
 def described(exc: BaseException) -> str:

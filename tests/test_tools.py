@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,6 +19,7 @@ import pytest
 
 import frontmind as fm_module
 from actors import TOOL_NAMES, Tool, ToolDefinitionError, ToolOutcome, input_schema
+from actors._tool_spec import MAX_STRAGGLERS
 from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
@@ -343,6 +345,46 @@ async def test_failures_timeouts_and_bad_input_go_back_as_errors(
     assert [r.get("is_error") for r in results] == [True, True, True]
     assert results[0]["content"] == "explode failed: RuntimeError: boom: test"
     assert records[0].status == "completed"
+
+
+async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A sync tool's thread cannot be stopped at its timeout. One that hangs (a network
+    call with no timeout of its own) left one more thread behind at every call, without
+    bound; past MAX_STRAGGLERS still running, the tool is refused at once, and it runs
+    again once they return."""
+    api, responder = script
+    gate = threading.Event()
+
+    @tool(timeout_s=0.05)
+    def fetch_page() -> str:
+        """Fetches a page (and hangs until the gate opens)."""
+        gate.wait(30)
+        return "the page"
+
+    calls = MAX_STRAGGLERS + 2
+    responder.push(
+        Reply(tuple(ReplyToolUse("fetch_page", {}, f"toolu_{i}") for i in range(calls))),
+        "The site is down.",
+    )
+    async with frontmind(api, tmp_path, tools=[fetch_page]) as fm:
+        events = await run_turn(fm, "c1", "fetch it")
+        finished = [e.content for e in events if isinstance(e, ToolFinished)]
+        assert finished[:MAX_STRAGGLERS] == ["fetch_page timed out after 0.05s"] * MAX_STRAGGLERS
+        refusal = (
+            f"fetch_page was not started: {MAX_STRAGGLERS} of its earlier calls are still "
+            "running after their time ran out"
+        )
+        assert finished[MAX_STRAGGLERS:] == [refusal, refusal]
+        assert fetch_page.threads.stragglers == MAX_STRAGGLERS
+
+        gate.set()  # the hung calls return: the tool may run again
+        drained = await anyio.to_thread.run_sync(fetch_page.threads.wait_for_stragglers, 1, 30)
+        assert drained
+        responder.push(Reply((ReplyToolUse("fetch_page", {}, "toolu_x"),)), "Got it.")
+        events = await run_turn(fm, "c1", "try again")
+        assert [e.content for e in events if isinstance(e, ToolFinished)] == ["the page"]
 
 
 async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_failure(
