@@ -1047,19 +1047,45 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     async def _tool_round(
         self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message], effects: list[Effect]
     ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
-        """Run the calls of one reply; their results (and what changed) become one user
-        message, results first, so nothing sits between a tool_use and its result."""
+        """Run the calls of one reply side by side: a model asks for several calls in one
+        reply when they do not depend on each other (the API's parallel tool use), and
+        three 2-second lookups take 2 seconds, not 6. Frontmind's own tools take turns
+        (they read and add to the turn's effects, in the calls' order). The results, in
+        the calls' order, and what changed become one user message, results first, so
+        nothing sits between a tool_use and its result. Events come as they happen: each
+        call's start, then each finish as it finishes."""
+        outcomes: list[ToolOutcome | None] = [None] * len(uses)
+        builtins = anyio.Lock()  # FIFO: the built-in calls run in the order they were asked
+        # Room for every event of the round: a call never waits on the reader to send.
+        send, receive = anyio.create_memory_object_stream[ToolStarted | ToolFinished](2 * len(uses))
+
+        async def call(index: int, use: ToolUseBlock) -> None:
+            send.send_nowait(ToolStarted(use.id, use.name, use.input_json))
+            if self._deps.tools.is_builtin(use.name):
+                async with builtins:
+                    outcome = await self._run_tool(use, turn, effects)
+            else:
+                outcome = await self._run_tool(use, turn, effects)
+            outcomes[index] = outcome
+            send.send_nowait(ToolFinished(use.id, use.name, outcome.is_error, outcome.content))
+
+        with send, receive:
+            # The calls never raise (every failure is an error result), so nothing of
+            # this group's can cancel the reader between two events.
+            async with anyio.create_task_group() as group:
+                for index, use in enumerate(uses):
+                    group.start_soon(call, index, use)
+                for _ in range(2 * len(uses)):
+                    yield await receive.receive()
         results: list[TextBlock | ToolResultBlock] = []
         updates: list[str] = []
-        for use in uses:
-            yield ToolStarted(use.id, use.name, use.input_json)
-            outcome = await self._run_tool(use, turn, effects)
+        for use, outcome in zip(uses, outcomes, strict=True):
+            assert outcome is not None  # the group ended: every call gave its outcome
             results.append(
                 ToolResultBlock(use.id, outcome.content, outcome.is_error, outcome.blocks_json)
             )
             if outcome.update:
                 updates.append(outcome.update)
-            yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
         if updates:
             results.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
         tail.append(Message("user", tuple(results)))

@@ -244,6 +244,11 @@ class ToolRunner:
                 self._offered = (*self._fixed, *mcp, *self._server_tools)
         return self._offered
 
+    def is_builtin(self, name: str) -> bool:
+        """Whether `name` is one of Frontmind's own tools (they read and add to the
+        turn's effects), not the user's or an MCP server's."""
+        return name not in self._user and not name.startswith(MCP_PREFIX)
+
     def timeout_s(self, name: str) -> float:
         """How long a call of `name` may run: its own timeout (a user tool's, an MCP
         server's `timeout_s`), else `tools.timeout_s`."""

@@ -9,7 +9,16 @@ from typing import Any
 
 import msgspec
 
-from actors import AnthropicModel, Settings, TurnCompleted, TurnError, TurnEvent, UserInput
+from actors import (
+    AnthropicModel,
+    Settings,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnError,
+    TurnEvent,
+    UserInput,
+)
 from frontmind import Config, Frontmind
 from frontmind.localapi import LocalMessagesAPI
 
@@ -68,6 +77,14 @@ async def frontmind(
 
 async def run_turn(fm: Frontmind, continuum: str, text: UserInput) -> list[TurnEvent]:
     return [event async for event in fm.turn(continuum, text)]
+
+
+def tool_finishes(events: list[TurnEvent]) -> list[ToolFinished]:
+    """Each tool call's finish, in the order the calls were made: the calls of one reply
+    run side by side and finish in any order."""
+    order = [e.id for e in events if isinstance(e, ToolStarted)]
+    done = {e.id: e for e in events if isinstance(e, ToolFinished)}
+    return [done[i] for i in order if i in done]
 
 
 def completed(events: list[TurnEvent]) -> TurnCompleted:

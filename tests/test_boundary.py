@@ -18,7 +18,7 @@ from actors import ToolFinished
 from frontmind import Frontmind, InvalidInput, NotFound
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from runtime import Actor, ActorSystem, RestartLimitReached, RestartPolicy
-from tests._harness import FakeClock, completed, failed, frontmind, run_turn
+from tests._harness import FakeClock, completed, failed, frontmind, run_turn, tool_finishes
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +41,7 @@ def statuses(composed: Any) -> dict[str, str]:
 
 
 def tool_results(events: list[Any]) -> list[ToolFinished]:
-    return [e for e in events if isinstance(e, ToolFinished)]
+    return tool_finishes(events)
 
 
 # -- item 1 and the done-when: bad sequences leave everything healthy ----------------------------

@@ -7,6 +7,7 @@ never a sleep."""
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,8 @@ import pexpect
 import pyte
 import pytest
 
-from frontmind.cli._chat import HISTORY_FILE
+from frontmind import TextDelta, ToolFinished, ToolStarted
+from frontmind.cli._chat import HISTORY_FILE, _Out, _show
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 
@@ -309,3 +311,28 @@ async def test_thinking_is_folded_until_asked_for(tmp_path: Path) -> None:
     assert "The user wrote" not in folded
     # Unfolded: the marker, then the thinking's text.
     assert unfolded.index("[thinking]") < unfolded.index("The user wrote 2 word(s)")
+
+
+def test_tool_calls_that_run_side_by_side_each_show_their_outcome() -> None:
+    """The calls of one reply run side by side: a finish that is not the call just shown
+    gets a line of its own, naming its tool, instead of a bare "done" on another
+    call's line."""
+    screen = io.StringIO()
+    out = _Out(screen, colour=False)
+    for event in (
+        ToolStarted("t1", "lookup", "{}"),
+        ToolFinished("t1", "lookup", False, "ok"),
+        ToolStarted("t2", "slow", "{}"),
+        ToolStarted("t3", "quick", "{}"),
+        ToolFinished("t3", "quick", False, "ok"),
+        ToolFinished("t2", "slow", True, "timed out"),
+        TextDelta("Done."),
+    ):
+        _show(event, out)
+    assert screen.getvalue() == (
+        "\n  [tool lookup …] done\n"
+        "\n  [tool slow …]"
+        "\n  [tool quick …] done\n"
+        "  [tool slow] failed\n"
+        "Done."
+    )

@@ -46,6 +46,7 @@ from tests._harness import (
     failed,
     frontmind,
     run_turn,
+    tool_finishes,
 )
 
 pytestmark = pytest.mark.anyio
@@ -214,7 +215,7 @@ async def test_tool_errors_go_back_to_the_model(
     )
     async with frontmind(api, tmp_path) as fm:
         events = await run_turn(fm, "c1", "do things")
-    finished = [e for e in events if isinstance(e, ToolFinished)]
+    finished = tool_finishes(events)
     assert [e.is_error for e in finished] == [True, True, True]
     assert "no reminder #99" in finished[0].content
     assert "invalid input for remember" in finished[1].content

@@ -39,7 +39,7 @@ from frontmind.localapi import (
 )
 from runtime import RestartPolicy
 from tests._daemon import daemon, turn
-from tests._harness import FakeClock, completed, config
+from tests._harness import FakeClock, completed, config, tool_finishes
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -126,7 +126,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
         events = [e async for e in fm.turn("ada", "echo hi")]
-        finished = [e for e in events if isinstance(e, ToolFinished)]
+        finished = tool_finishes(events)
         assert finished[0].name == "mcp__t__echo"
         assert not finished[0].is_error
         assert finished[0].content.startswith("echo: hi (pid ")
@@ -165,7 +165,7 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
             events = [e async for e in fm.turn("ada", "try everything")]
         done = completed(events)
         assert done.text.endswith("done")
-        finished = [e for e in events if isinstance(e, ToolFinished)]
+        finished = tool_finishes(events)
         errors = {e.name: e.is_error for e in finished}
         assert errors == {
             "mcp__t__chart": False,
@@ -213,7 +213,7 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
         # restarted (a new process) for the calls after it.
         responder.extend(calls(("mcp__t__echo", {"text": "a"}), ("mcp__t__crash", {})))
         first = [e async for e in fm.turn("ada", "crash it")]
-        crashed = [e for e in first if isinstance(e, ToolFinished)]
+        crashed = tool_finishes(first)
         assert crashed[1].is_error
         assert "stopped during the call" in crashed[1].content
         completed(first)
@@ -286,7 +286,7 @@ async def test_a_servers_own_error_with_the_closed_connections_code_restarts_not
         )
         events = [e async for e in fm.turn("ada", "try it")]
         completed(events)
-        first, refused, last = [e for e in events if isinstance(e, ToolFinished)]
+        first, refused, last = tool_finishes(events)
         assert refused.is_error
         assert refused.content == "MCP server 't' refused the call: refused: rrrrrrrrrr"
         assert not last.is_error
@@ -485,7 +485,7 @@ async def test_an_http_server_killed_mid_call_then_restarted(
                 responder.extend(calls(("mcp__web__echo", {"text": "a"}), ("mcp__web__crash", {})))
                 events = [e async for e in fm.turn("ada", "crash it")]
                 completed(events)
-                before, crashed = [e for e in events if isinstance(e, ToolFinished)]
+                before, crashed = tool_finishes(events)
                 assert not before.is_error
                 assert crashed.is_error
                 assert "MCP server 'web' stopped during the call" in crashed.content
@@ -519,7 +519,7 @@ async def test_an_http_server_that_hangs_times_out_and_still_serves(
                 responder.extend(calls(("mcp__web__hang", {}), ("mcp__web__slow", {"seconds": 0})))
                 events = [e async for e in fm.turn("ada", "wait for it")]
                 completed(events)
-                hung, after = [e for e in events if isinstance(e, ToolFinished)]
+                hung, after = tool_finishes(events)
                 assert hung.is_error
                 assert "timed out after 1s" in hung.content
                 assert (after.is_error, after.content) == (False, "slept 0.0")

@@ -46,7 +46,7 @@ from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._routes import describe
 from storage import ToolResultBlock as StoredResult
-from tests._harness import completed, config, frontmind
+from tests._harness import completed, config, frontmind, tool_finishes
 from tests.test_readme import example as readme_example
 
 pytestmark = pytest.mark.anyio
@@ -295,7 +295,7 @@ async def test_a_tool_returns_images_stored_and_replayed_byte_for_byte(
     )
     async with frontmind(api, tmp_path, tools=[snapshot, broken]) as fm:
         events = [e async for e in fm.turn("ada", "show me")]
-        finished = [e for e in events if isinstance(e, ToolFinished)]
+        finished = tool_finishes(events)
         assert (finished[0].is_error, finished[0].content) == (False, "dashboard sales:\n[image]")
         assert finished[1].is_error
         assert "broken returned unusable content" in finished[1].content
@@ -380,7 +380,7 @@ async def test_a_tool_result_s_text_blocks_are_held_as_a_text_result_is(
     async with frontmind(api, tmp_path, tools=[page]) as fm:
         events = [e async for e in fm.turn("ada", "show the page")]
         completed(events)
-        long, empty = [e for e in events if isinstance(e, ToolFinished)]
+        long, empty = tool_finishes(events)
         history = await fm.history("ada")
     assert not long.is_error
     assert long.content.startswith("a\ufffdb words words")

@@ -27,7 +27,7 @@ from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse,
 from storage import DEFAULT_USER, AddMemory, Effect, SQLiteStorage, ToolResultBlock
 from tests._embedder import BlockedEmbedder, ConceptEmbedder
 from tests._factories import turn as turn_write
-from tests._harness import completed, config, frontmind, run_turn
+from tests._harness import completed, config, frontmind, run_turn, tool_finishes
 from tests.test_readme import example as readme_example
 
 pytestmark = pytest.mark.anyio
@@ -267,7 +267,7 @@ async def test_the_model_calls_a_user_tool(
         history = await fm.history("c1")
         records = await fm.turns("c1")
     started = [e for e in events if isinstance(e, ToolStarted)]
-    finished = [e for e in events if isinstance(e, ToolFinished)]
+    finished = tool_finishes(events)
     assert [e.name for e in started] == ["lookup_stock", "shout"]
     assert [(e.is_error, e.content) for e in finished] == [
         (False, '{"sku":"A-1","warehouse":"main","count":7}'),
@@ -335,7 +335,7 @@ async def test_failures_timeouts_and_bad_input_go_back_as_errors(
     async with frontmind(api, tmp_path, cfg=cfg, tools=[explode, hang, lookup_stock]) as fm:
         events = await run_turn(fm, "c1", "try the tools")
         records = await fm.turns("c1")
-    finished = [e for e in events if isinstance(e, ToolFinished)]
+    finished = tool_finishes(events)
     assert [e.is_error for e in finished] == [True, True, True]
     assert finished[0].content == "explode failed: RuntimeError: boom: test"
     assert finished[1].content == "hang timed out after 0.2s"
@@ -345,6 +345,65 @@ async def test_failures_timeouts_and_bad_input_go_back_as_errors(
     assert [r.get("is_error") for r in results] == [True, True, True]
     assert results[0]["content"] == "explode failed: RuntimeError: boom: test"
     assert records[0].status == "completed"
+
+
+async def test_the_calls_of_one_reply_run_side_by_side(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """The model asks for several calls in one reply when they are independent (parallel
+    tool use): they ran one after the other, each waiting for the last. Now they run side
+    by side; the results go back in the calls' order, whatever order they finish in, and
+    Frontmind's own tools still take effect in the order they were asked."""
+    api, responder = script
+    asked = anyio.Event()
+
+    @tool(timeout_s=5)
+    async def slow_lookup() -> str:
+        """Answers once the quick one has been asked."""
+        await asked.wait()
+        return "slow answer"
+
+    @tool(timeout_s=5)
+    async def quick_lookup() -> str:
+        """Answers at once."""
+        asked.set()
+        return "quick answer"
+
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("slow_lookup", {}, "toolu_1"),
+                ReplyToolUse("add_reminder", {"text": "first", "due_in_minutes": 5}, "toolu_2"),
+                ReplyToolUse("quick_lookup", {}, "toolu_3"),
+                ReplyToolUse("add_reminder", {"text": "second", "due_in_minutes": 5}, "toolu_4"),
+            )
+        ),
+        "Both answered.",
+    )
+    async with frontmind(api, tmp_path, tools=[slow_lookup, quick_lookup]) as fm:
+        events = await run_turn(fm, "c1", "look both up")
+        reminders = await fm.reminders()
+    order = [(type(e).__name__, e.id) for e in events if isinstance(e, ToolStarted | ToolFinished)]
+    # The slow call finished after the quick one, which it waited on: side by side.
+    assert order.index(("ToolFinished", "toolu_3")) < order.index(("ToolFinished", "toolu_1"))
+    finishes = tool_finishes(events)
+    assert [(e.name, e.is_error) for e in finishes] == [
+        ("slow_lookup", False),
+        ("add_reminder", False),
+        ("quick_lookup", False),
+        ("add_reminder", False),
+    ]
+    assert finishes[0].content == "slow answer"
+    assert finishes[2].content == "quick answer"
+    results = api.message_bodies()[1]["messages"][-1]["content"]
+    assert [r["tool_use_id"] for r in results if r["type"] == "tool_result"] == [
+        "toolu_1",
+        "toolu_2",
+        "toolu_3",
+        "toolu_4",
+    ]
+    assert [r.text for r in sorted(reminders, key=lambda r: r.id)] == ["first", "second"]
+    assert completed(events).text == "Both answered."
 
 
 async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
@@ -363,28 +422,30 @@ async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
         gate.wait(30)
         return "the page"
 
-    calls = MAX_STRAGGLERS + 2
-    responder.push(
-        Reply(tuple(ReplyToolUse("fetch_page", {}, f"toolu_{i}") for i in range(calls))),
-        "The site is down.",
-    )
+    def calls(count: int, prefix: str) -> Reply:
+        return Reply(tuple(ReplyToolUse("fetch_page", {}, f"{prefix}{i}") for i in range(count)))
+
+    responder.push(calls(MAX_STRAGGLERS, "toolu_a"), "The site is down.")
+    responder.push(calls(2, "toolu_b"), "Still down.")
     async with frontmind(api, tmp_path, tools=[fetch_page]) as fm:
         events = await run_turn(fm, "c1", "fetch it")
-        finished = [e.content for e in events if isinstance(e, ToolFinished)]
-        assert finished[:MAX_STRAGGLERS] == ["fetch_page timed out after 0.05s"] * MAX_STRAGGLERS
+        timed_out = ["fetch_page timed out after 0.05s"] * MAX_STRAGGLERS
+        assert [e.content for e in tool_finishes(events)] == timed_out
+        assert fetch_page.threads.stragglers == MAX_STRAGGLERS
+
+        events = await run_turn(fm, "c1", "again")
         refusal = (
             f"fetch_page was not started: {MAX_STRAGGLERS} of its earlier calls are still "
             "running after their time ran out"
         )
-        assert finished[MAX_STRAGGLERS:] == [refusal, refusal]
-        assert fetch_page.threads.stragglers == MAX_STRAGGLERS
+        assert [e.content for e in tool_finishes(events)] == [refusal, refusal]
 
         gate.set()  # the hung calls return: the tool may run again
         drained = await anyio.to_thread.run_sync(fetch_page.threads.wait_for_stragglers, 1, 30)
         assert drained
         responder.push(Reply((ReplyToolUse("fetch_page", {}, "toolu_x"),)), "Got it.")
         events = await run_turn(fm, "c1", "try again")
-        assert [e.content for e in events if isinstance(e, ToolFinished)] == ["the page"]
+        assert [e.content for e in tool_finishes(events)] == ["the page"]
 
 
 async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_failure(
@@ -436,7 +497,7 @@ async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_fa
         other = await run_turn(fm.user("bob"), "c2", "are you there?")
         history = await fm.history("c1")
         records = await fm.turns("c1")
-    finished = [e for e in events if isinstance(e, ToolFinished)]
+    finished = tool_finishes(events)
     assert [e.is_error for e in finished] == [True, False, False, True]
     assert finished[0].content.startswith("orphan failed: CancelledError")
     assert finished[3].content.startswith("quits failed: SystemExit(3)")
@@ -481,7 +542,7 @@ async def test_tools_from_the_config_file(
     )
     async with frontmind(api, tmp_path / "data", cfg=cfg) as fm:
         events = await run_turn(fm, "trip", "weather and distance?")
-    finished = [e for e in events if isinstance(e, ToolFinished)]
+    finished = tool_finishes(events)
     assert [(e.name, e.content) for e in finished] == [
         ("weather", "sunny in Oslo"),
         ("to_miles", '{"miles":6.214,"in":"trip"}'),
@@ -547,7 +608,7 @@ async def test_remember_updates_a_memory_it_repeats_instead_of_copying_it(tmp_pa
             "Remember that my sister lives in Bergen",  # another memory
         ):
             events = [e async for e in fm.turn("c1", text)]
-            said.extend(e.content for e in events if isinstance(e, ToolFinished))
+            said.extend(e.content for e in tool_finishes(events))
         memories = await fm.memories()
     assert said[0] == "remembered (saved with this turn)"
     first = [m for m in memories if "tea" in m.text]
@@ -573,7 +634,7 @@ async def test_remember_by_meaning_through_frontmind(tmp_path: Path) -> None:
             "Remember that my sibling is called Ingrid",
         ):
             events = [e async for e in fm.turn("c1", text)]
-            said.extend(e.content for e in events if isinstance(e, ToolFinished))
+            said.extend(e.content for e in tool_finishes(events))
         memories = await fm.memories()
     assert said[0] == "remembered (saved with this turn)"
     assert len(memories) == 1, memories

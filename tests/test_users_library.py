@@ -11,10 +11,10 @@ import anyio
 import msgspec
 import pytest
 
-from frontmind import Frontmind, InvalidInput, ToolFinished
+from frontmind import Frontmind, InvalidInput
 from frontmind._frontmind import DATABASE_FILE
 from frontmind.localapi import LocalMessagesAPI
-from tests._harness import completed, frontmind, run_turn
+from tests._harness import completed, frontmind, run_turn, tool_finishes
 
 pytestmark = pytest.mark.anyio
 
@@ -114,7 +114,7 @@ async def test_tools_write_and_complete_only_the_turns_users_reminders(tmp_path:
         alice, bob = fm.user("alice"), fm.user("bob")
         bobs = await bob.add_reminder("bob's walrus errand")
         events = await run_turn(alice, "main", f"complete reminder {bobs.id}")
-        finished = [e for e in events if isinstance(e, ToolFinished)]
+        finished = tool_finishes(events)
         assert [(e.name, e.is_error) for e in finished] == [("complete_reminder", True)]
         assert f"no reminder #{bobs.id}" in finished[0].content
         completed(await run_turn(alice, "main", "remind me to feed the zebra in 10 minutes"))

@@ -179,6 +179,7 @@ class _Out:
         self.unfold_thinking = False  # /thinking: show its text, not just a marker
         self.thinking = False  # a stretch of thinking is being shown now
         self.failed = 0  # messages whose turn ended in an error
+        self.open_tool = ""  # the call whose "[tool … …]" line waits for its outcome
 
     def __call__(self, text: str, style: str | None = None) -> None:
         if self.colour and style is not None:
@@ -263,10 +264,15 @@ def _show(event: TurnEvent, out: _Out) -> None:
         out(event.text)
     elif isinstance(event, ToolStarted):
         out.detail(f"\n  [tool {event.name} …]", "tool")
+        out.open_tool = event.id
     elif isinstance(event, ToolFinished):
-        out.detail(
-            f" {'failed' if event.is_error else 'done'}\n", "error" if event.is_error else "tool"
-        )
+        outcome = "failed" if event.is_error else "done"
+        if out.open_tool == event.id:
+            line = f" {outcome}\n"  # on the line of its start, just shown
+        else:  # the calls of one reply run side by side: its own line, with its name
+            line = f"{chr(10) if out.open_tool else ''}  [tool {event.name}] {outcome}\n"
+        out.open_tool = ""
+        out.detail(line, "error" if event.is_error else "tool")
     elif isinstance(event, TurnCompleted):
         u = event.usage
         out.note(
