@@ -205,6 +205,11 @@ class Client(_Closing):
         """Return when the daemon answers; `ClientError` if it does not."""
         await self._call("GET", "/healthz")
 
+    async def ready(self) -> None:
+        """Return when the daemon's store answers too; its error (503
+        `storage_unavailable`) if not."""
+        await self._call("GET", "/readyz")
+
     # -- turns ----------------------------------------------------------------------------
 
     def turn(self, continuum_id: str, message: UserInput) -> RemoteTurn:

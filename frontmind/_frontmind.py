@@ -71,6 +71,7 @@ from storage import (
     Reminder,
     SQLiteStorage,
     Storage,
+    StorageUnavailable,
     TurnRecord,
     TurnUsage,
     User,
@@ -99,6 +100,9 @@ BACKGROUND_TICK_S = 30.0  # how often the background worker looks for due jobs a
 # How long deleting a continuum (or a user) waits for a turn running in it (or one of
 # theirs) in another process.
 DELETE_LEASE_WAIT_S = 2.0
+# How long a readiness check waits for the store: a server that does not answer at all
+# (one that refuses answers at once).
+STORAGE_CHECK_S = 2.0
 
 
 class NoModel:
@@ -431,6 +435,15 @@ class Frontmind:
         bytes. A PostgreSQL store is backed up with pg_dump instead (`InvalidInput`)."""
         check_not_lock(Path(path), self.data_dir)
         return await self.storage.backup(Path(path))
+
+    async def check_storage(self, timeout_s: float = STORAGE_CHECK_S) -> None:
+        """Return once the store answers a read; raise its error (`StorageError`) if it
+        cannot, or `StorageUnavailable` if it does not answer within `timeout_s`: a
+        readiness probe's question (the daemon's `/readyz`)."""
+        with anyio.move_on_after(timeout_s):
+            await self.storage.schema_version()
+            return
+        raise StorageUnavailable(f"the storage did not answer within {timeout_s:g} s")
 
     async def user_for_token(self, token: str) -> str | None:
         """The name of the user whose token this is, or None."""

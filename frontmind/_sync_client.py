@@ -105,6 +105,7 @@ class SyncClient:
             future.cancel()
 
     health = _blocking(Client.health)
+    ready = _blocking(Client.ready)
     context = _blocking(Client.context)
     model_settings = _blocking(Client.model_settings)
     set_model_settings = _blocking(Client.set_model_settings)

@@ -83,6 +83,7 @@ Call = Callable[[Client, dict[str, Any], Path], Awaitable[Any]]
 # fails the test below.
 CALLS: dict[str, Call] = {
     "health": lambda c, done, _: c.health(),
+    "ready": lambda c, done, _: c.ready(),
     "turn": lambda c, done, _: _drain(c.turn("ada", "hello")),
     "context": lambda c, done, _: c.context("ada", "and then?"),
     "model_settings": lambda c, done, _: c.model_settings("ada"),

@@ -68,6 +68,7 @@ async def test_multi_turn_conversation_over_sse(tmp_path: Path) -> None:
         assert "frontmind_compose_seconds_bucket" in metrics
         assert "frontmind_cache_warm_ups_total 0.0" in metrics  # counted, none sent here
         assert (await client.get("/healthz")).json() == {"status": "ok"}
+        assert (await client.get("/readyz")).json() == {"status": "ready"}
         assert await d.stop() == 0
 
 

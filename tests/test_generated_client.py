@@ -110,6 +110,7 @@ async def test_a_generated_client_calls_every_route(tmp_path: Path) -> None:
 
         steps: list[tuple[str, Callable[[], dict[str, Any]], Callable[[Any], None]]] = [
             ("getHealth", dict, lambda r: None),
+            ("getReady", dict, lambda r: None),
             ("listContinuums", dict, lambda r: made.update(first=r.parsed.continuums[0].id)),
             ("listTurns", lambda: {"continuum_id": "ada"}, lambda r: None),
             ("listMessages", lambda: {"continuum_id": "ada"}, lambda r: None),

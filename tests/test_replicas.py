@@ -331,14 +331,21 @@ async def test_a_turn_while_the_database_is_down_is_told_so_and_the_replica_reco
     url = pg_server.new_database()
     async with daemon(tmp_path / "a", "--database", url) as a, a.client() as ca:
         assert (await turn(ca, "down", "before"))[-1][0] == "turn.completed"
+        assert (await ca.get("/readyz")).json() == {"status": "ready"}
         pg_server.stop("fast")
         try:
             events = await turn(ca, "down", "while down")
             name, data = events[-1]
             # A preview too: the storage's 503, not a 500 from a crashed actor.
             preview = await ca.get("/v1/continuums/down/context", params={"message": "hi"})
+            # Alive, not ready: a load balancer routes around it.
+            live, ready = await ca.get("/healthz"), await ca.get("/readyz")
         finally:
             pg_server.start()
+        assert live.status_code == 200
+        assert ready.status_code == 503, ready.text
+        assert ready.json()["error"]["type"] == "storage_unavailable"
+        assert (await ca.get("/readyz")).json() == {"status": "ready"}
         assert name == "error", data
         assert data["type"] == "storage_unavailable", data
         assert events[0][0] == "turn.started"  # its id first, as for any turn
@@ -347,3 +354,10 @@ async def test_a_turn_while_the_database_is_down_is_told_so_and_the_replica_reco
         assert (await turn(ca, "down", "after"))[-1][0] == "turn.completed"
         messages = (await ca.get("/v1/continuums/down/messages")).json()["messages"]
         assert check_history(messages) == Counter(["before", "after"])
+        assert await a.stop() == 0
+        logged = (await a.read_stderr()).decode()
+    # The outage in one line a request, not a traceback each (a probe every few seconds).
+    assert "storage_unavailable on /readyz: a read failed:" in logged
+    assert "storage_unavailable on /v1/continuums/down/context: " in logged
+    assert "in get_context\n" not in logged
+    assert "in get_ready\n" not in logged

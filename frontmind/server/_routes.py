@@ -30,6 +30,7 @@ from storage import (
     InvalidInput,
     Memory,
     Reminder,
+    StorageUnavailable,
     TurnUsage,
     UserForgotten,
     check_continuum_id,
@@ -388,6 +389,12 @@ async def get_health(request: Request) -> Response:
     return json_response(Health("ok"))
 
 
+async def get_ready(request: Request) -> Response:
+    # The store's error, when it cannot answer, goes out through the one error table.
+    await _daemon(request).fm.check_storage()
+    return json_response(Health("ready"))
+
+
 async def get_metrics(request: Request) -> Response:
     return Response(_daemon(request).metrics.render(), media_type=CONTENT_TYPE)
 
@@ -730,10 +737,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         get_health,
         "getHealth",
         "service",
-        "Liveness.",
+        "Liveness: the process answers (whatever the state of its store).",
         auth="public",
         reply=Health,
         errors=(),
+    ),
+    Endpoint(
+        "GET",
+        "/readyz",
+        get_ready,
+        "getReady",
+        "service",
+        "Readiness: the store answers a read, within 2 s (else 503 storage_unavailable).",
+        auth="public",
+        reply=Health,
+        errors=(503,),
     ),
     Endpoint(
         "GET",
@@ -805,6 +823,10 @@ async def known_error(request: Request, exc: Exception) -> Response:
         # The service's state, said to the client with Retry-After: under overload one
         # of these a request, and no fault to trace (the queue's metrics count them).
         log.info("%s on %s: %s", kind, loggable_path(request.url.path), exc)
+    elif isinstance(exc, StorageUnavailable):
+        # The database is down or unreachable: the outage's cause, in one line a
+        # request (a readiness probe's every few seconds), not a bug's traceback.
+        log.warning("%s on %s: %s", kind, loggable_path(request.url.path), exc)
     elif status >= 500:
         log.error("%s on %s", kind, loggable_path(request.url.path), exc_info=exc)
     return exception_response(exc)
