@@ -406,6 +406,62 @@ async def test_the_calls_of_one_reply_run_side_by_side(
     assert completed(events).text == "Both answered."
 
 
+async def test_leaving_a_turn_while_its_calls_run_side_by_side_cancels_them_all(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A caller that leaves while the calls of one reply run (one waiting, one still in
+    its thread): the turn ends at once as cancelled, with nothing of it kept, and the
+    continuum's next turn runs."""
+    api, responder = script
+    never = anyio.Event()
+    gate = threading.Event()
+    cancelled: list[str] = []
+
+    @tool(timeout_s=60)
+    async def wait_forever() -> str:
+        """Waits."""
+        try:
+            await never.wait()
+        finally:
+            cancelled.append("wait_forever")
+        return "unreachable"
+
+    @tool(timeout_s=60)
+    def block_forever() -> str:
+        """Blocks its thread until the test ends."""
+        gate.wait(30)
+        return "late"
+
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("wait_forever", {}, "toolu_1"),
+                ReplyToolUse("add_reminder", {"text": "pay", "due_in_minutes": 5}, "toolu_2"),
+                ReplyToolUse("block_forever", {}, "toolu_3"),
+            )
+        ),
+        "Done.",
+    )
+    try:
+        async with frontmind(api, tmp_path, tools=[wait_forever, block_forever]) as fm:
+            started: set[str] = set()
+            with anyio.fail_after(20):
+                async with fm.turn("c1", "wait") as events:
+                    async for event in events:
+                        if isinstance(event, ToolStarted):
+                            started.add(event.name)
+                        if started >= {"wait_forever", "block_forever"}:
+                            break  # leaving cancels the turn while both run
+            assert cancelled == ["wait_forever"]
+            responder.push("Hello.")
+            completed(await run_turn(fm, "c1", "hello"))
+            assert [r.status for r in await fm.turns("c1")] == ["cancelled", "completed"]
+            assert await fm.reminders() == []
+            assert [m.role for m in await fm.history("c1")] == ["user", "assistant"]
+    finally:
+        gate.set()
+
+
 async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
