@@ -1055,40 +1055,77 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         nothing sits between a tool_use and its result. Events come as they happen: each
         call's start, then each finish as it finishes."""
         outcomes: list[ToolOutcome | None] = [None] * len(uses)
-        builtins = anyio.Lock()  # FIFO: the built-in calls run in the order they were asked
-        # Room for every event of the round: a call never waits on the reader to send.
-        send, receive = anyio.create_memory_object_stream[ToolStarted | ToolFinished](2 * len(uses))
-
-        async def call(index: int, use: ToolUseBlock) -> None:
-            send.send_nowait(ToolStarted(use.id, use.name, use.input_json))
-            if self._deps.tools.is_builtin(use.name):
-                async with builtins:
-                    outcome = await self._run_tool(use, turn, effects)
-            else:
-                outcome = await self._run_tool(use, turn, effects)
-            outcomes[index] = outcome
-            send.send_nowait(ToolFinished(use.id, use.name, outcome.is_error, outcome.content))
-
-        with send, receive:
-            # The calls never raise (every failure is an error result), so nothing of
-            # this group's can cancel the reader between two events.
-            async with anyio.create_task_group() as group:
-                for index, use in enumerate(uses):
-                    group.start_soon(call, index, use)
-                for _ in range(2 * len(uses)):
-                    yield await receive.receive()
+        if len(uses) == 1:  # the common case: no task to start
+            (use,) = uses
+            yield ToolStarted(use.id, use.name, use.input_json)
+            outcome = await self._run_tool(use, turn, effects)
+            outcomes[0] = outcome
+            yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+        else:
+            async with aclosing(self._side_by_side(uses, turn, effects, outcomes)) as steps:
+                async for step in steps:
+                    yield step
         results: list[TextBlock | ToolResultBlock] = []
         updates: list[str] = []
-        for use, outcome in zip(uses, outcomes, strict=True):
-            assert outcome is not None  # the group ended: every call gave its outcome
-            results.append(
-                ToolResultBlock(use.id, outcome.content, outcome.is_error, outcome.blocks_json)
-            )
-            if outcome.update:
-                updates.append(outcome.update)
+        for use, done in zip(uses, outcomes, strict=True):
+            assert done is not None  # the round ended: every call gave its outcome
+            results.append(ToolResultBlock(use.id, done.content, done.is_error, done.blocks_json))
+            if done.update:
+                updates.append(done.update)
         if updates:
             results.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
         tail.append(Message("user", tuple(results)))
+
+    async def _side_by_side(
+        self,
+        uses: list[ToolUseBlock],
+        turn: Turn,
+        effects: list[Effect],
+        outcomes: list[ToolOutcome | None],
+    ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
+        """Run the calls at once, each in a task of its own, and yield their events as
+        they happen; each call's outcome goes in `outcomes` at its index. Frontmind's own
+        tools take turns, in the order asked.
+
+        The tasks are this generator's: started here, cancelled and awaited in its
+        `finally`, however it ends (the caller leaving closes it). They are not in an
+        anyio task group because a group cannot stay open across a `yield`: its cancel
+        scope would sit on the caller's stack while the caller enters and leaves scopes
+        of its own (anyio raises "exit a cancel scope that isn't the current task's")."""
+        builtins = anyio.Lock()  # FIFO: the built-in calls run in the order they were asked
+        Item = ToolStarted | ToolFinished | Exception
+        # Room for every event of the round: a call never waits on the reader to send.
+        send, receive = anyio.create_memory_object_stream[Item](2 * len(uses))
+
+        async def call(index: int, use: ToolUseBlock) -> None:
+            try:
+                send.send_nowait(ToolStarted(use.id, use.name, use.input_json))
+                if self._deps.tools.is_builtin(use.name):
+                    async with builtins:
+                        outcome = await self._run_tool(use, turn, effects)
+                else:
+                    outcome = await self._run_tool(use, turn, effects)
+                outcomes[index] = outcome
+                send.send_nowait(ToolFinished(use.id, use.name, outcome.is_error, outcome.content))
+            # A bug (every tool's failure is its result): the round raises it, as the
+            # call would have in the caller's task.
+            except Exception as exc:  # noqa: BLE001 - handed on, not swallowed
+                send.send_nowait(exc)
+
+        tasks = [asyncio.create_task(call(i, use)) for i, use in enumerate(uses)]
+        try:
+            with receive:
+                for _ in range(2 * len(uses)):
+                    item = await receive.receive()
+                    if isinstance(item, Exception):
+                        raise item
+                    yield item
+        finally:
+            for task in tasks:
+                task.cancel()  # those still running: the round is over or abandoned
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(*tasks, return_exceptions=True)
+            send.close()
 
     def _stop_loop(self, uses: list[ToolUseBlock], run: _TurnRun, tail: list[Message]) -> TextDelta:
         """At the iteration limit: answer the calls unrun and close the turn ourselves,
