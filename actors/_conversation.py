@@ -204,6 +204,9 @@ class ConversationDeps:
     ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
     # The process's turn slots: a turn gives its own back as soon as it is over.
     admission: Admission | None = None
+    # Told each turn's usage as its final record is written, completed or not: a failed
+    # or cancelled turn's calls were paid for too (the metrics count what the records do).
+    billed: Callable[[TurnUsage], None] = lambda usage: None
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -963,6 +966,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
+            deps.billed(record.usage)
             state.tools = tools
         except (FrontmindError, KernelError) as exc:
             if isinstance(exc, StorageError):
@@ -1265,6 +1269,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._deps.storage.record_turn(self._user, record)
+        self._deps.billed(record.usage)  # the provisional record's is nothing yet
 
 
 @dataclass

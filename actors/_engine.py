@@ -419,6 +419,7 @@ class Engine:
         self._watch: TurnWatch | None = None
         self.warm_ups = 0
         self.warm_usage = TurnUsage()
+        self.turn_usage = TurnUsage()  # every turn's, completed or not: the metrics' tokens
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
         self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
@@ -448,6 +449,7 @@ class Engine:
             segment_closed=self._wake_after.add,
             ttl_policy=ttl_policy,
             admission=self.admission,
+            billed=self._billed,
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
@@ -515,6 +517,9 @@ class Engine:
         if done.sent:
             self.warm_ups += 1
             self.warm_usage = self.warm_usage + done.usage
+
+    def _billed(self, usage: TurnUsage) -> None:
+        self.turn_usage = self.turn_usage + usage
 
     def _busy_continuums(self) -> list[tuple[str, str]]:
         return [key for key, n in self._turning.items() if n > 0]

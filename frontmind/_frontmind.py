@@ -174,6 +174,11 @@ class Frontmind:
         costs beside the turns' own (`cache.warm`)."""
         return self._runtime.warm_ups, self._runtime.warm_usage
 
+    def turn_usage(self) -> TurnUsage:
+        """The summed usage of every turn this instance ran (every user's), completed or
+        not: what a failed or cancelled turn's calls were billed too, as its record says."""
+        return self._runtime.turn_usage
+
     @classmethod
     @asynccontextmanager
     async def open(

@@ -34,11 +34,14 @@ from frontmind import (
     TextDelta,
     ToolStarted,
     TurnCompleted,
+    TurnError,
     TurnEvent,
     TurnStarted,
+    TurnUsage,
 )
 from frontmind._exceptions import EdgeError
 from frontmind._wire import from_wire, to_wire
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ScriptedResponder
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
@@ -56,7 +59,7 @@ from storage import (
     moment,
 )
 from tests._daemon import daemon, sse_events
-from tests._harness import FakeClock, completed, config
+from tests._harness import FakeClock, completed, config, frontmind
 from tests._raw import address
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -486,6 +489,39 @@ async def test_log_flags_give_json_lines_with_timestamps_and_an_access_log(
     assert turn_lines
     assert all(line["turn_id"] == done.turn_id for line in turn_lines)
     assert any("turn completed" in line["message"] for line in turn_lines)
+
+
+async def test_metrics_count_the_tokens_of_turns_that_did_not_complete(tmp_path: Path) -> None:
+    # A refused turn (and a failed or cancelled one) paid for its model calls: its
+    # record, the continuum's cost and `frontmind stats` count them. /metrics counted
+    # only completed turns' tokens, so its totals fell short of the stored ones.
+    responder = ScriptedResponder()
+    responder.push("first", Reply((ReplyText("I can't"),), stop_reason="refusal"))
+    metrics = Metrics()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path) as fm,
+        serve_app(build_app(fm, metrics=metrics), graceful_seconds=10) as app,
+        Client(app.url) as c,
+    ):
+        assert isinstance([e async for e in c.turn("ada", "hello")][-1], TurnCompleted)
+        refused = [e async for e in c.turn("ada", "something refused")][-1]
+        assert isinstance(refused, TurnError)
+        assert refused.type == "refusal"
+        records = list(await c.turns("ada"))
+    assert [r.status for r in records] == ["completed", "failed"]
+    assert records[1].usage.input_tokens > 0  # the refused call was billed
+    stored = sum((r.usage for r in records), TurnUsage())
+    count = metrics.registry.get_sample_value
+    assert count("frontmind_turns_total", {"outcome": "failed"}) == 1
+    assert count("frontmind_tokens_total", {"kind": "uncached_input"}) == stored.input_tokens
+    assert count("frontmind_tokens_total", {"kind": "cache_read"}) == (
+        stored.cache_read_input_tokens
+    )
+    assert count("frontmind_tokens_total", {"kind": "cache_write"}) == (
+        stored.cache_creation_input_tokens
+    )
+    assert count("frontmind_tokens_total", {"kind": "output"}) == stored.output_tokens
 
 
 class _Counted(Metrics):

@@ -32,7 +32,6 @@ __all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 TurnOutcome = Literal["completed", "failed", "cancelled"]
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-_TOKEN_KINDS = ("cache_read", "cache_write", "uncached_input", "output")
 
 
 class Metrics:
@@ -46,7 +45,6 @@ class Metrics:
         self.turn_errors = Counter(
             "frontmind_turn_errors", "Failed turns by error type.", ["type"], registry=registry
         )
-        self.tokens = Counter("frontmind_tokens", "Tokens by kind.", ["kind"], registry=registry)
         self.responses = Counter(
             "frontmind_http_responses",
             "HTTP responses by status code (429: busy, 5xx: failures; 499: the client "
@@ -80,8 +78,6 @@ class Metrics:
         )
         for outcome in ("completed", "failed", "cancelled"):
             self.turns.labels(outcome)  # present (at 0) from the start
-        for kind in _TOKEN_KINDS:
-            self.tokens.labels(kind)
 
     def completed(self, event: TurnCompleted) -> None:
         self.turns.labels("completed").inc()
@@ -90,11 +86,6 @@ class Metrics:
         if timings.first_token is not None:
             self.first_token.observe(timings.first_token / 1000)
         self.turn_time.observe(timings.total / 1000)
-        usage = event.usage
-        self.tokens.labels("cache_read").inc(usage.cache_read_input_tokens)
-        self.tokens.labels("cache_write").inc(usage.cache_creation_input_tokens)
-        self.tokens.labels("uncached_input").inc(usage.input_tokens)
-        self.tokens.labels("output").inc(usage.output_tokens)
 
     def error(self, kind: str) -> None:
         self.turns.labels("failed").inc()
@@ -118,6 +109,33 @@ class Metrics:
         """Count the cache warm-ups `source` reports (`Frontmind.warm_ups`)."""
         self.registry.register(_WarmUps(source))
 
+    def watch_turn_usage(self, source: Callable[[], TurnUsage]) -> None:
+        """The turns' tokens as `source` sums them (`Frontmind.turn_usage`): read from the
+        engine, not the streams' last events, since a turn that failed or was cancelled
+        has no usage in its error event but paid for its calls all the same."""
+        self.registry.register(_Tokens(source))
+
+
+def _by_kind(family: CounterMetricFamily, usage: TurnUsage) -> CounterMetricFamily:
+    family.add_metric(["cache_read"], usage.cache_read_input_tokens)
+    family.add_metric(["cache_write"], usage.cache_creation_input_tokens)
+    family.add_metric(["uncached_input"], usage.input_tokens)
+    family.add_metric(["output"], usage.output_tokens)
+    return family
+
+
+class _Tokens(Collector):
+    """Every turn's tokens by kind, completed or not, as their records count them."""
+
+    def __init__(self, source: Callable[[], TurnUsage]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        yield _by_kind(
+            CounterMetricFamily("frontmind_tokens", "Tokens by kind.", labels=["kind"]),
+            self._source(),
+        )
+
 
 class _WarmUps(Collector):
     """The cache warm-ups sent and their tokens: costs beside the turns' own."""
@@ -130,14 +148,12 @@ class _WarmUps(Collector):
         yield CounterMetricFamily(
             "frontmind_cache_warm_ups", "Cache warm-up requests sent.", value=count
         )
-        tokens = CounterMetricFamily(
-            "frontmind_cache_warm_up_tokens", "Cache warm-up tokens by kind.", labels=["kind"]
+        yield _by_kind(
+            CounterMetricFamily(
+                "frontmind_cache_warm_up_tokens", "Cache warm-up tokens by kind.", labels=["kind"]
+            ),
+            usage,
         )
-        tokens.add_metric(["cache_read"], usage.cache_read_input_tokens)
-        tokens.add_metric(["cache_write"], usage.cache_creation_input_tokens)
-        tokens.add_metric(["uncached_input"], usage.input_tokens)
-        tokens.add_metric(["output"], usage.output_tokens)
-        yield tokens
 
 
 class _Queue(Collector):
