@@ -22,6 +22,7 @@ from frontmind import TextDelta, ToolFinished, ToolStarted
 from frontmind.cli._chat import HISTORY_FILE, _Out, _show
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
+from tests._factories import turn as stored_turn
 
 pytestmark = pytest.mark.slow
 
@@ -258,6 +259,27 @@ async def test_chat_against_a_daemon_on_a_terminal(tmp_path: Path) -> None:
             t.send(CTRL_D)
             assert await anyio.to_thread.run_sync(t.wait_exit) == 0
         assert (tmp_path / "home" / HISTORY_FILE).is_file()
+        assert await d.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_stats_against_a_daemon_count_every_turn_of_a_long_continuum(
+    tmp_path: Path,
+) -> None:
+    # /stats asked the daemon for one page of 1,000 records: past that, a continuum's
+    # figures were its latest 1,000 turns', while `frontmind stats` and the in-process
+    # chat counted them all.
+    data = tmp_path / "d"
+    data.mkdir()
+    async with await SQLiteStorage.open(data / "frontmind.db") as store:
+        for i in range(1_001):
+            await store.commit_turn(DEFAULT_USER, stored_turn("long", f"t{i}", at=1e6 + i))
+    async with daemon(data) as d:
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--continuum", "long", stdin=b"/stats\n"
+        )
+        assert code == 0, err
+        assert "turns           1001  (completed 1001)" in out
         assert await d.stop() == 0
 
 

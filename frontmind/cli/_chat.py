@@ -40,6 +40,7 @@ from storage import Reminder
 
 from .._client import Client
 from .._frontmind import Frontmind
+from ._remote import turn_records
 from ._render import render_context, render_stats
 
 if TYPE_CHECKING:  # prompt_toolkit loads only for an interactive terminal
@@ -140,7 +141,7 @@ class RemoteBackend:
         return render_context(await self._client.context(self._continuum, NEXT_MESSAGE))
 
     async def stats(self) -> str:
-        return render_stats(list(await self._client.turns(self._continuum, 1000)))
+        return render_stats(await turn_records(self._client, self._continuum))
 
     async def reminders(self) -> str:
         return _render_reminders(list(await self._client.reminders()))

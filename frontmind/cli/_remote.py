@@ -9,7 +9,7 @@ from storage import Job, TurnRecord
 
 from .._client import Client
 
-__all__ = ["remote_context", "remote_records"]
+__all__ = ["remote_context", "remote_records", "turn_records"]
 
 PAGE = 1000
 
@@ -19,6 +19,15 @@ async def remote_context(
 ) -> ModelRequest:
     async with Client(url, token=token) as client:
         return await client.context(continuum_id, message)
+
+
+async def turn_records(client: Client, continuum_id: str) -> list[TurnRecord]:
+    """Every turn record of a continuum, in time order: all its pages, not the latest."""
+    # Pages run from the latest turns back; each page is in time order.
+    pages = [await client.turns(continuum_id, PAGE)]
+    while pages[-1].next_cursor is not None:
+        pages.append(await client.turns(continuum_id, PAGE, cursor=pages[-1].next_cursor))
+    return [record for page in reversed(pages) for record in page]
 
 
 async def remote_records(
@@ -38,11 +47,7 @@ async def remote_records(
                 listed = await client.continuums(limit=PAGE, cursor=listed.next_cursor)
         records: list[TurnRecord] = []
         for cid in ids:
-            # Pages run from the latest turns back; each page is in time order.
-            pages = [await client.turns(cid, PAGE)]
-            while pages[-1].next_cursor is not None:
-                pages.append(await client.turns(cid, PAGE, cursor=pages[-1].next_cursor))
-            records.extend(record for page in reversed(pages) for record in page)
+            records.extend(await turn_records(client, cid))
         records.sort(key=lambda r: r.started_at)
         jobs = await client.jobs(continuum_id, limit=PAGE)
         found = list(jobs)
