@@ -373,6 +373,42 @@ async def test_a_long_continuum_shows_its_latest_messages(tmp_path: Path) -> Non
     assert shown[-1] == "answer t1199"
 
 
+async def test_the_library_reaches_past_its_first_page(tmp_path: Path) -> None:
+    """Reminders, memories and documents past the first 200 are one "More" away: the
+    library showed a page of each and nothing beyond it, so a long-lived user's newest
+    reminder (they are listed oldest first), oldest memories and last documents by
+    label could not be seen, completed or deleted, and nothing said they were there."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        for i in range(201):
+            made = await api.post("/v1/reminders", json={"text": f"reminder {i:03}"})
+            assert made.status_code == 201, made.text
+            made = await api.post("/v1/memories", json={"text": f"memory {i:03}"})
+            assert made.status_code == 201, made.text
+            made = await api.post("/v1/documents", json={"label": f"doc{i:03}", "content": "x"})
+            assert made.status_code in (200, 201), made.text
+        async with browser_page() as page:
+            await page.goto(f"{d.url}/ui/library")
+            for panel, last in (
+                ("#reminders", "reminder 200"),
+                ("#memories", "memory 000"),
+                ("#documents", "doc200"),
+            ):
+                items = page.locator(f"{panel} ul.items > li")
+                await items.nth(199).wait_for()
+                assert await items.count() == 200
+                assert await page.locator(f"{panel} li", has_text=last).count() == 0
+                await page.locator(panel).get_by_role("button", name="More").click()
+                await page.locator(f"{panel} li", has_text=last).wait_for()
+                assert await items.count() == 201
+                assert await page.locator(panel).get_by_role("button", name="More").is_hidden()
+            # What is past the first page can be acted on: the newest reminder completed.
+            newest = page.locator("#reminder-list li", has_text="reminder 200")
+            await newest.get_by_role("button", name="Complete").click()
+            await newest.wait_for(state="detached")
+        done = (await api.get("/v1/reminders?include_completed=true&limit=1000")).json()
+        assert [r["text"] for r in done["reminders"] if r["completed_at"]] == ["reminder 200"]
+
+
 async def test_console_files_and_deep_links(tmp_path: Path) -> None:
     async with daemon(tmp_path / "data", "--token", TOKEN) as d, d.client() as http:
         page = await http.get("/ui/")

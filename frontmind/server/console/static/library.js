@@ -3,8 +3,28 @@
 import { api, q } from "./api.js";
 import { fmt, h, when } from "./dom.js";
 
-function panel(title, id, form, list) {
-  return h("section", { class: "panel", id }, h("h2", {}, title), form, list);
+function panel(title, id, form, list, more) {
+  return h("section", { class: "panel", id }, h("h2", {}, title), form, list, more);
+}
+
+// A list a page at a time: `load()` shows the first page, "More" adds the next while the
+// API has one. A long-lived user has hundreds of each; with only the first page, the
+// rest (the newest reminders, listed oldest first) could not be seen or acted on.
+function paged(list, key, path, item, onError) {
+  const more = h("button", { type: "button", class: "small" }, "More");
+  more.hidden = true;
+  let cursor = null;
+  const show = async (next) => {
+    const page = await api(`${path()}${next ? `&cursor=${q(cursor)}` : ""}`);
+    const items = page[key].map(item);
+    if (next) list.append(...items);
+    else list.replaceChildren(...items);
+    if (!list.children.length) list.append(h("li", { class: "muted" }, "None."));
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+  };
+  more.addEventListener("click", () => show(true).catch(onError));
+  return { load: () => show(false), more };
 }
 
 function act(label, run, onError, cls = "") {
@@ -18,31 +38,28 @@ export async function libraryView(view, onError) {
   const documents = h("ul", { class: "items", id: "document-list" });
   const showDone = h("input", { type: "checkbox", id: "show-completed" });
 
-  const loadReminders = async () => {
-    const page = await api(`/v1/reminders?limit=200${showDone.checked ? "&include_completed=true" : ""}`);
-    reminders.replaceChildren(...page.reminders.map((r) => h("li", { class: r.completed_at ? "done" : "", "data-id": r.id },
+  const reminderList = paged(reminders, "reminders", () => `/v1/reminders?limit=200${showDone.checked ? "&include_completed=true" : ""}`,
+    (r) => h("li", { class: r.completed_at ? "done" : "", "data-id": r.id },
       h("span", { class: "item-text" }, r.text),
       h("span", { class: "muted" }, r.due_at ? ` due ${when(r.due_at)}` : ""),
       h("span", { class: "actions" },
         r.completed_at ? h("span", { class: "muted" }, "completed") : act("Complete", async () => { await api(`/v1/reminders/${r.id}/complete`, { method: "POST", body: {} }); await loadReminders(); }, onError),
-        act("Delete", async () => { await api(`/v1/reminders/${r.id}`, { method: "DELETE" }); await loadReminders(); }, onError, "danger")))));
-    if (!page.reminders.length) reminders.append(h("li", { class: "muted" }, "None."));
-  };
-  const loadMemories = async () => {
-    const page = await api("/v1/memories?limit=200");
-    memories.replaceChildren(...page.memories.map((m) => h("li", { "data-id": m.id },
+        act("Delete", async () => { await api(`/v1/reminders/${r.id}`, { method: "DELETE" }); await loadReminders(); }, onError, "danger"))),
+    onError);
+  const loadReminders = reminderList.load;
+  const memoryList = paged(memories, "memories", () => "/v1/memories?limit=200",
+    (m) => h("li", { "data-id": m.id },
       h("span", { class: "item-text" }, m.text),
       h("span", { class: "muted" }, ` importance ${fmt(m.importance, 2)}`),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/memories/${m.id}`, { method: "DELETE" }); await loadMemories(); }, onError, "danger")))));
-    if (!page.memories.length) memories.append(h("li", { class: "muted" }, "None."));
-  };
-  const loadDocuments = async () => {
-    const page = await api("/v1/documents?limit=200");
-    documents.replaceChildren(...page.documents.map((d) => h("li", { "data-label": d.label },
+      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/memories/${m.id}`, { method: "DELETE" }); await loadMemories(); }, onError, "danger"))),
+    onError);
+  const loadMemories = memoryList.load;
+  const documentList = paged(documents, "documents", () => "/v1/documents?limit=200",
+    (d) => h("li", { "data-label": d.label },
       h("details", {}, h("summary", {}, h("strong", {}, d.label), h("span", { class: "muted" }, ` ${fmt(d.content.length)} chars`)), h("pre", { class: "full" }, d.content)),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/documents/${q(d.label)}`, { method: "DELETE" }); await loadDocuments(); }, onError, "danger")))));
-    if (!page.documents.length) documents.append(h("li", { class: "muted" }, "None."));
-  };
+      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/documents/${q(d.label)}`, { method: "DELETE" }); await loadDocuments(); }, onError, "danger"))),
+    onError);
+  const loadDocuments = documentList.load;
 
   const submit = (run) => (event) => {
     event.preventDefault();
@@ -75,8 +92,8 @@ export async function libraryView(view, onError) {
   showDone.addEventListener("change", () => loadReminders().catch(onError));
 
   view.replaceChildren(h("div", { class: "library" },
-    panel("Reminders", "reminders", h("div", {}, reminderForm, h("label", { class: "muted" }, showDone, " show completed")), reminders),
-    panel("Memories", "memories", memoryForm, memories),
-    panel("Documents", "documents", documentForm, documents)));
+    panel("Reminders", "reminders", h("div", {}, reminderForm, h("label", { class: "muted" }, showDone, " show completed")), reminders, reminderList.more),
+    panel("Memories", "memories", memoryForm, memories, memoryList.more),
+    panel("Documents", "documents", documentForm, documents, documentList.more)));
   await Promise.all([loadReminders(), loadMemories(), loadDocuments()]);
 }
