@@ -568,3 +568,40 @@ async def test_the_chat_box_by_keyboard_and_screen_reader(tmp_path: Path) -> Non
             )
             records = (await api.get("/v1/continuums/ime/turns")).json()["turns"]
             assert [r["user_text"] for r in records][2:] == ["And you?"]
+
+
+async def test_a_turn_left_streaming_shows_when_its_continuum_is_opened_again(
+    tmp_path: Path,
+) -> None:
+    """The operator looks at the list while a reply streams, then comes back: the reply
+    was gone from the transcript ("No messages yet.") and stayed gone when it finished,
+    the send button free as if nothing ran, until the page was loaded again."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[offline]\ntokens_per_second = 2\n")
+    async with daemon(tmp_path / "data", "--config", str(slow)) as d, d.client() as api:
+        # A new continuum: its history and records answer 404 until its first turn.
+        async with browser_page(expected=("status of 404",)) as page:
+            await page.goto(f"{d.url}/ui/continuums/away")
+            await page.wait_for_selector("#stack")
+            await page.fill("#chat textarea", "Tell me about the tides")
+            await page.press("#chat textarea", "Enter")
+            await page.wait_for_selector("#live .text:not(:empty)")
+            await page.click("a[href='/ui/']")
+            await page.wait_for_selector("#continuums")
+            await page.go_back()
+            await page.wait_for_selector("#transcript:not([aria-busy])")  # history shown
+            # Still streaming: the question and the live reply, once each.
+            live = page.locator("#transcript .msg.assistant.live")
+            assert await live.count() == 1
+            asked = page.locator("#transcript .msg.user", has_text="Tell me about the tides")
+            assert await asked.count() == 1
+            assert await page.locator("#chat button[type=submit]").is_disabled()
+            await page.wait_for_selector("#transcript .msg.assistant .completed")
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            reply = await page.locator("#transcript .msg.assistant .text").inner_text()
+            assert reply.startswith("You said: “Tell me about the tides”")
+            # The turns table now has the turn's final record, not the running one's.
+            row = page.locator("#turns-table tbody tr").first
+            await row.locator("td.miss", has_text="–").wait_for()
+        (record,) = (await api.get("/v1/continuums/away/turns")).json()["turns"]
+        assert record["status"] == "completed"

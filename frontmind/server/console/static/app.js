@@ -17,6 +17,12 @@ const tokenInput = document.getElementById("token-input");
 // stores no request bodies; this is what the console can show for the turns it sent.
 const sentRequests = new Map();
 
+// The turns this tab is streaming, by continuum: their question and live reply, and a
+// promise of their end. A continuum opened again while its turn streams (the operator
+// looked elsewhere and came back) shows that turn going on; its reply was gone from
+// view, for good, until the page was loaded again.
+const streaming = new Map();
+
 // The status line is a live region: it stays in the page, empty when there is nothing
 // to say, since a screen reader does not read a region that appears with its text.
 export function say(message, kind = "info") {
@@ -200,18 +206,34 @@ async function continuumView(id) {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); chat.requestSubmit(); }
   });
 
-  const [history] = await Promise.all([
-    latestMessages(id, 200).catch((error) => {
-      if (error instanceof ApiError && error.status === 404) return { messages: [] };
-      throw error;
-    }),
-    refreshTurns(),
-    showNext(),
-  ]);
-  for (const m of history.messages) transcript.append(messageView(m));
-  if (!history.messages.length) transcript.append(h("p", { class: "muted" }, "No messages yet."));
-  transcript.scrollTop = transcript.scrollHeight;
-  transcript.removeAttribute("aria-busy");
+  // Taken before the history is read: a turn that ends meanwhile may not be in it.
+  const flight = streaming.get(id);
+  const showHistory = async () => {
+    const [history] = await Promise.all([
+      latestMessages(id, 200).catch((error) => {
+        if (error instanceof ApiError && error.status === 404) return { messages: [] };
+        throw error;
+      }),
+      refreshTurns(),
+    ]);
+    for (const m of history.messages) transcript.append(messageView(m));
+    // Unless it was stored before the history was read (its messages are in it already).
+    const running = flight && !history.messages.some((m) => m.turn_id && m.turn_id === flight.turnId);
+    if (running) {
+      transcript.append(...flight.nodes);
+      send.disabled = true;
+      flight.done
+        .then(() => Promise.all([refreshTurns(), showNext()]))
+        .catch(failed)
+        .finally(() => { send.disabled = false; });
+    }
+    if (!history.messages.length && !running) transcript.append(h("p", { class: "muted" }, "No messages yet."));
+    transcript.scrollTop = transcript.scrollHeight;
+    transcript.removeAttribute("aria-busy");
+  };
+  // The transcript does not wait for the next request's preview: that waits for a turn
+  // running in this continuum to end, and the transcript stayed empty until then.
+  await Promise.all([showHistory(), showNext()]);
 }
 
 // The continuum's last `keep` messages: pages come oldest first (the API's cursor goes
@@ -258,10 +280,13 @@ async function previewFor(id, text) {
 async function runTurn(id, text, transcript) {
   transcript.querySelector("p.muted")?.remove();
   const request = await previewFor(id, text);
-  transcript.append(messageView({ role: "user", content: [{ type: "text", text }] }));
+  const asked = messageView({ role: "user", content: [{ type: "text", text }] });
   const reply = h("div", { class: "text streaming", dir: "auto" });
   const bubble = h("div", { class: "msg assistant live", id: "live", "aria-busy": "true" }, h("span", { class: "role" }, "assistant"), reply);
-  transcript.append(bubble);
+  transcript.append(asked, bubble);
+  let over = () => {};
+  const flight = { nodes: [asked, bubble], turnId: null, done: new Promise((resolve) => { over = resolve; }) };
+  streaming.set(id, flight);
   const tools = new Map();
   let thinking = null; // the open stretch of thinking: folded, its text inside
   let accepted = false; // the daemon took the turn (turn.started)
@@ -283,6 +308,8 @@ async function runTurn(id, text, transcript) {
     throw error;
   } finally {
     bubble.removeAttribute("id");
+    if (streaming.get(id) === flight) streaming.delete(id);
+    over();
   }
   // The stream closed without its last event (the daemon stopped, the connection dropped).
   if (!ended) end("cut off: the connection closed before the reply finished");
@@ -293,6 +320,7 @@ async function runTurn(id, text, transcript) {
       accepted = true;
       if (request) sentRequests.set(data.turn_id, request);
       bubble.dataset.turn = data.turn_id;
+      flight.turnId = data.turn_id;
     } else if (name === "thinking.delta") {
       if (!thinking) {
         thinking = h("pre", { class: "full" });
@@ -319,7 +347,8 @@ async function runTurn(id, text, transcript) {
     } else if (name === "error") {
       end(`${data.type}: ${data.message}`);
     }
-    transcript.scrollTop = transcript.scrollHeight;
+    const shownIn = bubble.parentElement; // the transcript it is shown in now
+    if (shownIn) shownIn.scrollTop = shownIn.scrollHeight;
   }
 }
 
