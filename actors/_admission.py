@@ -144,6 +144,7 @@ class Admission:
         known = self._users.get(user)
         queued = None if known is None else known.continuums.get(continuum)
         if queued is not None and len(queued.tickets) >= self.max_queued:
+            self.refused += 1  # its record says so (cancelled, busy), as the others' do
             n = self.max_queued
             # One of them is done in about a turn's time (1 s until one is measured).
             raise Busy(

@@ -638,6 +638,35 @@ async def test_busy_and_failures_come_back_as_library_errors_and_are_counted(
     assert count("frontmind_http_responses_total", {"code": "503"}) == 1
 
 
+async def test_a_turn_refused_for_a_full_queue_is_counted_as_refused(tmp_path: Path) -> None:
+    # A turn refused because its continuum already had turns.max_queued waiting leaves a
+    # record (cancelled, "busy: ..."), as the turns refused for their wait do; /metrics
+    # counted those as refused but this one nowhere, so its records outnumbered them.
+    metrics = Metrics()
+    async with (
+        served(tmp_path, ttft=30, metrics=metrics, turns={"max_queued": 1}) as (_, url),
+        Client(url) as c,
+        c.turn("ada", "first") as running,
+        httpx2.AsyncClient(base_url=url) as http,
+    ):
+        assert isinstance(await running.__anext__(), TurnStarted)
+        # The answer's headers come once the turn is queued; its events would not.
+        async with http.stream("POST", "/v1/continuums/ada/turns", json={"message": "second"}):
+            with pytest.raises(Busy, match="waiting"):
+                await c.turn("ada", "third").__anext__()
+    # The server has finished every response, and closing wrote every record.
+    async with Frontmind.open(tmp_path, config(), offline=True) as fm:
+        records = await fm.turns("ada")
+    assert sorted((r.user_text, r.status) for r in records) == [
+        ("first", "cancelled"),
+        ("second", "cancelled"),
+        ("third", "cancelled"),
+    ]
+    count = metrics.registry.get_sample_value
+    assert count("frontmind_turns_total", {"outcome": "cancelled"}) == 2
+    assert count("frontmind_turns_refused_total") == 1
+
+
 def test_every_block_kind_crosses_the_wire_and_reads_back() -> None:
     thinking = '{"type":"thinking","thinking":"hmm","signature":"c2ln"}'
     image = [{"type": "text", "text": "a chart"}, {"type": "image", "source": {"type": "x"}}]

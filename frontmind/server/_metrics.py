@@ -177,7 +177,8 @@ class _Queue(Collector):
         )
         yield CounterMetricFamily(
             "frontmind_turns_refused",
-            "Turns refused at the door: their wait would pass [turns] max_wait_s.",
+            "Turns refused at the door: their continuum's queue full ([turns] max_queued) "
+            "or their wait past [turns] max_wait_s.",
             value=a.refused,
         )
 
