@@ -448,6 +448,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         try:
             digest, usage = await self._summarise(job)
             await self._storage.finish_job(job, now=self._clock(), digest=digest, usage=usage)
+        except anyio.get_cancelled_exc_class():
+            # Cut short (the instance closing past its grace): the job goes back, due at
+            # once, or its claim would keep the next process from it for the whole lease.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self._put_back(job, "interrupted: the process was closing", self._clock())
+            raise
         except (KernelError, ShuttingDown, Busy) as exc:
             # The continuum's conversation actor stopped under us (the instance closing,
             # or its lane evicted) or is given up on for now: not the job's fault, and

@@ -14,9 +14,17 @@ import anyio
 import pytest
 
 from actors import SUMMARY_MARKER, Busy, input_cost
-from frontmind import Frontmind, tool
+from frontmind import Frontmind, TextDelta, tool
 from frontmind.cli._render import render_stats
-from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from frontmind.localapi import (
+    DefaultResponder,
+    Latency,
+    LocalMessagesAPI,
+    MessagesRequest,
+    Reply,
+    ReplyToolUse,
+    ScriptedResponder,
+)
 from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, moment, segment_job_payload
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -218,6 +226,48 @@ async def test_a_pending_summary_survives_a_restart(tmp_path: Path) -> None:
         assert (
             memory.source_segment == (await fm.storage.recent_segments(DEFAULT_USER, "ada"))[0].id
         )
+
+
+class _SignalsSummaries(DefaultResponder):
+    """The default model, saying when a segment summary is asked of it."""
+
+    def __init__(self) -> None:
+        self.summarising = anyio.Event()
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        last = request.messages[-1].content
+        said = last if isinstance(last, str) else " ".join(getattr(b, "text", "") for b in last)
+        if said.startswith(SUMMARY_MARKER):
+            self.summarising.set()
+        return super().respond(request)
+
+
+@pytest.mark.slow
+async def test_a_summary_cut_short_by_closing_is_put_back_at_once(tmp_path: Path) -> None:
+    # Closing (the daemon's SIGTERM) while the worker waited for a summary's model call
+    # left its job "running", claimed by a process that was gone: the next start did not
+    # run it until the claim's 5 minutes had passed.
+    clock = FakeClock()
+    responder = _SignalsSummaries()
+    cfg = config(server={"grace_seconds": 1})  # then the worker's call is cancelled
+    async with LocalMessagesAPI(responder=responder) as api:
+        async with frontmind(api, tmp_path, clock=clock, cfg=cfg) as fm:
+            completed(await run_turn(fm, "ada", "My cat is called Miso."))
+            clock.advance(GAP + 1)
+            async with fm.turn("ada", "a new day") as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        # Its own call is under way: the next one, the summary, is slow.
+                        api.set_latency(Latency(time_to_first_token=600))
+            with anyio.fail_after(30):
+                await responder.summarising.wait()
+        api.set_latency(Latency())
+        async with frontmind(api, tmp_path, clock=clock) as fm:
+            await fm.run_background()
+            (job,) = await fm.jobs("ada")
+            assert job.state == "done"
+            (memory,) = await fm.memories()
+            assert memory.text == "The user said: My cat is called Miso"
 
 
 async def test_background_work_waits_for_the_continuums_running_turn(
