@@ -524,10 +524,11 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self, user: str, vector: Sequence[float]
     ) -> list[tuple[Memory, float]] | None:
         """The user's memories nearest to a proposal; None when the store refuses the
-        vector (another dimension than the embedder it records): words decide then."""
+        vector (another dimension than the embedder it records, or its vectors are now
+        another embedder's: a replica started with it): words decide then."""
         try:
             return await self._storage.nearest_memories(user, vector, k=5, now=self._clock())
-        except InvalidInput as exc:
+        except StorageError as exc:
             log.warning("a proposal's vector was refused; its words decide: %s", exc)
             return None
 

@@ -426,7 +426,10 @@ class ToolRunner:
             return None, None
         try:
             near = await self._storage.nearest_memories(turn.user, vector, k=5, now=turn.now)
-        except InvalidInput as exc:  # another dimension than the store's embedder
+        # Another dimension than the store's embedder, or the store's vectors are now
+        # another embedder's (a replica started with it): as recall, words decide, and
+        # the memory is still stored (a store that is down fails the word search next).
+        except StorageError as exc:
             log.warning("remember: the vector was refused; words decide: %s", exc)
             return None, None
         return vector, near

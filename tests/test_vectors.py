@@ -22,7 +22,8 @@ import pytest
 from actors import SettingsError
 from actors._digest import ProposedMemory, decide_memory, deduplicate
 from actors._recall import load_embedder, recall
-from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
+from frontmind import ToolFinished
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import (
     DEFAULT_USER,
     AddMemory,
@@ -680,6 +681,48 @@ async def test_another_embedder_re_embeds_in_the_background(
         await fm.run_background()
         assert await fm.storage.count_memories_without_vectors() == 0
         assert "Ingrid" in (await fm.compose("ada", "Tell me about my sibling")).notification
+
+
+@pytest.mark.postgres
+async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
+    api: LocalMessagesAPI, tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """Mid rolling change of `[memory] embedder`: a replica still running the old one
+    may no longer search by meaning (the store's vectors are the new one's), so its
+    `remember` and its extraction decide by words, as its recall falls back to
+    keywords: the memories are stored (the new embedder makes their vectors), not lost
+    to an error."""
+    url = pg_server.new_database()
+    digest = (
+        '{"title": "Family", "summary": "Ingrid.", "memories": ['
+        '{"text": "Green tea every morning", "importance": 0.4}]}'
+    )
+    remember = ReplyToolUse("remember", {"text": "Ingrid is the user's sister"}, "toolu_m")
+    responder = ScriptedResponder()
+    responder.push(Reply((remember,)), "Noted.", "hello again", digest)
+    clock = FakeClock()
+
+    def cfg(embedder: str) -> Any:
+        return config(memory={"embedder": f"tests._embedder:{embedder}"}, storage={"url": url})
+
+    async with (
+        LocalMessagesAPI(responder=responder) as scripted,
+        frontmind(scripted, tmp_path / "old", cfg=cfg("ConceptEmbedder"), clock=clock) as old,
+    ):
+        await old.run_background()  # its pass at opening, before the other replica starts
+        async with frontmind(api, tmp_path / "new", cfg=cfg("RenamedConceptEmbedder")) as new:
+            events = await run_turn(old, "ada", "my sister is Ingrid")
+            done = [(e.content, e.is_error) for e in events if isinstance(e, ToolFinished)]
+            assert done == [("remembered (saved with this turn)", False)]
+            clock.advance(30 * 60 + 1)
+            completed(await run_turn(old, "ada", "a new day"))  # closes the first segment
+            await old.run_background()
+            (job,) = await old.jobs("ada")
+            assert (job.state, job.last_error) == ("done", None)
+            texts = {m.text for m in await old.memories()}
+            assert texts == {"Ingrid is the user's sister", "Green tea every morning"}
+            await new.run_background()
+            assert await new.storage.count_memories_without_vectors() == 0
 
 
 @pytest.mark.postgres
