@@ -851,9 +851,10 @@ class SQLStore(ABC):
                 case CompleteReminder(reminder_id=reminder_id, at=at):
                     await self._complete_reminder(db, user, reminder_id, at)
                 case AddMemory(replaces=int() as memory_id):
-                    await self._update_memory(
+                    if not await self._update_memory(
                         db, user, memory_id, effect.text, effect.importance, effect.vector
-                    )
+                    ):  # deleted since the tool found it: the text is kept all the same
+                        await self._insert_memory(db, user, effect)
                 case AddMemory():
                     await self._insert_memory(db, user, effect)
 
@@ -1074,14 +1075,14 @@ class SQLStore(ABC):
     async def _keep_proposal(
         self, db: Connection, user: str, proposal: MemoryProposal, now: float, segment_id: int
     ) -> None:
-        """A memory the segment's summary proposed: new, or an update of one it names."""
-        if proposal.update_id is None:
-            new = AddMemory(proposal.text, proposal.importance, now, vector=proposal.vector)
-            await self._insert_memory(db, user, new, segment_id)
-            return
-        await self._update_memory(
+        """A memory the segment's summary proposed: new, or an update of one it names
+        (new all the same when that one was deleted since it was named)."""
+        if proposal.update_id is not None and await self._update_memory(
             db, user, proposal.update_id, proposal.text, proposal.importance, proposal.vector
-        )
+        ):
+            return
+        new = AddMemory(proposal.text, proposal.importance, now, vector=proposal.vector)
+        await self._insert_memory(db, user, new, segment_id)
 
     async def _update_memory(
         self,
@@ -1091,10 +1092,13 @@ class SQLStore(ABC):
         text: str,
         importance: float,
         vector: Sequence[float] | None = None,
-    ) -> None:
+    ) -> bool:
         """The same memory said again (a summary's proposal, or `remember`): its text
         replaced and the higher importance kept, in place; only the user's own. The
-        vector of the new text, when the caller has it, is written and indexed with it."""
+        vector of the new text, when the caller has it, is written and indexed with it.
+        False, and nothing written, when no memory has that id any more (deleted since
+        the caller found it): the caller stores the text as a new one rather than lose
+        it. Another user's memory under that id is left alone (True)."""
         memory = (user, memory_id)
         kept = await self._fitting(db, vector)
         # The same text (only its importance raised) keeps its vector when no new one
@@ -1107,7 +1111,7 @@ class SQLStore(ABC):
             )
         )
         await self._uncount_terms(db, "memory", "owner = ? AND id = ?", memory)
-        if await _rows(
+        if not await _rows(
             db,
             "UPDATE memories SET text = ?, embedding = CASE WHEN ? THEN embedding ELSE ? END,"
             " importance = CASE WHEN importance > ? THEN importance ELSE ? END"
@@ -1121,14 +1125,15 @@ class SQLStore(ABC):
                 *memory,
             ),
         ):
-            await self._count_terms(db, "memory", [text])
-            if same:
-                return
+            return bool(await _rows(db, "SELECT 1 FROM memories WHERE id = ?", (memory_id,)))
+        await self._count_terms(db, "memory", [text])
+        if not same:
             # The vector of the old text goes with it (without a new one, the memory is
             # embedded in the background); only once the memory is known to be this user's.
             await self._unindex_vectors(db, [memory_id])
             if kept is not None:
                 await self._index_vectors(db, [(memory_id, kept)])
+        return True
 
     async def _fitting(
         self, db: Connection, vector: Sequence[float] | None

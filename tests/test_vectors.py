@@ -479,6 +479,40 @@ async def test_a_vector_given_with_the_text_is_written_in_its_transaction(store:
     assert "the user likes green tea" not in {m.text for m, _ in hits}
 
 
+async def test_an_update_of_a_memory_deleted_meanwhile_is_kept_as_a_new_one(
+    store: Store,
+) -> None:
+    """`remember` (or the extraction) found the memory its text repeats, and that memory
+    was deleted before the turn (or the job) committed: the new text is stored as a new
+    memory, with its vector, instead of updating nothing and being lost (the tool had
+    told the model it was saved)."""
+    await store.use_embedder("tests:Fixed", 3)
+    tea = await store.add_memory(DEFAULT_USER, "the user likes black tea", now=10.0)
+    garden = await store.add_memory(DEFAULT_USER, "the user has a garden", now=11.0)
+    effects = (
+        add_memory_effect(
+            "the user now likes green tea", 0.6, now=1000.0, replaces=tea.id, vector=[1, 0, 0]
+        ),
+    )
+    await store.delete_memory(DEFAULT_USER, tea.id)
+    write = msgspec.structs.replace(turn("c1", "t1", at=1000.0), effects=effects)
+    assert await store.commit_turn(DEFAULT_USER, write)
+    await store.commit_turn(DEFAULT_USER, turn("c1", "t2", at=3000.0))
+    job = await store.claim_job(now=4000.0, lease_seconds=60)
+    assert job is not None
+    (_, segment) = await store.recent_segments(DEFAULT_USER, "c1")  # the closed one
+    proposal = MemoryProposal("the user grows roses", 0.5, update_id=garden.id, vector=(0, 1, 0))
+    await store.delete_memory(DEFAULT_USER, garden.id)
+    digest = SegmentDigest(segment.id, "Hobbies", "Roses.", (proposal,))
+    assert await store.finish_job(job, now=4001.0, digest=digest)
+    kept = {m.text: m for m in await store.memories(DEFAULT_USER)}
+    assert set(kept) == {"the user now likes green tea", "the user grows roses"}
+    assert kept["the user grows roses"].source_segment == segment.id
+    assert await store.count_memories_without_vectors(now=5000.0) == 0
+    hits = await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0], k=1, now=5000.0)
+    assert [m.text for m, _ in hits] == ["the user now likes green tea"]
+
+
 async def test_an_update_that_keeps_the_text_keeps_its_vector(store: Store) -> None:
     """The same memory said again with a higher importance and no new vector (the
     embedder late for `remember`): its text is unchanged, so its vector still is its
