@@ -218,8 +218,13 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         embedder: Embedder | None = None,
         same_cosine: float = SAME_MEANING,
         dropped: DroppedRecords | None = None,
+        closing: Callable[[], bool] = lambda: False,
     ) -> None:
         self._dropped = DroppedRecords() if dropped is None else dropped
+        # Whether the instance is closing: a pass of embedding (every memory again after
+        # a change of embedder: minutes) ends at its next batch rather than hold the
+        # close for its whole grace; the memories left wait for the next start.
+        self._closing = closing
         self._embedder = embedder
         self._same_cosine = same_cosine
         self._storage = storage
@@ -328,7 +333,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         the next."""
         position = 0  # the pass reads on from here: past the ones it holds back
         try:
-            while True:
+            while not self._closing():
                 now = self._clock()
                 rows = await self._storage.memories_without_vectors(
                     limit=EMBED_BATCH, after=position, now=now

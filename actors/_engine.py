@@ -409,6 +409,7 @@ class Engine:
                 embedder=embedder,
                 same_cosine=settings.memory.same_memory_cosine,
                 dropped=self._dropped,
+                closing=lambda: self._draining,
             ),
             name=background_name(),
             mailbox=16,

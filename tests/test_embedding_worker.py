@@ -346,6 +346,49 @@ async def test_cancelling_the_worker_during_an_embedding_call_goes_through(
     assert not worker._skipped  # a cancelled call is no failure of the memory's
 
 
+class Slow:
+    """A service that takes a while for every call (a local model on a busy CPU):
+    says when the first of the worker's calls started."""
+
+    dimensions = WIDTH
+    started: anyio.Event | None = None
+    calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) != ["dimension check"]:
+            Slow.calls += 1
+            if Slow.started is None:
+                Slow.started = anyio.Event()
+            Slow.started.set()
+            await anyio.sleep(0.1)  # the service's own time for a call
+        return [letters_vector(t) for t in texts]
+
+
+async def test_closing_ends_a_pass_of_embedding_at_its_next_batch(
+    tmp_path: Path, api: LocalMessagesAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a change of embedder the worker embeds every memory again, one batch
+    after another, for minutes with a large store: closing (the library's way out, the
+    daemon's SIGTERM) ends that pass at its next batch, every vector stored so far kept,
+    instead of waiting out `server.grace_seconds` and cancelling it with a warning."""
+    monkeypatch.setattr(_background, "EMBED_BATCH", 1)
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        for n in range(100):  # a pass of 100 calls: ten seconds
+            await store.add_memory(DEFAULT_USER, good(n))
+    Slow.started, Slow.calls = None, 0
+    cfg = config(
+        memory={"embedder": "tests.test_embedding_worker:Slow"}, server={"grace_seconds": 60}
+    )
+    with anyio.fail_after(8):  # the close included: not the pass's ten seconds
+        async with frontmind(api, tmp_path, cfg=cfg):
+            Slow.started = Slow.started or anyio.Event()
+            await Slow.started.wait()  # the pass woken at opening is under way
+    assert Slow.calls < 20
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        # Each call finished was stored; the rest wait for the next start.
+        assert await store.count_memories_without_vectors() == 100 - Slow.calls
+
+
 class HungAfterStart:
     """Answers the startup's dimension check, then never answers again (a hosted
     service that hangs, or a local model stuck in its thread)."""
