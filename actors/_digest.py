@@ -165,6 +165,11 @@ def deduplicate(
             and cosine(earlier.vector, vector) >= same_cosine
         ):
             return None
+    # A memory an earlier proposal updates says that proposal's text from this pass on
+    # (compared above): one that does not repeat it is not a second update of the
+    # memory, which would overwrite the first in the same commit.
+    updated = {earlier.update_id for earlier in accepted}
+    candidates = [memory for memory in candidates if memory.id not in updated]
     close = closeness or {}
 
     def strength(memory: Memory) -> tuple[bool, float, float]:

@@ -754,6 +754,36 @@ async def test_remember_by_meaning_updates_the_memory_it_repeats(tmp_path: Path)
         assert (memory.id, memory.text, round(similarity, 5)) == (sister.id, said, 1.0)
 
 
+async def test_two_texts_repeating_one_memory_in_a_turn_are_both_kept(tmp_path: Path) -> None:
+    """Two `remember`s of one turn each repeat a stored memory (a cosine of 0.95 to it)
+    but not each other (0.8): the first updates it, and the second, no repeat of what
+    the memory now says, is a memory of its own, not a second update that overwrites
+    the first in the same commit (the extraction's proposals are decided alike)."""
+    embedder = ConceptEmbedder()
+    turn = Turn("t1", "c1", "note this", now=1000.0, timezone="UTC")
+    first = "My sister Ingrid, my sibling, likes tea"  # sister, sibling, tea
+    second = "Ingrid drinks tea and coffee with her sister"  # sister, tea, coffee
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as storage:
+        await storage.use_embedder("tests._embedder:ConceptEmbedder", 4)
+        stored = await storage.add_memory(DEFAULT_USER, "Ingrid is my sister, she has tea")
+        await storage.set_memory_vectors([(stored, (await embedder.embed([stored.text]))[0])])
+        runner = ToolRunner(storage, lambda _: None, ["remember"], embedder=embedder)
+        effects: list[Effect] = []
+        said = []
+        for text in (first, second):
+            raw = msgspec.Raw(msgspec.json.encode({"text": text}))
+            said.append((await runner.run("remember", raw, turn, effects)).content)
+        assert said == [
+            f"updated memory #{stored.id}, which said the same (saved with this turn)",
+            "remembered (saved with this turn)",
+        ]
+        write = msgspec.structs.replace(turn_write("c1", "t1", at=1000.0), effects=tuple(effects))
+        assert await storage.commit_turn(DEFAULT_USER, write)
+        texts = {m.id: m.text for m in await storage.memories(DEFAULT_USER)}
+        assert texts[stored.id] == first
+        assert sorted(texts.values()) == sorted([first, second])
+
+
 async def test_a_turn_parameter_that_may_be_none_is_never_the_models_to_fill() -> None:
     """`turn: Turn | None = None` (a tool also called outside a turn) receives the turn
     like `turn: Turn`: it is not in the schema, so the model cannot forge one (another
