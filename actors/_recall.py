@@ -25,6 +25,7 @@ Nothing is downloaded for the default (no embedder: keyword search alone).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import weakref
 from collections.abc import Sequence
@@ -127,6 +128,17 @@ def embedder_name(spec: str, embedder: Embedder) -> str:
     return spec if not isinstance(model, str) or not model else f"{spec} {model}"
 
 
+class _NotAwaitable(Exception):
+    """The embedder's `embed` answered at once, with what it names: it is no coroutine."""
+
+
+async def _awaited_embed(embedder: Embedder, texts: list[str]) -> Sequence[Sequence[float]]:
+    answer = embedder.embed(texts)
+    if not inspect.isawaitable(answer):
+        raise _NotAwaitable(type(answer).__name__)
+    return await answer
+
+
 async def _dimensions(spec: str, embedder: Embedder) -> int:
     """The embedder's dimension, checked by embedding one text. One that says its
     `dimensions` and answers with another length is refused here, rather than having
@@ -137,7 +149,14 @@ async def _dimensions(spec: str, embedder: Embedder) -> int:
     declared = said if isinstance(said, int) and not isinstance(said, bool) else None
     try:
         with anyio.fail_after(PROBE_TIMEOUT_S if declared is None else DECLARED_PROBE_TIMEOUT_S):
-            vectors = await embedder.embed(["dimension check"])
+            vectors = await _awaited_embed(embedder, ["dimension check"])
+    # A plain `def embed` would run on the event loop at every turn and fail there
+    # (its answer cannot be awaited): refused, whether or not it says its dimension.
+    except _NotAwaitable as exc:
+        raise SettingsError(
+            f"memory.embedder: {spec!r}: embed(texts) must be async (`async def embed`,"
+            f" a local model in a worker thread); it answered a {exc} at once"
+        ) from None
     except TimeoutError as exc:
         if declared is not None:
             log.warning("embedder %s did not answer the dimension check in time", spec)

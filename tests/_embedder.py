@@ -115,3 +115,13 @@ class NoVectorsEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [0.5]  # type: ignore[list-item]
+
+
+class SyncEmbedder(ConceptEmbedder):
+    """Says its dimension, with a plain `def embed` (a local model called directly): it
+    would run on the event loop at every turn, and its list cannot be awaited."""
+
+    dimensions = len(CONCEPTS) + 1
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
+        return [[1.0] * self.dimensions for _ in texts]

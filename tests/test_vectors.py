@@ -823,6 +823,7 @@ async def test_the_query_embedding_ends_inside_the_sections_own_deadline(
         ("NoVectorsEmbedder", "list of vectors"),  # an answer that is no list of vectors
         ("BrokenEmbedder", "the embeddings service is down"),  # it raised
         ("KeylessEmbedder", "could not be built: KeyError.*VOYAGE_API_KEY"),  # built, it raised
+        ("SyncEmbedder", "must be async"),  # a plain def, though it says its dimension
     ],
 )
 async def test_an_embedder_that_fails_at_startup_is_a_settings_error(
