@@ -33,7 +33,15 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
-from storage import Memory, MemoryHit, Storage, StorageError, memory_score
+from storage import (
+    MAX_NEAREST,
+    MAX_SEARCH_HITS,
+    Memory,
+    MemoryHit,
+    Storage,
+    StorageError,
+    memory_score,
+)
 
 from ._exceptions import SettingsError
 from ._imports import import_module_near
@@ -249,10 +257,15 @@ async def recall(
         nonlocal query
         query = await text_vector(embedder, text, deadline)
 
+    # Four times as many candidates as are shown, by words and by vector, as many as
+    # one search takes (`trinkets.memories_top_k` goes up to MAX_SEARCH_HITS).
+    wanted = limit * 4
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(embedded)
-            hits = await storage.search_memories(user, text, limit=limit * 4, now=now)
+            hits = await storage.search_memories(
+                user, text, limit=min(wanted, MAX_SEARCH_HITS), now=now
+            )
     except BaseExceptionGroup as group:  # the keyword search's (`embedded` raises none)
         if len(group.exceptions) == 1:
             raise group.exceptions[0]  # noqa: B904 - its own cause and traceback kept
@@ -261,7 +274,7 @@ async def recall(
         return hits[:limit]
     try:
         near = await storage.nearest_memories(
-            user, query, k=limit * 4, now=now, among=[h.memory.id for h in hits]
+            user, query, k=min(wanted, MAX_NEAREST), now=now, among=[h.memory.id for h in hits]
         )
     except StorageError as exc:  # a vector the store refuses (another dimension)
         log.warning("vector recall failed; keywords alone: %s", exc)

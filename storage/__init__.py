@@ -72,7 +72,7 @@ from ._records import (
     UserForgotten,
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
-from ._sql import MAX_SEARCH_HITS
+from ._sql import MAX_NEAREST, MAX_SEARCH_HITS
 from ._sqlite import SQLiteStorage
 from ._time import EPOCH, moment, moment_or_none
 from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
@@ -116,6 +116,7 @@ __all__ = [
     "MAX_DOCUMENT_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_MESSAGE_CHARS",
+    "MAX_NEAREST",
     "MAX_REMINDER_CHARS",
     "MAX_ROW_ID",
     "MAX_SEARCH_ATTEMPTS",

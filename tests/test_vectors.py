@@ -759,6 +759,28 @@ async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
             assert await new.storage.count_memories_without_vectors() == 0
 
 
+@pytest.mark.parametrize("top_k", [300, 3000])
+async def test_many_memories_a_turn_still_recall_by_meaning(
+    api: LocalMessagesAPI, tmp_path: Path, top_k: int
+) -> None:
+    """`trinkets.memories_top_k` takes up to 10,000: with an embedder a turn still finds
+    a paraphrase by meaning, its candidates (four times as many, by words and by
+    vector) cut to what one search takes, rather than the vector search refused at
+    every turn (past 250) or the whole section failing (past 2,500)."""
+    cfg = config(
+        memory={"embedder": "tests._embedder:ConceptEmbedder"},
+        trinkets={"memories_top_k": top_k},
+    )
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        await fm.run_background()
+        await fm.remember("Ingrid is the user's sister")
+        await fm.run_background()  # its vector
+        composed = await fm.compose("ada", "Tell me about my sibling")
+        (memories,) = [s for s in composed.sections if s.name == "relevant_memories"]
+        assert memories.status == "fresh"
+        assert "Ingrid" in composed.notification
+
+
 @pytest.mark.postgres
 async def test_stats_shows_the_memories_waiting_for_a_vector_on_postgresql(
     tmp_path: Path, pg_server: PostgresServer
