@@ -310,17 +310,20 @@ def _quoting_excerpts(message: str) -> str:
 # item a page held, and a forged one must be refused here (400, naming the cursor), not
 # reach the store. An id or seq (`CursorId`) is a SQLite integer (signed 64-bit) and
 # never negative; a time (`CursorTime`, with the id of its row) is an RFC 3339 instant
-# with its offset; a document's label (`CursorLabel`) is one as labels are written.
-# The cursor's own length bounds the strings.
+# with its offset, beside a row's id as either store holds one (no NUL: PostgreSQL's
+# text refuses it, and the read failed as if the store were down); a document's label
+# (`CursorLabel`) is one as labels are written. The cursor's own length bounds the
+# strings.
 CursorId = Annotated[int, msgspec.Meta(ge=0, le=MAX_ROW_ID)]
 CursorLabel = Annotated[str, msgspec.Meta(pattern=f"^{LABEL_PATTERN}$")]
+_CursorRowId = Annotated[str, msgspec.Meta(pattern="^[^\\x00]*$")]
 
 
 class CursorTime(msgspec.Struct, frozen=True, array_like=True):
     """A time cursor, `[instant, id]`: where a page ordered by time resumes."""
 
     at: Timestamp
-    id: str
+    id: _CursorRowId
 
     def key(self) -> tuple[datetime, str]:
         return self.at, self.id

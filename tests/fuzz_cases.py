@@ -261,6 +261,8 @@ BAD_CURSORS: list[tuple[str, str]] = [
     ("bad-utf8", _cursor(b'"\xff\xfe"')),
     ("nul-string", _cursor(b'"\\u0000"')),  # no label, id or time holds a NUL
     ("not-a-label", _cursor(b'"a b"')),
+    # A time cursor's row id holding a NUL: PostgreSQL's text refuses it (a 503 there).
+    ("pair-nul-id", _cursor(b'["2026-01-01T00:00:00Z", "a\\u0000"]')),
 ]
 
 QUERIES: list[str] = [

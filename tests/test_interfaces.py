@@ -40,7 +40,7 @@ from frontmind import (
     TurnUsage,
 )
 from frontmind._exceptions import EdgeError
-from frontmind._wire import from_wire, to_wire
+from frontmind._wire import encode_cursor, from_wire, to_wire
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ScriptedResponder
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
@@ -60,6 +60,7 @@ from storage import (
 )
 from tests._daemon import daemon, sse_events
 from tests._harness import FakeClock, completed, config, frontmind
+from tests._postgres import PostgresServer
 from tests._raw import address
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -357,6 +358,31 @@ async def test_every_list_pages_with_a_cursor(tmp_path: Path) -> None:
         assert a.output_tokens > 0
         with pytest.raises(InvalidInput, match="cursor"):
             await c.memories(cursor="not-a-cursor!")
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_a_forged_time_cursor_is_refused_by_name_on_either_store(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    # A time cursor's id with a NUL: PostgreSQL's text refuses it, which had answered
+    # 503 storage_unavailable (a client retries that) instead of the cursor's 400.
+    storage = {}
+    if store == "postgres":
+        server: PostgresServer = request.getfixturevalue("pg_server")
+        storage = {"url": server.new_database()}
+    cfg = config(storage=storage)
+    forged = encode_cursor([datetime(2026, 1, 1, tzinfo=UTC), "a\x00b"])
+    async with (
+        Frontmind.open(tmp_path, cfg, offline=True) as fm,
+        serve_app(build_app(fm), graceful_seconds=10) as app,
+        Client(app.url) as c,
+    ):
+        async for _ in c.turn("a", "hello"):
+            pass
+        with pytest.raises(InvalidInput, match="invalid cursor"):
+            await c.continuums(cursor=forged)
+        with pytest.raises(InvalidInput, match="invalid cursor"):
+            await c.turns("a", cursor=forged)
 
 
 async def test_deleting_a_continuum_leaves_nothing_behind(tmp_path: Path) -> None:
