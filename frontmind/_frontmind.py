@@ -87,6 +87,7 @@ from ._groups import raise_unwrapped
 from ._lock import check_not_lock, data_dir_lock
 from ._models import REFRESH_SECONDS, load_catalog, local_api_rows, models_api_meet
 from ._users import new_token, token_digest
+from ._wire import quoting_excerpts
 from .config import Config, check_face_config, custom_tools, custom_trinkets, load_config
 
 if TYPE_CHECKING:  # the local API (Starlette, uvicorn) loads only when offline=True
@@ -507,7 +508,10 @@ class Frontmind:
         try:  # the same type checks the daemon's JSON body gets
             own = msgspec.convert(given, ContinuumModel)
         except msgspec.ValidationError as exc:
-            raise InvalidModelSettings(f"model settings: {exc}") from None
+            # msgspec quotes a refused enum value whole: an excerpt of it, as the daemon
+            # gives, with room for this module's own longer messages (a model name's).
+            why = quoting_excerpts(str(exc), 300)
+            raise InvalidModelSettings(f"model settings: {why}") from None
         with self._writing():
             return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
 

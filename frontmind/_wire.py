@@ -79,6 +79,7 @@ __all__ = [
     "encode_cursor",
     "from_wire",
     "priced",
+    "quoting_excerpts",
     "summarize",
     "to_wire",
 ]
@@ -277,7 +278,7 @@ def decode_body(body: bytes, type_: type[T]) -> T:
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
-        raise BadBody(f"invalid request body: {_quoting_excerpts(str(exc))}") from None
+        raise BadBody(f"invalid request body: {quoting_excerpts(str(exc))}") from None
     except msgspec.DecodeError as exc:
         if _LONE_SURROGATE.search(_SURROGATE_PAIR.sub(b"", body)):
             # msgspec says "truncated" of it, which sends a client looking elsewhere.
@@ -298,12 +299,14 @@ _SURROGATE_PAIR = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9
 _QUOTED = re.compile(r"'[^']*'|`[^`]*`")
 
 
-def _quoting_excerpts(message: str) -> str:
+def quoting_excerpts(message: str, limit: int = 120) -> str:
     """msgspec's message with every value it quotes cut to an excerpt: it quotes the
     rejected input whole (a megabyte-long enum value or field name, echoed back). A
-    value with quotes of its own defeats the pairing: the whole is capped as well."""
-    short = _QUOTED.sub(lambda m: m[0][0] + excerpt(m[0][1:-1]) + m[0][0], message)
-    return excerpt(short, 120)
+    value with quotes of its own defeats the pairing: the whole is capped (at `limit`)
+    as well. A value that is an excerpt already (a check's own message) is kept as it
+    is, with its count of what was left out."""
+    short = _QUOTED.sub(lambda m: m[0][0] + excerpt(m[0][1:-1], 80) + m[0][0], message)
+    return excerpt(short, limit)
 
 
 # What a cursor may hold, checked as it is decoded: a cursor is the sort key of the last

@@ -140,6 +140,21 @@ async def test_a_refused_name_is_quoted_as_an_excerpt(
     assert len(str(info.value)) < 300
 
 
+@pytest.mark.parametrize("field", ["thinking", "effort", "thinking_display"])
+async def test_a_refused_choice_is_quoted_as_an_excerpt(
+    api: LocalMessagesAPI, tmp_path: Path, field: str
+) -> None:
+    # msgspec's "Invalid enum value '…'" quotes the value whole: the daemon's answer
+    # cut it to an excerpt, the library's error kept all ten million characters.
+    async with frontmind(api, tmp_path) as fm:
+        refused: dict[str, Any] = {field: "x" * 10_000_000}
+        with pytest.raises(InvalidModelSettings) as info:
+            await fm.set_model_settings("c1", **refused)
+    assert re.search(r"…\(99999\d\d more characters\)…", str(info.value))
+    assert f"$.{field}" in str(info.value)
+    assert len(str(info.value)) < 300
+
+
 async def test_settings_stored_before_the_ranges_were_checked_read_as_unset(
     tmp_path: Path,
 ) -> None:
