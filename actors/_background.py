@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from contextlib import aclosing, asynccontextmanager
 from typing import NamedTuple
 
 import anyio
@@ -98,7 +98,10 @@ class DroppedRecords:
     and every record (and memory use counted) after it would be lost. The engine adds
     to it and tells the worker once (`RecordsWaiting`, `told`); the worker takes them
     all with that message, with any other it handles, and when it stops. Past its
-    bounds the newest are let go, with a warning.
+    bounds the newest are let go, with a warning. While a user is deleted
+    (`forgetting`) theirs wait, and are let go once the user is gone: written after the
+    delete, they would be rows of a user who is forgotten (the turn's text, its
+    continuum).
     """
 
     def __init__(self, limit: int = DROPPED_RECORDS_MAX, text: int = DROPPED_TEXT_MAX) -> None:
@@ -108,6 +111,38 @@ class DroppedRecords:
         self.told = False  # a `RecordsWaiting` is in the worker's mailbox
         self.let_go = 0  # records past the bounds, since the start
         self._warned = False  # of letting go, since the worker last took them
+        self._forgotten: Counter[str] = Counter()  # users being deleted
+        # Held by the worker while it writes one record (`write`), so that a delete
+        # waits for a write begun before it.
+        self._writing = anyio.Lock()
+
+    @asynccontextmanager
+    async def forgetting(self, user: str) -> AsyncIterator[None]:
+        """While the block runs (the user's delete), none of `user`'s records is
+        written: a write begun before is over when the block starts, and those the
+        worker takes meanwhile wait again. Once the block has ended without an error
+        (the user is gone), theirs are let go; after a refused delete they stay."""
+        self._forgotten[user] += 1
+        try:
+            async with self._writing:
+                pass
+            yield
+            kept = [(u, r) for u, r in self._records if u != user]
+            self._records = kept
+            self._text = sum(len(r.user_text) for _, r in kept)
+        finally:
+            self._forgotten[user] -= 1
+            if not self._forgotten[user]:
+                del self._forgotten[user]
+
+    async def write(self, storage: StoragePort, user: str, record: TurnRecord) -> None:
+        """Write one record the worker took; one of a user being deleted waits again."""
+        async with self._writing:
+            if user in self._forgotten:
+                self._records.append((user, record))
+                self._text += len(record.user_text)
+            else:
+                await storage.record_turn(user, record)
 
     def add(self, user: str, record: TurnRecord) -> None:
         size = len(record.user_text)
@@ -251,7 +286,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             return
         for user, record in self._dropped.take():
             try:
-                await self._storage.record_turn(user, record)
+                await self._dropped.write(self._storage, user, record)
             except StorageError as exc:  # the turn never started: nothing else is lost
                 log.warning("could not record turn %s: %s", record.turn_id, exc)
 

@@ -541,12 +541,26 @@ class Engine:
         with suppress(KernelError):
             self._searcher.tell(Wake())
 
+    @asynccontextmanager
+    async def records_forgotten(self, user: str) -> AsyncIterator[None]:
+        """While the block runs (the user's delete), no record of `user`'s turns that
+        waits for the worker (`record_later`) is written: after the delete, it would
+        outlive it. They are let go when the block succeeds, written after a refusal."""
+        try:
+            async with self._dropped.forgetting(user):
+                yield
+        finally:
+            self._tell_records()
+
     def record_later(self, user: str, record: TurnRecord) -> None:
         """A record a turn's stream cannot await the write of (a refusal answers at
         once, a finalizer cannot await): written by the background worker, told once
         however many wait (a full mailbox: it takes them with its next message; a
         stopped one: closing records the rest)."""
         self._dropped.add(user, record)
+        self._tell_records()
+
+    def _tell_records(self) -> None:
         if self._dropped.waiting and not self._dropped.told:
             with suppress(KernelError):
                 self._background.tell(RecordsWaiting())

@@ -429,7 +429,7 @@ class Frontmind:
         first; `Busy` while a turn of theirs runs (nothing is deleted then; a turn in
         another process sharing the store is waited for a moment first), and no turn of
         theirs starts here until the delete is over (`Busy` too: frontmind/_gate.py)."""
-        async with self._gate.closed(name):
+        async with self._gate.closed(name), self._runtime.records_forgotten(name):
             for user, continuum_id in self._runtime.lanes():
                 if user == name:
                     await self._runtime.unload(user, continuum_id)

@@ -43,7 +43,7 @@ from frontmind.server._asgi import SocketLimits, serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._metrics import Metrics
 from frontmind.server._sse import TurnEvents
-from storage import TurnRecord
+from storage import NotFound, TurnRecord
 from tests._harness import config
 from tests._raw import address, answer_or_close
 
@@ -308,6 +308,40 @@ async def test_a_burst_of_refusals_leaves_every_record(tmp_path: Path) -> None:
             assert record.error is not None
             assert record.error.startswith("overloaded: ")
         assert fm.admission.refused == 100
+
+
+async def test_a_user_deleted_after_their_turn_was_refused_keeps_no_record_of_it(
+    tmp_path: Path,
+) -> None:
+    """A refused turn's record is written later, by the background worker: a delete of
+    its user meanwhile must not be followed by that write, which left the turn's text
+    and a continuum of a user who was forgotten."""
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm:
+        await fm.add_user("alice")
+        alice, bob = fm.user("alice"), fm.user("bob")
+        await drain(fm.turn("warm", "hello"), [])  # a measured turn time
+        held: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("long", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # the one slot is taken
+            with pytest.raises(Overloaded):
+                await alice.turn("a", "refused at the door").start()
+            await fm.delete_user("alice")
+            # A delete refused (bob was never added, and has no row yet) leaves the
+            # user's refused turns their records.
+            with pytest.raises(Overloaded):
+                await bob.turn("b", "refused too").start()
+            with pytest.raises(NotFound):
+                await fm.delete_user("bob")
+            holds.release(0)
+        full(held)
+        await fm.run_background()  # the worker has taken what was sent before
+        assert await alice.turns() == []
+        assert await alice.continuums() == []
+        assert [r.user_text for r in await bob.turns("b")] == ["refused too"]
 
 
 def test_records_waiting_for_the_worker_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
