@@ -69,6 +69,12 @@ async def test_cross_site_and_dns_rebinding_are_refused(tmp_path: Path) -> None:
             response = await client.post("/v1/documents", content=doc, headers=headers)
             kind = "forbidden" if status == 403 else "unsupported_media_type"
             assert fragment in assert_json_error(response, status, kind), headers
+        # A long foreign Host or Origin is quoted as an excerpt, not sent back whole.
+        for name, value in (("host", "h" * 10_000), ("origin", "http://" + "o" * 10_000)):
+            response = await client.get("/v1/documents", headers={name: value})
+            message = assert_json_error(response, 403, "forbidden")
+            assert "more characters" in message, name
+            assert len(message) < 200, message
         # Reading history through a rebound name is refused as well.
         foreign = {"host": f"attacker.example:{port}"}
         assert_json_error(await client.get("/v1/documents", headers=foreign), 403, "forbidden")

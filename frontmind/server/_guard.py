@@ -45,6 +45,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors import Overloaded
+from storage import excerpt
 
 from .._exceptions import (
     BadBody,
@@ -344,14 +345,15 @@ class EdgeGuard:
         if host is None:
             raise Forbidden("a Host header is required")
         if not self._allowed(host.decode("latin-1"), None, server):
+            # Quoted as an excerpt: a head may hold 16 KiB of it.
             raise Forbidden(
-                f"Host {host.decode('latin-1')!r} is not this daemon's address; "
+                f"Host {excerpt(host.decode('latin-1'))!r} is not this daemon's address; "
                 "add it to server.allowed_hosts if it is yours"
             )
         origin = headers.get(b"origin")
         if origin is not None and not self._same_origin(origin.decode("latin-1"), server):
             raise Forbidden(
-                f"cross-origin requests are refused (Origin {origin.decode('latin-1')!r})"
+                f"cross-origin requests are refused (Origin {excerpt(origin.decode('latin-1'))!r})"
             )
         if headers.get(b"sec-fetch-site", b"").lower() == b"cross-site":
             raise Forbidden("cross-site requests are refused (Sec-Fetch-Site)")
