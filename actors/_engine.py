@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import (
@@ -67,7 +68,7 @@ from ._conversation import (
     new_turn_id,
 )
 from ._events import TurnCompleted, TurnError, TurnEvent, TurnStarted
-from ._exceptions import Busy, InvalidModelSettings, SettingsError, ShuttingDown
+from ._exceptions import Busy, InvalidModelSettings, Overloaded, SettingsError, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient
 from ._mcp import McpHub, McpServer, check_mcp_servers
@@ -696,27 +697,54 @@ class Engine:
         """The sections a turn would get now (what the composer gathers, nothing sent)."""
         user_content(turn.user_text)  # refused as a turn's message would be, before composing
         key = (turn.user, turn.continuum_id)
-        transient = key not in self._lanes
-        try:
-            async with self._using(*key, stays=not transient) as lane:
-                composed: Composed = await lane.composer.ask(Compose(turn))
-        finally:
-            if transient:
-                await self._drop_unused(key)
+        async with self._preview_slot(*key):
+            transient = key not in self._lanes
+            try:
+                async with self._using(*key, stays=not transient) as lane:
+                    composed: Composed = await lane.composer.ask(Compose(turn))
+            finally:
+                if transient:
+                    await self._drop_unused(key)
         return composed
 
     async def preview(self, continuum_id: str, message: UserInput, *, user: str) -> ModelRequest:
         content, text = user_content(message)
         preview = Preview(text, () if isinstance(message, str) else content)
         key = (user, continuum_id)
-        transient = key not in self._lanes
-        try:
-            async with self._using(*key, stays=not transient) as lane:
-                request: ModelRequest = await lane.conversation.ask(preview)
-        finally:
-            if transient:
-                await self._drop_unused(key)
+        async with self._preview_slot(*key):
+            transient = key not in self._lanes
+            try:
+                async with self._using(*key, stays=not transient) as lane:
+                    request: ModelRequest = await lane.conversation.ask(preview)
+            finally:
+                if transient:
+                    await self._drop_unused(key)
         return request
+
+    @asynccontextmanager
+    async def _preview_slot(self, user: str, continuum_id: str) -> AsyncIterator[None]:
+        """One of the turn slots for a preview: it composes every section as a turn
+        does, and previews outside the slots (a flood of them, each on its continuum)
+        lagged the loop until the turns' own sections were cut. Queued in the same fair
+        order (under a key of its own, so not behind its continuum's running turn, which
+        its conversation actor finishes first anyway), refused at the door as a turn is
+        (`Overloaded`), and not measured as a turn's time."""
+        ticket = f"preview_{uuid.uuid4().hex}"
+        try:
+            self.admission.enter(user, f"{continuum_id}/preview", ticket)
+        except Overloaded:
+            raise
+        except Busy as exc:  # its message would name the queue's key, not the continuum
+            raise Busy(
+                f"continuum {continuum_id!r} has previews waiting already; retry when one "
+                "has finished",
+                retry_after=exc.retry_after,
+            ) from None
+        try:
+            await self.admission.wait(ticket)
+            yield
+        finally:
+            self.admission.release(ticket)
 
     async def _drop_unused(self, key: LaneKey) -> None:
         """Stop a lane that a preview (or a turn that did not complete) started, unless

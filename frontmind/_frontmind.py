@@ -474,7 +474,10 @@ class Frontmind:
         return GatedTurn(self._runtime, continuum_id, message, self.user_name, self._gate)
 
     async def context(self, continuum_id: str, message: UserInput) -> ModelRequest:
-        """The request a turn with `message` would send now. Nothing is sent or stored."""
+        """The request a turn with `message` would send now. Nothing is sent or stored.
+
+        It composes as a turn does, in one of the turn slots (`Overloaded` when the wait
+        for one would pass `[turns] max_wait_s`)."""
         return await self._runtime.preview(continuum_id, message, user=self.user_name)
 
     async def model_settings(self, continuum_id: str) -> tuple[ContinuumModel, ModelChoice]:
@@ -516,7 +519,8 @@ class Frontmind:
             return await self._runtime.set_model_settings(continuum_id, own, user=self.user_name)
 
     async def compose(self, continuum_id: str, text: str) -> Composed:
-        """The sections a turn with `text` would get now, with their statuses."""
+        """The sections a turn with `text` would get now, with their statuses (composed
+        in one of the turn slots, as `context`)."""
         turn = Turn(
             "preview",
             continuum_id,

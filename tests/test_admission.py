@@ -283,6 +283,33 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         assert (fm.admission.active, fm.admission.waiting) == (0, 0)
 
 
+async def test_a_preview_composes_in_a_turn_slot_too(tmp_path: Path) -> None:
+    # A preview (`context`, `compose`) composes every section as a turn does: a flood
+    # of them on many continuums, outside the slots, lagged the loop until the turns'
+    # own sections were cut. So it waits for a slot, or is refused at the door.
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm:
+        await drain(fm.turn("warm", "hello"), [])  # a measured turn time
+        held: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("long", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # the one slot is taken
+            with pytest.raises(Overloaded):
+                await fm.context("peek", "hello")
+            with pytest.raises(Overloaded):
+                await fm.user("bob").compose("peek", "hello")
+            assert "peek" not in fm.loaded_continuums()  # nothing was composed
+            holds.release(0)
+        full(held)
+        request = await fm.context("peek", "hello")  # a slot is free again
+        assert request.messages
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+        # A refused preview leaves no turn record: it was never a turn.
+        assert [r.continuum_id for r in await fm.turns() if r.continuum_id == "peek"] == []
+
+
 async def test_a_burst_of_refusals_leaves_every_record(tmp_path: Path) -> None:
     """Refusals come faster than the background worker writes (here: with no await
     between them), more of them than its mailbox holds: each refused turn still leaves
