@@ -37,7 +37,7 @@ from actors import (
     decode_catalog,
     row_from_facts,
 )
-from storage import Storage
+from storage import Storage, excerpt
 
 __all__ = [
     "MODELS_RESOURCE",
@@ -116,7 +116,8 @@ def models_api_meet(
             else:
                 if fresh is None:
                     raise SettingsError(
-                        f"model: the Models API answers 404 not_found_error for {name!r}: "
+                        "model: the Models API answers 404 not_found_error for "
+                        f"{excerpt(name)!r}: "
                         "no such model for this key (unknown or retired); known to "
                         f"Frontmind's data: {', '.join(base.names())}"
                     )

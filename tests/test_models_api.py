@@ -247,6 +247,21 @@ async def test_what_is_no_model_name_is_never_looked_up(tmp_path: Path) -> None:
         assert api.asked == []
 
 
+async def test_a_long_name_the_models_api_does_not_know_is_quoted_as_an_excerpt(
+    tmp_path: Path,
+) -> None:
+    # A well-formed name of 256 characters reaches the Models API; its 404 quoted the
+    # name whole, where every other refusal quotes an excerpt (offline's included).
+    async with (
+        models_api(ANSWERS) as api,
+        Frontmind.open(tmp_path, config(), api_key="test-key", base_url=api.url) as fm,
+    ):
+        with pytest.raises(InvalidModelSettings, match="Models API answers 404") as info:
+            await fm.set_model_settings("c1", model="c" * 256)
+    assert "c" * 41 not in str(info.value)
+    assert "more characters" in str(info.value)
+
+
 async def test_config_rows_correct_the_models_api(tmp_path: Path) -> None:
     cfg = config(models=[{"name": "claude-opus-4-6", "max_output": 16_000}])
     async with (
