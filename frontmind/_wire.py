@@ -211,6 +211,27 @@ class PricedTurn(TurnRecord, frozen=True):
     input_cost_tokens: float = 0.0  # input cost in base-price tokens
     input_cost_usd: float | None = None  # None: the model's price is not known
     cost_usd: float | None = None  # input and output
+    server_tools_usd: float = 0.0  # web searches and fetches, part of cost_usd
+
+    def spent(self) -> Cost:
+        """The daemon's figures as a `Cost`, for a view of them that sums turns (its
+        input dollars are not split by kind: nothing shown from here needs the split).
+        Read by a client, they are priced on the daemon's model data, which the client's
+        machine may not hold (a `[[models]]` row of the daemon's config)."""
+        rest = None if self.input_cost_usd is None else 0.0
+        return Cost(
+            input_tokens=self.input_cost_tokens,
+            uncached_usd=self.input_cost_usd,
+            write_5m_usd=rest,
+            write_1h_usd=rest,
+            read_usd=rest,
+            output_usd=(
+                self.cost_usd - self.input_cost_usd - self.server_tools_usd
+                if self.cost_usd is not None and self.input_cost_usd is not None
+                else None
+            ),
+            server_tools_usd=self.server_tools_usd,
+        )
 
 
 class TurnPage(Page[PricedTurn], frozen=True):
@@ -224,6 +245,7 @@ def priced(record: TurnRecord, spent: Cost) -> PricedTurn:
         input_cost_tokens=spent.input_tokens,
         input_cost_usd=spent.input_usd,
         cost_usd=spent.total_usd,
+        server_tools_usd=spent.server_tools_usd,
     )
 
 

@@ -10,12 +10,15 @@ import msgspec
 import pytest
 
 from actors import cost, input_cost, records_cost
-from frontmind._models import shipped_catalog
+from frontmind import Client
+from frontmind._models import load_catalog, local_api_rows, shipped_catalog
+from frontmind.cli._chat import RemoteBackend
 from frontmind.cli._render import render_stats
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyRawBlock, ReplyText, ScriptedResponder
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from storage import TurnUsage
+from tests._daemon import run_cli
 from tests._harness import completed, config, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
@@ -134,3 +137,51 @@ async def test_the_daemon_prices_turns_and_continuums_on_each_turn_s_model(
     stats = render_stats([*records, failed], catalog=catalog)
     assert f"input {with_failed.input_tokens:,.0f} base-price tokens" in stats
     assert with_failed.input_tokens > total.input_tokens
+
+
+async def test_stats_from_a_daemon_show_the_daemon_s_prices(tmp_path: Path) -> None:
+    """`frontmind stats --url` and the chat's `/stats` on a daemon show what the daemon
+    priced, with the model rows of the daemon's config: they priced its turn records
+    again on the model data of the machine they ran on (or the shipped data alone), and
+    said "price unknown", or another sum, for the daemon's own figures."""
+    responder = ScriptedResponder()
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    searched = Reply(
+        (ReplyRawBlock({**search, "input": {"query": "x"}}), ReplyRawBlock(found), ReplyText("2"))
+    )
+    responder.push("one", searched)  # the search on the daemon's own model
+    own_rows = [
+        # A model of the daemon's own, and a price of its own for one the data knows.
+        {"name": "claude-private-1", "context_window": 200_000, "max_output": 8_192,
+         "input_price": 7.0, "output_price": 30.0, "web_search_price": 0.5},
+        {"name": "claude-sonnet-4-6", "input_price": 1000.0},
+    ]  # fmt: skip
+    cfg = config(server_tool=[{"type": "web_search_20250305"}], models=own_rows)
+    rows = local_api_rows(load_catalog(cfg.models), cfg.models)  # the local API serves it
+    async with (
+        LocalMessagesAPI(responder=responder, models=rows) as api,
+        frontmind(api, tmp_path / "daemon", cfg=cfg) as fm,
+        serve_app(build_app(fm)) as served,
+        Client(served.url) as client,
+    ):
+        completed(await run_turn(fm, "ada", "hello"))
+        await fm.set_model_settings("ada", model="claude-private-1")
+        completed(await run_turn(fm, "ada", "again"))
+        async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
+            turns = (await http.get("/v1/continuums/ada/turns")).json()["turns"]
+        chat_stats = await RemoteBackend(client, "ada").stats()
+        code, cli_stats, err = await run_cli(
+            "stats", "--url", served.url, FRONTMIND_DATA_DIR=str(tmp_path / "elsewhere")
+        )
+    assert code == 0, err
+    assert [t["model"] for t in turns] == ["claude-sonnet-4-6", "claude-private-1"]
+    tokens = sum(t["input_cost_tokens"] for t in turns)
+    input_usd = sum(t["input_cost_usd"] for t in turns)
+    total_usd = sum(t["cost_usd"] for t in turns)
+    for stats in (chat_stats, cli_stats):
+        assert (
+            f"cost            input {tokens:,.0f} base-price tokens (${input_usd:,.4f}),"
+            f" with output and server tools ${total_usd:,.4f}"
+        ) in stats, stats
+        assert "1 web searches, 0 web fetches: $0.5000" in stats, stats

@@ -16,6 +16,7 @@ from actors import (
     MCP_PREFIX,
     NO_COST,
     TOOL_NAMES,
+    Cost,
     ModelCatalog,
     ModelRequest,
     block_kind,
@@ -28,6 +29,7 @@ from actors import (
 from storage import Job, TurnRecord, TurnUsage
 
 from .._models import shipped_catalog
+from .._wire import PricedTurn
 
 __all__ = ["render_context", "render_stats", "tool_origins"]
 
@@ -142,6 +144,18 @@ def _percentiles(values: Sequence[float]) -> str:
     return f"p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  p99 {pick(0.99):.1f}  max {ordered[-1]:.1f}"
 
 
+def _spent(records: Sequence[TurnRecord], catalog: ModelCatalog) -> Cost:
+    """What the turns cost: a record a daemon priced (read through `frontmind.Client`)
+    at the daemon's figure, so `stats --url` and the chat's `/stats` say what the daemon
+    and its console say, whatever model data this machine holds; others on `catalog`."""
+    own = [r for r in records if not isinstance(r, PricedTurn)]
+    total = records_cost(own, catalog)
+    for record in records:
+        if isinstance(record, PricedTurn):
+            total += record.spent()
+    return total
+
+
 def render_background(
     records: Sequence[TurnRecord], jobs: Sequence[Job], catalog: ModelCatalog | None = None
 ) -> list[str]:
@@ -154,7 +168,7 @@ def render_background(
     usage = sum((j.usage.usage for j in jobs if j.usage is not None), TurnUsage())
     calls = sum(1 for j in jobs if j.usage is not None)
     share = usage.cache_read_input_tokens / usage.total_input if usage.total_input else 0.0
-    talk_cost = records_cost(records, catalog)  # every turn's calls, as billed
+    talk_cost = _spent(records, catalog)  # every turn's calls, as billed
     bg = NO_COST
     for job in jobs:
         if job.usage is not None:
@@ -215,7 +229,7 @@ def render_stats(
         lines.append(f"mean compose    {statistics.fmean(r.compose_ms for r in done):.2f} ms")
     # Every turn's calls, as billed: a failed or cancelled turn's finished calls were
     # paid too (the daemon's continuum summaries count them the same way).
-    spent = records_cost(records, catalog)
+    spent = _spent(records, catalog)
     if done or spent.input_tokens:
         tools = " and server tools" if spent.server_tools_usd else ""
         lines.append(
