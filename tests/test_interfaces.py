@@ -61,7 +61,7 @@ from storage import (
 from tests._daemon import daemon, sse_events
 from tests._harness import FakeClock, completed, config, frontmind
 from tests._postgres import PostgresServer
-from tests._raw import address
+from tests._raw import address, raw_request
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -169,6 +169,31 @@ async def test_a_malformed_request_is_answered_with_a_described_status(tmp_path:
                 answer = await http.request(endpoint.method, bad, content=body, headers=headers)
                 assert answer.status_code == 400, (bad, answer.text)
                 assert "400" in described, f"{endpoint.method} {endpoint.path}"
+
+
+async def test_the_edge_s_answers_to_a_body_are_described(tmp_path: Path) -> None:
+    """Every operation that takes a body answers, at the edge, a body that is not JSON
+    (415), over `max_body_bytes` (413) or that stalls (408): statuses its description
+    lists, so a generated client reads them as the errors they are."""
+    spec = describe()
+    async with served(tmp_path, max_body_bytes=2000, body_idle_seconds=0.2) as (_, url):
+        host, port = address(url)
+        for endpoint in ENDPOINTS:
+            if endpoint.body is None:
+                continue
+            described = spec["paths"][endpoint.path][endpoint.method.lower()]["responses"]
+            path = endpoint.path.replace("{continuum_id}", "ada").replace("{name}", "bob")
+            path = path.replace("{reminder_id}", "1")
+            head = f"{endpoint.method} {path} HTTP/1.1\r\nhost: {host}:{port}\r\n"
+            sent = {
+                415: head + "content-type: text/plain\r\ncontent-length: 2\r\n\r\n{}",
+                413: head + "content-type: application/json\r\ncontent-length: 99999\r\n\r\n",
+                408: head + "content-type: application/json\r\ncontent-length: 9\r\n\r\n{",
+            }
+            for status, request in sent.items():
+                response = await raw_request(url, request.encode())
+                assert response.status == status, (endpoint.path, response.body)
+                assert str(status) in described, f"{endpoint.method} {endpoint.path}: {status}"
 
 
 async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:

@@ -67,12 +67,14 @@ class Endpoint:
         """Every error status the operation can answer, in order: its own, and those
         every operation of its kind answers. A token is looked up in storage (503 when
         it is down); a user's writes meet a user being forgotten (429); a body and a
-        path parameter are checked (400 when malformed)."""
+        path parameter are checked (400 when malformed); a body meets the edge guard
+        before any route (415 not JSON, 413 over `max_body_bytes`, 408 too slow)."""
         auth = {"public": (), "user": (401, 503), "admin": (401, 403, 503)}[self.auth]
         gate = (429,) if self.auth == "user" and self.method != "GET" else ()
         checked = self.body is not None or any(p.where == "path" for p in self.params)
         malformed = (400,) if checked else ()
-        return tuple(sorted({*self.errors, *auth, *gate, *malformed, 500}))
+        guarded = (408, 413, 415) if self.body is not None else ()
+        return tuple(sorted({*self.errors, *auth, *gate, *malformed, *guarded, 500}))
 
 
 TAGS = {
