@@ -575,6 +575,29 @@ async def test_simulate_runs_the_system_message_layout_on_a_model_that_takes_it(
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_states_the_multipliers_it_priced_with(tmp_path: Path) -> None:
+    """The table's first line names the multipliers its input cost is counted with: the
+    model's own (Fable 5.1 reads at 0.025x), not the documented ones it was counted
+    without, so the figures can be checked against the tokens beside them."""
+    (tmp_path / "think.toml").write_text('[model]\nthinking = "adaptive"\n')
+    args = ["--config", str(tmp_path / "think.toml"), "--model", "claude-fable-5-1"]
+    args += ["--layout", "notification", "--ttl", "5m"]
+    code, out, err = await run_cli("simulate", str(_script(tmp_path)), *args)
+    assert code == 0, err
+    header, _, row = out.splitlines()[:3]
+    assert header.endswith(
+        "(uncached 1x, cache write 1.25x for 5m and 2x for 1h, cache read 0.025x)"
+    ), header
+    cost, read, written_5m, written_1h, uncached = (
+        int(x.replace(",", "")) for x in row.split()[2:7]
+    )
+    priced = read * 0.025 + written_5m * 1.25 + written_1h * 2 + uncached
+    assert read > 0
+    assert abs(cost - priced) <= 1, (cost, priced)
+
+
+@pytest.mark.anyio
 async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
     tmp_path: Path,
 ) -> None:

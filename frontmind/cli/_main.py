@@ -172,6 +172,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
     import msgspec
 
+    from .._models import load_catalog
     from ..config import Config, load_config
     from ._simulate import (
         chart_backend,
@@ -209,7 +210,8 @@ def cmd_simulate(args: argparse.Namespace) -> None:
                 body["not_available"] = missing
             print(json.dumps(body))
         else:
-            print(render_table(rows, missing, len(script)))
+            priced = load_catalog(config.models).lookup(config.model.name)
+            print(render_table(rows, missing, len(script), priced))
         if args.chart is not None:
             write_chart(rows, args.chart)
 

@@ -622,10 +622,16 @@ async def run_simulation(
 # -- output -----------------------------------------------------------------------------------
 
 
-def render_table(rows: Sequence[Row], missing: Sequence[str], turns: int) -> str:
+def render_table(
+    rows: Sequence[Row], missing: Sequence[str], turns: int, priced: ModelRow | None = None
+) -> str:
+    """`priced`: the row of the model the runs used, whose multipliers the costs were
+    counted with (None: a model no data knows, counted at the documented ones)."""
+    m = priced or ModelRow(name="", context_window=1, max_output=1)  # the documented
     lines = [
-        f"{turns} turns; input cost in base-price tokens (uncached 1x, cache write 1.25x for "
-        "5m and 2x for 1h, cache read 0.1x)",
+        f"{turns} turns; input cost in base-price tokens (uncached 1x, cache write "
+        f"{m.cache_write_5m:g}x for 5m and {m.cache_write_1h:g}x for 1h, cache read "
+        f"{m.cache_read:g}x)",
         f"{'layout':<15}{'ttl':<14}{'input cost':>12}{'read':>11}{'written 5m':>12}"
         f"{'written 1h':>12}{'uncached':>10}{'avoidable misses':>18}",
     ]
