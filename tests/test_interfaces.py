@@ -19,7 +19,7 @@ import pytest
 from openapi_spec_validator import validate
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from frontmind import (
     Busy,
@@ -194,6 +194,26 @@ async def test_the_edge_s_answers_to_a_body_are_described(tmp_path: Path) -> Non
                 response = await raw_request(url, request.encode())
                 assert response.status == status, (endpoint.path, response.body)
                 assert str(status) in described, f"{endpoint.method} {endpoint.path}: {status}"
+
+
+async def test_the_app_mounted_in_another_answers_as_its_table_says(tmp_path: Path) -> None:
+    """`build_app` mounted under a prefix of your own server: each route keeps its auth
+    level (the health check and the description need no token) and a 405 still names
+    the methods the path takes. Both read the full path: every route needed a token
+    there, and a 405 came without its Allow header."""
+    async with Frontmind.open(tmp_path, config(), offline=True) as fm:
+        outer = Starlette(routes=[Mount("/fm", app=build_app(fm, token="secret"))])
+        async with serve_app(outer) as app, httpx2.AsyncClient(base_url=app.url) as http:
+            for public in ("/healthz", "/openapi.json", "/docs"):
+                assert (await http.get("/fm" + public)).status_code == 200, public
+            assert (await http.get("/fm/v1/continuums")).status_code == 401
+            auth = {"authorization": "Bearer secret"}
+            assert (await http.get("/fm/v1/continuums", headers=auth)).status_code == 200
+            answer = await http.patch("/fm/v1/continuums", json={}, headers=auth)
+            assert answer.status_code == 405
+            assert answer.headers["allow"] == "GET, HEAD"
+            answer = await http.post("/fm/ui/", json={}, headers=auth)  # the console's
+            assert (answer.status_code, answer.headers["allow"]) == (405, "GET, HEAD")
 
 
 async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from ._metrics import Metrics
 from ._routes import (
     ADMIN_KEY,
     ENDPOINTS,
+    PATH_KEY,
     USER_KEY,
     Daemon,
     admin_only,
@@ -51,6 +52,7 @@ from ._routes import (
     known_error,
     not_allowed,
     not_found,
+    route_path,
     unexpected,
 )
 from ._sse import PING_SECONDS, TURN_KEY, TurnStreams
@@ -96,7 +98,9 @@ class UserAuth:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # The public endpoints and the console's files (none of which holds data) need
         # no token.
-        path = scope["path"] if scope["type"] == "http" else ""
+        path = route_path(scope) if scope["type"] == "http" else ""
+        if path:
+            scope.setdefault("state", {})[PATH_KEY] = path
         if path and path not in PUBLIC_PATHS and not is_console_path(path):
             try:
                 resolved = await self._resolve(scope)

@@ -21,6 +21,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import compile_path
+from starlette.types import Scope
 
 from actors import NO_COST, Busy, ModelRequest, ShuttingDown, ToolsReload, TurnEvent, cost
 from storage import (
@@ -90,6 +91,7 @@ from ._sse import TurnEvents, TurnStreams
 __all__ = [
     "ADMIN_KEY",
     "ENDPOINTS",
+    "PATH_KEY",
     "USER_KEY",
     "Daemon",
     "describe",
@@ -99,6 +101,7 @@ __all__ = [
     "not_allowed",
     "not_found",
     "parse_id",
+    "route_path",
     "unexpected",
 ]
 
@@ -111,6 +114,7 @@ MAX_LIMIT = 10_000
 BACKUP_SUFFIXES = (".db", ".sqlite", ".sqlite3")  # what the backup route writes
 USER_KEY = "frontmind_user"  # in the request's state: the user it acts as
 ADMIN_KEY = "frontmind_admin"  # and whether it holds the admin's rights
+PATH_KEY = "frontmind_path"  # and its path inside the app (`route_path`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -852,9 +856,21 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return error_response(404, "not_found", f"no route {excerpt(request.method)} {path}")
 
 
+def route_path(scope: Scope) -> str:
+    """The request's path inside this app, as the router matches it: without the prefix
+    of a server that mounts the app (`root_path`), which `path` still holds. Read as the
+    request enters the app (`UserAuth` keeps it in the request's state, `PATH_KEY`):
+    inside, each mount of the app's own (the console's) lengthens `root_path`."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :] or "/"
+    return path
+
+
 async def not_allowed(request: Request, exc: Exception) -> Response:
     # RFC 9110 §15.5.6: a 405 names the methods the resource takes.
-    path = request.scope["path"]
+    path: str = request.scope["state"][PATH_KEY]
     allowed = {method for pattern, method in _path_patterns() if pattern.match(path)}
     if not allowed and is_console_path(path):
         allowed = {"GET"}  # the console's files
