@@ -212,7 +212,8 @@ def openapi(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
         elif op.reply is not None:
             schema = by_type[op.reply]
             if op.alt is not None:
-                schema = {"oneOf": [schema, by_type[op.alt]]}
+                # anyOf: an empty page is valid as either (oneOf would refuse it).
+                schema = {"anyOf": [schema, by_type[op.alt]]}
             ok["content"] = {op.media: _media(op.media, schema)}
         entry["responses"] = {str(op.ok): ok, **_error_responses(op.statuses())}
         if op.auth == "public":
