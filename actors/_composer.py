@@ -52,11 +52,19 @@ from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
 from ._settings import ComposerSettings
 from ._tokens import estimate_tokens
 
-__all__ = ["ComposerActor", "SectionRecord"]
+__all__ = ["ComposerActor", "SectionRecord", "longest_gather"]
 
 LAG_STEPS = 8  # loop round trips in a composition with reads: scatter, reads, reply
 LAG_ALLOWANCE = 2.0  # the most a lagging loop adds, as a multiple of the deadline
 LAG_FLOOR_S = 0.002  # a lag below this is an idle loop's: nothing is added
+
+
+def longest_gather(settings: ComposerSettings) -> float:
+    """The longest a gather may take by these settings, in seconds: its longest
+    deadline (a section's own, or in a first gather a system section's
+    `first_system_deadline_ms`) and the most a lagging loop adds to that."""
+    longest = max([settings.deadline_ms, *settings.deadlines.values()]) / 1000
+    return max(longest, settings.first_system_deadline_ms / 1000) + longest * LAG_ALLOWANCE
 
 
 # The operator's own base prompt explains the frame (it names the header), so it is the

@@ -48,6 +48,7 @@ from storage import Storage as StoragePort
 from ._admission import Admission
 from ._cache_book import CacheBook
 from ._catalog import ModelRow, ModelSource
+from ._composer import longest_gather
 from ._content import (
     neutral_text,
     neutral_tool_blocks_json,
@@ -671,12 +672,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     # -- composition and requests -----------------------------------------------------------
 
     async def _compose(self, turn: Turn) -> Composed:
-        deadline = self._deps.settings.composer.deadline_ms / 1000
+        # The composer keeps its own deadlines (a section's own may be far longer than
+        # `deadline_ms`): this catches only a composer that never answers.
+        limit = longest_gather(self._deps.settings.composer) + 5
         try:
-            with (
-                span("frontmind.compose", turn.turn_id),
-                anyio.fail_after(deadline + 5),  # the composer keeps its own deadline
-            ):
+            with span("frontmind.compose", turn.turn_id), anyio.fail_after(limit):
                 composed: Composed = await self._composer.ask(Compose(turn))
         except TimeoutError:
             raise ComposeTimeout("the composer did not answer in time") from None

@@ -443,7 +443,9 @@ class Engine:
                 same_cosine=settings.memory.same_memory_cosine,
                 embed_deadline=settings.memory.embed_deadline_ms / 1000,
             ),
-            settings=settings,
+            # The composer's settings as its lanes run them (the trinkets' own deadlines
+            # in), so that a turn waits for a composition as long as the composer may.
+            settings=msgspec.structs.replace(settings, composer=composer),
             models=models,
             clock=clock,
             trinkets=(),  # each lane gets its own

@@ -53,6 +53,15 @@ class Hang(Trinket):
         return "too late"
 
 
+class Unhurried(Trinket):
+    """A render that takes 5.6 s of its own work: within its own deadline (9 s), past
+    the composer's default one and the 5 s a turn allowed the composer beyond it."""
+
+    async def render(self, turn: Turn) -> str:
+        await anyio.sleep(5.6)
+        return "worth the wait"
+
+
 def write_config(tmp_path: Path, text: str) -> None:
     (tmp_path / "frontmind.toml").write_text(text)
 
@@ -172,6 +181,31 @@ order = 61
                 events = [e async for e in fm.turn(cid, "hello")]
                 assert isinstance(events[-1], TurnCompleted)
     assert fm.loaded_continuums() == []
+
+
+@pytest.mark.slow
+async def test_a_turn_waits_for_a_section_within_its_own_deadline(tmp_path: Path) -> None:
+    """A section's own deadline (`[[trinket]] deadline_ms`, `[composer.deadlines]`) may
+    be longer than the composer's: the turn waits for it as the composer does. The turn
+    gave the composer its default deadline and 5 s more, then failed whole with
+    `compose_timeout` while the section was still within its own deadline."""
+    write_config(
+        tmp_path,
+        """
+[[trinket]]
+name = "unhurried"
+use = "tests.test_lanes:Unhurried"
+placement = "notification"
+order = 60
+deadline_ms = 9000
+""",
+    )
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        with anyio.fail_after(60):
+            events = [e async for e in fm.turn("c1", "hello")]
+    assert isinstance(events[-1], TurnCompleted), events[-1]
+    (done,) = [s for s in events[-1].sections if s.name == "unhurried"]
+    assert done.status == "fresh"
 
 
 def test_deadline_settings_are_checked_where_they_enter(tmp_path: Path) -> None:
