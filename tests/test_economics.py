@@ -598,6 +598,27 @@ async def test_simulate_states_the_multipliers_it_priced_with(tmp_path: Path) ->
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_reads_which_models_take_system_messages_from_the_config(
+    tmp_path: Path,
+) -> None:
+    """A `[[models]]` row of the config says what its model takes, for the simulator as
+    for the daemon: a model of one's own that takes role-system messages runs the
+    `system_message` layout (it was "not available": the shipped data alone was read)."""
+    (tmp_path / "own.toml").write_text(
+        '[[models]]\nname = "claude-private-1"\ncontext_window = 200000\n'
+        "max_output = 8192\nsystem_messages = true\n"
+    )
+    args = ["--config", str(tmp_path / "own.toml"), "--model", "claude-private-1"]
+    args += ["--layout", "system_message", "--ttl", "5m", "--json"]
+    code, out, err = await run_cli("simulate", str(_script(tmp_path)), *args)
+    assert code == 0, err
+    body = json.loads(out)
+    assert "not_available" not in body, body
+    assert [row["layout"] for row in body["rows"]] == ["system_message"]
+
+
+@pytest.mark.anyio
 async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
     tmp_path: Path,
 ) -> None:

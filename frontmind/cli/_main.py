@@ -210,8 +210,9 @@ def cmd_simulate(args: argparse.Namespace) -> None:
                 body["not_available"] = missing
             print(json.dumps(body))
         else:
-            priced = load_catalog(config.models).lookup(config.model.name)
-            print(render_table(rows, missing, len(script), priced))
+            catalog = load_catalog(config.models)
+            priced = catalog.lookup(config.model.name)
+            print(render_table(rows, missing, len(script), priced, catalog))
         if args.chart is not None:
             write_chart(rows, args.chart)
 

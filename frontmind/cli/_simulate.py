@@ -53,6 +53,7 @@ from actors import (
     CacheView,
     Channel,
     FixedPolicy,
+    ModelCatalog,
     ModelRow,
     TtlPolicy,
     history_entry_after,
@@ -396,13 +397,16 @@ class SameReplies:
 # -- one run ----------------------------------------------------------------------------------
 
 
-def layout_available(layout: str, model: str | None = None) -> bool:
+def layout_available(
+    layout: str, model: str | None = None, catalog: ModelCatalog | None = None
+) -> bool:
     """Whether this build has the layout's channel, and the model takes it: role-system
-    messages only some models accept (actors/_models.py)."""
+    messages only some models accept (actors/_models.py), as `catalog` says (the model
+    data with the config's `[[models]]` rows; None: the shipped data)."""
     if layout in ("system_message", "user_message") and layout not in get_args(Channel):
         return False
     if layout == "system_message":
-        row = shipped_catalog().lookup(model or Config().model.name)
+        row = (catalog or shipped_catalog()).lookup(model or Config().model.name)
         return row is not None and row.system_messages
     return layout in LAYOUTS
 
@@ -603,7 +607,8 @@ async def run_simulation(
     rows: list[Row] = []
     missing: list[str] = []
     for layout in layouts:
-        if not layout_available(layout, (config or Config()).model.name):
+        base = config or Config()
+        if not layout_available(layout, base.model.name, load_catalog(base.models)):
             missing.append(layout)
             continue
         for policy in policies:
@@ -623,10 +628,15 @@ async def run_simulation(
 
 
 def render_table(
-    rows: Sequence[Row], missing: Sequence[str], turns: int, priced: ModelRow | None = None
+    rows: Sequence[Row],
+    missing: Sequence[str],
+    turns: int,
+    priced: ModelRow | None = None,
+    catalog: ModelCatalog | None = None,
 ) -> str:
     """`priced`: the row of the model the runs used, whose multipliers the costs were
-    counted with (None: a model no data knows, counted at the documented ones)."""
+    counted with (None: a model no data knows, counted at the documented ones);
+    `catalog`: the model data the runs used (None: the shipped data)."""
     m = priced or ModelRow(name="", context_window=1, max_output=1)  # the documented
     lines = [
         f"{turns} turns; input cost in base-price tokens (uncached 1x, cache write "
@@ -647,7 +657,7 @@ def render_table(
                 f"{row.warm_cost:,.0f}, {row.warm_output_tokens} output tokens"
             )
         lines.extend(f"    {miss}" for miss in row.misses)
-    takers = ", ".join(r.name for r in shipped_catalog().rows() if r.system_messages)
+    takers = ", ".join(r.name for r in (catalog or shipped_catalog()).rows() if r.system_messages)
     for layout in missing:
         lines.append(
             f"{layout:<15}not available with this model (role-system messages: "
