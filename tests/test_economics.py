@@ -619,6 +619,32 @@ async def test_simulate_reads_which_models_take_system_messages_from_the_config(
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
+async def test_simulate_takes_the_base_prompt_beside_its_config(tmp_path: Path) -> None:
+    """`--config FILE` brings the base prompt in `base_prompt.md` beside the file, as it
+    would one written in the file: the simulator looked for that file in the directory
+    it was run from, so the same command priced another system prompt from elsewhere."""
+    prompt = "You are Ada's assistant. " + " ".join(
+        f"Rule {n}: be precise about topic {n}." for n in range(200)
+    )
+    beside, inline = tmp_path / "beside", tmp_path / "inline"
+    beside.mkdir()
+    inline.mkdir()
+    (beside / "frontmind.toml").write_text('[model]\nname = "claude-sonnet-4-6"\n')
+    (beside / "base_prompt.md").write_text(prompt)
+    (inline / "frontmind.toml").write_text(f"base_prompt = {json.dumps(prompt)}\n")
+    script = str(_script(tmp_path))
+    costs = []
+    for folder in (beside, inline):
+        args = ("--config", str(folder / "frontmind.toml"), "--layout", "notification")
+        code, out, err = await run_cli("simulate", script, *args, "--ttl", "5m", "--json")
+        assert code == 0, err
+        (row,) = json.loads(out)["rows"]
+        costs.append(row["input_cost"])
+    assert costs[0] == costs[1]
+
+
+@pytest.mark.anyio
 async def test_the_pauses_survive_a_restart_and_stats_and_inspect_show_the_ttls(
     tmp_path: Path,
 ) -> None:

@@ -187,7 +187,9 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         chart_backend()  # a missing matplotlib is said now, not after the replay
         check_chart_path(args.chart)  # and a file it cannot write
     script = load_script(args.script)
-    config = load_config(args.config, Path(".")) if args.config else Config()
+    # No data directory here: the config's own folder stands in for it (its
+    # base_prompt.md), never the directory the command happens to run from.
+    config = load_config(args.config, args.config.parent) if args.config else Config()
     if args.model:
         config = msgspec.structs.replace(
             config, model=msgspec.structs.replace(config.model, name=args.model)
