@@ -239,6 +239,24 @@ async def test_the_app_mounted_in_another_answers_as_its_table_says(tmp_path: Pa
             assert (answer.status_code, answer.headers["allow"]) == (405, "GET, HEAD")
 
 
+async def test_a_401_names_the_scheme_to_authenticate_with(tmp_path: Path) -> None:
+    """RFC 9110 §15.5.2: a 401 carries WWW-Authenticate, the challenge a client answers
+    (RFC 6750 §3: Bearer, and `invalid_token` for a token sent and refused)."""
+    async with served(tmp_path, token="secret") as (_, url):
+        async with httpx2.AsyncClient(base_url=url) as anonymous:
+            answer = await anonymous.get("/v1/reminders")
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == 'Bearer realm="frontmind"'
+        async with httpx2.AsyncClient(
+            base_url=url, headers={"authorization": "Bearer no"}
+        ) as wrong:
+            answer = await wrong.get("/v1/reminders")
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == (
+            'Bearer realm="frontmind", error="invalid_token"'
+        )
+
+
 async def test_client_runs_turns_and_manages_records(tmp_path: Path) -> None:
     async with served(tmp_path) as (fm, url), Client(url) as c:
         events = [e async for e in c.turn("ada", "remind me to water the plants in 10 minutes")]

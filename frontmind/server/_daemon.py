@@ -109,7 +109,17 @@ class UserAuth:
                 await exception_response(exc)(scope, receive, send)
                 return
             if resolved is None:
-                response = error_response(401, "unauthorized", "missing or wrong bearer token")
+                # RFC 9110 §15.5.2: a 401 names the scheme to authenticate with; RFC 6750
+                # §3: a token that was sent and refused is an invalid one.
+                challenge = 'Bearer realm="frontmind"'
+                if bearer_token(scope["headers"]) is not None:
+                    challenge += ', error="invalid_token"'
+                response = error_response(
+                    401,
+                    "unauthorized",
+                    "missing or wrong bearer token",
+                    {"www-authenticate": challenge},
+                )
                 await response(scope, receive, send)
                 return
             user, admin = resolved
