@@ -168,11 +168,16 @@ class Client(_Closing):
         # Every call waits at most `timeout` for each step (connect, write, each read);
         # a turn's stream alone has no read timeout: it runs as long as the model talks.
         try:
-            self._http = httpx2.AsyncClient(
-                base_url=url.rstrip("/"), headers=headers, timeout=httpx2.Timeout(timeout)
-            )
+            base = httpx2.URL(url.rstrip("/"))
         except httpx2.InvalidURL as exc:  # the caller's mistake, said as the client's error
             raise ClientError(f"not a daemon URL: {url!r} ({exc})") from exc
+        if base.scheme not in ("http", "https"):
+            # `127.0.0.1:8765` parses (as a path, or a scheme `localhost`): refused now,
+            # not as a failure of every call, a turn's said as a stream that broke.
+            raise ClientError(f"not a daemon URL: {url!r} (give http://host:port)")
+        self._http = httpx2.AsyncClient(
+            base_url=base, headers=headers, timeout=httpx2.Timeout(timeout)
+        )
         self._stream_timeout = httpx2.Timeout(timeout, read=None)
         self.url = url
         self._timeout = timeout

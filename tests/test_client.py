@@ -200,6 +200,15 @@ def test_a_malformed_url_is_the_clients_error() -> None:
             make("http://[::1")
 
 
+def test_a_url_without_its_scheme_is_refused_at_once() -> None:
+    """`Client("127.0.0.1:8765")`, the address as `frontmind serve` is often told it:
+    each call failed later, a turn's saying its stream "broke" though nothing was sent."""
+    for url in ("127.0.0.1:8765", "localhost:8765", "ftp://127.0.0.1:8765", ""):
+        for make in (Client, SyncClient):
+            with pytest.raises(ClientError, match=r"not a daemon URL.*http://"):
+                make(url)
+
+
 def test_every_time_in_a_record_is_a_datetime() -> None:
     """The one rule for times a record carries, whichever record it is."""
     times = 0
