@@ -333,6 +333,23 @@ def _script(tmp_path: Path) -> Path:
 
 @pytest.mark.anyio
 @pytest.mark.slow
+async def test_simulate_a_model_that_always_thinks_as_the_readme_shows(tmp_path: Path) -> None:
+    """The README's `--model claude-fable-5-1` (a model that takes system messages) was
+    refused at once for the default `thinking = "off"`, which it cannot turn off: the
+    replay now thinks as the model must, and says so."""
+    code, out, err = await run_cli(
+        "simulate", str(_script(tmp_path)), "--model", "claude-fable-5-1",
+        "--layout", "system_message", "--ttl", "5m", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert 'claude-fable-5-1 cannot turn thinking off: thinking = "adaptive"' in err
+    (row,) = json.loads(out)["rows"]
+    assert (row["layout"], row["ttl"]) == ("system_message", "5m")
+    assert row["cache_read"] > 0
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
 async def test_simulate_json_rows(tmp_path: Path) -> None:
     code, out, err = await run_cli("simulate", str(_script(tmp_path)), "--json")
     assert code == 0, err

@@ -191,9 +191,23 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     # base_prompt.md), never the directory the command happens to run from.
     config = load_config(args.config, args.config.parent) if args.config else Config()
     if args.model:
-        config = msgspec.structs.replace(
-            config, model=msgspec.structs.replace(config.model, name=args.model)
-        )
+        model = msgspec.structs.replace(config.model, name=args.model)
+        row = load_catalog(config.models).lookup(args.model)
+        if (
+            row is not None
+            and model.thinking == "off"
+            and row.refuses_thinking("disabled", model.effort)
+            and not row.refuses_thinking("adaptive", model.effort)
+        ):
+            # A model that always thinks (the README's `--model claude-fable-5-1`) was
+            # refused for the default `thinking = "off"`: the replay uses what the model
+            # takes, and says so.
+            model = msgspec.structs.replace(model, thinking="adaptive")
+            print(
+                f'simulate: {args.model} cannot turn thinking off: thinking = "adaptive"',
+                file=sys.stderr,
+            )
+        config = msgspec.structs.replace(config, model=model)
     layouts = args.layout or None
     policies = args.ttl or None
 
