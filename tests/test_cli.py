@@ -128,6 +128,8 @@ async def test_demo_runs_both_layouts_and_compares_them() -> None:
     assert "share of input read from cache" in out
     assert "relative input cost" in out
     assert "error:" not in out
+    # The reply after the own tool's result is on the model's line, not under it.
+    assert '  model: Tool done: {"count":7}' in out
 
 
 async def test_demo_shows_the_notification_center_saving(tmp_path: Path) -> None:

@@ -352,8 +352,12 @@ async def show_own_tool(data_dir: Path, write: Callable[[str], None]) -> None:
         speaking = False
         async for event in fm.turn("tools", message):
             if isinstance(event, TextDelta):
-                write(event.text if speaking else f"  model: {event.text}")
-                speaking = True
+                if speaking:
+                    write(event.text)
+                # A reply after tool results opens with a paragraph break: not here.
+                elif text := event.text.lstrip("\n"):
+                    write(f"  model: {text}")
+                    speaking = True
                 continue
             if speaking:
                 write("\n")
