@@ -201,6 +201,10 @@ class PostgresStorage(SQLStore):
     _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
     # Self-conflicting (writers of the record wait for each other), while reads go on.
     _LOCK_VECTOR_MODEL = "LOCK TABLE vector_model IN SHARE ROW EXCLUSIVE MODE"
+    # A write's check that the vectors are still its embedder's: a replica changing the
+    # embedder (its DELETE of the record) waits for the write, then drops its vectors,
+    # instead of dropping the others and leaving the old embedder's written after it.
+    _SHARE_VECTOR_MODEL = " FOR SHARE"
     _BYTEWISE = ' COLLATE "C"'  # a database made with en_US.UTF-8 sorts 'about' < 'Bio'
     # A turn of the job's continuum holds (or waits for) the continuum's lease on some
     # replica: an advisory lock every session sees in pg_locks (a bigint key shows as

@@ -365,6 +365,9 @@ class SQLStore(ABC):
     _FOR_UPDATE: ClassVar[str] = ""
     _SKIP_LOCKED: ClassVar[str] = ""
     _LOCK_VECTOR_MODEL: ClassVar[str] = ""
+    # How a write with vectors reads the embedder they are of (`_ours`): on a shared
+    # store it holds that record until it commits.
+    _SHARE_VECTOR_MODEL: ClassVar[str] = ""
     _LEASED_ELSEWHERE: ClassVar[str] = ""
     # Text ordered and compared byte by byte, whatever the database's collation: the
     # documents' label order is the system prompt's, the same bytes on either database.
@@ -1151,8 +1154,9 @@ class SQLStore(ABC):
         """Whether the embedder recorded with the vectors is still this store's: another
         process sharing the database (a replica) may have started with another one
         since, dropping every vector; this one's would be taken for that embedder's
-        and never embedded again."""
-        return self._is_ours(await _embedder_rows(db))
+        and never embedded again. The record stays held until this write commits: a
+        replica starting meanwhile waits, and drops these vectors too."""
+        return self._is_ours(await _rows(db, _EMBEDDER_ROWS + self._SHARE_VECTOR_MODEL, ()))
 
     def _is_ours(self, recorded: list[Any]) -> bool:
         """Whether the embedder rows read are this store's (`use_embedder`)."""

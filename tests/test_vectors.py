@@ -657,6 +657,64 @@ async def test_a_replica_with_the_replaced_embedder_writes_no_vector(
         ]
 
 
+class PausedAfterTheCheck(PostgresStorage):
+    """A write with vectors held inside its transaction right after it read which
+    embedder the store's vectors are of (`_ours`), until the test lets it go on."""
+
+    checked: anyio.Event
+    go: anyio.Event
+
+    async def _ours(self, db: Any) -> bool:
+        ours = await super()._ours(db)
+        self.checked.set()
+        await self.go.wait()
+        return ours
+
+
+async def _blocked_on_a_lock(url: str, done: anyio.Event) -> None:
+    """Until `done` is set or a session of the database waits for a lock."""
+    async with await PostgresStorage.open(url) as watcher:
+        while not done.is_set():
+            if await watcher._read(
+                "SELECT 1 FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ):
+                return
+            await anyio.sleep(0.01)  # a poll of the server's own view, not a guess
+
+
+@pytest.mark.postgres
+async def test_a_replica_storing_vectors_while_another_changes_embedder_keeps_none(
+    pg_server: PostgresServer,
+) -> None:
+    """A replica still on the old embedder had checked, inside its write, that the
+    vectors are its embedder's when a replica starting with a new one drops them all:
+    the new one waits for that write and drops its vectors too, rather than leave a
+    vector of the old embedder that nothing would ever embed again."""
+    url = pg_server.new_database()
+    async with (
+        await PausedAfterTheCheck.open(url) as old,
+        await PostgresStorage.open(url) as new,
+    ):
+        assert isinstance(old, PausedAfterTheCheck)
+        await old.use_embedder("tests:Embedder v1", 3)
+        tea = await old.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
+        old.checked, old.go = anyio.Event(), anyio.Event()
+        changed = anyio.Event()
+
+        async def change() -> None:
+            assert await new.use_embedder("tests:Embedder v2", 3)
+            changed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(old.set_memory_vectors, [(tea, [1.0, 0.0, 0.0])])
+            await old.checked.wait()
+            tg.start_soon(change)
+            await _blocked_on_a_lock(url, changed)  # done, or waiting for the write
+            old.go.set()
+        assert [m.id for m in await new.memories_without_vectors()] == [tea.id]
+
+
 async def test_vectors_are_refused_without_an_embedder_or_when_malformed(store: Store) -> None:
     memory = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
     with pytest.raises(InvalidInput, match="no embedder is in use"):
