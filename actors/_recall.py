@@ -207,6 +207,25 @@ async def prepare_embedder(spec: str, storage: Storage, search: tuple[str, ...] 
     return embedder
 
 
+# The kinds of embedder failure already logged with their traceback: a hosted service
+# that is down fails every turn's call, and forty lines a turn would bury the rest.
+_TRACED: set[type[BaseException]] = set()
+
+
+def _embedder_failed(exc: Exception, purpose: str) -> None:
+    """Log an embedder's failure: with its traceback the first time its kind is seen
+    (a bug in the embedder shows where), in one line after that."""
+    first = type(exc) not in _TRACED
+    _TRACED.add(type(exc))
+    log.warning(
+        "the embedder failed (%s: %s); %s used keywords alone",
+        type(exc).__name__,
+        exc,
+        purpose,
+        exc_info=exc if first else None,
+    )
+
+
 async def text_vector(
     embedder: Embedder, text: str, deadline: float, *, purpose: str = "recall"
 ) -> Sequence[float] | None:
@@ -218,8 +237,8 @@ async def text_vector(
             count = len(vectors)  # an answer that is no list of vectors fails here too
         # The embedder is the user's code: if it fails, the caller falls back to keywords
         # for this turn rather than losing the section or the memory.
-        except Exception:
-            log.exception("the embedder failed; %s used keywords alone", purpose)
+        except Exception as exc:  # noqa: BLE001 - logged by _embedder_failed
+            _embedder_failed(exc, purpose)
             return None
         if count != 1:
             log.warning("the embedder returned %d vectors for 1 text", count)

@@ -5,6 +5,7 @@ embedder's lifecycle (its name and dimension recorded with the vectors)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 from collections.abc import AsyncIterator, Sequence
@@ -1077,15 +1078,27 @@ async def test_an_embedder_whose_vectors_are_not_the_dimension_it_says_is_refuse
 
 
 async def test_an_embedder_that_says_its_dimension_starts_while_its_service_is_down(
-    api: LocalMessagesAPI, tmp_path: Path
+    api: LocalMessagesAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A hosted embedder that says its dimension starts when it cannot answer the
-    check (its service down at startup); its turns use keywords until it answers."""
+    check (its service down at startup); its turns use keywords until it answers. The
+    outage is logged with its traceback once, then in one line a call (it logged a
+    traceback for every turn)."""
+    caplog.set_level(logging.WARNING, logger="frontmind.recall")
     cfg = config(memory={"embedder": "tests._embedder:DeclaredBrokenEmbedder"})
     async with frontmind(api, tmp_path, cfg=cfg) as fm:
         await fm.remember("Ingrid is the user's sister")
-        composed = await fm.compose("ada", "What does my sister like?")
-        assert "Ingrid" in composed.notification
+        for _ in range(3):
+            composed = await fm.compose("ada", "What does my sister like?")
+            assert "Ingrid" in composed.notification
+    failed = [
+        r
+        for r in caplog.records
+        if r.name == "frontmind.recall" and r.getMessage().startswith("the embedder failed")
+    ]
+    assert len(failed) >= 3
+    assert "(RuntimeError: the embeddings service is down)" in failed[-1].getMessage()
+    assert [r.exc_info is not None for r in failed[1:]] == [False] * (len(failed) - 1)
 
 
 @pytest.mark.parametrize("embedder", [None, "tests._embedder:CountingConceptEmbedder"])
