@@ -129,6 +129,7 @@ from ._settings import (
     TrinketSettings,
     TurnSettings,
 )
+from ._surfacings import Surfacings
 from ._timers import TaskTimers, Timers
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, as_tool, input_schema, tool
@@ -226,6 +227,7 @@ __all__ = [
     "StreamStarted",
     "StreamText",
     "StreamThinking",
+    "Surfacings",
     "SystemSection",
     "TaskTimers",
     "TextDelta",

@@ -64,6 +64,7 @@ from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
 from ._recall import Embedder
+from ._surfacings import Surfacings
 
 __all__ = [
     "BackgroundMessage",
@@ -254,8 +255,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         same_cosine: float = SAME_MEANING,
         dropped: DroppedRecords | None = None,
         closing: Callable[[], bool] = lambda: False,
+        surfacings: Surfacings | None = None,
     ) -> None:
         self._dropped = DroppedRecords() if dropped is None else dropped
+        # Surfacings not yet counted (the memories sections add to it when this
+        # worker's mailbox is full).
+        self._surfacings = Surfacings() if surfacings is None else surfacings
         # Whether the instance is closing: a pass of embedding (every memory again after
         # a change of embedder: minutes) ends at its next batch rather than hold the
         # close for its whole grace; the memories left wait for the next start.
@@ -268,9 +273,6 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self._busy = busy
         self._clock = clock
         self._lease = lease_seconds
-        # Surfacings not yet counted: user -> memory id -> times.
-        self._surfaced: defaultdict[str, Counter[int]] = defaultdict(Counter)
-        self._pending = 0
         self._reclaim_at = float("-inf")  # when free space is next looked at
         self._told_stuck = False  # space that cannot be reclaimed is logged once
         # Memories the embedder failed, held back until their retry (per process).
@@ -293,8 +295,7 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
     async def _count_surfaced(self) -> None:
         """Store the surfacings counted so far (on a wake, a drain, every
         `SURFACED_BATCH` of them, and on stopping)."""
-        surfaced, self._surfaced, self._pending = self._surfaced, defaultdict(Counter), 0
-        for user, counts in surfaced.items():
+        for user, counts in self._surfacings.take().items():
             by_times: defaultdict[int, list[int]] = defaultdict(list)
             for memory_id, times in counts.items():
                 by_times[times].append(memory_id)
@@ -313,10 +314,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             # Counted later, together: a write while turns compose would make every
             # reader connection drop its page cache (SQLite does on any change), and the
             # compositions reading beside it slowed by a third (bench/compose.py).
-            for memory_id in set(message.memory_ids):
-                self._surfaced[message.user][memory_id] += 1
-            self._pending += 1
-            if self._pending >= SURFACED_BATCH:
+            self._surfacings.add(message.user, message.memory_ids)
+            if self._surfacings.pending >= SURFACED_BATCH:
                 await self._count_surfaced()
             return None
         await self._count_surfaced()

@@ -84,6 +84,7 @@ from ._server_tools import (
     no_server_tool_data,
 )
 from ._settings import Settings
+from ._surfacings import Surfacings
 from ._timers import Timers
 from ._tool_spec import Tool
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
@@ -262,9 +263,14 @@ def _embedder(settings: Settings) -> Embedder | None:
 
 
 def builtin_trinkets(
-    storage: Storage, settings: Settings, tools: Sequence[Tool[..., Any]] = ()
+    storage: Storage,
+    settings: Settings,
+    tools: Sequence[Tool[..., Any]] = (),
+    surfacings: Surfacings | None = None,
 ) -> list[TrinketEntry]:
-    """The built-in trinkets; `tools` (the user's) join the tool guidance and hints."""
+    """The built-in trinkets; `tools` (the user's) join the tool guidance and hints;
+    `surfacings`, the tally the Engine's worker counts memory uses from (give both the
+    same one)."""
     definitions = tool_definitions(settings.tools.enabled, tools)
     base = settings.base_prompt or DEFAULT_BASE_PROMPT
     t = settings.trinkets
@@ -298,6 +304,7 @@ def builtin_trinkets(
                 embedder=embedder,
                 weight=settings.memory.embedding_weight,
                 embed_deadline=embed_ms / 1000,
+                surfacings=surfacings,
             ),
         ),
     ]
@@ -334,6 +341,7 @@ class Engine:
         server_tools: Sequence[ServerTool] = (),
         server_tool_support: ServerToolSupport = no_server_tool_data,
         mcp_policy: RestartPolicy | None = None,
+        surfacings: Surfacings | None = None,
     ) -> None:
         validate_settings(settings, [entry.section for entry in trinkets], catalog=models.catalog)
         self._models = models
@@ -411,6 +419,7 @@ class Engine:
                 same_cosine=settings.memory.same_memory_cosine,
                 dropped=self._dropped,
                 closing=lambda: self._draining,
+                surfacings=surfacings,
             ),
             name=background_name(),
             mailbox=16,

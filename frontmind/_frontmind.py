@@ -38,6 +38,7 @@ from actors import (
     ModelUnavailable,
     PlacementRegistry,
     ServerToolSupport,
+    Surfacings,
     TaskTimers,
     Timers,
     Tool,
@@ -320,13 +321,15 @@ class Frontmind:
             system = await stack.enter_async_context(
                 ActorSystem(stop_grace=config.server.grace_seconds)
             )
+            surfacings = Surfacings()  # memory uses, from the sections to the worker
             runtime = Engine(
                 system,
                 storage=storage,
                 model=model,
                 settings=config,
                 registry=registry,
-                trinkets=[*builtin_trinkets(storage, config, user_tools), *custom],
+                trinkets=[*builtin_trinkets(storage, config, user_tools, surfacings), *custom],
+                surfacings=surfacings,
                 clock=clock,
                 models=models,
                 tools=user_tools,

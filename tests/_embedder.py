@@ -125,3 +125,23 @@ class SyncEmbedder(ConceptEmbedder):
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:  # type: ignore[override]
         return [[1.0] * self.dimensions for _ in texts]
+
+
+class GatedEmbedder(ConceptEmbedder):
+    """Says its dimension and answers the startup's check; every other call records its
+    texts (`asked`, with `entered` set) and waits for `release`."""
+
+    dimensions = len(CONCEPTS) + 1
+    asked: ClassVar[list[str]] = []
+    entered: anyio.Event | None = None
+    release: anyio.Event | None = None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if list(texts) == ["dimension check"]:
+            return await super().embed(texts)
+        GatedEmbedder.asked.extend(texts)
+        if GatedEmbedder.entered is not None:
+            GatedEmbedder.entered.set()
+        if GatedEmbedder.release is not None:
+            await GatedEmbedder.release.wait()
+        return await super().embed(texts)

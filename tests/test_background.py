@@ -26,6 +26,7 @@ from frontmind.localapi import (
     ScriptedResponder,
 )
 from storage import DEFAULT_USER, SEGMENT_SUMMARY, TurnUsage, moment, segment_job_payload
+from tests._embedder import GatedEmbedder
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
 
@@ -435,6 +436,33 @@ async def test_surfaced_memories_are_counted_together_off_the_compositions(
         (counted,) = await fm.memories()
     assert counted.id == memory.id
     assert counted.uses == 5, "the worker counts what is left as it stops"
+
+
+async def test_surfacings_while_the_worker_is_busy_are_all_counted(tmp_path: Path) -> None:
+    """A turn tells the worker which memories it showed; while the worker runs a long
+    pass (here its embedding, waiting on the embedder) its mailbox fills, and every
+    surfacing told after that was lost: `uses`, a term of the ranking, undercounted.
+    Now they wait in the tally the worker counts from."""
+    GatedEmbedder.asked.clear()
+    GatedEmbedder.entered, GatedEmbedder.release = anyio.Event(), anyio.Event()
+    cfg = config(memory={"embedder": "tests._embedder:GatedEmbedder", "embed_deadline_ms": 5})
+    turns = 40  # more than the worker's mailbox holds (16)
+    try:
+        async with Frontmind.open(tmp_path, cfg, offline=True) as fm:
+            await fm.run_background()  # the wake sent on opening is behind us
+            await fm.storage.add_memory(DEFAULT_USER, "the harbour opens at nine")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(fm.run_background)  # its pass waits in the embedder
+                with anyio.fail_after(20):
+                    await GatedEmbedder.entered.wait()
+                assert GatedEmbedder.asked == ["the harbour opens at nine"]
+                for _ in range(turns):
+                    completed(await run_turn(fm, "ada", "when does the harbour open?"))
+                GatedEmbedder.release.set()
+            await fm.run_background()
+            assert [m.uses for m in await fm.memories()] == [turns]
+    finally:
+        GatedEmbedder.entered = GatedEmbedder.release = None
 
 
 async def test_surfacings_are_written_once_a_batch_is_full(tmp_path: Path) -> None:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from contextlib import suppress
-
-from runtime import KernelError
+from runtime import KernelError, MailboxFull
 from storage import Storage
 
 from .._markup import markup_field
 from .._messages import MemoriesSurfaced, Turn
 from .._recall import Embedder, recall
+from .._surfacings import Surfacings
 from .._trinket import Directory, Trinket
 from ._timefmt import relative
 
@@ -28,7 +27,9 @@ class MemoriesTrinket(Trinket):
         embedder: Embedder | None = None,
         weight: float = 0.5,
         embed_deadline: float = 0.15,
+        surfacings: Surfacings | None = None,
     ) -> None:
+        self._surfacings = surfacings
         self._storage = storage
         self._top_k = top_k
         self._directory = directory
@@ -51,9 +52,15 @@ class MemoriesTrinket(Trinket):
             # Counted by the background worker: no write on the turn's path (and none
             # for a preview: nothing was shown to the model).
             worker = self._directory("background")
+            ids = tuple(h.memory.id for h in hits)
             if worker is not None:
-                with suppress(KernelError):
-                    worker.tell(MemoriesSurfaced(turn.user, tuple(h.memory.id for h in hits)))
+                try:
+                    worker.tell(MemoriesSurfaced(turn.user, ids))
+                except MailboxFull:  # the worker is busy: its next count takes it
+                    if self._surfacings is not None:
+                        self._surfacings.add(turn.user, ids)
+                except KernelError:  # the worker has stopped: closing
+                    pass
         return "\n".join(
             f"- ({relative(hit.memory.created_at, turn.now).replace('now', 'just now')}) "
             f"{markup_field(hit.memory.text, 400)}"
