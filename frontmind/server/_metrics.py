@@ -132,7 +132,11 @@ class _Tokens(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield _by_kind(
-            CounterMetricFamily("frontmind_tokens", "Tokens by kind.", labels=["kind"]),
+            CounterMetricFamily(
+                "frontmind_tokens",
+                "Tokens by kind, of every turn the instance ran (completed or not).",
+                labels=["kind"],
+            ),
             self._source(),
         )
 
