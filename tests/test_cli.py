@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from frontmind._exceptions import EdgeError
 from frontmind.cli._demo import DEMO_SCRIPT, run_demo
 from frontmind.cli._main import DEFAULT_USER
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
+from tests._factories import turn as stored_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -204,6 +206,23 @@ async def test_stats_prices_turns_as_the_config_does(tmp_path: Path) -> None:
     assert len(dollars) == 4
     assert dollars[2] > 100 * dollars[0]  # 1000 / 3 dollars a million input tokens
     assert dollars[3] > 100 * dollars[1]
+
+
+async def test_stats_counts_every_turn_past_a_hundred_thousand(tmp_path: Path) -> None:
+    """`stats` read the latest 100,000 turn records: a user past that (a busy month of
+    one bot) was shown the figures of the latest 100,000, as if they were all."""
+    async with await storage.SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        await store.commit_turn(DEFAULT_USER, stored_turn("busy", "t0", at=1e6))
+    with sqlite3.connect(tmp_path / "frontmind.db") as db:  # 100,000 more, in one statement
+        db.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)"
+            " INSERT INTO turns (id, owner, continuum_id, status, started_at, record)"
+            " SELECT 't' || i, owner, continuum_id, status, started_at + i, record"
+            " FROM turns, n WHERE id = 't0'"
+        )
+    code, out, err = await run_cli("stats", "--data-dir", str(tmp_path))
+    assert code == 0, err
+    assert out.startswith("turns           100001  (completed 100001)\n"), out
 
 
 async def test_chat_against_a_running_daemon(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ class LocalBackend:
         return render_context(await self._fm.context(self._continuum, NEXT_MESSAGE))
 
     async def stats(self) -> str:
-        records = await self._fm.turns(self._continuum, limit=100_000)
+        records = await self._fm.turns(self._continuum, limit=-1)  # every one, as stats
         return render_stats(records, catalog=self._fm.models)
 
     async def reminders(self) -> str:

@@ -159,7 +159,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
             records, jobs = await remote_records(args.url, args.token, args.continuum)
         else:
             async with store_of(args) as storage:  # SQLite in the data dir, or PostgreSQL
-                records = await storage.turns(args.user, args.continuum, limit=100_000)
+                records = await storage.turns(args.user, args.continuum, limit=-1)  # all
                 jobs = await storage.jobs(args.user, args.continuum, limit=-1)
                 waiting = await storage.count_memories_without_vectors()
         print(render_stats(records, jobs, catalog, waiting_vectors=waiting))
