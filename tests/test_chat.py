@@ -284,6 +284,28 @@ async def test_stats_against_a_daemon_count_every_turn_of_a_long_continuum(
 
 
 @pytest.mark.anyio
+async def test_reminders_in_the_chat_are_every_open_one(tmp_path: Path) -> None:
+    # /reminders showed one page: the oldest 100 open reminders through a daemon (200
+    # in-process), the newest never, and nothing said there were more.
+    async with daemon(tmp_path / "d") as d, d.client() as api:
+        for i in range(201):
+            made = await api.post("/v1/reminders", json={"text": f"reminder {i:03}"})
+            assert made.status_code == 201, made.text
+        code, out, err = await run_cli(
+            "chat", "--url", d.url, "--continuum", "r", stdin=b"/reminders\n"
+        )
+        assert code == 0, err
+        assert out.count("\n#") + out.startswith("#") == 201
+        assert "reminder 200" in out
+        assert await d.stop() == 0
+    code, out, err = await run_cli(
+        "chat", "--offline", "--data-dir", str(tmp_path / "d"), stdin=b"/reminders\n"
+    )
+    assert code == 0, err
+    assert "reminder 200" in out
+
+
+@pytest.mark.anyio
 async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured(
     tmp_path: Path,
 ) -> None:

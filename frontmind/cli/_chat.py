@@ -122,7 +122,7 @@ class LocalBackend:
         return render_stats(records, catalog=self._fm.models)
 
     async def reminders(self) -> str:
-        return _render_reminders(await self._fm.reminders())
+        return _render_reminders(await self._fm.reminders(limit=-1))  # every open one
 
 
 class RemoteBackend:
@@ -144,7 +144,13 @@ class RemoteBackend:
         return render_stats(await turn_records(self._client, self._continuum))
 
     async def reminders(self) -> str:
-        return _render_reminders(list(await self._client.reminders()))
+        # Every open one: the pages run oldest first, so the first alone lacks the newest.
+        page = await self._client.reminders(limit=1000)
+        found = list(page)
+        while page.next_cursor is not None:
+            page = await self._client.reminders(limit=1000, cursor=page.next_cursor)
+            found.extend(page)
+        return _render_reminders(found)
 
 
 # -- output ---------------------------------------------------------------------------------
