@@ -323,7 +323,8 @@ class ToolRunner:
                     update=f"active_reminders: + (new) {described}",
                 )
             case ListReminders():
-                reminders = await storage.active_reminders(turn.user)
+                # Every open one ("the full list"): a long result is cut with a note.
+                reminders = await storage.active_reminders(turn.user, limit=-1)
                 lines = [describe_reminder(r, turn.now, turn.timezone) for r in reminders]
                 lines.extend(
                     f"(new, saved with this turn) {escape_field(e.text, 200)}"

@@ -882,3 +882,17 @@ async def test_an_exception_whose_message_cannot_be_read_is_still_the_tools_fail
     assert finished.content == (
         "brittle failed: _Unprintable: (its message could not be read: ValueError)"
     )
+
+
+async def test_list_reminders_lists_every_open_reminder(tmp_path: Path) -> None:
+    # The tool the section points to for "the full list" listed the first 50: past
+    # them, a reminder could be neither seen nor completed by its id.
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        for i in range(60):
+            await fm.add_reminder(f"task {i}")
+        events = await run_turn(fm, "ada", "list my reminders")
+        completed(events)
+        (listed,) = [e for e in events if isinstance(e, ToolFinished)]
+        assert listed.name == "list_reminders"
+        assert len(listed.content.splitlines()) == 60
+        assert "task 59" in listed.content

@@ -84,6 +84,31 @@ async def test_reminders_overdue_first_then_today_then_upcoming(storage: SQLiteS
     assert await RemindersTrinket(storage).render(at(NOW, continuum="c2")) == text
 
 
+async def test_reminders_past_the_sections_bound_are_said_to_be_there(
+    storage: SQLiteStorage,
+) -> None:
+    # The section shows 30 reminders, the most overdue first: a long-lived user's 30 old
+    # overdue ones pushed today's out, and nothing told the model there were others.
+    for i in range(30):
+        await storage.add_reminder(
+            DEFAULT_USER, f"old task {i}", due_at=NOW - timedelta(days=40 - i), origin="user"
+        )
+    await storage.add_reminder(
+        DEFAULT_USER, "water plants", due_at=NOW + timedelta(hours=2), origin="user"
+    )
+    lines = (await RemindersTrinket(storage).render(at(NOW))).splitlines()
+    assert lines[0] == "OVERDUE:"
+    assert len([line for line in lines if line.startswith("- #")]) == 30
+    assert lines[-1] == "More open reminders are not shown here: list_reminders lists them all."
+    # At the bound exactly, nothing is left out and nothing is said.
+    (last,) = [
+        r for r in await storage.reminders(DEFAULT_USER, limit=-1) if r.text == "water plants"
+    ]
+    await storage.delete_reminder(DEFAULT_USER, last.id)
+    lines = (await RemindersTrinket(storage).render(at(NOW))).splitlines()
+    assert not lines[-1].startswith("More open reminders")
+
+
 async def test_manifest_groups_segments_by_day(storage: SQLiteStorage) -> None:
     yesterday = NOW - timedelta(days=1)
     earlier = NOW - timedelta(days=5)

@@ -36,9 +36,13 @@ class RemindersTrinket(Trinket):
         self._limit = limit
 
     async def render(self, turn: Turn) -> str:
-        reminders = await self._storage.active_reminders(turn.user, limit=self._limit)
+        reminders = await self._storage.active_reminders(turn.user, limit=self._limit + 1)
         if not reminders:
             return ""
+        # Past the bound (old overdue ones fill it first), the model is told the rest
+        # exist, rather than taking what it sees for every open reminder.
+        more = len(reminders) > self._limit
+        reminders = reminders[: self._limit]
         today = local(turn.now, turn.timezone).date()
         groups: dict[str, list[str]] = {
             "OVERDUE": [],
@@ -57,4 +61,6 @@ class RemindersTrinket(Trinket):
             else:
                 groups["Upcoming"].append(line)
         parts = [f"{title}:\n" + "\n".join(lines) for title, lines in groups.items() if lines]
+        if more:
+            parts.append("More open reminders are not shown here: list_reminders lists them all.")
         return "\n".join(parts)
