@@ -205,9 +205,9 @@ class ConversationDeps:
     ttl_policy: TtlPolicy | None = None  # None: the one `settings.cache.policy` names
     # The process's turn slots: a turn gives its own back as soon as it is over.
     admission: Admission | None = None
-    # Told each turn's usage as its final record is written, completed or not: a failed
-    # or cancelled turn's calls were paid for too (the metrics count what the records do).
-    billed: Callable[[TurnUsage], None] = lambda usage: None
+    # Told each turn's status and usage as its final record is written: the metrics count
+    # what the records say (a failed or cancelled turn's calls were paid for too).
+    ended: Callable[[TurnStatus, TurnUsage], None] = lambda status, usage: None
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -876,7 +876,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         try:
             # A provisional record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message).
-            await self._record_unfinished(run, "failed", INTERRUPTED)
+            await self._record_unfinished(run, "failed", INTERRUPTED, provisional=True)
             state = await self._load()
             model = state.model  # fixed for the whole turn
             run.model = model.name
@@ -966,7 +966,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
-            deps.billed(record.usage)
+            deps.ended("completed", record.usage)
             state.tools = tools
         except (FrontmindError, KernelError) as exc:
             if isinstance(exc, StorageError):
@@ -1263,13 +1263,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         ]
         state.committed(record, stored, new_start)
 
-    async def _record_unfinished(self, run: _TurnRun, status: TurnStatus, error: str) -> None:
+    async def _record_unfinished(
+        self, run: _TurnRun, status: TurnStatus, error: str, *, provisional: bool = False
+    ) -> None:
         run.bill_broken_call()  # a call cut off (an error, a cancel) was billed its input
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._deps.storage.record_turn(self._user, record)
-        self._deps.billed(record.usage)  # the provisional record's is nothing yet
+        if not provisional:  # replaced when the turn ends, and counted then
+            self._deps.ended(status, record.usage)
 
 
 @dataclass

@@ -430,7 +430,10 @@ class Engine:
         self._watch: TurnWatch | None = None
         self.warm_ups = 0
         self.warm_usage = TurnUsage()
-        self.turn_usage = TurnUsage()  # every turn's, completed or not: the metrics' tokens
+        # Every turn's final record as it was written: how many of each status, and the
+        # usage they sum to (completed or not), for the metrics.
+        self.turn_outcomes: dict[TurnStatus, int] = {}
+        self.turn_usage = TurnUsage()
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
         self.mcp = McpHub(system, mcp, policy=mcp_policy) if mcp else None
@@ -462,7 +465,7 @@ class Engine:
             segment_closed=self._wake_after.add,
             ttl_policy=ttl_policy,
             admission=self.admission,
-            billed=self._billed,
+            ended=self._ended,
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
@@ -531,7 +534,8 @@ class Engine:
             self.warm_ups += 1
             self.warm_usage = self.warm_usage + done.usage
 
-    def _billed(self, usage: TurnUsage) -> None:
+    def _ended(self, status: TurnStatus, usage: TurnUsage) -> None:
+        self.turn_outcomes[status] = self.turn_outcomes.get(status, 0) + 1
         self.turn_usage = self.turn_usage + usage
 
     def _busy_continuums(self) -> list[tuple[str, str]]:
@@ -1124,6 +1128,7 @@ class TurnStream:
         record = self._turn_record(status, started_at, error)
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._engine._deps.storage.record_turn(self._user, record)
+        self._engine._ended(status, record.usage)
 
     def _turn_record(
         self, status: TurnStatus, started_at: float | None, error: str, run: RunTurn | None = None
@@ -1247,6 +1252,7 @@ class TurnStream:
         if unstarted:
             error = "cancelled: the caller dropped the turn before it started"
             self._record_later(self._turn_record("cancelled", None, error))
+            self._engine._ended("cancelled", TurnUsage())
 
     def _record_later(self, record: TurnRecord) -> None:
         self._engine.record_later(self._user, record)

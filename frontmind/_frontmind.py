@@ -74,6 +74,7 @@ from storage import (
     Storage,
     StorageUnavailable,
     TurnRecord,
+    TurnStatus,
     TurnUsage,
     User,
     UserForgotten,
@@ -176,10 +177,11 @@ class Frontmind:
         costs beside the turns' own (`cache.warm`)."""
         return self._runtime.warm_ups, self._runtime.warm_usage
 
-    def turn_usage(self) -> TurnUsage:
-        """The summed usage of every turn this instance ran (every user's), completed or
-        not: what a failed or cancelled turn's calls were billed too, as its record says."""
-        return self._runtime.turn_usage
+    def turn_totals(self) -> tuple[dict[TurnStatus, int], TurnUsage]:
+        """The turns this instance ended (every user's), as their records say: how many
+        of each status, and their summed usage, completed or not (a failed or cancelled
+        turn's calls were billed too)."""
+        return dict(self._runtime.turn_outcomes), self._runtime.turn_usage
 
     @classmethod
     @asynccontextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -634,6 +635,31 @@ async def test_metrics_count_the_tokens_of_turns_that_did_not_complete(tmp_path:
         stored.cache_creation_input_tokens
     )
     assert count("frontmind_tokens_total", {"kind": "output"}) == stored.output_tokens
+
+
+async def test_metrics_count_each_turn_as_its_record_says(tmp_path: Path) -> None:
+    # A reader that leaves mid-stream was counted cancelled, though its turn had often
+    # committed already (a fast model's reply comes whole): its record, the history and
+    # `frontmind stats` said completed. /metrics now counts what the records say.
+    metrics = Metrics()
+    async with (
+        served(tmp_path, metrics=metrics) as (_, url),
+        Client(url) as c,
+    ):
+        for i in range(12):
+            async with c.turn(f"c{i % 3}", f"hello {i}") as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        break  # left at the first text: before or after the commit
+    # The server has finished every response: every record is final.
+    statuses: Counter[str] = Counter()
+    async with Frontmind.open(tmp_path, config(), offline=True) as fm:
+        for i in range(3):
+            statuses.update(r.status for r in await fm.turns(f"c{i}"))
+    assert sum(statuses.values()) == 12
+    count = metrics.registry.get_sample_value
+    for outcome in ("completed", "failed", "cancelled"):
+        assert count("frontmind_turns_total", {"outcome": outcome}) == statuses[outcome], outcome
 
 
 class _Counted(Metrics):

@@ -207,7 +207,7 @@ def build_app(
     the admin check), the console, the user's token check, the edge guard and metrics."""
     stats = metrics or Metrics()
     stats.watch_warm_ups(fm.warm_ups)
-    stats.watch_turn_usage(fm.turn_usage)
+    stats.watch_turns(fm.turn_totals)
     stats.watch_admission(fm.admission)
     routes: list[BaseRoute] = [
         Route(e.path, admin_only(e) if e.auth == "admin" else e.handler, methods=[e.method])

@@ -6,7 +6,7 @@ share counters); the process and platform collectors are registered on it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal
 
 from prometheus_client import (
@@ -31,6 +31,7 @@ __all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 TurnOutcome = Literal["completed", "failed", "cancelled"]
+_OUTCOMES: tuple[TurnOutcome, ...] = ("completed", "failed", "cancelled")
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
@@ -41,9 +42,11 @@ class Metrics:
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)  # python_gc_collections_total by generation
         registry.register(_FullCollections())
-        self.turns = Counter("frontmind_turns", "Turns by outcome.", ["outcome"], registry=registry)
         self.turn_errors = Counter(
-            "frontmind_turn_errors", "Failed turns by error type.", ["type"], registry=registry
+            "frontmind_turn_errors",
+            "Turns that ended with an error event, by its type.",
+            ["type"],
+            registry=registry,
         )
         self.responses = Counter(
             "frontmind_http_responses",
@@ -76,11 +79,8 @@ class Metrics:
             buckets=_SECONDS,
             registry=registry,
         )
-        for outcome in ("completed", "failed", "cancelled"):
-            self.turns.labels(outcome)  # present (at 0) from the start
 
     def completed(self, event: TurnCompleted) -> None:
-        self.turns.labels("completed").inc()
         timings = event.timings_ms
         self.compose.observe(timings.compose / 1000)
         if timings.first_token is not None:
@@ -88,11 +88,7 @@ class Metrics:
         self.turn_time.observe(timings.total / 1000)
 
     def error(self, kind: str) -> None:
-        self.turns.labels("failed").inc()
         self.turn_errors.labels(kind).inc()
-
-    def cancelled(self) -> None:
-        self.turns.labels("cancelled").inc()
 
     def response(self, status: int) -> None:
         self.responses.labels(str(status)).inc()
@@ -109,11 +105,15 @@ class Metrics:
         """Count the cache warm-ups `source` reports (`Frontmind.warm_ups`)."""
         self.registry.register(_WarmUps(source))
 
-    def watch_turn_usage(self, source: Callable[[], TurnUsage]) -> None:
-        """The turns' tokens as `source` sums them (`Frontmind.turn_usage`): read from the
-        engine, not the streams' last events, since a turn that failed or was cancelled
-        has no usage in its error event but paid for its calls all the same."""
-        self.registry.register(_Tokens(source))
+    def watch_turns(
+        self, source: Callable[[], tuple[Mapping[TurnOutcome, int], TurnUsage]]
+    ) -> None:
+        """The turns by outcome and their tokens as `source` counts them
+        (`Frontmind.turn_totals`): from the records the engine wrote, not the streams'
+        last events. A reader that leaves may leave after its turn committed (then it
+        is completed), and a failed or cancelled turn's error event has no usage though
+        its calls were paid for."""
+        self.registry.register(_Turns(source))
 
 
 def _by_kind(family: CounterMetricFamily, usage: TurnUsage) -> CounterMetricFamily:
@@ -124,20 +124,25 @@ def _by_kind(family: CounterMetricFamily, usage: TurnUsage) -> CounterMetricFami
     return family
 
 
-class _Tokens(Collector):
-    """Every turn's tokens by kind, completed or not, as their records count them."""
+class _Turns(Collector):
+    """The turns by outcome and every turn's tokens by kind, as their records say."""
 
-    def __init__(self, source: Callable[[], TurnUsage]) -> None:
+    def __init__(self, source: Callable[[], tuple[Mapping[TurnOutcome, int], TurnUsage]]) -> None:
         self._source = source
 
     def collect(self) -> Iterator[Metric]:
+        outcomes, usage = self._source()
+        turns = CounterMetricFamily("frontmind_turns", "Turns by outcome.", labels=["outcome"])
+        for outcome in _OUTCOMES:  # each present, at 0 at first
+            turns.add_metric([outcome], outcomes.get(outcome, 0))
+        yield turns
         yield _by_kind(
             CounterMetricFamily(
                 "frontmind_tokens",
                 "Tokens by kind, of every turn the instance ran (completed or not).",
                 labels=["kind"],
             ),
-            self._source(),
+            usage,
         )
 
 

@@ -133,7 +133,7 @@ class TurnEvents(Response):
         self.evicted = False  # its connection was taken while it waited for its slot
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        finished = relayed = False
+        relayed = False
         self.state = scope.setdefault("state", {})  # the access log reads the turn id there
         # Until its first event the turn waits for its slot: its connection may be
         # taken for a client holding fewer (frontmind/server/_shares.py).
@@ -141,36 +141,32 @@ class TurnEvents(Response):
         if self.edge is not None:
             self.edge.queued = True
         with self.served.serving():
-            try:
-                async with self.stream, anyio.create_task_group() as tg:
-                    # Each child ends inside a scope of its own, never by the group's:
-                    # anyio keeps a child that ended by cancellation in a reference
-                    # cycle (its CancelledError, the traceback, its done callback's
-                    # frame) that holds the turn's objects until a full collection,
-                    # which the `idle` policy runs rarely under load (bench/README,
-                    # "What the high-water mark is made of").
-                    pump, watch = anyio.CancelScope(), anyio.CancelScope()
-                    tg.start_soon(self._watch_disconnect, receive, watch, pump)
-                    events, received = anyio.create_memory_object_stream[TurnEvent](1)
-                    tg.start_soon(self._pump, events, pump)
-                    await send(
-                        {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-                    )
-                    finished = await self._relay(received, send)
-                    relayed = True
-                    pump.cancel()
-                    watch.cancel()
-                # The turn is closed (cancelled and recorded, if it had not ended) before
-                # the stream ends.
-                if relayed:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-            finally:
-                if not finished:
-                    self.metrics.cancelled()
+            async with self.stream, anyio.create_task_group() as tg:
+                # Each child ends inside a scope of its own, never by the group's:
+                # anyio keeps a child that ended by cancellation in a reference
+                # cycle (its CancelledError, the traceback, its done callback's
+                # frame) that holds the turn's objects until a full collection,
+                # which the `idle` policy runs rarely under load (bench/README,
+                # "What the high-water mark is made of").
+                pump, watch = anyio.CancelScope(), anyio.CancelScope()
+                tg.start_soon(self._watch_disconnect, receive, watch, pump)
+                events, received = anyio.create_memory_object_stream[TurnEvent](1)
+                tg.start_soon(self._pump, events, pump)
+                await send(
+                    {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+                )
+                await self._relay(received, send)
+                relayed = True
+                pump.cancel()
+                watch.cancel()
+            # The turn is closed (cancelled and recorded, if it had not ended) before
+            # the stream ends.
+            if relayed:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _relay(self, received: MemoryObjectReceiveStream[TurnEvent], send: Send) -> bool:
-        """Send every event with its id; True once the turn ended with a final event."""
-        count, finished = 0, False
+    async def _relay(self, received: MemoryObjectReceiveStream[TurnEvent], send: Send) -> None:
+        """Send every event with its id, until the turn's last one (or the shutdown's)."""
+        count = 0
         async with received:
             while True:
                 with self.served.waiting() as shutdown:
@@ -178,22 +174,20 @@ class TurnEvents(Response):
                         try:
                             event = await received.receive()
                         except anyio.EndOfStream:
-                            return finished
+                            return
                 if shutdown.cancelled_caught:
                     self.metrics.error(ShuttingDown.type)
                     event = shut_down_event(self.turn_id)
                     count += 1
                     await send(self._body(event, count))
-                    return True
+                    return
                 if waited.cancelled_caught:
                     await send({"type": "http.response.body", "body": PING, "more_body": True})
                     continue
                 if isinstance(event, TurnCompleted):
                     self.metrics.completed(event)
-                    finished = True
                 elif isinstance(event, TurnError):
                     self.metrics.error(event.type)
-                    finished = True
                 count += 1
                 await send(self._body(event, count))
 
