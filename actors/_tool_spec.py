@@ -347,9 +347,13 @@ class ThreadCalls:
 
     async def run(self, call: Callable[[], Any], name: str) -> Any:
         """`call()` in a worker thread; a cancel leaves the thread to finish alone."""
-        state: dict[str, bool] = {"abandoned": False, "done": False}
+        state = {"started": False, "given_up": False, "abandoned": False, "done": False}
 
         def tracked() -> Any:
+            with self._changed:
+                if state["given_up"]:
+                    return None  # its caller left before it started: nobody waits for it
+                state["started"] = True
             try:
                 return call()
             finally:
@@ -363,7 +367,12 @@ class ThreadCalls:
             return await anyio.to_thread.run_sync(tracked, abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             with self._changed:
-                if not state["done"]:
+                # Only a call whose thread runs it is a straggler: one cancelled while it
+                # waited for a thread (the thread limiter's 40, or the worker's queue) may
+                # never run at all, and counted, it would never be counted off again.
+                if not state["started"]:
+                    state["given_up"] = True
+                elif not state["done"]:
                     state["abandoned"] = True
                     self.stragglers += 1
             if state["abandoned"]:

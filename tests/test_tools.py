@@ -504,6 +504,42 @@ async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
         assert [e.content for e in tool_finishes(events)] == ["the page"]
 
 
+async def test_calls_of_a_hung_sync_tool_that_never_got_a_thread_are_not_stragglers(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """One reply asks for more calls of a hanging sync tool than there are worker threads
+    (anyio's limiter): those still waiting for a thread at their timeout never run. They
+    were counted as stragglers all the same, and never counted off: once the hung calls
+    returned, the tool stayed refused for good ("N of its earlier calls are still
+    running"). Now only a call that runs in a thread is one, and the tool runs again."""
+    api, responder = script
+    gate = threading.Event()
+    ran = 0
+
+    @tool(timeout_s=0.2)
+    def fetch_page() -> str:
+        """Fetches a page (and hangs until the gate opens)."""
+        nonlocal ran
+        ran += 1
+        gate.wait(30)
+        return "the page"
+
+    count = int(anyio.to_thread.current_default_thread_limiter().total_tokens) + 10
+    calls = tuple(ReplyToolUse("fetch_page", {}, f"toolu_{i}") for i in range(count))
+    responder.push(Reply(calls), "The site is down.")
+    async with frontmind(api, tmp_path, tools=[fetch_page]) as fm:
+        events = await run_turn(fm, "c1", "fetch them all")
+        assert [e.content for e in tool_finishes(events)] == [
+            "fetch_page timed out after 0.2s"
+        ] * count
+        gate.set()  # the hung calls return
+        drained = await anyio.to_thread.run_sync(fetch_page.threads.wait_for_stragglers, 1, 10)
+        assert drained, f"{fetch_page.threads.stragglers} stragglers left, {ran} calls ran"
+        responder.push(Reply((ReplyToolUse("fetch_page", {}, "toolu_x"),)), "Got it.")
+        events = await run_turn(fm, "c1", "try again")
+        assert [e.content for e in tool_finishes(events)] == ["the page"]
+
+
 async def test_a_tools_own_cancellation_oversized_or_unstorable_result_is_its_failure(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
