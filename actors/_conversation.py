@@ -1103,7 +1103,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
         async def call(index: int, use: ToolUseBlock) -> None:
             try:
-                send.send_nowait(ToolStarted(use.id, use.name, use.input_json))
                 if self._deps.tools.is_builtin(use.name):
                     async with builtins:
                         outcome = await self._run_tool(use, turn, effects)
@@ -1116,6 +1115,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             except Exception as exc:  # noqa: BLE001 - handed on, not swallowed
                 send.send_nowait(exc)
 
+        # Every call's start before any finish: a call that finishes without waiting (an
+        # async tool with nothing to await) would otherwise finish before the next starts.
+        for use in uses:
+            send.send_nowait(ToolStarted(use.id, use.name, use.input_json))
         tasks = [asyncio.create_task(call(i, use)) for i, use in enumerate(uses)]
         try:
             with receive:

@@ -406,6 +406,30 @@ async def test_the_calls_of_one_reply_run_side_by_side(
     assert completed(events).text == "Both answered."
 
 
+async def test_every_call_of_a_reply_starts_before_any_finishes(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """The calls of one reply all start at once: their ToolStarted events come first,
+    then each ToolFinished. A call with nothing to wait for (an async tool that awaits
+    nothing) finished before the next one was even announced."""
+    api, responder = script
+
+    @tool
+    async def at_once(n: int) -> str:
+        """Answers without waiting."""
+        return f"answer {n}"
+
+    uses = [ReplyToolUse("at_once", {"n": i}, f"toolu_{i}") for i in range(3)]
+    uses.append(ReplyToolUse("list_reminders", {}, "toolu_3"))
+    responder.push(Reply(tuple(uses)), "Done.")
+    async with frontmind(api, tmp_path, tools=[at_once]) as fm:
+        events = await run_turn(fm, "c1", "all at once")
+    kinds = [type(e).__name__ for e in events if isinstance(e, ToolStarted | ToolFinished)]
+    assert kinds == ["ToolStarted"] * 4 + ["ToolFinished"] * 4
+    assert [e.content for e in tool_finishes(events)][:3] == ["answer 0", "answer 1", "answer 2"]
+    assert completed(events).text == "Done."
+
+
 async def test_leaving_a_turn_while_its_calls_run_side_by_side_cancels_them_all(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
