@@ -22,7 +22,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens, input_cost
 from frontmind._models import shipped_catalog
 from storage import DEFAULT_USER, SQLiteStorage, TurnUsage
-from tests._daemon import COMMAND, ROOT, child_env, daemon, turn
+from tests._daemon import COMMAND, ROOT, child_env, daemon, sse_events, turn
 from tests._factories import turn as stored_turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.browser]
@@ -605,3 +605,41 @@ async def test_a_turn_left_streaming_shows_when_its_continuum_is_opened_again(
             await row.locator("td.miss", has_text="–").wait_for()
         (record,) = (await api.get("/v1/continuums/away/turns")).json()["turns"]
         assert record["status"] == "completed"
+
+
+async def test_a_message_sent_at_capacity_shows_while_it_waits_for_a_slot(
+    tmp_path: Path,
+) -> None:
+    """The console previews the request before each turn, and a preview waits for a turn
+    slot as a turn does. With every slot taken (here the only one, by another client's
+    turn), the message sent stayed out of sight, the box as if nothing were sent, until
+    that other turn was over; it shows at once now, its reply to come."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[offline]\ntokens_per_second = 4\n\n[turns]\nmax_active = 1\n")
+    async with (
+        daemon(tmp_path / "data", "--config", str(slow)) as d,
+        d.client() as api,
+        anyio.create_task_group() as tg,
+    ):
+        streaming, other_done = anyio.Event(), anyio.Event()
+
+        async def other_turn() -> None:
+            message = {"message": "Tell me everything about the tides, the moon and the sea"}
+            async with api.stream("POST", "/v1/continuums/other/turns", json=message) as r:
+                async for name, _ in sse_events(r):
+                    if name == "text.delta":
+                        streaming.set()  # it holds the only slot
+            other_done.set()
+
+        tg.start_soon(other_turn)
+        await streaming.wait()
+        async with browser_page(expected=("status of 404",)) as page:
+            await page.goto(f"{d.url}/ui/continuums/mine")
+            # Its history (none), not its next request's preview, which waits for a slot.
+            await page.wait_for_selector("#transcript:not([aria-busy])")
+            await page.fill("#chat textarea", "Are you there?")
+            await page.press("#chat textarea", "Enter")
+            await page.locator("#transcript .msg.user", has_text="Are you there?").wait_for()
+            assert not other_done.is_set(), "the message showed only once the slot was free"
+            await page.wait_for_selector("#transcript .msg.assistant .completed")
+            assert other_done.is_set()

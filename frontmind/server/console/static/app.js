@@ -279,7 +279,6 @@ async function previewFor(id, text) {
 
 async function runTurn(id, text, transcript) {
   transcript.querySelector("p.muted")?.remove();
-  const request = await previewFor(id, text);
   const asked = messageView({ role: "user", content: [{ type: "text", text }] });
   const reply = h("div", { class: "text streaming", dir: "auto" });
   const bubble = h("div", { class: "msg assistant live", id: "live", "aria-busy": "true" }, h("span", { class: "role" }, "assistant"), reply);
@@ -288,6 +287,7 @@ async function runTurn(id, text, transcript) {
   const flight = { nodes: [asked, bubble], turnId: null, done: new Promise((resolve) => { over = resolve; }) };
   streaming.set(id, flight);
   const tools = new Map();
+  let request = null; // the request previewed just before the turn, for the context panel
   let thinking = null; // the open stretch of thinking: folded, its text inside
   let accepted = false; // the daemon took the turn (turn.started)
   let ended = false; // its last event came (turn.completed or error)
@@ -299,6 +299,9 @@ async function runTurn(id, text, transcript) {
     if (message) bubble.append(h("div", { class: "error" }, message));
   };
   try {
+    // After the message is shown: a preview waits for a turn slot as the turn does, and
+    // at capacity the message sent would stay out of sight for that whole wait.
+    request = await previewFor(id, text);
     await streamTurn(id, text, onEvent);
   } catch (error) {
     // Refused (429, 503, 401…) or cut off mid-stream: the bubble says so, not a reply
