@@ -265,6 +265,15 @@ class Frontmind:
         server_tool_support: ServerToolSupport | None = None,
         mcp_policy: RestartPolicy | None = None,
     ) -> AsyncIterator[Frontmind]:
+        if "://" in str(data_dir):
+            # A database's URL where the data directory goes became a folder named after
+            # it (its password too) with a SQLite store inside, and nothing said so. Only
+            # the scheme is quoted: the rest may hold a password.
+            raise ConfigError(
+                f"data_dir: {str(data_dir).split('://')[0]!r}://… is a URL, not a data "
+                "directory; a database goes in the config's storage.url (or "
+                "FRONTMIND_DATABASE_URL)"
+            )
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)

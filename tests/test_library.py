@@ -83,6 +83,20 @@ async def test_open_raises_the_error_itself_not_a_group(tmp_path: Path) -> None:
                 raise Boom
 
 
+async def test_a_database_url_is_not_taken_for_a_data_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PostgreSQL URL handed to `Frontmind.open` where the data directory goes became a
+    folder named after it, password and all, holding a SQLite store that took every
+    write, and nothing said so. It is refused, naming only its scheme."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"storage\.url") as caught:
+        async with Frontmind.open("postgresql://fm:secret@db.internal/frontmind", offline=True):
+            pass
+    assert "secret" not in str(caught.value)
+    assert [p async for p in anyio.Path(tmp_path).iterdir()] == []
+
+
 def test_a_bad_config_value_is_a_config_error(tmp_path: Path) -> None:
     from frontmind import load_config
 
