@@ -874,6 +874,11 @@ class Engine:
             await gatherers()
             await system.stop(lane.conversation)
 
+    @property
+    def draining(self) -> bool:
+        """Whether shutdown has begun: new turns are refused."""
+        return self._draining
+
     def drain(self) -> None:
         """Shutting down: turns still queued end with an error event and a record
         (`shutting_down`) when their turn comes, instead of running; those waiting for a

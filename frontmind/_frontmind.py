@@ -697,6 +697,11 @@ class Frontmind:
         with a `shutting_down` error event, each leaving a turn record."""
         self._runtime.drain()
 
+    @property
+    def draining(self) -> bool:
+        """Whether `drain` has been called: new turns are refused."""
+        return self._runtime.draining
+
     def mcp_servers(self) -> list[McpServerStatus]:
         """The MCP servers: running or down (and why), the tools each offers now, and a
         newer tool list each has announced that is not applied yet."""

@@ -525,6 +525,18 @@ async def sse_events(response: httpx2.Response) -> list[str]:
     return [line[7:] async for line in response.aiter_lines() if line.startswith("event: ")]
 
 
+async def test_readiness_ends_when_shutdown_begins(tmp_path: Path) -> None:
+    # A balancer holding its connection open through the shutdown's grace saw "ready"
+    # and kept sending turns that could only end as shutting down.
+    async with over_http(tmp_path, Holds()) as (fm, http):
+        assert (await http.get("/readyz")).json() == {"status": "ready"}
+        fm.drain()  # what SIGTERM does first
+        stopping = await http.get("/readyz")
+        assert stopping.status_code == 503
+        assert stopping.json()["error"]["type"] == "shutting_down"
+        assert (await http.get("/healthz")).status_code == 200  # alive all the same
+
+
 async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -394,8 +394,11 @@ async def get_health(request: Request) -> Response:
 
 
 async def get_ready(request: Request) -> Response:
+    fm = _daemon(request).fm
+    if fm.draining:  # a balancer keeping its connection open must stop sending turns
+        raise ShuttingDown("the daemon is shutting down: it takes no new turns")
     # The store's error, when it cannot answer, goes out through the one error table.
-    await _daemon(request).fm.check_storage()
+    await fm.check_storage()
     return json_response(Health("ready"))
 
 
@@ -752,7 +755,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         get_ready,
         "getReady",
         "service",
-        "Readiness: the store answers a read, within 2 s (else 503 storage_unavailable).",
+        "Readiness: not shutting down (else 503 shutting_down), and the store answers a"
+        " read within 2 s (else 503 storage_unavailable).",
         auth="public",
         reply=Health,
         errors=(503,),
