@@ -89,7 +89,7 @@ from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
-from ._observe import current_turn, span, turn_span, usage_attributes
+from ._observe import current_turn, failed, span, turn_span, usage_attributes
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
@@ -1198,38 +1198,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     async def _run_tool(self, use: ToolUseBlock, turn: Turn, effects: list[Effect]) -> ToolOutcome:
         timeout = self._deps.tools.timeout_s(use.name)  # the tool's own, else tools.timeout_s
-        outcome: ToolOutcome | None = None
-        with (
-            span("frontmind.tool", turn.turn_id, **{"frontmind.tool": use.name}),
-            anyio.move_on_after(timeout),
-        ):
-            try:
-                outcome = await self._deps.tools.run(
-                    use.name, msgspec.Raw(use.input_json.encode()), turn, effects
-                )
-            except asyncio.CancelledError:
-                # A tool's own CancelledError (it awaited a task someone else cancelled)
-                # is its failure, not this turn's cancellation: only a cancel this task
-                # was asked for (the timeout above, the caller, shutdown) goes on up.
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
-                    raise
-                log.warning("tool %s raised CancelledError without being cancelled", use.name)
-                outcome = ToolOutcome(
-                    f"{use.name} failed: CancelledError (the tool's own work was cancelled)",
-                    is_error=True,
-                )
-            except SystemExit as exc:
-                # A tool calling sys.exit() (a library's CLI entry point run as a tool, say)
-                # would end the whole process, every user's turns with it, with no grace:
-                # it is that tool's failure. Ctrl+C (KeyboardInterrupt) still passes.
-                log.warning("tool %s raised SystemExit(%r)", use.name, exc.code)
-                outcome = ToolOutcome(
-                    f"{use.name} failed: SystemExit({exc.code!r}) (a tool may not end the process)",
-                    is_error=True,
-                )
-        if outcome is None:
-            return ToolOutcome(f"{use.name} timed out after {timeout:g}s", is_error=True)
+        # The call's id tells apart the spans of one tool's calls that ran side by side.
+        named = {"frontmind.tool": use.name, "gen_ai.tool.call.id": use.id}
+        with span("frontmind.tool", turn.turn_id, **named) as opened:
+            outcome = await self._call_tool(use, turn, effects, timeout)
+            if outcome.is_error:  # an error result, a timeout: the turn goes on, the call failed
+                failed(opened, outcome.content)
         # A tool's text is code's output, kept: what no database stores (a NUL, a lone
         # surrogate) becomes U+FFFD rather than failing the turn at its commit. It comes
         # from outside (a file, a web page, an MCP server): one that spells the
@@ -1240,6 +1214,38 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if content is outcome.content and blocks_json is outcome.blocks_json:
             return outcome
         return msgspec.structs.replace(outcome, content=content, blocks_json=blocks_json)
+
+    async def _call_tool(
+        self, use: ToolUseBlock, turn: Turn, effects: list[Effect], limit_s: float
+    ) -> ToolOutcome:
+        """The call's outcome within `limit_s` seconds; a timeout is its error result."""
+        with anyio.move_on_after(limit_s):
+            try:
+                return await self._deps.tools.run(
+                    use.name, msgspec.Raw(use.input_json.encode()), turn, effects
+                )
+            except asyncio.CancelledError:
+                # A tool's own CancelledError (it awaited a task someone else cancelled)
+                # is its failure, not this turn's cancellation: only a cancel this task
+                # was asked for (the timeout above, the caller, shutdown) goes on up.
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise
+                log.warning("tool %s raised CancelledError without being cancelled", use.name)
+                return ToolOutcome(
+                    f"{use.name} failed: CancelledError (the tool's own work was cancelled)",
+                    is_error=True,
+                )
+            except SystemExit as exc:
+                # A tool calling sys.exit() (a library's CLI entry point run as a tool, say)
+                # would end the whole process, every user's turns with it, with no grace:
+                # it is that tool's failure. Ctrl+C (KeyboardInterrupt) still passes.
+                log.warning("tool %s raised SystemExit(%r)", use.name, exc.code)
+                return ToolOutcome(
+                    f"{use.name} failed: SystemExit({exc.code!r}) (a tool may not end the process)",
+                    is_error=True,
+                )
+        return ToolOutcome(f"{use.name} timed out after {limit_s:g}s", is_error=True)
 
     async def _commit(
         self,

@@ -24,7 +24,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from storage import TurnUsage
 
-__all__ = ["current_turn", "record_span", "span", "turn_span", "usage_attributes"]
+__all__ = ["current_turn", "failed", "record_span", "span", "turn_span", "usage_attributes"]
 
 current_turn: ContextVar[str | None] = ContextVar("frontmind_turn", default=None)
 _turns: dict[str, Span] = {}  # turn id -> the turn's open span
@@ -53,6 +53,11 @@ def span(name: str, turn_id: str | None = None, **attrs: Any) -> Iterator[Span]:
         raise
     finally:
         opened.end()
+
+
+def failed(opened: Span, message: str) -> None:
+    """Mark a span failed that raised nothing (a tool's error result, its timeout)."""
+    opened.set_status(Status(StatusCode.ERROR, message[:200]))
 
 
 @contextmanager

@@ -15,9 +15,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from frontmind import Frontmind, TurnCompleted, TurnError
+from frontmind import Frontmind, TurnCompleted, TurnError, tool
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from tests._daemon import ROOT, child_env
-from tests._harness import config
+from tests._harness import config, frontmind
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +87,45 @@ async def test_a_turn_has_spans_for_compose_trinkets_model_calls_and_tools(
         assert child.parent.span_id == turn.context.span_id, child.name
         assert child.context is not None
         assert child.context.trace_id == turn.context.trace_id
+
+
+async def test_calls_side_by_side_each_have_their_span_and_a_failed_one_says_so(
+    tmp_path: Path, exporter: InMemorySpanExporter
+) -> None:
+    """Two calls of one tool in one reply run side by side: each span names its call,
+    and the one whose result is an error is marked failed (it raised nothing: the
+    model heard of the failure, the turn went on)."""
+    exporter.clear()
+
+    @tool
+    def lookup(sku: str) -> str:
+        """Looks up a SKU."""
+        if sku == "bad":
+            raise ValueError("no such sku")
+        return "in stock"
+
+    responder = ScriptedResponder()
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("lookup", {"sku": "ok"}, "toolu_ok"),
+                ReplyToolUse("lookup", {"sku": "bad"}, "toolu_bad"),
+            )
+        ),
+        "One of two.",
+    )
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, tools=[lookup]) as fm,
+    ):
+        events = [e async for e in fm.turn("ada", "look both up")]
+    assert isinstance(events[-1], TurnCompleted)
+    calls = named(exporter.get_finished_spans(), "frontmind.tool")
+    by_id = {(c.attributes or {})["gen_ai.tool.call.id"]: c for c in calls}
+    assert set(by_id) == {"toolu_ok", "toolu_bad"}
+    assert by_id["toolu_ok"].status.status_code != StatusCode.ERROR
+    assert by_id["toolu_bad"].status.status_code == StatusCode.ERROR
+    assert "no such sku" in (by_id["toolu_bad"].status.description or "")
 
 
 async def test_a_failed_turn_marks_its_span(tmp_path: Path, exporter: InMemorySpanExporter) -> None:
