@@ -10,12 +10,14 @@ array, the first part of every cached prefix, is byte-identical on every turn.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
 import re
 import threading
 import types
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import (
     Annotated,
@@ -335,6 +337,21 @@ class Tool(Generic[P, R]):
 # running after their turn gave up on them, the tool is refused at once, for the model to
 # hear, until one of them returns.
 MAX_STRAGGLERS = 8
+# The worker threads the users' sync tools may hold at once in a process, apart from
+# anyio's default 40 that the storage's own thread work takes (the SQLite vector cache's
+# first pass, a backup's copy): a reply of fifty slow calls waits for these, not the
+# recall of every other turn for a thread.
+TOOL_THREADS = 32
+_LIMITERS: weakref.WeakKeyDictionary[object, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+
+
+def _tool_threads() -> anyio.CapacityLimiter:
+    """This event loop's limiter of tool threads (a limiter belongs to its loop)."""
+    loop = asyncio.get_running_loop()
+    limiter = _LIMITERS.get(loop)
+    if limiter is None:
+        limiter = _LIMITERS[loop] = anyio.CapacityLimiter(TOOL_THREADS)
+    return limiter
 
 
 class ThreadCalls:
@@ -364,7 +381,9 @@ class ThreadCalls:
                         self._changed.notify_all()
 
         try:
-            return await anyio.to_thread.run_sync(tracked, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(
+                tracked, abandon_on_cancel=True, limiter=_tool_threads()
+            )
         except anyio.get_cancelled_exc_class():
             with self._changed:
                 # Only a call whose thread runs it is a straggler: one cancelled while it

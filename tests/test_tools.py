@@ -19,7 +19,7 @@ import pytest
 
 import frontmind as fm_module
 from actors import TOOL_NAMES, Tool, ToolDefinitionError, ToolOutcome, input_schema
-from actors._tool_spec import MAX_STRAGGLERS
+from actors._tool_spec import MAX_STRAGGLERS, TOOL_THREADS
 from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
@@ -482,6 +482,56 @@ async def test_leaving_a_turn_while_its_calls_run_side_by_side_cancels_them_all(
             assert [r.status for r in await fm.turns("c1")] == ["cancelled", "completed"]
             assert await fm.reminders() == []
             assert [m.role for m in await fm.history("c1")] == ["user", "assistant"]
+    finally:
+        gate.set()
+
+
+async def test_slow_sync_tools_leave_threads_for_the_storage(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """Sync tools held anyio's default 40 worker threads, the ones the storage's own
+    thread work takes too: one reply of 40 slow calls stalled a backup (and the SQLite
+    vector cache's first pass of every turn's recall) until they returned. Tools have
+    threads of their own now."""
+    api, responder = script
+    gate, running = threading.Event(), threading.Event()
+    started: list[int] = []
+    lock = threading.Lock()
+
+    @tool(timeout_s=60)
+    def crunch(n: int) -> str:
+        """Crunches slowly."""
+        with lock:
+            started.append(n)
+            if len(started) == TOOL_THREADS:
+                running.set()
+        gate.wait(30)
+        return f"crunched {n}"
+
+    calls = 40
+    responder.push(
+        Reply(tuple(ReplyToolUse("crunch", {"n": i}, f"toolu_{i}") for i in range(calls))),
+        "All crunched.",
+    )
+    own_thread = anyio.CapacityLimiter(1)  # waiting here takes none of the default ones
+    try:
+        async with (
+            frontmind(api, tmp_path, tools=[crunch]) as fm,
+            anyio.create_task_group() as tg,
+        ):
+            events: list[Any] = []
+
+            async def turn() -> None:
+                events.extend(await run_turn(fm, "c1", "crunch them all"))
+
+            tg.start_soon(turn)
+            assert await anyio.to_thread.run_sync(running.wait, 30, limiter=own_thread)
+            with anyio.fail_after(10):  # while the tools hold every thread they may
+                size = await fm.backup(tmp_path / "while-crunching.db")
+            assert size > 0
+            gate.set()
+        assert len(tool_finishes(events)) == calls
+        assert completed(events).text == "All crunched."
     finally:
         gate.set()
 
