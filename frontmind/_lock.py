@@ -39,9 +39,16 @@ def data_dir_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            # The holder may be this very process (a second `Frontmind.open` of the
+            # directory, an app's own mistake): "another process" with its own pid sent
+            # the reader looking for a process that is not there.
+            who = (
+                "another Frontmind instance in this process"
+                if holder == str(os.getpid())
+                else "another Frontmind process"
+            )
             raise DataDirLocked(
-                f"the data directory {directory} is in use by another Frontmind process "
-                f"(pid {holder})"
+                f"the data directory {directory} is in use by {who} (pid {holder})"
             ) from None
         # The pid is for that message alone: the lock is the flock, held already. On a
         # full disk (or a file system that fails writes) the store says what is wrong.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +17,7 @@ import pytest
 from actors import TurnStream
 from frontmind import (
     ConfigError,
+    DataDirLocked,
     Frontmind,
     InvalidInput,
     MessageTooLarge,
@@ -81,6 +83,33 @@ async def test_open_raises_the_error_itself_not_a_group(tmp_path: Path) -> None:
         with pytest.raises(Boom):
             async with frontmind(api, tmp_path / "data"):
                 raise Boom
+
+
+async def test_two_instances_in_one_process_keep_apart_and_one_directory_opens_once(
+    tmp_path: Path,
+) -> None:
+    """An app may open two instances on two directories; the same directory twice is
+    refused, and the error says the holder is this process, not another one (it named
+    "another Frontmind process" with the app's own pid)."""
+    async with (
+        LocalMessagesAPI() as api,
+        frontmind(api, tmp_path / "a") as one,
+        frontmind(api, tmp_path / "b") as two,
+    ):
+        await one.user("ann").put_document("about", "Ann of one")
+        completed(await run_turn(one.user("ann"), "main", "hello"))
+        completed(await run_turn(two.user("ann"), "main", "hello"))
+        assert await two.user("ann").documents() == []
+        assert len(await two.user("ann").history("main")) == 2
+        with pytest.raises(DataDirLocked) as caught:
+            async with frontmind(api, tmp_path / "a"):
+                pass
+        assert str(caught.value) == (
+            f"the data directory {tmp_path / 'a'} is in use by another Frontmind "
+            f"instance in this process (pid {os.getpid()})"
+        )
+        # The refused open left the holder's lock and store alone.
+        completed(await run_turn(one.user("ann"), "main", "again"))
 
 
 async def test_a_database_url_is_not_taken_for_a_data_directory(
