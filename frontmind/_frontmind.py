@@ -649,10 +649,19 @@ class Frontmind:
     async def put_document(self, label: str, content: str) -> Document:
         """Add or replace a document; `BudgetExceeded` if all documents together would be
         over `documents.budget_tokens` (they are all in every turn's system prompt)."""
-        lock = self._documents_locks.setdefault(self.user_name, anyio.Lock())
+        locks = self._documents_locks
+        lock = locks.get(self.user_name) or locks.setdefault(self.user_name, anyio.Lock())
         with self._writing():
-            async with lock:
-                return await self._put_document(label, content)
+            try:
+                async with lock:  # taken or queued for at once: no await since the get
+                    return await self._put_document(label, content)
+            finally:
+                # A lock kept for every user who ever wrote a document held a kilobyte
+                # each for the process's life (a web app's every user). Dropped once
+                # nobody holds or waits for it: the next writer makes a new one.
+                idle = not lock.locked() and not lock.statistics().tasks_waiting
+                if idle and locks.get(self.user_name) is lock:
+                    del locks[self.user_name]
 
     async def _put_document(self, label: str, content: str) -> Document:
         check_document(label, content)  # before its tokens are counted

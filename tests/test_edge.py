@@ -355,6 +355,33 @@ async def test_library_refuses_documents_over_the_budget(tmp_path: Path) -> None
         assert (await fm.documents())[0].content == "x" * 300, "nothing stored is lost"
 
 
+async def test_document_writes_keep_the_budget_and_hold_nothing_per_user_after(
+    tmp_path: Path,
+) -> None:
+    """Writes of one user's documents at once are checked against the budget one at a
+    time; and what serializes them is let go when they end: a lock per user ever seen
+    stayed for the process's life (a kilobyte each, for every user of a web app)."""
+    config = Config(documents=DocumentsConfig(budget_tokens=100))
+    async with Frontmind.open(tmp_path, config, model=NoModel()) as fm:
+        outcomes: list[str] = []
+
+        async def put(user: str, label: str) -> None:
+            try:
+                await fm.user(user).put_document(label, "x" * 300)  # 75 tokens
+                outcomes.append(f"{user}:{label}")
+            except BudgetExceeded:
+                outcomes.append(f"{user}:{label} refused")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(put, f"u{i}", "a")
+                tg.start_soon(put, f"u{i}", "b")  # the two together are over the budget
+        assert len([o for o in outcomes if o.endswith("refused")]) == 50
+        for i in range(50):
+            assert len(await fm.user(f"u{i}").documents()) == 1
+        assert fm._documents_locks == {}
+
+
 async def test_token_from_a_file_and_bearer_in_any_case(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-from-file\n")
