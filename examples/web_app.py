@@ -72,12 +72,17 @@ async def chat(request: Request) -> Response:
     message = body.get("message") if isinstance(body, dict) else None
     if not isinstance(message, str):
         return JSONResponse({"error": "give the message as text: {'message': ...}"}, 400)
+    # A null or a number is no user's name: as text it became one ("None"), shared by
+    # every client that sent it.
+    name = body.get("user", "default")
+    if not isinstance(name, str):
+        return JSONResponse({"error": "give the user as text: {'user': ...}"}, 400)
     stack = AsyncExitStack()
     try:
         # Your app knows who is asking (a session, a login); each user's data is their
         # own. Entering the turn checks the message: bad input is a 400 here, before
         # any model call and before the stream starts.
-        user = fm.user(str(body.get("user", "default")))
+        user = fm.user(name)
         events = await stack.enter_async_context(user.turn("web", message))
     except FrontmindError as exc:
         await stack.aclose()

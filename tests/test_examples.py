@@ -67,6 +67,8 @@ async def test_web_app_streams_turns_to_the_browser(tmp_path: Path) -> None:
                 b"[1, 2]",
                 b'{"message": null}',
                 b'{"user": "a b", "message": "hi"}',
+                b'{"user": null, "message": "hi"}',  # no turn of a user "None"
+                b'{"user": 5, "message": "hi"}',
             ):
                 answer = await http.post("/chat", content=bad)
                 assert answer.status_code == 400, (bad, answer.text)
