@@ -22,6 +22,7 @@ import msgspec
 
 from actors import (
     Busy,
+    InvalidModelSettings,
     McpServerStatus,
     ModelChoice,
     ModelRequest,
@@ -33,6 +34,7 @@ from actors import (
 from storage import (
     ContinuumModel,
     Document,
+    InvalidInput,
     Job,
     Memory,
     MemoryHit,
@@ -275,16 +277,24 @@ class Client(_Closing):
     ) -> tuple[ContinuumModel, ModelChoice]:
         """Choose the continuum's model settings (each None falls back to the daemon's
         `[model]`); refused with `InvalidModelSettings` when the model would refuse them."""
-        own = ContinuumModel(
-            model=model,
-            thinking=thinking,
-            budget_tokens=budget_tokens,
-            max_tokens=max_tokens,
-            effort=effort,
-            thinking_display=thinking_display,
-        )
         path = f"{_continuum(continuum_id)}/settings"
-        body = await self._call("PUT", path, content=_encoder.encode(own))
+        try:
+            own = ContinuumModel(
+                model=model,
+                thinking=thinking,
+                budget_tokens=budget_tokens,
+                max_tokens=max_tokens,
+                effort=effort,
+                thinking_display=thinking_display,
+            )
+            body = await self._call("PUT", path, content=_encoder.encode(own))
+        except InvalidInput as exc:
+            if type(exc) is not InvalidInput:
+                raise
+            # Refused here or by the daemon, whose `invalid_request` is InvalidInput's
+            # type and InvalidModelSettings' alike (the table reads back the first): on
+            # this route it is the settings refused, raised as the library raises it.
+            raise InvalidModelSettings(str(exc)) from None
         reply = from_wire(body, ModelSettingsReply)
         return reply.own, reply.effective
 

@@ -27,6 +27,7 @@ import msgspec
 import pytest
 
 import storage
+from actors import InvalidModelSettings
 from frontmind import (
     Busy,
     Client,
@@ -285,6 +286,30 @@ async def test_the_client_returns_the_librarys_types_and_values(tmp_path: Path) 
         assert summary.created_at == continuum.created_at
         assert continuum.last_turn_at is not None
         assert summary.last_activity_at == continuum.last_turn_at
+
+
+async def test_refused_model_settings_are_the_librarys_error_through_the_client(
+    tmp_path: Path,
+) -> None:
+    """`Client.set_model_settings` promises `InvalidModelSettings`, as the library
+    raises it; the wire's `invalid_request` came back as a plain `InvalidInput`, which an
+    app's `except InvalidModelSettings` (or `SettingsError`) did not catch."""
+    refused: list[dict[str, Any]] = [
+        {"max_tokens": 0},
+        {"model": "no-such-model"},
+        {"thinking": "off", "thinking_display": "omitted"},
+    ]
+    async with served(tmp_path / "data") as (fm, url), Client(url, token=ADMIN) as c:
+        for settings in refused:
+            with pytest.raises(InvalidModelSettings) as mine:
+                await fm.set_model_settings("ada", **settings)
+            with pytest.raises(InvalidModelSettings) as theirs:
+                await c.set_model_settings("ada", **settings)
+            assert str(theirs.value).endswith(str(mine.value).removeprefix("model settings: "))
+        # Other refusals stay what they are.
+        with pytest.raises(InvalidInput) as caught:
+            await c.set_model_settings("ada#", max_tokens=2048)
+        assert not isinstance(caught.value, InvalidModelSettings)
 
 
 # -- the admin calls ---------------------------------------------------------------------
