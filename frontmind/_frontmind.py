@@ -274,6 +274,12 @@ class Frontmind:
                 "directory; a database goes in the config's storage.url (or "
                 "FRONTMIND_DATABASE_URL)"
             )
+        if not str(data_dir).strip():  # a Path("") reads "." already
+            # An empty name (an unset variable of the app's) is the working directory
+            # to pathlib: the store went there, wherever the app was started, unsaid.
+            raise ConfigError(
+                'data_dir is empty: name the data directory ("." for the working one)'
+            )
         directory = Path(data_dir)
         config = config or load_config(config_file, directory)
         validate_settings(config)

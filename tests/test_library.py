@@ -126,6 +126,22 @@ async def test_a_database_url_is_not_taken_for_a_data_directory(
     assert [p async for p in anyio.Path(tmp_path).iterdir()] == []
 
 
+async def test_an_empty_data_directory_is_refused_not_taken_for_the_working_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Frontmind.open("")` (an app's unset setting) opened a store in whatever
+    directory the app ran from, and nothing said so."""
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", "  "):
+        with pytest.raises(ConfigError, match="data_dir is empty"):
+            async with Frontmind.open(empty, offline=True):
+                pass
+    assert [p async for p in anyio.Path(tmp_path).iterdir()] == []
+    async with Frontmind.open(".", offline=True) as fm:  # said outright, it is taken
+        assert await fm.documents() == []
+    assert (tmp_path / "frontmind.db").exists()
+
+
 def test_a_bad_config_value_is_a_config_error(tmp_path: Path) -> None:
     from frontmind import load_config
 
