@@ -28,6 +28,8 @@ from actors import (
     ModelRequest,
     SSEDecoder,
     ToolsReload,
+    TurnCompleted,
+    TurnError,
     TurnEvent,
     UserInput,
 )
@@ -240,8 +242,18 @@ class Client(_Closing):
             ) as response:
                 if response.status_code >= 400:
                     _raise_for(response, await response.aread())
+                ended = False
                 async for data in _sse_data(response.aiter_bytes()):
-                    yield from_wire(data, TurnEvent)  # type: ignore[arg-type]
+                    event: TurnEvent = from_wire(data, TurnEvent)  # type: ignore[arg-type]
+                    ended = isinstance(event, TurnCompleted | TurnError)
+                    yield event
+                if not ended:
+                    # The daemon ends every turn's stream with its completion or its
+                    # error. A stream closed short of that (a proxy's cut, a URL that
+                    # answers something else) ended the turn's loop as if all was said.
+                    raise ClientError(
+                        f"the turn's stream from {self.url} ended before the turn did"
+                    )
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             # Nothing was sent: no stream to have broken (the other calls say the same).
             raise ClientError(f"no Frontmind daemon answers at {self.url}: {exc}") from exc

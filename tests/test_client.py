@@ -40,10 +40,12 @@ from frontmind import (
     TextDelta,
     ToolStarted,
     TurnCompleted,
+    TurnStarted,
 )
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from frontmind.server._routes import ENDPOINTS
+from frontmind.server._sse import _sse_frame
 from storage import TurnRecord, UserForgotten
 from tests._daemon import ROOT, child_env, daemon, sse_events
 from tests._harness import FakeClock, config
@@ -498,6 +500,48 @@ async def test_a_call_to_a_daemon_that_never_answers_times_out() -> None:
 
         with anyio.fail_after(10):
             await anyio.to_thread.run_sync(blocking)
+
+
+async def _cut_short(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers a turn 200 and ends the stream before its last event: a proxy's cut, or
+    (on `/html/...`) a URL that answers every request with a page."""
+    if scope["type"] != "http":
+        return
+    if scope["path"].startswith("/html/"):
+        headers, body = [(b"content-type", b"text/html")], b"<html>hello</html>"
+    else:
+        started = TurnStarted("turn_0", "main")
+        said = TextDelta("Half a rep")
+        headers = [(b"content-type", b"text/event-stream")]
+        body = _sse_frame(started, "1") + _sse_frame(said, "2")
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def test_a_turn_stream_cut_before_its_end_is_the_clients_error() -> None:
+    """The daemon ends every turn's stream with `TurnCompleted` or `TurnError`; a stream
+    closed short of that ended the client's loop as if the turn had ended, and a URL
+    that answered with a page gave a turn of no events, with no error."""
+    async with serve_app(_cut_short) as app:
+        async with Client(app.url) as c:
+            seen: list[Any] = []
+
+            async def read() -> None:
+                async for event in c.turn("main", "hello"):
+                    seen.append(event)
+
+            with pytest.raises(ClientError, match="ended before the turn did"):
+                await read()
+            assert [type(e) for e in seen] == [TurnStarted, TextDelta]
+        async with Client(f"{app.url}/html") as c:
+            with pytest.raises(ClientError, match="ended before the turn did"):
+                await _drain(c.turn("main", "hello"))
+
+        def blocking() -> None:
+            with SyncClient(app.url) as c, pytest.raises(ClientError):
+                list(c.turn("main", "hello"))
+
+        await anyio.to_thread.run_sync(blocking)
 
 
 # -- the sync client's own thread --------------------------------------------------------
