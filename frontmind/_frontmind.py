@@ -8,6 +8,7 @@ async with Frontmind.open("./data", offline=True) as fm:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -466,6 +467,8 @@ class Frontmind:
         """Return once the store answers a read; raise its error (`StorageError`) if it
         cannot, or `StorageUnavailable` if it does not answer within `timeout_s`: a
         readiness probe's question (the daemon's `/readyz`)."""
+        if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
+            raise InvalidInput(f"timeout_s must be a number of seconds above 0, not {timeout_s!r}")
         with anyio.move_on_after(timeout_s):
             await self.storage.schema_version()
             return

@@ -482,3 +482,13 @@ async def test_leaving_a_first_turn_while_a_section_renders_returns_at_once(
     # of the conversation actor (logged with its traceback, twice, as it was restarted
     # to try the preview again).
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), 0, -1, float("inf")])
+async def test_check_storage_refuses_a_timeout_that_is_no_time(
+    tmp_path: Path, seconds: float
+) -> None:
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        await fm.check_storage()
+        with pytest.raises(InvalidInput, match="timeout_s must be a number of seconds above 0"):
+            await fm.check_storage(seconds)
