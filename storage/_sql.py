@@ -374,6 +374,10 @@ class SQLStore(ABC):
     _BYTEWISE: ClassVar[str] = ""
     # The tables a user's rows are deleted from (see `USER_TABLES`); an adapter adds its own.
     _USER_TABLES: ClassVar[tuple[tuple[str, str], ...]] = USER_TABLES
+    # Indexes of segment summaries kept in a table of their own, by the segment's id (no
+    # trigger keeps them): a deleted continuum's entries must go with its segments, or a
+    # later segment that takes a deleted one's id is found by the deleted words.
+    _SEGMENT_INDEXES: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, segment_gap: float) -> None:
         self._segment_gap = segment_gap
@@ -695,6 +699,11 @@ class SQLStore(ABC):
             # Settings chosen before a first turn are a continuum with no row of its own
             # yet: deleting it takes them (the delete said "no continuum" and kept them).
             chosen = await _rows(db, f"SELECT 1 FROM continuum_settings WHERE {where}", args)
+            for index in self._SEGMENT_INDEXES:
+                await db.execute(
+                    f"DELETE FROM {index} WHERE rowid IN (SELECT id FROM segments WHERE {where})",
+                    args,
+                )
             for table in _CONTINUUM_TABLES:
                 await db.execute(f"DELETE FROM {table} WHERE {where}", args)
             found = await _rows(

@@ -409,6 +409,7 @@ class SQLiteStorage(SQLStore):
     # execution (storage/_fts_plan_sql.py); the turn's reads of reminders, documents and
     # segments were, each turn.
     _LIMIT = "+?"
+    _SEGMENT_INDEXES = ("segments_fts",)
     # The segment summaries' index is a table of its own (no trigger keeps it): a
     # deleted user's entries go before their segments.
     _USER_TABLES = (

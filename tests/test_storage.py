@@ -554,6 +554,29 @@ async def test_deleting_a_continuum_takes_its_jobs(store: Store) -> None:
     assert [j.continuum_id for j in await store.jobs(DEFAULT_USER)] == ["c2"]  # not another's
 
 
+async def test_deleting_a_continuum_takes_its_summaries_out_of_the_search_index(
+    store: Store,
+) -> None:
+    """A deleted continuum's summaries leave the search index with it: on SQLite they
+    stayed in `segments_fts`, and a later segment (another user's) that took the deleted
+    one's id was found by the deleted summary's words."""
+    from storage import JobUsage, SegmentDigest, TurnUsage
+
+    segment_id = await closed_segment(store)
+    job = await store.claim_job(now=3000.0, lease_seconds=60)
+    assert job is not None
+    digest = SegmentDigest(segment_id, "Walrus talk", "The user spoke of a walrus.", ())
+    usage = JobUsage("claude-sonnet-4-6", TurnUsage(input_tokens=5))
+    assert await store.finish_job(job, now=3001.0, digest=digest, usage=usage)
+    assert [s.id for s in await store.search_segments(DEFAULT_USER, "walrus")] == [segment_id]
+    await store.delete_continuum(DEFAULT_USER, "c1")
+    await store.add_user("bob", "b" * 64)
+    await store.commit_turn("bob", turn("b1", "u1", at=5000.0, user_text="hello there"))
+    await store.commit_turn("bob", turn("b1", "u2", at=9000.0, user_text="a new topic"))
+    assert await store.search_segments(DEFAULT_USER, "walrus") == []
+    assert await store.search_segments("bob", "walrus") == []
+
+
 async def test_a_finished_job_stores_summary_and_memories_in_one_go(store: Store) -> None:
     from storage import JobUsage, MemoryProposal, SegmentDigest, TurnUsage
 
