@@ -33,6 +33,8 @@ from typing import Annotated, Any
 import msgspec
 
 from ._exceptions import InvalidInput
+from ._jobs import usage_decoder
+from ._shared import content_decoder, record_decoder
 from ._validation import LABEL_PATTERN, NAME_PATTERN
 
 __all__ = [
@@ -177,6 +179,16 @@ def _row_type(table: str, columns: str) -> type[msgspec.Struct]:
 
 _ROW_TYPES = {table: _row_type(table, columns) for table, columns, _ in _TABLES}
 
+# The bytes every read of the row decodes, by the decoder the read uses: bytes it cannot
+# decode (an export edited by hand) would be imported whole, and every turn of the
+# continuum would then crash on them, or every listing of its turns or jobs.
+_STORED: dict[tuple[str, str], tuple[str, msgspec.json.Decoder[Any]]] = {
+    ("messages", "content"): ("a message's content blocks", content_decoder),
+    ("turns", "record"): ("a turn record", record_decoder),
+    ("continuum_settings", "settings"): ("settings", msgspec.json.Decoder(dict[str, Any])),
+    ("jobs", "record"): ("a job's usage", usage_decoder),
+}
+
 
 class TableRows(msgspec.Struct, frozen=True):
     """Some rows of one portable table, each in the table's column order. Memories also
@@ -232,9 +244,20 @@ def _typed_row(table: str, row: dict[str, Any], number: int) -> tuple[Any, ...]:
         if column == "id" and reason.startswith(("Expected `int` >=", "Expected `int` <=")):
             reason = f"an id must be 1 to {MAX_IMPORTED_ID}: {reason}"
         raise InvalidInput(f"line {number}: {table}.{column}: {reason}") from None
-    return tuple(
+    values = tuple(
         _in(getattr(typed, column), f"line {number}: {table}.{column}") for column in COLUMNS[table]
     )
+    for column, value in zip(COLUMNS[table], values, strict=True):
+        stored = _STORED.get((table, column))
+        if stored is not None and value is not None:
+            what, decoder = stored
+            try:
+                decoder.decode(value)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise InvalidInput(
+                    f"line {number}: {table}.{column}: not {what} this store reads ({exc})"
+                ) from None
+    return values
 
 
 def decode_line(line: bytes, number: int) -> tuple[str, tuple[Any, ...]] | None:

@@ -18,10 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
+import msgspec
 import pytest
 
 from frontmind.cli._data import read_export
 from storage import (
+    ContinuumModel,
     ImportCollision,
     InvalidInput,
     PostgresStorage,
@@ -418,6 +420,45 @@ async def test_the_import_command_refuses_what_is_no_export(tmp_path: Path) -> N
     assert code == 2
     assert "- holds no export" in err
     assert not data.exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "said"),
+    [
+        ("messages", "content", "not a message's content blocks this store reads"),
+        ("turns", "record", "not a turn record this store reads"),
+        ("continuum_settings", "settings", "not settings this store reads"),
+    ],
+)
+async def test_an_import_refuses_bytes_no_read_decodes(
+    table: str, column: str, said: str, tmp_path: Path
+) -> None:
+    """Bytes every read of the row decodes (an export edited by hand) are checked as the
+    lines are: imported, a message's were a continuum whose every turn crashed its actor
+    on them ("DecodeError: JSON is malformed"), for good."""
+    async with await SQLiteStorage.open(tmp_path / "source.db") as source:
+        await source.commit_turn("default", turn("main", "t1", at=1000.0, user_text="hello"))
+        await source.set_continuum_model("default", "main", ContinuumModel(max_tokens=100))
+        lines = [encode_header(await source.schema_version(), None)]
+        async for part in source.export_rows():
+            lines += [encode_row(part.table, row) for row in part.rows]
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_bytes(b"".join(lines))
+    broken = next(i for i, line in enumerate(lines) if f'"table":"{table}"'.encode() in line)
+    record = msgspec.json.decode(lines[broken])
+    record["row"][column] = {"base64": "bm9wZQ=="}  # "nope"
+    lines[broken] = msgspec.json.encode(record) + b"\n"
+    bad.write_bytes(b"".join(lines))
+    data = tmp_path / "data"
+    code, _, err = await run_cli("import", str(bad), "--data-dir", str(data))
+    assert code == 2, err
+    assert f"line {broken + 1}: {table}.{column}: {said}" in err, err
+    assert not data.exists()
+    code, _, err = await run_cli("import", str(good), "--data-dir", str(data))
+    assert code == 0, err
+    async with await SQLiteStorage.open(data / "frontmind.db") as store:
+        assert [m.role for m in await store.history("default", "main")] == ["user", "assistant"]
+        assert (await store.continuum_model("default", "main")).max_tokens == 100
 
 
 # -- vectors of no named embedder ------------------------------------------------------------
