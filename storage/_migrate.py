@@ -12,11 +12,13 @@ the same on both sides.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from ._exceptions import InvalidInput, StorageError
 from ._port import Storage
+from ._transfer import COLUMNS
 
 __all__ = ["Migration", "MigrationMismatch", "migrate"]
 
@@ -34,6 +36,42 @@ class Migration(msgspec.Struct, frozen=True):
     digests: dict[str, str]
 
 
+# What a row is known by across stores: its key and its owner and when it was made, which
+# no later change of the row alters. A target holding a row the source has not (as
+# known so) is another store, not a copy of this one resumed.
+_IDENTITY = {
+    "users": ("name", "created_at"),
+    "reminders": ("id", "owner", "created_at"),
+    "continuums": ("owner", "id", "created_at"),
+    "memories": ("id", "owner", "created_at"),
+}
+
+
+async def _identities(store: Storage) -> dict[str, set[tuple[Any, ...]]]:
+    found: dict[str, set[tuple[Any, ...]]] = {table: set() for table in _IDENTITY}
+    async for part in store.export_rows():  # read to its end: the snapshot then closes
+        if part.table in found:
+            at = [COLUMNS[part.table].index(column) for column in _IDENTITY[part.table]]
+            found[part.table].update(tuple(row[i] for i in at) for row in part.rows)
+    return found
+
+
+async def _check_resumable(source: Storage, target: Storage) -> None:
+    """Refuse, before anything is copied, a target holding rows that are not the
+    source's: copied into, its rows of the same ids were skipped or written over, and
+    the source's continuums arrived there with holes in their messages."""
+    if not any((await target.table_counts()).values()):
+        return
+    theirs, ours = await _identities(target), await _identities(source)
+    foreign = {table: len(rows - ours[table]) for table, rows in theirs.items()}
+    if any(foreign.values()):
+        named = ", ".join(f"{count} {table}" for table, count in foreign.items() if count)
+        raise MigrationMismatch(
+            f"the target holds rows that are not the source's ({named}): nothing was"
+            " copied; migrate into an empty store"
+        )
+
+
 async def migrate(
     source: Storage,
     target: Storage,
@@ -45,6 +83,7 @@ async def migrate(
     `progress(table, rows)` is told of each batch once it is committed."""
     if batch < 1:
         raise InvalidInput(f"a migration's batch is at least 1 row, not {batch}")
+    await _check_resumable(source, target)
     copied: dict[str, int] = {}
     async for part in source.export_rows(batch=batch):
         for table, count in (await target.import_rows([part], skip_existing=True)).items():

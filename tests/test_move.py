@@ -359,3 +359,23 @@ async def test_a_migration_killed_mid_copy_finishes_on_the_next_run(tmp_path: Pa
     async with await SQLiteStorage.open(target / "frontmind.db") as store:
         assert await store.table_counts() == counts
         assert await store.continuum_digests() == digests
+
+
+async def test_a_migration_into_another_stores_rows_copies_nothing(tmp_path: Path) -> None:
+    """A target holding rows that are not the source's is refused before any is copied:
+    copied into, its messages of the same ids were skipped, and the source's continuum
+    arrived there with holes (58 of its 62 messages) beside the target's own, before
+    the counts refused."""
+    source, target = tmp_path / "a", tmp_path / "b"
+    async with await SQLiteStorage.open(source / "frontmind.db") as store:
+        for n in range(3):
+            assert await store.commit_turn("default", factory_turn("main", f"s{n}", at=1e6 + n))
+    async with await SQLiteStorage.open(target / "frontmind.db") as store:
+        assert await store.commit_turn("default", factory_turn("mine", "t0", at=2e6))
+        before = (await store.table_counts(), await store.continuum_digests())
+    code, _, err = await run_cli("migrate", "--to", str(target), "--data-dir", str(source))
+    assert code == 2, err
+    assert "the target holds rows that are not the source's (1 continuums)" in err, err
+    assert "copied " not in err  # no batch was committed
+    async with await SQLiteStorage.open(target / "frontmind.db") as store:
+        assert (await store.table_counts(), await store.continuum_digests()) == before
