@@ -1880,6 +1880,8 @@ class SQLStore(ABC):
             rows = vectors.admit(part, columns.index("embedding"), skip_existing)
             if skip_existing:
                 rows = await self._changed_memories(db, columns, rows, vectors)
+        if part.table in ("turns", "segments", "messages"):
+            await self._check_parents(db, part)
         extra, rows = self._derived_columns(part.table, columns, rows)
         names = (*columns, *extra)
         conflict = "DO NOTHING"
@@ -1906,6 +1908,34 @@ class SQLStore(ABC):
                 await self._index_imported_vectors(db, columns, got, vectors)
             count += len(got)
         return count
+
+    async def _check_parents(self, db: Connection, part: TableRows) -> None:
+        """Refuse rows whose continuum (or, for messages, turn) neither the import nor the
+        store holds, naming it: the database's own refusal said only "a write failed:
+        FOREIGN KEY constraint failed", as if the store were out of order."""
+        columns = COLUMNS[part.table]
+        owner, cid = columns.index("owner"), columns.index("continuum_id")
+        for user, continuum_id in sorted({(row[owner], row[cid]) for row in part.rows}):
+            if not await _rows(
+                db, "SELECT 1 FROM continuums WHERE owner = ? AND id = ?", (user, continuum_id)
+            ):
+                raise InvalidInput(
+                    f"{part.table} rows of the continuum {continuum_id!r} of {user!r}, which"
+                    " neither the import nor this store holds: nothing was imported"
+                )
+        if part.table == "messages":
+            turn = columns.index("turn_id")
+            wanted = sorted({row[turn] for row in part.rows})
+            among, ids = self._in_list(wanted, "text")
+            held = {
+                row[0] for row in await _rows(db, f"SELECT id FROM turns WHERE id {among}", (ids,))
+            }
+            missing = [t for t in wanted if t not in held]
+            if missing:
+                raise InvalidInput(
+                    f"messages of the turn {missing[0]!r}, which neither the import nor this"
+                    " store holds: nothing was imported"
+                )
 
     def _derived_columns(
         self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]

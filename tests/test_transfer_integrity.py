@@ -34,6 +34,7 @@ from storage import (
     encode_row,
     migrate,
 )
+from storage._transfer import COLUMNS
 from tests._daemon import run_cli
 from tests._factories import turn
 from tests._postgres import PostgresServer
@@ -420,6 +421,28 @@ async def test_the_import_command_refuses_what_is_no_export(tmp_path: Path) -> N
     assert code == 2
     assert "- holds no export" in err
     assert not data.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_import_names_the_continuum_or_turn_its_rows_lack(
+    kind: str, new_store: Opener, tmp_path: Path
+) -> None:
+    """Rows of a continuum or turn that neither the file nor the store holds are refused
+    naming it: the database's refusal said "a write failed: FOREIGN KEY constraint
+    failed" (StorageUnavailable, as if the store were out of order)."""
+    source = await new_store("sqlite")
+    await source.commit_turn("default", turn("main", "t1", at=1000.0, user_text="hello"))
+    parts = [part async for part in source.export_rows()]
+    store = await new_store(kind)
+    orphans = [p for p in parts if p.table in ("messages", "segments", "turns")]
+    with pytest.raises(InvalidInput, match="continuum 'main' of 'default', which neither"):
+        await store.import_rows(orphans)
+    no_turns = [p for p in parts if p.table != "turns"]
+    with pytest.raises(InvalidInput, match="messages of the turn 't1', which neither"):
+        await store.import_rows(no_turns)
+    assert await store.table_counts() == dict.fromkeys(COLUMNS, 0)
+    await store.import_rows(parts)
+    assert [m.role for m in await store.history("default", "main")] == ["user", "assistant"]
 
 
 @pytest.mark.parametrize(
