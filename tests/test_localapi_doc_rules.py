@@ -112,3 +112,22 @@ def test_fable_and_mythos_5_2_are_priced_at_their_list_prices(name: str) -> None
     assert priced.write_5m_usd == pytest.approx(10.0)
     assert priced.write_1h_usd == pytest.approx(16.0)
     assert priced.total_usd == pytest.approx(8.0 + 10.0 + 16.0 + 0.20 + 40.0)
+
+
+async def test_two_tools_of_one_name_are_refused(client: anthropic.AsyncAnthropic) -> None:
+    # The live API refuses a request whose tools share a name, a custom tool and a server
+    # tool alike ("tools: Tool names must be unique.", anthropics/claude-code#10687), and
+    # token counting with it: the local API let such a request through.
+    lookup: Any = {"name": "lookup", "input_schema": {"type": "object"}}
+    search: Any = {"type": "web_search_20250305", "name": "web_search"}
+    unique = {"type": "invalid_request_error", "message": "tools: Tool names must be unique."}
+    for tools in ([lookup, lookup], [search, {**lookup, "name": "web_search"}]):
+        assert await error_of(client, model="claude-sonnet-4-5", tools=tools) == unique
+    with pytest.raises(anthropic.BadRequestError, match="Tool names must be unique"):
+        await client.messages.count_tokens(
+            model="claude-sonnet-4-5", messages=HI, tools=[lookup, lookup]
+        )
+    fine = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tools=[lookup, search]
+    )
+    assert fine.stop_reason is not None

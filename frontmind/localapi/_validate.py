@@ -437,6 +437,7 @@ def _check_tool_loop_thinking(
 
 
 def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
+    names: set[str] = set()
     for i, tool in enumerate(request.tools or ()):
         custom = tool.type in (None, "custom")
         if custom and tool.input_schema is None:
@@ -452,6 +453,11 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
                 400,
                 f"tools.{i}: the tool type '{kind}' is not supported by the model '{model.name}'",
             )
+        names.add(tool.name)
+    if len(names) < len(request.tools or ()):
+        # The live API's words (anthropics/claude-code#10687): a model could not tell
+        # two tools of one name apart, so the request is refused, whatever their types.
+        raise ApiError(400, "tools: Tool names must be unique.")
 
 
 def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
