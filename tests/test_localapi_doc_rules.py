@@ -131,3 +131,24 @@ async def test_two_tools_of_one_name_are_refused(client: anthropic.AsyncAnthropi
         model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tools=[lookup, search]
     )
     assert fine.stop_reason is not None
+
+
+async def test_a_tool_name_outside_the_pattern_is_refused(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API checks a client tool's name against ^[a-zA-Z0-9_-]{1,128}$ and names
+    # the pattern (modelcontextprotocol/modelcontextprotocol#1345: a name with spaces);
+    # the local API took any name, dots, spaces and 200 characters included.
+    pattern = "String should match pattern '^[a-zA-Z0-9_-]{1,128}$'"
+    for name in ("service.lookup", "look up", "", "x" * 129):
+        tools: Any = [
+            {"name": "fine", "input_schema": {"type": "object"}},
+            {"name": name, "input_schema": {"type": "object"}},
+        ]
+        refused = await error_of(client, model="claude-sonnet-4-5", tools=tools)
+        assert refused["message"] == f"tools.1.custom.name: {pattern}"
+    longest: Any = [{"name": "x-_" * 42 + "yz", "input_schema": {"type": "object"}}]
+    reply = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tools=longest
+    )
+    assert reply.stop_reason is not None

@@ -51,6 +51,10 @@ VERSIONS = frozenset({"2023-06-01", "2026-10-21"})
 _SAMPLING_REJECTED_FROM = "2026-10-21"
 MAX_BREAKPOINTS = 4
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# A client tool's name, as the live API's 400 quotes it ("tools.16.custom.name: String
+# should match pattern '^[a-zA-Z0-9_-]{1,128}$'", modelcontextprotocol#1345; the tool-use
+# docs give {1,64}, which older reports quote, and which Frontmind keeps to itself).
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 _R = TypeVar("_R", MessagesRequest, CountTokensRequest)
@@ -440,6 +444,10 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
     names: set[str] = set()
     for i, tool in enumerate(request.tools or ()):
         custom = tool.type in (None, "custom")
+        if custom and _TOOL_NAME.fullmatch(tool.name) is None:
+            raise ApiError(
+                400, f"tools.{i}.custom.name: String should match pattern '^{_TOOL_NAME.pattern}$'"
+            )
         if custom and tool.input_schema is None:
             raise ApiError(400, f"tools.{i}.custom.input_schema: Field required")
         if custom and tool.input_schema is not None:
