@@ -152,3 +152,27 @@ async def test_a_tool_name_outside_the_pattern_is_refused(
         model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tools=longest
     )
     assert reply.stop_reason is not None
+
+
+async def test_a_prefill_ending_on_whitespace_is_refused(client: anthropic.AsyncAnthropic) -> None:
+    # The live API refuses a request whose final assistant turn ends on whitespace
+    # ("messages: final assistant content cannot end with trailing whitespace",
+    # tailcallhq/forgecode#1872), on the models that take a prefill at all; the local
+    # API continued from it.
+    for content in ("Sure, ", [{"type": "text", "text": "Sure,\n"}]):
+        messages: Any = [*HI, {"role": "assistant", "content": content}]
+        refused = await error_of(client, model="claude-sonnet-4-5", messages=messages)
+        assert refused == {
+            "type": "invalid_request_error",
+            "message": "messages: final assistant content cannot end with trailing whitespace",
+        }
+    trimmed: Any = [*HI, {"role": "assistant", "content": "Sure,"}]
+    reply = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=4096, messages=trimmed
+    )
+    assert reply.stop_reason is not None
+    # Whitespace inside the history, before a user turn, is no prefill.
+    earlier: Any = [*HI, {"role": "assistant", "content": "Sure, "}, *HI]
+    assert (
+        await client.messages.create(model="claude-sonnet-4-5", max_tokens=4096, messages=earlier)
+    ).stop_reason is not None

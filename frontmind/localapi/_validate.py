@@ -593,6 +593,11 @@ def validate(
             "This model does not support assistant message prefill. "
             "The conversation must end with a user message.",
         )
+    final = blocks_of(last)[-1] if last.role == "assistant" else None
+    if type(final) is TextBlock and final.text != final.text.rstrip():
+        # The live API's words (tailcallhq/forgecode#1872, anomalyco/opencode#1295): a
+        # prefill the model goes on from may not end on whitespace.
+        raise ApiError(400, "messages: final assistant content cannot end with trailing whitespace")
     merged = msgspec.structs.replace(request, messages=messages)
     _check_breakpoints(merged)
     return merged, model
