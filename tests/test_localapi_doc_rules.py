@@ -176,3 +176,36 @@ async def test_a_prefill_ending_on_whitespace_is_refused(client: anthropic.Async
     assert (
         await client.messages.create(model="claude-sonnet-4-5", max_tokens=4096, messages=earlier)
     ).stop_reason is not None
+
+
+async def test_a_forcing_tool_choice_needs_its_tool(client: anthropic.AsyncAnthropic) -> None:
+    # The live API, probed (aakshintala/fiber, "tool_choice with no tools"): without
+    # tools, auto and none pass, any is a 400 and so is a tool choice naming a tool the
+    # request does not give; the local API answered all four, and token counting too.
+    lookup: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    choices: Any = ({"type": "auto"}, {"type": "none"})
+    for choice in choices:
+        reply = await client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tool_choice=choice
+        )
+        assert reply.stop_reason == "end_turn"
+    any_choice: Any = {"type": "any"}
+    refused = await error_of(client, model="claude-sonnet-4-5", tool_choice=any_choice)
+    assert refused["message"] == "tool_choice.any may only be specified while providing tools"
+    missing: Any = {"type": "tool", "name": "get_weather"}
+    for tools in (None, lookup):
+        extra = {} if tools is None else {"tools": tools}
+        refused = await error_of(client, model="claude-sonnet-4-5", tool_choice=missing, **extra)
+        assert refused["message"] == "Tool 'get_weather' not found in provided tools"
+    with pytest.raises(anthropic.BadRequestError, match="not found in provided tools"):
+        await client.messages.count_tokens(
+            model="claude-sonnet-4-5", messages=HI, tools=lookup, tool_choice=missing
+        )
+    forced = await client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=4096,
+        messages=HI,
+        tools=lookup,
+        tool_choice={"type": "tool", "name": "lookup"},
+    )
+    assert forced.stop_reason == "tool_use"

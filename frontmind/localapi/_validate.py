@@ -466,6 +466,13 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
         # The live API's words (anthropics/claude-code#10687): a model could not tell
         # two tools of one name apart, so the request is refused, whatever their types.
         raise ApiError(400, "tools: Tool names must be unique.")
+    # A forcing tool_choice needs something to force; auto and none pass without tools
+    # (the live API's answers, probed in aakshintala/fiber, "tool_choice with no tools").
+    choice = request.tool_choice or {}
+    if choice.get("type") == "any" and not names:
+        raise ApiError(400, "tool_choice.any may only be specified while providing tools")
+    if choice.get("type") == "tool" and choice.get("name") not in names:
+        raise ApiError(400, f"Tool '{choice.get('name')}' not found in provided tools")
 
 
 def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
