@@ -387,11 +387,9 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
     # Docs: Fable 5.1 migration guide and Opus 5.5 "Forced tool use is not supported".
     forced = (request.tool_choice or {}).get("type") in ("any", "tool")
     if forced and not model.forced_tool_choice:
-        raise ApiError(
-            400,
-            f"tool_choice: type '{request.tool_choice.get('type') if request.tool_choice else ''}'"
-            " is not supported for this model (forced tool use); use 'auto' or 'none'",
-        )
+        # The docs' words (What's new in Claude Opus 5.5, "Forced tool use is not
+        # supported"), which clients match to fall back to auto.
+        raise ApiError(400, 'tool_choice: type "tool" and "any" are not supported for this model.')
     # Docs: extended thinking, "Extended thinking with tool use": only auto and none.
     if forced and kind in ("enabled", "adaptive"):
         raise ApiError(400, "Thinking may not be enabled when tool_choice forces tool use.")
