@@ -587,3 +587,22 @@ async def test_faults_with_after_events_zero_fire(
             model=MODEL, max_tokens=32, messages=[user(text("hi"))]
         ) as stream:
             await stream.get_final_message()
+
+
+async def test_an_effort_change_rewrites_messages_only(client: anthropic.AsyncAnthropic) -> None:
+    # Prompt caching, "What invalidates the cache": "Changing the `output_config.effort`
+    # value always invalidates message blocks"; the system stays cached. The local API
+    # read the whole prefix back at any effort. Sending the model's default (high on
+    # Sonnet 4.6) is the same as sending none.
+    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    history_tokens = tok("h" * 400) * 2 + tok("a" * 400)
+    base: dict[str, Any] = {"system": sys_blocks(cached=True), "messages": history}
+    first = await create(client, **base)
+    head = first.usage.cache_creation_input_tokens - history_tokens
+    assert head >= tok(SYSTEM)
+    default = await create(client, **base, output_config={"effort": "high"})
+    assert usage_of(default) == (0, 0, head + history_tokens)
+    low = await create(client, **base, output_config={"effort": "low"})
+    assert usage_of(low) == (0, history_tokens, head)
+    again = await create(client, **base, output_config={"effort": "low"})
+    assert usage_of(again) == (0, 0, head + history_tokens)

@@ -13,9 +13,9 @@ boundary. The docs' rules (prompt caching; extended thinking), as simulated:
   most `LOOKBACK` positions in all counting its own (an entry at block 15 and a breakpoint
   at block 35 is a miss). A run of consecutive `tool_use` blocks is one position, and so
   is a run of consecutive `tool_result` blocks. The longest prefix found is read.
-- `tool_choice` and the thinking configuration (on/off, budget) are part of the messages
-  part of the prefix only: changing them re-writes the messages, while tools and system
-  stay cached.
+- `tool_choice`, the thinking configuration (on/off, budget) and the effort are part of
+  the messages part of the prefix only: changing them re-writes the messages, while tools
+  and system stay cached.
 - Thinking blocks of assistant turns before the current one (the turn that began with the
   last user message that is not only tool results) are stripped from the context on
   models that do not keep them: they neither count nor take part in the prefix.
@@ -475,9 +475,18 @@ def _messages_context(request: MessagesRequest, models: Mapping[str, ModelInfo])
     """What the messages part of the prefix depends on besides the messages themselves."""
     model = models.get(request.model)
     thinking = effective_thinking(request.thinking, model is not None and model.thinks_by_default)
-    output_format = (request.output_config or {}).get("format")
+    output_config = request.output_config or {}
+    # Docs: prompt caching, "What invalidates the cache": "Changing the
+    # `output_config.effort` value always invalidates message blocks"; no effort sent is
+    # the model's default, as an omitted thinking is its default.
+    effort = output_config.get("effort") or (model.effort_default if model else None)
     return canonical_json(
-        {"thinking": thinking, "tool_choice": request.tool_choice, "format": output_format}
+        {
+            "thinking": thinking,
+            "tool_choice": request.tool_choice,
+            "format": output_config.get("format"),
+            "effort": effort,
+        }
     ).encode()
 
 
