@@ -606,3 +606,31 @@ async def test_an_effort_change_rewrites_messages_only(client: anthropic.AsyncAn
     assert usage_of(low) == (0, history_tokens, head)
     again = await create(client, **base, output_config={"effort": "low"})
     assert usage_of(again) == (0, 0, head + history_tokens)
+
+
+async def test_a_speed_change_rewrites_system_and_messages(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Prompt caching, "What invalidates the cache": "Switching between `speed: "fast"` and
+    # standard speed invalidates system and message caches"; the tools stay cached. The
+    # local API read the whole prefix back at either speed.
+    tools: Any = [
+        {"name": "lookup", "description": "d" * 4400, "input_schema": {"type": "object"}},
+        {"name": "find", "input_schema": {"type": "object"}, "cache_control": CC},
+    ]
+    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    base: dict[str, Any] = {
+        "tools": tools,
+        "system": sys_blocks(cached=True),
+        "messages": history,
+    }
+    first = await create(client, **base)
+    whole = first.usage.cache_creation_input_tokens
+    standard = await create(client, **base, speed="standard")
+    assert usage_of(standard) == (0, 0, whole)
+    fast = await create(client, **base, speed="fast")
+    _, written, read = usage_of(fast)
+    assert 0 < read < whole - tok(SYSTEM)  # the tools alone
+    assert written == whole - read
+    again = await create(client, **base, speed="fast")
+    assert usage_of(again) == (0, 0, whole)

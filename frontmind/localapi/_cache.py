@@ -321,6 +321,11 @@ def _context_weight(request: MessagesRequest, model: ModelInfo | None) -> float:
 _Flat = tuple[str, bytes, float, str | None, str | None]  # section, bytes, weight, TTL, kind
 
 
+def _speed(request: MessagesRequest) -> bytes:
+    """The key's mark of a fast request; a standard one (sent or not) has none."""
+    return b"speed:fast\0" if request.speed == "fast" else b""
+
+
 def _head(request: MessagesRequest, model: ModelInfo | None) -> tuple[list[_Flat], float]:
     """The tools' and the system's blocks, and the weight carried to the first message
     block (the request's framing when there are none, and the settings' weight)."""
@@ -339,12 +344,16 @@ def _head(request: MessagesRequest, model: ModelInfo | None) -> tuple[list[_Flat
     system = request.system
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
+    # Docs: prompt caching, "What invalidates the cache": "Switching between `speed:
+    # \"fast\"` and standard speed invalidates system and message caches" (the tools
+    # stay): the speed opens the system's part of the key (and the messages' context).
+    speed = _speed(request)
     for block in system or ():
         weight = pending + FRAMING["system"] + text_token_weight(block.text)
         pending = 0.0
-        head.append(
-            ("system", _strip_cache_control(block), weight, _ttl(block.cache_control), None)
-        )
+        data = speed + _strip_cache_control(block)
+        speed = b""
+        head.append(("system", data, weight, _ttl(block.cache_control), None))
     return head, pending + _context_weight(request, model)
 
 
@@ -486,6 +495,7 @@ def _messages_context(request: MessagesRequest, models: Mapping[str, ModelInfo])
             "tool_choice": request.tool_choice,
             "format": output_config.get("format"),
             "effort": effort,
+            "speed": _speed(request).decode(),
         }
     ).encode()
 
