@@ -634,3 +634,29 @@ async def test_a_speed_change_rewrites_system_and_messages(
     assert written == whole - read
     again = await create(client, **base, speed="fast")
     assert usage_of(again) == (0, 0, whole)
+
+
+async def test_enabling_citations_rewrites_system_and_messages(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Prompt caching, "What invalidates the cache": "Enabling/disabling citations modifies
+    # the system prompt", so the system and messages caches miss while the tools stay.
+    # The local API read the system back once a document with citations was added.
+    tools: Any = [
+        {"name": "lookup", "description": "d" * 4400, "input_schema": {"type": "object"}},
+        {"name": "find", "input_schema": {"type": "object"}, "cache_control": CC},
+    ]
+    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    base: dict[str, Any] = {"tools": tools, "system": sys_blocks(cached=True)}
+    first = await create(client, **base, messages=history)
+    whole = first.usage.cache_creation_input_tokens
+
+    def asking(cited: bool) -> Any:
+        source = {"type": "text", "media_type": "text/plain", "data": "The sky is blue."}
+        document = {"type": "document", "source": source, "citations": {"enabled": cited}}
+        return [*history, assistant(text("b" * 40)), user(document, text("why?"))]
+
+    plain = await create(client, **base, messages=asking(False))
+    assert plain.usage.cache_read_input_tokens == whole
+    cited = await create(client, **base, messages=asking(True))
+    assert 0 < cited.usage.cache_read_input_tokens < whole - tok(SYSTEM)  # the tools alone

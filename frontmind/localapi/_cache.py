@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from ._citations import citations_on
 from ._clock import Clock
 from ._images import ImageError, decode_image, image_tokens
 from ._models import MODELS, ModelInfo
@@ -321,9 +322,12 @@ def _context_weight(request: MessagesRequest, model: ModelInfo | None) -> float:
 _Flat = tuple[str, bytes, float, str | None, str | None]  # section, bytes, weight, TTL, kind
 
 
-def _speed(request: MessagesRequest) -> bytes:
-    """The key's mark of a fast request; a standard one (sent or not) has none."""
-    return b"speed:fast\0" if request.speed == "fast" else b""
+def _system_marks(request: MessagesRequest) -> bytes:
+    """What the system's part of the key depends on besides the system: a fast request
+    and a request with citations enabled each have a mark; a standard one (sent or not)
+    without citations has none."""
+    fast = b"speed:fast\0" if request.speed == "fast" else b""
+    return fast + (b"citations\0" if citations_on(request) else b"")
 
 
 def _head(request: MessagesRequest, model: ModelInfo | None) -> tuple[list[_Flat], float]:
@@ -345,14 +349,15 @@ def _head(request: MessagesRequest, model: ModelInfo | None) -> tuple[list[_Flat
     if isinstance(system, str):
         system = [TextBlock(text=system)] if system else []
     # Docs: prompt caching, "What invalidates the cache": "Switching between `speed:
-    # \"fast\"` and standard speed invalidates system and message caches" (the tools
-    # stay): the speed opens the system's part of the key (and the messages' context).
-    speed = _speed(request)
+    # \"fast\"` and standard speed invalidates system and message caches", and
+    # "Enabling/disabling citations modifies the system prompt" (the tools stay): the
+    # marks open the system's part of the key (and the messages' context).
+    marks = _system_marks(request)
     for block in system or ():
         weight = pending + FRAMING["system"] + text_token_weight(block.text)
         pending = 0.0
-        data = speed + _strip_cache_control(block)
-        speed = b""
+        data = marks + _strip_cache_control(block)
+        marks = b""
         head.append(("system", data, weight, _ttl(block.cache_control), None))
     return head, pending + _context_weight(request, model)
 
@@ -495,7 +500,7 @@ def _messages_context(request: MessagesRequest, models: Mapping[str, ModelInfo])
             "tool_choice": request.tool_choice,
             "format": output_config.get("format"),
             "effort": effort,
-            "speed": _speed(request).decode(),
+            "system": _system_marks(request).decode(),
         }
     ).encode()
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ._schema import DocumentBlock, MessagesRequest, SearchResultBlock, ToolResultBlock
 
-__all__ = ["citations_for"]
+__all__ = ["citations_for", "citations_on"]
 
 _CITED_CHARS = 160  # how much of a plain-text document one citation quotes
 
@@ -84,6 +84,15 @@ def _search_citation(block: SearchResultBlock, index: int) -> dict[str, Any] | N
         "start_block_index": 0,
         "end_block_index": 1,
     }
+
+
+def citations_on(request: MessagesRequest) -> bool:
+    """Whether any source of the request, in any turn, has citations enabled."""
+    return any(
+        _enabled(block.citations)
+        for message in request.messages
+        for block in _sources(message.content)
+    )
 
 
 def citations_for(request: MessagesRequest) -> list[tuple[str, dict[str, Any]]]:
