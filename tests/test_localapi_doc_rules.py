@@ -209,3 +209,24 @@ async def test_a_forcing_tool_choice_needs_its_tool(client: anthropic.AsyncAnthr
         tool_choice={"type": "tool", "name": "lookup"},
     )
     assert forced.stop_reason == "tool_use"
+
+
+async def test_service_tier_and_speed_take_only_the_api_values(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference: a request's service_tier is "auto" or "standard_only" ("priority"
+    # is what usage.service_tier reports) and its speed "standard" or "fast"; any other
+    # value is a 400. The local API took any string, so a typo passed every test.
+    for field, wrong in (("service_tier", "priority"), ("speed", "turbo")):
+        refused = await error_of(client, model="claude-sonnet-4-5", extra_body={field: wrong})
+        assert refused["type"] == "invalid_request_error"
+        assert refused["message"].startswith(f"{field}: ")
+    with pytest.raises(anthropic.BadRequestError, match="speed: "):
+        await client.messages.count_tokens(
+            model="claude-sonnet-4-5", messages=HI, extra_body={"speed": "turbo"}
+        )
+    for field, right in (("service_tier", "standard_only"), ("speed", "standard")):
+        reply = await client.messages.create(
+            model="claude-sonnet-4-5", max_tokens=4096, messages=HI, extra_body={field: right}
+        )
+        assert reply.stop_reason == "end_turn"

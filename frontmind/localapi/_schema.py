@@ -372,10 +372,12 @@ class MessagesRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     diagnostics: Diagnostics | None = None
     cache_control: CacheControl | None = None
     thinking: dict[str, Any] | None = None
-    service_tier: str | None = None
+    # The values the API takes (its reference; the SDK's `service_tier` and `speed`
+    # literals): "priority" or "batch" are what `usage.service_tier` reports, not a request's.
+    service_tier: Literal["auto", "standard_only"] | None = None
     output_config: dict[str, Any] | None = None
     inference_geo: str | None = None
-    speed: str | None = None
+    speed: Literal["standard", "fast"] | None = None
     container: Any = None
     thread: Any = None
     # beta-only fields (`/v1/messages?beta=true`), accepted there and refused elsewhere
@@ -406,7 +408,7 @@ class CountTokensRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     thinking: dict[str, Any] | None = None
     cache_control: CacheControl | None = None
     output_config: dict[str, Any] | None = None
-    speed: str | None = None
+    speed: Literal["standard", "fast"] | None = None
     billing_policy: Any = None
     compaction: Any = None
     context_management: Any = None
