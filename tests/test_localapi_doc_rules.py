@@ -230,3 +230,16 @@ async def test_service_tier_and_speed_take_only_the_api_values(
             model="claude-sonnet-4-5", max_tokens=4096, messages=HI, extra_body={field: right}
         )
         assert reply.stop_reason == "end_turn"
+
+
+async def test_metadata_takes_user_id_alone(client: anthropic.AsyncAnthropic) -> None:
+    # The API reference's `metadata` has one field, user_id (the SDK's MetadataParam);
+    # another key is refused as every unknown field is. The local API took any dict.
+    refused = await error_of(
+        client, model="claude-sonnet-4-5", extra_body={"metadata": {"session": "s-1"}}
+    )
+    assert refused["message"] == "metadata.session: Extra inputs are not permitted"
+    reply = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=4096, messages=HI, metadata={"user_id": "u-1"}
+    )
+    assert reply.stop_reason == "end_turn"

@@ -356,6 +356,13 @@ class Diagnostics(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     previous_message_id: str | None = None
 
 
+class Metadata(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A request's `metadata`: the API reference (and the SDK's `MetadataParam`) give it
+    `user_id` alone; any other key is refused like any unknown field."""
+
+    user_id: str | None = None
+
+
 class MessagesRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str
     max_tokens: int
@@ -364,7 +371,7 @@ class MessagesRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tools: list[ToolDef] | None = None
     tool_choice: dict[str, Any] | None = None
     stream: bool = False
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     stop_sequences: list[str] | None = None
     temperature: float | None = None
     top_p: float | None = None
