@@ -379,7 +379,9 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
     # Docs: effort, "Supported models" (Haiku 4.5 has none; xhigh and max per model).
     if effort is not None and effort not in model.effort_levels:
         if not model.effort_levels:
-            raise ApiError(400, "output_config.effort: effort is not supported for this model")
+            # The live API's words, which clients match to retry without the effort (public
+            # reports quoting Haiku 4.5's 400).
+            raise ApiError(400, "This model does not support the effort parameter.")
         levels = ", ".join(f"'{e}'" for e in _EFFORT_ORDER if e in model.effort_levels)
         raise ApiError(
             400, f"output_config.effort: '{effort}' is not supported for this model ({levels})"
