@@ -726,7 +726,9 @@ class Engine:
         content, text = user_content(message)
         preview = Preview(text, () if isinstance(message, str) else content)
         key = (user, continuum_id)
-        async with self._preview_slot(*key):
+        # Behind the continuum's own turns: its conversation actor answers a preview only
+        # after the turn it runs, and a slot taken before that would sit idle meanwhile.
+        async with self._preview_slot(*key, behind_turns=True):
             transient = key not in self._lanes
             try:
                 async with self._using(*key, stays=not transient) as lane:
@@ -737,14 +739,25 @@ class Engine:
         return request
 
     @asynccontextmanager
-    async def _preview_slot(self, user: str, continuum_id: str) -> AsyncIterator[None]:
+    async def _preview_slot(
+        self, user: str, continuum_id: str, *, behind_turns: bool = False
+    ) -> AsyncIterator[None]:
         """One of the turn slots for a preview: it composes every section as a turn
         does, and previews outside the slots (a flood of them, each on its continuum)
         lagged the loop until the turns' own sections were cut. Queued in the same fair
-        order (under a key of its own, so not behind its continuum's running turn, which
-        its conversation actor finishes first anyway), refused at the door as a turn is
-        (`Overloaded`), and not measured as a turn's time."""
+        order, refused at the door as a turn is (`Overloaded`), and not measured as a
+        turn's time. `behind_turns`: in the continuum's own queue, after its turns (a
+        preview its conversation actor answers); else under a key of its own (the
+        composer answers at once, whatever the continuum's turn does)."""
         ticket = f"preview_{uuid.uuid4().hex}"
+        if behind_turns:
+            self.admission.enter(user, continuum_id, ticket)
+            try:
+                await self.admission.wait(ticket)
+                yield
+            finally:
+                self.admission.release(ticket)
+            return
         try:
             self.admission.enter(user, f"{continuum_id}/preview", ticket)
         except Overloaded:

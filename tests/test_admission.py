@@ -310,6 +310,39 @@ async def test_a_preview_composes_in_a_turn_slot_too(tmp_path: Path) -> None:
         assert [r.continuum_id for r in await fm.turns() if r.continuum_id == "peek"] == []
 
 
+async def test_a_preview_behind_its_continuums_turn_holds_no_slot_while_it_waits(
+    tmp_path: Path,
+) -> None:
+    # A preview of a continuum whose turn runs is answered after that turn (its
+    # conversation actor takes one message at a time). Holding a slot meanwhile, it
+    # sat idle, and another continuum's turn found no slot free.
+    holds = Holds()
+    async with opened(tmp_path, holds, max_active=2, max_wait_s=60) as fm:
+        held: list[TurnEvent] = []
+        previews: list[Any] = []
+
+        async def preview() -> None:
+            previews.append(await fm.context("long", "hello"))
+
+        async with anyio.create_task_group() as tg:
+            stream = fm.turn("long", HOLD)
+            await stream.start()
+            tg.start_soon(drain, stream, held)
+            await holds.count(1)  # one of the two slots is taken
+            tg.start_soon(preview)
+            await anyio.wait_all_tasks_blocked()  # the preview is in at the door
+            assert (fm.admission.active, fm.admission.waiting) == (1, 1)  # behind "long"
+            other: list[TurnEvent] = []
+            with anyio.fail_after(20):  # the second slot is free: no wait for "long"
+                await drain(fm.turn("other", "hello"), other)
+            full(other)
+            holds.release(0)
+        full(held)
+        (request,) = previews
+        assert request.messages
+        assert (fm.admission.active, fm.admission.waiting) == (0, 0)
+
+
 async def test_a_burst_of_refusals_leaves_every_record(tmp_path: Path) -> None:
     """Refusals come faster than the background worker writes (here: with no await
     between them), more of them than its mailbox holds: each refused turn still leaves
