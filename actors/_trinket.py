@@ -14,6 +14,7 @@ from contextlib import suppress
 from typing import Any
 
 from runtime import Actor, ActorRef, KernelError, MessageFailed
+from storage import storable
 
 from ._messages import (
     SectionLate,
@@ -143,4 +144,6 @@ async def render_section(
         raise MessageFailed(
             f"section {section!r} failed: render returned {type(content).__name__}, not str"
         )
-    return content
+    # Code's text, as a tool's is: what UTF-8 and the stores cannot hold (a lone
+    # surrogate, a NUL) becomes U+FFFD, instead of crashing the composer that encodes it.
+    return storable(content)

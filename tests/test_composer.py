@@ -43,7 +43,7 @@ from actors import (
 from actors._messages import SectionLate, SectionReply, TurnStart
 from actors._trinket import composer_name
 from actors._trinkets import RemindersTrinket
-from frontmind import Config, ConfigError, Frontmind, load_config
+from frontmind import Config, ConfigError, Frontmind, TurnCompleted, load_config
 from frontmind._frontmind import NoModel
 from frontmind._models import shipped_catalog
 from runtime import ActorRef, ActorSystem, RestartPolicy
@@ -544,6 +544,9 @@ def plugin_module(tmp_path: Path) -> Iterator[str]:
         "class Broken(Trinket):\n"
         "    def __init__(self) -> None:\n"
         "        raise RuntimeError('no API key for the weather service')\n"
+        "class Garbled(Trinket):\n"
+        "    async def render(self, turn):\n"
+        "        return 'half a pair \\ud83d and a NUL \\x00 here'\n"
         "NotATrinket = object\n"
     )
     sys.path.insert(0, str(tmp_path))
@@ -575,6 +578,31 @@ options = {{ city = "Bergen" }}
     center = body["messages"][-2]["content"][0]["text"]
     assert "<weather>\nWeather in Bergen: 3°C, snow\n</weather>" in center
     assert center.index("<datetime_section>") < center.index("<weather>")
+
+
+async def test_a_trinket_text_no_utf8_can_hold_is_kept_not_a_crash(
+    tmp_path: Path, plugin_module: str
+) -> None:
+    """A lone surrogate (half of an emoji cut from a UTF-16 source) crashed the
+    composer when it encoded the section, so every turn of the continuum failed with
+    internal_error; it is made U+FFFD, as in a tool's text, and so is a NUL."""
+    write_config(
+        tmp_path,
+        f"""
+[[trinket]]
+name = "garbled"
+use = "{plugin_module}:Garbled"
+placement = "notification"
+order = 15
+""",
+    )
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        events = [event async for event in fm.turn("c1", "hello")]
+        body = await fm.context_json("c1", "again")
+    assert isinstance(events[-1], TurnCompleted), events[-1]
+    assert next(s for s in events[-1].sections if s.name == "garbled").status == "fresh"
+    center = body["messages"][-2]["content"][0]["text"]
+    assert "half a pair \ufffd and a NUL \ufffd here" in center
 
 
 @pytest.mark.parametrize(
