@@ -89,12 +89,21 @@ def render_notification_center(
         # shortest form does not fit, before touching anything more important.
         cut.add(name)
         lines = contents[name].splitlines()
-        while lines:
-            lines.pop()
-            contents[name] = "\n".join([*lines, SHORTENED_MARKER])
+        # The most lines that fit with the marker, found by bisection: popping one line
+        # at a time re-rendered the whole center per line, so a section of 20,000 lines
+        # held the event loop for seconds (minutes for more).
+        low, high = 0, len(lines) - 1  # lines[:k] for k in low..high; high: one line less
+        fits: str | None = None
+        while low <= high:
+            keep = (low + high) // 2
+            contents[name] = "\n".join([*lines[:keep], SHORTENED_MARKER])
             text = _render(order, contents, frame)
             if estimate_tokens(text) <= budget_tokens:
-                return text, cut
+                fits, low = text, keep + 1
+            else:
+                high = keep - 1
+        if fits is not None:
+            return fits, cut
         del contents[name]
         if not contents:
             return "", cut

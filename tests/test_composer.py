@@ -234,6 +234,24 @@ def test_budget_shortens_lowest_priority_first_with_a_marker() -> None:
     assert "Now: 10:00" in tiny
 
 
+def test_a_section_of_many_lines_is_shortened_at_once() -> None:
+    """Shortening took one line off at a time and rendered the whole center again for
+    each: a trinket's 20,000-line section held the composer (and the event loop, so
+    the whole process) for 15 s. It keeps as many lines as fit, found at once."""
+    lines = [f"line {i} of the log" for i in range(20_000)]
+    sections = [("datetime_section", "Now: 10:00", 50), ("log", "\n".join(lines), 0)]
+    started = time.perf_counter()
+    text, shortened = render_notification_center(sections, budget_tokens=2000)
+    assert time.perf_counter() - started < 1.0
+    assert shortened == {"log"}
+    assert estimate_tokens(text) <= 2000
+    kept = text.split("<log>\n", 1)[1].split(f"\n{SHORTENED_MARKER}", 1)[0].split("\n")
+    assert kept == lines[: len(kept)]
+    one_more = "\n".join([*lines[: len(kept) + 1], SHORTENED_MARKER])
+    longer, _ = render_notification_center([sections[0], ("log", one_more, 0)], budget_tokens=10**6)
+    assert estimate_tokens(longer) > 2000  # the most lines that fit
+
+
 # -- escaping ------------------------------------------------------------------------------
 
 
