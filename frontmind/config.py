@@ -362,6 +362,11 @@ def _load_class(entry: CustomTrinket, search: tuple[str, ...]) -> type[Trinket]:
             f"trinket {entry.name!r}: cannot import {module_name!r}: {exc}"
         ) from exc
     cls = getattr(module, attribute, None)
+    if cls is None:
+        # Not "not a subclass": the name is wrong, not the class (a typo, a rename).
+        raise TrinketLoadError(
+            f"trinket {entry.name!r}: {module_name!r} has no attribute {attribute!r}"
+        )
     if not (isinstance(cls, type) and issubclass(cls, Trinket)):
         raise TrinketLoadError(
             f"trinket {entry.name!r}: {entry.use!r} is not a subclass of actors.Trinket"

@@ -628,6 +628,7 @@ order = 15
     [
         ("weather_plugin:Broken", "could not be constructed: no API key"),
         ("weather_plugin:NotATrinket", "not a subclass of actors.Trinket"),
+        ("weather_plugin:Wether", "'weather_plugin' has no attribute 'Wether'"),
         ("no_such_module:Thing", "cannot import 'no_such_module'"),
         ("weather_plugin", "must look like 'package.module:Class'"),
     ],
