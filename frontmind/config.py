@@ -392,7 +392,10 @@ def custom_trinkets(
     for entry in config.trinket:
         cls = _load_class(entry, config.module_path)
         try:
-            cls(**entry.options)  # built once now so that a bad entry fails at startup
+            # Built once, now: a bad entry fails at startup, and this one instance
+            # serves every user and continuum (each continuum's actor renders with it),
+            # as trinket authors are told, so what it keeps by `turn.user` is whole.
+            trinket = cls(**entry.options)
         except Exception as exc:
             raise TrinketLoadError(
                 f"trinket {entry.name!r}: {entry.use} could not be constructed: {exc}"
@@ -402,15 +405,13 @@ def custom_trinkets(
                 f"trinket {entry.name!r}: deadline_ms must be greater than 0, "
                 f"got {entry.deadline_ms}"
             )
-        factory = _factory(cls, dict(entry.options))
+        factory = _shared(trinket)
         entries.append(TrinketEntry(entry.name, factory, deadline_ms=entry.deadline_ms))
     return registry, entries
 
 
-def _factory(
-    cls: type[Trinket], options: dict[str, str | int | float | bool]
-) -> Callable[[Directory], Trinket]:
+def _shared(trinket: Trinket) -> Callable[[Directory], Trinket]:
     def build(_: Directory) -> Trinket:
-        return cls(**options)
+        return trinket
 
     return build

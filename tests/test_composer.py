@@ -562,6 +562,13 @@ def plugin_module(tmp_path: Path) -> Iterator[str]:
         "class Broken(Trinket):\n"
         "    def __init__(self) -> None:\n"
         "        raise RuntimeError('no API key for the weather service')\n"
+        "class Seen(Trinket):\n"
+        "    def __init__(self) -> None:\n"
+        "        self.turns = {}\n"
+        "    async def render(self, turn):\n"
+        "        if not turn.preview:\n"
+        "            self.turns[turn.user] = self.turns.get(turn.user, 0) + 1\n"
+        "        return f'{turn.user} has had {self.turns.get(turn.user, 0)} turns'\n"
         "class Garbled(Trinket):\n"
         "    async def render(self, turn):\n"
         "        return 'half a pair \\ud83d and a NUL \\x00 here'\n"
@@ -596,6 +603,31 @@ options = {{ city = "Bergen" }}
     center = body["messages"][-2]["content"][0]["text"]
     assert "<weather>\nWeather in Bergen: 3°C, snow\n</weather>" in center
     assert center.index("<datetime_section>") < center.index("<weather>")
+
+
+async def test_one_trinket_instance_serves_every_continuum(
+    tmp_path: Path, plugin_module: str
+) -> None:
+    """The README: one trinket instance serves every user and continuum, so state a
+    trinket keeps by `turn.user` is the user's whole. Each continuum was given an
+    instance of its own: a count kept per user started again in every continuum."""
+    write_config(
+        tmp_path,
+        f"""
+[[trinket]]
+name = "seen"
+use = "{plugin_module}:Seen"
+placement = "notification"
+order = 15
+""",
+    )
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        for continuum in ("c1", "c2", "c3"):
+            async for _ in fm.turn(continuum, "hello"):
+                pass
+        body = await fm.context_json("c4", "peek")
+    center = body["messages"][-2]["content"][0]["text"]
+    assert "<seen>\ndefault has had 3 turns\n</seen>" in center
 
 
 async def test_a_trinket_text_no_utf8_can_hold_is_kept_not_a_crash(
