@@ -184,7 +184,14 @@ def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
         if name in seen:
             raise ToolDefinitionError(f"{name} refers to itself; a tool input cannot be recursive")
         return _inline(defs[name], defs, (*seen, name))
-    return {key: _inline(value, defs, seen) for key, value in node.items()}
+    inlined = {key: _inline(value, defs, seen) for key, value in node.items()}
+    default = inlined.get("default")
+    if inlined.get("uniqueItems") is True and isinstance(default, list):
+        # A set's default comes in its iteration order, which string hashing changes
+        # from one process to the next: the tools array, which leads every cached
+        # prefix, would differ after each restart. Sorted, it is the same every time.
+        inlined["default"] = sorted(default, key=msgspec.json.encode)
+    return inlined
 
 
 def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:

@@ -155,6 +155,38 @@ def test_builtin_definitions_are_generated_from_their_structs() -> None:
     assert tool_definitions(TOOL_NAMES)[0].input_schema is add.input_schema
 
 
+_SET_DEFAULT_TOOL = """
+import sys
+from frontmind import tool
+
+@tool
+def tagged(tags: frozenset[str] = frozenset({"alpha", "beta", "gamma", "delta", "eps"})) -> str:
+    \"\"\"Tagged.\"\"\"
+    return ""
+
+sys.stdout.buffer.write(bytes(tagged.definition.input_schema))
+"""
+
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+async def test_a_set_default_gives_the_same_schema_in_every_process() -> None:
+    """A set's default was written in its iteration order, which string hashing
+    changes from one process to the next: the tools array (the head of every cached
+    prefix) differed after each restart, so the whole prefix was written again."""
+    schemas = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        done = await anyio.run_process(
+            [sys.executable, "-c", _SET_DEFAULT_TOOL],
+            env={"PYTHONHASHSEED": seed, "PYTHONPATH": _ROOT},
+        )
+        schemas.add(done.stdout)
+    assert len(schemas) == 1, schemas
+    default = json.loads(schemas.pop())["properties"]["tags"]["default"]
+    assert default == ["alpha", "beta", "delta", "eps", "gamma"]
+
+
 class Node(msgspec.Struct):
     value: int
     children: list[Node] = []
