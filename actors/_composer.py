@@ -46,7 +46,7 @@ from ._messages import (
     SystemSection,
     TurnStart,
 )
-from ._notification import render_notification_center, wrap_section
+from ._notification import fit_notification_center, wrap_section
 from ._observe import current_turn, record_span
 from ._placement import PLACEMENT_SYSTEM, PlacementRegistry, SectionSpec
 from ._settings import ComposerSettings
@@ -246,7 +246,7 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
                 system.append(SystemSection(name, text, record.cached))
             else:
                 notification.append((name, content, record.spec.priority))
-        center, shortened = render_notification_center(
+        center, sent, shortened = fit_notification_center(
             notification, self._settings.notification_budget_tokens, self._settings.frame
         )
         warnings = list(self._guard.observe(system))
@@ -255,7 +255,14 @@ class ComposerActor(Actor[ComposerMessage, Composed | None]):
             for name in sorted(shortened)
         )
         tokens = {s.name: estimate_tokens(s.text) for s in system}
-        tokens.update({n: estimate_tokens(c) for n, c, _ in notification})
+        # Counted on what the center holds: a shortened section's tokens are the ones
+        # sent (a dropped one has none), not those of the text it was cut from.
+        tokens.update(
+            {
+                n: estimate_tokens(sent.get(n, "") if n in shortened else c)
+                for n, c, _ in notification
+            }
+        )
         ordered = tuple(
             msgspec.structs.replace(statuses[n], tokens=tokens.get(n, 0)) for n in self._order
         )

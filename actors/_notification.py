@@ -29,6 +29,7 @@ __all__ = [
     "DELIMITER",
     "SHORTENED_MARKER",
     "delimiter",
+    "fit_notification_center",
     "render_notification_center",
     "wrap_section",
 ]
@@ -74,14 +75,23 @@ def render_notification_center(
     Over budget, the lowest-priority sections lose lines from their end first (with a
     visible marker); if even that is not enough, they are dropped whole, lowest first.
     """
+    text, _, cut = fit_notification_center(sections, budget_tokens, frame)
+    return text, cut
+
+
+def fit_notification_center(
+    sections: Sequence[tuple[str, str, int]], budget_tokens: int, frame: str = "seed"
+) -> tuple[str, dict[str, str], set[str]]:
+    """`render_notification_center`, and each section's content as the text holds it
+    (shortened, or absent when dropped), which is what a section's tokens are counted on."""
     present = [(n, c, p) for n, c, p in sections if c.strip()]
     if not present:
-        return "", set()
+        return "", {}, set()
     order = [n for n, _, _ in present]
     contents = {n: c.strip() for n, c, _ in present}
     text = _render(order, contents, frame)
     if estimate_tokens(text) <= budget_tokens:
-        return text, set()
+        return text, contents, set()
     by_priority = [n for n, _, _ in sorted(present, key=lambda item: item[2])]
     cut: set[str] = set()
     for name in by_priority:
@@ -93,21 +103,22 @@ def render_notification_center(
         # at a time re-rendered the whole center per line, so a section of 20,000 lines
         # held the event loop for seconds (minutes for more).
         low, high = 0, len(lines) - 1  # lines[:k] for k in low..high; high: one line less
-        fits: str | None = None
+        fits: tuple[str, str] | None = None
         while low <= high:
             keep = (low + high) // 2
             contents[name] = "\n".join([*lines[:keep], SHORTENED_MARKER])
             text = _render(order, contents, frame)
             if estimate_tokens(text) <= budget_tokens:
-                fits, low = text, keep + 1
+                fits, low = (text, contents[name]), keep + 1
             else:
                 high = keep - 1
         if fits is not None:
-            return fits, cut
+            contents[name] = fits[1]
+            return fits[0], contents, cut
         del contents[name]
         if not contents:
-            return "", cut
+            return "", contents, cut
         text = _render(order, contents, frame)
         if estimate_tokens(text) <= budget_tokens:
-            return text, cut
+            return text, contents, cut
     raise AssertionError("unreachable")  # pragma: no cover

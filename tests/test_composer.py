@@ -252,6 +252,25 @@ def test_a_section_of_many_lines_is_shortened_at_once() -> None:
     assert estimate_tokens(longer) > 2000  # the most lines that fit
 
 
+async def test_a_shortened_section_counts_the_tokens_it_was_given() -> None:
+    """The turn record (and the console) gave a shortened section the tokens of the
+    text it was cut from: 20,000 lines counted as ~100,000 tokens in a 500-token
+    center. It counts what the center holds of it."""
+    long = "\n".join(f"- memory line {i}" for i in range(20_000))
+    async with ActorSystem() as system:
+        ref = await composer(
+            system,
+            [("datetime_section", Fixed("Now: 10:00")), ("relevant_memories", Fixed(long))],
+            notification_budget_tokens=500,
+            deadline_ms=2000,
+        )
+        composed = await compose(ref)
+    assert "relevant_memories" in " ".join(composed.warnings)
+    memories = next(s for s in composed.sections if s.name == "relevant_memories")
+    assert 0 < memories.tokens <= 500
+    assert estimate_tokens(composed.notification) <= 500
+
+
 # -- escaping ------------------------------------------------------------------------------
 
 
