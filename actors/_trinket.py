@@ -7,6 +7,7 @@ registry (the config file, for your own trinkets), never from the trinket.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -107,6 +108,13 @@ class TrinketActor(Actor[TrinketMessage, SectionReply | None]):
         # The boundary: a trinket's bug misses one warm-up, no more.
         except Exception:
             log.exception("trinket %r failed on %s", self._section, type(message).__name__)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise
+            log.warning("trinket %r raised CancelledError without being cancelled", self._section)
+        except SystemExit as exc:  # as in a render: not the process's end
+            log.warning("trinket %r raised SystemExit(%r)", self._section, exc.code)
         return None
 
     async def _render(self, turn: Turn) -> str:
@@ -140,6 +148,25 @@ async def render_section(
     except Exception as exc:
         log.warning("section %r failed to render", section, exc_info=exc)
         raise MessageFailed(f"section {section!r} failed: {type(exc).__name__}: {exc}") from exc
+    except asyncio.CancelledError as exc:
+        # The trinket's own (it awaited a task someone else cancelled) is its failure;
+        # it crashed the actor, until its restarts ran out and the section was refused.
+        # A cancel this task was asked for (its actor stopping) goes on up.
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        log.warning("section %r raised CancelledError without being cancelled", section)
+        raise MessageFailed(
+            f"section {section!r} failed: CancelledError (the trinket's own work was cancelled)"
+        ) from exc
+    except SystemExit as exc:
+        # sys.exit() in a render (a library's CLI helper, say) would end every user's
+        # turns with no grace; it hung the process instead. It is the section's failure.
+        log.warning("section %r raised SystemExit(%r)", section, exc.code)
+        raise MessageFailed(
+            f"section {section!r} failed: SystemExit({exc.code!r}) "
+            "(a trinket may not end the process)"
+        ) from exc
     if not isinstance(content, str):
         raise MessageFailed(
             f"section {section!r} failed: render returned {type(content).__name__}, not str"

@@ -3,6 +3,7 @@ deadlines, failures, late results, legacy mode, custom trinkets, budget, cache g
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
@@ -417,6 +418,45 @@ async def test_a_render_that_raises_fails_its_section_not_the_trinket() -> None:
     assert status(first, "relevant_memories") == "failed"
     assert status(second, "relevant_memories") == "fresh"
     assert "- back again" in second.notification
+
+
+class Abrupt(Trinket):
+    """Ends its first renders the way no Exception does, then renders."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def render(self, turn: Turn) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            task = asyncio.ensure_future(asyncio.sleep(3600))
+            await asyncio.sleep(0)
+            task.cancel()
+            await task  # its own CancelledError: nobody cancelled this render
+        if self.calls == 2:
+            sys.exit(3)
+        return "- back again"
+
+
+async def test_a_trinket_own_cancel_or_exit_fails_its_section_not_the_process() -> None:
+    """A render that raised a CancelledError of its own crashed the trinket's actor
+    (refused for 30 s once its restarts ran out), and one that called sys.exit() hung
+    the whole process. Each fails that turn's section, as an exception does."""
+    async with ActorSystem() as system:
+        ref = await composer(
+            system,
+            [("relevant_memories", Abrupt())],
+            policy=RestartPolicy(max_restarts=0, within=60),
+            deadline_ms=2000,
+        )
+        with anyio.fail_after(30):
+            composed = [await compose(ref, turn(now=NOW + i)) for i in range(3)]
+        trinket = system.lookup("trinket:relevant_memories")
+        assert trinket is not None
+        assert trinket.stats().state == "running"
+        assert trinket.stats().restarts == 0
+    assert [status(c, "relevant_memories") for c in composed] == ["failed", "failed", "fresh"]
+    assert "- back again" in composed[2].notification
 
 
 class Slow(Trinket):
