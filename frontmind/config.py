@@ -311,6 +311,12 @@ def _import(use: str, what: str, shape: str, search: tuple[str, ...]) -> object:
         module = import_module_near(module_name, search)
     except ImportError as exc:
         raise ToolDefinitionError(f"{what}: cannot import {module_name!r}: {exc}") from exc
+    # The module's own code failed (a missing environment variable, a syntax error):
+    # said with the entry it serves, not as a bare traceback naming neither.
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"{what}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     found = getattr(module, attribute, None)
     if found is None:
         raise ToolDefinitionError(f"{what}: {module_name!r} has no attribute {attribute!r}")
@@ -360,6 +366,10 @@ def _load_class(entry: CustomTrinket, search: tuple[str, ...]) -> type[Trinket]:
     except ImportError as exc:
         raise TrinketLoadError(
             f"trinket {entry.name!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    except Exception as exc:  # the module's own code failed: as in `_import`
+        raise TrinketLoadError(
+            f"trinket {entry.name!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     cls = getattr(module, attribute, None)
     if cls is None:

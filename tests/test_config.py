@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -201,6 +204,41 @@ async def test_use_of_a_module_found_nowhere_says_where_it_looked(
         f"'nowhere_tools' on Python's path, nor in {config_file.parent}, {tmp_path}: put "
         "nowhere_tools.py (or the package nowhere_tools/) beside the config file or in the "
         "working directory, install it, or add its directory to PYTHONPATH"
+    )
+
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ('[[tool]]\nuse = "needs_key:stock"\n', "[[tool]] #1 (needs_key:stock)"),
+        (
+            '[[trinket]]\nname = "weather"\nuse = "needs_key:Weather"\n'
+            'placement = "notification"\norder = 15\n',
+            "trinket 'weather'",
+        ),
+    ],
+)
+async def test_a_use_module_that_fails_on_import_is_one_line_naming_its_entry(
+    tmp_path: Path, entry: str, named: str
+) -> None:
+    """A module that raised as it was imported (a missing environment variable, a
+    syntax error) ended the CLI with a bare traceback naming neither the entry nor
+    the config; it is one line, as a module that is not found is."""
+    (tmp_path / "needs_key.py").write_text('import os\n\nKEY = os.environ["WEATHER_KEY_X"]\n')
+    (tmp_path / "frontmind.toml").write_text(entry)
+    command = ["serve", "--offline", "--port", "0", "--data-dir", str(tmp_path)]
+    with anyio.fail_after(60):  # a daemon that started after all would serve on
+        done = await anyio.run_process(
+            [sys.executable, "-m", "frontmind", *command],
+            env={"PYTHONPATH": _ROOT, "PATH": os.environ.get("PATH", "")},
+            check=False,
+        )
+    assert done.returncode != 0
+    assert done.stderr.decode() == (
+        f"frontmind: error: {named}: importing 'needs_key' failed: KeyError: 'WEATHER_KEY_X'\n"
     )
 
 
