@@ -388,6 +388,13 @@ def custom_trinkets(
     config: Config, registry: PlacementRegistry
 ) -> tuple[PlacementRegistry, list[TrinketEntry]]:
     """Register the config's trinkets and build them now, so a bad entry fails at startup."""
+    for t in config.trinket:
+        if t.name in registry:
+            # Not "registered twice": the entry is there once, its name is taken.
+            raise TrinketLoadError(
+                f"trinket {t.name!r}: the name of a built-in section; choose another "
+                "(disabled_sections leaves the built-in out but keeps its name)"
+            )
     specs = [
         SectionSpec(
             t.name, t.placement, cached=t.placement == "system", order=t.order, priority=t.priority

@@ -743,6 +743,30 @@ order = 15
     assert "'weather'" in str(info.value)
 
 
+async def test_a_trinket_named_as_a_built_in_says_so(tmp_path: Path, plugin_module: str) -> None:
+    """An entry given once was refused as "registered twice", when its name was a
+    built-in section's (disabled or not)."""
+    write_config(
+        tmp_path,
+        f"""
+disabled_sections = ["datetime_section"]
+
+[[trinket]]
+name = "datetime_section"
+use = "{plugin_module}:Weather"
+placement = "notification"
+order = 10
+""",
+    )
+    with pytest.raises(TrinketLoadError) as info:
+        async with Frontmind.open(tmp_path, offline=True):
+            pass
+    assert str(info.value) == (
+        "trinket 'datetime_section': the name of a built-in section; choose another "
+        "(disabled_sections leaves the built-in out but keeps its name)"
+    )
+
+
 def test_config_refuses_unknown_keys_and_wrong_types(tmp_path: Path) -> None:
     path = write_config(tmp_path, "[composer]\ndeadline_ms = 'soon'\n")
     with pytest.raises(ConfigError, match=r"\$\.composer\.deadline_ms"):
