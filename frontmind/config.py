@@ -417,6 +417,12 @@ def custom_trinkets(
             raise TrinketLoadError(
                 f"trinket {entry.name!r}: {entry.use} could not be constructed: {exc}"
             ) from exc
+        if cls.render is Trinket.render:
+            # Else every turn's render fails with a bare NotImplementedError, in the log.
+            raise TrinketLoadError(
+                f"trinket {entry.name!r}: {entry.use!r} does not define "
+                "`async def render(self, turn)`"
+            )
         if entry.deadline_ms is not None and not entry.deadline_ms > 0:
             raise TrinketLoadError(
                 f"trinket {entry.name!r}: deadline_ms must be greater than 0, "

@@ -631,6 +631,9 @@ def plugin_module(tmp_path: Path) -> Iterator[str]:
         "class Garbled(Trinket):\n"
         "    async def render(self, turn):\n"
         "        return 'half a pair \\ud83d and a NUL \\x00 here'\n"
+        "class Unfinished(Trinket):\n"
+        "    async def rendr(self, turn):\n"
+        "        return 'typo'\n"
         "NotATrinket = object\n"
     )
     sys.path.insert(0, str(tmp_path))
@@ -719,6 +722,7 @@ order = 15
     [
         ("weather_plugin:Broken", "could not be constructed: no API key"),
         ("weather_plugin:NotATrinket", "not a subclass of actors.Trinket"),
+        ("weather_plugin:Unfinished", r"does not define `async def render\(self, turn\)`"),
         ("weather_plugin:Wether", "'weather_plugin' has no attribute 'Wether'"),
         ("no_such_module:Thing", "cannot import 'no_such_module'"),
         ("weather_plugin", "must look like 'package.module:Class'"),
