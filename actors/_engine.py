@@ -469,9 +469,10 @@ class Engine:
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:
-        """How a section's trinket actor is built (first and on each restart: afresh from
-        its factory, so no state survives a crash). One per section, shared by every
-        continuum's lane, rather than a closure per lane."""
+        """How a section's trinket actor is built, first and on each restart, from its
+        entry's factory (a built-in's builds its trinket afresh; a `[[trinket]]`'s hands
+        over the one instance built at startup, which serves every continuum). One per
+        section, shared by every continuum's lane, rather than a closure per lane."""
         directory, early_by = self._directory, self._early_by[entry.section]
 
         def make() -> TrinketActor:
