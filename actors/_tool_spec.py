@@ -394,7 +394,7 @@ class ThreadCalls:
         except anyio.get_cancelled_exc_class():
             with self._changed:
                 # Only a call whose thread runs it is a straggler: one cancelled while it
-                # waited for a thread (the thread limiter's 40, or the worker's queue) may
+                # waited for a thread (the tools' TOOL_THREADS, or the worker's queue) may
                 # never run at all, and counted, it would never be counted off again.
                 if not state["started"]:
                     state["given_up"] = True
