@@ -431,7 +431,8 @@ class Engine:
         self.warm_ups = 0
         self.warm_usage = TurnUsage()
         # Every turn's final record as it was written: how many of each status, and the
-        # usage they sum to (completed or not), for the metrics.
+        # usage they sum to (completed or not), for the metrics. A turn refused at the
+        # door is not among them: `admission.refused` counts it.
         self.turn_outcomes: dict[TurnStatus, int] = {}
         self.turn_usage = TurnUsage()
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not

@@ -181,7 +181,9 @@ class Frontmind:
     def turn_totals(self) -> tuple[dict[TurnStatus, int], TurnUsage]:
         """The turns this instance ended (every user's), as their records say: how many
         of each status, and their summed usage, completed or not (a failed or cancelled
-        turn's calls were billed too)."""
+        turn's calls were billed too). A turn refused at the door (`Busy`, `Overloaded`)
+        is not among them, though its record says `cancelled`: `admission.refused`
+        counts those."""
         return dict(self._runtime.turn_outcomes), self._runtime.turn_usage
 
     @classmethod
