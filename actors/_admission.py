@@ -108,7 +108,7 @@ class Admission:
         self._clock = clock
         self.active = 0  # slots held
         self.waiting = 0  # tickets waiting for one
-        self.refused = 0  # turns refused at the door, since the start
+        self.refused = 0  # turns (and previews) refused at the door, since the start
         self.admitted = 0  # turns given a slot, since the start
         self.turn_seconds: float | None = None  # recent turns' slot time; None: none ended yet
         self.on_wait: Callable[[float], None] | None = None  # told each admitted turn's wait

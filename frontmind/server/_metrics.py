@@ -75,7 +75,8 @@ class Metrics:
         )
         self.queue_wait = Histogram(
             "frontmind_turn_queue_wait_seconds",
-            "Time a turn waited for its slot ([turns] max_active) before it started.",
+            "Time a turn (or a preview) waited for its slot ([turns] max_active) before it "
+            "started.",
             buckets=_SECONDS,
             registry=registry,
         )
@@ -174,11 +175,13 @@ class _Queue(Collector):
     def collect(self) -> Iterator[Metric]:
         a = self._admission
         yield GaugeMetricFamily(
-            "frontmind_turn_queue_depth", "Turns waiting for a slot.", value=a.waiting
+            "frontmind_turn_queue_depth",
+            "Turns (and previews) waiting for a slot.",
+            value=a.waiting,
         )
         yield GaugeMetricFamily(
             "frontmind_turns_active",
-            "Turns holding a slot (composing or streaming).",
+            "Turns (and previews) holding a slot (composing or streaming).",
             value=a.active,
         )
         yield GaugeMetricFamily(
@@ -186,8 +189,8 @@ class _Queue(Collector):
         )
         yield CounterMetricFamily(
             "frontmind_turns_refused",
-            "Turns refused at the door: their continuum's queue full ([turns] max_queued) "
-            "or their wait past [turns] max_wait_s.",
+            "Turns (and previews) refused at the door: their continuum's queue full "
+            "([turns] max_queued) or their wait past [turns] max_wait_s.",
             value=a.refused,
         )
 
