@@ -469,7 +469,9 @@ class Frontmind:
         """Return once the store answers a read; raise its error (`StorageError`) if it
         cannot, or `StorageUnavailable` if it does not answer within `timeout_s`: a
         readiness probe's question (the daemon's `/readyz`)."""
-        if not (isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf):
+        if isinstance(timeout_s, bool) or not (
+            isinstance(timeout_s, int | float) and 0 < timeout_s < math.inf
+        ):
             raise InvalidInput(f"timeout_s must be a number of seconds above 0, not {timeout_s!r}")
         with anyio.move_on_after(timeout_s):
             await self.storage.schema_version()

@@ -484,7 +484,7 @@ async def test_leaving_a_first_turn_while_a_section_renders_returns_at_once(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
-@pytest.mark.parametrize("seconds", [float("nan"), 0, -1, float("inf")])
+@pytest.mark.parametrize("seconds", [float("nan"), 0, -1, float("inf"), True])
 async def test_check_storage_refuses_a_timeout_that_is_no_time(
     tmp_path: Path, seconds: float
 ) -> None:
