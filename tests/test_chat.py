@@ -20,6 +20,7 @@ import pytest
 
 from frontmind import TextDelta, ToolFinished, ToolStarted
 from frontmind.cli._chat import HISTORY_FILE, _Out, _show
+from frontmind.localapi import LocalMessagesAPI, MidStreamError
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 from tests._factories import turn as stored_turn
@@ -326,6 +327,30 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
     assert "no open reminders" in out
     assert "Alt-Enter, Esc Enter" in out
     assert await user_messages(tmp_path) == ["hello", "  second line"]
+
+
+@pytest.mark.anyio
+async def test_through_a_pipe_a_reply_cut_by_an_error_does_not_run_into_the_next(
+    tmp_path: Path,
+) -> None:
+    # A turn that failed after some of its reply had streamed left stdout's line open:
+    # the next message's reply was glued to the cut one, on the same line.
+    async with LocalMessagesAPI() as api:
+        api.schedule(MidStreamError(after_events=5))
+        code, out, err = await run_cli(
+            "chat",
+            "--data-dir",
+            str(tmp_path),
+            stdin=b"this one breaks\nthis one works\n",
+            ANTHROPIC_BASE_URL=api.base_url,
+            ANTHROPIC_API_KEY="test-key",
+        )
+    assert code == 1, err
+    assert "error (stream_error)" in err
+    cut, _, rest = out.partition("\n")
+    assert cut.startswith("You said: “this one breaks")
+    assert "this one works" not in cut
+    assert rest.startswith("You said: “this one works”"), out
 
 
 @pytest.mark.anyio

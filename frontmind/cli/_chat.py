@@ -187,12 +187,22 @@ class _Out:
         self.thinking = False  # a stretch of thinking is being shown now
         self.failed = 0  # messages whose turn ended in an error
         self.open_tool = ""  # the call whose "[tool … …]" line waits for its outcome
+        self._line_open = False  # the stream's last line has no newline yet
 
     def __call__(self, text: str, style: str | None = None) -> None:
+        if text:
+            self._line_open = not text.endswith("\n")
         if self.colour and style is not None:
             text = f"{_STYLES[style]}{text}\x1b[0m"
         self._stream.write(text)
         self._stream.flush()
+
+    def end_reply(self) -> None:
+        """Through a pipe, end a reply that an error cut short: the next reply would
+        otherwise run on from it, on the same line. (On a terminal the error's own line,
+        beside the reply, ends it.)"""
+        if self._aside is not None and self._line_open:
+            self("\n")
 
     def detail(self, text: str, style: str) -> None:
         """What happens beside the reply (a tool's run, an error): with the reply on a
@@ -288,6 +298,7 @@ def _show(event: TurnEvent, out: _Out) -> None:
         )
     elif isinstance(event, TurnError):
         out.failed += 1
+        out.end_reply()
         out.detail(f"\n  error ({event.type}): {event.message}\n", "error")
 
 
@@ -332,6 +343,7 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
                 if indicator is not None:
                     indicator.stop()
                 out.failed += 1
+                out.end_reply()
                 out.detail(f"\n  error: {exc}\n", "error")
             tg.cancel_scope.cancel()
     if indicator is not None:
