@@ -20,7 +20,14 @@ import pytest
 
 from frontmind import TextDelta, ToolFinished, ToolStarted
 from frontmind.cli._chat import HISTORY_FILE, _Out, _show
-from frontmind.localapi import LocalMessagesAPI, MidStreamError
+from frontmind.localapi import (
+    LocalMessagesAPI,
+    MidStreamError,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+)
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 from tests._factories import turn as stored_turn
@@ -351,6 +358,43 @@ async def test_through_a_pipe_a_reply_cut_by_an_error_does_not_run_into_the_next
     assert cut.startswith("You said: “this one breaks")
     assert "this one works" not in cut
     assert rest.startswith("You said: “this one works”"), out
+
+
+@pytest.mark.anyio
+async def test_through_a_pipe_calls_side_by_side_each_have_a_line_on_stderr(
+    tmp_path: Path,
+) -> None:
+    # Through a pipe a tool's run goes to stderr, one line per call; the calls of one
+    # reply start together, and the second's start ran on from the first's open line:
+    # "[tool add_reminder …][tool add_reminder …] done".
+    responder = ScriptedResponder()
+    responder.push(
+        Reply(
+            (
+                ReplyToolUse("add_reminder", {"text": "stretch", "due_in_minutes": 5}),
+                ReplyToolUse("add_reminder", {"text": "drink", "due_in_minutes": 9}),
+            )
+        ),
+        Reply((ReplyText("Both set."),)),
+    )
+    async with LocalMessagesAPI(responder=responder) as api:
+        code, out, err = await run_cli(
+            "chat",
+            "--data-dir",
+            str(tmp_path),
+            stdin=b"remind me twice\n",
+            ANTHROPIC_BASE_URL=api.base_url,
+            ANTHROPIC_API_KEY="test-key",
+        )
+    assert code == 0, err
+    assert out == "Both set.\n"
+    tools = [line for line in err.splitlines() if line.startswith("[tool")]
+    assert tools == [
+        "[tool add_reminder …]",
+        "[tool add_reminder …]",
+        "[tool add_reminder] done",
+        "[tool add_reminder] done",
+    ], err
 
 
 @pytest.mark.anyio

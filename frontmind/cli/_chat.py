@@ -188,6 +188,7 @@ class _Out:
         self.failed = 0  # messages whose turn ended in an error
         self.open_tool = ""  # the call whose "[tool … …]" line waits for its outcome
         self._line_open = False  # the stream's last line has no newline yet
+        self._aside_open = False  # and the aside's
 
     def __call__(self, text: str, style: str | None = None) -> None:
         if text:
@@ -210,8 +211,11 @@ class _Out:
         if self._aside is None:
             self(text, style)
         else:
-            self._aside.write(text.lstrip("\n").removeprefix("  "))
-            self._aside.flush()
+            # Aside, a line of its own starts without the blank line and indent that set
+            # it apart from the reply; but where the last line aside is still open (the
+            # calls of one reply start side by side), it must still start a new line.
+            new_line = text.startswith("\n") and self._aside_open
+            self._write_aside(("\n" if new_line else "") + text.lstrip("\n").removeprefix("  "))
 
     def beside(self, text: str, style: str) -> None:
         """Text shown beside the reply as it is (the model's thinking): on a terminal
@@ -219,8 +223,14 @@ class _Out:
         if self._aside is None:
             self(text, style)
         else:
-            self._aside.write(text)
-            self._aside.flush()
+            self._write_aside(text)
+
+    def _write_aside(self, text: str) -> None:
+        assert self._aside is not None
+        if text:
+            self._aside_open = not text.endswith("\n")
+        self._aside.write(text)
+        self._aside.flush()
 
     def note(self, text: str) -> None:
         """A line about the reply (its usage and timing), not part of it."""
