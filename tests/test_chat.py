@@ -398,6 +398,29 @@ async def test_through_a_pipe_calls_side_by_side_each_have_a_line_on_stderr(
 
 
 @pytest.mark.anyio
+async def test_a_reply_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
+    # The turn's warnings (a reply cut off at max_tokens, among them) were never shown:
+    # the cut reply read as the whole answer.
+    config = tmp_path / "short.toml"
+    config.write_text("[model]\nmax_tokens = 16\n")
+    args = ("--offline", "--data-dir", str(tmp_path / "data"), "--config", str(config))
+    message = "tell me a long story about turtles and " * 4 + "the sea"
+    code, out, err = await run_cli("chat", *args, stdin=message.encode() + b"\n")
+    assert code == 0, err
+    assert out.startswith("You said: “tell me a long story")
+    assert "the sea" not in out
+    assert "warning: the reply was cut off at max_tokens" in err
+    with terminal(*args) as t:
+        t.wait_prompt(1)
+        t.send(message + ENTER)
+        t.wait(r"^  warning: the reply was cut off at max_tokens")
+        t.wait(r"^  \(cache read")
+        t.wait_prompt(2)
+        t.send(CTRL_D)
+        assert await anyio.to_thread.run_sync(t.wait_exit) == 0
+
+
+@pytest.mark.anyio
 async def test_thinking_is_folded_until_asked_for(tmp_path: Path) -> None:
     config = tmp_path / "thinking.toml"
     config.write_text('[model]\nthinking = "enabled"\nbudget_tokens = 1024\nmax_tokens = 4096\n')

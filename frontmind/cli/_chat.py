@@ -171,6 +171,7 @@ _STYLES = {
     "reply": "\x1b[1;36m",
     "tool": "\x1b[33m",
     "error": "\x1b[31m",
+    "warning": "\x1b[33m",
     "dim": "\x1b[2m",
 }
 
@@ -301,6 +302,10 @@ def _show(event: TurnEvent, out: _Out) -> None:
         out.open_tool = ""
         out.detail(line, "error" if event.is_error else "tool")
     elif isinstance(event, TurnCompleted):
+        # What the turn's reply does not say itself: a reply cut off at max_tokens would
+        # otherwise read as finished.
+        for warning in event.warnings:
+            out.detail(f"\n  warning: {warning}", "warning")
         u = event.usage
         out.note(
             f"(cache read {u.cache_read_input_tokens}, write {u.cache_creation_input_tokens}, "
