@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pexpect
 import pyte
 import pytest
@@ -31,6 +32,7 @@ from frontmind.localapi import (
 from storage import DEFAULT_USER, SQLiteStorage, ToolResultBlock
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 from tests._factories import turn as stored_turn
+from tests._http import read_request, tiny_server
 
 pytestmark = pytest.mark.slow
 
@@ -267,6 +269,46 @@ async def test_chat_against_a_daemon_on_a_terminal(tmp_path: Path) -> None:
             t.send(CTRL_D)
             assert await anyio.to_thread.run_sync(t.wait_exit) == 0
         assert (tmp_path / "home" / HISTORY_FILE).is_file()
+        assert await d.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_while_a_view_waits_on_the_daemon_returns_to_the_prompt(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C while /stats waited on a daemon that did not answer ended the whole chat
+    # (exit 130): only a reply's wait took Ctrl-C back to the prompt.
+    asked = anyio.Event()
+
+    async with daemon(tmp_path / "d") as d, d.client() as api:
+
+        async def answer(client: anyio.abc.SocketStream) -> None:
+            head, _ = await read_request(client)
+            method, path, _ = head.split(b"\r\n", 1)[0].decode().split(" ")
+            if "/turns" in path:  # the /stats view's request: never answered
+                asked.set()
+                await anyio.sleep_forever()
+            relayed = await api.request(method, path)
+            await client.send(
+                f"HTTP/1.1 {relayed.status_code} X\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(relayed.content)}\r\nconnection: close\r\n\r\n".encode()
+                + relayed.content
+            )
+
+        async with tiny_server(answer) as url:
+            args = ("--url", url, "--data-dir", str(tmp_path / "home"))
+            with terminal(*args, NO_COLOR="1") as t:
+                await anyio.to_thread.run_sync(t.wait_prompt, 1)
+                t.send("/stats" + ENTER)
+                await asked.wait()
+                t.send(CTRL_C)
+                await anyio.to_thread.run_sync(t.wait, r"^  \(cancelled\)")
+                await anyio.to_thread.run_sync(t.wait_prompt, 2)
+                t.send("/help" + ENTER)  # the chat goes on
+                await anyio.to_thread.run_sync(t.wait, "Alt-Enter, Esc Enter")
+                await anyio.to_thread.run_sync(t.wait_prompt, 3)
+                t.send(CTRL_D)
+                assert await anyio.to_thread.run_sync(t.wait_exit) == 0
         assert await d.stop() == 0
 
 

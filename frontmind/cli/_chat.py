@@ -16,7 +16,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import ExitStack, aclosing
 from datetime import UTC
 from pathlib import Path
@@ -367,12 +367,41 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
         out("\n  (reply cancelled)\n", "dim")
 
 
-async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
+async def _view(view: Callable[[], Awaitable[str]], out: _Out, interactive: bool) -> None:
+    """Show a view (/context, /stats, /reminders). On a terminal Ctrl-C cancels it and
+    returns to the prompt, as it does a reply: the prompt is not reading keys now, and
+    Python's own handler would end the chat (a daemon that does not answer holds a view
+    for the client's whole timeout)."""
+    with ExitStack() as stack:
+        signals = (
+            stack.enter_context(anyio.open_signal_receiver(signal.SIGINT)) if interactive else None
+        )
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_on_interrupt() -> None:
+                assert signals is not None
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    out("\n  (cancelled)\n", "dim")
+                    return
+
+            if signals is not None:
+                tg.start_soon(cancel_on_interrupt)
+            try:
+                out(await view() + "\n")
+            except FrontmindError as exc:
+                out(f"  error: {exc}\n", "error")
+            except msgspec.ValidationError as exc:
+                out(f"  error: the daemon's answer could not be read: {exc}\n", "error")
+            tg.cancel_scope.cancel()
+
+
+async def _command(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> bool:
     """Run a /command; False means leave the chat."""
     name = text.split()[0].lower()
     if name in ("/quit", "/exit"):
         return False
-    views: dict[str, Callable[[], Any]] = {
+    views: dict[str, Callable[[], Awaitable[str]]] = {
         "/context": backend.context,
         "/stats": backend.stats,
         "/reminders": backend.reminders,
@@ -384,12 +413,7 @@ async def _command(backend: ChatBackend, text: str, out: _Out) -> bool:
         shown = "shown as it streams" if out.unfold_thinking else "folded"
         out(f"  the model's thinking is {shown}\n", "dim")
     elif name in views:
-        try:
-            out(await views[name]() + "\n")
-        except FrontmindError as exc:
-            out(f"  error: {exc}\n", "error")
-        except msgspec.ValidationError as exc:
-            out(f"  error: the daemon's answer could not be read: {exc}\n", "error")
+        await _view(views[name], out, interactive)
     else:
         out(f"  unknown command {name}; /help lists them\n", "error")
     return True
@@ -407,7 +431,7 @@ def _trimmed(text: str) -> str:
 
 async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> bool:
     if text.lstrip().startswith("/"):
-        return await _command(backend, text.strip(), out)
+        return await _command(backend, text.strip(), out, interactive)
     await _reply(backend, text, out, interactive)
     return True
 
