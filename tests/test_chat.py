@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -460,6 +461,29 @@ async def test_a_reply_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
         t.wait_prompt(2)
         t.send(CTRL_D)
         assert await anyio.to_thread.run_sync(t.wait_exit) == 0
+
+
+def test_ctrl_c_leaves_a_chat_that_reads_the_terminal_and_writes_a_file(
+    tmp_path: Path,
+) -> None:
+    # `frontmind chat > replies.txt` reads the terminal a line at a time: Ctrl-C while it
+    # waited for the next line did not leave until Enter was pressed (the thread that
+    # read stdin could not be cancelled, and the exit waited for it).
+    replies = tmp_path / "replies.txt"
+    command = " ".join(shlex.quote(part) for part in [*COMMAND, "chat", "--offline"])
+    command += f" --data-dir {shlex.quote(str(tmp_path / 'data'))} > {shlex.quote(str(replies))}"
+    child = pexpect.spawn("bash", ["-c", f"exec {command}"], cwd=str(ROOT), env=child_env())
+    try:
+        child.send("hello" + ENTER)
+        child.expect_exact("(cache read", timeout=WAIT_S)  # stderr: the turn's figures
+        child.sendintr()
+        child.expect(pexpect.EOF, timeout=20)  # at once, not at the next Enter
+        child.close()
+        assert child.exitstatus == 130
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+    assert replies.read_text().startswith("You said: “hello”")
 
 
 @pytest.mark.anyio

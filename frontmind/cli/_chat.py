@@ -16,14 +16,18 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import ExitStack, aclosing
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import ExitStack, aclosing, asynccontextmanager
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors import (
     FrontmindError,
@@ -439,13 +443,38 @@ async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool)
 async def _plain(backend: ChatBackend, stdin: TextIO, out: _Out) -> None:
     """No terminal: one message per line, no editing, no colour, and no prompts (no one
     is there to read them; the output is the replies alone)."""
-    while True:
-        line = await anyio.to_thread.run_sync(stdin.readline)
-        if not line:
-            return
-        text = _trimmed(line)
-        if text and not await _handle(backend, text, out, interactive=False):
-            return
+    async with _lines(stdin) as lines:
+        async for line in lines:
+            if isinstance(line, Exception):
+                raise line  # as it was raised reading (an undecodable line, say)
+            text = _trimmed(line)
+            if text and not await _handle(backend, text, out, interactive=False):
+                return
+
+
+@asynccontextmanager
+async def _lines(stdin: TextIO) -> AsyncIterator[MemoryObjectReceiveStream[str | Exception]]:
+    """stdin's lines (or what reading raised), read by a daemon thread of their own. A
+    worker thread blocked in `readline` cannot be cancelled and holds up the exit:
+    Ctrl-C waited for a line no one was going to type (`frontmind chat > replies.txt`
+    reads the terminal)."""
+    send, receive = anyio.create_memory_object_stream[str | Exception](1)
+    token = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        try:
+            try:
+                while line := stdin.readline():
+                    anyio.from_thread.run(send.send, line, token=token)
+            except (OSError, ValueError) as exc:
+                anyio.from_thread.run(send.send, exc, token=token)
+            anyio.from_thread.run_sync(send.close, token=token)  # the stream is the loop's
+        except (anyio.BrokenResourceError, anyio.RunFinishedError):
+            return  # the chat has ended: the rest of the input is not wanted
+
+    threading.Thread(target=read, name="chat stdin", daemon=True).start()
+    with receive:
+        yield receive
 
 
 def _session(history_file: Path | None, colour: bool) -> PromptSession[str]:
