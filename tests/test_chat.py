@@ -251,6 +251,33 @@ async def test_indicator_and_cancelling_a_reply_without_colour(tmp_path: Path) -
 
 
 @pytest.mark.anyio
+async def test_after_a_reply_cancelled_mid_thinking_the_next_shows_its_thinking(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C during a stretch of thinking left it open: the next reply's thinking was
+    # taken as the same stretch, and its marker never shown.
+    config = tmp_path / "thinking.toml"
+    config.write_text(
+        '[model]\nthinking = "enabled"\nbudget_tokens = 1024\nmax_tokens = 4096\n'
+        "[offline]\ntokens_per_second = 8\n"
+    )
+    args = ("--offline", "--data-dir", str(tmp_path / "data"), "--config", str(config))
+    with terminal(*args, NO_COLOR="1") as t:
+        t.wait_prompt(1)
+        t.send("hello there" + ENTER)
+        t.wait(r"\[thinking\] … \(/thinking unfolds\)")
+        t.send(CTRL_C)
+        t.wait(r"\(reply cancelled\)")
+        t.wait_prompt(2)
+        t.send("hello again" + ENTER)
+        t.wait("again”")
+        t.wait_prompt(3)
+        assert t.text().count("[thinking] … (/thinking unfolds)") == 2, t.text()
+        t.send(CTRL_D)
+        assert await anyio.to_thread.run_sync(t.wait_exit) == 0
+
+
+@pytest.mark.anyio
 async def test_chat_against_a_daemon_on_a_terminal(tmp_path: Path) -> None:
     async with daemon(tmp_path / "d") as d:
         args = ("--url", d.url, "--continuum", "tty", "--data-dir", str(tmp_path / "home"))

@@ -328,6 +328,10 @@ async def _reply(backend: ChatBackend, text: str, out: _Out, interactive: bool) 
     """Stream one reply. On a terminal, Ctrl-C (SIGINT: the prompt is not reading keys
     now) cancels the turn, which the runtime unwinds cleanly, and returns to the prompt."""
     interrupted = False
+    # A turn cancelled or broken off mid-thinking or mid-call leaves no stretch of
+    # thinking or call open for this one (its marker would be taken as shown).
+    out.thinking = False
+    out.open_tool = ""
     indicator = _Indicator(out) if interactive else None
     with ExitStack() as stack:
         # Installed before the turn starts, so no Ctrl-C falls to Python's default handler.
