@@ -392,9 +392,13 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
         "--offline",
         "--data-dir",
         str(tmp_path),
-        stdin=b"hello\n/reminders\n/help\n  second line\n",
+        stdin=b"hello\n/reminders\n/help\n/nope\n  second line\n",
     )
     assert code == 0, err
+    # An error goes to stderr, as a turn's does: stdout is the replies (and what a
+    # command shows). A mistyped command's went to stdout, among the replies.
+    assert "unknown command" not in out
+    assert "unknown command /nope; /help lists them\n" in err
     assert "\x1b" not in out  # no colour, no spinner, no cursor movement
     assert "you>" not in out  # no prompts, no labels: the output is the replies
     assert "frontmind>" not in out

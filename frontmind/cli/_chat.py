@@ -398,9 +398,9 @@ async def _view(view: Callable[[], Awaitable[str]], out: _Out, interactive: bool
             try:
                 out(await view() + "\n")
             except FrontmindError as exc:
-                out(f"  error: {exc}\n", "error")
+                out.detail(f"  error: {exc}\n", "error")
             except msgspec.ValidationError as exc:
-                out(f"  error: the daemon's answer could not be read: {exc}\n", "error")
+                out.detail(f"  error: the daemon's answer could not be read: {exc}\n", "error")
             tg.cancel_scope.cancel()
 
 
@@ -423,7 +423,7 @@ async def _command(backend: ChatBackend, text: str, out: _Out, interactive: bool
     elif name in views:
         await _view(views[name], out, interactive)
     else:
-        out(f"  unknown command {name}; /help lists them\n", "error")
+        out.detail(f"  unknown command {name}; /help lists them\n", "error")
     return True
 
 
