@@ -643,3 +643,41 @@ async def test_a_message_sent_at_capacity_shows_while_it_waits_for_a_slot(
             assert not other_done.is_set(), "the message showed only once the slot was free"
             await page.wait_for_selector("#transcript .msg.assistant .completed")
             assert other_done.is_set()
+
+
+async def test_another_users_turn_in_flight_stays_out_of_a_new_tokens_view(
+    tmp_path: Path,
+) -> None:
+    """Alice's reply streams in her continuum "notes"; the operator switches the tab to
+    Bob's token and the page shows Bob's "notes". Alice's question and live reply were
+    shown in Bob's transcript (the tab kept turns in flight by continuum id alone), and
+    Bob's send button stayed disabled until Alice's turn was over."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[offline]\ntokens_per_second = 2\n")
+    async with (
+        daemon(tmp_path / "data", "--token", TOKEN, "--config", str(slow)) as d,
+        d.client(headers={"authorization": f"Bearer {TOKEN}"}) as admin,
+    ):
+        tokens = {}
+        for name in ("alice", "bob"):
+            created = await admin.post("/v1/users", json={"name": name})
+            assert created.status_code == 201, created.text
+            tokens[name] = created.json()["token"]
+        async with browser_page(expected=("status of 404",)) as page:
+            await page.goto(f"{d.url}/ui/continuums/notes")
+            await page.fill("#token-input", tokens["alice"])
+            await page.press("#token-input", "Enter")
+            await page.wait_for_selector("#transcript:not([aria-busy])")
+            await page.fill("#chat textarea", "Alice's private question")
+            await page.press("#chat textarea", "Enter")
+            await page.wait_for_selector("#live .text:not(:empty)")
+
+            await page.click("#token-button")
+            await page.fill("#token-input", tokens["bob"])
+            await page.press("#token-input", "Enter")
+            await page.wait_for_selector("#transcript:not([aria-busy])")
+            transcript = await page.locator("#transcript").inner_text()
+            assert "Alice" not in transcript
+            assert "You said" not in transcript
+            assert await page.locator("#transcript .msg").count() == 0
+            assert not await page.locator("#chat button[type=submit]").is_disabled()

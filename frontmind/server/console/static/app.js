@@ -20,8 +20,11 @@ const sentRequests = new Map();
 // The turns this tab is streaming, by continuum: their question and live reply, and a
 // promise of their end. A continuum opened again while its turn streams (the operator
 // looked elsewhere and came back) shows that turn going on; its reply was gone from
-// view, for good, until the page was loaded again.
+// view, for good, until the page was loaded again. Keyed by token too: continuum ids
+// are each user's own, and another token's "notes" is another continuum, whose view
+// showed this one's question and reply (and kept its send button disabled).
 const streaming = new Map();
+const flightKey = (id) => `${token()}\n${id}`;
 
 // The status line is a live region: it stays in the page, empty when there is nothing
 // to say, since a screen reader does not read a region that appears with its text.
@@ -207,7 +210,7 @@ async function continuumView(id) {
   });
 
   // Taken before the history is read: a turn that ends meanwhile may not be in it.
-  const flight = streaming.get(id);
+  const flight = streaming.get(flightKey(id));
   const showHistory = async () => {
     const [history] = await Promise.all([
       latestMessages(id, 200).catch((error) => {
@@ -285,7 +288,8 @@ async function runTurn(id, text, transcript) {
   transcript.append(asked, bubble);
   let over = () => {};
   const flight = { nodes: [asked, bubble], turnId: null, done: new Promise((resolve) => { over = resolve; }) };
-  streaming.set(id, flight);
+  const key = flightKey(id); // the token now: it may change while the turn streams
+  streaming.set(key, flight);
   const tools = new Map();
   let request = null; // the request previewed just before the turn, for the context panel
   let thinking = null; // the open stretch of thinking: folded, its text inside
@@ -311,7 +315,7 @@ async function runTurn(id, text, transcript) {
     throw error;
   } finally {
     bubble.removeAttribute("id");
-    if (streaming.get(id) === flight) streaming.delete(id);
+    if (streaming.get(key) === flight) streaming.delete(key);
     over();
   }
   // The stream closed without its last event (the daemon stopped, the connection dropped).
