@@ -9,6 +9,7 @@ fail: CI installs chromium (.ci/run).
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import ROUND_HALF_UP, Decimal
@@ -681,3 +682,52 @@ async def test_another_users_turn_in_flight_stays_out_of_a_new_tokens_view(
             assert "You said" not in transcript
             assert await page.locator("#transcript .msg").count() == 0
             assert not await page.locator("#chat button[type=submit]").is_disabled()
+
+
+async def test_a_queued_message_ended_before_it_started_goes_back_in_the_box(
+    tmp_path: Path,
+) -> None:
+    """The daemon takes a turn (its answer's headers go out) and queues it for a slot;
+    it can still end before it starts, with an error event and no `turn.started` (the
+    daemon shutting down, a connection given to another client). Nothing was sent to
+    the model, yet the console cleared the box for good, as for a reply it had: the
+    message, here a long paste, was lost. It goes back in the box now, as for a refusal."""
+    slow = tmp_path / "slow.toml"
+    slow.write_text("[offline]\ntokens_per_second = 4\n\n[turns]\nmax_active = 1\n")
+    # Too long to preview in a URL: the console sends the turn at once, to wait queued.
+    paste = "line of a long paste\n" * 600
+    async with (
+        daemon(tmp_path / "data", "--config", str(slow)) as d,
+        d.client() as api,
+        anyio.create_task_group() as tg,
+    ):
+        streaming = anyio.Event()
+
+        async def other_turn() -> None:
+            message = {"message": "Tell me everything about the tides, the moon and the sea"}
+            async with api.stream("POST", "/v1/continuums/other/turns", json=message) as r:
+                async for name, _ in sse_events(r):
+                    if name == "text.delta":
+                        streaming.set()  # it holds the only slot
+
+        tg.start_soon(other_turn)
+        await streaming.wait()
+        async with browser_page(
+            expected=("status of 404", "status of 503", "Failed to load resource")
+        ) as page:
+            await page.goto(f"{d.url}/ui/continuums/mine")
+            await page.wait_for_selector("#transcript:not([aria-busy])")
+            await page.fill("#chat textarea", paste)
+            async with page.expect_response(
+                lambda r: r.url.endswith("/turns") and r.request.method == "POST"
+            ) as taken:
+                await page.press("#chat textarea", "Enter")
+            assert (await taken.value).status == 200  # queued behind the other turn
+            d.process.send_signal(signal.SIGTERM)
+            bubble = page.locator("#transcript .msg.assistant .error")
+            await bubble.wait_for()
+            assert "shutting_down" in await bubble.inner_text()
+            assert "not sent" in await bubble.inner_text()
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            assert await page.input_value("#chat textarea") == paste.rstrip()
+        tg.cancel_scope.cancel()

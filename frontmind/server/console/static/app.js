@@ -295,6 +295,12 @@ async function runTurn(id, text, transcript) {
   let thinking = null; // the open stretch of thinking: folded, its text inside
   let accepted = false; // the daemon took the turn (turn.started)
   let ended = false; // its last event came (turn.completed or error)
+  let streamed = false; // some of its reply came (text, thinking or a tool call)
+  // An error event before any of the reply: a turn taken in and ended while it waited
+  // for a slot (shutting down, its connection given to another client) has its
+  // turn.started and error all the same. Nothing was sent and nothing of it is stored,
+  // so it fails as a refusal does and the message goes back in the box.
+  let unstarted = null;
   const end = (message) => {
     ended = true;
     bubble.removeAttribute("aria-busy");
@@ -320,9 +326,11 @@ async function runTurn(id, text, transcript) {
   }
   // The stream closed without its last event (the daemon stopped, the connection dropped).
   if (!ended) end("cut off: the connection closed before the reply finished");
+  if (unstarted) throw unstarted;
 
   function onEvent(name, data) {
     if (name !== "thinking.delta") thinking = null;
+    if (name === "text.delta" || name === "thinking.delta" || name === "tool.started") streamed = true;
     if (name === "turn.started") {
       accepted = true;
       if (request) sentRequests.set(data.turn_id, request);
@@ -351,6 +359,9 @@ async function runTurn(id, text, transcript) {
       reply.textContent = data.text;
       end();
       bubble.append(completedLine(data));
+    } else if (name === "error" && !streamed) {
+      unstarted = Object.assign(new ApiError(0, data.type, data.message), { accepted: false });
+      end(`not sent: ${data.type}: ${data.message}`);
     } else if (name === "error") {
       end(`${data.type}: ${data.message}`);
     }
