@@ -8,8 +8,11 @@ fail: CI installs chromium (.ci/run).
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
+import struct
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from decimal import ROUND_HALF_UP, Decimal
@@ -21,6 +24,7 @@ import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens, input_cost
+from actors._history_cost import IMAGE_TOKENS
 from frontmind._models import shipped_catalog
 from storage import DEFAULT_USER, SQLiteStorage, TurnUsage
 from tests._daemon import COMMAND, ROOT, child_env, daemon, sse_events, turn
@@ -731,3 +735,45 @@ async def test_a_queued_message_ended_before_it_started_goes_back_in_the_box(
             await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
             assert await page.input_value("#chat textarea") == paste.rstrip()
         tg.cancel_scope.cancel()
+
+
+def _noise_png(side: int) -> bytes:
+    """A PNG of random pixels (it does not compress: its base64 is long)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + os.urandom(side * 3) for _ in range(side))
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+async def test_an_image_in_the_context_panel_counts_as_frontmind_counts_it(
+    tmp_path: Path,
+) -> None:
+    """The context panel estimated an image block by the length of its JSON, base64 and
+    all: a photo of a few hundred KB showed as tens of thousands of tokens (Frontmind
+    counts an image as IMAGE_TOKENS), and its base64 filled the block's text."""
+    data = base64.b64encode(_noise_png(160)).decode()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    message = [image, {"type": "text", "text": "What is in this picture?"}]
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        async with api.stream("POST", "/v1/continuums/photo/turns", json={"content": message}) as r:
+            assert r.status_code == 200, await r.aread()
+            events = [name async for name, _ in sse_events(r)]
+        assert events[-1] == "turn.completed", events
+        async with browser_page() as page:
+            await page.goto(f"{d.url}/ui/continuums/photo")
+            block = page.locator("#stack .block.history", has_text="history · user · image")
+            await block.wait_for()
+            tokens = await block.locator("summary .tokens").inner_text()
+            assert tokens == f"≈{num(IMAGE_TOKENS + BLOCK_FRAMING_TOKENS)} tok"
+            shown = await block.locator("pre.full").text_content()
+            assert data not in shown
+            assert len(shown) < 1000, shown

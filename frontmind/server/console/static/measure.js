@@ -28,13 +28,86 @@ export function totalInput(u) {
 const FRAME = /^═+$/;
 const SECTION = /<([A-Za-z_][\w-]*)>\n([\s\S]*?)\n<\/\1>/g;
 
+// Images and PDFs as Frontmind counts them (actors/_history_cost.py), never by the
+// length of their base64 data: a 1 MB photo was shown as some 350,000 tokens, and its
+// base64 text filled the block.
+export const IMAGE_TOKENS = 1600;
+export const PDF_PAGE_TOKENS = 3000;
+const PDF_PAGE = /\/Type\s*\/Page(?![a-zA-Z])/g;
+
+function binaryTokens(block) {
+  if (!block || typeof block !== "object" || Array.isArray(block)) return null;
+  if (block.type === "image") return IMAGE_TOKENS;
+  const source = block.source;
+  if (block.type !== "document" || !source || typeof source !== "object") return null;
+  if (source.type === "url" || source.type === "file") return PDF_PAGE_TOKENS;
+  if (source.type !== "base64" || source.media_type !== "application/pdf") return null;
+  let pdf;
+  try {
+    pdf = atob(String(source.data || ""));
+  } catch {
+    return null; // not base64: counted as its JSON, as the daemon does
+  }
+  return Math.max(1, (pdf.match(PDF_PAGE) || []).length) * PDF_PAGE_TOKENS;
+}
+
+// `value` without its image and PDF blocks (wherever they are: a server tool result
+// holds a fetched PDF in its own content), and those blocks' estimate.
+function withoutBinaries(value) {
+  const binary = binaryTokens(value);
+  if (binary !== null) return [undefined, binary + BLOCK_FRAMING_TOKENS];
+  if (Array.isArray(value)) {
+    let total = 0;
+    const kept = [];
+    for (const item of value) {
+      const [rest, tokens] = withoutBinaries(item);
+      total += tokens;
+      if (rest !== undefined) kept.push(rest);
+    }
+    return [kept, total];
+  }
+  if (value && typeof value === "object") {
+    let total = 0;
+    const kept = {};
+    for (const [key, item] of Object.entries(value)) {
+      const [rest, tokens] = withoutBinaries(item);
+      total += tokens;
+      kept[key] = rest;
+    }
+    return [kept, total];
+  }
+  return [value, 0];
+}
+
+function jsonTokens(value) {
+  const [rest, binary] = withoutBinaries(value);
+  return (rest === undefined ? 0 : estimateTokens(JSON.stringify(rest))) + binary;
+}
+
+// A block's JSON to read, its base64 data said in a few words.
+function shown(value) {
+  return JSON.stringify(value, (key, v) =>
+    key === "data" && typeof v === "string" && v.length > 64 ? `(${v.length.toLocaleString("en-US")} characters of base64)` : v);
+}
+
 function blockText(block) {
   if (block.type === "text") return block.text;
   if (block.type === "tool_use") return `${block.name} ${JSON.stringify(block.input)}`;
   if (block.type === "tool_result") {
-    return typeof block.content === "string" ? block.content : JSON.stringify(block.content);
+    return typeof block.content === "string" ? block.content : shown(block.content);
   }
-  return JSON.stringify(block);
+  return shown(block);
+}
+
+// A message block's estimate, as the daemon's history budget counts it.
+function messageBlockTokens(block, text) {
+  if (block.type === "image") return IMAGE_TOKENS + BLOCK_FRAMING_TOKENS;
+  if (block.type === "text" || block.type === "tool_use") return blockTokens(text);
+  if (block.type === "tool_result" && typeof block.content !== "string") {
+    return jsonTokens(block.content || []) + BLOCK_FRAMING_TOKENS;
+  }
+  if (block.type === "tool_result") return blockTokens(text);
+  return jsonTokens(block) + BLOCK_FRAMING_TOKENS;
 }
 
 function firstTag(text) {
@@ -105,7 +178,7 @@ export function layers(request) {
         kind,
         label: kind === "history" ? `history · ${m.role}${block.type === "text" ? "" : " · " + block.type}` : kind === "loop" ? `tool loop · ${m.role} · ${block.type}` : kind === "current" ? "current message" : kind,
         text,
-        tokens: blockTokens(text),
+        tokens: messageBlockTokens(block, text),
         cache: block.cache_control,
         index: i,
         block: j,
