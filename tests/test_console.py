@@ -777,3 +777,30 @@ async def test_an_image_in_the_context_panel_counts_as_frontmind_counts_it(
             shown = await block.locator("pre.full").text_content()
             assert data not in shown
             assert len(shown) < 1000, shown
+
+
+async def test_a_message_refused_for_its_token_survives_giving_the_token(
+    tmp_path: Path,
+) -> None:
+    """A message refused with 401 (the tab's token rotated or mistyped) goes back in the
+    box and the page asks for the token; giving it drew the view anew, and the message
+    was gone from the box, to be typed again."""
+    async with (
+        daemon(tmp_path / "data", "--token", TOKEN) as d,
+        browser_page(expected=("status of 401", "status of 404")) as page,
+    ):
+        await page.goto(f"{d.url}/ui/continuums/rotated")
+        await page.fill("#token-input", "a-token-no-longer-valid")
+        await page.press("#token-input", "Enter")
+        await page.wait_for_selector("#token-form:not([hidden])")
+        await page.fill("#chat textarea", "A long message I took care over")
+        await page.press("#chat textarea", "Enter")
+        await page.locator("#transcript .msg.assistant .error").wait_for()
+        await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+        assert await page.input_value("#chat textarea") == "A long message I took care over"
+        await page.fill("#token-input", TOKEN)
+        await page.press("#token-input", "Enter")
+        await page.wait_for_selector("#transcript:not([aria-busy])")
+        assert await page.input_value("#chat textarea") == "A long message I took care over"
+        await page.press("#chat textarea", "Enter")
+        await page.wait_for_selector("#transcript .msg.assistant .completed")

@@ -57,7 +57,12 @@ tokenForm.addEventListener("submit", (event) => {
   setToken(tokenInput.value.trim());
   tokenForm.hidden = true;
   say("");
+  // The view is drawn anew for the token; a message in the chat box (one refused with
+  // 401 went back there) stays in it, not typed again.
+  const draft = document.querySelector("#chat textarea")?.value;
   render();
+  const box = document.querySelector("#chat textarea");
+  if (draft && box) box.value = draft;
 });
 
 export function go(path) {
