@@ -9,6 +9,7 @@ fail: CI installs chromium (.ci/run).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import signal
 import struct
@@ -26,7 +27,15 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from actors import BLOCK_FRAMING_TOKENS, estimate_tokens, input_cost
 from actors._history_cost import IMAGE_TOKENS
 from frontmind._models import shipped_catalog
-from storage import DEFAULT_USER, SQLiteStorage, TurnUsage
+from storage import (
+    DEFAULT_USER,
+    Message,
+    SQLiteStorage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    TurnUsage,
+)
 from tests._daemon import COMMAND, ROOT, child_env, daemon, sse_events, turn
 from tests._factories import turn as stored_turn
 
@@ -804,3 +813,35 @@ async def test_a_message_refused_for_its_token_survives_giving_the_token(
         assert await page.input_value("#chat textarea") == "A long message I took care over"
         await page.press("#chat textarea", "Enter")
         await page.wait_for_selector("#transcript .msg.assistant .completed")
+
+
+async def test_a_tool_result_with_an_image_shows_its_text_not_its_base64(
+    tmp_path: Path,
+) -> None:
+    """A tool result of text and an image (an MCP server's chart, a screenshot) showed in
+    the transcript as its JSON array, the image's base64 and all: a screenful of
+    characters per image, in every later view of the continuum."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    data = base64.b64encode(_noise_png(60)).decode()
+    result = [
+        {"type": "text", "text": "the sales chart"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+    ]
+    messages = (
+        Message("user", (TextBlock("Show me the sales"),)),
+        Message("assistant", (ToolUseBlock("tu_1", "chart", "{}"),)),
+        Message(
+            "user",
+            (ToolResultBlock("tu_1", "the sales chart", content_json=json.dumps(result)),),
+        ),
+        Message("assistant", (TextBlock("Here it is."),)),
+    )
+    async with await SQLiteStorage.open(data_dir / "frontmind.db") as store:
+        await store.commit_turn(DEFAULT_USER, stored_turn("sales", "t1", messages=messages))
+    async with daemon(data_dir) as d, browser_page() as page:
+        await page.goto(f"{d.url}/ui/continuums/sales")
+        await page.wait_for_selector("#transcript:not([aria-busy])")
+        shown = await page.locator("#transcript .msg.user .tool").inner_text()
+        assert data[:40] not in shown
+        assert shown == "↳ the sales chart [image]"

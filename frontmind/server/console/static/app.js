@@ -258,12 +258,19 @@ async function latestMessages(id, keep) {
   return { messages };
 }
 
+// A tool result's blocks as their text, an image or a document as its kind: the JSON
+// array showed each image's base64, a screenful of characters, in the transcript.
+function resultText(content) {
+  if (typeof content === "string") return content;
+  return (content || []).map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ");
+}
+
 function messageView(m) {
   const parts = m.content.map((b) => {
     // Each text takes its direction from itself: Hebrew or Arabic reads right to left.
     if (b.type === "text") return h("div", { class: "text", dir: "auto" }, b.text);
     if (b.type === "tool_use") return h("div", { class: "tool" }, `⚙ ${b.name} ${JSON.stringify(b.input)}`);
-    if (b.type === "tool_result") return h("div", { class: "tool" }, `↳ ${typeof b.content === "string" ? b.content : JSON.stringify(b.content)}`);
+    if (b.type === "tool_result") return h("div", { class: "tool" }, `↳ ${resultText(b.content)}`);
     return h("div", { class: "tool" }, `[${b.type}]`);
   });
   return h("div", { class: `msg ${m.role}` }, h("span", { class: "role" }, m.role), parts);
