@@ -845,3 +845,29 @@ async def test_a_tool_result_with_an_image_shows_its_text_not_its_base64(
         shown = await page.locator("#transcript .msg.user .tool").inner_text()
         assert data[:40] not in shown
         assert shown == "↳ the sales chart [image]"
+
+
+async def test_more_clicked_twice_adds_the_next_page_once(tmp_path: Path) -> None:
+    """ "More" clicked again while its page loads (a slow daemon, a double click) asked
+    for the same page twice and added it twice: the list showed each item past the
+    first page two times."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        for i in range(201):
+            made = await api.post("/v1/reminders", json={"text": f"reminder {i:03}"})
+            assert made.status_code == 201, made.text
+        async with browser_page() as page:
+            asked: list[Any] = []
+            page.on("request", lambda r: asked.append(r) if "cursor=" in r.url else None)
+            await page.goto(f"{d.url}/ui/library")
+            items = page.locator("#reminders ul.items > li")
+            await items.nth(199).wait_for()
+            await page.evaluate(
+                "() => { const b = [...document.querySelectorAll('#reminders button')]"
+                ".find((x) => x.textContent === 'More'); b.click(); b.click(); }"
+            )
+            await page.locator("#reminders li", has_text="reminder 200").first.wait_for()
+            for request in asked:
+                await request.response()
+            texts = await items.all_inner_texts()
+            assert len(asked) == 1
+            assert len(texts) == 201

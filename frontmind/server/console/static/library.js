@@ -23,7 +23,11 @@ function paged(list, key, path, item, onError) {
     cursor = page.next_cursor;
     more.hidden = !cursor;
   };
-  more.addEventListener("click", () => show(true).catch(onError));
+  more.addEventListener("click", () => {
+    // Until its page is in: a second click would ask for the same page and add it twice.
+    more.disabled = true;
+    show(true).catch(onError).finally(() => { more.disabled = false; });
+  });
   return { load: () => show(false), more };
 }
 
