@@ -30,6 +30,7 @@ from frontmind._models import shipped_catalog
 from storage import (
     DEFAULT_USER,
     Message,
+    RawBlock,
     SQLiteStorage,
     TextBlock,
     ToolResultBlock,
@@ -871,3 +872,36 @@ async def test_more_clicked_twice_adds_the_next_page_once(tmp_path: Path) -> Non
             texts = await items.all_inner_texts()
             assert len(asked) == 1
             assert len(texts) == 201
+
+
+async def test_thinking_in_the_history_folds_above_the_reply(tmp_path: Path) -> None:
+    """A reply's thinking folds above it while it streams, but once the page was loaded
+    again (or the continuum opened later) it was a bare "[thinking]", its text out of
+    reach in the console, and a redacted one the same "[redacted_thinking]"."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    thought = {"type": "thinking", "thinking": "The user wants tides.", "signature": "c2ln"}
+    redacted = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
+    messages = (
+        Message("user", (TextBlock("Tell me about tides"),)),
+        Message(
+            "assistant",
+            (
+                RawBlock("thinking", json.dumps(thought)),
+                RawBlock("redacted_thinking", json.dumps(redacted)),
+                TextBlock("The moon pulls the sea."),
+            ),
+        ),
+    )
+    async with await SQLiteStorage.open(data_dir / "frontmind.db") as store:
+        await store.commit_turn(DEFAULT_USER, stored_turn("tides", "t1", messages=messages))
+    async with daemon(data_dir) as d, browser_page() as page:
+        await page.goto(f"{d.url}/ui/continuums/tides")
+        await page.wait_for_selector("#transcript:not([aria-busy])")
+        folds = page.locator("#transcript .msg.assistant details.thinking")
+        assert await folds.count() == 2
+        assert await folds.nth(0).locator("summary").inner_text() == "thinking"
+        assert await folds.nth(0).locator("pre").text_content() == "The user wants tides."
+        summary = await folds.nth(1).locator("summary").inner_text()
+        assert summary == "redacted thinking (encrypted, not shown)"
+        assert "ZW5jcnlwdGVk" not in await page.locator("#transcript").inner_text()

@@ -265,12 +265,20 @@ function resultText(content) {
   return (content || []).map((b) => (b.type === "text" ? b.text : `[${b.type}]`)).join(" ");
 }
 
+function thinkingView(label, text) {
+  return h("details", { class: "thinking" }, h("summary", {}, label), h("pre", { class: "full" }, text));
+}
+
 function messageView(m) {
   const parts = m.content.map((b) => {
     // Each text takes its direction from itself: Hebrew or Arabic reads right to left.
     if (b.type === "text") return h("div", { class: "text", dir: "auto" }, b.text);
     if (b.type === "tool_use") return h("div", { class: "tool" }, `⚙ ${b.name} ${JSON.stringify(b.input)}`);
     if (b.type === "tool_result") return h("div", { class: "tool" }, `↳ ${resultText(b.content)}`);
+    // Folded above the reply, as while it streamed: a bare "[thinking]" once the page
+    // was loaded again put its text out of reach. Redacted thinking is encrypted.
+    if (b.type === "thinking") return thinkingView("thinking", b.thinking || "");
+    if (b.type === "redacted_thinking") return thinkingView("redacted thinking (encrypted, not shown)", "");
     return h("div", { class: "tool" }, `[${b.type}]`);
   });
   return h("div", { class: `msg ${m.role}` }, h("span", { class: "role" }, m.role), parts);
