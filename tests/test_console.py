@@ -905,3 +905,20 @@ async def test_thinking_in_the_history_folds_above_the_reply(tmp_path: Path) -> 
         summary = await folds.nth(1).locator("summary").inner_text()
         assert summary == "redacted thinking (encrypted, not shown)"
         assert "ZW5jcnlwdGVk" not in await page.locator("#transcript").inner_text()
+
+
+async def test_a_reply_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
+    """A reply cut off at max_tokens came with its warning in turn.completed, and the
+    chat showed it as a finished reply: "You said: " and the usual numbers, nothing
+    saying the rest was missing."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        settings = await api.put("/v1/continuums/short/settings", json={"max_tokens": 5})
+        assert settings.status_code == 200, settings.text
+        async with browser_page(expected=("status of 404",)) as page:
+            await page.goto(f"{d.url}/ui/continuums/short")
+            await page.wait_for_selector("#transcript:not([aria-busy])")
+            await send_and_watch(page, "Tell me a long story about the sea and the moon")
+            last = page.locator("#transcript .msg.assistant").last
+            assert await last.locator(".warning").count() == 1
+            warning = await last.locator(".warning").inner_text()
+            assert "cut off at max_tokens (5)" in warning

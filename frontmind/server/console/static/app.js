@@ -378,7 +378,9 @@ async function runTurn(id, text, transcript) {
     } else if (name === "turn.completed") {
       reply.textContent = data.text;
       end();
-      bubble.append(completedLine(data));
+      // A reply cut off (max_tokens, the context window) ends as any other: its warnings
+      // say the rest is missing, which the text alone does not.
+      bubble.append(...(data.warnings || []).map((w) => h("div", { class: "warning" }, `⚠ ${w}`)), completedLine(data));
     } else if (name === "error" && !streamed) {
       unstarted = Object.assign(new ApiError(0, data.type, data.message), { accepted: false });
       end(`not sent: ${data.type}: ${data.message}`);
