@@ -318,8 +318,9 @@ async function runTurn(id, text, transcript) {
   let streamed = false; // some of its reply came (text, thinking or a tool call)
   // An error event before any of the reply: a turn taken in and ended while it waited
   // for a slot (shutting down, its connection given to another client) has its
-  // turn.started and error all the same. Nothing was sent and nothing of it is stored,
-  // so it fails as a refusal does and the message goes back in the box.
+  // turn.started and error all the same (as has a model's refusal or an API error
+  // before its first token). Nothing of it is stored, so it fails as a refusal at the
+  // door does and the message goes back in the box, to send again.
   let unstarted = null;
   const end = (message) => {
     ended = true;
@@ -381,10 +382,8 @@ async function runTurn(id, text, transcript) {
       // A reply cut off (max_tokens, the context window) ends as any other: its warnings
       // say the rest is missing, which the text alone does not.
       bubble.append(...(data.warnings || []).map((w) => h("div", { class: "warning" }, `⚠ ${w}`)), completedLine(data));
-    } else if (name === "error" && !streamed) {
-      unstarted = Object.assign(new ApiError(0, data.type, data.message), { accepted: false });
-      end(`not sent: ${data.type}: ${data.message}`);
     } else if (name === "error") {
+      if (!streamed) unstarted = Object.assign(new ApiError(0, data.type, data.message), { accepted: false });
       end(`${data.type}: ${data.message}`);
     }
     const shownIn = bubble.parentElement; // the transcript it is shown in now
