@@ -921,3 +921,30 @@ async def test_a_reply_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
             assert await last.locator(".warning").count() == 1
             warning = await last.locator(".warning").inner_text()
             assert "cut off at max_tokens (5)" in warning
+
+
+async def test_the_continuum_lists_more_clicked_twice_adds_its_page_once(
+    tmp_path: Path,
+) -> None:
+    """The continuums' "More", clicked again while its page loaded, added that page
+    twice: each continuum past the first 50 was listed two times."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    async with await SQLiteStorage.open(data_dir / "frontmind.db") as store:
+        for i in range(51):
+            await store.commit_turn(DEFAULT_USER, stored_turn(f"c{i:02}", f"t{i}", at=1e6 + i))
+    async with daemon(data_dir) as d, browser_page() as page:
+        asked: list[Any] = []
+        page.on("request", lambda r: asked.append(r) if "cursor=" in r.url else None)
+        await page.goto(f"{d.url}/ui/")
+        rows = page.locator("#continuums tbody tr")
+        await rows.nth(49).wait_for()
+        await page.evaluate(
+            "() => { const b = [...document.querySelectorAll('main button')]"
+            ".find((x) => x.textContent === 'More'); b.click(); b.click(); }"
+        )
+        await rows.nth(50).wait_for()
+        for request in asked:
+            await request.response()
+        assert len(asked) == 1
+        assert await rows.count() == 51

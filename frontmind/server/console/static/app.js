@@ -130,7 +130,11 @@ async function listView() {
     cursor = page.next_cursor;
     more.hidden = !cursor;
   };
-  more.addEventListener("click", () => load().catch(failed));
+  more.addEventListener("click", () => {
+    // Until its page is in: a second click would ask for the same page and add it twice.
+    more.disabled = true;
+    load().catch(failed).finally(() => { more.disabled = false; });
+  });
   await load();
 }
 
