@@ -948,3 +948,32 @@ async def test_the_continuum_lists_more_clicked_twice_adds_its_page_once(
             await request.response()
         assert len(asked) == 1
         assert await rows.count() == 51
+
+
+async def test_acting_on_an_item_past_the_first_page_keeps_the_pages_shown(
+    tmp_path: Path,
+) -> None:
+    """Completing or deleting a reminder reloaded the list's first page: every page
+    "More" had added was gone, and the user working through their oldest-first list
+    clicked "More" and found their place again after each item."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        for i in range(203):
+            made = await api.post("/v1/reminders", json={"text": f"reminder {i:03}"})
+            assert made.status_code == 201, made.text
+        async with browser_page() as page:
+            await page.goto(f"{d.url}/ui/library")
+            items = page.locator("#reminder-list > li")
+            await items.nth(199).wait_for()
+            await page.locator("#reminders").get_by_role("button", name="More").click()
+            await items.nth(202).wait_for()
+            gone = page.locator("#reminder-list li", has_text="reminder 201")
+            await gone.get_by_role("button", name="Delete").click()
+            await gone.wait_for(state="detached")
+            done = page.locator("#reminder-list li", has_text="reminder 202")
+            await done.get_by_role("button", name="Complete").click()
+            await done.wait_for(state="detached")
+            texts = await page.locator("#reminder-list .item-text").all_inner_texts()
+            assert texts == [f"reminder {i:03}" for i in range(201)]
+        left = (await api.get("/v1/reminders?include_completed=true&limit=1000")).json()
+        completed = [r["text"] for r in left["reminders"] if r["completed_at"]]
+        assert (len(left["reminders"]), completed) == (202, ["reminder 202"])

@@ -31,6 +31,15 @@ function paged(list, key, path, item, onError) {
   return { load: () => show(false), more };
 }
 
+// After a completion or a delete only that item changes: reloading the first page took
+// away every page "More" had added, and the user's place in the list with them.
+function settle(list, selector, replacement) {
+  const li = list.querySelector(selector);
+  if (li && replacement) li.replaceWith(replacement);
+  else if (li) li.remove();
+  if (!list.children.length) list.append(h("li", { class: "muted" }, "None."));
+}
+
 function act(label, run, onError, cls = "") {
   return h("button", { type: "button", class: `small ${cls}`, onclick: () => run().catch(onError) }, label);
 }
@@ -42,26 +51,29 @@ export async function libraryView(view, onError) {
   const documents = h("ul", { class: "items", id: "document-list" });
   const showDone = h("input", { type: "checkbox", id: "show-completed" });
 
+  const reminderItem = (r) => h("li", { class: r.completed_at ? "done" : "", "data-id": r.id },
+    h("span", { class: "item-text" }, r.text),
+    h("span", { class: "muted" }, r.due_at ? ` due ${when(r.due_at)}` : ""),
+    h("span", { class: "actions" },
+      r.completed_at ? h("span", { class: "muted" }, "completed") : act("Complete", async () => {
+        const done = await api(`/v1/reminders/${r.id}/complete`, { method: "POST", body: {} });
+        settle(reminders, `li[data-id="${r.id}"]`, showDone.checked ? reminderItem(done) : null);
+      }, onError),
+      act("Delete", async () => { await api(`/v1/reminders/${r.id}`, { method: "DELETE" }); settle(reminders, `li[data-id="${r.id}"]`); }, onError, "danger")));
   const reminderList = paged(reminders, "reminders", () => `/v1/reminders?limit=200${showDone.checked ? "&include_completed=true" : ""}`,
-    (r) => h("li", { class: r.completed_at ? "done" : "", "data-id": r.id },
-      h("span", { class: "item-text" }, r.text),
-      h("span", { class: "muted" }, r.due_at ? ` due ${when(r.due_at)}` : ""),
-      h("span", { class: "actions" },
-        r.completed_at ? h("span", { class: "muted" }, "completed") : act("Complete", async () => { await api(`/v1/reminders/${r.id}/complete`, { method: "POST", body: {} }); await loadReminders(); }, onError),
-        act("Delete", async () => { await api(`/v1/reminders/${r.id}`, { method: "DELETE" }); await loadReminders(); }, onError, "danger"))),
-    onError);
+    reminderItem, onError);
   const loadReminders = reminderList.load;
   const memoryList = paged(memories, "memories", () => "/v1/memories?limit=200",
     (m) => h("li", { "data-id": m.id },
       h("span", { class: "item-text" }, m.text),
       h("span", { class: "muted" }, ` importance ${fmt(m.importance, 2)}`),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/memories/${m.id}`, { method: "DELETE" }); await loadMemories(); }, onError, "danger"))),
+      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/memories/${m.id}`, { method: "DELETE" }); settle(memories, `li[data-id="${m.id}"]`); }, onError, "danger"))),
     onError);
   const loadMemories = memoryList.load;
   const documentList = paged(documents, "documents", () => "/v1/documents?limit=200",
     (d) => h("li", { "data-label": d.label },
       h("details", {}, h("summary", {}, h("strong", {}, d.label), h("span", { class: "muted" }, ` ${fmt(d.content.length)} chars`)), h("pre", { class: "full" }, d.content)),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/documents/${q(d.label)}`, { method: "DELETE" }); await loadDocuments(); }, onError, "danger"))),
+      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/documents/${q(d.label)}`, { method: "DELETE" }); settle(documents, `li[data-label="${CSS.escape(d.label)}"]`); }, onError, "danger"))),
     onError);
   const loadDocuments = documentList.load;
 
