@@ -977,3 +977,35 @@ async def test_acting_on_an_item_past_the_first_page_keeps_the_pages_shown(
         left = (await api.get("/v1/reminders?include_completed=true&limit=1000")).json()
         completed = [r["text"] for r in left["reminders"] if r["completed_at"]]
         assert (len(left["reminders"]), completed) == (202, ["reminder 202"])
+
+
+async def test_a_library_form_refused_for_its_token_survives_giving_the_token(
+    tmp_path: Path,
+) -> None:
+    """A document typed in and refused with 401 stayed in its form, and the page asked
+    for the token; giving it drew the library anew, its forms empty: the document had
+    to be written again."""
+    async with (
+        daemon(tmp_path / "data", "--token", TOKEN) as d,
+        d.client(headers={"authorization": f"Bearer {TOKEN}"}) as api,
+        browser_page(expected=("status of 401",)) as page,
+    ):
+        await page.goto(f"{d.url}/ui/library")
+        await page.fill("#token-input", "a-token-no-longer-valid")
+        await page.press("#token-input", "Enter")
+        await page.wait_for_selector("#token-form:not([hidden])")
+        await page.fill("#add-document input[name=label]", "plan")
+        await page.fill("#add-document textarea[name=content]", "A page I wrote with care")
+        async with page.expect_response(lambda r: r.url.endswith("/v1/documents")) as put:
+            await page.click("#add-document button[type=submit]")
+        assert (await put.value).status == 401
+        await page.fill("#token-input", TOKEN)
+        await page.press("#token-input", "Enter")
+        await page.locator("#document-list li", has_text="None.").wait_for()
+        assert await page.input_value("#add-document input[name=label]") == "plan"
+        content = await page.input_value("#add-document textarea[name=content]")
+        assert content == "A page I wrote with care"
+        await page.click("#add-document button[type=submit]")
+        await page.locator("#document-list li", has_text="plan").wait_for()
+        (document,) = (await api.get("/v1/documents")).json()["documents"]
+        assert document["content"] == "A page I wrote with care"

@@ -57,12 +57,17 @@ tokenForm.addEventListener("submit", (event) => {
   setToken(tokenInput.value.trim());
   tokenForm.hidden = true;
   say("");
-  // The view is drawn anew for the token; a message in the chat box (one refused with
-  // 401 went back there) stays in it, not typed again.
-  const draft = document.querySelector("#chat textarea")?.value;
+  // The view is drawn anew for the token; what its forms hold (a message refused with
+  // 401 went back in the chat box, a document refused stays in its form) stays in them,
+  // not typed again.
+  const drafts = [...view.querySelectorAll("form[id] input[name], form[id] textarea[name]")]
+    .filter((field) => field.type !== "checkbox" && field.value)
+    .map((field) => [field.form.id, field.name, field.value]);
   render();
-  const box = document.querySelector("#chat textarea");
-  if (draft && box) box.value = draft;
+  for (const [form, name, value] of drafts) {
+    const field = document.getElementById(form)?.elements.namedItem(name);
+    if (field) field.value = value;
+  }
 });
 
 export function go(path) {
