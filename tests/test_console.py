@@ -974,9 +974,15 @@ async def test_acting_on_an_item_past_the_first_page_keeps_the_pages_shown(
             await done.wait_for(state="detached")
             texts = await page.locator("#reminder-list .item-text").all_inner_texts()
             assert texts == [f"reminder {i:03}" for i in range(201)]
+            # With completed reminders shown, the one completed stays, as completed.
+            await page.check("#show-completed")
+            first = page.locator("#reminder-list li", has_text="reminder 000")
+            await first.get_by_role("button", name="Complete").click()
+            await page.locator("#reminder-list li.done", has_text="reminder 000").wait_for()
+            assert await first.get_by_role("button", name="Complete").count() == 0
         left = (await api.get("/v1/reminders?include_completed=true&limit=1000")).json()
         completed = [r["text"] for r in left["reminders"] if r["completed_at"]]
-        assert (len(left["reminders"]), completed) == (202, ["reminder 202"])
+        assert (len(left["reminders"]), completed) == (202, ["reminder 000", "reminder 202"])
 
 
 async def test_a_library_form_refused_for_its_token_survives_giving_the_token(
