@@ -1015,3 +1015,28 @@ async def test_a_library_form_refused_for_its_token_survives_giving_the_token(
         await page.locator("#document-list li", has_text="plan").wait_for()
         (document,) = (await api.get("/v1/documents")).json()["documents"]
         assert document["content"] == "A page I wrote with care"
+
+
+async def test_a_turn_sent_after_a_refusal_clears_the_refusals_status(tmp_path: Path) -> None:
+    """A turn refused (503) says so in the status line; sent again and answered, the
+    page still said it was refused, above the reply that came."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        await turn(api, "retry", "hello")
+        async with browser_page(expected=("status of 503",)) as page:
+            overloaded = {"error": {"type": "overloaded", "message": "try again in 5 s"}}
+
+            async def refuse(route: Any) -> None:
+                await route.fulfill(status=503, json=overloaded, headers={"retry-after": "5"})
+
+            await page.route("**/v1/continuums/retry/turns", refuse)
+            await page.goto(f"{d.url}/ui/continuums/retry")
+            await page.wait_for_selector("#turns-table tbody tr")
+            await page.fill("#chat textarea", "are you there?")
+            await page.press("#chat textarea", "Enter")
+            await page.locator("#status", has_text="try again in 5 s").wait_for()
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            await page.unroute("**/v1/continuums/retry/turns")
+            await page.press("#chat textarea", "Enter")
+            await page.locator("#transcript .msg.assistant .completed").last.wait_for()
+            await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
+            assert await page.locator("#status").inner_text() == ""

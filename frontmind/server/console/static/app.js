@@ -206,6 +206,7 @@ async function continuumView(id) {
     if (!text) return;
     input.value = "";
     send.disabled = true;
+    say(""); // a refusal of the last try said in the status line is over: this one runs
     runTurn(id, text, transcript)
       .then(() => Promise.all([refreshTurns(), showNext()]))
       .catch((error) => {
