@@ -1040,3 +1040,25 @@ async def test_a_turn_sent_after_a_refusal_clears_the_refusals_status(tmp_path: 
             await page.locator("#transcript .msg.assistant .completed").last.wait_for()
             await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
             assert await page.locator("#status").inner_text() == ""
+
+
+async def test_deleting_what_was_deleted_meanwhile_takes_it_off_the_list(
+    tmp_path: Path,
+) -> None:
+    """A memory deleted elsewhere (another tab, the API) while the library showed it
+    stayed listed: its Delete said not_found, again at each click, until the page was
+    loaded again."""
+    async with daemon(tmp_path / "data") as d, d.client() as api:
+        made = await api.post("/v1/memories", json={"text": "the old address"})
+        assert made.status_code == 201, made.text
+        async with browser_page(expected=("status of 404",)) as page:
+            await page.goto(f"{d.url}/ui/library")
+            item = page.locator("#memory-list li", has_text="the old address")
+            await item.wait_for()
+            gone = await api.delete(f"/v1/memories/{made.json()['id']}")
+            assert gone.status_code == 204, gone.text
+            async with page.expect_response(lambda r: "/v1/memories/" in r.url) as deleted:
+                await item.get_by_role("button", name="Delete").click()
+            assert (await deleted.value).status == 404
+            await item.wait_for(state="detached")
+            assert await page.locator("#status").inner_text() == ""

@@ -1,6 +1,6 @@
 // Reminders, memories and documents: view, add, complete, delete.
 
-import { api, q } from "./api.js";
+import { api, ApiError, q } from "./api.js";
 import { fmt, h, when } from "./dom.js";
 
 function panel(title, id, form, list, more) {
@@ -40,6 +40,16 @@ function settle(list, selector, replacement) {
   if (!list.children.length) list.append(h("li", { class: "muted" }, "None."));
 }
 
+// DELETE, where "not found" is done as well: deleted meanwhile (another tab, the API, the
+// model) it stayed listed, and each click said not_found again.
+async function remove(path) {
+  try {
+    await api(path, { method: "DELETE" });
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 404)) throw error;
+  }
+}
+
 function act(label, run, onError, cls = "") {
   return h("button", { type: "button", class: `small ${cls}`, onclick: () => run().catch(onError) }, label);
 }
@@ -59,7 +69,7 @@ export async function libraryView(view, onError) {
         const done = await api(`/v1/reminders/${r.id}/complete`, { method: "POST", body: {} });
         settle(reminders, `li[data-id="${r.id}"]`, showDone.checked ? reminderItem(done) : null);
       }, onError),
-      act("Delete", async () => { await api(`/v1/reminders/${r.id}`, { method: "DELETE" }); settle(reminders, `li[data-id="${r.id}"]`); }, onError, "danger")));
+      act("Delete", async () => { await remove(`/v1/reminders/${r.id}`); settle(reminders, `li[data-id="${r.id}"]`); }, onError, "danger")));
   const reminderList = paged(reminders, "reminders", () => `/v1/reminders?limit=200${showDone.checked ? "&include_completed=true" : ""}`,
     reminderItem, onError);
   const loadReminders = reminderList.load;
@@ -67,13 +77,13 @@ export async function libraryView(view, onError) {
     (m) => h("li", { "data-id": m.id },
       h("span", { class: "item-text" }, m.text),
       h("span", { class: "muted" }, ` importance ${fmt(m.importance, 2)}`),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/memories/${m.id}`, { method: "DELETE" }); settle(memories, `li[data-id="${m.id}"]`); }, onError, "danger"))),
+      h("span", { class: "actions" }, act("Delete", async () => { await remove(`/v1/memories/${m.id}`); settle(memories, `li[data-id="${m.id}"]`); }, onError, "danger"))),
     onError);
   const loadMemories = memoryList.load;
   const documentList = paged(documents, "documents", () => "/v1/documents?limit=200",
     (d) => h("li", { "data-label": d.label },
       h("details", {}, h("summary", {}, h("strong", {}, d.label), h("span", { class: "muted" }, ` ${fmt(d.content.length)} chars`)), h("pre", { class: "full" }, d.content)),
-      h("span", { class: "actions" }, act("Delete", async () => { await api(`/v1/documents/${q(d.label)}`, { method: "DELETE" }); settle(documents, `li[data-label="${CSS.escape(d.label)}"]`); }, onError, "danger"))),
+      h("span", { class: "actions" }, act("Delete", async () => { await remove(`/v1/documents/${q(d.label)}`); settle(documents, `li[data-label="${CSS.escape(d.label)}"]`); }, onError, "danger"))),
     onError);
   const loadDocuments = documentList.load;
 
