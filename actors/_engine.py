@@ -752,19 +752,14 @@ class Engine:
         preview its conversation actor answers); else under a key of its own (the
         composer answers at once, whatever the continuum's turn does)."""
         ticket = f"preview_{uuid.uuid4().hex}"
-        if behind_turns:
-            self.admission.enter(user, continuum_id, ticket)
-            try:
-                await self.admission.wait(ticket)
-                yield
-            finally:
-                self.admission.release(ticket)
-            return
         try:
-            self.admission.enter(user, f"{continuum_id}/preview", ticket)
-        except Overloaded:
-            raise
-        except Busy as exc:  # its message would name the queue's key, not the continuum
+            self.admission.enter(
+                user, continuum_id if behind_turns else f"{continuum_id}/preview", ticket
+            )
+        except Busy as exc:
+            if behind_turns or isinstance(exc, Overloaded):
+                raise
+            # Its message would name the previews' own queue key, not the continuum.
             raise Busy(
                 f"continuum {continuum_id!r} has previews waiting already; retry when one "
                 "has finished",
