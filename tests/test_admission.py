@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import httpx2
 import msgspec
@@ -166,6 +167,17 @@ async def drain(stream: TurnStream, into: list[TurnEvent]) -> None:
             into.append(event)
 
 
+async def hold_long(
+    fm: Frontmind, holds: Holds, tg: anyio.abc.TaskGroup, held: list[TurnEvent]
+) -> None:
+    """A turn on continuum "long" that holds a slot (its `hold` tool waits for the
+    test's go), read into `held` by a task of `tg`."""
+    stream = fm.turn("long", HOLD)
+    await stream.start()
+    tg.start_soon(drain, stream, held)
+    await holds.count(1)
+
+
 def full(events: list[TurnEvent]) -> TurnCompleted:
     """The turn completed, with every section composed (none cut or stale)."""
     done = events[-1]
@@ -256,10 +268,7 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         full(events)
         held: list[TurnEvent] = []
         async with anyio.create_task_group() as tg:
-            stream = fm.turn("long", HOLD)
-            await stream.start()
-            tg.start_soon(drain, stream, held)
-            await holds.count(1)  # the one slot is taken
+            await hold_long(fm, holds, tg, held)  # the one slot is taken
             refused = fm.turn("late", "hello")
             with pytest.raises(Busy) as caught:
                 await refused.start()
@@ -292,10 +301,7 @@ async def test_a_preview_composes_in_a_turn_slot_too(tmp_path: Path) -> None:
         await drain(fm.turn("warm", "hello"), [])  # a measured turn time
         held: list[TurnEvent] = []
         async with anyio.create_task_group() as tg:
-            stream = fm.turn("long", HOLD)
-            await stream.start()
-            tg.start_soon(drain, stream, held)
-            await holds.count(1)  # the one slot is taken
+            await hold_long(fm, holds, tg, held)  # the one slot is taken
             with pytest.raises(Overloaded):
                 await fm.context("peek", "hello")
             with pytest.raises(Overloaded):
@@ -325,10 +331,7 @@ async def test_a_preview_behind_its_continuums_turn_holds_no_slot_while_it_waits
             previews.append(await fm.context("long", "hello"))
 
         async with anyio.create_task_group() as tg:
-            stream = fm.turn("long", HOLD)
-            await stream.start()
-            tg.start_soon(drain, stream, held)
-            await holds.count(1)  # one of the two slots is taken
+            await hold_long(fm, holds, tg, held)  # one of the two slots is taken
             tg.start_soon(preview)
             await anyio.wait_all_tasks_blocked()  # the preview is in at the door
             assert (fm.admission.active, fm.admission.waiting) == (1, 1)  # behind "long"
@@ -352,10 +355,7 @@ async def test_a_burst_of_refusals_leaves_every_record(tmp_path: Path) -> None:
         await drain(fm.turn("warm", "hello"), [])  # a measured turn time
         held: list[TurnEvent] = []
         async with anyio.create_task_group() as tg:
-            stream = fm.turn("long", HOLD)
-            await stream.start()
-            tg.start_soon(drain, stream, held)
-            await holds.count(1)  # the one slot is taken
+            await hold_long(fm, holds, tg, held)  # the one slot is taken
             for i in range(100):
                 with pytest.raises(Overloaded):
                     await fm.turn(f"late-{i}", f"hello {i}").start()
@@ -383,10 +383,7 @@ async def test_a_user_deleted_after_their_turn_was_refused_keeps_no_record_of_it
         await drain(fm.turn("warm", "hello"), [])  # a measured turn time
         held: list[TurnEvent] = []
         async with anyio.create_task_group() as tg:
-            stream = fm.turn("long", HOLD)
-            await stream.start()
-            tg.start_soon(drain, stream, held)
-            await holds.count(1)  # the one slot is taken
+            await hold_long(fm, holds, tg, held)  # the one slot is taken
             with pytest.raises(Overloaded):
                 await alice.turn("a", "refused at the door").start()
             await fm.delete_user("alice")

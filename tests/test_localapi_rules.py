@@ -608,17 +608,24 @@ async def test_an_effort_change_rewrites_messages_only(client: anthropic.AsyncAn
     assert usage_of(again) == (0, 0, head + history_tokens)
 
 
+def cached_tools_and_history() -> tuple[Any, list[Any]]:
+    """Tools long enough to cache on their own (a breakpoint on the last), and a short
+    history with a breakpoint: each part of the prefix can hit or miss apart."""
+    tools = [
+        {"name": "lookup", "description": "d" * 4400, "input_schema": {"type": "object"}},
+        {"name": "find", "input_schema": {"type": "object"}, "cache_control": CC},
+    ]
+    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    return tools, history
+
+
 async def test_a_speed_change_rewrites_system_and_messages(
     client: anthropic.AsyncAnthropic,
 ) -> None:
     # Prompt caching, "What invalidates the cache": "Switching between `speed: "fast"` and
     # standard speed invalidates system and message caches"; the tools stay cached. The
     # local API read the whole prefix back at either speed.
-    tools: Any = [
-        {"name": "lookup", "description": "d" * 4400, "input_schema": {"type": "object"}},
-        {"name": "find", "input_schema": {"type": "object"}, "cache_control": CC},
-    ]
-    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    tools, history = cached_tools_and_history()
     base: dict[str, Any] = {
         "tools": tools,
         "system": sys_blocks(cached=True),
@@ -642,11 +649,7 @@ async def test_enabling_citations_rewrites_system_and_messages(
     # Prompt caching, "What invalidates the cache": "Enabling/disabling citations modifies
     # the system prompt", so the system and messages caches miss while the tools stay.
     # The local API read the system back once a document with citations was added.
-    tools: Any = [
-        {"name": "lookup", "description": "d" * 4400, "input_schema": {"type": "object"}},
-        {"name": "find", "input_schema": {"type": "object"}, "cache_control": CC},
-    ]
-    history = [user(text("h" * 400)), assistant(text("a" * 400)), user(text("h" * 400, True))]
+    tools, history = cached_tools_and_history()
     base: dict[str, Any] = {"tools": tools, "system": sys_blocks(cached=True)}
     first = await create(client, **base, messages=history)
     whole = first.usage.cache_creation_input_tokens
