@@ -472,6 +472,44 @@ async def test_through_a_pipe_calls_side_by_side_each_have_a_line_on_stderr(
 
 
 @pytest.mark.anyio
+async def test_control_characters_in_a_reply_are_shown_not_obeyed(tmp_path: Path) -> None:
+    # A reply (the model's text, which a web page or a document can steer) went to the
+    # terminal as it came: its escape sequences set the window's title, cleared the
+    # screen and moved the cursor over what was shown. On a terminal they are shown as
+    # symbols; through a pipe the reply is kept byte for byte.
+    hostile = "before\x1b]0;owned\x07\x1b[2J\x1b[Hafter\rover\x9b31m end"
+    responder = ScriptedResponder()
+    responder.push(Reply((ReplyText(hostile),)), Reply((ReplyText(hostile),)))
+    async with LocalMessagesAPI(responder=responder) as api:
+        url, key = api.base_url, "test-key"
+        code, out, err = await run_cli(
+            "chat",
+            "--data-dir",
+            str(tmp_path / "piped"),
+            stdin=b"hi\n",
+            ANTHROPIC_BASE_URL=url,
+            ANTHROPIC_API_KEY=key,
+        )
+        assert code == 0, err
+        assert out == hostile + "\n"
+
+        def converse() -> bytes:  # in a thread: the model server runs on this loop
+            tty = str(tmp_path / "tty")
+            with terminal("--data-dir", tty, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key) as t:
+                t.wait_prompt(1)
+                t.send("hi" + ENTER)
+                t.wait(re.escape("before␛]0;owned␇␛[2J␛[Hafter␍over\\x9b31m end"))
+                t.wait_prompt(2)
+                t.send(CTRL_D)
+                assert t.wait_exit() == 0
+                return t.raw
+
+        raw = await anyio.to_thread.run_sync(converse)
+    for obeyed in (b"\x1b]0;", b"\x1b[2J", b"\x1b[H", "\x9b".encode()):
+        assert obeyed not in raw
+
+
+@pytest.mark.anyio
 async def test_a_reply_cut_off_at_max_tokens_says_so(tmp_path: Path) -> None:
     # The turn's warnings (a reply cut off at max_tokens, among them) were never shown:
     # the cut reply read as the whole answer.

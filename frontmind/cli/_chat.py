@@ -164,10 +164,7 @@ def colour_wanted(stream: TextIO, environ: os._Environ[str] | dict[str, str] = o
     """Colour only on a terminal, and never when NO_COLOR is set (no-color.org)."""
     if environ.get("NO_COLOR") or environ.get("TERM") == "dumb":
         return False
-    try:
-        return stream.isatty()
-    except ValueError:  # a closed stream
-        return False
+    return _is_terminal(stream)
 
 
 _STYLES = {
@@ -178,6 +175,28 @@ _STYLES = {
     "warning": "\x1b[33m",
     "dim": "\x1b[2m",
 }
+
+# What a reply (or a memory, a reminder, an error message) may not do to a terminal: its
+# control characters would be the terminal's commands (clear the screen, set the title,
+# move the cursor, or worse on some emulators). On a terminal they are shown as symbols
+# (U+2400's control pictures; C1 controls as \x9b); through a pipe the text is kept as is.
+_VISIBLE_CONTROLS = {
+    **{code: chr(0x2400 + code) for code in range(0x20) if chr(code) not in "\n\t"},
+    0x7F: "\u2421",
+    **{code: f"\\x{code:02x}" for code in range(0x80, 0xA0)},
+}
+
+
+def visible(text: str) -> str:
+    """`text` with its control characters shown, not obeyed (newlines and tabs kept)."""
+    return text.replace("\r\n", "\n").translate(_VISIBLE_CONTROLS)
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # a closed stream
+        return False
 
 
 class _Out:
@@ -194,10 +213,15 @@ class _Out:
         self.open_tool = ""  # the call whose "[tool … …]" line waits for its outcome
         self._line_open = False  # the stream's last line has no newline yet
         self._aside_open = False  # and the aside's
+        self._tty = _is_terminal(stream)
+        self._aside_tty = _is_terminal(aside)
 
-    def __call__(self, text: str, style: str | None = None) -> None:
+    def __call__(self, text: str, style: str | None = None, *, raw: bool = False) -> None:
+        """Write `text`; `raw`: the chat's own terminal commands (the spinner's)."""
         if text:
             self._line_open = not text.endswith("\n")
+        if self._tty and not raw:
+            text = visible(text)
         if self.colour and style is not None:
             text = f"{_STYLES[style]}{text}\x1b[0m"
         self._stream.write(text)
@@ -234,7 +258,7 @@ class _Out:
         assert self._aside is not None
         if text:
             self._aside_open = not text.endswith("\n")
-        self._aside.write(text)
+        self._aside.write(visible(text) if self._aside_tty else text)
         self._aside.flush()
 
     def note(self, text: str) -> None:
@@ -256,7 +280,7 @@ class _Indicator:
         self._shown = False
 
     def _frame(self, frame: str) -> None:
-        self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim")
+        self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim", raw=True)
         self._shown = True
 
     def show(self) -> None:
@@ -276,7 +300,7 @@ class _Indicator:
             self.active = False
             self._scope.cancel()
             if self._shown:
-                self._out("\r\x1b[K")
+                self._out("\r\x1b[K", raw=True)
 
 
 def _show(event: TurnEvent, out: _Out) -> None:
