@@ -1064,6 +1064,7 @@ class TurnStream:
             self._record_later(
                 self._turn_record("cancelled", None, f"{error_type(exc)}: {exc}", run)
             )
+            exc.turn_id = run.turn_id  # the caller's way to that record
             raise
         self._run = run
         self._engine._streams.add(self)

@@ -33,13 +33,18 @@ __all__ = [
 
 class Busy(FrontmindError):
     """Too many turns are already queued on this continuum (or, as `Overloaded`, in
-    this process). `retry_after`: seconds after which a retry is worth it, when known."""
+    this process). `retry_after`: seconds after which a retry is worth it, when known;
+    `turn_id`: the refused turn's id, whose record says it was refused, when a turn was
+    refused at its door."""
 
     type = "busy"
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, turn_id: str | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.turn_id = turn_id
 
 
 class Overloaded(Busy):

@@ -114,7 +114,10 @@ def _raise_for(response: httpx2.Response, body: bytes) -> None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
     if issubclass(cls, Busy):
         # The daemon's estimate rides in the header (in whole seconds), not the body.
-        raise cls(message, retry_after=_retry_after(response.headers.get("retry-after")))
+        retry_after = _retry_after(response.headers.get("retry-after"))
+        turn_id = error.get("turn_id")
+        turn_id = turn_id if isinstance(turn_id, str) else None
+        raise cls(message, retry_after=retry_after, turn_id=turn_id)
     raise cls(message)
 
 

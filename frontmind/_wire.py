@@ -163,9 +163,11 @@ class McpServers(msgspec.Struct, frozen=True):
     tools: list[str]  # the request's `tools` array, by name, in its order
 
 
-class ErrorDetail(msgspec.Struct, frozen=True):
+class ErrorDetail(msgspec.Struct, frozen=True, omit_defaults=True):
     type: str
     message: str
+    # A turn refused at the door (429 `busy`, 503 `overloaded`): the id of its record.
+    turn_id: str | None = None
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

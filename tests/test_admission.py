@@ -287,6 +287,7 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         assert record.error is not None
         assert record.error.startswith("overloaded: ")
         assert "max_wait_s" in record.error
+        assert caught.value.turn_id == record.turn_id  # the refusal names its record
         assert await fm.history("late") == []
         assert fm.admission.refused == 1
         assert (fm.admission.active, fm.admission.waiting) == (0, 0)
@@ -606,6 +607,7 @@ async def test_the_daemon_queues_shows_the_queue_and_refuses_with_retry_after(
         (record,) = (await http.get("/v1/continuums/c4/turns")).json()["turns"]
         assert (record["status"], record["user_text"]) == ("cancelled", "hello")
         assert record["error"].startswith("overloaded: ")
+        assert error["turn_id"] == record["turn_id"]  # the refusal names its record
         assert (await http.get("/v1/continuums/c4/messages")).json()["messages"] == []
         # A refusal is the service's state, not a fault: one line, no traceback.
         said = [r for r in caplog.records if "overloaded on /v1/continuums/c4" in r.getMessage()]

@@ -466,6 +466,12 @@ async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
         assert overloaded.value.retry_after is not None
         assert overloaded.value.retry_after >= 1
         assert f"retry in {overloaded.value.retry_after:.0f} s" in str(overloaded.value)
+        # And it names the refused turn's record (a delete refused is no turn: none).
+        assert busy.value.turn_id is None
+        await fm.run_background()  # the record is the background worker's to write
+        (record,) = await c.turns("c3")
+        assert record.status == "cancelled"
+        assert overloaded.value.turn_id == record.turn_id
 
 
 # -- a daemon that does not answer -------------------------------------------------------

@@ -150,9 +150,13 @@ def json_response(value: Any, status: int = 200) -> Response:
 
 
 def error_response(
-    status: int, kind: str, message: str, headers: dict[str, str] | None = None
+    status: int,
+    kind: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    turn_id: str | None = None,
 ) -> Response:
-    response = json_response(ErrorBody(ErrorDetail(kind, message)), status)
+    response = json_response(ErrorBody(ErrorDetail(kind, message, turn_id)), status)
     response.headers.update(headers or {})
     return response
 
@@ -846,7 +850,8 @@ def exception_response(exc: Exception) -> Response:
     status, kind = wire_error(exc)
     retry = wire_retry_after(exc, status)
     headers = None if retry is None else {"retry-after": retry}
-    return error_response(status, kind, wire_message(exc, status), headers)
+    turn_id = exc.turn_id if isinstance(exc, Busy) else None
+    return error_response(status, kind, wire_message(exc, status), headers, turn_id)
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:
