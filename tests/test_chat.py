@@ -392,22 +392,24 @@ async def test_without_a_terminal_each_line_is_a_message_and_nothing_is_coloured
         "--offline",
         "--data-dir",
         str(tmp_path),
-        stdin=b"hello\n/reminders\n/help\n/nope\n  second line\n",
+        stdin=b"hello\n/reminders\n/help\n/nope\n  second line\n//etc/hosts is gone\n",
     )
     assert code == 0, err
     # An error goes to stderr, as a turn's does: stdout is the replies (and what a
     # command shows). A mistyped command's went to stdout, among the replies.
     assert "unknown command" not in out
-    assert "unknown command /nope; /help lists them\n" in err
+    assert "unknown command /nope; /help lists them (a message that begins with / " in err
     assert "\x1b" not in out  # no colour, no spinner, no cursor movement
     assert "you>" not in out  # no prompts, no labels: the output is the replies
     assert "frontmind>" not in out
     assert out.startswith("You said: “hello”.")
     assert "cache read" not in out  # each turn's figures go to stderr
-    assert err.count("(cache read ") == 2
+    assert err.count("(cache read ") == 3
     assert "no open reminders" in out
     assert "Alt-Enter, Esc Enter" in out
-    assert await user_messages(tmp_path) == ["hello", "  second line"]
+    # A message that begins with "/" (a path, say) is sent as "//…", one "/" less: it
+    # could not be sent at all (every such line was an unknown command).
+    assert await user_messages(tmp_path) == ["hello", "  second line", "/etc/hosts is gone"]
 
 
 @pytest.mark.anyio

@@ -40,7 +40,7 @@ from actors import (
     TurnEvent,
     TurnStarted,
 )
-from storage import Reminder
+from storage import Reminder, excerpt
 
 from .._client import Client
 from .._frontmind import Frontmind
@@ -74,6 +74,7 @@ Commands
   /thinking    show the model's thinking as it streams, or fold it again (folded: a
                one-line marker per stretch of thinking)
   /quit        leave (or /exit)
+  //…          send a message that begins with "/" (one "/" is taken off)
 Keys
   Enter                   send the message
   Alt-Enter, Esc Enter    start a new line (a pasted text stays one message)
@@ -447,7 +448,11 @@ async def _command(backend: ChatBackend, text: str, out: _Out, interactive: bool
     elif name in views:
         await _view(views[name], out, interactive)
     else:
-        out.detail(f"  unknown command {name}; /help lists them\n", "error")
+        out.detail(
+            f"  unknown command {excerpt(name, 40)}; /help lists them (a message that "
+            "begins with / is sent as //…)\n",
+            "error",
+        )
     return True
 
 
@@ -462,7 +467,10 @@ def _trimmed(text: str) -> str:
 
 
 async def _handle(backend: ChatBackend, text: str, out: _Out, interactive: bool) -> bool:
-    if text.lstrip().startswith("/"):
+    if text.lstrip().startswith("//"):  # a message, not a command: one "/" less
+        start = text.index("/")
+        text = text[:start] + text[start + 1 :]
+    elif text.lstrip().startswith("/"):
         return await _command(backend, text.strip(), out, interactive)
     await _reply(backend, text, out, interactive)
     return True
