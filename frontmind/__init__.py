@@ -28,12 +28,21 @@ if TYPE_CHECKING:
     from actors import (
         Busy,
         Composed,
+        ComposeTimeout,
         FrontmindError,
+        InvalidModelSettings,
         McpServerStatus,
+        McpUnavailable,
         ModelChoice,
         ModelError,
+        ModelOverloaded,
+        ModelRefused,
+        ModelRejected,
         ModelRequest,
+        ModelStreamError,
+        ModelUnavailable,
         Overloaded,
+        SettingsError,
         ShuttingDown,
         TextDelta,
         ThinkingDelta,
@@ -56,24 +65,37 @@ if TYPE_CHECKING:
         Continuum,
         ContinuumModel,
         Document,
+        ImportCollision,
         InvalidInput,
         Job,
         Memory,
         MemoryHit,
         Message,
         MessageTooLarge,
+        MigrationMismatch,
         NotFound,
         Reminder,
+        SchemaTooNew,
         StorageError,
         StorageUnavailable,
         TurnRecord,
         TurnUsage,
+        UnknownContinuum,
         User,
+        UserExists,
         UserForgotten,
     )
 
     from ._client import Client, ContinuumSummary, Page, RemoteTurn
-    from ._exceptions import BudgetExceeded, ClientError, ConfigError, DataDirLocked
+    from ._exceptions import (
+        BudgetExceeded,
+        ClientError,
+        ConfigError,
+        DataDirLocked,
+        Forbidden,
+        RequestTimeout,
+        UnsupportedMediaType,
+    )
     from ._frontmind import Frontmind
     from ._sync_client import SyncClient
     from .config import Config, load_config
@@ -83,18 +105,24 @@ if TYPE_CHECKING:
 # Where each public name lives; it is imported from there the first time it is asked for.
 _HOMES = {
     "actors": (
-        "Busy Composed FrontmindError McpServerStatus ModelChoice ModelError ModelRequest "
-        "Overloaded ShuttingDown TextDelta ThinkingDelta Tool ToolFinished ToolsReload "
+        "Busy Composed ComposeTimeout FrontmindError InvalidModelSettings McpServerStatus "
+        "McpUnavailable ModelChoice ModelError ModelOverloaded ModelRefused ModelRejected "
+        "ModelRequest ModelStreamError ModelUnavailable Overloaded SettingsError "
+        "ShuttingDown TextDelta ThinkingDelta Tool ToolFinished ToolsReload "
         "ToolStarted Trinket Turn TurnCompleted TurnError TurnEvent TurnStarted TurnStream "
         "escape_field escape_text tool"
     ),
     "storage": (
-        "Continuum ContinuumModel Document InvalidInput Job Memory MemoryHit Message "
-        "MessageTooLarge NotFound Reminder StorageError StorageUnavailable TurnRecord "
-        "TurnUsage User UserForgotten"
+        "Continuum ContinuumModel Document ImportCollision InvalidInput Job Memory "
+        "MemoryHit Message MessageTooLarge MigrationMismatch NotFound Reminder SchemaTooNew "
+        "StorageError StorageUnavailable TurnRecord TurnUsage UnknownContinuum User "
+        "UserExists UserForgotten"
     ),
     "frontmind._client": "Client ContinuumSummary Page RemoteTurn",
-    "frontmind._exceptions": "BudgetExceeded ClientError ConfigError DataDirLocked",
+    "frontmind._exceptions": (
+        "BudgetExceeded ClientError ConfigError DataDirLocked Forbidden RequestTimeout "
+        "UnsupportedMediaType"
+    ),
     "frontmind._frontmind": "Frontmind",
     "frontmind._sync_client": "SyncClient",
     "frontmind.config": "Config load_config",
@@ -106,6 +134,7 @@ __all__ = [
     "Busy",
     "Client",
     "ClientError",
+    "ComposeTimeout",
     "Composed",
     "Config",
     "ConfigError",
@@ -114,23 +143,36 @@ __all__ = [
     "ContinuumSummary",
     "DataDirLocked",
     "Document",
+    "Forbidden",
     "Frontmind",
     "FrontmindError",
+    "ImportCollision",
     "InvalidInput",
+    "InvalidModelSettings",
     "Job",
     "McpServerStatus",
+    "McpUnavailable",
     "Memory",
     "MemoryHit",
     "Message",
     "MessageTooLarge",
+    "MigrationMismatch",
     "ModelChoice",
     "ModelError",
+    "ModelOverloaded",
+    "ModelRefused",
+    "ModelRejected",
     "ModelRequest",
+    "ModelStreamError",
+    "ModelUnavailable",
     "NotFound",
     "Overloaded",
     "Page",
     "Reminder",
     "RemoteTurn",
+    "RequestTimeout",
+    "SchemaTooNew",
+    "SettingsError",
     "ShuttingDown",
     "StorageError",
     "StorageUnavailable",
@@ -150,7 +192,10 @@ __all__ = [
     "TurnStarted",
     "TurnStream",
     "TurnUsage",
+    "UnknownContinuum",
+    "UnsupportedMediaType",
     "User",
+    "UserExists",
     "UserForgotten",
     "__version__",
     "escape_field",

@@ -138,6 +138,31 @@ def test_every_error_has_one_type_and_one_status() -> None:
     assert wire_error(ZeroDivisionError()) == (500, "internal_error")
 
 
+# Errors no caller meets by their own name: the daemon's body readers' (answered with the
+# type of `InvalidInput` and `MessageTooLarge`, which the client raises), the edge's
+# abstract root, and finer kinds of `SettingsError`, which a caller catches as it.
+INTERNAL = {
+    "EdgeError",
+    "BadBody",
+    "BodyTooLarge",
+    "SectionConfigError",
+    "TrinketLoadError",
+    "ToolDefinitionError",
+}
+
+
+def test_every_error_a_caller_meets_is_a_public_name() -> None:
+    """Each error the library or the client raises can be caught by its name from
+    `frontmind` (the client raised `ModelOverloaded` or `Forbidden`, and `add_user`
+    `UserExists`, that only a private module offered)."""
+    for cls in tree():
+        if issubclass(cls, FrontmindError) and cls.__name__ not in INTERNAL:
+            assert getattr(frontmind, cls.__name__, None) is cls, cls.__name__
+            assert cls.__name__ in frontmind.__all__
+    for cls in FROM_WIRE.values():  # what the client raises, by the type it reads
+        assert getattr(frontmind, cls.__name__, None) is cls, cls.__name__
+
+
 def test_the_three_disagreements_are_settled() -> None:
     """The types the stream and the table used to give differently."""
     assert actors.ModelOverloaded.type == "model_overloaded"
