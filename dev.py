@@ -73,17 +73,23 @@ def main() -> None:
         run(VENV / "bin" / "frontmind", "demo", *sys.argv[2:])
     elif command == "test":
         options = sys.argv[2:]
+        # Spread over the cores (up to 4, pytest-xdist): each test process starts the
+        # servers its tests use (PostgreSQL, Chromium) on ports of its own, and most tests
+        # wait on child processes and sockets, so 2 processes take some 60% of one's time
+        # on 2 cores. The tests that flood a daemon to measure its fairness share the group
+        # "floods": one process runs them, one after another. A `-n` given after `test`
+        # comes later, and wins (`-n 0`: one process).
+        workers = str(max(1, min(4, os.cpu_count() or 1)))
+        spread = ["-n", workers, "--dist", "loadgroup"]
         if "--quick" in options:
-            # Spread over the cores (up to 4): the selection holds no external server,
-            # so its tests run apart (pytest-xdist), about twice as fast on 2 cores.
-            workers = str(max(1, min(4, os.cpu_count() or 1)))
-            options = ["-m", QUICK, "-n", workers, *(o for o in options if o != "--quick")]
+            options = ["-m", QUICK, *(o for o in options if o != "--quick")]
             print(
                 "quick: unit and component tests only; left out: the console in Chromium, "
                 "PostgreSQL, the SDK's own suite and the slow process tests "
                 f"(python3 dev.py test runs them all); {workers} test processes",
                 flush=True,
             )
+        options = [*spread, *options]
         run(VENV / "bin" / "ruff", "check", ".")
         run(VENV / "bin" / "ruff", "format", "--check", ".")
         run(VENV / "bin" / "mypy")

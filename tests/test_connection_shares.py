@@ -43,7 +43,9 @@ from tests._raw import (
     read_response,
 )
 
-pytestmark = pytest.mark.anyio
+# Floods measure a daemon's fairness on a busy machine: `dev.py test` runs them in one
+# test process, one after another, never two floods at once.
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("floods")]
 
 FLOODER = "127.0.0.2"
 
