@@ -737,6 +737,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             thinking=thinking,
             effort=model.effort,
             delimiter=delimiter(settings.composer.frame),
+            parallel_tools=settings.tools.parallel,
         )
 
     def _new_run(self, message: RunTurn) -> tuple[Turn, _TurnRun]:
@@ -1059,12 +1060,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         nothing sits between a tool_use and its result. Events come as they happen: each
         call's start, then each finish as it finishes."""
         outcomes: list[ToolOutcome | None] = [None] * len(uses)
-        if len(uses) == 1:  # the common case: no task to start
-            (use,) = uses
-            yield ToolStarted(use.id, use.name, use.input_json)
-            outcome = await self._run_tool(use, turn, effects)
-            outcomes[0] = outcome
-            yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+        if len(uses) == 1 or not self._deps.settings.tools.parallel:
+            # The common case (no task to start), and `[tools] parallel = false`: one
+            # call at a time, should the model ask for several in one reply anyway.
+            for index, use in enumerate(uses):
+                yield ToolStarted(use.id, use.name, use.input_json)
+                outcome = await self._run_tool(use, turn, effects)
+                outcomes[index] = outcome
+                yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
         else:
             async with aclosing(self._side_by_side(uses, turn, effects, outcomes)) as steps:
                 async for step in steps:

@@ -179,6 +179,17 @@ class OutputConfig(msgspec.Struct, frozen=True):
     effort: str
 
 
+class ToolChoice(msgspec.Struct, frozen=True):
+    """`tool_choice`, sent only to ask for one call a reply: with `auto` and
+    `disable_parallel_tool_use` the model "uses at most one tool" (docs: "Parallel tool
+    use", https://platform.claude.com/docs/en/agents-and-tools/tool-use/parallel-tool-use).
+    The same on every call of a continuum: a change of tool_choice re-writes the cached
+    messages."""
+
+    type: Literal["auto"] = "auto"
+    disable_parallel_tool_use: bool = True
+
+
 class OutTool(msgspec.Struct, frozen=True):
     name: str
     description: str
@@ -201,6 +212,7 @@ class ModelRequest(msgspec.Struct, frozen=True, omit_defaults=True):
     diagnostics: Diagnostics | None = None
     thinking: ThinkingConfig | None = None
     output_config: OutputConfig | None = None
+    tool_choice: ToolChoice | None = None
 
     def breakpoints(self) -> int:
         blocks = [*self.system, *(b for m in self.messages for b in m.content)]
@@ -322,6 +334,7 @@ def build_request(
     thinking: ThinkingConfig | None = None,
     effort: str | None = None,
     delimiter: str = DELIMITER,
+    parallel_tools: bool = True,
 ) -> ModelRequest:
     system_cc = CacheControl(cache.system_ttl)
     history_cc = CacheControl(cache.history_ttl)
@@ -385,4 +398,5 @@ def build_request(
         diagnostics=Diagnostics(previous_message_id) if cache.diagnostics else None,
         thinking=thinking,
         output_config=None if effort is None else OutputConfig(effort),
+        tool_choice=None if parallel_tools or not tools else ToolChoice(),
     )

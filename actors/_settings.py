@@ -96,6 +96,9 @@ class ToolSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     )
     timeout_s: float = 10.0
     max_iterations: int = 8
+    # False: the model asks for one call a reply (`tool_choice.disable_parallel_tool_use`)
+    # and the calls of a reply run one at a time, for tools not safe to run side by side.
+    parallel: bool = True
 
 
 class TrinketSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -12,7 +12,14 @@ import pytest
 
 from actors import cost
 from frontmind._models import shipped_catalog
-from frontmind.localapi import MODELS, LocalMessagesAPI
+from frontmind.localapi import (
+    MODELS,
+    LocalMessagesAPI,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    ScriptedResponder,
+)
 from storage import TurnUsage
 
 pytestmark = pytest.mark.anyio
@@ -243,3 +250,33 @@ async def test_metadata_takes_user_id_alone(client: anthropic.AsyncAnthropic) ->
         model="claude-sonnet-4-5", max_tokens=4096, messages=HI, metadata={"user_id": "u-1"}
     )
     assert reply.stop_reason == "end_turn"
+
+
+async def test_disable_parallel_tool_use_gives_one_call_a_reply() -> None:
+    # Docs, "Parallel tool use": with tool_choice auto and disable_parallel_tool_use, the
+    # model "uses at most one tool". A scripted reply of two calls keeps its first; the
+    # flag must be a boolean.
+    responder = ScriptedResponder()
+    two = Reply((ReplyText("Both."), ReplyToolUse("a", {}, "toolu_a"), ReplyToolUse("b", {})))
+    responder.push(two, two)
+    tools: Any = [{"name": n, "input_schema": {"type": "object"}} for n in ("a", "b")]
+    single: Any = {"type": "auto", "disable_parallel_tool_use": True}
+    wrong: Any = {"type": "auto", "disable_parallel_tool_use": "yes"}
+    model = "claude-sonnet-4-5"
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        anthropic.AsyncAnthropic(api_key="k", base_url=api.base_url, max_retries=0) as client,
+    ):
+        one = await client.messages.create(
+            model=model, max_tokens=4096, messages=HI, tools=tools, tool_choice=single
+        )
+        both = await client.messages.create(model=model, max_tokens=4096, messages=HI, tools=tools)
+        refused = await error_of(client, model=model, tools=tools, tool_choice=wrong)
+    assert [b.type for b in one.content] == ["text", "tool_use"]
+    assert one.content[1].type == "tool_use"
+    assert one.content[1].id == "toolu_a"
+    assert one.stop_reason == "tool_use"
+    assert [b.type for b in both.content] == ["text", "tool_use", "tool_use"]
+    assert refused["message"] == (
+        "tool_choice.auto.disable_parallel_tool_use: Input should be a valid boolean"
+    )

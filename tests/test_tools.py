@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,7 +18,16 @@ import msgspec
 import pytest
 
 import frontmind as fm_module
-from actors import TOOL_NAMES, Tool, ToolDefinitionError, ToolOutcome, input_schema
+from actors import (
+    TOOL_NAMES,
+    AnthropicModel,
+    ModelEvent,
+    ModelRequest,
+    Tool,
+    ToolDefinitionError,
+    ToolOutcome,
+    input_schema,
+)
 from actors._tool_spec import MAX_STRAGGLERS, TOOL_THREADS
 from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
@@ -436,6 +445,80 @@ async def test_the_calls_of_one_reply_run_side_by_side(
     ]
     assert [r.text for r in sorted(reminders, key=lambda r: r.id)] == ["first", "second"]
     assert completed(events).text == "Both answered."
+
+
+class _IgnoresToolChoice:
+    """A model client that drops the request's tool_choice (a proxy, or a model that
+    asks for several calls anyway): the reply's calls come all together."""
+
+    def __init__(self, inner: AnthropicModel) -> None:
+        self._inner = inner
+
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        return self._inner.stream(msgspec.structs.replace(request, tool_choice=None))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_with_parallel_off_the_model_is_asked_for_one_call_and_calls_run_alone(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """`[tools] parallel = false`, for tools not safe to run side by side: every request
+    asks for one call a reply (tool_choice auto with disable_parallel_tool_use), and the
+    calls of a reply that holds several anyway run one at a time, in order. (There was
+    no way to keep two calls of such a tool apart.)"""
+    api, responder = script
+    running: list[str] = []
+    overlaps: list[tuple[str, ...]] = []
+    second_asked = anyio.Event()
+
+    @tool(timeout_s=5)
+    async def ledger(entry: str) -> str:
+        """Writes one ledger entry; never two at once."""
+        if running:
+            overlaps.append((*running, entry))
+        running.append(entry)
+        try:
+            if entry == "first":  # side by side, the second would start meanwhile
+                with anyio.move_on_after(0.5):
+                    await second_asked.wait()
+            else:
+                second_asked.set()
+            return f"wrote {entry}"
+        finally:
+            running.remove(entry)
+
+    calls = (
+        ReplyToolUse("ledger", {"entry": "first"}, "toolu_1"),
+        ReplyToolUse("ledger", {"entry": "second"}, "toolu_2"),
+    )
+    responder.push(Reply(calls), "Written.", Reply(calls), "Written again.")
+    cfg = config(tools={"parallel": False})
+    async with frontmind(api, tmp_path, cfg=cfg, tools=[ledger]) as fm:
+        honoured = await run_turn(fm, "c1", "write both")
+    # The model honoured the request: one call in its reply.
+    bodies = api.message_bodies()
+    assert [b.get("tool_choice") for b in bodies] == [
+        {"type": "auto", "disable_parallel_tool_use": True}
+    ] * 2
+    assert [e.content for e in tool_finishes(honoured)] == ["wrote first"]
+    assert completed(honoured).text == "Written."
+
+    inner = AnthropicModel(api_key="test-key", base_url=api.base_url, max_retries=0, timeout=10)
+    model = _IgnoresToolChoice(inner)
+    async with Frontmind.open(tmp_path / "b", cfg, model=model, tools=[ledger]) as fm:
+        ignored = await run_turn(fm, "c1", "write both")
+    order = [(type(e).__name__, e.id) for e in ignored if isinstance(e, ToolStarted | ToolFinished)]
+    assert order == [
+        ("ToolStarted", "toolu_1"),
+        ("ToolFinished", "toolu_1"),
+        ("ToolStarted", "toolu_2"),
+        ("ToolFinished", "toolu_2"),
+    ]
+    assert overlaps == []
+    assert [e.content for e in tool_finishes(ignored)] == ["wrote first", "wrote second"]
+    assert completed(ignored).text == "Written again."
 
 
 async def test_every_call_of_a_reply_starts_before_any_finishes(

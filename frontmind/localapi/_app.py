@@ -33,7 +33,7 @@ from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, Stat
 from ._models import MODELS, ModelInfo
 from ._plan import Planned, plan
 from ._prepare import Compaction, Prepared, plan_compaction, prepare
-from ._responder import DefaultResponder, Responder
+from ._responder import DefaultResponder, Responder, one_call_at_most
 from ._schema import (
     CountTokensRequest,
     MessagesRequest,
@@ -535,7 +535,9 @@ def build_app(state: LocalAPIState) -> Starlette:
             decoded, beta, betas = _with_default_edits(decoded, beta, betas, state)
             prepared, model = _accept(decoded, version, beta, betas, state)
             try:
-                reply = state.responder.respond(prepared.request)
+                reply = one_call_at_most(
+                    state.responder.respond(prepared.request), prepared.request
+                )
             except LookupError as exc:
                 raise ApiError(500, str(exc)) from None
         except ApiError as error:

@@ -42,6 +42,7 @@ blocks of a scripted reply are dropped, as a model with thinking off does not th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import deque
@@ -106,6 +107,22 @@ class Reply:
 
 class Responder(Protocol):
     def respond(self, request: MessagesRequest) -> Reply: ...
+
+
+def one_call_at_most(reply: Reply, request: MessagesRequest) -> Reply:
+    """The reply as the model gives it under `tool_choice.disable_parallel_tool_use`: at
+    most one tool use (docs: "Parallel tool use", https://platform.claude.com/docs/en/
+    agents-and-tools/tool-use/parallel-tool-use: with `auto` "Claude uses at most one
+    tool", with `any` or `tool` exactly one). A reply with more (a script's) keeps its
+    first; without the flag, the reply as it is."""
+    if not (request.tool_choice or {}).get("disable_parallel_tool_use"):
+        return reply
+    calls = [i for i, b in enumerate(reply.blocks) if isinstance(b, ReplyToolUse)]
+    if len(calls) < 2:
+        return reply
+    dropped = set(calls[1:])
+    kept = tuple(b for i, b in enumerate(reply.blocks) if i not in dropped)
+    return dataclasses.replace(reply, blocks=kept)
 
 
 def _last_user_blocks(request: MessagesRequest) -> list[Any]:

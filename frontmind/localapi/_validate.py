@@ -469,6 +469,14 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
     # A forcing tool_choice needs something to force; auto and none pass without tools
     # (the live API's answers, probed in aakshintala/fiber, "tool_choice with no tools").
     choice = request.tool_choice or {}
+    single = choice.get("disable_parallel_tool_use")
+    if single is not None and not isinstance(single, bool):
+        # The live API's schema: a boolean (tool_choice's auto, any and tool types).
+        raise ApiError(
+            400,
+            f"tool_choice.{choice.get('type')}.disable_parallel_tool_use: "
+            "Input should be a valid boolean",
+        )
     if choice.get("type") == "any" and not names:
         raise ApiError(400, "tool_choice.any may only be specified while providing tools")
     if choice.get("type") == "tool" and choice.get("name") not in names:
