@@ -106,6 +106,7 @@ from storage import (
     MessageTooLarge,
     NotFound,
     StorageError,
+    StorageUnavailable,
     UserExists,
     error_type,
     excerpt,
@@ -232,13 +233,19 @@ HTTP_STATUS: dict[type[BaseException], int] = {
 
 # The other way, for `frontmind.Client`: the class raised for each type, the first (most
 # general) of the table's classes with that type, except where the one callers catch
-# is the edge's.
+# is another: the edge's `ConfigError`, and `StorageUnavailable` (a `StorageError`, so
+# either catches it) for a store the daemon could not reach, which `except
+# StorageUnavailable` around a client call did not catch.
 def _from_wire() -> dict[str, type[FrontmindError]]:
     found: dict[str, type[FrontmindError]] = {}
     for cls in HTTP_STATUS:
         if issubclass(cls, FrontmindError):
             found.setdefault(cls.type, cls)
-    return {**found, "configuration_error": ConfigError}
+    return {
+        **found,
+        "configuration_error": ConfigError,
+        "storage_unavailable": StorageUnavailable,
+    }
 
 
 FROM_WIRE = _from_wire()

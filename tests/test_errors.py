@@ -134,6 +134,9 @@ def test_every_error_has_one_type_and_one_status() -> None:
         assert error_type(cls("x")) == kind
     assert FROM_WIRE["invalid_request"] is storage.InvalidInput
     assert FROM_WIRE["internal_error"] is FrontmindError
+    # A store the daemon cannot reach: what `except StorageUnavailable` expects (it was
+    # raised as the general StorageError, which that did not catch).
+    assert FROM_WIRE["storage_unavailable"] is storage.StorageUnavailable
     # Not ours at all: a bug, answered as the root's type.
     assert wire_error(ZeroDivisionError()) == (500, "internal_error")
 
