@@ -381,6 +381,12 @@ async def test_reminders_in_the_chat_are_every_open_one(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert "reminder 200" in out
+    # A due time reads in the terminal's own time zone, with its offset (it was UTC).
+    stdin = b"remind me to water the plants in 10 minutes\n/reminders\n"
+    data = ("--data-dir", str(tmp_path / "tz"))
+    code, out, err = await run_cli("chat", "--offline", *data, stdin=stdin, TZ="Asia/Tokyo")
+    assert code == 0, err
+    assert re.search(r"#1 water the plants \(due \d{4}-\d\d-\d\dT\d\d:\d\d\+09:00\)", out), out
 
 
 @pytest.mark.anyio

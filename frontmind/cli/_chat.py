@@ -19,7 +19,6 @@ import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import ExitStack, aclosing, asynccontextmanager
-from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -102,7 +101,8 @@ def _render_reminders(reminders: list[Reminder]) -> str:
         return "no open reminders"
     lines = []
     for r in reminders:
-        due = "" if r.due_at is None else r.due_at.astimezone(UTC).isoformat(timespec="minutes")
+        # In the terminal's own time zone (TZ), with its offset: read by the person there.
+        due = "" if r.due_at is None else r.due_at.astimezone().isoformat(timespec="minutes")
         lines.append(f"#{r.id} {r.text}" + (f" (due {due})" if due else ""))
     return "\n".join(lines)
 
