@@ -506,9 +506,13 @@ async def test_with_parallel_off_the_model_is_asked_for_one_call_and_calls_run_a
     assert completed(honoured).text == "Written."
 
     inner = AnthropicModel(api_key="test-key", base_url=api.base_url, max_retries=0, timeout=10)
-    model = _IgnoresToolChoice(inner)
-    async with Frontmind.open(tmp_path / "b", cfg, model=model, tools=[ledger]) as fm:
-        ignored = await run_turn(fm, "c1", "write both")
+    try:  # the caller's model: closed here (left to the collector, it closes in a later loop)
+        async with Frontmind.open(
+            tmp_path / "b", cfg, model=_IgnoresToolChoice(inner), tools=[ledger]
+        ) as fm:
+            ignored = await run_turn(fm, "c1", "write both")
+    finally:
+        await inner.aclose()
     order = [(type(e).__name__, e.id) for e in ignored if isinstance(e, ToolStarted | ToolFinished)]
     assert order == [
         ("ToolStarted", "toolu_1"),
