@@ -124,7 +124,7 @@ class Terminal:
 
 @contextmanager
 def terminal(*args: str, columns: int = 110, lines: int = 60, **env: str) -> Iterator[Terminal]:
-    environment = child_env(TERM="xterm-256color", **env)
+    environment = child_env(**{"TERM": "xterm-256color", **env})
     environment.pop("NO_COLOR", None)
     if "NO_COLOR" in env:
         environment["NO_COLOR"] = env["NO_COLOR"]
@@ -515,6 +515,22 @@ async def test_control_characters_in_a_reply_are_shown_not_obeyed(tmp_path: Path
         raw = await anyio.to_thread.run_sync(converse)
     for obeyed in (b"\x1b]0;", b"\x1b[2J", b"\x1b[H", "\x9b".encode()):
         assert obeyed not in raw
+
+
+def test_a_dumb_terminal_gets_no_spinner(tmp_path: Path) -> None:
+    # TERM=dumb moves no cursor: the spinner's carriage returns and its erase sequence
+    # were shown as they are, "⠋ thinking… (Ctrl-C cancels)^[[K" before every reply.
+    with terminal("--offline", "--data-dir", str(tmp_path), TERM="dumb") as t:
+        t.wait_prompt(1)
+        start = len(t.raw)
+        t.send("hello" + ENTER)
+        t.wait(r"^frontmind> You said: “hello”")
+        t.wait_prompt(2)
+        t.send(CTRL_D)
+        assert t.wait_exit() == 0
+    reply = t.raw[start:]
+    assert "thinking…".encode() not in reply
+    assert b"\x1b[K" not in reply
 
 
 @pytest.mark.anyio

@@ -17,7 +17,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import ExitStack, aclosing, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
@@ -270,17 +270,21 @@ class _Out:
 
 
 class _Indicator:
-    """A spinner until the first token, erased when it comes (terminal only)."""
+    """A spinner until the first token, erased when it comes (terminal only; none on a
+    `TERM=dumb` terminal, which moves no cursor: its `\r` and erase would be shown)."""
 
     FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
-    def __init__(self, out: _Out) -> None:
+    def __init__(self, out: _Out, environ: Mapping[str, str] = os.environ) -> None:
         self._out = out
         self._scope = anyio.CancelScope()
         self.active = True
         self._shown = False
+        self._animated = environ.get("TERM") != "dumb"
 
     def _frame(self, frame: str) -> None:
+        if not self._animated:
+            return
         self._out(f"\r{frame} thinking… (Ctrl-C cancels)", "dim", raw=True)
         self._shown = True
 
