@@ -83,6 +83,9 @@ async def migrate(
     `progress(table, rows)` is told of each batch once it is committed."""
     if batch < 1:
         raise InvalidInput(f"a migration's batch is at least 1 row, not {batch}")
+    if await source.store_id() == await target.store_id():
+        # Else every row was "already there", nothing was copied, and the copy verified.
+        raise InvalidInput("the target is the source store itself: migrate into another")
     await _check_resumable(source, target)
     copied: dict[str, int] = {}
     async for part in source.export_rows(batch=batch):

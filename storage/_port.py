@@ -401,6 +401,11 @@ class Storage(Protocol):
 
     async def table_counts(self) -> dict[str, int]: ...
 
+    async def store_id(self) -> str:
+        """What tells this store from every other: one database reached by two URLs, or
+        one file by two paths, gives the same (a migration onto itself is refused)."""
+        ...
+
     async def continuum_digests(self) -> dict[tuple[str, str], str]:
         """A SHA-256 of each continuum's row, settings, turn records, segments and
         messages, keyed (user, continuum); and of each user's token digest, documents,

@@ -539,6 +539,14 @@ class SQLiteStorage(SQLStore):
                 await reader.close()
             await self._writer.close()
 
+    async def store_id(self) -> str:
+        # The file itself (device and inode): the same through a symlink or a relative path.
+        try:
+            found = await anyio.Path(self.path).stat()
+        except OSError as exc:
+            raise StorageUnavailable(f"the database file cannot be read: {exc}") from exc
+        return f"sqlite:{found.st_dev}:{found.st_ino}"
+
     async def _fetch(self, sql: str, args: Any) -> list[Any]:
         """Rows of one read, on the read connection with the fewest reads in flight.
 

@@ -21,7 +21,15 @@ from frontmind import Frontmind
 from frontmind._frontmind import NoModel
 from frontmind.config import Config, StorageConfig
 from frontmind.localapi import LocalMessagesAPI
-from storage import EXPORT_FORMAT, ImportCollision, PostgresStorage, SQLiteStorage, TableRows
+from storage import (
+    EXPORT_FORMAT,
+    ImportCollision,
+    InvalidInput,
+    PostgresStorage,
+    SQLiteStorage,
+    TableRows,
+    migrate,
+)
 from storage._transfer import PORTABLE_TABLES
 from tests._daemon import COMMAND, ROOT, child_env, daemon, run_cli
 from tests._embedder import ConceptEmbedder
@@ -379,3 +387,40 @@ async def test_a_migration_into_another_stores_rows_copies_nothing(tmp_path: Pat
     assert "copied " not in err  # no batch was committed
     async with await SQLiteStorage.open(target / "frontmind.db") as store:
         assert (await store.table_counts(), await store.continuum_digests()) == before
+
+
+async def test_a_migration_onto_its_own_store_is_refused(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """A PostgreSQL database migrated onto itself (another spelling of its URL) found
+    every row "already there", copied nothing and said "verified"; so did one SQLite
+    file reached by two paths. Refused before anything is read or written; another
+    database of the same server is still a target."""
+    url = pg_server.new_database()
+    alias = url.replace("@127.0.0.1:", "@localhost:")
+    assert alias != url
+    async with await PostgresStorage.open(url) as store:
+        assert await store.commit_turn("default", factory_turn("main", "t0", at=1e6))
+    code, _, err = await run_cli(
+        "migrate", "--to", alias, "--data-dir", str(tmp_path / "pg"), "--database", url
+    )
+    assert code == 2, err
+    assert "the target is the source store itself" in err
+    assert "verified" not in err
+    async with (
+        await PostgresStorage.open(url) as source,
+        await PostgresStorage.open(pg_server.new_database()) as other,
+    ):
+        done = await migrate(source, other)
+        assert done.counts == await other.table_counts()
+    # One SQLite file by two paths: the same store.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    async with (
+        await SQLiteStorage.open(tmp_path / "a" / "frontmind.db") as source,
+        await SQLiteStorage.open(tmp_path / "link" / "frontmind.db") as same,
+    ):
+        assert await source.commit_turn("default", factory_turn("main", "t0", at=1e6))
+        with pytest.raises(InvalidInput, match="the target is the source store itself"):
+            await migrate(source, same)
+        assert (await same.table_counts())["turns"] == 1
