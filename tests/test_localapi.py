@@ -129,7 +129,12 @@ async def test_growing_conversation_reads_all_but_the_newest_exchange(
 async def test_system_change_invalidates_history_and_says_so(
     client: anthropic.AsyncAnthropic,
 ) -> None:
-    first = await create(client, system=sys_blocks(), messages=conversation(3))
+    first = await create(
+        client,
+        system=sys_blocks(),
+        messages=conversation(3),
+        diagnostics={"previous_message_id": None},
+    )
     changed = await create(
         client,
         system=sys_blocks("T" + SYSTEM[1:]),
@@ -143,7 +148,12 @@ async def test_system_change_invalidates_history_and_says_so(
 
 
 async def test_history_change_reports_messages_changed(client: anthropic.AsyncAnthropic) -> None:
-    first = await create(client, system=sys_blocks(), messages=conversation(3))
+    first = await create(
+        client,
+        system=sys_blocks(),
+        messages=conversation(3),
+        diagnostics={"previous_message_id": None},
+    )
     edited = conversation(3)
     edited[1] = {"role": "assistant", "content": [text("b" * 80)]}
     second = await create(
@@ -161,7 +171,12 @@ async def test_history_change_reports_messages_changed(client: anthropic.AsyncAn
 async def test_appended_turn_reports_no_miss_and_unknown_id_is_not_found(
     client: anthropic.AsyncAnthropic,
 ) -> None:
-    first = await create(client, system=sys_blocks(), messages=conversation(2))
+    first = await create(
+        client,
+        system=sys_blocks(),
+        messages=conversation(2),
+        diagnostics={"previous_message_id": None},
+    )
     second = await create(
         client,
         system=sys_blocks(),
@@ -184,6 +199,37 @@ async def test_appended_turn_reports_no_miss_and_unknown_id_is_not_found(
         diagnostics={"previous_message_id": third.id},
     )
     assert model.diagnostics.cache_miss_reason.type == "model_changed"
+
+
+async def test_a_request_without_diagnostics_leaves_no_fingerprint(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # "It stores nothing for requests that omit the object" (cache diagnostics): a
+    # request naming one of those is answered as naming an unknown id, not compared.
+    silent = await create(client, system=sys_blocks(), messages=conversation(2))
+    assert getattr(silent, "diagnostics", None) is None
+    later = await create(
+        client,
+        system=sys_blocks("T" + SYSTEM[1:]),
+        messages=conversation(3),
+        diagnostics={"previous_message_id": silent.id},
+    )
+    assert later.diagnostics.cache_miss_reason.type == "previous_message_not_found"
+    # A request that sends the object (with no id to compare with) leaves one.
+    asked = await create(
+        client,
+        system=sys_blocks(),
+        messages=conversation(2),
+        diagnostics={"previous_message_id": None},
+    )
+    assert asked.diagnostics.cache_miss_reason is None
+    compared = await create(
+        client,
+        system=sys_blocks("T" + SYSTEM[1:]),
+        messages=conversation(3),
+        diagnostics={"previous_message_id": asked.id},
+    )
+    assert compared.diagnostics.cache_miss_reason.type == "system_changed"
 
 
 def _many_blocks(extra: int) -> list[dict[str, Any]]:

@@ -299,7 +299,12 @@ class _Exchange:
             if previous is not None:
                 reason = state.diagnostics.diagnose(previous, request.model, usage)
             diagnostics = {"cache_miss_reason": reason}
-        state.diagnostics.record(self.message_id, request.model, usage)
+            # Only a request that sends `diagnostics` leaves a fingerprint: "It stores
+            # nothing for requests that omit the object" (cache diagnostics, "How cache
+            # diagnostics work", https://platform.claude.com/docs/en/build-with-claude/
+            # cache-diagnostics), so a later request naming one of those is answered
+            # previous_message_not_found.
+            state.diagnostics.record(self.message_id, request.model, usage)
         return usage, diagnostics
 
     def usage_body(self, usage: CacheUsage, output_tokens: int) -> dict[str, Any]:
