@@ -658,15 +658,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         remaining = state.tokens
         turn_start: int | None = None
         previous_turn: int | None = None
+        first: int | None = None
+        last_turn_start: int | None = None
         for seq, turn_id, tokens in state.history.entries():
+            first = seq if first is None else first
             starts_turn = turn_id != previous_turn
             previous_turn = turn_id
+            if starts_turn:
+                last_turn_start = seq
             if starts_turn and remaining <= target:
                 if seq in segment_starts and remaining >= target / 2:
                     return seq
                 if turn_start is None:
                     turn_start = seq
             remaining -= tokens
+        if turn_start is None and last_turn_start != first:
+            # The newest turn alone is over `keep_fraction` of the budget (a long message,
+            # a large tool result): no boundary reaches the target, and keeping it all
+            # let the history grow past the budget, and the model's window, for good.
+            # Keep the newest turn only.
+            return last_turn_start
         return turn_start
 
     # -- composition and requests -----------------------------------------------------------

@@ -348,6 +348,25 @@ async def test_history_is_trimmed_in_large_steps(api: LocalMessagesAPI, tmp_path
     assert "no longer in context" in center  # the manifest still lists left-out segments
 
 
+async def test_turns_longer_than_the_kept_share_still_trim_the_history(
+    api: LocalMessagesAPI, tmp_path: Path
+) -> None:
+    """Each turn is over `keep_fraction` of the budget: no turn boundary leaves that
+    little, and the history was never trimmed at all, growing past the budget (and in
+    time the model's window) for good. It keeps the newest turn instead."""
+    clock = FakeClock()
+    cfg = config(history={"budget_tokens": 500, "keep_fraction": 0.5})
+    async with frontmind(api, tmp_path, cfg=cfg, clock=clock) as fm:
+        for i in range(6):
+            clock.advance(60)
+            completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 200))
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert start > 0, "the history was trimmed"
+    last = api.message_bodies()[-1]
+    history = last["messages"][:-3]  # before the delimiter, the center and the message
+    assert len(history) <= 4, [text_of(m)[:20] for m in history]
+
+
 async def test_a_pause_before_the_last_turn_does_not_trim_to_that_turn(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
