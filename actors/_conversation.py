@@ -118,7 +118,8 @@ UPDATE_HEADER = "[notification center update]"
 
 
 # Room kept in the model's context window for the system prompt, the notification
-# center and the tools, beside the history and the reply.
+# center and the tools, beside the history and the reply; a system prompt larger than
+# this (as composed) is kept room for as it is.
 CONTEXT_RESERVE_TOKENS = 20_000
 # The stop reasons after which the reply is whole but cut short.
 TRUNCATED = frozenset({"max_tokens", "model_context_window_exceeded"})
@@ -591,13 +592,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         pause is unknown, not counted among the pauses)."""
         book = state.cache
         pauses, since_last, previous = book.timing(now, pending=pending)
-        tools = sum(
-            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
-            for t in map(out_tool, self._deps.tools.offered())
-        )
-        system = tools + sum(
-            estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system
-        )
+        system = self._prefix_tokens(composed)
         # Token counts from the compact history's columns: nothing is re-estimated, and
         # nothing is built per message (this runs on every turn, over the whole window).
         # A turn's messages are consecutive: the increment is the last run of one turn id.
@@ -629,18 +624,31 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             min_cacheable=row.min_cacheable,
         )
 
-    def _budget(self, state: _Loaded) -> int:
-        """The history's token budget: the configured one, within the model's window."""
+    def _prefix_tokens(self, composed: Composed) -> int:
+        """The tools and the system prompt as composed, in estimated tokens."""
+        tools = sum(
+            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
+            for t in map(out_tool, self._deps.tools.offered())
+        )
+        return tools + sum(estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system)
+
+    def _budget(self, state: _Loaded, composed: Composed | None) -> int:
+        """The history's token budget: the configured one, within what the model's window
+        leaves beside the reply, the notification center and the system prompt with the
+        tools (`composed`; None: not composed yet in this process)."""
         settings = self._deps.settings
+        # The documents are the user's system prompt (up to documents.budget_tokens): a
+        # window that ignored them let the history grow until every request was too long.
+        prefix = 0 if composed is None else self._prefix_tokens(composed)
         window = (
             known_row(self._deps.models.catalog, state.model.name).context_window
             - state.model.max_tokens
             - settings.composer.notification_budget_tokens
-            - CONTEXT_RESERVE_TOKENS
+            - max(CONTEXT_RESERVE_TOKENS, prefix)
         )
         return max(1, min(settings.history.budget_tokens, window))
 
-    async def _trim_point(self, state: _Loaded) -> int | None:
+    async def _trim_point(self, state: _Loaded, composed: Composed | None) -> int | None:
         """A new history start when the history is over budget, else None.
 
         Trimming jumps to a segment boundary (else a turn boundary) that leaves at most
@@ -649,7 +657,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         counts only while it keeps at least half of that: after a long pause the newest
         segment starts at the last turn, and jumping there kept that turn alone.
         """
-        budget_tokens = self._budget(state)
+        budget_tokens = self._budget(state, composed)
         if state.tokens <= budget_tokens:
             return None
         target = budget_tokens * self._deps.settings.history.keep_fraction
@@ -693,10 +701,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             raise ComposeTimeout("the composer did not answer in time") from None
         return composed
 
-    async def _window(self, state: _Loaded) -> tuple[list[Message], int | None]:
-        """The history this turn sends (as its model can read it), and the new history
-        start if it trims."""
-        start = await self._trim_point(state)
+    async def _window(
+        self, state: _Loaded, composed: Composed | None
+    ) -> tuple[list[Message], int | None]:
+        """The history a request with `composed` sends (as its model can read it), and the
+        new history start if it trims."""
+        start = await self._trim_point(state, composed)
         history = state.history.messages(start)
         readable, _ = self._readable(state, history, state.model.name)
         return readable, start
@@ -764,7 +774,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state = await self._load()
         turn = msgspec.structs.replace(self._turn("preview", preview.text), preview=True)
         composed = await self._compose(turn)
-        history, _ = await self._window(state)
+        history, _ = await self._window(state, composed)
         user = Message("user", _user_blocks(preview.content, preview.text))
         return self._request(
             composed,
@@ -829,7 +839,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         composed = state.last_composed
         if composed is None:
             return WarmUpDone(False, "no turn composed in this process yet")
-        history, new_start = await self._window(state)
+        history, new_start = await self._window(state, composed)
         if new_start is not None:
             return WarmUpDone(False, "the next turn trims the history: its prefix changes")
         view = self._cache_view(state, composed, history, now, pending=True)
@@ -900,10 +910,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             # The history's start as this turn sends it (loaded and checked against the
             # store by `_refresh`, then moved if this turn trims): the manifest needs no
             # read of its own for it, and marks what this very turn trims out.
-            start = await self._trim_point(state)
+            start = await self._trim_point(state, state.last_composed)
             in_context = state.history_start if start is None else start
             turn = msgspec.structs.replace(turn, history_start=in_context)
             composed = await self._compose(turn)
+            # The system prompt as composed now (a document added since, or the first
+            # turn in this process) may leave the history less room than the estimate
+            # above: it gives way further rather than the request being too long.
+            fitted = await self._trim_point(state, composed)
+            if fitted is not None and (start is None or fitted > start):
+                start = fitted
             run.compose_ms = composed.compose_ms
             run.sections = composed.sections
             run.warnings = composed.warnings

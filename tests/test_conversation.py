@@ -367,6 +367,30 @@ async def test_turns_longer_than_the_kept_share_still_trim_the_history(
     assert len(history) <= 4, [text_of(m)[:20] for m in history]
 
 
+async def test_the_history_makes_room_for_a_large_system_prompt(tmp_path: Path) -> None:
+    """The user's documents are their system prompt (up to documents.budget_tokens).
+    The history's window kept a fixed reserve for it: with documents larger than that,
+    the history grew until every request was longer than the model's window, and
+    every turn of the continuum failed from then on."""
+    row = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"},
+        models=[row],
+        history={"budget_tokens": 1_000_000},
+    )
+    page = "The quick brown fox jumps over the lazy dog near the river bank. " * 1400
+    async with LocalMessagesAPI(models=[row]) as server, frontmind(server, tmp_path, cfg=cfg) as fm:
+        for k in range(2):  # about 40,000 tokens of documents in all
+            await fm.put_document(f"manual-{k}", page[: 90_000 + k])
+        for i in range(8):
+            done = completed(
+                await run_turn(fm, "c1", f"part {i}: " + "lorem ipsum dolor sit " * 900)
+            )
+            assert done.usage.total_input < 60_000
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert start > 0, "the history gave way to the system prompt"
+
+
 async def test_a_pause_before_the_last_turn_does_not_trim_to_that_turn(
     api: LocalMessagesAPI, tmp_path: Path
 ) -> None:
