@@ -224,6 +224,10 @@ def _tools_change(before: Sequence[OfferedTool] | None, after: Sequence[OfferedT
     turn in this process)."""
     if before is None or before is after:
         return ""
+    if tuple(map(out_tool, before)) == tuple(map(out_tool, after)):
+        # Rebuilt with the same definitions (a reload that found nothing new, an MCP
+        # server restarted): the array sent is byte for byte the same, nothing changed.
+        return ""
     old, new = {t.name: t for t in before}, {t.name: t for t in after}
     added = sorted(set(new) - set(old))
     removed = sorted(set(old) - set(new))

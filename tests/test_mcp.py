@@ -328,6 +328,25 @@ async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(
         assert f"wrote {written:,} tokens" in warning
 
 
+async def test_a_reload_that_changes_nothing_is_no_tools_change(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A reload rebuilds the tools array even when every server lists what it did: the
+    next turn said "the tools array changed" and that it wrote a full prefix, when it
+    sent the same array and read its cache."""
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        responder.push("first")
+        completed([e async for e in fm.turn("ada", "hello")])
+        report = await fm.reload_tools()
+        assert not report.changed
+        responder.push("second")
+        after = completed([e async for e in fm.turn("ada", "hello again")])
+    assert not after.warnings, after.warnings
+    assert after.cache_miss_reason is None
+    assert len({tool_json(r) for r in responder.requests}) == 1
+
+
 async def test_a_server_that_cannot_start_is_retried_and_joins_once_it_runs(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
