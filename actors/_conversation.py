@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -72,6 +73,7 @@ from ._exceptions import (
     ComposeTimeout,
     FrontmindError,
     ModelRefused,
+    ModelRejected,
     ModelStreamError,
     ShuttingDown,
 )
@@ -135,6 +137,40 @@ log = logging.getLogger("frontmind.conversation")
 
 
 INTERRUPTED = "interrupted: the process ended before the turn finished"
+# The token scale (`TokenScales`): measured on requests of at least this many
+# estimated tokens, never above the largest ratio of the API's count to the estimate
+# seen for any text (digits, punctuation: about 5), and after a request refused as too
+# long, a little over what it took, so the next request is not at the window's edge.
+SCALE_MIN_ESTIMATE = 4_000
+MAX_TOKEN_SCALE = 8.0
+TOO_LONG_MARGIN = 1.1
+# The API's refusal of a request longer than the window ("Context windows": "prompt is
+# too long: N tokens > M maximum"), whose N says how long it really was.
+_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+
+class TokenScales:
+    """Tokens the API counted per token of Frontmind's estimate, by (user, continuum), in
+    each continuum's last measured request (at least 1). The estimate (4 bytes a token)
+    is close for prose but counts dense text (JSON, CSV, code, numbers) at a quarter of
+    what the API does: a history budget kept in estimated tokens let such a history
+    outgrow the model's window, and every turn after was refused as too long. Held by
+    the process, not the continuum's actor (a lane let go after a failed turn takes its
+    actor with it); the `limit` most recently measured continuums are kept."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._scales: dict[tuple[str, str], float] = {}
+
+    def get(self, key: tuple[str, str]) -> float:
+        return self._scales.get(key, 1.0)
+
+    def set(self, key: tuple[str, str], scale: float) -> None:
+        self._scales.pop(key, None)
+        if scale > 1.0:
+            self._scales[key] = min(MAX_TOKEN_SCALE, scale)
+            if len(self._scales) > self._limit:
+                del self._scales[next(iter(self._scales))]
 
 
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
@@ -209,6 +245,8 @@ class ConversationDeps:
     # Told each turn's status and usage as its final record is written: the metrics count
     # what the records say (a failed or cancelled turn's calls were paid for too).
     ended: Callable[[TurnStatus, TurnUsage], None] = lambda status, usage: None
+    # The API's tokens per estimated token, by continuum (shared by every lane's copy).
+    token_scales: TokenScales = field(default_factory=TokenScales)
 
 
 def _user_blocks(content: tuple[ContentBlock, ...], text: str) -> tuple[ContentBlock, ...]:
@@ -636,6 +674,50 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         return tools + sum(estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system)
 
+    def _sent_estimate(
+        self, state: _Loaded, composed: Composed, start: int | None, tail: Sequence[Message]
+    ) -> int:
+        """A request of this turn in estimated tokens: the tools and system prompt, the
+        history from `start`, the notification center and the turn's own messages."""
+        history = sum(tokens for seq, _, tokens in state.history.entries() if seq >= (start or 0))
+        notification = estimate_tokens(composed.notification) + BLOCK_FRAMING_TOKENS
+        own = sum(message_tokens(m) for m in tail)
+        return self._prefix_tokens(composed) + history + notification + own
+
+    def _measure(
+        self,
+        state: _Loaded,
+        composed: Composed,
+        start: int | None,
+        tail: Sequence[Message],
+        counted: int,
+    ) -> None:
+        """Take the API's count of a turn's first request as the continuum's token scale.
+        A small request says little (the API's own tool-use prompt and framing weigh
+        more in it than the text): only one of `SCALE_MIN_ESTIMATE` tokens or more
+        counts."""
+        estimate = self._sent_estimate(state, composed, start, tail)
+        if estimate >= SCALE_MIN_ESTIMATE:
+            self._deps.token_scales.set((self._user, self._id), counted / estimate)
+
+    def _learn_too_long(
+        self,
+        state: _Loaded,
+        composed: Composed,
+        start: int | None,
+        tail: Sequence[Message],
+        refusal: ModelRejected,
+    ) -> None:
+        """A request the API refused as longer than the window: the scale its count
+        says, a little over, so the next turn trims to fit (else every turn of the
+        continuum was refused so from then on)."""
+        found = _TOO_LONG.search(str(refusal))
+        estimate = self._sent_estimate(state, composed, start, tail)
+        if found is not None and estimate > 0:
+            wanted = int(found[1]) / estimate * TOO_LONG_MARGIN
+            key = (self._user, self._id)
+            self._deps.token_scales.set(key, max(self._deps.token_scales.get(key), wanted))
+
     def _budget(self, state: _Loaded, composed: Composed | None) -> int:
         """The history's token budget: the configured one, within what the model's window
         leaves beside the reply, the notification center and the system prompt with the
@@ -643,7 +725,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         settings = self._deps.settings
         # The documents are the user's system prompt (up to documents.budget_tokens): a
         # window that ignored them let the history grow until every request was too long.
-        prefix = 0 if composed is None else self._prefix_tokens(composed)
+        scale = self._deps.token_scales.get((self._user, self._id))
+        prefix = 0 if composed is None else round(self._prefix_tokens(composed) * scale)
         window = (
             known_row(self._deps.models.catalog, state.model.name).context_window
             - state.model.max_tokens
@@ -662,9 +745,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         segment starts at the last turn, and jumping there kept that turn alone.
         """
         budget_tokens = self._budget(state, composed)
-        if state.tokens <= budget_tokens:
+        # The budget is the API's tokens, not the estimate's.
+        scale = self._deps.token_scales.get((self._user, self._id))
+        if state.tokens * scale <= budget_tokens:
             return None
-        target = budget_tokens * self._deps.settings.history.keep_fraction
+        target = budget_tokens * self._deps.settings.history.keep_fraction / scale
         segments = await self._deps.storage.recent_segments(self._user, self._id, limit=10_000)
         segment_starts = {s.first_seq for s in segments}
         remaining = state.tokens
@@ -952,15 +1037,20 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     tools=tools,
                 )
                 done: StreamDone | None = None
-                async with aclosing(self._call(request, run)) as events:
-                    async for event in events:
-                        if isinstance(event, StreamDone):
-                            done = event
-                        else:
-                            yield event
+                try:
+                    async with aclosing(self._call(request, run)) as events:
+                        async for event in events:
+                            if isinstance(event, StreamDone):
+                                done = event
+                            else:
+                                yield event
+                except ModelRejected as refusal:
+                    self._learn_too_long(state, composed, start, tail, refusal)
+                    raise
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
+                    self._measure(state, composed, start, tail, done.usage.total_input)
                     run.cache_miss_reason = done.cache_miss_reason
                     if tools_changed:
                         written = done.usage.cache_creation_input_tokens

@@ -22,6 +22,7 @@ from actors import (
     TextDelta,
     ToolFinished,
     ToolStarted,
+    TurnCompleted,
     TurnStarted,
 )
 from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
@@ -389,6 +390,46 @@ async def test_the_history_makes_room_for_a_large_system_prompt(tmp_path: Path) 
             assert done.usage.total_input < 60_000
         start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
     assert start > 0, "the history gave way to the system prompt"
+
+
+async def test_a_history_of_dense_text_stays_within_the_window_the_api_counts(
+    tmp_path: Path,
+) -> None:
+    """Budgets ran on Frontmind's estimate (4 bytes a token), which the API's count of
+    dense text (numbers, CSV, JSON) exceeds some fourfold: a history of such messages,
+    under budget by the estimate, outgrew the model's window, and from then on every
+    turn of the continuum was refused as too long. The continuum's scale is measured on
+    the API's counts (and learnt from a refusal's count): every turn completes, within
+    the window."""
+    row = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"}, models=[row], history={"budget_tokens": 1_000_000}
+    )
+    rows = "\n".join(",".join(str(1000 + 37 * i + j) for j in range(8)) for i in range(300))
+    async with LocalMessagesAPI(models=[row]) as server, frontmind(server, tmp_path, cfg=cfg) as fm:
+        totals = []
+        for i in range(12):
+            done = completed(await run_turn(fm, "c1", f"table {i}:\n{rows}"))
+            totals.append(done.usage.total_input)
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert max(totals) < 60_000, totals
+    assert start > 0, "the history gave way"
+    # Reopened (the scale forgotten) on a model row of a smaller window: the first turn
+    # is refused as too long, with the API's count, and the next one trims to fit (else
+    # every turn was refused, the estimate saying the history fitted).
+    small = {**row, "context_window": 45_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"}, models=[small], history={"budget_tokens": 1_000_000}
+    )
+    async with (
+        LocalMessagesAPI(models=[small]) as server,
+        frontmind(server, tmp_path, cfg=cfg) as fm,
+    ):
+        outcomes = []
+        for i in range(12, 18):
+            events = await run_turn(fm, "c1", f"table {i}:\n{rows}")
+            outcomes.append("completed" if isinstance(events[-1], TurnCompleted) else "failed")
+    assert outcomes == ["failed"] + ["completed"] * 5, outcomes
 
 
 async def test_a_pause_before_the_last_turn_does_not_trim_to_that_turn(
