@@ -24,9 +24,10 @@ tool-use system prompt the API adds when `tools` is given is model data
 docs' `width * height / 750` after the API's downscaling (`image_tokens`), PDFs a page
 image plus the page's text for every page (`pdf_tokens`).
 
-The local API stands alone (it imports nothing else of Frontmind), so this is its own
-copy of the rule Frontmind's budgets use (`actors.estimate_tokens`); a test checks that
-the two agree.
+The local API stands alone (it imports nothing else of Frontmind). Frontmind's budgets
+use a cheaper rule, one token per 4 UTF-8 bytes (`actors.estimate_tokens`), scaled per
+continuum by the counts this server (or the live API) reports; `token_counts="plain"`
+makes the server count by that plain rule instead.
 """
 
 from __future__ import annotations
