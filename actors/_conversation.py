@@ -72,6 +72,7 @@ from ._events import (
 from ._exceptions import (
     ComposeTimeout,
     FrontmindError,
+    ModelOverloaded,
     ModelRefused,
     ModelRejected,
     ModelStreamError,
@@ -1098,7 +1099,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 self._state = None
             kind = error_type(exc)
             await self._record_unfinished(run, "failed", f"{kind}: {exc}")
-            yield TurnError(kind, str(exc), turn.turn_id)
+            wait = exc.retry_after if isinstance(exc, ModelOverloaded) else None
+            yield TurnError(kind, str(exc), turn.turn_id, wait)
             return
         # The actor boundary: a bug anywhere in the turn ends this turn (recorded, and
         # the caller told which turn), not the continuum's actor.

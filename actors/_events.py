@@ -94,6 +94,8 @@ class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
     type: str
     message: str
     turn_id: str | None = None
+    # `model_overloaded`: the seconds the API said to wait before a retry, when it said.
+    retry_after: float | None = None
 
 
 TurnEvent = (

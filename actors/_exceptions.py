@@ -89,9 +89,14 @@ class ModelUnavailable(ModelError):
 
 
 class ModelOverloaded(ModelError):
-    """Rate limited or overloaded, and the SDK's retries are used up."""
+    """Rate limited or overloaded, and the SDK's retries are used up. `retry_after`: the
+    seconds the API said to wait (its `retry-after` header), when it said."""
 
     type = "model_overloaded"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ModelRejected(ModelError):

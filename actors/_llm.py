@@ -6,7 +6,8 @@ named by what the user can do about it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import math
+from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -446,6 +447,20 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The seconds an API's answer says to wait: `retry-after-ms`, else `retry-after` in
+    seconds (RFC 9110 §10.2.3; its HTTP-date form, which the API does not send, is left
+    out), bounded to a day; None when it says nothing usable."""
+    for name, unit in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            seconds = float(headers.get(name, "")) / unit
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return min(seconds, 86_400.0)
+    return None
+
+
 class AnthropicModel:
     """Streams requests through `AsyncAnthropic`. The SDK retries 408/409/429/5xx itself."""
 
@@ -484,10 +499,17 @@ class AnthropicModel:
                 f"cannot reach {where}: set ANTHROPIC_BASE_URL, or run offline with --offline"
             )
         status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
+        wait = (
+            _retry_after(exc.response.headers)
+            if isinstance(exc, anthropic.APIStatusError)
+            else None
+        )
         if isinstance(exc, anthropic.RateLimitError) or status == 529:
-            return ModelOverloaded(f"{where} is overloaded or rate limited: {exc}")
+            return ModelOverloaded(
+                f"{where} is overloaded or rate limited: {exc}", retry_after=wait
+            )
         if status is not None and status >= 500:  # its own failure: worth another try too
-            return ModelOverloaded(f"{where} failed ({status}): {exc}")
+            return ModelOverloaded(f"{where} failed ({status}): {exc}", retry_after=wait)
         return ModelRejected(f"{where} rejected the request: {exc}")
 
     async def _open(self, request: ModelRequest) -> httpx2.Response:

@@ -250,3 +250,29 @@ async def test_the_sdk_errors_arrive_with_their_one_type(tmp_path: Path) -> None
             assert name == "error"
             assert wire_error(cls("x"))[1] == cls.type
     assert isinstance(event, TurnError)
+
+
+async def test_an_overloaded_model_says_when_to_retry(tmp_path: Path) -> None:
+    """The API's 429/529 says when to retry (`retry-after`); the turn's error event said
+    only `model_overloaded`, so a client could not tell a second from an hour. The event
+    carries the API's seconds, in the library, over SSE and through the client."""
+    async with (
+        LocalMessagesAPI() as api,
+        open_frontmind(api, tmp_path, max_retries=0) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as http,
+        Client(served.url) as client,
+    ):
+        api.schedule(StatusFault(529, retry_after=7))
+        event = failed(await run_turn(fm, "c1", "hello"))
+        assert (event.type, event.retry_after) == ("model_overloaded", 7.0)
+        api.schedule(StatusFault(429, retry_after_ms=1500))
+        name, data = (await turn(http, "c2", "hello"))[-1]
+        assert (name, data["type"], data["retry_after"]) == ("error", "model_overloaded", 1.5)
+        api.schedule(StatusFault(529, retry_after=30))
+        events = [e async for e in client.turn("c3", "hello")]
+        assert isinstance(events[-1], TurnError)
+        assert events[-1].retry_after == 30.0
+        # An error that says nothing of when: none.
+        api.schedule(StatusFault(529))
+        assert failed(await run_turn(fm, "c4", "hello")).retry_after is None
