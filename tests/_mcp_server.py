@@ -7,10 +7,10 @@ on stderr as `listening on URL`). Its tools cover what a client must survive: a 
 answer, an error (in its result, or a JSON-RPC error of any code and size), an image,
 images and a PDF whose data is not what their type says, an embedded resource and a
 resource link, megabytes of text, a crash in the middle of a call, a call that never
-answers, a slow one, a tool list that changes while connected, a gallery of many images,
-and (over HTTP) the headers a call arrived with. `--start crash` exits before answering
-the handshake; `--start hang` never answers it; `--start-when FILE` exits at start until
-FILE exists.
+answers, a slow one, one that blocks the whole server while it runs, a tool list that
+changes while connected, a gallery of many images, and (over HTTP) the headers a call
+arrived with. `--start crash` exits before answering the handshake; `--start hang` never
+answers it; `--start-when FILE` exits at start until FILE exists.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import base64
 import os
 import socket
 import sys
+import time
 from typing import Annotated
 
 import anyio
@@ -124,6 +125,14 @@ async def hang() -> str:
 async def slow(seconds: float = 0.2) -> str:
     await anyio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool(description="Answers after a while, its event loop blocked meanwhile.")
+async def block(seconds: float = 1.0) -> str:
+    # A server that does its work in its own loop (as many do) answers nothing else
+    # until the call is over: a check sent meanwhile waits too.
+    time.sleep(seconds)  # noqa: ASYNC251 - the point: the loop answers nothing meanwhile
+    return f"blocked {seconds}"
 
 
 @server.tool(description="Many pictures.")

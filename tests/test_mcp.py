@@ -24,6 +24,7 @@ import pytest
 
 from actors import McpUnavailable, ToolDefinitionError
 from actors._content import MAX_RESULT_IMAGES
+from actors._mcp import _link
 from actors._mcp._link import McpLink
 from actors._mcp._spec import mcp_servers
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
@@ -120,7 +121,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         shown = render_context(await fm.context("ada", "hi"))
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
-            "  [mcp server t] chart, crash, echo, fail, files, flood, gallery, grow, hang, "
+            "  [mcp server t] block, chart, crash, echo, fail, files, flood, gallery, grow, hang, "
             "headers, mislabeled, refuse, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
@@ -290,6 +291,38 @@ async def test_a_servers_own_error_with_the_closed_connections_code_restarts_not
         assert refused.is_error
         assert refused.content == "MCP server 't' refused the call: refused: rrrrrrrrrr"
         assert not last.is_error
+        pid = re.compile(r"pid (\d+)")
+        before, after = pid.search(first.content), pid.search(last.content)
+        assert before is not None
+        assert after is not None
+        assert before.group(1) == after.group(1)
+        assert fm.mcp_servers()[0].state == "running"
+
+
+async def test_a_call_that_keeps_its_server_busy_is_not_taken_for_a_dead_server(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Many servers do a call's work in their one event loop and answer nothing else
+    # meanwhile: a liveness check sent during a call (within its `timeout_s`) went
+    # unanswered, the link was lost, the call failed as "stopped during the call" and
+    # the server was restarted. Checks here come every 0.1 s and wait 0.5 s.
+    monkeypatch.setattr(_link, "PING_EVERY_S", 0.1)
+    monkeypatch.setattr(_link, "PING_TIMEOUT_S", 0.5)
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio(timeout_s=30)]) as fm:
+        responder.extend(
+            calls(
+                ("mcp__t__echo", {"text": "a"}),
+                ("mcp__t__block", {"seconds": 3}),
+                ("mcp__t__echo", {"text": "b"}),
+            )
+        )
+        events = [e async for e in fm.turn("ada", "take your time")]
+        completed(events)
+        first, blocked, last = tool_finishes(events)
+        assert (blocked.is_error, blocked.content) == (False, "blocked 3.0")
         pid = re.compile(r"pid (\d+)")
         before, after = pid.search(first.content), pid.search(last.content)
         assert before is not None

@@ -68,6 +68,7 @@ class McpLink:
         self.listing_changed: anyio.Event = anyio.Event()  # set by a list_changed notice
         self._closing = anyio.Event()
         self._check = anyio.Event()  # a call failed oddly: check now
+        self._calls = 0  # calls in flight: while there are any, the link is not idle
         self._client: Any = None
         self._limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self._log = logging.getLogger(f"frontmind.mcp.{spec.name}")
@@ -100,7 +101,11 @@ class McpLink:
             )
         try:
             async with self._limiter:
-                result = await self._client.call_tool(tool, arguments)
+                self._calls += 1
+                try:
+                    result = await self._client.call_tool(tool, arguments)
+                finally:
+                    self._calls -= 1
         except MCPError as exc:
             # The SDK's code for a closed connection is also JSON-RPC's first "server
             # error" code, which a server may answer a call with itself: the link is
@@ -269,7 +274,13 @@ class McpLink:
         while True:
             with anyio.move_on_after(PING_EVERY_S):
                 await self._check.wait()
+            asked = self._check.is_set()
             self._check = anyio.Event()
+            if self._calls and not asked:
+                # A server busy with a call may answer nothing else until it is done (its
+                # work in its one event loop): the call's own timeout bounds it, and a
+                # check now would take a busy server for a dead one and kill the call.
+                continue
             try:
                 with anyio.fail_after(PING_TIMEOUT_S):
                     await self.check()
