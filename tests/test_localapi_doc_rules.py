@@ -161,6 +161,31 @@ async def test_a_tool_name_outside_the_pattern_is_refused(
     assert reply.stop_reason is not None
 
 
+async def test_a_tool_property_name_outside_the_pattern_is_refused(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API checks the names of a client tool's top-level properties against
+    # ^[a-zA-Z0-9_.-]{1,64}$ and refuses the whole request (twilio-labs/mcp#56: MCP tools
+    # with `StartTime<`; freee/freee-mcp#15); the local API took any name.
+    pattern = "Property keys should match pattern '^[a-zA-Z0-9_.-]{1,64}$'"
+    for key in ("StartTime<", "a b", "größe", "x" * 65, ""):
+        schema = {"type": "object", "properties": {"fine": {}, key: {"type": "string"}}}
+        tools: Any = [
+            {"name": "fine", "input_schema": {"type": "object"}},
+            {"name": "dated", "input_schema": schema},
+        ]
+        refused = await error_of(client, model="claude-sonnet-4-5", tools=tools)
+        assert refused["message"] == f"tools.1.custom.input_schema.properties: {pattern}"
+    # Names the pattern takes, and nested properties, which it does not look into.
+    nested = {"type": "object", "properties": {"x<": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"a.b-c_D9": {}, "x" * 64: {}, "n": nested}}
+    taken: Any = [{"name": "dated", "input_schema": schema}]
+    reply = await client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=4096, messages=HI, tools=taken
+    )
+    assert reply.stop_reason is not None
+
+
 async def test_a_prefill_ending_on_whitespace_is_refused(client: anthropic.AsyncAnthropic) -> None:
     # The live API refuses a request whose final assistant turn ends on whitespace
     # ("messages: final assistant content cannot end with trailing whitespace",

@@ -55,6 +55,12 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 # should match pattern '^[a-zA-Z0-9_-]{1,128}$'", modelcontextprotocol#1345; the tool-use
 # docs give {1,64}, which older reports quote, and which Frontmind keeps to itself).
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+# A client tool's top-level property names, as the live API's 400 quotes it ("tools.22.
+# custom.input_schema.properties: Property keys should match pattern
+# '^[a-zA-Z0-9_.-]{1,64}$'", twilio-labs/mcp#49 and #56, freee/freee-mcp#15: MCP servers
+# whose parameters are named after an HTTP API's, as `StartTime<`). Only the top level is
+# checked (decocms/studio#6874).
+_PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 _R = TypeVar("_R", MessagesRequest, CountTokensRequest)
@@ -484,9 +490,10 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
 
 
 def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
-    """A client tool's schema is a JSON Schema object: its `type` is "object" and no
-    `oneOf`, `allOf` or `anyOf` stands at its top (the API's own messages, as public
-    reports quote them; the SDK's `InputSchema` types `type` as a required "object")."""
+    """A client tool's schema is a JSON Schema object: its `type` is "object", no
+    `oneOf`, `allOf` or `anyOf` stands at its top, and its property names keep to
+    `_PROPERTY_KEY` (the API's own messages, as public reports quote them; the SDK's
+    `InputSchema` types `type` as a required "object")."""
     where = f"tools.{index}.custom.input_schema"
     if "type" not in schema:
         raise ApiError(400, f"{where}.type: Field required")
@@ -495,6 +502,14 @@ def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
     if any(key in schema for key in ("oneOf", "allOf", "anyOf")):
         raise ApiError(
             400, f"{where}: input_schema does not support oneOf, allOf, or anyOf at the top level"
+        )
+    properties = schema.get("properties")
+    if isinstance(properties, dict) and any(
+        _PROPERTY_KEY.fullmatch(key) is None for key in properties
+    ):
+        raise ApiError(
+            400,
+            f"{where}.properties: Property keys should match pattern '^{_PROPERTY_KEY.pattern}$'",
         )
 
 
