@@ -4,7 +4,9 @@ but the Messages API refuses, beside one it takes.
     python -m tests._mcp_schemas_server
 
 `either` has a top-level `anyOf` and `branches` a top-level `allOf` (JSON Schema
-2020-12, which MCP 2026-07-28 permits); `plain` is an ordinary object schema.
+2020-12, which MCP 2026-07-28 permits), `dated` properties named as an HTTP API's
+parameters (`StartTime<`), which the API's property names may not be; `plain` is an
+ordinary object schema.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ TOOLS = [
             "type": "object",
             "properties": {"id": {"type": "string"}, "slug": {"type": "string"}},
             "anyOf": [{"required": ["id"]}, {"required": ["slug"]}],
+        },
+    ),
+    _tool(
+        "dated",
+        {
+            "type": "object",
+            "properties": {"StartTime<": {"type": "string"}, "StartTime>": {"type": "string"}},
         },
     ),
     _tool(

@@ -14,6 +14,7 @@ and that change is reported the same way.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ DEFAULT_MCP_POLICY = RestartPolicy(
     max_restarts=3, within=60.0, backoff_initial=1.0, backoff_max=30.0, cooldown=60.0
 )
 RETRY_EVERY_S = 30.0
+# The Messages API's rule for the names of a tool's top-level properties.
+_PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
 
 State = Literal["starting", "running", "down"]
 
@@ -432,7 +435,9 @@ class McpHub:
 def _schema_refused(input_schema: str) -> str | None:
     """Why the Messages API would refuse this input schema (None: it would not). A
     client tool's `input_schema` must be an object schema (`"type": "object"`) with no
-    `oneOf`, `allOf` or `anyOf` at its top; MCP servers are not held to that."""
+    `oneOf`, `allOf` or `anyOf` at its top, and top-level property names of 1-64 of
+    A-Z a-z 0-9 _ . - (a server may name them after an HTTP API's parameters, as
+    `StartTime<`); MCP servers are not held to that."""
     try:
         schema = msgspec.json.decode(input_schema)
     except msgspec.DecodeError:
@@ -444,6 +449,11 @@ def _schema_refused(input_schema: str) -> str | None:
     combined = [key for key in ("oneOf", "allOf", "anyOf") if key in schema]
     if combined:
         return f"{', '.join(combined)} at its top level"
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for key in properties:
+            if not _PROPERTY_KEY.fullmatch(key):
+                return f"property name {key!r} is not 1-64 of A-Z a-z 0-9 _ . -"
     return None
 
 
