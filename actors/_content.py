@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,9 @@ __all__ = [
 ]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # per image, as base64 text
+# Pixels on either side ("Images and vision": a larger image is refused, and with it
+# the request; a request of more than 20 images takes at most 2000, not checked here).
+MAX_IMAGE_EDGE = 8000
 MAX_IMAGES_PER_MESSAGE = 100
 MAX_USER_CONTENT_BYTES = 30 * 1024 * 1024  # of the 32 MB request: room for the rest
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -178,15 +182,70 @@ def _check_source(kind: str, fields: dict[str, Any], where: str) -> None:
 
 def base64_problem(media: str, data: str) -> str | None:
     """Why the API would refuse `data` as base64 of `media` (None: it is that): not
-    valid base64, or bytes that are not what the media type says. The API refuses both,
-    but only once the turn is streaming: "the image does not match the provided media
-    type" (vision) / "the PDF specified was not valid" (PDF support)."""
+    valid base64, bytes that are not what the media type says, or an image over
+    `MAX_IMAGE_EDGE` pixels on a side. The API refuses each, but only once the turn is
+    streaming: "the image does not match the provided media type" (vision) / "the PDF
+    specified was not valid" (PDF support) / "image dimensions exceed max allowed size"."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return "not valid base64"
     if not _is_a(media, raw):
         return f"the data is not {media}"
+    size = _image_size(media, raw)
+    if size is not None and max(size) > MAX_IMAGE_EDGE:
+        return (
+            f"it is {size[0]} x {size[1]} pixels; the API takes at most {MAX_IMAGE_EDGE} on a side"
+        )
+    return None
+
+
+def _image_size(media: str, raw: bytes) -> tuple[int, int] | None:
+    """An image's (width, height) as its header gives it (None: not an image, or a
+    header this cannot read, which is left to the API)."""
+    if media == "image/png" and raw[12:16] == b"IHDR" and len(raw) >= 24:
+        width, height = struct.unpack(">II", raw[16:24])
+        return width, height
+    if media == "image/gif" and len(raw) >= 10:
+        width, height = struct.unpack("<HH", raw[6:10])
+        return width, height
+    if media == "image/webp":
+        return _webp_size(raw)
+    if media == "image/jpeg":
+        return _jpeg_size(raw)
+    return None
+
+
+def _webp_size(raw: bytes) -> tuple[int, int] | None:
+    chunk = raw[12:16]
+    if chunk == b"VP8X" and len(raw) >= 30:
+        return 1 + int.from_bytes(raw[24:27], "little"), 1 + int.from_bytes(raw[27:30], "little")
+    if chunk == b"VP8L" and len(raw) >= 25:
+        bits = int.from_bytes(raw[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if chunk == b"VP8 " and len(raw) >= 30:
+        width, height = struct.unpack("<HH", raw[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    return None
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
+    """From the first start-of-frame marker, walking the segments before it."""
+    i = 2
+    while i + 9 < len(raw):
+        if raw[i] != 0xFF:
+            i += 1
+            continue
+        marker = raw[i + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+            i += 1 if marker == 0xFF else 2
+            continue
+        (length,) = struct.unpack(">H", raw[i + 2 : i + 4])
+        # SOF0-SOF15, except DHT (C4), JPG (C8) and DAC (CC), which share the range.
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", raw[i + 5 : i + 9])
+            return width, height
+        i += 2 + length
     return None
 
 

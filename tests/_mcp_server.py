@@ -5,12 +5,13 @@
 stdio by default, streamable HTTP with `--http` (port 0: a free one; the URL is printed
 on stderr as `listening on URL`). Its tools cover what a client must survive: a plain
 answer, an error (in its result, or a JSON-RPC error of any code and size), an image,
-images and a PDF whose data is not what their type says, an embedded resource and a
-resource link, megabytes of text, a crash in the middle of a call, a call that never
-answers, a slow one, one that blocks the whole server while it runs, a tool list that
-changes while connected, a gallery of many images, and (over HTTP) the headers a call
-arrived with. `--start crash` exits before answering the handshake; `--start hang` never
-answers it; `--start-when FILE` exits at start until FILE exists.
+images and a PDF whose data is not what their type says, an image taller than the API
+takes, an embedded resource and a resource link, megabytes of text, a crash in the
+middle of a call, a call that never answers, a slow one, one that blocks the whole
+server while it runs, a tool list that changes while connected, a gallery of many
+images, and (over HTTP) the headers a call arrived with. `--start crash` exits before
+answering the handshake; `--start hang` never answers it; `--start-when FILE` exits at
+start until FILE exists.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import argparse
 import base64
 import os
 import socket
+import struct
 import sys
 import time
+import zlib
 from typing import Annotated
 
 import anyio
@@ -83,6 +86,28 @@ def mislabeled() -> list[TextContent | ImageContent | EmbeddedResource]:
             )
         ),
         ImageContent(data=PIXEL, mime_type="image/png"),  # a good one, kept
+    ]
+
+
+def _png(width: int, height: int) -> str:
+    """A black PNG of this size, as base64."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit greyscale
+    rows = zlib.compress((b"\x00" + bytes(width)) * height)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+    return base64.b64encode(png).decode()
+
+
+@server.tool(description="A screenshot of a page as tall as `height` pixels, and a thumbnail.")
+def screenshot(height: int = 9000) -> list[TextContent | ImageContent]:
+    return [
+        TextContent(text="the page and its thumbnail:"),
+        ImageContent(data=_png(4, height), mime_type="image/png"),
+        ImageContent(data=PIXEL, mime_type="image/png"),
     ]
 
 

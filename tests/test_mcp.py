@@ -122,7 +122,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
             "  [mcp server t] block, chart, crash, echo, fail, files, flood, gallery, grow, hang, "
-            "headers, mislabeled, refuse, slow" in shown
+            "headers, mislabeled, refuse, screenshot, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
@@ -252,6 +252,36 @@ async def test_an_image_or_pdf_that_is_not_what_its_type_says_is_a_note_not_a_fa
         )
         history = await fm.history("ada")
         assert len(history) == 4  # stored, the tool exchange with it
+
+
+async def test_an_image_larger_than_the_api_takes_is_a_note_not_a_failed_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # The API refuses an image over 8000 pixels on a side (a full-page screenshot), and
+    # with it the request: the turn failed. Such an image is a line of text for the
+    # model; one of 8000 pixels, and the thumbnail beside it, are kept.
+    api, responder = script
+    async with await opened(api, tmp_path, [stdio()]) as fm:
+        responder.extend(
+            calls(
+                ("mcp__t__screenshot", {"height": 9000}), ("mcp__t__screenshot", {"height": 8000})
+            )
+        )
+        events = [e async for e in fm.turn("ada", "take a screenshot of the page")]
+        assert completed(events).text == "done"
+        tall, tallest = results(responder)
+        assert isinstance(tall.content, list)
+        assert [type(p).__name__ for p in tall.content] == ["TextBlock", "TextBlock", "ImageBlock"]
+        assert (
+            "[an image: image/png, not shown: it is 4 x 9000 pixels; the API takes at most 8000"
+            in (result_text(tall))
+        )
+        assert isinstance(tallest.content, list)
+        assert [type(p).__name__ for p in tallest.content] == [
+            "TextBlock",
+            "ImageBlock",
+            "ImageBlock",
+        ]
 
 
 async def test_a_protocol_errors_huge_message_is_cut_to_max_result_chars(
