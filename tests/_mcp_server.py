@@ -195,7 +195,7 @@ def main() -> None:
     sys.stderr.write(f"test server starting (pid {os.getpid()})\n")
     sys.stderr.flush()
     if args.start == "crash" or (args.start_when and not os.path.exists(args.start_when)):
-        sys.exit(4)
+        sys.exit("test server: no API key given, not starting")  # its last words, exit 1
     if args.start == "hang":
         while True:
             anyio.run(anyio.sleep_forever)

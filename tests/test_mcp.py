@@ -495,6 +495,24 @@ async def test_a_server_that_will_not_start_is_logged_without_tracebacks(
     assert "actor 'mcp:down' restarts: MCP server 'down' did not start" in kernel[0].getMessage()
 
 
+async def test_why_a_server_did_not_start_says_what_it_wrote_last(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # A server that exits at startup says why on its stderr (a traceback, a missing
+    # key), which goes to the log at info: at the daemon's default level (warning) the
+    # operator saw only "MCPError: Connection closed", in the log and in its status.
+    api, _ = script
+    with pytest.raises(McpUnavailable) as refused:
+        async with await opened(
+            api, tmp_path, [stdio("needed", "--start", "crash", required=True)]
+        ):
+            pytest.fail("it started")
+    assert "test server: no API key given, not starting" in str(refused.value)
+    async with await opened(api, tmp_path / "data", [stdio("down", "--start", "crash")]) as fm:
+        error = fm.mcp_servers()[0].error or ""
+        assert error.endswith("(its stderr ended: test server: no API key given, not starting)")
+
+
 @pytest.mark.parametrize(
     ("args", "why"),
     [(("--start", "crash"), "did not start"), (("--start", "hang"), "no answer within")],

@@ -41,6 +41,7 @@ MAX_CONCURRENT_CALLS = 16  # per server; more wait for a turn (within their time
 PING_EVERY_S = 15.0  # an idle link is checked this often (`McpLink.check`)
 PING_TIMEOUT_S = 10.0
 _STDERR_LINE_LIMIT = 2000  # characters of one stderr line kept in the log
+_LAST_WORDS_LIMIT = 500  # characters of its last stderr line in why a server stopped
 
 log = logging.getLogger("frontmind.mcp")
 
@@ -69,6 +70,7 @@ class McpLink:
         self._closing = anyio.Event()
         self._check = anyio.Event()  # a call failed oddly: check now
         self._calls = 0  # calls in flight: while there are any, the link is not idle
+        self._last_line = ""  # of the server's stderr
         self._client: Any = None
         self._limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self._log = logging.getLogger(f"frontmind.mcp.{spec.name}")
@@ -150,18 +152,28 @@ class McpLink:
         with anyio.CancelScope(deadline=anyio.current_time() + spec.startup_timeout_s) as scope:
             try:
                 async with anyio.create_task_group() as relay:
-                    async with AsyncExitStack() as stack:
-                        self._client = await self._connect(stack, relay, relayed)
-                        self.tools = await self._list()
-                        scope.deadline = math.inf
-                        started = True
-                        task_status.started()
-                        async with anyio.create_task_group() as tg:
-                            tg.start_soon(self._watch)
-                            tg.start_soon(self._listen)
-                            await self._until_ended()
-                            tg.cancel_scope.cancel()
-                        self._closing.set()  # from here on, the server's exit is expected
+                    try:
+                        async with AsyncExitStack() as stack:
+                            self._client = await self._connect(stack, relay, relayed)
+                            self.tools = await self._list()
+                            scope.deadline = math.inf
+                            started = True
+                            task_status.started()
+                            async with anyio.create_task_group() as tg:
+                                tg.start_soon(self._watch)
+                                tg.start_soon(self._listen)
+                                await self._until_ended()
+                                tg.cancel_scope.cancel()
+                            self._closing.set()  # from here on, the server's exit is expected
+                    except Exception:
+                        if not started and spec.command is not None:
+                            # Why it did not start is on its stderr (a traceback, a
+                            # missing key), logged at info only: read it to its end, for
+                            # the error to quote its last line.
+                            self._closing.set()
+                            with anyio.move_on_after(2):
+                                await relayed.wait()
+                        raise
                     # The client has stopped the server: its stderr ends (a child it left
                     # holding the pipe is not waited for).
                     with anyio.move_on_after(2):
@@ -169,14 +181,17 @@ class McpLink:
                     relay.cancel_scope.cancel()
             except Exception as exc:
                 if not started:
-                    raise McpStartFailed(_describe(exc)) from exc
+                    raise McpStartFailed(_describe(exc) + self._last_words()) from exc
                 self.lose(f"the connection failed: {_describe(exc)}")
             finally:
                 self._client = None
                 self.lost.set()
                 self.done.set()
         if scope.cancelled_caught and not started:
-            raise McpStartFailed(f"no answer within startup_timeout_s = {spec.startup_timeout_s:g}")
+            raise McpStartFailed(
+                f"no answer within startup_timeout_s = {spec.startup_timeout_s:g}"
+                + self._last_words()
+            )
 
     async def _until_ended(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -307,11 +322,16 @@ class McpLink:
                 text = line.decode("utf-8", "replace").rstrip()
                 if text:
                     self._log.info("%s", text[:_STDERR_LINE_LIMIT])
+                    self._last_line = text[:_LAST_WORDS_LIMIT]
         finally:
             transport.close()
             relayed.set()
         if not self._closing.is_set():
-            self.lose("the server's process exited")
+            self.lose("the server's process exited" + self._last_words())
+
+    def _last_words(self) -> str:
+        """The server's last line on stderr so far, which often says why it stopped."""
+        return f" (its stderr ended: {self._last_line})" if self._last_line else ""
 
 
 def _program(command: str, env: dict[str, str]) -> str:
