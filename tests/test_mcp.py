@@ -736,6 +736,29 @@ def test_a_bad_mcp_entry_is_refused_naming_it(tmp_path: Path, entry: str, messag
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ('{authorization = "Bearer sk-secret-1\\n"}', "the value of 'authorization' is not"),
+        ('{authorization = " Bearer sk-secret-1"}', "the value of 'authorization' is not"),
+        ('{authorization = "Bearer sk-secret-1é"}', "the value of 'authorization' is not"),
+        ('{"x tenant" = "sk-secret-1"}', "'x tenant' is not a valid HTTP header name"),
+    ],
+)
+def test_a_header_http_would_refuse_is_refused_at_startup_without_quoting_it(
+    tmp_path: Path, headers: str, message: str
+) -> None:
+    # A token pasted with its line break was refused only when the server was reached,
+    # by the HTTP library, whose error quoted the whole value: the operator's secret went
+    # to the log at every retry, and to GET /v1/mcp.
+    entry = f'[[mcp]]\nname = "t"\nurl = "http://127.0.0.1:9/mcp"\nheaders = {headers}\n'
+    (tmp_path / "frontmind.toml").write_text(entry)
+    with pytest.raises(ConfigError, match=r"\[\[mcp\]\] #1 \(t\): headers: ") as caught:
+        load_config(None, tmp_path)
+    assert message in str(caught.value)
+    assert "sk-secret" not in str(caught.value)
+
+
 def test_two_mcp_entries_with_one_name_are_refused(tmp_path: Path) -> None:
     entry = '[[mcp]]\nname = "t"\ncommand = ["x"]\n'
     (tmp_path / "frontmind.toml").write_text(entry + entry)

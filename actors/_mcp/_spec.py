@@ -20,6 +20,10 @@ __all__ = ["MCP_PREFIX", "McpServer", "check_mcp_servers", "mcp_servers", "mcp_t
 
 MCP_PREFIX = "mcp__"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# What HTTP takes (RFC 9110): a header name is a token; a value is visible ASCII, with
+# spaces and tabs inside it but not at either end.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"([\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?)?")
 
 
 class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -80,6 +84,7 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
         if server.url is not None:
             if not server.url.startswith(("http://", "https://")):
                 raise ToolDefinitionError(f"{where}: url must be http:// or https://")
+            _check_headers(server.headers, where)
             if server.env or server.cwd is not None:
                 raise ToolDefinitionError(f"{where}: env and cwd are for command servers, not url")
         for key in ("timeout_s", "startup_timeout_s"):
@@ -89,6 +94,21 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
         if server.max_result_chars < 1000:
             raise ToolDefinitionError(
                 f"{where}: max_result_chars must be at least 1000, got {server.max_result_chars}"
+            )
+
+
+def _check_headers(headers: Mapping[str, str], where: str) -> None:
+    """Refuse a header HTTP would refuse. Found only when the server was reached, it
+    failed every try, with the HTTP library's error quoting the value: often a secret
+    (a token pasted with its line break), here it is named but never quoted."""
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(name):
+            raise ToolDefinitionError(f"{where}: headers: {name!r} is not a valid HTTP header name")
+        if not _HEADER_VALUE.fullmatch(value):
+            raise ToolDefinitionError(
+                f"{where}: headers: the value of {name!r} is not a valid HTTP header value "
+                "(a line break, another control or a non-ASCII character, or a space at "
+                "either end; not shown, as it may be a secret)"
             )
 
 
