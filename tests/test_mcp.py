@@ -631,6 +631,45 @@ async def test_an_http_server_that_hangs_times_out_and_still_serves(
                 assert (after.is_error, after.content) == (False, "slept 0.0")
 
 
+@asynccontextmanager
+async def refusing_http(status: str) -> AsyncIterator[str]:
+    """An HTTP endpoint that answers every request with `status` (a reverse proxy in
+    front of an MCP server, refusing a wrong token), and its URL."""
+
+    async def answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += await stream.receive()
+            body = b'{"detail": "no"}'
+            await stream.send(
+                f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                + body
+            )
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, answer)
+        yield f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}/mcp"
+        tg.cancel_scope.cancel()
+
+
+async def test_an_http_servers_refusal_says_its_status(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # The SDK turns any HTTP error status into "Server returned an error response": a
+    # wrong token (401) and a broken server (500) read the same to the operator.
+    api, _ = script
+    async with refusing_http("401 Unauthorized") as denied, refusing_http("502 Bad Gateway") as bad:
+        servers = [http(denied, name="denied"), http(bad, name="bad")]
+        with anyio.fail_after(60):
+            async with await opened(api, tmp_path, servers) as fm:
+                errors = {s.name: s.error or "" for s in fm.mcp_servers()}
+    assert errors["denied"].endswith("(it answered HTTP 401 Unauthorized)"), errors
+    assert errors["bad"].endswith("(it answered HTTP 502 Bad Gateway)"), errors
+
+
 async def test_a_third_party_server_from_pypi(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:

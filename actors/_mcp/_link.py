@@ -71,6 +71,7 @@ class McpLink:
         self._check = anyio.Event()  # a call failed oddly: check now
         self._calls = 0  # calls in flight: while there are any, the link is not idle
         self._last_line = ""  # of the server's stderr
+        self._refusal = ""  # the last HTTP error status a url server answered with
         self._client: Any = None
         self._limiter = anyio.CapacityLimiter(MAX_CONCURRENT_CALLS)
         self._log = logging.getLogger(f"frontmind.mcp.{spec.name}")
@@ -231,7 +232,9 @@ class McpLink:
             # The SDK's own defaults: 30 s to connect and write, 300 s to read (a server
             # may hold a response stream open); calls are bounded by `timeout_s` anyway.
             http = httpx2.AsyncClient(
-                headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(30.0, read=300.0),
+                event_hooks={"response": [self._note_refusal]},
             )
             await stack.enter_async_context(http)
             transport = streamable_http_client(spec.url, http_client=http)
@@ -240,6 +243,13 @@ class McpLink:
         if spec.command is not None:
             errlog.close()  # the child holds its own copy: its exit ends the stream
         return client
+
+    async def _note_refusal(self, response: httpx2.Response) -> None:
+        # The SDK answers any HTTP error status with "Server returned an error
+        # response": a wrong token (401) and a broken server (500) would read the same.
+        # Messages are POSTs; a GET for the server's own stream may well be refused (405).
+        if response.status_code >= 400 and response.request.method == "POST":
+            self._refusal = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
 
     async def _list(self) -> tuple[ListedTool, ...]:
         listed: list[ListedTool] = []
@@ -330,8 +340,11 @@ class McpLink:
             self.lose("the server's process exited" + self._last_words())
 
     def _last_words(self) -> str:
-        """The server's last line on stderr so far, which often says why it stopped."""
-        return f" (its stderr ended: {self._last_line})" if self._last_line else ""
+        """What the server said last that often says why it stopped: its last line on
+        stderr so far, or the HTTP error status it answered with."""
+        if self._last_line:
+            return f" (its stderr ended: {self._last_line})"
+        return f" (it answered {self._refusal})" if self._refusal else ""
 
 
 def _program(command: str, env: dict[str, str]) -> str:
