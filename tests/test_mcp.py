@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -359,6 +361,42 @@ async def test_a_call_that_keeps_its_server_busy_is_not_taken_for_a_dead_server(
         assert after is not None
         assert before.group(1) == after.group(1)
         assert fm.mcp_servers()[0].state == "running"
+
+
+async def test_a_frozen_server_is_found_out_however_many_calls_keep_coming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Calls in flight hold the check off (a busy server is not a dead one), but not for
+    # ever: with calls coming from many turns one after another, a server that answers
+    # nothing (stopped, not exited) was never checked, and never restarted. Now one that
+    # has answered nothing for longer than a call may take is checked.
+    monkeypatch.setattr(_link, "PING_EVERY_S", 0.1)
+    monkeypatch.setattr(_link, "PING_TIMEOUT_S", 0.5)
+    (spec,) = mcp_servers([stdio(timeout_s=1)])
+    link = McpLink(spec, 0)
+
+    async def keep_calling(timeout_s: float) -> None:
+        while True:
+            with anyio.move_on_after(timeout_s):  # as the turn's timeout ends a call
+                await link.call("echo", {"text": "anyone?"})
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            await tg.start(link.serve)
+            found = re.search(r"pid (\d+)", (await link.call("echo", {"text": "x"})).content)
+            assert found is not None
+            pid = int(found.group(1))
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                # Two callers out of step: a call is in flight at every moment.
+                tg.start_soon(keep_calling, 1.0)
+                tg.start_soon(keep_calling, 1.3)
+                with anyio.fail_after(8):
+                    await link.lost.wait()
+                assert "did not answer a check" in link.reason
+            finally:
+                os.kill(pid, signal.SIGCONT)
+                tg.cancel_scope.cancel()
 
 
 async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(

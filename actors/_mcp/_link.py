@@ -70,6 +70,7 @@ class McpLink:
         self._closing = anyio.Event()
         self._check = anyio.Event()  # a call failed oddly: check now
         self._calls = 0  # calls in flight: while there are any, the link is not idle
+        self._answered = 0.0  # when the server last answered (a call or a check)
         self._last_line = ""  # of the server's stderr
         self._refusal = ""  # the last HTTP error status a url server answered with
         self._client: Any = None
@@ -109,6 +110,7 @@ class McpLink:
                     result = await self._client.call_tool(tool, arguments)
                 finally:
                     self._calls -= 1
+            self._answered = anyio.current_time()
         except MCPError as exc:
             # The SDK's code for a closed connection is also JSON-RPC's first "server
             # error" code, which a server may answer a call with itself: the link is
@@ -117,6 +119,7 @@ class McpLink:
                 self.lose("the connection closed during a call (the server exited?)")
                 stopped = f"{where} stopped during the call ({exc.message}); it is being restarted"
                 return ToolOutcome(capped(stopped, self.spec.max_result_chars), is_error=True)
+            self._answered = anyio.current_time()
             refused = f"{where} refused the call: {exc.message}"
             return ToolOutcome(capped(refused, self.spec.max_result_chars), is_error=True)
         # The actor boundary: whatever the SDK or a broken server raises is this call's
@@ -157,6 +160,7 @@ class McpLink:
                         async with AsyncExitStack() as stack:
                             self._client = await self._connect(stack, relay, relayed)
                             self.tools = await self._list()
+                            self._answered = anyio.current_time()
                             scope.deadline = math.inf
                             started = True
                             task_status.started()
@@ -301,10 +305,14 @@ class McpLink:
                 await self._check.wait()
             asked = self._check.is_set()
             self._check = anyio.Event()
-            if self._calls and not asked:
+            quiet = anyio.current_time() - self._answered
+            busy = self.spec.timeout_s + PING_EVERY_S + PING_TIMEOUT_S
+            if self._calls and not asked and quiet < busy:
                 # A server busy with a call may answer nothing else until it is done (its
-                # work in its one event loop): the call's own timeout bounds it, and a
-                # check now would take a busy server for a dead one and kill the call.
+                # work in its one event loop): a check now would take a busy server for a
+                # dead one and kill the call. Every call ends within `timeout_s`, so one
+                # that has answered nothing for longer (since its last check before the
+                # call, too) is checked, calls or not.
                 continue
             try:
                 with anyio.fail_after(PING_TIMEOUT_S):
@@ -312,6 +320,7 @@ class McpLink:
             except Exception as exc:  # noqa: BLE001 - any failure of a check loses the link
                 self.lose(f"it did not answer a check: {_describe(exc)}")
                 return
+            self._answered = anyio.current_time()
 
     async def _relay_stderr(self, fd: int, relayed: anyio.Event) -> None:
         """The server's stderr into the log; its end means the process has exited."""
