@@ -27,6 +27,7 @@ import pytest
 from actors import McpUnavailable, ToolDefinitionError
 from actors._content import MAX_RESULT_IMAGES
 from actors._mcp import _link
+from actors._mcp._hub import McpHub
 from actors._mcp._link import McpLink
 from actors._mcp._spec import mcp_servers
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
@@ -40,7 +41,7 @@ from frontmind.localapi import (
     ScriptedResponder,
     ToolResultBlock,
 )
-from runtime import RestartPolicy
+from runtime import ActorSystem, RestartPolicy
 from tests._daemon import daemon, turn
 from tests._harness import FakeClock, completed, config, tool_finishes
 
@@ -397,6 +398,22 @@ async def test_a_frozen_server_is_found_out_however_many_calls_keep_coming(
             finally:
                 os.kill(pid, signal.SIGCONT)
                 tg.cancel_scope.cancel()
+
+
+async def test_a_servers_actor_stops_with_the_hub_not_restarting_into_its_end() -> None:
+    # A server that crashed shortly before the instance stopped was restarted by the
+    # kernel after the hub had stopped: "MCP server 't' did not start: the instance is
+    # not running" and the kernel's "actor 'mcp:t' restarts", both warnings, at the end
+    # of every such shutdown. The hub now stops its servers' actors as it stops.
+    slow = RestartPolicy(max_restarts=50, within=60.0, backoff_initial=0.5, backoff_max=0.5)
+    async with ActorSystem() as system:
+        hub = McpHub(system, mcp_servers([stdio()]), policy=slow)
+        async with hub.running():
+            crashed = await hub.call("mcp__t__crash", b"{}")
+            assert crashed.is_error
+            with anyio.fail_after(30):
+                await hub.wait_until(lambda servers: servers[0].state == "down")
+        assert system.lookup("mcp:t") is None
 
 
 async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(

@@ -315,10 +315,16 @@ class McpHub:
                 for server in self._servers.values():
                     if server.link is not None:
                         server.link.close()
-                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                with anyio.CancelScope(shield=True):
+                    with anyio.move_on_after(10):
+                        for server in self._servers.values():
+                            if server.link is not None:
+                                await server.link.done.wait()
+                    # The actors too: one in its restart backoff would otherwise start
+                    # its server again into the stopping instance (and fail, with a
+                    # warning), the kernel having no word of the hub's end.
                     for server in self._servers.values():
-                        if server.link is not None:
-                            await server.link.done.wait()
+                        await self._system.stop(server.ref, grace=0)
                 host.cancel_scope.cancel()
                 self._host = None
 
