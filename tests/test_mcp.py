@@ -565,12 +565,20 @@ async def test_why_a_server_did_not_start_says_what_it_wrote_last(
     assert "test server: no API key given, not starting" in str(refused.value)
     async with await opened(api, tmp_path / "data", [stdio("down", "--start", "crash")]) as fm:
         error = fm.mcp_servers()[0].error or ""
-        assert error.endswith("(its stderr ended: test server: no API key given, not starting)")
+        assert error.endswith(
+            "(its last line on stderr: test server: no API key given, not starting)"
+        )
 
 
 @pytest.mark.parametrize(
     ("args", "why"),
-    [(("--start", "crash"), "did not start"), (("--start", "hang"), "no answer within")],
+    [
+        (("--start", "crash"), "did not start: .*: no API key given"),
+        (
+            ("--start", "hang"),
+            r"no answer within .* \(its last line on stderr: test server starting",
+        ),
+    ],
 )
 async def test_a_required_server_that_does_not_start_refuses_the_start(
     script: tuple[LocalMessagesAPI, ScriptedResponder],
@@ -580,9 +588,10 @@ async def test_a_required_server_that_does_not_start_refuses_the_start(
 ) -> None:
     api, _ = script
     server = stdio("needed", *args, required=True, startup_timeout_s=3)
-    with pytest.raises(McpUnavailable, match=r"\[\[mcp\]\] needed: required"):
+    with pytest.raises(McpUnavailable, match=r"\[\[mcp\]\] needed: required") as refused:
         async with await opened(api, tmp_path, [server]):
             pytest.fail("it started")
+    assert re.search(why, str(refused.value)), refused.value
 
 
 @asynccontextmanager

@@ -352,7 +352,7 @@ class McpLink:
         """What the server said last that often says why it stopped: its last line on
         stderr so far, or the HTTP error status it answered with."""
         if self._last_line:
-            return f" (its stderr ended: {self._last_line})"
+            return f" (its last line on stderr: {self._last_line})"
         return f" (it answered {self._refusal})" if self._refusal else ""
 
 
