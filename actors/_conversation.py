@@ -1008,11 +1008,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             # turn in this process) may leave the history less room than the estimate
             # above: it gives way further rather than the request being too long.
             fitted = await self._trim_point(state, composed)
+            run.compose_ms = composed.compose_ms
+            run.warnings = composed.warnings
             if fitted is not None and (start is None or fitted > start):
                 start = fitted
-            run.compose_ms = composed.compose_ms
+                # Composed again (rare: the prompt grew) so the manifest marks what this
+                # trim left out, not tell the model it still sees it. As a preview: the
+                # first pass already counted what it showed (memories' uses) and wrote
+                # what it writes, and its warnings (the cache guard's) stand.
+                turn = msgspec.structs.replace(turn, history_start=start)
+                again = msgspec.structs.replace(turn, preview=True)
+                composed = await self._compose(again)
+                run.compose_ms += composed.compose_ms
             run.sections = composed.sections
-            run.warnings = composed.warnings
             history, dropped = self._readable(state, state.history.messages(start), model.name)
             new_start = start
             # The tools array, fixed for the whole turn (its tool loop included).

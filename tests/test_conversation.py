@@ -945,3 +945,37 @@ async def test_a_reloaded_continuum_reads_who_wrote_its_thinking_a_page_at_a_tim
     # page: four pages, each further back, no record read twice.
     assert [len(page) for page in pages] == [2, 2, 2, 2]
     assert len(set(seen)) == len(seen) == 8
+
+
+async def test_a_trim_for_a_grown_system_prompt_is_told_to_the_manifest(tmp_path: Path) -> None:
+    """A system prompt that grew since the last turn (a document added, or the first
+    turn in a process) trims the history further once composed. The manifest was
+    composed with the history start from before that trim: the segments it left out
+    were listed as still in context, to a model that no longer saw them."""
+    row = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+    clock = FakeClock()
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"},
+        models=[row],
+        history={"budget_tokens": 1_000_000, "segment_gap_minutes": 10},
+    )
+    async with (
+        LocalMessagesAPI(models=[row]) as server,
+        frontmind(server, tmp_path, cfg=cfg, clock=clock) as fm,
+    ):
+        for i in range(8):
+            clock.advance(3600 if i % 2 == 0 else 60)  # a new segment every 2 turns
+            completed(await run_turn(fm, "c1", f"turn {i} " + "words " * 1600))
+        assert (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start == 0
+        page = "The quick brown fox jumps over the lazy dog near the river bank. " * 1400
+        for k in range(2):  # about 40,000 tokens of system prompt
+            await fm.put_document(f"manual-{k}", page[: 90_000 + k])
+        clock.advance(60)
+        completed(await run_turn(fm, "c1", "turn 8: what now?"))
+        start = (await fm.storage.continuum(DEFAULT_USER, "c1")).history_start
+    assert start > 0, "the history gave way to the grown system prompt"
+    body = server.message_bodies()[-1]
+    assert text_of(body["messages"][-1]).startswith("turn 8")
+    center = text_of(body["messages"][-2])
+    assert center.startswith("NOTIFICATION CENTER")
+    assert "no longer in context" in center
