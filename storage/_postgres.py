@@ -302,10 +302,13 @@ class PostgresStorage(SQLStore):
         await self._pool.close()
 
     async def store_id(self) -> str:
-        # The server (its start, to the microsecond, whatever host name reached it) and
-        # the database; every role may read both.
-        (row,) = await self._read("SELECT pg_postmaster_start_time()::text, current_database()")
-        return f"postgresql:{row[0]}:{row[1]}"
+        # The server (its start, to the microsecond, whatever host name reached it), the
+        # database and the schema the tables are in (a search_path gives each store of
+        # one database its own); every role may read them.
+        (row,) = await self._read(
+            "SELECT pg_postmaster_start_time()::text, current_database(), current_schema()"
+        )
+        return f"postgresql:{row[0]}:{row[1]}:{row[2]}"
 
     async def _fetch(self, sql: str, args: Any) -> list[Any]:
         rows: list[Any] = await self._pool.fetch(_numbered(sql), *args)

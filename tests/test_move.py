@@ -424,3 +424,26 @@ async def test_a_migration_onto_its_own_store_is_refused(
         with pytest.raises(InvalidInput, match="the target is the source store itself"):
             await migrate(source, same)
         assert (await same.table_counts())["turns"] == 1
+
+
+async def test_a_migration_between_schemas_of_one_database_is_not_refused(
+    pg_server: PostgresServer,
+) -> None:
+    """Two stores in one database, each in a schema of its own (a search_path in the
+    URL): their tables are apart, yet the store's id named the server and the database
+    only, and a migration from one into the other was refused as onto itself."""
+    url = pg_server.new_database()
+    for schema in ("tenant_a", "tenant_b"):
+        await anyio.run_process(
+            [str(pg_server.bin_dir / "psql"), "-X", "-q", "-c", f"CREATE SCHEMA {schema}", url]
+        )
+    async with (
+        await PostgresStorage.open(f"{url}?search_path=tenant_a") as source,
+        await PostgresStorage.open(f"{url}?search_path=tenant_b") as other,
+    ):
+        assert await source.commit_turn("default", factory_turn("main", "t0", at=1e6))
+        assert (await other.table_counts())["turns"] == 0  # the schemas are apart
+        assert await source.store_id() != await other.store_id()
+        done = await migrate(source, other)
+        assert done.counts == await other.table_counts()
+        assert (await other.table_counts())["turns"] == 1
