@@ -1185,8 +1185,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
         """Run the calls of one reply side by side: a model asks for several calls in one
         reply when they do not depend on each other (the API's parallel tool use), and
-        three 2-second lookups take 2 seconds, not 6. Frontmind's own tools take turns
-        (they read and add to the turn's effects, in the calls' order). The results, in
+        three 2-second lookups take 2 seconds, not 6 (with `[tools] parallel = false`,
+        one after another, in order). Frontmind's own tools take turns (they read and
+        add to the turn's effects, in the calls' order). The results, in
         the calls' order, and what changed become one user message, results first, so
         nothing sits between a tool_use and its result. Events come as they happen: each
         call's start, then each finish as it finishes."""
