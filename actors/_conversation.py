@@ -139,9 +139,10 @@ log = logging.getLogger("frontmind.conversation")
 
 INTERRUPTED = "interrupted: the process ended before the turn finished"
 # The token scale (`TokenScales`): measured on requests of at least this many
-# estimated tokens, never above the largest ratio of the API's count to the estimate
-# seen for any text (digits, punctuation: about 5), and after a request refused as too
-# long, a little over what it took, so the next request is not at the window's edge.
+# estimated tokens (a smaller one may only lower it), never above the largest ratio of
+# the API's count to the estimate seen for any text (digits, punctuation: about 5), and
+# after a request refused as too long, a little over what it took, so the next request
+# is not at the window's edge.
 SCALE_MIN_ESTIMATE = 4_000
 MAX_TOKEN_SCALE = 8.0
 TOO_LONG_MARGIN = 1.1
@@ -696,10 +697,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """Take the API's count of a turn's first request as the continuum's token scale.
         A small request says little (the API's own tool-use prompt and framing weigh
         more in it than the text): only one of `SCALE_MIN_ESTIMATE` tokens or more
-        counts."""
+        counts, or a smaller one that says less than the scale held (that overhead only
+        raises its ratio): else, once dense text that raised the scale left the window,
+        a small history never measured it again and prose was trimmed as dense."""
         estimate = self._sent_estimate(state, composed, start, tail)
-        if estimate >= SCALE_MIN_ESTIMATE:
-            self._deps.token_scales.set((self._user, self._id), counted / estimate)
+        if estimate <= 0:
+            return
+        key = (self._user, self._id)
+        measured = counted / estimate
+        if estimate >= SCALE_MIN_ESTIMATE or measured < self._deps.token_scales.get(key):
+            self._deps.token_scales.set(key, measured)
 
     def _learn_too_long(
         self,

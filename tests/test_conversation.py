@@ -979,3 +979,33 @@ async def test_a_trim_for_a_grown_system_prompt_is_told_to_the_manifest(tmp_path
     center = text_of(body["messages"][-2])
     assert center.startswith("NOTIFICATION CENTER")
     assert "no longer in context" in center
+
+
+async def test_a_continuums_scale_falls_once_its_dense_text_left_the_window(
+    tmp_path: Path,
+) -> None:
+    """The token scale is measured on requests of `SCALE_MIN_ESTIMATE` estimated tokens
+    or more. After a table's turn raised it and then left the window, a small history's
+    requests stayed under that size: the table's scale held for good, and prose was
+    trimmed as if it were as dense, keeping a fraction of what the budget holds. A small
+    request's count may lower the scale (its overhead only raises it)."""
+    rows = "\n".join(",".join(str(1000 + 37 * i + j) for j in range(8)) for i in range(60))
+    prose = "the river rose in spring and " * 10
+    clock = FakeClock()
+    cfg = config(history={"budget_tokens": 4000})
+    async with (
+        LocalMessagesAPI() as server,
+        frontmind(server, tmp_path, cfg=cfg, clock=clock) as fm,
+    ):
+        for continuum in ("plain", "table"):
+            if continuum == "table":
+                completed(await run_turn(fm, continuum, f"table:\n{rows}"))
+            for i in range(60):
+                clock.advance(60)
+                completed(await run_turn(fm, continuum, f"turn {i}: {prose}"))
+        bodies = server.message_bodies()
+    plain, table = bodies[:60], bodies[61:]
+    # Once the table has left the window (the first trim), the same prose is kept as
+    # long as in the continuum that never held it.
+    longest = max(len(b["messages"]) for b in plain[30:])
+    assert max(len(b["messages"]) for b in table[30:]) >= longest - 2, longest
