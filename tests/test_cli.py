@@ -338,9 +338,6 @@ async def test_user_mistakes_are_one_line_errors(tmp_path: Path) -> None:
         code, _, err = await run_cli("chat", *url, *extra, stdin=b"hi\n")
         assert code == 2
         assert said in err
-    code, _, err = await run_cli("stats", *url, "--config", "x.toml")
-    assert code == 2
-    assert "--config is for the data dir" in err
 
 
 async def test_a_port_out_of_range_is_refused_naming_where_it_came_from(

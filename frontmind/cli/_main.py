@@ -516,10 +516,12 @@ def _check_daemon_options(parser: argparse.ArgumentParser, args: argparse.Namesp
         # A command line is every local account's to read (`ps`) for as long as a chat
         # runs: the token may come from the environment instead, as `serve` takes it.
         args.token = os.environ.get("FRONTMIND_TOKEN") or None
-    # What a daemon decides itself: given with --url, it was ignored without a word.
-    if args.url and getattr(args, "offline", False):
+    # What a daemon decides itself: given to a chat with --url, it was ignored without a
+    # word. (`stats --url` still reads --config: its [[models]] rows price the jobs.)
+    chat = hasattr(args, "offline")
+    if chat and args.url and args.offline:
         parser.error("--offline is for an in-process chat: with --url, the daemon's model answers")
-    if args.url and getattr(args, "config", None) is not None:
+    if chat and args.url and args.config is not None:
         parser.error("--config is for the data dir: with --url, the daemon's own config holds")
     if not hasattr(args, "user"):
         return
