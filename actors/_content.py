@@ -192,7 +192,7 @@ def base64_problem(media: str, data: str) -> str | None:
         return "not valid base64"
     if not _is_a(media, raw):
         return f"the data is not {media}"
-    size = _image_size(media, raw)
+    size = image_size(media, raw)
     if size is not None and max(size) > MAX_IMAGE_EDGE:
         return (
             f"it is {size[0]} x {size[1]} pixels; the API takes at most {MAX_IMAGE_EDGE} on a side"
@@ -200,7 +200,7 @@ def base64_problem(media: str, data: str) -> str | None:
     return None
 
 
-def _image_size(media: str, raw: bytes) -> tuple[int, int] | None:
+def image_size(media: str, raw: bytes) -> tuple[int, int] | None:
     """An image's (width, height) as its header gives it (None: not an image, or a
     header this cannot read, which is left to the API)."""
     if media == "image/png" and raw[12:16] == b"IHDR" and len(raw) >= 24:

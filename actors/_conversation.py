@@ -80,6 +80,7 @@ from ._exceptions import (
 )
 from ._history import CompactHistory
 from ._history_cost import message_tokens
+from ._image_fit import fit_images
 from ._layout import (
     ModelRequest,
     ThinkingConfig,
@@ -831,6 +832,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             first = tail[0]
             tail = [Message("user", (TextBlock(notification), *first.content)), *tail[1:]]
             notification = ""
+        # Past 20 images a request takes none over 2000 px: those go as notes.
+        fitted = fit_images([*history, *tail])
+        history, tail = fitted[: len(history)], fitted[len(history) :]
         thinking = None
         if model.thinking == "enabled":
             thinking = ThinkingConfig("enabled", model.budget_tokens, model.thinking_display)

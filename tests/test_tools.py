@@ -33,10 +33,11 @@ from actors._tools import AddReminder, ToolRunner, tool_definitions
 from frontmind import ConfigError, Frontmind, TextDelta, ToolFinished, ToolStarted, Turn, tool
 from frontmind.config import load_config
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
-from storage import DEFAULT_USER, AddMemory, Effect, SQLiteStorage, ToolResultBlock
+from storage import DEFAULT_USER, AddMemory, Effect, RawBlock, SQLiteStorage, ToolResultBlock
 from tests._embedder import BlockedEmbedder, ConceptEmbedder
 from tests._factories import turn as turn_write
 from tests._harness import completed, config, frontmind, run_turn, tool_finishes
+from tests.test_localapi_models import png
 from tests.test_readme import example as readme_example
 
 pytestmark = pytest.mark.anyio
@@ -523,6 +524,41 @@ async def test_with_parallel_off_the_model_is_asked_for_one_call_and_calls_run_a
     assert overlaps == []
     assert [e.content for e in tool_finishes(ignored)] == ["wrote first", "wrote second"]
     assert completed(ignored).text == "Written again."
+
+
+async def test_a_wide_image_gives_way_in_a_request_of_more_than_twenty(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """Past 20 images a request takes none over 2000 px a side (docs: "Images and
+    vision"). A 2500 px screenshot, taken in when the conversation held few images,
+    made the request after a tool's 20 images a 400: the turn failed, and so did every
+    turn that added an image. The request now carries a note in its place; the stored
+    history keeps the image."""
+    api, responder = script
+
+    @tool
+    def screens() -> list[dict[str, Any]]:
+        """Twenty small screenshots."""
+        shot = {"type": "base64", "media_type": "image/png", "data": png(10, 10)}
+        return [{"type": "image", "source": shot} for _ in range(20)]
+
+    wide = {"type": "base64", "media_type": "image/png", "data": png(2500, 10)}
+    message: Any = [{"type": "image", "source": wide}, {"type": "text", "text": "my screen"}]
+    responder.push("Seen.", Reply((ReplyToolUse("screens", {}, "toolu_s"),)), "Twenty more seen.")
+    async with frontmind(api, tmp_path, tools=[screens]) as fm:
+        assert completed(await run_turn(fm, "c1", message)).text == "Seen."
+        done = completed(await run_turn(fm, "c1", "take twenty screenshots"))
+        history = await fm.history("c1")
+    assert done.text == "Twenty more seen."
+    first = api.message_bodies()[-1]["messages"][0]["content"]
+    assert first[0] == {
+        "type": "text",
+        "text": "[an image of 2500 x 10 px, left out of this request: a request of more "
+        "than 20 images takes none over 2000 px a side]",
+    }
+    stored = history[0].content[0]
+    assert isinstance(stored, RawBlock)
+    assert stored.kind == "image"
 
 
 async def test_every_call_of_a_reply_starts_before_any_finishes(
