@@ -80,6 +80,7 @@ from ._llm import (
     StreamStarted,
     StreamText,
     StreamThinking,
+    retry_after_seconds,
 )
 from ._markup import escape_field, escape_text, neutralize_frame
 from ._mcp import (
@@ -291,6 +292,7 @@ __all__ = [
     "prepare_embedder",
     "records_cost",
     "render_notification_center",
+    "retry_after_seconds",
     "row_from_facts",
     "server_tools",
     "shut_down_event",

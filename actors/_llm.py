@@ -447,10 +447,11 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """The seconds an API's answer says to wait: `retry-after-ms`, else `retry-after` in
-    seconds (RFC 9110 §10.2.3; its HTTP-date form, which the API does not send, is left
-    out), bounded to a day; None when it says nothing usable."""
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The seconds an HTTP answer says to wait (the API's 429/529, the daemon's 429/503):
+    `retry-after-ms`, else `retry-after` in seconds (RFC 9110 §10.2.3; its HTTP-date
+    form, which neither sends, is left out), bounded to a day; None when it says nothing
+    usable."""
     for name, unit in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         try:
             seconds = float(headers.get(name, "")) / unit
@@ -500,7 +501,7 @@ class AnthropicModel:
             )
         status = exc.status_code if isinstance(exc, anthropic.APIStatusError) else None
         wait = (
-            _retry_after(exc.response.headers)
+            retry_after_seconds(exc.response.headers)
             if isinstance(exc, anthropic.APIStatusError)
             else None
         )

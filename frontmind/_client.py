@@ -11,7 +11,6 @@ back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
@@ -32,6 +31,7 @@ from actors import (
     TurnError,
     TurnEvent,
     UserInput,
+    retry_after_seconds,
 )
 from storage import (
     ContinuumModel,
@@ -114,19 +114,11 @@ def _raise_for(response: httpx2.Response, body: bytes) -> None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
     if issubclass(cls, Busy):
         # The daemon's estimate rides in the header (in whole seconds), not the body.
-        retry_after = _retry_after(response.headers.get("retry-after"))
+        retry_after = retry_after_seconds(response.headers)
         turn_id = error.get("turn_id")
         turn_id = turn_id if isinstance(turn_id, str) else None
         raise cls(message, retry_after=retry_after, turn_id=turn_id)
     raise cls(message)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Retry-After's delay in seconds (RFC 9110 §10.2.3); None without one, or for the
-    HTTP-date form, which the daemon never sends."""
-    if value is None or not re.fullmatch(r"[0-9]{1,10}", value.strip()):
-        return None
-    return float(value)
 
 
 class _Closing:

@@ -25,6 +25,7 @@ from actors import (
     TurnCompleted,
     TurnStarted,
 )
+from actors._conversation import MAX_TOKEN_SCALE, TokenScales
 from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
 from frontmind import Frontmind, TurnStream
 from frontmind.localapi import (
@@ -430,6 +431,22 @@ async def test_a_history_of_dense_text_stays_within_the_window_the_api_counts(
             events = await run_turn(fm, "c1", f"table {i}:\n{rows}")
             outcomes.append("completed" if isinstance(events[-1], TurnCompleted) else "failed")
     assert outcomes == ["failed"] + ["completed"] * 5, outcomes
+
+
+def test_token_scales_are_bounded_and_forget_the_oldest() -> None:
+    """The process keeps a scale per continuum it measured: at most `limit` of them (the
+    least recently measured goes first), none above MAX_TOKEN_SCALE, and a scale of 1
+    or less is not kept (the estimate as it is)."""
+    scales = TokenScales(limit=2)
+    scales.set(("u", "a"), 2.0)
+    scales.set(("u", "b"), 50.0)
+    scales.set(("u", "a"), 3.0)  # measured again: now the most recent
+    scales.set(("u", "c"), 0.5)
+    assert scales.get(("u", "c")) == 1.0
+    scales.set(("u", "d"), 1.5)
+    assert [scales.get(("u", k)) for k in "abd"] == [3.0, 1.0, 1.5]
+    scales.set(("u", "a"), 40.0)
+    assert scales.get(("u", "a")) == MAX_TOKEN_SCALE
 
 
 async def test_a_pause_before_the_last_turn_does_not_trim_to_that_turn(

@@ -276,3 +276,15 @@ async def test_an_overloaded_model_says_when_to_retry(tmp_path: Path) -> None:
         # An error that says nothing of when: none.
         api.schedule(StatusFault(529))
         assert failed(await run_turn(fm, "c4", "hello")).retry_after is None
+
+
+def test_one_reading_of_retry_after_for_the_api_and_the_daemon() -> None:
+    """The API's answers and the daemon's are read by one function (the client's own
+    copy took whole seconds only): milliseconds first, then seconds, bounded to a day;
+    nothing usable (an HTTP date, a negative or endless value) is no wait."""
+    assert actors.retry_after_seconds({"retry-after": "7"}) == 7.0
+    assert actors.retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert actors.retry_after_seconds({"retry-after": "10000000"}) == 86_400.0
+    for bad in ("Wed, 21 Oct 2026 07:28:00 GMT", "-3", "inf", "nan", ""):
+        assert actors.retry_after_seconds({"retry-after": bad}) is None
+    assert actors.retry_after_seconds({}) is None
