@@ -91,6 +91,9 @@ class ModelRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     cache_read: float = CACHE_READ
     image_input: bool = True
     pdf_input: bool = True
+    # Images and PDF pages one request may hold, the history's included ("Images and
+    # vision": 100 for a 200k-token window, 600 for the others).
+    max_media: int = 100
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()  # names, or "@group" in the file
     server_tools: frozenset[str] = frozenset(SERVER_TOOL_FAMILIES)  # types or families
@@ -164,6 +167,7 @@ class ModelPatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     cache_read: float | None = None
     image_input: bool | None = None
     pdf_input: bool | None = None
+    max_media: int | None = None
     context_management: frozenset[str] | None = None
     reads_thinking_of: frozenset[str] | None = None
     server_tools: frozenset[str] | None = None
@@ -351,7 +355,7 @@ def apply_patches(
 
 
 def _check_row(row: ModelRow, where: str) -> None:
-    for field in ("context_window", "max_output", "min_cacheable"):
+    for field in ("context_window", "max_output", "min_cacheable", "max_media"):
         if getattr(row, field) < 0 or (field != "min_cacheable" and getattr(row, field) == 0):
             raise SettingsError(f"{where}.{field}: must be greater than 0")
     if row.max_output > row.context_window:

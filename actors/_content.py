@@ -9,7 +9,8 @@ Limits, from the API documentation (late 2026):
 - Images: base64, URL or Files API sources; JPEG, PNG, GIF or WebP; at most 5 MB each
   ("Images and vision", https://platform.claude.com/docs/en/build-with-claude/vision:
   the API refuses larger images); at most 100 images per request for 200K-window models
-  (600 for the others): Frontmind holds each message to 100.
+  (600 for the others): Frontmind holds each message to 100, and a request's whole
+  history to the model's count and size (`_media_fit.py`).
 - Documents: PDF (base64, URL or file) or plain text sources ("PDF support",
   https://platform.claude.com/docs/en/build-with-claude/pdf-support).
 - A request is at most 32 MB on the standard endpoints ("Request size limits",

@@ -80,7 +80,6 @@ from ._exceptions import (
 )
 from ._history import CompactHistory
 from ._history_cost import message_tokens
-from ._image_fit import fit_images
 from ._layout import (
     ModelRequest,
     ThinkingConfig,
@@ -90,6 +89,7 @@ from ._layout import (
     tool_text,
 )
 from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
+from ._media_fit import fit_media
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
@@ -832,21 +832,34 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             first = tail[0]
             tail = [Message("user", (TextBlock(notification), *first.content)), *tail[1:]]
             notification = ""
-        # Past 20 images a request takes none over 2000 px: those go as notes.
-        fitted = fit_images([*history, *tail])
+        # What of the history's images and documents the request can carry (the API's
+        # count, size and many-image limits hold for the request, not for a message).
+        offered = self._deps.tools.offered() if tools is None else tools
+
+        def other_bytes() -> int:
+            system = sum(len(s.text.encode()) for s in composed.system)
+            return system + len(notification.encode()) + len(msgspec.json.encode(offered))
+
+        row = known_row(self._deps.models.catalog, model.name)
+        fitted = fit_media(
+            [*history, *tail],
+            current=len(history),
+            max_media=row.max_media,
+            other_bytes=other_bytes,
+        )
         history, tail = fitted[: len(history)], fitted[len(history) :]
         thinking = None
         if model.thinking == "enabled":
             thinking = ThinkingConfig("enabled", model.budget_tokens, model.thinking_display)
         elif model.thinking == "adaptive":
             thinking = ThinkingConfig("adaptive", display=model.thinking_display)
-        elif known_row(self._deps.models.catalog, model.name).thinking_default == "on":
+        elif row.thinking_default == "on":
             # Off on a model that thinks unless told: say so (omitting it would think).
             thinking = ThinkingConfig("disabled")
         return build_request(
             model=model.name,
             max_tokens=model.max_tokens,
-            tools=self._deps.tools.offered() if tools is None else tools,
+            tools=offered,
             system=composed.system,
             history=history,
             boundary=previous_boundary(history),

@@ -15,7 +15,7 @@ from storage import Message, RawBlock, TextBlock, ToolUseBlock
 
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 
-__all__ = ["IMAGE_TOKENS", "PDF_PAGE_TOKENS", "message_tokens"]
+__all__ = ["IMAGE_TOKENS", "PDF_PAGE_TOKENS", "document_pages", "message_tokens"]
 
 # Estimated cost of an image: about 1,600 tokens at the largest size the API keeps
 # unscaled ("Images and vision": tokens = width × height / 750).
@@ -29,27 +29,34 @@ PDF_PAGE_TOKENS = 3000
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
-def _binary_tokens(block: Any) -> int | None:
-    """The estimate of an image or PDF block (decoded JSON), else None. A document by
-    URL or file id is at least one page (its pages are not known here); the local API
-    counts it so too."""
-    if not isinstance(block, dict):
+def document_pages(block: Any) -> int | None:
+    """The PDF pages of a document block (decoded JSON), else None (no PDF). A document
+    by URL or file id is at least one page (its pages are not known here); the local
+    API counts it so too."""
+    if not isinstance(block, dict) or block.get("type") != "document":
         return None
-    kind = block.get("type")
-    if kind == "image":
-        return IMAGE_TOKENS
     source = block.get("source")
-    if kind != "document" or not isinstance(source, dict):
+    if not isinstance(source, dict):
         return None
     if source.get("type") in ("url", "file"):
-        return PDF_PAGE_TOKENS
+        return 1
     if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
         return None
     try:
         pdf = base64.b64decode(str(source.get("data", "")))
     except (binascii.Error, ValueError):
         return None
-    return max(1, len(_PDF_PAGE.findall(pdf))) * PDF_PAGE_TOKENS
+    return max(1, len(_PDF_PAGE.findall(pdf)))
+
+
+def _binary_tokens(block: Any) -> int | None:
+    """The estimate of an image or PDF block (decoded JSON), else None."""
+    if not isinstance(block, dict):
+        return None
+    if block.get("type") == "image":
+        return IMAGE_TOKENS
+    pages = document_pages(block)
+    return None if pages is None else pages * PDF_PAGE_TOKENS
 
 
 def _without_binaries(value: Any) -> tuple[Any, int]:

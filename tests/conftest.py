@@ -18,6 +18,7 @@ from typing import Any
 import anthropic
 import pytest
 
+from frontmind.localapi import LocalMessagesAPI, ScriptedResponder
 from tests._postgres import PostgresServer, pgvector_bin_dir, running_server
 
 
@@ -65,6 +66,14 @@ async def clients() -> AsyncIterator[Callable[..., anthropic.AsyncAnthropic]]:
 def client(api: Any, clients: Callable[..., anthropic.AsyncAnthropic]) -> anthropic.AsyncAnthropic:
     """An SDK client of the test module's own `api` fixture (a LocalMessagesAPI)."""
     return clients(api.base_url)
+
+
+@pytest.fixture
+async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
+    """The local server answering from a script: push the replies a test expects."""
+    responder = ScriptedResponder()
+    async with LocalMessagesAPI(responder=responder) as server:
+        yield server, responder
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

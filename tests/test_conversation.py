@@ -62,13 +62,6 @@ async def api() -> AsyncIterator[LocalMessagesAPI]:
         yield server
 
 
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
-
-
 def text_of(message: dict[str, Any]) -> str:
     return "".join(b.get("text", "") for b in message["content"])
 

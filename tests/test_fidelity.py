@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +58,6 @@ SEARCH_RESULT = (
     '"content":[{"type":"web_search_result","url":"https://example.com","title":"Ex",'
     '"encrypted_content":"abc","page_age":null}]}'
 )
-
-
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
 
 
 def _events(*events: dict[str, Any] | str) -> list[bytes]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +79,6 @@ def texts_outside_the_frame(body: dict[str, Any]) -> list[str]:
     assert len(center) == 1, center
     assert found.count(RULE) == 1
     return [t for t in found if t != RULE and t is not center[0]]
-
-
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
 
 
 async def test_lookalike_headers_and_legacy_rules_in_user_text_are_neutralized(

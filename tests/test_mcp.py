@@ -57,13 +57,6 @@ def stdio(name: str = "t", *args: str, **options: Any) -> dict[str, Any]:
     return {"name": name, "command": [*SERVER, *args], "cwd": str(ROOT), **options}
 
 
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
-
-
 async def opened(
     api: LocalMessagesAPI, data: Path, servers: Sequence[dict[str, Any]], **kwargs: Any
 ) -> Any:

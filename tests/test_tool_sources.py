@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +56,6 @@ PIXEL = base64.b64encode(
         "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
     )
 ).decode()
-
-
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
 
 
 # -- server tools ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -41,13 +41,6 @@ from tests.test_localapi_models import png
 from tests.test_readme import example as readme_example
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def script() -> AsyncIterator[tuple[LocalMessagesAPI, ScriptedResponder]]:
-    responder = ScriptedResponder()
-    async with LocalMessagesAPI(responder=responder) as server:
-        yield server, responder
 
 
 def schema(t: Tool[..., Any]) -> Any:

@@ -62,6 +62,7 @@ class ModelInfo:
     cache_read: float = 0.1
     image_input: bool = True
     pdf_input: bool = True
+    max_media: int = 100  # images and PDF pages a request may hold
     context_management: frozenset[str] = frozenset()
     reads_thinking_of: frozenset[str] = frozenset()
     server_tools: frozenset[str] = frozenset(SERVER_TOOL_FAMILIES)
@@ -126,6 +127,7 @@ def _info(
         cache_read=row.get("cache_read", 0.1),
         image_input=row.get("image_input", True),
         pdf_input=row.get("pdf_input", True),
+        max_media=row.get("max_media", 100),
         context_management=frozenset(row.get("context_management", [])),
         reads_thinking_of=frozenset(readers),
         server_tools=frozenset(tools),

@@ -19,7 +19,7 @@ import zlib
 from ._images import image_tokens
 from ._tokens import text_token_weight
 
-__all__ = ["PdfError", "pdf_tokens"]
+__all__ = ["PdfError", "pdf_pages", "pdf_tokens"]
 
 _PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _MEDIA_BOX = re.compile(rb"/MediaBox\s*\[\s*([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s*\]")
@@ -71,3 +71,8 @@ def pdf_tokens(encoded: str) -> float:
     width, height = _page_size(data)
     page_image = image_tokens(round(width * _RENDER_DPI_SCALE), round(height * _RENDER_DPI_SCALE))
     return pages * page_image + text_token_weight(_shown_text(data))
+
+
+def pdf_pages(encoded: str) -> int:
+    """Pages of a base64 PDF, as a request's media count takes them (at least one)."""
+    return max(len(_PAGE.findall(_decode(encoded))), 1)

@@ -10,7 +10,7 @@ import msgspec
 
 from ._images import MAX_EDGE_MANY, ImageError, decode_image, max_edge
 from ._models import MODELS, ModelInfo
-from ._pdf import PdfError, pdf_tokens
+from ._pdf import PdfError, pdf_pages, pdf_tokens
 from ._schema import (
     ASSISTANT_BLOCKS,
     BETA_BLOCKS,
@@ -285,6 +285,37 @@ def _images_in(block: Block) -> int:
     if isinstance(block, ToolResultBlock) and isinstance(block.content, list):
         return sum(isinstance(part, ImageBlock) for part in block.content)
     return 0
+
+
+def _pages_in(block: Block | ToolReferenceBlock) -> int:
+    """A block's PDF pages as the media count takes them: a base64 PDF's pages; one for
+    a PDF by URL or file (its pages are not read here)."""
+    if isinstance(block, ToolResultBlock) and isinstance(block.content, list):
+        return sum(_pages_in(part) for part in block.content)
+    if not isinstance(block, DocumentBlock):
+        return 0
+    source = block.source
+    if source.get("type") in ("url", "file"):
+        return 1
+    if source.get("type") != "base64" or source.get("media_type") != "application/pdf":
+        return 0
+    try:
+        return pdf_pages(str(source.get("data")))
+    except PdfError:
+        return 0  # refused as it is checked
+
+
+def _check_media(messages: list[MessageParam], images: int, model: ModelInfo) -> None:
+    """Docs: vision, "General limits": 100 images a request for a model of a 200k-token
+    window, 600 for the others (`max_media` in models.toml). The live 400 counts a PDF's
+    pages with the images: "Too much media: 0 document pages + 103 images > 100"
+    (reported in anthropics/claude-code#3397 and #19822)."""
+    pages = sum(_pages_in(block) for message in messages for block in blocks_of(message))
+    if images + pages > model.max_media:
+        raise ApiError(
+            400,
+            f"Too much media: {pages} document pages + {images} images > {model.max_media}",
+        )
 
 
 def _type_of(block: Block | ToolReferenceBlock) -> str:
@@ -606,6 +637,8 @@ def validate(
             if type(block) is TextBlock and _text_passes(block.text):
                 continue  # most of a history (text has no rule of role or beta to check)
             _check_block(block, message.role, f"messages.{i}.content.{j}", images, beta)
+    if images or DocumentBlock in kinds or ToolResultBlock in kinds:
+        _check_media(messages, images, model)
     _check_system_messages(messages, model)
     if ToolUseBlock in kinds or ToolResultBlock in kinds:
         _check_tool_pairs(messages)
