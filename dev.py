@@ -78,7 +78,7 @@ def main() -> None:
         # wait on child processes and sockets, so 2 processes take some 60% of one's time
         # on 2 cores. The tests that flood a daemon to measure its fairness share the group
         # "floods": one process runs them, one after another. A `-n` given after `test`
-        # comes later, and wins (`-n 0`: one process).
+        # comes later, and wins (`-n 0`: one process; `-p no:xdist`: pytest alone).
         workers = str(max(1, min(4, os.cpu_count() or 1)))
         spread = ["-n", workers, "--dist", "loadgroup"]
         if "--quick" in options:
@@ -89,7 +89,9 @@ def main() -> None:
                 f"(python3 dev.py test runs them all); {workers} test processes",
                 flush=True,
             )
-        options = [*spread, *options]
+        # Without the plugin (`-p no:xdist`) there is no `-n` to give.
+        if "no:xdist" not in options:
+            options = [*spread, *options]
         run(VENV / "bin" / "ruff", "check", ".")
         run(VENV / "bin" / "ruff", "format", "--check", ".")
         run(VENV / "bin" / "mypy")
