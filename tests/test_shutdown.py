@@ -182,3 +182,22 @@ async def test_a_second_signal_exits_at_once_with_turns_cancelled_cleanly(tmp_pa
     turns, roles = await records_after_restart(tmp_path)
     assert [t["status"] for t in turns] == ["cancelled"]
     assert roles == []
+
+
+async def test_a_hangup_stops_the_daemon_gracefully(tmp_path: Path) -> None:
+    """SIGHUP (the terminal of a `frontmind serve` closed) killed the daemon at once:
+    its running turn was left recorded as interrupted. It is a graceful stop now."""
+    configure(tmp_path, "[offline]\ntime_to_first_token_s = 1.0\ntokens_per_second = 200\n")
+    async with daemon(tmp_path) as d, d.client() as client:
+        events: list[tuple[str, Any]] = []
+        running = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collect, client, "first", events, running)
+            await running.wait()
+            d.process.send_signal(signal.SIGHUP)
+        assert events[-1][0] == "turn.completed", "the running turn finishes within the grace"
+        with anyio.fail_after(30):
+            assert await d.process.wait() == 0
+    turns, roles = await records_after_restart(tmp_path)
+    assert [(t["status"], t["user_text"]) for t in turns] == [("completed", "first")]
+    assert roles == ["user", "assistant"]

@@ -2,7 +2,7 @@
 
 Errors are `{"error": {"type": ..., "message": ...}}` with a fitting status. Bad input
 never changes what is stored, and the daemon keeps serving. A client that disconnects
-mid-stream cancels its turn cleanly. SIGTERM/SIGINT: stop accepting, let running turns
+mid-stream cancels its turn cleanly. SIGTERM/SIGINT/SIGHUP: stop accepting, let running turns
 finish within the grace period (then cancel them cleanly), exit 0. The routes, bodies
 and events are described at /openapi.json; both the routes and that description are
 built from one table, `ENDPOINTS` in frontmind/server/_routes.py.
@@ -62,6 +62,13 @@ from ._tracing import setup_tracing
 __all__ = ["TurnStreams", "build_app", "serve"]
 
 log = logging.getLogger("frontmind.daemon")
+# What stops the daemon gracefully. SIGHUP too: a `frontmind serve` in a terminal that
+# closes got it and died at once, leaving its running turns recorded as interrupted.
+STOP_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []),
+)
 access_log = logging.getLogger("frontmind.access")
 # nginx's status for a request whose client closed the connection before the answer.
 CLIENT_CLOSED = 499
@@ -252,7 +259,7 @@ async def serve(
     database: str | None = None,
     otel: bool = False,
 ) -> None:
-    """Run the daemon until SIGTERM or SIGINT, then shut down gracefully."""
+    """Run the daemon until SIGTERM, SIGINT or SIGHUP, then shut down gracefully."""
     config = load_config(config_file, data_dir)
     stop_tracing = setup_tracing(otel)  # --otel, or the standard OTEL_* variables
     try:
@@ -326,7 +333,7 @@ async def _serve(
             body_min_rate=config.server.body_min_rate,
             body_grace_seconds=config.server.body_grace_s,
         )
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async with serve_app(
                 app,
                 host,
