@@ -11,6 +11,8 @@ array, the first part of every cached prefix, is byte-identical on every turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -344,10 +346,10 @@ class Tool(Generic[P, R]):
 # running after their turn gave up on them, the tool is refused at once, for the model to
 # hear, until one of them returns.
 MAX_STRAGGLERS = 8
-# The worker threads the users' sync tools may hold at once in a process, apart from
-# anyio's default 40 that the storage's own thread work takes (the SQLite vector cache's
-# first pass, a backup's copy): a reply of fifty slow calls waits for these, not the
-# recall of every other turn for a thread.
+# The threads the users' sync tools may hold at once in a process (threads of their own,
+# apart from anyio's default 40 worker threads that the storage's own thread work takes:
+# the SQLite vector cache's first pass, a backup's copy): a reply of fifty slow calls
+# waits for these, not the recall of every other turn for a thread.
 TOOL_THREADS = 32
 _LIMITERS: weakref.WeakKeyDictionary[object, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
 
@@ -359,6 +361,36 @@ def _tool_threads() -> anyio.CapacityLimiter:
     if limiter is None:
         limiter = _LIMITERS[loop] = anyio.CapacityLimiter(TOOL_THREADS)
     return limiter
+
+
+async def _in_daemon_thread(call: Callable[[], Any]) -> Any:
+    """`call()` in a daemon thread of its own, with the caller's context (the turn id
+    its log lines carry); a cancel stops the waiting, not the thread. Not anyio's worker
+    threads: the interpreter joins those at exit, so one tool call that never returns
+    kept a shut-down daemon (or any program embedding Frontmind) from exiting at all."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if answer.done():  # its caller stopped waiting: nobody reads it
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)
+
+    def work() -> None:
+        result, error = None, None
+        try:
+            result = context.run(call)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who re-raises it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="frontmind tool", daemon=True).start()
+    return await answer
 
 
 class ThreadCalls:
@@ -388,9 +420,8 @@ class ThreadCalls:
                         self._changed.notify_all()
 
         try:
-            return await anyio.to_thread.run_sync(
-                tracked, abandon_on_cancel=True, limiter=_tool_threads()
-            )
+            async with _tool_threads():  # released when its caller leaves, as anyio's was
+                return await _in_daemon_thread(tracked)
         except anyio.get_cancelled_exc_class():
             with self._changed:
                 # Only a call whose thread runs it is a straggler: one cancelled while it

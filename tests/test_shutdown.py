@@ -12,7 +12,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests._daemon import Daemon, daemon, sse_events
+from tests._daemon import Daemon, daemon, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -201,3 +201,29 @@ async def test_a_hangup_stops_the_daemon_gracefully(tmp_path: Path) -> None:
     turns, roles = await records_after_restart(tmp_path)
     assert [(t["status"], t["user_text"]) for t in turns] == [("completed", "first")]
     assert roles == ["user", "assistant"]
+
+
+async def test_a_sync_tool_that_never_returns_does_not_keep_the_daemon_from_exiting(
+    tmp_path: Path,
+) -> None:
+    """A sync tool past its timeout runs on in its thread, and a hung one never ends: that
+    thread was one the interpreter joins at exit, so after SIGTERM the daemon shut down
+    its turns and store and then hung for as long as the tool did (for ever), where its
+    operator was told it exits 0."""
+    configure(tmp_path, '[[tool]]\nuse = "stuck_tools:stuck"\ntimeout_s = 1\n')
+    (tmp_path / "stuck_tools.py").write_text(
+        "import threading\n\n\n"
+        "def stuck(what: str) -> str:\n"
+        '    """Waits for something that never happens."""\n'
+        "    threading.Event().wait()\n"
+        '    return "never"\n'
+    )
+    async with daemon(tmp_path) as d, d.client() as client:
+        events = await turn(client, "alice", "use the stuck tool with what x")
+        finished = [data for name, data in events if name == "tool.finished"]
+        assert finished, events
+        assert finished[0]["is_error"], finished
+        assert events[-1][0] == "turn.completed"
+        d.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await d.process.wait() == 0
