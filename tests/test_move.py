@@ -447,3 +447,21 @@ async def test_a_migration_between_schemas_of_one_database_is_not_refused(
         done = await migrate(source, other)
         assert done.counts == await other.table_counts()
         assert (await other.table_counts())["turns"] == 1
+
+
+async def test_a_migration_with_no_rows_a_batch_is_refused_before_any_store_is_made(
+    tmp_path: Path,
+) -> None:
+    """`--batch 0` (or a negative one) was refused only once the migration began: the
+    target's store (a data directory and its database, or a PostgreSQL database's schema)
+    was made by then, so a command that copied nothing left an empty store behind."""
+    source, target = tmp_path / "a", tmp_path / "b"
+    async with await SQLiteStorage.open(source / "frontmind.db") as store:
+        assert await store.commit_turn("default", factory_turn("main", "s0", at=1e6))
+    for rows in ("0", "-5"):
+        code, _, err = await run_cli(
+            "migrate", "--to", str(target), "--batch", rows, "--data-dir", str(source)
+        )
+        assert code == 2, err
+        assert f"--batch: a batch is at least 1 row, not {rows}" in err, err
+        assert not target.exists(), sorted(p.name for p in target.iterdir())

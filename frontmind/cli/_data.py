@@ -332,6 +332,18 @@ def cmd_backup(args: argparse.Namespace) -> None:
     anyio.run(main)
 
 
+def _batch_rows(text: str) -> int:
+    """`--batch`, refused as the command line is read: refused later, by the migration
+    itself, the target's store had been made by then, and was left behind empty."""
+    try:
+        rows = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a batch is a number of rows, not {text!r}") from None
+    if rows < 1:
+        raise argparse.ArgumentTypeError(f"a batch is at least 1 row, not {rows}")
+    return rows
+
+
 def add_data_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     options: Callable[[argparse.ArgumentParser], None],
@@ -356,7 +368,7 @@ def add_data_commands(
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=_batch_rows,
         default=500,
         metavar="ROWS",
         help="rows copied per transaction in the target (default 500)",
