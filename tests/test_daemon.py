@@ -180,19 +180,33 @@ async def test_non_loopback_needs_a_token(tmp_path: Path) -> None:
         assert way in err
     assert "Traceback" not in err
     async with daemon(tmp_path, "--host", "0.0.0.0", "--token", "s3cret") as d:
-        url = d.url.replace("0.0.0.0", "127.0.0.1")
-        async with d.client(base_url=url) as anonymous:
+        async with d.client() as anonymous:
             assert (await anonymous.get("/v1/reminders")).status_code == 401
             assert (await anonymous.get("/healthz")).status_code == 200
-        async with d.client(base_url=url, headers={"authorization": "Bearer wrong"}) as wrong:
+        async with d.client(headers={"authorization": "Bearer wrong"}) as wrong:
             response = await wrong.get("/v1/reminders")
             assert response.status_code == 401
             assert response.json()["error"]["type"] == "unauthorized"
-        async with d.client(base_url=url, headers={"authorization": "Bearer s3cret"}) as ok:
+        async with d.client(headers={"authorization": "Bearer s3cret"}) as ok:
             assert (await ok.get("/v1/reminders")).status_code == 200
             assert (await turn(ok, "c", "hi"))[-1][0] == "turn.completed"
         assert await d.stop() == 0
         assert b"s3cret" not in await d.read_stderr(), "the token is never logged"
+
+
+async def test_bound_to_every_address_it_prints_a_url_its_own_edge_takes(
+    tmp_path: Path,
+) -> None:
+    """Bound to 0.0.0.0 the daemon printed http://0.0.0.0:PORT (and the console at it),
+    and every request to that URL was refused 403 by its own Host check (0.0.0.0 is no
+    address a connection comes in on): a script reading the first line, as the README
+    says scripts do, and an operator opening the printed console, got nothing but 403."""
+    async with daemon(tmp_path, "--host", "0.0.0.0", "--token", "s3cret") as d:
+        async with d.client(headers={"authorization": "Bearer s3cret"}) as ok:
+            assert (await ok.get("/v1/reminders")).status_code == 200
+            assert (await ok.get("/ui/")).status_code == 200
+        assert d.url.startswith("http://127.0.0.1:"), d.url  # this machine's way in
+        assert await d.stop() == 0
 
 
 async def test_client_disconnect_cancels_the_turn(tmp_path: Path) -> None:

@@ -91,6 +91,15 @@ def is_loopback(host: str) -> bool:
 
 
 def format_url(host: str, port: int) -> str:
+    """The URL to reach a server bound to `host`. Bound to every address (0.0.0.0, ::),
+    it names the loopback one: the wildcard is no address a connection comes in on, so
+    the edge's Host check refused every request sent to http://0.0.0.0:PORT."""
+    try:
+        every = ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a name, as `localhost`
+        every = False
+    if every:
+        host = "::1" if ":" in host else "127.0.0.1"
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
