@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 from collections.abc import AsyncGenerator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -206,6 +207,25 @@ async def test_bound_to_every_address_it_prints_a_url_its_own_edge_takes(
             assert (await ok.get("/v1/reminders")).status_code == 200
             assert (await ok.get("/ui/")).status_code == 200
         assert d.url.startswith("http://127.0.0.1:"), d.url  # this machine's way in
+        assert await d.stop() == 0
+
+
+async def test_bound_by_name_the_name_it_prints_is_taken(tmp_path: Path) -> None:
+    """`--host NAME` (the machine's name, on a team's network) printed http://NAME:PORT,
+    and every request by that name was refused 403, as a DNS-rebinding attempt: only the
+    address the connection came in on passed the Host check, unless the operator also
+    listed the very name they bound by in server.allowed_hosts."""
+    name = socket.gethostname()
+    try:
+        await anyio.getaddrinfo(name, 0, type=socket.SOCK_STREAM)
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    async with daemon(tmp_path, "--host", name, "--token", "s3cret") as d:
+        assert d.url.startswith(f"http://{name}:"), d.url
+        async with d.client(headers={"authorization": "Bearer s3cret"}) as ok:
+            assert (await ok.get("/v1/reminders")).status_code == 200
+            forged = await ok.get("/v1/reminders", headers={"host": "rebound.example"})
+            assert forged.status_code == 403, forged.text  # another name: still refused
         assert await d.stop() == 0
 
 

@@ -17,6 +17,7 @@ as `default` with the admin's rights, and one with a user's token as that user.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import math
 import signal
@@ -326,7 +327,7 @@ async def _serve(
             token=token,
             streams=streams,
             access_log=access_log,
-            allowed_hosts=config.server.allowed_hosts,
+            allowed_hosts=with_bound_name(config.server.allowed_hosts, host),
             max_body_bytes=config.server.max_body_bytes,
             body_idle_seconds=config.server.body_timeout_s,
             body_deadline_seconds=config.server.body_deadline_s,
@@ -377,6 +378,17 @@ async def _serve(
                     with anyio.move_on_after(5):
                         await streams.wait_idle()
                     tg.cancel_scope.cancel()
+
+
+def with_bound_name(allowed: tuple[str, ...], host: str) -> tuple[str, ...]:
+    """The Host names the edge takes, with the name the daemon was bound by (`--host
+    vm.lan`): its operator chose it and the URL printed at start carries it, yet every
+    request by it was refused 403. A rebinding attacker's name is still no bound name."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:  # a name; `localhost` the edge already takes on the bound port
+        return allowed if host == "localhost" else (*allowed, host)
+    return allowed  # an address: the edge takes it as the connection's own
 
 
 def resolve_token(config: Config, given: str | None, token_file: Path | None) -> str | None:
