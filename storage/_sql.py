@@ -1748,7 +1748,8 @@ class SQLStore(ABC):
         `path` (which appears whole or not at all); its size in bytes. A PostgreSQL
         store is backed up with its own tools instead."""
         raise InvalidInput(
-            "a PostgreSQL store is backed up with pg_dump (the README's Backups shows how)"
+            "a PostgreSQL store is backed up with pg_dump (the README's"
+            ' "Moving, backing up, forgetting" shows how)'
         )
 
     # -- moving a store (export, import, migrate; the format is storage/_transfer.py) -----

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -22,7 +23,8 @@ from frontmind._frontmind import NoModel
 from frontmind.config import Config
 from storage import InvalidInput, SQLiteStorage
 from storage._migrations import SCHEMA_VERSION
-from tests._daemon import daemon, run_cli, turn
+from tests._daemon import ROOT, daemon, run_cli, turn
+from tests._postgres import PostgresServer
 from tests.test_forget import ADMIN, auth, fill, ok
 
 pytestmark = [pytest.mark.anyio]
@@ -338,3 +340,20 @@ async def test_a_backup_never_replaces_a_file_that_is_not_a_database(tmp_path: P
         assert await store.backup(empty) > 0  # nor does an earlier backup
     assert target.read_bytes() == b"someone's file"
     assert integrity(empty) == "ok"
+
+
+@pytest.mark.slow
+async def test_a_postgresql_store_is_sent_to_pg_dump_by_a_readme_section_that_exists(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """The refusal pointed at "the README's Backups", a section the README does not have
+    (its backups are under "Moving, backing up, forgetting"), so the operator it was
+    meant to guide searched for it in vain."""
+    url = pg_server.new_database()
+    code, _, err = await run_cli("backup", str(tmp_path / "b.db"), "--database", url)
+    assert code == 2, err
+    assert "pg_dump" in err, err
+    named = re.search(r'README\'s "([^"]+)"', err)
+    assert named is not None, err
+    readme = (ROOT / "README.md").read_text()
+    assert f"## {named.group(1)}\n" in readme, named.group(1)
