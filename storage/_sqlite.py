@@ -33,6 +33,8 @@ and dialect under it:
 from __future__ import annotations
 
 import errno
+import fcntl
+import glob
 import importlib
 import json
 import os
@@ -128,6 +130,28 @@ _VEC = _optional("sqlite_vec")
 DRIVER = _driver(_VEC)
 # Whether vector recall is available: sqlite-vec installed and loadable.
 VECTORS = _VEC is not None and hasattr(DRIVER.Connection, "enable_load_extension")
+
+
+def _clear_killed_backups(path: Path) -> None:
+    """Remove what backups to `path` that were killed mid-copy left beside it (kill -9, a
+    cron's `timeout`, a daemon that died): each a partial copy of every user's data, with
+    its journal, that nothing else would ever remove. A partial whose writer still runs
+    is locked by it (two backups to one path at once each write their own), and kept."""
+    for partial in path.parent.glob(f"{glob.escape(path.name)}.*.partial"):
+        try:
+            fd = os.open(partial, os.O_RDONLY)
+        except OSError:  # gone meanwhile (its backup finished), or not ours to read
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a backup in progress
+            os.close(fd)
+            continue
+        try:
+            for leftover in (partial, partial.with_name(f"{partial.name}-journal")):
+                leftover.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 def _vector_cache(path: Path, budget: int) -> VectorCache | None:
@@ -452,8 +476,12 @@ class SQLiteStorage(SQLStore):
             # daemon backed up through the API died of SIGBUS, or lost its writes).
             # A path this process cannot write fails here; the copy holds every user's
             # data (and token digests), so it is its owner's alone, as the store is.
-            partial.touch(mode=0o600, exist_ok=False)
+            _clear_killed_backups(path)
+            # Held while it is written: a later backup clears only a partial no live
+            # writer holds (the lock goes with a process that was killed).
+            held = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             try:
+                fcntl.flock(held, fcntl.LOCK_EX)
                 source = DRIVER.connect(str(self.path))
                 try:
                     target = DRIVER.connect(str(partial))
@@ -468,6 +496,7 @@ class SQLiteStorage(SQLStore):
                 os.replace(partial, path)
             finally:
                 partial.unlink(missing_ok=True)  # a failed copy leaves nothing beside
+                os.close(held)
             return path.stat().st_size
 
         try:

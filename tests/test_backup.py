@@ -5,6 +5,7 @@ its continuums."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -181,6 +182,26 @@ async def test_two_backups_to_one_path_at_once_both_succeed_whole(tmp_path: Path
     assert len(sizes) == 4
     assert all(size > 0 for size in sizes)
     assert sorted(n for n in os.listdir(tmp_path) if n.startswith("copy")) == ["copy.db"]
+    assert integrity(target) == "ok"
+
+
+async def test_a_backup_clears_what_a_killed_backup_left_beside_its_path(tmp_path: Path) -> None:
+    """A backup killed mid-copy (kill -9, a cron's `timeout`, a daemon that died) left its
+    partial copy (every user's data) and its journal beside the path for good: each one
+    more full-size copy in the backups' directory, which no later backup removed. One in
+    progress, whose writer still holds it, is left to finish."""
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        await store.add_user("alice", hashlib.sha256(b"a").hexdigest())
+        target = tmp_path / "copy.db"
+        killed = tmp_path / "copy.db.0badc0de.partial"
+        killed.write_bytes(b"SQLite format 3\x00" + bytes(4096))
+        (tmp_path / "copy.db.0badc0de.partial-journal").write_bytes(bytes(512))
+        running = tmp_path / "copy.db.5ca1ab1e.partial"
+        with running.open("wb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a backup in progress holds it
+            assert await store.backup(target) > 0
+            left = sorted(n for n in os.listdir(tmp_path) if n.startswith("copy"))
+    assert left == ["copy.db", running.name]
     assert integrity(target) == "ok"
 
 
