@@ -478,10 +478,15 @@ class SQLiteStorage(SQLStore):
             # data (and token digests), so it is its owner's alone, as the store is.
             _clear_killed_backups(path)
             # Held while it is written: a later backup clears only a partial no live
-            # writer holds (the lock goes with a process that was killed).
-            held = os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            # writer holds (the lock goes with a process that was killed). Locked before
+            # it is named a partial: created under its own name, another backup could
+            # find it between its creation and its lock, take it for a killed one's and
+            # remove it (two backups to one path at once: "disk I/O error").
+            claim = partial.with_name(f"{partial.name}.new")
+            held = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             try:
                 fcntl.flock(held, fcntl.LOCK_EX)
+                os.rename(claim, partial)
                 source = DRIVER.connect(str(self.path))
                 try:
                     target = DRIVER.connect(str(partial))
@@ -496,6 +501,7 @@ class SQLiteStorage(SQLStore):
                 os.replace(partial, path)
             finally:
                 partial.unlink(missing_ok=True)  # a failed copy leaves nothing beside
+                claim.unlink(missing_ok=True)
                 os.close(held)
             return path.stat().st_size
 
