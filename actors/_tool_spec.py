@@ -384,7 +384,9 @@ async def _in_daemon_thread(call: Callable[[], Any]) -> Any:
         result, error = None, None
         try:
             result = context.run(call)
-        except Exception as exc:  # noqa: BLE001 - handed to the caller, who re-raises it
+        # Whatever it raises (a SystemExit too) is handed to the caller, as anyio's
+        # worker threads do: a thread that ended unsettled would leave the call waiting.
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who re-raises it
             error = exc
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
             loop.call_soon_threadsafe(settle, result, error)
