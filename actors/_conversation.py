@@ -135,6 +135,44 @@ def _has_thinking(message: Message) -> bool:
     return any(isinstance(b, RawBlock) and b.kind in _THINKING for b in message.content)
 
 
+def _without_pending_server_uses(tail: list[Message]) -> tuple[list[Message], int]:
+    """The turn's messages without the server tool uses that have no result in the turn
+    (a result follows its use in the same reply, or in the continuation of a paused
+    one), and how many. A `pause_turn` reply may end in a use the server has not run
+    yet: sent back, the model goes on; but a turn that ends there (paused at the loop limit, cut at
+    max_tokens) would store it, and the API refuses such a use in any later request
+    ("`web_search` tool use with id ... was found without a corresponding
+    `web_search_tool_result` block"): every later turn failed."""
+    if not any(
+        isinstance(b, RawBlock) and b.kind == "server_tool_use" for m in tail for b in m.content
+    ):
+        return tail, 0
+    answered: set[object] = set()
+    for message in tail:
+        for block in message.content:
+            if isinstance(block, RawBlock) and block.kind.endswith("_tool_result"):
+                answered.add(msgspec.json.decode(block.json).get("tool_use_id"))
+    kept: list[Message] = []
+    left_out = 0
+    for message in tail:
+        blocks = tuple(
+            b
+            for b in message.content
+            if not (
+                isinstance(b, RawBlock)
+                and b.kind == "server_tool_use"
+                and msgspec.json.decode(b.json).get("id") not in answered
+            )
+        )
+        if len(blocks) != len(message.content):
+            left_out += len(message.content) - len(blocks)
+            if all(isinstance(b, RawBlock) and b.kind in _THINKING for b in blocks):
+                blocks = (*blocks, TextBlock("(no reply)"))  # a turn still needs a reply
+            message = msgspec.structs.replace(message, content=blocks)
+        kept.append(message)
+    return kept, left_out
+
+
 log = logging.getLogger("frontmind.conversation")
 
 
@@ -1118,6 +1156,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 async with aclosing(self._tool_round(uses, turn, tail, run.effects)) as steps:
                     async for step in steps:
                         yield step
+            tail, pending = _without_pending_server_uses(tail)
+            if pending:
+                run.warnings += (
+                    f"{pending} server tool call(s) the turn ended before the server ran were "
+                    "left out of the history (the API refuses a call without its result)",
+                )
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)

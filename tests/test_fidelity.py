@@ -694,6 +694,56 @@ async def test_a_paused_turn_is_continued_by_sending_the_reply_back(
         assert replayed[1] == _sent(api.requests[-2].body)[-1]
 
 
+def _search_use(n: int) -> dict[str, Any]:
+    return {
+        "type": "server_tool_use",
+        "id": f"srvtoolu_{n}",
+        "name": "web_search",
+        "input": {"query": f"cats {n}"},
+    }
+
+
+async def test_a_turn_ending_before_its_search_ran_leaves_later_turns_working(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A paused reply may end in a server tool's use the server has not run yet; sent
+    back as it is, the model goes on. A turn that ended there (still paused at the loop
+    limit, or cut at max_tokens) stored the use without its result, and the API refuses
+    that in any later request: every later turn of the continuum failed with a 400."""
+    api, responder = script
+    responder.push(
+        Reply(
+            (
+                ReplyText("Searching."),
+                ReplyRawBlock(_search_use(1)),
+                ReplyRawBlock(json.loads(SEARCH_RESULT)),
+            ),
+            stop_reason="pause_turn",
+        ),
+        Reply((ReplyText("More."), ReplyRawBlock(_search_use(2))), stop_reason="pause_turn"),
+        Reply((ReplyRawBlock(_search_use(3)),), stop_reason="max_tokens"),
+        "You are welcome.",
+        "Still here.",
+    )
+    cfg = config(tools={"max_iterations": 2})
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:
+        paused = completed(await run_turn(fm, "c1", "look it up"))
+        assert paused.stop_reason == "pause_turn"
+        cut = completed(await run_turn(fm, "c1", "and the next one"))
+        assert cut.stop_reason == "max_tokens"
+        assert completed(await run_turn(fm, "c1", "thanks")).text == "You are welcome."
+        history = await fm.history("c1")
+    async with frontmind(api, tmp_path, cfg=cfg) as fm:  # and from the store, reopened
+        assert completed(await run_turn(fm, "c1", "still there?")).text == "Still here."
+    kinds = [[b.kind for b in m.content if isinstance(b, RawBlock)] for m in history]
+    # The search that ran keeps its use and result; the ones that never ran are gone.
+    assert kinds[1:3] == [["server_tool_use", "web_search_tool_result"], []]
+    assert [b.text for b in history[2].content if isinstance(b, TextBlock)] == ["More."]
+    assert [m.role for m in history[3:5]] == ["user", "assistant"]
+    assert history[4].content == (TextBlock("(no reply)"),)
+    assert any("left out" in w for w in paused.warnings)
+
+
 async def test_the_system_message_channel_runs_turns_through_tool_loops(tmp_path: Path) -> None:
     cfg = config(model={"name": "claude-opus-4-8"}, composer={"channel": "system_message"})
     async with LocalMessagesAPI() as api, frontmind(api, tmp_path, cfg=cfg) as fm:

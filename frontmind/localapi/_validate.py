@@ -15,6 +15,7 @@ from ._schema import (
     ASSISTANT_BLOCKS,
     BETA_BLOCKS,
     BETA_ONLY_FIELDS,
+    SERVER_RESULT_BLOCKS,
     SERVER_TOOL_BLOCKS,
     USER_ONLY_BLOCKS,
     Block,
@@ -26,6 +27,7 @@ from ._schema import (
     MessageParam,
     MessagesRequest,
     RedactedThinkingBlock,
+    ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
     ToolReferenceBlock,
@@ -642,6 +644,8 @@ def validate(
     _check_system_messages(messages, model)
     if ToolUseBlock in kinds or ToolResultBlock in kinds:
         _check_tool_pairs(messages)
+    if ServerToolUseBlock in kinds:
+        _check_server_tool_pairs(messages)
     _check_tool_loop_thinking(messages, request, model)
     last = [m for m in messages if m.role != "system"][-1]
     # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
@@ -700,6 +704,34 @@ def _check_tool_pairs(messages: list[MessageParam]) -> None:
                     f"{block.tool_use_id}. Each `tool_result` block must have a corresponding "
                     "`tool_use` block in the previous message.",
                 )
+
+
+def _check_server_tool_pairs(messages: list[MessageParam]) -> None:
+    """A server tool's use has its result in the same assistant turn, except in the last
+    message: a `pause_turn` reply may end in a use the server has not run yet, sent back
+    as-is to continue. Anywhere else the live API refuses it (anthropics/anthropic-sdk-python
+    #961, gsd-build/gsd-2#2869: "messages.3: `web_search` tool use with id `srvtoolu_...`
+    was found without a corresponding `web_search_tool_result` block")."""
+    for i, message in enumerate(messages[:-1]):
+        if message.role != "assistant":
+            continue
+        blocks = blocks_of(message)
+        answered = {b.tool_use_id for b in blocks if isinstance(b, SERVER_RESULT_BLOCKS)}
+        for block in blocks:
+            if isinstance(block, ServerToolUseBlock) and block.id not in answered:
+                result = _SERVER_RESULT_NAMES.get(block.name, f"{block.name}_tool_result")
+                raise ApiError(
+                    400,
+                    f"messages.{i}: `{block.name}` tool use with id `{block.id}` was found "
+                    f"without a corresponding `{result}` block",
+                )
+
+
+# The result block of each server tool's use, where it is not `{name}_tool_result`.
+_SERVER_RESULT_NAMES = {
+    "tool_search_tool_regex": "tool_search_tool_result",
+    "tool_search_tool_bm25": "tool_search_tool_result",
+}
 
 
 def thinking_blocks(messages: list[MessageParam]) -> Iterator[tuple[str, ThinkingBlock]]:
