@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 import uuid
@@ -94,6 +95,7 @@ from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
 from ._observe import current_turn, failed, span, turn_span, usage_attributes
+from ._result_fit import fit_results
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
@@ -845,7 +847,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         start = await self._trim_point(state, composed)
         history = state.history.messages(start)
         readable, _ = self._readable(state, history, state.model.name)
-        return readable, start
+        return self._fitted(state, composed, start, readable), start
+
+    def _fitted(
+        self, state: _Loaded, composed: Composed | None, start: int | None, history: list[Message]
+    ) -> list[Message]:
+        """The history a request sends within its budget. Trimming keeps at least the
+        newest turn, which alone may be over it (a tool loop read near the window's
+        edge, a switch to a model of a smaller window): then its oldest tool results go
+        as notes (`_result_fit.py`), or every later request was too long."""
+        scale = self._deps.token_scales.get((self._user, self._id))
+        used = sum(tokens for seq, _, tokens in state.history.entries() if seq >= (start or 0))
+        over = used - self._budget(state, composed) / scale
+        return history if over <= 0 else fit_results(history, math.ceil(over))
 
     def _request(
         self,
@@ -1083,7 +1097,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 composed = await self._compose(again)
                 run.compose_ms += composed.compose_ms
             run.sections = composed.sections
-            history, dropped = self._readable(state, state.history.messages(start), model.name)
+            readable, dropped = self._readable(state, state.history.messages(start), model.name)
+            history = self._fitted(state, composed, start, readable)
             new_start = start
             # The tools array, fixed for the whole turn (its tool loop included).
             tools = deps.tools.offered()
@@ -1121,7 +1136,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
-                    self._measure(state, composed, start, tail, done.usage.total_input)
+                    if history is readable:  # a fitted history is not what was estimated
+                        self._measure(state, composed, start, tail, done.usage.total_input)
                     run.cache_miss_reason = done.cache_miss_reason
                     if tools_changed:
                         written = done.usage.cache_creation_input_tokens

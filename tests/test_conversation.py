@@ -27,7 +27,7 @@ from actors import (
 )
 from actors._conversation import MAX_TOKEN_SCALE, TokenScales
 from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
-from frontmind import Frontmind, TurnStream
+from frontmind import Frontmind, TurnStream, tool
 from frontmind.localapi import (
     Latency,
     LocalMessagesAPI,
@@ -424,6 +424,52 @@ async def test_a_history_of_dense_text_stays_within_the_window_the_api_counts(
             events = await run_turn(fm, "c1", f"table {i}:\n{rows}")
             outcomes.append("completed" if isinstance(events[-1], TurnCompleted) else "failed")
     assert outcomes == ["failed"] + ["completed"] * 5, outcomes
+
+
+async def test_a_turn_larger_than_a_smaller_models_window_leaves_the_continuum_working(
+    tmp_path: Path,
+) -> None:
+    """Trimming keeps at least the newest turn. A tool loop of some 85,000 tokens on a
+    model of a 200k window, then the continuum switched to a model of a 60k window: that
+    turn alone was longer than the window, and every later turn was refused as too long,
+    for good. Its oldest tool results now go as notes in the request; the store keeps
+    them, and once a newer turn is stored, trimming leaves the large turn out."""
+    page = "The quick brown fox jumps over the lazy dog near the river bank. " * 1460
+
+    @tool(max_result_chars=100_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return page
+
+    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
+    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"},
+        models=[big, small],
+        history={"budget_tokens": 1_000_000},
+    )
+    responder = ScriptedResponder()
+    reads = (Reply((ReplyToolUse("read_file", {"name": f"f{i}"}, f"toolu_{i}"),)) for i in range(4))
+    responder.push(*reads, "Read them.", "Hello.", "Hello again.")
+    async with (
+        LocalMessagesAPI(responder=responder, models=[big, small]) as api,
+        frontmind(api, tmp_path, cfg=cfg, tools=[read_file]) as fm,
+    ):
+        assert completed(await run_turn(fm, "c1", "read the four files")).text == "Read them."
+        await fm.set_model_settings("c1", model="claude-haiku-4-5")
+        first = completed(await run_turn(fm, "c1", "hello"))
+        sent = api.message_bodies()[-1]["messages"]
+        assert completed(await run_turn(fm, "c1", "hello again")).text == "Hello again."
+        history = await fm.history("c1")
+    assert first.text == "Hello."
+    assert first.usage.total_input < 60_000
+    results = [b for m in sent for b in m["content"] if b["type"] == "tool_result"]
+    noted = [r for r in results if "left out of this request" in json.dumps(r["content"])]
+    assert len(results) == 4
+    assert 0 < len(noted) < 4
+    assert results[: len(noted)] == noted  # the oldest first
+    stored = [b for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+    assert [b.content for b in stored] == [page] * 4
 
 
 def test_token_scales_are_bounded_and_forget_the_oldest() -> None:
