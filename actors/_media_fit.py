@@ -20,6 +20,9 @@ So the messages a request sends are fitted here, never the stored ones:
 1. Over the count or the size, the oldest images and documents go as a text note saying
    so, in steps (a quarter of the count, `SIZE_STEP` of bytes) so that the cached prefix
    changes once a step, not on every turn; the message being answered keeps its own.
+   A server tool's result holding a fetched PDF (web fetch's) counts by its bytes; left
+   out, it stays the result its use needs, the document's base64 source a text one
+   holding the note.
 2. Then, in a request of more than 20 images, each base64 image over 2000 px a side (its
    size read from its header) goes as a note.
 A note is the same on every turn for the same block, so a cached prefix stays valid.
@@ -122,7 +125,7 @@ def _left_out(
     for piece in _pieces(messages):
         if units >= units_wanted and size >= bytes_wanted:
             break
-        if piece.message == current:
+        if piece.message == current or (piece.units == 0 and size >= bytes_wanted):
             continue
         chosen.add((piece.message, piece.block, piece.item))
         units += piece.units
@@ -140,6 +143,10 @@ def _pieces(messages: Sequence[Message]) -> Iterator[_Piece]:
             if isinstance(block, RawBlock) and block.kind in ("image", "document"):
                 units = 1 if block.kind == "image" else _units(block.json)
                 yield _Piece(i, j, -1, units, len(block.json))
+            elif isinstance(block, RawBlock) and _holds_fetched(block):
+                # A server tool's result holding a fetched PDF: its bytes, not a count
+                # (the media count is the API's to judge for it).
+                yield _Piece(i, j, -1, 0, len(block.json))
             elif isinstance(block, ToolResultBlock) and _units(block.content_json):
                 for k, item in enumerate(_items(block.content_json)):
                     kind = item.get("type") if isinstance(item, dict) else None
@@ -151,7 +158,12 @@ def _noted(message: Message, index: int, chosen: set[tuple[int, int, int]]) -> M
     in_results = {(m, b) for m, b, item in chosen if item >= 0}
     blocks: list[ContentBlock] = []
     for j, block in enumerate(message.content):
-        if (index, j, -1) in chosen and isinstance(block, RawBlock):
+        if (index, j, -1) in chosen and isinstance(block, RawBlock) and _holds_fetched(block):
+            # It stays a server tool's result (its use needs it): the fetched document
+            # keeps its place, its base64 source a text one saying it was left out.
+            kept = _fetched_noted(msgspec.json.decode(block.json))
+            blocks.append(RawBlock(block.kind, msgspec.json.encode(kept).decode()))
+        elif (index, j, -1) in chosen and isinstance(block, RawBlock):
             blocks.append(TextBlock(_left_out_note(msgspec.json.decode(block.json))))
         elif isinstance(block, ToolResultBlock) and (index, j) in in_results:
             items = _items(block.content_json)
@@ -165,6 +177,32 @@ def _noted(message: Message, index: int, chosen: set[tuple[int, int, int]]) -> M
         else:
             blocks.append(block)
     return msgspec.structs.replace(message, content=tuple(blocks))
+
+
+def _holds_fetched(block: RawBlock) -> bool:
+    """A server tool's result (web fetch's) holding a base64 document: a fetched PDF."""
+    return (
+        block.kind.endswith("_tool_result")
+        and '"base64"' in block.json
+        and '"document"' in block.json
+    )
+
+
+def _fetched_noted(value: Any) -> Any:
+    """`value` with each base64 document in it given a text source holding the note."""
+    if isinstance(value, list):
+        return [_fetched_noted(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    source = value.get("source")
+    if (
+        value.get("type") == "document"
+        and isinstance(source, dict)
+        and source.get("type") == "base64"
+    ):
+        note = {"type": "text", "media_type": "text/plain", "data": _left_out_note(value)}
+        return {**value, "source": note}
+    return {key: _fetched_noted(item) for key, item in value.items()}
 
 
 def _left_out_note(block: Any) -> str:

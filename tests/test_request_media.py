@@ -6,6 +6,7 @@ keeps everything (actors/_media_fit.py)."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import struct
 import zlib
@@ -18,8 +19,9 @@ import pytest
 
 from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
-from storage import RawBlock
-from tests._harness import completed, config, frontmind, run_turn
+from storage import DEFAULT_USER, Message, RawBlock, TextBlock
+from tests._factories import turn as stored_turn
+from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests.test_localapi_models import image, png
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +130,68 @@ async def test_a_request_holds_at_most_the_models_images(
     # Each turn's last request (the tool's result answered): 20, 40 ... 100 images;
     # then 120, of which the oldest 25 (a quarter of 100) go as notes.
     assert counts == [(0, 20), (0, 40), (0, 60), (0, 80), (0, 100), (25, 95)]
+
+
+def fetched(n: int) -> tuple[RawBlock, RawBlock, TextBlock]:
+    """A web fetch of a PDF of one scanned page, as the API returns it: 4.8 MB of base64
+    inside the server tool's result."""
+    head = b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
+    page = b"3 0 obj\n<< /Type /Page /Parent 2 0 R >>\nendobj\n"
+    data = base64.b64encode(head + page + os.urandom(3_600_000) + b"\n%%EOF\n").decode()
+    use = {"type": "server_tool_use", "id": f"srvtoolu_{n}", "name": "web_fetch", "input": {}}
+    document = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+        "title": f"Report {n}",
+    }
+    result = {
+        "type": "web_fetch_tool_result",
+        "tool_use_id": f"srvtoolu_{n}",
+        "content": {
+            "type": "web_fetch_result",
+            "url": f"https://x.test/{n}.pdf",
+            "content": document,
+        },
+    }
+    return (
+        RawBlock("server_tool_use", json.dumps(use)),
+        RawBlock("web_fetch_tool_result", json.dumps(result)),
+        TextBlock(f"Read report {n}."),
+    )
+
+
+async def test_fetched_pdfs_past_the_request_size_go_as_notes(tmp_path: Path) -> None:
+    """Web fetch returns a PDF as base64 inside its result, which every later request
+    carries. Seven scanned reports made the request 413, and every later turn, for
+    good: the fit left out images and documents, never a server tool's result. The
+    oldest fetched documents now go with a text source holding the note."""
+    clock = FakeClock()
+    written: list[RawBlock] = []
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path, clock=clock) as fm:
+        for n in range(8):
+            reply = fetched(n)
+            written += [b for b in reply if isinstance(b, RawBlock)]
+            messages = (
+                Message("user", (TextBlock(f"read report {n}"),)),
+                Message("assistant", reply),
+            )
+            write = stored_turn("c1", f"t{n}", at=clock.now - 100 + n, messages=messages)
+            assert await fm.storage.commit_turn(DEFAULT_USER, write)
+        assert completed(await run_turn(fm, "c1", "which report was longest?")).text
+        size = len(api.state.requests[-1].body)
+        body = api.message_bodies()[-1]
+        history = await fm.history("c1")
+    assert size < 32_000_000
+    sources = [
+        block["content"]["content"]["source"]
+        for message in body["messages"]
+        for block in message["content"]
+        if block["type"] == "web_fetch_tool_result"
+    ]
+    assert [s["type"] for s in sources] == ["text"] * 2 + ["base64"] * 6
+    assert sources[0]["data"].startswith("[a document (Report 0) from earlier")
+    stored = [b for m in history for b in m.content if isinstance(b, RawBlock)]
+    assert stored == written  # the store keeps every byte
 
 
 async def test_the_local_api_counts_pdf_pages_with_images(

@@ -206,7 +206,31 @@ def block_weight(block: Any) -> float:
         return FRAMING["server_block"] + text_token_weight(block.file_id)
     # server tool results: what the API returned, as JSON (web search results, ...)
     content = msgspec.to_builtins(getattr(block, "content", None))
-    return FRAMING["server_block"] + text_token_weight(_json_text(content))
+    return FRAMING["server_block"] + _server_result_weight(content)
+
+
+def _server_result_weight(content: Any) -> float:
+    """A server tool's result as JSON, a document in it (web fetch's PDF: "PDF content
+    ... returned as base64-encoded data", https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-fetch-tool)
+    counted as a document block is, by its pages, never by the length of its base64."""
+    documents: list[float] = []
+
+    def without_documents(value: Any) -> Any:
+        if isinstance(value, list):
+            return [without_documents(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        source = value.get("source")
+        if value.get("type") == "document" and isinstance(source, dict):
+            try:
+                documents.append(_source_weight(msgspec.convert(value, DocumentBlock)))
+            except msgspec.ValidationError:
+                return value
+            return {key: item for key, item in value.items() if key != "source"}
+        return {key: without_documents(item) for key, item in value.items()}
+
+    rest = without_documents(content)
+    return text_token_weight(_json_text(rest)) + sum(documents)
 
 
 def block_tokens(block: Block) -> int:
