@@ -472,6 +472,43 @@ async def test_a_turn_larger_than_a_smaller_models_window_leaves_the_continuum_w
     assert [b.content for b in stored] == [page] * 4
 
 
+async def test_a_document_larger_than_a_smaller_models_window_leaves_the_continuum_working(
+    tmp_path: Path,
+) -> None:
+    """A message may carry a plain-text document of up to 30 MB: one of some 85,000
+    tokens read on a model of a 200k window, then the continuum switched to a model of
+    a 60k window, made every later request too long (trimming keeps the newest turn).
+    The document now goes as a note in the request; the store keeps it."""
+    page = "The quick brown fox jumps over the lazy dog near the river bank. " * 5800
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": page},
+        "title": "The manual",
+    }
+    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
+    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"},
+        models=[big, small],
+        history={"budget_tokens": 1_000_000},
+    )
+    async with (
+        LocalMessagesAPI(models=[big, small]) as api,
+        frontmind(api, tmp_path, cfg=cfg) as fm,
+    ):
+        message: Any = [document, {"type": "text", "text": "Read the manual."}]
+        completed(await run_turn(fm, "c1", message))
+        await fm.set_model_settings("c1", model="claude-haiku-4-5")
+        done = completed(await run_turn(fm, "c1", "hello"))
+        sent = api.message_bodies()[-1]["messages"]
+        history = await fm.history("c1")
+    assert done.usage.total_input < 60_000
+    assert sent[0]["content"][0]["type"] == "text"
+    assert sent[0]["content"][0]["text"].startswith("[a document (The manual), left out")
+    assert isinstance(history[0].content[0], RawBlock)
+    assert json.loads(history[0].content[0].json) == document
+
+
 def test_token_scales_are_bounded_and_forget_the_oldest() -> None:
     """The process keeps a scale per continuum it measured: at most `limit` of them (the
     least recently measured goes first), none above MAX_TOKEN_SCALE, and a scale of 1
