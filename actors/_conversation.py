@@ -960,8 +960,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # The system sections come from the composer as a turn gets them (they are stable
         # by design); an empty message surfaces no memories and starts no search.
         composed = await self._compose(self._turn("background", ""))  # the user's own
-        # As the next turn will send it (its thinking as that model reads it).
-        history, _ = self._readable(state, state.history.messages(), state.model.name)
+        # As the next turn will send it (its thinking as that model reads it, a turn over
+        # the budget fitted: as the turns send it, or it was too long on every try).
+        readable, _ = self._readable(state, state.history.messages(), state.model.name)
+        history = self._fitted(state, composed, None, readable)
         instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
         # This request's history breakpoint falls where the next turn's will, and a mark
         # at or before the highest cache hit writes nothing (prompt caching, "Mixing

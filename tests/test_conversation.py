@@ -509,6 +509,39 @@ async def test_a_document_larger_than_a_smaller_models_window_leaves_the_continu
     assert json.loads(history[0].content[0].json) == document
 
 
+async def test_the_summary_of_a_turn_larger_than_the_window_is_made(tmp_path: Path) -> None:
+    """A segment's summary rides the conversation's cache: it sends the history as the
+    next turn does. A turn larger than a smaller model's window went to the model whole
+    there (the turns fit it, the summary did not): the summary's request was too long
+    on every try, and the segment's summary and memories were never made."""
+    page = "The quick brown fox jumps over the lazy dog near the river bank. " * 4400
+
+    @tool(max_result_chars=400_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return page
+
+    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
+    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
+    cfg = config(
+        model={"name": "claude-sonnet-4-5"},
+        models=[big, small],
+        history={"budget_tokens": 1_000_000},
+    )
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(models=[big, small]) as api,
+        frontmind(api, tmp_path, cfg=cfg, tools=[read_file], clock=clock) as fm,
+    ):
+        completed(await run_turn(fm, "c1", "use the read_file tool for name manual"))
+        await fm.set_model_settings("c1", model="claude-haiku-4-5")
+        clock.advance(3600)  # the pause closes the segment: its summary is due
+        completed(await run_turn(fm, "c1", "hello"))
+        await fm.run_background()
+        (job,) = await fm.jobs("c1")
+    assert job.state == "done", job.last_error
+
+
 def test_token_scales_are_bounded_and_forget_the_oldest() -> None:
     """The process keeps a scale per continuum it measured: at most `limit` of them (the
     least recently measured goes first), none above MAX_TOKEN_SCALE, and a scale of 1
