@@ -756,16 +756,18 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         start: int | None,
         tail: Sequence[Message],
         refusal: ModelRejected,
-    ) -> None:
+    ) -> bool:
         """A request the API refused as longer than the window: the scale its count
-        says, a little over, so the next turn trims to fit (else every turn of the
-        continuum was refused so from then on)."""
+        says, a little over, so the request trims to fit (else every turn of the
+        continuum was refused so from then on). Whether it was such a refusal."""
         found = _TOO_LONG.search(str(refusal))
         estimate = self._sent_estimate(state, composed, start, tail)
-        if found is not None and estimate > 0:
-            wanted = int(found[1]) / estimate * TOO_LONG_MARGIN
-            key = (self._user, self._id)
-            self._deps.token_scales.set(key, max(self._deps.token_scales.get(key), wanted))
+        if found is None or estimate <= 0:
+            return False
+        wanted = int(found[1]) / estimate * TOO_LONG_MARGIN
+        key = (self._user, self._id)
+        self._deps.token_scales.set(key, max(self._deps.token_scales.get(key), wanted))
+        return True
 
     def _budget(self, state: _Loaded, composed: Composed | None) -> int:
         """The history's token budget: the configured one, within what the model's window
@@ -1112,6 +1114,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
+            refitted = False
             while True:
                 run.calls += 1
                 request = self._request(
@@ -1133,8 +1136,28 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             else:
                                 yield event
                 except ModelRejected as refusal:
-                    self._learn_too_long(state, composed, start, tail, refusal)
-                    raise
+                    too_long = self._learn_too_long(state, composed, start, tail, refusal)
+                    if not too_long or refitted or run.calls > 1 or run.text:
+                        raise
+                    # The first call, refused as longer than the window (a process that
+                    # restarted has forgotten the continuum's token scale): trimmed and
+                    # fitted again on the API's count, it is sent once more rather than
+                    # fail the turn.
+                    refitted = True
+                    narrower = await self._trim_point(state, composed)
+                    if narrower is not None and (start is None or narrower > start):
+                        start = new_start = narrower
+                        # Composed again, as for a grown prompt: the manifest marks the trim.
+                        turn = msgspec.structs.replace(turn, history_start=start)
+                        again = msgspec.structs.replace(turn, preview=True)
+                        composed = state.last_composed = await self._compose(again)
+                        run.compose_ms += composed.compose_ms
+                    elif self._fitted(state, composed, start, readable) is readable:
+                        raise  # nothing more to leave out
+                    readable, _ = self._readable(state, state.history.messages(start), model.name)
+                    history = self._fitted(state, composed, start, readable)
+                    run.calls = 0
+                    continue
                 assert done is not None
                 run.call_usage.append(done.usage)
                 if run.calls == 1:
