@@ -29,6 +29,7 @@ from ._validation import (
     check_importance,
     check_text,
     check_vector,
+    storable,
     to_epoch,
 )
 
@@ -55,13 +56,16 @@ SEGMENT_TITLE_CHARS = 60
 
 
 def searchable_text(content: tuple[ContentBlock, ...]) -> str:
+    """A message's text for search. The model's text is stored as it came (it replays
+    byte for byte) and may hold a NUL, which PostgreSQL's text refuses (the turn failed
+    at its commit): here it is U+FFFD."""
     parts: list[str] = []
     for block in content:
         if isinstance(block, TextBlock):
             parts.append(block.text)
         elif isinstance(block, ToolResultBlock):
             parts.append(block.content)
-    return "\n".join(parts)
+    return storable("\n".join(parts))
 
 
 def segment_title(user_text: str) -> str:

@@ -347,6 +347,21 @@ async def test_message_search_scoped_to_a_continuum(store: Store) -> None:
     assert [h.text for h in only_a] == ["the launch date is friday"]
 
 
+async def test_a_reply_holding_a_nul_is_stored_as_it_came(store: Store) -> None:
+    """The model's text goes to the store as it came (it replays byte for byte), and it
+    may hold a NUL (U+0000), which PostgreSQL's text refuses: the message's search text
+    took it as it was, and the turn failed at its commit ("invalid byte sequence for
+    encoding UTF8: 0x00"), its reply lost. The search text takes U+FFFD in its place;
+    the content keeps the NUL."""
+    reply = TextBlock("the byte is \x00 here, said plainly")
+    messages = (Message("user", (TextBlock("what byte?"),)), Message("assistant", (reply,)))
+    assert await store.commit_turn(DEFAULT_USER, turn("c1", "t1", messages=messages))
+    history = await store.history(DEFAULT_USER, "c1")
+    assert history[1].content == (reply,)
+    (hit,) = await store.search_messages(DEFAULT_USER, "plainly")
+    assert hit.text == "the byte is \ufffd here, said plainly"
+
+
 # -- reminders --------------------------------------------------------------------------------
 
 
