@@ -16,7 +16,15 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from storage import MAX_MEMORY_CHARS, Memory, MemoryProposal, Message, Storage
+from storage import (
+    MAX_MEMORY_CHARS,
+    Memory,
+    MemoryProposal,
+    Message,
+    Storage,
+    storable,
+    visible,
+)
 
 __all__ = [
     "SUMMARY_MARKER",
@@ -100,14 +108,17 @@ def parse_digest(text: str) -> DigestReply:
         reply = _decoder.decode(text[start : end + 1])
     except msgspec.DecodeError as exc:
         raise DigestError(f"the summary reply is not the expected JSON: {exc}") from None
-    title = " ".join(reply.title.split())[:120]
-    summary = reply.summary.strip()[:4000]
-    if not title or not summary:
+    # The model's words, held to what the store takes (a NUL or a lone surrogate becomes
+    # U+FFFD; a memory of nothing visible is left out): one it would refuse failed the
+    # whole job on every try, the segment's summary and every memory with it.
+    title = storable(" ".join(reply.title.split())[:120])
+    summary = storable(reply.summary.strip()[:4000])
+    if not visible(title) or not visible(summary):
         raise DigestError("the summary reply has an empty title or summary")
     memories = tuple(
-        ProposedMemory(" ".join(m.text.split())[:MAX_MEMORY_CHARS], min(max(m.importance, 0), 1))
+        ProposedMemory(text, min(max(m.importance, 0), 1))
         for m in reply.memories[:MAX_MEMORIES]
-        if m.text.strip()
+        if visible(text := storable(" ".join(m.text.split())[:MAX_MEMORY_CHARS]))
     )
     return DigestReply(title, summary, memories)
 

@@ -170,6 +170,37 @@ async def test_a_failed_summary_is_kept_and_retried_with_backoff(tmp_path: Path)
         assert (segment.title, segment.summary) == ("Tea", "The user prefers tea.")
 
 
+async def test_a_memory_the_store_refuses_leaves_the_rest_of_the_summary(
+    tmp_path: Path,
+) -> None:
+    """The summary's reply is the model's JSON; a proposed memory of nothing visible (a
+    zero-width space) or holding a NUL, which the store refuses, failed the whole job on
+    every try: the segment's summary and all its memories were never stored."""
+    digest = (  # JSON escapes, as the model writes them
+        '{"title": "Tea\\u0000", "summary": "The user prefers tea.", "memories": ['
+        '{"text": "\\u200b", "importance": 0.5}, '
+        '{"text": "Tea at\\u0000five", "importance": 0.5}, '
+        '{"text": "The user prefers tea", "importance": 0.8}]}'
+    )
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", digest)
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, clock=clock) as fm,
+    ):
+        completed(await run_turn(fm, "ada", "I prefer tea"))
+        clock.advance(GAP + 1)
+        completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+        await fm.run_background()
+        (job,) = await fm.jobs("ada")
+        segment = (await fm.storage.recent_segments(DEFAULT_USER, "ada"))[0]
+        memories = await fm.memories()
+    assert (job.state, job.last_error) == ("done", None)
+    assert (segment.title, segment.summary) == ("Tea\ufffd", "The user prefers tea.")
+    assert sorted(m.text for m in memories) == ["Tea at\ufffdfive", "The user prefers tea"]
+
+
 async def test_a_job_whose_conversation_stopped_goes_back_and_the_worker_lives(
     tmp_path: Path,
 ) -> None:
