@@ -137,42 +137,55 @@ def _has_thinking(message: Message) -> bool:
     return any(isinstance(b, RawBlock) and b.kind in _THINKING for b in message.content)
 
 
-def _without_pending_server_uses(tail: list[Message]) -> tuple[list[Message], int]:
-    """The turn's messages without the server tool uses that have no result in the turn
-    (a result follows its use in the same reply, or in the continuation of a paused
-    one), and how many. A `pause_turn` reply may end in a use the server has not run
-    yet: sent back, the model goes on; but a turn that ends there (paused at the loop limit, cut at
-    max_tokens) would store it, and the API refuses such a use in any later request
+def _without_pending_server_uses(messages: list[Message]) -> tuple[list[Message], int]:
+    """`messages` without the server tool uses that have no result among them (a result
+    follows its use in the same reply, or in the continuation of a paused one), and how
+    many. A `pause_turn` reply may end in a use the server has not run yet: sent back,
+    the model goes on; but a turn that ends there (paused at the loop limit, cut at
+    max_tokens) stored it, and the API refuses such a use in any later request
     ("`web_search` tool use with id ... was found without a corresponding
     `web_search_tool_result` block"): every later turn failed."""
-    if not any(
-        isinstance(b, RawBlock) and b.kind == "server_tool_use" for m in tail for b in m.content
-    ):
-        return tail, 0
-    answered: set[object] = set()
-    for message in tail:
-        for block in message.content:
-            if isinstance(block, RawBlock) and block.kind.endswith("_tool_result"):
-                answered.add(msgspec.json.decode(block.json).get("tool_use_id"))
+    uses = {
+        str(msgspec.json.decode(b.json).get("id"))
+        for m in messages
+        for b in m.content
+        if isinstance(b, RawBlock) and b.kind == "server_tool_use"
+    }
+    if not uses:
+        return messages, 0
+    # A result's id read from its JSON text: results (pages of search results) can be
+    # large, and a history is replayed on every turn.
+    uses -= {
+        found[1]
+        for m in messages
+        for b in m.content
+        if isinstance(b, RawBlock)
+        and b.kind.endswith("_tool_result")
+        and (found := _RESULT_OF.search(b.json)) is not None
+    }
+    if not uses:
+        return messages, 0
     kept: list[Message] = []
-    left_out = 0
-    for message in tail:
+    for message in messages:
         blocks = tuple(
             b
             for b in message.content
             if not (
                 isinstance(b, RawBlock)
                 and b.kind == "server_tool_use"
-                and msgspec.json.decode(b.json).get("id") not in answered
+                and str(msgspec.json.decode(b.json).get("id")) in uses
             )
         )
         if len(blocks) != len(message.content):
-            left_out += len(message.content) - len(blocks)
             if all(isinstance(b, RawBlock) and b.kind in _THINKING for b in blocks):
                 blocks = (*blocks, TextBlock("(no reply)"))  # a turn still needs a reply
             message = msgspec.structs.replace(message, content=blocks)
         kept.append(message)
-    return kept, left_out
+    return kept, len(uses)
+
+
+# A server tool result's `tool_use_id` (the API's ids hold no quote or backslash).
+_RESULT_OF = re.compile(r'"tool_use_id"\s*:\s*"([^"\\]*)"')
 
 
 log = logging.getLogger("frontmind.conversation")
@@ -571,7 +584,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         written after (trimming and summaries change the prefix too), so the API would
         answer 400 ("The block is bound to a different conversation"). Leaving them all
         out is valid ("Keeping the prefix unchanged", same page); the current turn's
-        tool loop keeps its own."""
+        tool loop keeps its own.
+
+        A server tool's use stored without its result (by a release that kept a turn
+        ending before the server ran it) is left out too: the API refuses it, and every
+        turn of the continuum failed."""
+        history, _ = _without_pending_server_uses(history)
         catalog = self._deps.models.catalog
         row = catalog.lookup(reader)
         bound = row is not None and row.prefix_check != "none"

@@ -46,6 +46,7 @@ from storage import (
     TurnWrite,
     moment,
 )
+from tests._factories import turn as _stored_turn
 from tests._harness import completed, config, failed, frontmind, run_turn
 
 pytestmark = pytest.mark.anyio
@@ -742,6 +743,29 @@ async def test_a_turn_ending_before_its_search_ran_leaves_later_turns_working(
     assert [m.role for m in history[3:5]] == ["user", "assistant"]
     assert history[4].content == (TextBlock("(no reply)"),)
     assert any("left out" in w for w in paused.warnings)
+
+
+async def test_a_search_stored_without_its_result_is_left_out_of_the_replay(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A store written before such turns were kept whole holds a server tool's use
+    without its result: every turn of that continuum was refused. The replay leaves
+    the use out; the store keeps what it holds."""
+    api, responder = script
+    use = RawBlock("server_tool_use", json.dumps(_search_use(1)))
+    messages = (
+        Message("user", (TextBlock("look it up"),)),
+        Message("assistant", (TextBlock("Searching."), use)),
+    )
+    responder.push("Hello.")
+    async with frontmind(api, tmp_path) as fm:
+        write = _stored_turn("c1", "t0", at=fm._clock() - 60, messages=messages)
+        assert await fm.storage.commit_turn(DEFAULT_USER, write)
+        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello."
+        history = await fm.history("c1")
+    sent = api.message_bodies()[-1]["messages"]
+    assert [b["type"] for b in sent[1]["content"]] == ["text"]
+    assert history[1].content == (TextBlock("Searching."), use)
 
 
 async def test_the_system_message_channel_runs_turns_through_tool_loops(tmp_path: Path) -> None:
