@@ -791,18 +791,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history's token budget: the configured one, within what the model's window
         leaves beside the reply, the notification center and the system prompt with the
         tools (`composed`; None: not composed yet in this process)."""
-        settings = self._deps.settings
+        budget = self._deps.settings.history.budget_tokens
+        return max(1, min(budget, self._room(state, composed)))
+
+    def _room(self, state: _Loaded, composed: Composed | None) -> int:
+        """What the model's window leaves the history, in the API's tokens."""
         # The documents are the user's system prompt (up to documents.budget_tokens): a
         # window that ignored them let the history grow until every request was too long.
         scale = self._deps.token_scales.get((self._user, self._id))
         prefix = 0 if composed is None else round(self._prefix_tokens(composed) * scale)
-        window = (
+        return (
             known_row(self._deps.models.catalog, state.model.name).context_window
             - state.model.max_tokens
-            - settings.composer.notification_budget_tokens
+            - self._deps.settings.composer.notification_budget_tokens
             - max(CONTEXT_RESERVE_TOKENS, prefix)
         )
-        return max(1, min(settings.history.budget_tokens, window))
 
     async def _trim_point(self, state: _Loaded, composed: Composed | None) -> int | None:
         """A new history start when the history is over budget, else None.
@@ -872,13 +875,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     def _fitted(
         self, state: _Loaded, composed: Composed | None, start: int | None, history: list[Message]
     ) -> list[Message]:
-        """The history a request sends within its budget. Trimming keeps at least the
-        newest turn, which alone may be over it (a tool loop read near the window's
-        edge, a switch to a model of a smaller window): then its oldest tool results go
-        as notes (`_result_fit.py`), or every later request was too long."""
+        """The history a request sends within the model's window. Trimming keeps at
+        least the newest turn, which alone may be over it (a tool loop read near the
+        window's edge, a switch to a model of a smaller window): then its oldest tool
+        results and documents go as notes (`_result_fit.py`), or every later request
+        was too long. Over the configured budget only, the turn goes whole: trimming
+        cuts between turns, never inside the one the next message follows up on."""
         scale = self._deps.token_scales.get((self._user, self._id))
         used = sum(tokens for seq, _, tokens in state.history.entries() if seq >= (start or 0))
-        over = used - self._budget(state, composed) / scale
+        over = used - max(1, self._room(state, composed)) / scale
         return history if over <= 0 else fit_results(history, math.ceil(over))
 
     def _request(

@@ -473,6 +473,36 @@ async def test_a_turn_larger_than_a_smaller_models_window_leaves_the_continuum_w
     assert [b.content for b in stored] == [page] * 4
 
 
+async def test_a_turn_over_the_budget_but_within_the_window_is_sent_whole(
+    tmp_path: Path,
+) -> None:
+    """The history's budget (80,000 tokens) is where trimming cuts, never inside the
+    newest turn: a tool loop of some 120,000 tokens on a model of a 1M window goes to
+    the next turn whole (its results are what the next message asks about); only what
+    the window cannot hold goes as notes."""
+    page = "The quick brown fox jumps over the lazy dog near the river bank. " * 1460
+
+    @tool(max_result_chars=100_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return page
+
+    responder = ScriptedResponder()
+    reads = (Reply((ReplyToolUse("read_file", {"name": f"f{i}"}, f"toolu_{i}"),)) for i in range(5))
+    responder.push(*reads, "Read them.", "They say the same.")
+    async with (
+        LocalMessagesAPI(responder=responder) as api,
+        frontmind(api, tmp_path, tools=[read_file]) as fm,
+    ):
+        completed(await run_turn(fm, "c1", "read the five files"))
+        completed(await run_turn(fm, "c1", "what do they say?"))
+        sent = api.message_bodies()[-1]["messages"]
+    results = [b for m in sent for b in m["content"] if b["type"] == "tool_result"]
+    assert [
+        r["content"][0]["text"] if isinstance(r["content"], list) else r["content"] for r in results
+    ] == [page] * 5
+
+
 async def test_a_document_larger_than_a_smaller_models_window_leaves_the_continuum_working(
     tmp_path: Path,
 ) -> None:
