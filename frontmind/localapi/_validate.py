@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -479,6 +479,20 @@ def _check_tool_loop_thinking(
         )
 
 
+def _check_stop_sequences(sequences: Sequence[str]) -> None:
+    """A stop sequence holds something besides whitespace. The API reference states no rule;
+    the live API's 400s do, as public reports quote them: "stop_sequences: each stop
+    sequence must be non-empty" (MegaGrindStone/mcp-web-ui#5, `["", "\\n"]`) and
+    "stop_sequences: each stop sequence must contain non-whitespace" (BerriAI/litellm#3286,
+    `["\\n"]`). An empty one is named first, wherever it stands (as in #5's request)."""
+    for sequence in sequences:
+        if not sequence:
+            raise ApiError(400, "stop_sequences: each stop sequence must be non-empty")
+    for sequence in sequences:
+        if sequence.isspace():
+            raise ApiError(400, "stop_sequences: each stop sequence must contain non-whitespace")
+
+
 def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
     names: set[str] = set()
     for i, tool in enumerate(request.tools or ()):
@@ -621,6 +635,7 @@ def validate(
                     400, f"{name}: not supported with anthropic-version {version}; remove it"
                 )
     _check_thinking_config(request, model, betas)
+    _check_stop_sequences(request.stop_sequences or ())
     _check_tools(request, model)
     if isinstance(request.system, list):
         for i, system_block in enumerate(request.system):

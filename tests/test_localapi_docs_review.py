@@ -1,0 +1,57 @@
+"""The local Messages API against Anthropic's docs and the live API's quoted 400s, rule
+by rule (review C): each test names its source and talks to the local server through the
+real `anthropic` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from frontmind.localapi import LocalMessagesAPI
+
+pytestmark = pytest.mark.anyio
+
+HI: Any = [{"role": "user", "content": "hi"}]
+MODEL = "claude-sonnet-4-5"
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[LocalMessagesAPI]:
+    """The local server; conftest's `client` is an SDK client of it."""
+    async with LocalMessagesAPI() as server:
+        yield server
+
+
+async def error_of(client: anthropic.AsyncAnthropic, **kwargs: Any) -> dict[str, Any]:
+    kwargs.setdefault("model", MODEL)
+    kwargs.setdefault("max_tokens", 4096)
+    kwargs.setdefault("messages", HI)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await client.messages.create(**kwargs)
+    body: Any = info.value.body
+    return dict(body["error"])
+
+
+async def test_a_stop_sequence_must_hold_more_than_whitespace(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API refuses an empty stop sequence ("stop_sequences: each stop sequence
+    # must be non-empty", MegaGrindStone/mcp-web-ui#5, sent ["", "\n"]) and one of
+    # whitespace alone ("... must contain non-whitespace", BerriAI/litellm#3286, sent
+    # ["\n"]); the local API took both and stopped on them.
+    empty = await error_of(client, stop_sequences=["", "\n"])
+    assert empty == {
+        "type": "invalid_request_error",
+        "message": "stop_sequences: each stop sequence must be non-empty",
+    }
+    for sequences in (["\n"], ["END", " \t"]):
+        blank = await error_of(client, stop_sequences=sequences)
+        assert blank["message"] == "stop_sequences: each stop sequence must contain non-whitespace"
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=HI, stop_sequences=["\nEND", " said"]
+    )
+    assert reply.stop_reason == "stop_sequence"
+    assert reply.stop_sequence == " said"
