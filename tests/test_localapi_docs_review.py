@@ -55,3 +55,25 @@ async def test_a_stop_sequence_must_hold_more_than_whitespace(
     )
     assert reply.stop_reason == "stop_sequence"
     assert reply.stop_sequence == " said"
+
+
+async def test_a_user_id_holding_an_email_address_is_refused(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference, metadata.user_id: "a uuid, hash value, or other opaque
+    # identifier ... Do not include any identifying information such as name, email
+    # address, or phone number"; the live API answers an email address with a 400
+    # ("metadata.user_id: user_id appears to contain an email address. Please send a
+    # uuid or hash value in...", BerriAI/litellm#10106). The local API took it.
+    for user_id in ("jared@example.com", "user:jared.doe@mail.example.org"):
+        refused = await error_of(client, metadata={"user_id": user_id})
+        assert refused["type"] == "invalid_request_error"
+        assert refused["message"].startswith(
+            "metadata.user_id: user_id appears to contain an email address. "
+            "Please send a uuid or hash value"
+        )
+    for opaque in ("3f2b9c1e-8d4a-4f6e-9b7c-2a1d5e8f0c3b", "sha256:ab12cd", "team@"):
+        reply = await client.messages.create(
+            model=MODEL, max_tokens=4096, messages=HI, metadata={"user_id": opaque}
+        )
+        assert reply.stop_reason == "end_turn"

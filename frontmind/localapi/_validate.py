@@ -63,6 +63,8 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 # whose parameters are named after an HTTP API's, as `StartTime<`). Only the top level is
 # checked (decocms/studio#6874).
 _PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+# Something shaped like an email address (the user_id check in `validate`).
+_EMAIL = re.compile(r"[^\s@]+@[^\s@]+\.[^\s@]+")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 _R = TypeVar("_R", MessagesRequest, CountTokensRequest)
@@ -636,6 +638,18 @@ def validate(
                 )
     _check_thinking_config(request, model, betas)
     _check_stop_sequences(request.stop_sequences or ())
+    user_id = request.metadata.user_id if request.metadata is not None else None
+    if user_id is not None and _EMAIL.search(user_id) is not None:
+        # The API reference (metadata.user_id): "This should be a uuid, hash value, or
+        # other opaque identifier ... Do not include any identifying information such as
+        # name, email address, or phone number." The live 400, as BerriAI/litellm#10106
+        # quotes it: "metadata.user_id: user_id appears to contain an email address.
+        # Please send a uuid or hash value in" (cut there; the end is chosen).
+        raise ApiError(
+            400,
+            "metadata.user_id: user_id appears to contain an email address. "
+            "Please send a uuid or hash value instead.",
+        )
     _check_tools(request, model)
     if isinstance(request.system, list):
         for i, system_block in enumerate(request.system):
