@@ -77,3 +77,24 @@ async def test_a_user_id_holding_an_email_address_is_refused(
             model=MODEL, max_tokens=4096, messages=HI, metadata={"user_id": opaque}
         )
         assert reply.stop_reason == "end_turn"
+
+
+async def test_a_request_over_32_mb_gets_the_documented_413(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Docs, API errors: "413 - request_too_large: Request exceeds the maximum allowed
+    # number of bytes", 32 MB on the Messages and Token Counting APIs. The local API
+    # answered in its own words, naming a byte count.
+    huge: Any = [{"role": "user", "content": "x" * (33 * 1024 * 1024)}]
+    for call in (
+        client.messages.create(model=MODEL, max_tokens=4096, messages=huge),
+        client.messages.count_tokens(model=MODEL, messages=huge),
+    ):
+        with pytest.raises(anthropic.ContentTooLargeError) as info:
+            await call
+        body: Any = info.value.body
+        assert body["error"] == {
+            "type": "request_too_large",
+            "message": "Request exceeds the maximum allowed number of bytes.",
+        }
+        assert info.value.response.headers["request-id"] == body["request_id"]

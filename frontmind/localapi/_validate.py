@@ -134,7 +134,10 @@ def validation_message(error: str) -> str:
 
 def decode_request(body: bytes, type_: type[_R]) -> _R:
     if len(body) > MAX_BODY_BYTES:
-        raise ApiError(413, f"Request exceeds the maximum size of {MAX_BODY_BYTES} bytes.")
+        # Docs: API errors (https://platform.claude.com/docs/en/api/errors), "413 -
+        # request_too_large: Request exceeds the maximum allowed number of bytes", the
+        # message the live 413 carries (its body as benchr.org's error page quotes it).
+        raise ApiError(413, "Request exceeds the maximum allowed number of bytes.")
     try:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as invalid:
