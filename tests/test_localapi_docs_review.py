@@ -98,3 +98,53 @@ async def test_a_request_over_32_mb_gets_the_documented_413(
             "message": "Request exceeds the maximum allowed number of bytes.",
         }
         assert info.value.response.headers["request-id"] == body["request_id"]
+
+
+async def test_thinking_text_is_omitted_by_default_from_opus_4_7_on(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # "What's new in Claude Opus 4.7", "Thinking content omitted by default": without
+    # thinking.display the API answers with thinking blocks of empty text and their
+    # signature from Opus 4.7 on (models.toml's thinking_display); Opus 4.6 and earlier
+    # still summarize. The local API showed the text unless the request asked otherwise.
+    thinking: Any = {"type": "adaptive"}
+    omitted = await client.messages.create(
+        model="claude-opus-4-7", max_tokens=4096, messages=HI, thinking=thinking
+    )
+    block = omitted.content[0]
+    assert block.type == "thinking"
+    assert block.thinking == ""
+    assert block.signature
+    shown = await client.messages.create(
+        model="claude-opus-4-7",
+        max_tokens=4096,
+        messages=HI,
+        thinking={"type": "adaptive", "display": "summarized"},
+    )
+    assert shown.content[0].type == "thinking"
+    assert shown.content[0].thinking
+    older = await client.messages.create(
+        model="claude-opus-4-6", max_tokens=4096, messages=HI, thinking=thinking
+    )
+    assert older.content[0].type == "thinking"
+    assert older.content[0].thinking
+    # Streamed, an omitted block has no thinking_delta: its signature alone.
+    async with client.messages.stream(
+        model="claude-opus-4-7", max_tokens=4096, messages=HI, thinking=thinking
+    ) as stream:
+        deltas = [e.delta.type async for e in stream if e.type == "content_block_delta"]
+        final = await stream.get_final_message()
+    assert "thinking_delta" not in deltas
+    assert "signature_delta" in deltas
+    assert final.content[0].type == "thinking"
+    assert final.content[0].thinking == ""
+    # The omitted block goes back as it came, and the next turn takes it.
+    history: Any = [
+        *HI,
+        {"role": "assistant", "content": [b.model_dump() for b in omitted.content]},
+        {"role": "user", "content": "and then?"},
+    ]
+    again = await client.messages.create(
+        model="claude-opus-4-7", max_tokens=4096, messages=history, thinking=thinking
+    )
+    assert again.stop_reason == "end_turn"

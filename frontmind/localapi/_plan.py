@@ -107,7 +107,14 @@ def plan(
     stop: str | None = None
     stop_sequence: str | None = None
     reply_blocks, thinking = _reply_blocks(reply, request, model)
-    omitted = (request.thinking or {}).get("display") == "omitted"
+    # Docs: "What's new in Claude Opus 4.7", "Thinking content omitted by default"
+    # (https://platform.claude.com/docs/en/about-claude/models/whats-new-claude-4-7#thinking-content-omitted-by-default):
+    # a request that sends no thinking.display gets the model's default, "omitted" from
+    # Opus 4.7 on ("Opus 4.6 and earlier defaulted to 'summarized'", as
+    # anthropics/claude-code#49268 sums up the page): thinking blocks with empty text and
+    # their signature. The default is the row's thinking_display in models.toml.
+    display = (request.thinking or {}).get("display") or model.thinking_display
+    omitted = display == "omitted"
     thinks = any(isinstance(b, ReplyThinking) for b in reply_blocks)
     chain = _chain(sent, compaction) if thinks else None
     for block in reply_blocks:
