@@ -148,3 +148,34 @@ async def test_thinking_text_is_omitted_by_default_from_opus_4_7_on(
         model="claude-opus-4-7", max_tokens=4096, messages=history, thinking=thinking
     )
     assert again.stop_reason == "end_turn"
+
+
+async def test_tool_choice_takes_only_the_four_documented_types(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference's tool_choice is one of auto, any, tool (with the tool's name)
+    # and none. The local API took any other type as auto, so OpenAI's "required" (the
+    # mistake langchain-ai/langchainjs#10519 fixed) passed every test.
+    tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    missing = await error_of(client, tools=tools, tool_choice={"name": "lookup"})
+    assert missing["message"] == "tool_choice: Unable to extract tag using discriminator 'type'"
+    for wrong in ("required", "function"):
+        refused = await error_of(client, tools=tools, tool_choice={"type": wrong})
+        assert refused["type"] == "invalid_request_error"
+        assert refused["message"] == (
+            f"tool_choice: Input tag '{wrong}' found using 'type' does not match any of the "
+            "expected tags: 'auto', 'any', 'tool', 'none'"
+        )
+    nameless = await error_of(client, tools=tools, tool_choice={"type": "tool"})
+    assert nameless["message"] == "tool_choice.tool.name: Field required"
+    required: Any = {"type": "required"}
+    with pytest.raises(anthropic.BadRequestError, match="Input tag 'required'"):
+        await client.messages.count_tokens(
+            model=MODEL, messages=HI, tools=tools, tool_choice=required
+        )
+    rights: Any = ({"type": "auto"}, {"type": "none"})
+    for right in rights:
+        reply = await client.messages.create(
+            model=MODEL, max_tokens=4096, messages=HI, tools=tools, tool_choice=right
+        )
+        assert reply.stop_reason == "end_turn"

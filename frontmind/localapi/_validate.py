@@ -449,6 +449,7 @@ def _check_model_rules(request: MessagesRequest, model: ModelInfo) -> None:
 
 
 _EFFORT_ORDER = ("low", "medium", "high", "xhigh", "max")
+_TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
 def _check_tool_loop_thinking(
@@ -527,6 +528,20 @@ def _check_tools(request: MessagesRequest, model: ModelInfo) -> None:
     # A forcing tool_choice needs something to force; auto and none pass without tools
     # (the live API's answers, probed in aakshintala/fiber, "tool_choice with no tools").
     choice = request.tool_choice or {}
+    if request.tool_choice is not None and choice.get("type") not in _TOOL_CHOICES:
+        # The API reference's tool_choice: an object of type auto, any, tool or none (the
+        # SDK's ToolChoiceParam); the wording is pydantic's for a tagged union, as the
+        # API's other schema messages are (chosen: no public report quotes this one).
+        if choice.get("type") is None:
+            raise ApiError(400, "tool_choice: Unable to extract tag using discriminator 'type'")
+        expected = ", ".join(f"'{kind}'" for kind in _TOOL_CHOICES)
+        raise ApiError(
+            400,
+            f"tool_choice: Input tag '{choice.get('type')}' found using 'type' does not match "
+            f"any of the expected tags: {expected}",
+        )
+    if choice.get("type") == "tool" and not isinstance(choice.get("name"), str):
+        raise ApiError(400, "tool_choice.tool.name: Field required")
     single = choice.get("disable_parallel_tool_use")
     if single is not None and not isinstance(single, bool):
         # The live API's schema: a boolean (tool_choice's auto, any and tool types).
