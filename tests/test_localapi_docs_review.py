@@ -179,3 +179,30 @@ async def test_tool_choice_takes_only_the_four_documented_types(
             model=MODEL, max_tokens=4096, messages=HI, tools=tools, tool_choice=right
         )
         assert reply.stop_reason == "end_turn"
+
+
+async def test_thinking_display_is_summarized_or_omitted(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Docs, thinking, "Controlling thinking display": display is "summarized" or
+    # "omitted" (the SDK types it so). The local API took any value and, for anything
+    # but "omitted", showed the text, so a typo such as "summary" (anomalyco/opencode
+    # #22852's "display: summary override does nothing") passed.
+    for model, kind, thinking in (
+        ("claude-opus-4-6", "adaptive", {"type": "adaptive", "display": "summary"}),
+        (
+            "claude-sonnet-4-5",
+            "enabled",
+            {"type": "enabled", "budget_tokens": 2048, "display": "full"},
+        ),
+    ):
+        refused = await error_of(client, model=model, thinking=thinking)
+        assert refused["message"] == (
+            f"thinking.{kind}.display: Input should be 'summarized' or 'omitted'"
+        )
+    fine: Any = {"type": "adaptive", "display": "omitted"}
+    reply = await client.messages.create(
+        model="claude-opus-4-6", max_tokens=4096, messages=HI, thinking=fine
+    )
+    assert reply.content[0].type == "thinking"
+    assert reply.content[0].thinking == ""

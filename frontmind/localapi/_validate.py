@@ -349,6 +349,13 @@ def _check_thinking_config(
             400,
             "thinking.type: Input should be 'enabled', 'disabled', 'adaptive' or 'between_tools'",
         )
+    # Docs: thinking, "Controlling thinking display" (https://platform.claude.com/docs/en/
+    # build-with-claude/thinking#controlling-thinking-display): display is "summarized" or
+    # "omitted" (the SDK's ThinkingConfigEnabledParam and ThinkingConfigAdaptiveParam type
+    # it so); pydantic's words for a literal.
+    display = thinking.get("display")
+    if kind in ("enabled", "adaptive") and display not in (None, "summarized", "omitted"):
+        raise ApiError(400, f"thinking.{kind}.display: Input should be 'summarized' or 'omitted'")
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int):
