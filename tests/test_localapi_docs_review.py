@@ -4,6 +4,7 @@ real `anthropic` SDK."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -206,3 +207,37 @@ async def test_thinking_display_is_summarized_or_omitted(
     )
     assert reply.content[0].type == "thinking"
     assert reply.content[0].thinking == ""
+
+
+def _png_of(raw_bytes: int) -> str:
+    """A 10 x 10 PNG padded to `raw_bytes` bytes, as base64."""
+    header = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\x0dIHDR" + (10).to_bytes(4, "big") * 2
+    return base64.b64encode(header + b"\x00" * (raw_bytes - len(header))).decode()
+
+
+async def test_the_5_mb_image_limit_counts_the_base64_text(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API refuses an image whose base64 text exceeds 5 MB ("image exceeds 5 MB
+    # maximum: 5649924 bytes > 5242880 bytes", earendil-works/pi#424), as Anthropic's
+    # own client counts it: "the base64 string length ... NOT raw bytes" (Claude Code's
+    # apiLimits.ts). The local API counted the decoded bytes, so a 4 MB image (5.3 MB
+    # of base64) passed.
+    def ask(data: str) -> Any:
+        source = {"type": "base64", "media_type": "image/png", "data": data}
+        content = [{"type": "image", "source": source}, {"type": "text", "text": "what?"}]
+        return [{"role": "user", "content": content}]
+
+    four_mb = _png_of(4 * 1024 * 1024)
+    assert len(four_mb) > 5 * 1024 * 1024
+    refused = await error_of(client, messages=ask(four_mb))
+    assert refused["message"] == (
+        f"messages.0.content.0.source.base64: image exceeds 5 MB maximum: {len(four_mb)} "
+        "bytes > 5242880 bytes"
+    )
+    with pytest.raises(anthropic.BadRequestError, match="image exceeds 5 MB maximum"):
+        await client.messages.count_tokens(model=MODEL, messages=ask(four_mb))
+    fits = _png_of(3 * 1024 * 1024)
+    assert len(fits) < 5 * 1024 * 1024
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=ask(fits))
+    assert reply.stop_reason == "end_turn"

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from ._images import MAX_EDGE_MANY, ImageError, decode_image, max_edge
+from ._images import MAX_EDGE_MANY, MAX_IMAGE_BYTES, ImageError, decode_image, max_edge
 from ._models import MODELS, ModelInfo
 from ._pdf import PdfError, pdf_pages, pdf_tokens
 from ._schema import (
@@ -232,8 +232,23 @@ def _check_source(block: ImageBlock | DocumentBlock, where: str, images: int) ->
             )
         # Docs: vision, "Image size" and "FAQ" (5 MB per image, 8000 px a side, 2000 px
         # when a request holds more than 20 images; the data must be the format named).
+        data = str(source.get("data"))
+        if len(data) > MAX_IMAGE_BYTES:
+            # The 5 MB are of the base64 text, not of the image it decodes to: Claude
+            # Code's constants ("API_IMAGE_MAX_BASE64_SIZE", sourced from the API's own
+            # schemas): "The API rejects images where the base64 string length exceeds
+            # this value. Note: This is the base64 length, NOT raw bytes" (a public copy:
+            # huggingface.co/chenbhao/codev, src/constants/apiLimits.ts). The live 400's
+            # words: "messages.168.content.0.tool_result.content.1.image.source.base64:
+            # image exceeds 5 MB maximum: 5649924 bytes > 5242880 bytes" (earendil-works/
+            # pi#424, gptme/gptme#185). An image of 4 MB is some 5.3 MB of base64.
+            raise ApiError(
+                400,
+                f"{where}.source.base64: image exceeds 5 MB maximum: {len(data)} bytes > "
+                f"{MAX_IMAGE_BYTES} bytes",
+            )
         try:
-            width, height = decode_image(str(source.get("data")), str(media))
+            width, height = decode_image(data, str(media))
         except ImageError as exc:
             raise ApiError(400, f"{where}.source.base64.data: {exc}") from None
         limit = max_edge(images)
