@@ -209,9 +209,10 @@ async def test_thinking_display_is_summarized_or_omitted(
     assert reply.content[0].thinking == ""
 
 
-def _png_of(raw_bytes: int) -> str:
-    """A 10 x 10 PNG padded to `raw_bytes` bytes, as base64."""
-    header = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\x0dIHDR" + (10).to_bytes(4, "big") * 2
+def _png_of(raw_bytes: int, width: int = 10, height: int = 10) -> str:
+    """A PNG header of this size padded to `raw_bytes` bytes, as base64."""
+    size = width.to_bytes(4, "big") + height.to_bytes(4, "big")
+    header = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\x0dIHDR" + size
     return base64.b64encode(header + b"\x00" * (raw_bytes - len(header))).decode()
 
 
@@ -240,4 +241,39 @@ async def test_the_5_mb_image_limit_counts_the_base64_text(
     fits = _png_of(3 * 1024 * 1024)
     assert len(fits) < 5 * 1024 * 1024
     reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=ask(fits))
+    assert reply.stop_reason == "end_turn"
+
+
+async def test_an_oversized_image_is_refused_in_the_live_api_words(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Vision, "Image size": 8000 px a side, 2000 px when a request holds more than 20
+    # images. The live 400s: "At least one of the image dimensions exceed max allowed
+    # size: 8000 pixels" (microsoft/vscode-copilot-chat#4688) and "... exceed max allowed
+    # size for many-image requests: 2000 pixels", which clients match to shrink and
+    # retry; the local API answered in words of its own.
+    def image(width: int, height: int) -> Any:
+        data = _png_of(64, width, height)
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": data},
+        }
+
+    text: Any = {"type": "text", "text": "what?"}
+    wide: Any = [{"role": "user", "content": [image(8001, 10), text]}]
+    refused = await error_of(client, messages=wide)
+    assert refused["message"] == (
+        "messages.0.content.0.source.base64.data: At least one of the image dimensions "
+        "exceed max allowed size: 8000 pixels"
+    )
+    many: Any = [
+        {"role": "user", "content": [*(image(100, 100) for _ in range(20)), image(10, 2001), text]}
+    ]
+    refused = await error_of(client, messages=many)
+    assert refused["message"] == (
+        "messages.0.content.20.source.base64.data: At least one of the image dimensions "
+        "exceed max allowed size for many-image requests: 2000 pixels"
+    )
+    many[0]["content"][20] = image(10, 2000)
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=many)
     assert reply.stop_reason == "end_turn"

@@ -253,11 +253,16 @@ def _check_source(block: ImageBlock | DocumentBlock, where: str, images: int) ->
             raise ApiError(400, f"{where}.source.base64.data: {exc}") from None
         limit = max_edge(images)
         if max(width, height) > limit:
-            many = " when a request holds more than 20 images" if limit == MAX_EDGE_MANY else ""
+            # The live 400's words: "messages.7.content.2.image.source.base64.data: At
+            # least one of the image dimensions exceed max allowed size: 8000 pixels"
+            # (microsoft/vscode-copilot-chat#4688) and, past 20 images, "... exceed max
+            # allowed size for many-image requests: 2000 pixels" (quoted alike by many
+            # public clients that match it, e.g. in their tests of error classifiers).
+            many = " for many-image requests" if limit == MAX_EDGE_MANY else ""
             raise ApiError(
                 400,
-                f"{where}.source.base64.data: image dimensions exceed max allowed size"
-                f"{many}: {limit} pixels",
+                f"{where}.source.base64.data: At least one of the image dimensions exceed max "
+                f"allowed size{many}: {limit} pixels",
             )
     if (
         isinstance(block, DocumentBlock)
