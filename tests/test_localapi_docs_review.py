@@ -277,3 +277,41 @@ async def test_an_oversized_image_is_refused_in_the_live_api_words(
     many[0]["content"][20] = image(10, 2000)
     reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=many)
     assert reply.stop_reason == "end_turn"
+
+
+async def test_a_prefill_is_refused_when_thinking_is_on(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # Extended thinking, "Feature compatibility": "You cannot pre-fill responses when
+    # thinking is enabled". The live API answers a text prefill with "messages.1.content.
+    # 0.type: Expected thinking or redacted_thinking, but found text. When thinking is
+    # enabled, a final assistant message must start with a thinking block ..."
+    # (n8n-io/n8n#22550); the local API continued from it on the models that take a
+    # prefill. Without thinking the prefill still passes.
+    prefill: Any = [*HI, {"role": "assistant", "content": "Sure,"}]
+    thinking: Any = {"type": "enabled", "budget_tokens": 2048}
+    refused = await error_of(client, messages=prefill, thinking=thinking)
+    assert refused["message"].startswith(
+        "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        "`text`. When `thinking` is enabled, a final `assistant` message must start with a "
+        "thinking block"
+    )
+    with pytest.raises(anthropic.BadRequestError, match="must start with a thinking block"):
+        await client.messages.count_tokens(model=MODEL, messages=prefill, thinking=thinking)
+    plain = await client.messages.create(model=MODEL, max_tokens=4096, messages=prefill)
+    assert plain.stop_reason == "end_turn"
+    # A turn that begins with its thinking, as a paused turn sent back does, passes.
+    first = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=HI, thinking=thinking
+    )
+    opened: Any = [
+        *HI,
+        {
+            "role": "assistant",
+            "content": [first.content[0].model_dump(), {"type": "text", "text": "Sure,"}],
+        },
+    ]
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=opened, thinking=thinking
+    )
+    assert reply.stop_reason == "end_turn"

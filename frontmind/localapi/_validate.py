@@ -484,10 +484,21 @@ def _check_tool_loop_thinking(
 ) -> None:
     """Docs: extended thinking, "Preserving thinking blocks": with thinking on, the
     assistant turn of the current tool loop (the last one, answered by tool results) must
-    begin with its thinking block."""
+    begin with its thinking block; and so must a final assistant turn (no prefill)."""
     thinking = effective_thinking(request.thinking, model.thinks_by_default)
     if thinking["type"] == "disabled" or (request.thinking or {}).get("type") is None:
         return
+    spoken = [i for i, m in enumerate(messages) if m.role != "system"]
+    final = messages[spoken[-1]] if spoken else None
+    if final is not None and final.role == "assistant":
+        # Docs: extended thinking, "Feature compatibility": "You cannot pre-fill responses
+        # when thinking is enabled" (https://platform.claude.com/docs/en/build-with-claude/
+        # extended-thinking#feature-compatibility). The live API answers a prefill with
+        # the message below, naming the final assistant message (n8n-io/n8n#22550: a
+        # text prefill, "messages.1.content.0.type: Expected thinking or
+        # redacted_thinking, but found text"). A turn sent back to continue (pause_turn)
+        # begins with its thinking, as the model wrote it.
+        _require_opening_thinking(spoken[-1], final)
     for i in range(len(messages) - 1, 0, -1):
         message = messages[i]
         if message.role != "user":
@@ -496,20 +507,27 @@ def _check_tool_loop_thinking(
         if not blocks or not all(isinstance(b, ToolResultBlock) for b in blocks):
             return  # the turn began with the user's own words: no tool loop open
         turn = messages[i - 1]
-        # A compaction block may open the turn: the context starts there (compaction
-        # docs), and the thinking follows it.
-        opening = [b for b in blocks_of(turn) if not isinstance(b, CompactionBlock)]
-        first = opening[0] if turn.role == "assistant" and opening else None
-        if first is None or isinstance(first, ThinkingBlock | RedactedThinkingBlock):
-            return
-        raise ApiError(
-            400,
-            f"messages.{i - 1}.content.0.type: Expected `thinking` or `redacted_thinking`, "
-            f"but found `{_type_of(first)}`. When `thinking` is enabled, a final `assistant` "
-            "message must start with a thinking block (preceeding the lastmost set of "
-            "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks "
-            "from previous turns. To avoid this requirement, disable `thinking`.",
-        )
+        if turn.role == "assistant":
+            _require_opening_thinking(i - 1, turn)
+        return
+
+
+def _require_opening_thinking(index: int, turn: MessageParam) -> None:
+    """The assistant turn at `index` begins with a thinking block, or the live API's 400.
+    A compaction block may open the turn: the context starts there (compaction docs), and
+    the thinking follows it."""
+    opening = [b for b in blocks_of(turn) if not isinstance(b, CompactionBlock)]
+    first = opening[0] if opening else None
+    if first is None or isinstance(first, ThinkingBlock | RedactedThinkingBlock):
+        return
+    raise ApiError(
+        400,
+        f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+        f"but found `{_type_of(first)}`. When `thinking` is enabled, a final `assistant` "
+        "message must start with a thinking block (preceeding the lastmost set of "
+        "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks "
+        "from previous turns. To avoid this requirement, disable `thinking`.",
+    )
 
 
 def _check_stop_sequences(sequences: Sequence[str]) -> None:
