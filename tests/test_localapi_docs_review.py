@@ -315,3 +315,33 @@ async def test_a_prefill_is_refused_when_thinking_is_on(
         model=MODEL, max_tokens=4096, messages=opened, thinking=thinking
     )
     assert reply.stop_reason == "end_turn"
+
+
+async def _thinking_block(client: anthropic.AsyncAnthropic) -> Any:
+    thinking: Any = {"type": "enabled", "budget_tokens": 2048}
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=HI, thinking=thinking
+    )
+    assert reply.content[0].type == "thinking"
+    return reply.content[0].model_dump()
+
+
+async def test_an_assistant_turn_holding_thinking_begins_with_it(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API: "messages.51.content.0: If an assistant message contains any thinking
+    # blocks, the first block must be thinking or redacted_thinking. Found text."
+    # (anthropics/claude-code#20705, a history replayed with text before thinking), with
+    # thinking on or off; the local API took the turn.
+    block = await _thinking_block(client)
+    text: Any = {"type": "text", "text": "Hello."}
+    swapped: Any = [*HI, {"role": "assistant", "content": [text, block]}, *HI]
+    for extra in ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, {}):
+        refused = await error_of(client, messages=swapped, **extra)
+        assert refused["message"] == (
+            "messages.1.content.0: If an assistant message contains any thinking blocks, the "
+            "first block must be thinking or redacted_thinking. Found text."
+        )
+    in_order: Any = [*HI, {"role": "assistant", "content": [block, text]}, *HI]
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=in_order)
+    assert reply.stop_reason == "end_turn"

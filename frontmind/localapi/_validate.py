@@ -34,6 +34,7 @@ from ._schema import (
     ToolResultBlock,
     ToolUseBlock,
     blocks_of,
+    has_thinking,
 )
 from ._thinking import MIN_BUDGET_TOKENS, effective_thinking
 
@@ -512,6 +513,34 @@ def _check_tool_loop_thinking(
         return
 
 
+def _check_thinking_places(
+    messages: list[MessageParam], request: MessagesRequest, model: ModelInfo
+) -> None:
+    """Where thinking blocks may stand in the history, in the live API's words (public
+    reports quote each 400; the docs state the rules as the model writes its turns: a
+    reply's thinking comes first, and a turn does not end on it):
+    - an assistant message holding thinking begins with it: "messages.51.content.0: If an
+      assistant message contains any thinking blocks, the first block must be thinking or
+      redacted_thinking. Found text." (anthropics/claude-code#20705);
+    A compaction block may open a turn (the context starts there), as elsewhere here."""
+    thinking_types = ThinkingBlock | RedactedThinkingBlock
+    for i, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        blocks = [b for b in blocks_of(message) if not isinstance(b, CompactionBlock)]
+        if (
+            blocks
+            and not isinstance(blocks[0], thinking_types)
+            and any(isinstance(b, thinking_types) for b in blocks)
+        ):
+            raise ApiError(
+                400,
+                f"messages.{i}.content.0: If an assistant message contains any thinking "
+                f"blocks, the first block must be thinking or redacted_thinking. Found "
+                f"{_type_of(blocks[0])}.",
+            )
+
+
 def _require_opening_thinking(index: int, turn: MessageParam) -> None:
     """The assistant turn at `index` begins with a thinking block, or the live API's 400.
     A compaction block may open the turn: the context starts there (compaction docs), and
@@ -738,6 +767,8 @@ def validate(
         _check_tool_pairs(messages)
     if ServerToolUseBlock in kinds:
         _check_server_tool_pairs(messages)
+    if has_thinking(messages):
+        _check_thinking_places(messages, request, model)
     _check_tool_loop_thinking(messages, request, model)
     last = [m for m in messages if m.role != "system"][-1]
     # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
