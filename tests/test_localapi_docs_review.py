@@ -345,3 +345,24 @@ async def test_an_assistant_turn_holding_thinking_begins_with_it(
     in_order: Any = [*HI, {"role": "assistant", "content": [block, text]}, *HI]
     reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=in_order)
     assert reply.stop_reason == "end_turn"
+
+
+async def test_with_thinking_off_the_final_assistant_turn_holds_no_thinking(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API: "messages.1.content.0: When thinking is disabled, an `assistant`
+    # message in the final position cannot contain `thinking`. To use thinking blocks,
+    # enable `thinking` in your request." (tailcallhq/forgecode#1853, claude-sonnet-4-5);
+    # the local API continued from such a turn. Earlier turns may keep theirs.
+    block = await _thinking_block(client)
+    text: Any = {"type": "text", "text": "Hello."}
+    final: Any = [*HI, {"role": "assistant", "content": [block, text]}]
+    refused = await error_of(client, messages=final)
+    assert refused["message"] == (
+        "messages.1.content.0: When thinking is disabled, an `assistant` message in the final "
+        "position cannot contain `thinking`. To use thinking blocks, enable `thinking` in "
+        "your request."
+    )
+    earlier: Any = [*final, *HI]
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=earlier)
+    assert reply.stop_reason == "end_turn"

@@ -522,6 +522,10 @@ def _check_thinking_places(
     - an assistant message holding thinking begins with it: "messages.51.content.0: If an
       assistant message contains any thinking blocks, the first block must be thinking or
       redacted_thinking. Found text." (anthropics/claude-code#20705);
+    - with thinking off, the final assistant message holds none: "messages.1.content.0:
+      When thinking is disabled, an `assistant` message in the final position cannot
+      contain `thinking`. To use thinking blocks, enable `thinking` in your request."
+      (tailcallhq/forgecode#1853, on claude-sonnet-4-5);
     A compaction block may open a turn (the context starts there), as elsewhere here."""
     thinking_types = ThinkingBlock | RedactedThinkingBlock
     for i, message in enumerate(messages):
@@ -539,6 +543,22 @@ def _check_thinking_places(
                 f"blocks, the first block must be thinking or redacted_thinking. Found "
                 f"{_type_of(blocks[0])}.",
             )
+    spoken = [i for i, m in enumerate(messages) if m.role != "system"]
+    index = spoken[-1]
+    final = messages[index]
+    if final.role != "assistant":
+        return
+    ending = blocks_of(final)
+    marked = [j for j, b in enumerate(ending) if isinstance(b, thinking_types)]
+    if not marked:
+        return
+    if effective_thinking(request.thinking, model.thinks_by_default)["type"] == "disabled":
+        raise ApiError(
+            400,
+            f"messages.{index}.content.{marked[0]}: When thinking is disabled, an `assistant` "
+            "message in the final position cannot contain `thinking`. To use thinking "
+            "blocks, enable `thinking` in your request.",
+        )
 
 
 def _require_opening_thinking(index: int, turn: MessageParam) -> None:
