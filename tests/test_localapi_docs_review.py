@@ -366,3 +366,24 @@ async def test_with_thinking_off_the_final_assistant_turn_holds_no_thinking(
     earlier: Any = [*final, *HI]
     reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=earlier)
     assert reply.stop_reason == "end_turn"
+
+
+async def test_the_final_assistant_turn_does_not_end_on_thinking(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API: "messages.1: The final block in an assistant message cannot be
+    # `thinking`." (tailcallhq/forgecode#2107; measured on claude-haiku-4-5 and
+    # claude-opus-5 in router-for-me/CLIProxyAPI#5322, where the same thinking-only turn
+    # before a user turn passes). The local API continued from it.
+    block = await _thinking_block(client)
+    thinking: Any = {"type": "enabled", "budget_tokens": 2048}
+    ending: Any = [*HI, {"role": "assistant", "content": [block]}]
+    refused = await error_of(client, messages=ending, thinking=thinking)
+    assert refused["message"] == (
+        "messages.1: The final block in an assistant message cannot be `thinking`."
+    )
+    earlier: Any = [*ending, *HI]
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=earlier, thinking=thinking
+    )
+    assert reply.stop_reason == "end_turn"

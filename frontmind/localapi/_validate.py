@@ -526,6 +526,10 @@ def _check_thinking_places(
       When thinking is disabled, an `assistant` message in the final position cannot
       contain `thinking`. To use thinking blocks, enable `thinking` in your request."
       (tailcallhq/forgecode#1853, on claude-sonnet-4-5);
+    - the final assistant message does not end on one: "messages.1: The final block in an
+      assistant message cannot be `thinking`." (tailcallhq/forgecode#2107; measured on
+      claude-haiku-4-5 and claude-opus-5 in router-for-me/CLIProxyAPI#5322, where a
+      thinking-only assistant turn before a user turn passes).
     A compaction block may open a turn (the context starts there), as elsewhere here."""
     thinking_types = ThinkingBlock | RedactedThinkingBlock
     for i, message in enumerate(messages):
@@ -558,6 +562,10 @@ def _check_thinking_places(
             f"messages.{index}.content.{marked[0]}: When thinking is disabled, an `assistant` "
             "message in the final position cannot contain `thinking`. To use thinking "
             "blocks, enable `thinking` in your request.",
+        )
+    if isinstance(ending[-1], thinking_types):
+        raise ApiError(
+            400, f"messages.{index}: The final block in an assistant message cannot be `thinking`."
         )
 
 
