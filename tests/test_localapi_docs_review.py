@@ -387,3 +387,31 @@ async def test_the_final_assistant_turn_does_not_end_on_thinking(
         model=MODEL, max_tokens=4096, messages=earlier, thinking=thinking
     )
     assert reply.stop_reason == "end_turn"
+
+
+async def test_an_empty_text_block_with_a_breakpoint_is_named_as_the_api_names_it(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API answers an empty text block that carries cache_control with
+    # "messages.29.content.0.text: cache_control cannot be set for empty text blocks"
+    # (NousResearch/hermes-agent#1216; anthropics/claude-code#50082): the breakpoint is
+    # named, not the emptiness. The local API said "text content blocks must be
+    # non-empty", which a client that strips the marker does not match.
+    marked: Any = {"type": "text", "text": "", "cache_control": {"type": "ephemeral"}}
+    lookup: Any = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    result: Any = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "done"}
+    history: Any = [
+        *HI,
+        {"role": "assistant", "content": [marked, lookup]},
+        {"role": "user", "content": [result]},
+    ]
+    tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    refused = await error_of(client, messages=history, tools=tools)
+    assert refused["message"] == (
+        "messages.1.content.0.text: cache_control cannot be set for empty text blocks"
+    )
+    refused = await error_of(client, system=[marked])
+    assert refused["message"] == "system.0.text: cache_control cannot be set for empty text blocks"
+    unmarked: Any = [*HI, {"role": "assistant", "content": [{"type": "text", "text": ""}]}, *HI]
+    refused = await error_of(client, messages=unmarked)
+    assert refused["message"] == "messages.1.content.0: text content blocks must be non-empty"

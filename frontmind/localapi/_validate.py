@@ -195,9 +195,15 @@ def _text_passes(text: str) -> bool:
     return bool(text) and not text.isspace()
 
 
-def _check_text(text: str, where: str) -> None:
+def _check_text(text: str, where: str, cached: bool = False) -> None:
     if _text_passes(text):
         return
+    if not text and cached:
+        # The live API's words for an empty text block with a breakpoint, which it names
+        # before the emptiness itself ("messages.29.content.0.text: cache_control cannot
+        # be set for empty text blocks", NousResearch/hermes-agent#1216; anthropics/
+        # claude-code#50082 and #54013).
+        raise ApiError(400, f"{where}.text: cache_control cannot be set for empty text blocks")
     if not text:
         raise ApiError(400, f"{where}: text content blocks must be non-empty")
     raise ApiError(400, f"{where}: text content blocks must contain non-whitespace text")
@@ -280,7 +286,7 @@ def _check_block(
     block: Block | ToolReferenceBlock, role: str, where: str, images: int, beta: bool
 ) -> None:
     if isinstance(block, TextBlock):
-        _check_text(block.text, where)
+        _check_text(block.text, where, block.cache_control is not None)
     elif isinstance(block, ImageBlock | DocumentBlock):
         _check_source(block, where, images)
     elif isinstance(block, ToolResultBlock) and isinstance(block.content, list):
@@ -773,7 +779,7 @@ def validate(
     _check_tools(request, model)
     if isinstance(request.system, list):
         for i, system_block in enumerate(request.system):
-            _check_text(system_block.text, f"system.{i}")
+            _check_text(system_block.text, f"system.{i}", system_block.cache_control is not None)
     messages = merge_consecutive(request.messages)
     if not messages:
         raise ApiError(400, "messages: at least one message is required")
