@@ -268,8 +268,8 @@ async def test_a_user_is_not_deleted_under_a_turn_of_theirs_on_another_replica(
     a turn asking meanwhile is not kept either."""
     held = Held()
     responder = ScriptedResponder()
-    for _ in range(2):
-        responder.push(Reply((ReplyToolUse("hold", {}, "toolu_hold"),)), "Done.")
+    for n in range(2):  # ids of their own: one continuum's history holds both calls
+        responder.push(Reply((ReplyToolUse("hold", {}, f"toolu_hold{n}"),)), "Done.")
     responder.push("Done.")
     url = pg_server.new_database()
     cfg = config(storage={"url": url})

@@ -415,3 +415,41 @@ async def test_an_empty_text_block_with_a_breakpoint_is_named_as_the_api_names_i
     unmarked: Any = [*HI, {"role": "assistant", "content": [{"type": "text", "text": ""}]}, *HI]
     refused = await error_of(client, messages=unmarked)
     assert refused["message"] == "messages.1.content.0: text content blocks must be non-empty"
+
+
+async def test_a_tool_use_id_stands_once_in_a_request(client: anthropic.AsyncAnthropic) -> None:
+    # The live API: "messages.1.content.1: `tool_use` ids must be unique"
+    # (anthropics/claude-code#21317), across the whole history ("messages.43.content.2",
+    # anthropics/claude-code#28515). The local API took two calls of one id, in one turn
+    # or in two.
+    tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+
+    def use(call_id: str) -> Any:
+        return {"type": "tool_use", "id": call_id, "name": "lookup", "input": {}}
+
+    def result(call_id: str) -> Any:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": "done"}
+
+    text: Any = {"type": "text", "text": "Looking."}
+    one_turn: Any = [
+        *HI,
+        {"role": "assistant", "content": [use("toolu_1"), use("toolu_1")]},
+        {"role": "user", "content": [result("toolu_1")]},
+    ]
+    refused = await error_of(client, messages=one_turn, tools=tools)
+    assert refused["message"] == "messages.1.content.1: `tool_use` ids must be unique"
+    two_turns: Any = [
+        *HI,
+        {"role": "assistant", "content": [text, use("toolu_1")]},
+        {"role": "user", "content": [result("toolu_1")]},
+        {"role": "assistant", "content": [text, use("toolu_1")]},
+        {"role": "user", "content": [result("toolu_1")]},
+    ]
+    refused = await error_of(client, messages=two_turns, tools=tools)
+    assert refused["message"] == "messages.3.content.1: `tool_use` ids must be unique"
+    two_turns[3]["content"][1] = use("toolu_2")
+    two_turns[4]["content"][0] = result("toolu_2")
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=two_turns, tools=tools
+    )
+    assert reply.stop_reason is not None

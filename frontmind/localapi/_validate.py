@@ -828,6 +828,17 @@ def validate(
 
 
 def _check_tool_pairs(messages: list[MessageParam]) -> None:
+    # A tool_use id stands once in the whole request: the live API's words, as public
+    # reports quote them ("messages.1.content.1: `tool_use` ids must be unique",
+    # anthropics/claude-code#21317; "messages.43.content.2", deep in a long history,
+    # anthropics/claude-code#28515); every tool_result names one call.
+    seen: set[str] = set()
+    for i, message in enumerate(messages):
+        for j, block in enumerate(blocks_of(message)):
+            if isinstance(block, ToolUseBlock):
+                if block.id in seen:
+                    raise ApiError(400, f"messages.{i}.content.{j}: `tool_use` ids must be unique")
+                seen.add(block.id)
     for i, message in enumerate(messages):
         if message.role != "assistant":
             continue
