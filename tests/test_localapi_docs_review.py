@@ -453,3 +453,26 @@ async def test_a_tool_use_id_stands_once_in_a_request(client: anthropic.AsyncAnt
         model=MODEL, max_tokens=4096, messages=two_turns, tools=tools
     )
     assert reply.stop_reason is not None
+
+
+async def test_only_the_final_assistant_message_may_be_empty(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The live API: "messages.1: all messages must have non-empty content except for
+    # the optional final assistant message" (tidyverse/ellmer#709, an empty assistant turn
+    # before a user turn). The local API refused the final one too (and named no
+    # exception); on a model that takes a prefill an empty one is a prefill of nothing.
+    between: Any = [*HI, {"role": "assistant", "content": []}, *HI]
+    refused = await error_of(client, messages=between)
+    assert refused["message"] == (
+        "messages.1: all messages must have non-empty content except for the optional final "
+        "assistant message"
+    )
+    final: Any = [*HI, {"role": "assistant", "content": []}]
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=final)
+    assert reply.stop_reason == "end_turn"
+    counted = await client.messages.count_tokens(model=MODEL, messages=final)
+    assert counted.input_tokens > 0
+    # A model without prefill still refuses it as one.
+    refused = await error_of(client, model="claude-opus-4-6", messages=final)
+    assert "The conversation must end with a user message" in refused["message"]

@@ -788,8 +788,17 @@ def validate(
     if ImageBlock in kinds or ToolResultBlock in kinds:
         images = sum(_images_in(block) for message in messages for block in blocks_of(message))
     for i, message in enumerate(messages):
-        if isinstance(message.content, list) and not message.content:
-            raise ApiError(400, f"messages.{i}: all messages must have non-empty content")
+        # The live API's words: "messages.1: all messages must have non-empty content
+        # except for the optional final assistant message" (tidyverse/ellmer#709, an empty
+        # assistant turn before a user turn; anthropics/claude-code#6774): a final
+        # assistant message may be empty (a prefill of nothing).
+        optional = i == len(messages) - 1 and message.role == "assistant"
+        if isinstance(message.content, list) and not message.content and not optional:
+            raise ApiError(
+                400,
+                f"messages.{i}: all messages must have non-empty content except for the "
+                "optional final assistant message",
+            )
         for j, block in enumerate(blocks_of(message)):
             if type(block) is TextBlock and _text_passes(block.text):
                 continue  # most of a history (text has no rule of role or beta to check)
@@ -808,8 +817,11 @@ def validate(
     # Sending a `pause_turn` reply back as-is lets the model continue its turn (docs:
     # handling stop reasons, server tools), and so does a reply paused after compaction
     # (compaction docs, "Pausing after compaction"): that is no prefill.
-    paused = last.role == "assistant" and isinstance(
-        blocks_of(last)[-1], (*SERVER_TOOL_BLOCKS, CompactionBlock)
+    ending = blocks_of(last)
+    paused = (
+        last.role == "assistant"
+        and bool(ending)
+        and isinstance(ending[-1], (*SERVER_TOOL_BLOCKS, CompactionBlock))
     )
     if last.role != "user" and not paused and not model.prefill:
         raise ApiError(
@@ -817,7 +829,7 @@ def validate(
             "This model does not support assistant message prefill. "
             "The conversation must end with a user message.",
         )
-    final = blocks_of(last)[-1] if last.role == "assistant" else None
+    final = ending[-1] if last.role == "assistant" and ending else None
     if type(final) is TextBlock and final.text != final.text.rstrip():
         # The live API's words (tailcallhq/forgecode#1872, anomalyco/opencode#1295): a
         # prefill the model goes on from may not end on whitespace.
