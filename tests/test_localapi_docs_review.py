@@ -476,3 +476,34 @@ async def test_only_the_final_assistant_message_may_be_empty(
     # A model without prefill still refuses it as one.
     refused = await error_of(client, model="claude-opus-4-6", messages=final)
     assert "The conversation must end with a user message" in refused["message"]
+
+
+async def test_a_tool_use_id_keeps_to_the_api_pattern(client: anthropic.AsyncAnthropic) -> None:
+    # The live API: "messages.1.content.1.tool_use.id: String should match pattern
+    # '^[a-zA-Z0-9_-]+$'" (anomalyco/opencode#1279, an empty id replayed from storage;
+    # CommandCodeAI/command-code#323). The local API took any id.
+    tools: Any = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    text: Any = {"type": "text", "text": "Looking."}
+    for call_id in ("", "call:1", "toolu 1", "functions.lookup.0"):
+        use: Any = {"type": "tool_use", "id": call_id, "name": "lookup", "input": {}}
+        result: Any = {"type": "tool_result", "tool_use_id": call_id, "content": "done"}
+        history: Any = [
+            *HI,
+            {"role": "assistant", "content": [text, use]},
+            {"role": "user", "content": [result]},
+        ]
+        refused = await error_of(client, messages=history, tools=tools)
+        assert refused["message"] == (
+            "messages.1.content.1.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+        )
+    fine: Any = {"type": "tool_use", "id": "toolu_01A-b_9", "name": "lookup", "input": {}}
+    answered: Any = {"type": "tool_result", "tool_use_id": "toolu_01A-b_9", "content": "done"}
+    history = [
+        *HI,
+        {"role": "assistant", "content": [text, fine]},
+        {"role": "user", "content": [answered]},
+    ]
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=history, tools=tools
+    )
+    assert reply.stop_reason is not None

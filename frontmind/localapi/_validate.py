@@ -64,6 +64,8 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 # whose parameters are named after an HTTP API's, as `StartTime<`). Only the top level is
 # checked (decocms/studio#6874).
 _PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+# A tool_use block's id, as the live API's 400 quotes its pattern (`_check_tool_pairs`).
+_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 # Something shaped like an email address (the user_id check in `validate`).
 _EMAIL = re.compile(r"[^\s@]+@[^\s@]+\.[^\s@]+")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -848,6 +850,14 @@ def _check_tool_pairs(messages: list[MessageParam]) -> None:
     for i, message in enumerate(messages):
         for j, block in enumerate(blocks_of(message)):
             if isinstance(block, ToolUseBlock):
+                if _TOOL_USE_ID.fullmatch(block.id) is None:
+                    # The live API's words (anomalyco/opencode#1279, an empty id;
+                    # CommandCodeAI/command-code#323): ids the API writes keep to it.
+                    raise ApiError(
+                        400,
+                        f"messages.{i}.content.{j}.tool_use.id: String should match pattern "
+                        f"'^{_TOOL_USE_ID.pattern}$'",
+                    )
                 if block.id in seen:
                     raise ApiError(400, f"messages.{i}.content.{j}: `tool_use` ids must be unique")
                 seen.add(block.id)
