@@ -507,3 +507,28 @@ async def test_a_tool_use_id_keeps_to_the_api_pattern(client: anthropic.AsyncAnt
         model=MODEL, max_tokens=4096, messages=history, tools=tools
     )
     assert reply.stop_reason is not None
+
+
+async def test_a_document_source_takes_its_one_media_type(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference: a base64 document source is a PDF ("application/pdf") and a
+    # text source plain text ("text/plain"; Citations, "Plain text documents"). The
+    # local API took a base64 PNG and an HTML text source as documents.
+    def ask(source: Any) -> Any:
+        document = {"type": "document", "source": source}
+        return [{"role": "user", "content": [document, {"type": "text", "text": "what?"}]}]
+
+    png: Any = {"type": "base64", "media_type": "image/png", "data": _png_of(64)}
+    refused = await error_of(client, messages=ask(png))
+    assert refused["message"] == (
+        "messages.0.content.0.source.media_type: Input should be 'application/pdf'"
+    )
+    html: Any = {"type": "text", "media_type": "text/html", "data": "<p>hello</p>"}
+    refused = await error_of(client, messages=ask(html))
+    assert (
+        refused["message"] == "messages.0.content.0.source.media_type: Input should be 'text/plain'"
+    )
+    plain: Any = {**html, "media_type": "text/plain", "data": "hello"}
+    reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=ask(plain))
+    assert reply.stop_reason == "end_turn"

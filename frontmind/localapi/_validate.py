@@ -231,6 +231,14 @@ def _check_source(block: ImageBlock | DocumentBlock, where: str, images: int) ->
     for name in required:
         if source.get(name) in (None, ""):
             raise ApiError(400, f"{where}.source.{name}: Field required")
+    if isinstance(block, DocumentBlock) and kind in ("base64", "text"):
+        # Docs: PDF support and Citations ("Plain text documents": media_type "text/plain");
+        # the API reference's Base64PDFSource and PlainTextSource each take one media_type
+        # (the SDK's Base64PDFSourceParam and PlainTextSourceParam). The wording is the
+        # image check's, chosen (no public report quotes this one).
+        expected = "application/pdf" if kind == "base64" else "text/plain"
+        if source.get("media_type") != expected:
+            raise ApiError(400, f"{where}.source.media_type: Input should be '{expected}'")
     if isinstance(block, ImageBlock) and kind == "base64":
         media = source.get("media_type")
         if media not in _IMAGE_TYPES:
