@@ -532,3 +532,19 @@ async def test_a_document_source_takes_its_one_media_type(
     plain: Any = {**html, "media_type": "text/plain", "data": "hello"}
     reply = await client.messages.create(model=MODEL, max_tokens=4096, messages=ask(plain))
     assert reply.stop_reason == "end_turn"
+
+
+async def test_output_config_takes_only_its_documented_keys(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference's output_config holds effort and format (task_budget on the beta
+    # Messages API); another key is refused as every unknown field is. The local API took
+    # any key, so a misspelt "efort" passed and the model ran at its default effort.
+    for config in ({"efort": "low"}, {"effort": "low", "task_budget": {"total": 1000}}):
+        refused = await error_of(client, model="claude-opus-4-6", output_config=config)
+        key = next(k for k in config if k != "effort")
+        assert refused["message"] == f"output_config.{key}: Extra inputs are not permitted"
+    reply = await client.messages.create(
+        model="claude-opus-4-6", max_tokens=4096, messages=HI, output_config={"effort": "low"}
+    )
+    assert reply.stop_reason == "end_turn"

@@ -762,6 +762,13 @@ def validate(
         for name in BETA_ONLY_FIELDS:
             if getattr(request, name) is not None:
                 raise ApiError(400, f"{name}: Extra inputs are not permitted")
+    # The API reference's output_config: effort and format; the beta one adds task_budget
+    # (the SDK's OutputConfigParam and BetaOutputConfigParam). Another key is refused as
+    # every unknown field is ("<field>: Extra inputs are not permitted").
+    known = ("effort", "format", "task_budget") if beta else ("effort", "format")
+    for key in request.output_config or {}:
+        if key not in known:
+            raise ApiError(400, f"output_config.{key}: Extra inputs are not permitted")
     model = require_model(request.model, models)
     if request.max_tokens < 1:
         raise ApiError(400, "max_tokens: must be greater than or equal to 1")
