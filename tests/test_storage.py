@@ -83,7 +83,11 @@ async def reopen(store: Store) -> Store:
 
 async def table_counts(store: Store) -> dict[str, int]:
     if isinstance(store, SQLiteStorage):
-        with sqlite3.connect(store.path) as conn:
+        # Through the store's own SQLite library, closed at once: a connection of another
+        # copy of SQLite in this process (Python's sqlite3 beside sqlean's) is blind to
+        # the store's locks, and one left to the collector read a count from before the
+        # store's last delete (a run of the suite on a loaded machine).
+        with closing(DRIVER.connect(store.path)) as conn:
             return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
     async with await PostgresStorage.open(store.url) as other:
         return {t: int(await other._pool.fetchval(f"SELECT count(*) FROM {t}")) for t in TABLES}
