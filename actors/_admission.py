@@ -77,6 +77,16 @@ class _User:
     at_least: list[int] = field(default_factory=list)
 
 
+def _busy_slots(slots: int, waiting: int) -> str:
+    """What holds a refused turn up, in words: every slot taken, and the queue if any
+    ("0 turns are waiting for one of 1 slots" read as if nothing stood in the way)."""
+    taken = f"all {slots} turn slots are taken" if slots != 1 else "the one turn slot is taken"
+    if waiting == 0:
+        return taken
+    queue = f"{waiting} turns wait" if waiting != 1 else "1 turn waits"
+    return f"{taken} and {queue} for them"
+
+
 def _raise(counts: list[int], level: int) -> None:
     """One more member now has `level + 1` (it had `level`)."""
     if level == len(counts):
@@ -171,8 +181,8 @@ class Admission:
             self.refused += 1
             retry = max(1, math.ceil(wait - self.max_wait_s))
             raise Overloaded(
-                f"{self.waiting} turns are waiting for one of {self.max_active} slots: about "
-                f"{wait:.0f} s, over turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
+                f"{_busy_slots(self.max_active, self.waiting)}: about {wait:.0f} s, over "
+                f"turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
                 retry_after=retry,
             )
         account = self._users.get(user)

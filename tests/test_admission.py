@@ -277,6 +277,9 @@ async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
         assert caught.value.retry_after is not None
         assert caught.value.retry_after >= 1
         assert "max_wait_s" in str(caught.value)
+        # What held it up, with no queue ("0 turns are waiting for one of 1 slots" read
+        # as if nothing stood in the way).
+        assert str(caught.value).startswith("the one turn slot is taken: about ")
         full(held)
         # Refused at the door: no actor started, nothing of it composed or stored but
         # its record, which says so (written by the background worker).
