@@ -1735,6 +1735,11 @@ class SQLStore(ABC):
 
     async def set_user_token(self, name: str, token_hash: str) -> None:
         check_user_name(name)
+        if name == DEFAULT_USER:  # refused as its delete is, not "no user named"
+            raise InvalidInput(
+                f"{DEFAULT_USER!r} is the built-in user (the admin token acts as it);"
+                " it has no token of its own to rotate"
+            )
         check_token_hash(token_hash)
         async with self._transaction() as db:
             changed = await _rows(

@@ -149,6 +149,10 @@ async def forget_and_rotate(data_dir: Path, counter: Counter, *options: str) -> 
             assert (await admin.get("/v1/memories", headers=auth(alice_token))).status_code == 200
             missing = await admin.post("/v1/users/nobody/token", json={})
             assert missing.status_code == 404
+            # The built-in user is refused as its delete is, not as no user at all.
+            builtin = await admin.post("/v1/users/default/token", json={})
+            assert builtin.status_code == 400
+            assert "built-in user" in builtin.json()["error"]["message"]
 
         before = {name: await counter(name) for name in WORDS}
         for table in ("continuums", "turns", "messages", "segments", "memories", "reminders",
