@@ -726,6 +726,29 @@ async def test_a_sync_tool_that_hangs_leaves_a_bounded_number_of_threads(
         assert [e.content for e in tool_finishes(events)] == ["the page"]
 
 
+async def test_a_sync_tool_that_exits_fails_its_call_at_once(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A sync tool runs in a thread of its own: whatever it raises, a SystemExit too, is
+    handed back to the call, which fails at once with an error result saying so (a
+    thread that ended unsettled left the call waiting out its timeout)."""
+    api, responder = script
+
+    @tool(timeout_s=60)
+    def leave() -> str:
+        """Leaves."""
+        raise SystemExit(3)
+
+    responder.push(Reply((ReplyToolUse("leave", {}, "toolu_1"),)), "After it.")
+    async with frontmind(api, tmp_path, tools=[leave]) as fm:
+        with anyio.fail_after(30):  # not the tool's 60 s
+            events = await run_turn(fm, "c1", "go")
+    (finish,) = tool_finishes(events)
+    assert finish.is_error
+    assert "SystemExit(3)" in finish.content
+    assert completed(events).text == "After it."
+
+
 async def test_calls_of_a_hung_sync_tool_that_never_got_a_thread_are_not_stragglers(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
