@@ -530,9 +530,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             except UnknownContinuum:
                 self._state = _Loaded(CompactHistory((), message_tokens), 0, 0, None, model)
             else:
-                history = CompactHistory(
-                    await storage.history(self._user, self._id), message_tokens
+                # A server tool's use stored without its result (by a release that kept
+                # a turn ending before the server ran it) is left out here, once: the
+                # API refuses it, and every turn of the continuum failed. (What this
+                # release commits never holds one: see `_without_pending_server_uses`.)
+                stored, _ = _without_pending_server_uses(
+                    await storage.history(self._user, self._id)
                 )
+                history = CompactHistory(stored, message_tokens)
                 state = _Loaded(
                     history,
                     continuum.history_start,
@@ -584,12 +589,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         written after (trimming and summaries change the prefix too), so the API would
         answer 400 ("The block is bound to a different conversation"). Leaving them all
         out is valid ("Keeping the prefix unchanged", same page); the current turn's
-        tool loop keeps its own.
-
-        A server tool's use stored without its result (by a release that kept a turn
-        ending before the server ran it) is left out too: the API refuses it, and every
-        turn of the continuum failed."""
-        history, _ = _without_pending_server_uses(history)
+        tool loop keeps its own."""
         catalog = self._deps.models.catalog
         row = catalog.lookup(reader)
         bound = row is not None and row.prefix_check != "none"
@@ -740,7 +740,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     ) -> int:
         """A request of this turn in estimated tokens: the tools and system prompt, the
         history from `start`, the notification center and the turn's own messages."""
-        history = sum(tokens for seq, _, tokens in state.history.entries() if seq >= (start or 0))
+        history = state.history.tokens_from(start)
         notification = estimate_tokens(composed.notification) + BLOCK_FRAMING_TOKENS
         own = sum(message_tokens(m) for m in tail)
         return self._prefix_tokens(composed) + history + notification + own
@@ -882,7 +882,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         was too long. Over the configured budget only, the turn goes whole: trimming
         cuts between turns, never inside the one the next message follows up on."""
         scale = self._deps.token_scales.get((self._user, self._id))
-        used = sum(tokens for seq, _, tokens in state.history.entries() if seq >= (start or 0))
+        used = state.history.tokens_from(start)
         over = used - max(1, self._room(state, composed)) / scale
         return history if over <= 0 else fit_results(history, math.ceil(over))
 

@@ -222,6 +222,12 @@ class CompactHistory:
         self._turn_at = array(self._turn_at.typecode, (t - first for t in self._turn_at[keep:]))
         self.tokens = sum(self._tokens)
 
+    def tokens_from(self, seq: int | None) -> int:
+        """The estimated tokens of the messages from `seq` on (None: all of them)."""
+        if seq is None or not self._seqs or seq <= self._seqs[0]:
+            return self.tokens
+        return sum(self._tokens[self._index(seq) :])
+
     def entries(self) -> Iterator[tuple[int, int, int]]:
         """(seq, turn, tokens) of each message, in order, without decoding anything:
         `turn` numbers the window's turns (a turn's messages share it, the next turn's
