@@ -27,7 +27,7 @@ from actors import (
 )
 from actors._conversation import MAX_TOKEN_SCALE, TokenScales
 from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
-from frontmind import Frontmind, TurnStream, tool
+from frontmind import Config, Frontmind, TurnStream, tool
 from frontmind.localapi import (
     Latency,
     LocalMessagesAPI,
@@ -427,6 +427,22 @@ async def test_a_history_of_dense_text_stays_within_the_window_the_api_counts(
     assert outcomes == ["completed"] * 6, outcomes
 
 
+# A continuum that starts on a model of a 200k window and is switched to one of 60k
+# (rows of the config and of the local API alike), under a budget past both windows.
+SWITCHED_MODELS: list[dict[str, Any]] = [
+    {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000},
+    {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000},
+]
+
+
+def switching_config() -> Config:
+    return config(
+        model={"name": "claude-sonnet-4-5"},
+        models=SWITCHED_MODELS,
+        history={"budget_tokens": 1_000_000},
+    )
+
+
 async def test_a_turn_larger_than_a_smaller_models_window_leaves_the_continuum_working(
     tmp_path: Path,
 ) -> None:
@@ -442,18 +458,12 @@ async def test_a_turn_larger_than_a_smaller_models_window_leaves_the_continuum_w
         """Read a file."""
         return page
 
-    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
-    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
-    cfg = config(
-        model={"name": "claude-sonnet-4-5"},
-        models=[big, small],
-        history={"budget_tokens": 1_000_000},
-    )
+    cfg = switching_config()
     responder = ScriptedResponder()
     reads = (Reply((ReplyToolUse("read_file", {"name": f"f{i}"}, f"toolu_{i}"),)) for i in range(4))
     responder.push(*reads, "Read them.", "Hello.", "Hello again.")
     async with (
-        LocalMessagesAPI(responder=responder, models=[big, small]) as api,
+        LocalMessagesAPI(responder=responder, models=SWITCHED_MODELS) as api,
         frontmind(api, tmp_path, cfg=cfg, tools=[read_file]) as fm,
     ):
         assert completed(await run_turn(fm, "c1", "read the four files")).text == "Read them."
@@ -516,15 +526,9 @@ async def test_a_document_larger_than_a_smaller_models_window_leaves_the_continu
         "source": {"type": "text", "media_type": "text/plain", "data": page},
         "title": "The manual",
     }
-    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
-    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
-    cfg = config(
-        model={"name": "claude-sonnet-4-5"},
-        models=[big, small],
-        history={"budget_tokens": 1_000_000},
-    )
+    cfg = switching_config()
     async with (
-        LocalMessagesAPI(models=[big, small]) as api,
+        LocalMessagesAPI(models=SWITCHED_MODELS) as api,
         frontmind(api, tmp_path, cfg=cfg) as fm,
     ):
         message: Any = [document, {"type": "text", "text": "Read the manual."}]
@@ -552,16 +556,10 @@ async def test_the_summary_of_a_turn_larger_than_the_window_is_made(tmp_path: Pa
         """Read a file."""
         return page
 
-    big = {"name": "claude-sonnet-4-5", "context_window": 200_000, "max_output": 8_000}
-    small = {"name": "claude-haiku-4-5", "context_window": 60_000, "max_output": 8_000}
-    cfg = config(
-        model={"name": "claude-sonnet-4-5"},
-        models=[big, small],
-        history={"budget_tokens": 1_000_000},
-    )
+    cfg = switching_config()
     clock = FakeClock()
     async with (
-        LocalMessagesAPI(models=[big, small]) as api,
+        LocalMessagesAPI(models=SWITCHED_MODELS) as api,
         frontmind(api, tmp_path, cfg=cfg, tools=[read_file], clock=clock) as fm,
     ):
         completed(await run_turn(fm, "c1", "use the read_file tool for name manual"))

@@ -12,10 +12,11 @@ import anthropic
 import pytest
 
 from frontmind.localapi import LocalMessagesAPI
+from tests.test_localapi_doc_rules import HI
+from tests.test_localapi_doc_rules import error_of as rules_error_of
 
 pytestmark = pytest.mark.anyio
 
-HI: Any = [{"role": "user", "content": "hi"}]
 MODEL = "claude-sonnet-4-5"
 
 
@@ -27,13 +28,8 @@ async def api() -> AsyncIterator[LocalMessagesAPI]:
 
 
 async def error_of(client: anthropic.AsyncAnthropic, **kwargs: Any) -> dict[str, Any]:
-    kwargs.setdefault("model", MODEL)
-    kwargs.setdefault("max_tokens", 4096)
-    kwargs.setdefault("messages", HI)
-    with pytest.raises(anthropic.BadRequestError) as info:
-        await client.messages.create(**kwargs)
-    body: Any = info.value.body
-    return dict(body["error"])
+    """The 400's error object (test_localapi_doc_rules' helper, on this file's model)."""
+    return await rules_error_of(client, **{"model": MODEL, **kwargs})
 
 
 async def test_a_stop_sequence_must_hold_more_than_whitespace(
