@@ -517,6 +517,32 @@ async def test_control_characters_in_a_reply_are_shown_not_obeyed(tmp_path: Path
         assert obeyed not in raw
 
 
+@pytest.mark.anyio
+async def test_a_line_break_split_between_two_deltas_is_a_line_break(tmp_path: Path) -> None:
+    # The API cuts a reply's text anywhere: a CRLF whose CR ended one delta and whose
+    # LF began the next was shown as "␍" and then a new line (the local API streams
+    # text in pieces of 24 characters: the CR is the 24th).
+    reply = "x" * 23 + "\r\nsecond line"
+    responder = ScriptedResponder()
+    responder.push(Reply((ReplyText(reply),)))
+    async with LocalMessagesAPI(responder=responder) as api:
+        url, key = api.base_url, "test-key"
+
+        def converse() -> str:  # in a thread: the model server runs on this loop
+            tty = str(tmp_path / "tty")
+            with terminal("--data-dir", tty, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=key) as t:
+                t.wait_prompt(1)
+                t.send("hi" + ENTER)
+                t.wait_prompt(2)
+                t.send(CTRL_D)
+                assert t.wait_exit() == 0
+                return t.raw.decode()
+
+        shown = await anyio.to_thread.run_sync(converse)
+    assert "x" * 23 + "\r\nsecond line" in shown  # the terminal's own line break
+    assert "␍" not in shown
+
+
 def test_a_dumb_terminal_gets_no_spinner(tmp_path: Path) -> None:
     # TERM=dumb moves no cursor: the spinner's carriage returns and its erase sequence
     # were shown as they are, "⠋ thinking… (Ctrl-C cancels)^[[K" before every reply.

@@ -193,6 +193,26 @@ def visible(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_VISIBLE_CONTROLS)
 
 
+class _Visible:
+    """`visible` over a stream of deltas: a CRLF split between two of them (the API
+    cuts text anywhere) is still a line break, not a ␍ and then a newline. A delta's
+    last CR waits for the next one's first character."""
+
+    def __init__(self) -> None:
+        self._cr = False  # the last delta ended with a CR, not yet shown
+
+    def __call__(self, text: str) -> str:
+        if self._cr:
+            text = "\r" + text
+        self._cr = text.endswith("\r")
+        return visible(text[:-1] if self._cr else text)
+
+    def flush(self) -> str:
+        """A held CR that no newline followed, as itself (before other output)."""
+        held, self._cr = self._cr, False
+        return visible("\r") if held else ""
+
+
 def _is_terminal(stream: TextIO | None) -> bool:
     try:
         return stream is not None and stream.isatty()
@@ -216,13 +236,14 @@ class _Out:
         self._aside_open = False  # and the aside's
         self._tty = _is_terminal(stream)
         self._aside_tty = _is_terminal(aside)
+        self._visible, self._aside_visible = _Visible(), _Visible()
 
     def __call__(self, text: str, style: str | None = None, *, raw: bool = False) -> None:
         """Write `text`; `raw`: the chat's own terminal commands (the spinner's)."""
         if text:
             self._line_open = not text.endswith("\n")
-        if self._tty and not raw:
-            text = visible(text)
+        if self._tty:
+            text = self._visible.flush() + text if raw else self._visible(text)
         if self.colour and style is not None:
             text = f"{_STYLES[style]}{text}\x1b[0m"
         self._stream.write(text)
@@ -259,7 +280,7 @@ class _Out:
         assert self._aside is not None
         if text:
             self._aside_open = not text.endswith("\n")
-        self._aside.write(visible(text) if self._aside_tty else text)
+        self._aside.write(self._aside_visible(text) if self._aside_tty else text)
         self._aside.flush()
 
     def note(self, text: str) -> None:
