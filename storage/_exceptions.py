@@ -56,7 +56,15 @@ class NotFound(StorageError, LookupError):
 
 
 class UnknownContinuum(NotFound):
-    """A read-only query named a continuum that has never had a turn."""
+    """A read-only query named a continuum that has never had a turn (`continuum_id`
+    says which: a caller reading several need not parse the message)."""
+
+    def __init__(self, continuum_id: str) -> None:
+        super().__init__(f"no continuum {continuum_id!r}")
+        self.continuum_id = continuum_id
+
+    def __reduce__(self) -> tuple[type[UnknownContinuum], tuple[str]]:
+        return (type(self), (self.continuum_id,))  # pickled (a process pool) as it came
 
 
 class UserExists(StorageError):

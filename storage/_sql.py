@@ -623,7 +623,7 @@ class SQLStore(ABC):
         _, args = _owned_one(user, continuum_id)
         rows = await self._read(f"{_CONTINUUM} WHERE owner = ? AND id = ?", args)
         if not rows:
-            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+            raise UnknownContinuum(continuum_id)
         return from_row(Continuum, rows[0])
 
     async def _resume_at(self, sql: str, args: Args, cursor: object) -> tuple[float, str]:
@@ -710,7 +710,7 @@ class SQLStore(ABC):
                 db, "DELETE FROM continuums WHERE owner = ? AND id = ? RETURNING 1", args
             )
             if not found and not chosen:
-                raise UnknownContinuum(f"no continuum {continuum_id!r}")
+                raise UnknownContinuum(continuum_id)
 
     async def _messages(
         self, user: str, continuum_id: str, start: int, limit: int = -1
@@ -740,7 +740,7 @@ class SQLStore(ABC):
         if not rows:
             if missing_ok:
                 return []
-            raise UnknownContinuum(f"no continuum {continuum_id!r}")
+            raise UnknownContinuum(continuum_id)
         return await self._messages(user, continuum_id, int(rows[0][0]))
 
     async def all_messages(

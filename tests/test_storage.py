@@ -6,6 +6,7 @@ about SQLite itself (its migrations, WAL, a kill -9 in mid-commit) open it direc
 
 from __future__ import annotations
 
+import copy
 import random
 import sqlite3
 import subprocess
@@ -448,8 +449,10 @@ async def test_bad_input_is_refused_and_changes_nothing(store: Store) -> None:
             await call
     with pytest.raises(UnknownContinuum, match="nobody"):
         await store.history(DEFAULT_USER, "nobody")
-    with pytest.raises(UnknownContinuum):
+    with pytest.raises(UnknownContinuum) as unknown:
         await store.turns(DEFAULT_USER, "nobody")
+    assert unknown.value.continuum_id == "nobody"  # a caller need not parse the message
+    assert copy.copy(unknown.value).continuum_id == "nobody"
     with pytest.raises(NotFound, match="#999"):
         await store.complete_reminder(DEFAULT_USER, 999)
     assert await table_counts(store) == before
