@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import random
 import re
+import sys
 import unicodedata
 
 import pytest
 
 from actors import escape_field, escape_text, neutralize_frame
-from actors._markup import _HOMOGLYPHS
+from actors._markup import _GAP, _HOMOGLYPHS
 
 RULE = "═" * 60
 PLAIN_HEADER = "notification center"
@@ -267,3 +268,16 @@ def test_blocks_with_nothing_to_neutralize_keep_their_exact_json() -> None:
     # refuses empty text.
     invisible = '[{"type": "document", "source": {"type": "text", "data": "\u200b"}}]'
     assert neutralize_blocks_json(invisible) is invisible
+
+
+def test_the_gap_between_header_letters_is_exactly_ascii_punctuation_and_spacing() -> None:
+    # The gap is written as the ASCII it matches (a class spanning all of Unicode took
+    # `re` a tenth of a second to compile, on every process's start): it must still be
+    # every character but letters, digits and non-ASCII, over the whole of Unicode.
+    gap = re.compile(_GAP.removesuffix("*"), re.IGNORECASE | re.ASCII)
+    wrong = [
+        code
+        for code in range(sys.maxunicode + 1)
+        if bool(gap.fullmatch(chr(code))) != (code < 0x80 and not chr(code).isalnum())
+    ]
+    assert wrong == []
