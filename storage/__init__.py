@@ -4,6 +4,8 @@ embedded default) and PostgreSQL through asyncpg (the `postgres` extra).
 Knows nothing of actors or the process edges.
 """
 
+from typing import TYPE_CHECKING
+
 from ._effects import (
     AddMemory,
     AddReminder,
@@ -38,7 +40,6 @@ from ._jobs import (
 from ._migrate import Migration, MigrationMismatch, migrate
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
-from ._postgres import PostgresStorage
 from ._records import (
     ContentBlock,
     ContextSearch,
@@ -73,7 +74,6 @@ from ._records import (
 )
 from ._searches import MAX_SEARCH_ATTEMPTS, SEARCH_LEASE_SECONDS
 from ._sql import MAX_NEAREST, MAX_SEARCH_HITS
-from ._sqlite import SQLiteStorage
 from ._time import EPOCH, moment, moment_or_none
 from ._transfer import EXPORT_FORMAT, TableRows, decode_line, encode_header, encode_row
 from ._validation import (
@@ -103,6 +103,10 @@ from ._validation import (
     to_epoch,
     visible,
 )
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresStorage
+    from ._sqlite import SQLiteStorage
 
 __all__ = [
     "DEFAULT_USER",
@@ -205,3 +209,19 @@ __all__ = [
     "to_epoch",
     "visible",
 ]
+
+# The adapters load on first use: their drivers and numpy (the vector cache) cost some
+# 0.3 s, which a process that only reads the records' types (a client of the daemon,
+# the CLI's remote commands) never needs.
+_ADAPTERS = {"SQLiteStorage": "._sqlite", "PostgresStorage": "._postgres"}
+
+
+def __getattr__(name: str) -> object:
+    module = _ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    adapter = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = adapter
+    return adapter

@@ -324,6 +324,20 @@ def test_import_frontmind_loads_no_http_server() -> None:
     assert not {m.split(".")[0] for m in used} & {"uvicorn", "starlette"}
 
 
+def test_a_client_of_the_daemon_loads_no_database_driver() -> None:
+    # The client reads the records' and events' types from `actors` and `storage`; the
+    # storage adapters (their drivers, numpy for the vector cache: 0.3 s) load only
+    # when a store is opened.
+    loaded = _loaded_by("from frontmind import Client, SyncClient")
+    tops = {m.split(".")[0] for m in loaded}
+    assert not tops & {"anthropic", "numpy", "aiosqlite", "asyncpg", "uvicorn"}, tops
+    assert not {"storage._sqlite", "storage._postgres"} & loaded
+    from storage import PostgresStorage, SQLiteStorage  # and arrive on first use
+
+    assert SQLiteStorage.__module__ == "storage._sqlite"
+    assert PostgresStorage.__module__ == "storage._postgres"
+
+
 def test_the_local_api_loads_nothing_else_of_the_project() -> None:
     """`frontmind.localapi` stands alone by every path, `frontmind/__init__` included."""
     loaded = _loaded_by("import frontmind.localapi")
