@@ -22,6 +22,13 @@ turns cost nothing: no actor is started, nothing is composed or stored (a write 
 refusal would load the store exactly when the process is past its capacity); they are
 counted (`refused`) for the metrics.
 
+A turn started from inside a turn that holds a slot (a tool asking another continuum:
+a sub-agent) does not wait in the queue for a slot of its own: its parent, waiting on
+the tool, would hold its slot until the tool's timeout, and with every slot held so (or
+one slot) no nested turn could ever run. It brings its own slot, for its lifetime, and
+goes first; its continuum's turns still run one at a time. One asking its own
+continuum would wait for itself: it is refused at once (`Busy`).
+
 Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, where a
 continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
 closes, however it ends. The stream waits for its slot (`wait`) before it starts the
@@ -57,6 +64,7 @@ class _Ticket:
     state: int = _QUEUED
     granted_at: float = 0.0
     waiter: asyncio.Future[None] | None = None  # set while the actor waits for the slot
+    nested: bool = False  # started inside a turn holding a slot: brings a slot of its own
 
 
 @dataclass(eq=False, slots=True)
@@ -120,6 +128,7 @@ class Admission:
         self.waiting = 0  # tickets waiting for one
         self.refused = 0  # turns (and previews) refused at the door, since the start
         self.admitted = 0  # turns given a slot, since the start
+        self.nested = 0  # nested turns alive, each with the slot it brought
         self.turn_seconds: float | None = None  # recent turns' slot time; None: none ended yet
         self.on_wait: Callable[[float], None] | None = None  # told each admitted turn's wait
         self._tickets: dict[str, _Ticket] = {}
@@ -134,7 +143,7 @@ class Admission:
 
     def expected_wait(self, user: str, continuum: str) -> float:
         """Seconds a turn arriving now would wait for its slot (0 if one is free)."""
-        beyond = self._ahead(user, continuum) + 1 - (self.max_active - self.active)
+        beyond = self._ahead(user, continuum) + 1 - (self.max_active + self.nested - self.active)
         if beyond <= 0 or self.turn_seconds is None:
             return 0.0  # a slot is free, or nothing is measured yet: no ground to refuse
         # Slots free at max_active / turn_seconds a second; this turn needs the ones that
@@ -147,10 +156,15 @@ class Admission:
         cont = None if account is None else account.continuums.get(continuum)
         return 0 if cont is None else len(cont.tickets) + (cont.running is not None)
 
-    def enter(self, user: str, continuum: str, turn_id: str) -> None:
+    def enter(self, user: str, continuum: str, turn_id: str, *, within: str | None = None) -> None:
         """Take a ticket for the turn `turn_id`, or refuse it (nothing is taken): `Busy`
         when `max_queued` turns of its continuum already wait, `Overloaded` when its
-        expected wait passes `max_wait_s`."""
+        expected wait passes `max_wait_s`. `within`: the turn it was started from (a
+        tool's); if that one holds a slot, this one is nested (see the module's doc)."""
+        parent = None if within is None else self._tickets.get(within)
+        if parent is not None and parent.state == _GRANTED:
+            self._enter_nested(user, continuum, turn_id, parent)
+            return
         known = self._users.get(user)
         queued = None if known is None else known.continuums.get(continuum)
         if queued is not None and len(queued.tickets) >= self.max_queued:
@@ -185,13 +199,51 @@ class Admission:
                 f"turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
                 retry_after=retry,
             )
+        self._queue(turn_id, _Ticket(self._continuum(user, continuum), self._clock()))
+        self._dispatch()
+
+    def _enter_nested(self, user: str, continuum: str, turn_id: str, parent: _Ticket) -> None:
+        """A turn started inside `parent`'s: its own slot, first in the queue."""
+        if parent.continuum.user.name == user and parent.continuum.key == continuum:
+            self.refused += 1
+            raise Busy(
+                f"continuum {continuum!r} is running the turn that started this one (from a "
+                "tool): its turns run one at a time, so this one would wait for itself; "
+                "start it in another continuum",
+                retry_after=None,
+            )
+        cont = self._continuum(user, continuum)
+        if len(cont.tickets) >= self.max_queued:
+            self.refused += 1
+            raise Busy(
+                f"continuum {continuum!r} already has {len(cont.tickets)} turns waiting; "
+                "retry when one has finished",
+                retry_after=self.turn_seconds,
+            )
+        ticket = _Ticket(cont, self._clock(), nested=True)
+        self._queue(turn_id, ticket)
+        # First of its continuum's waiting turns, and its continuum first of all: the
+        # slot it brings is for it, not for whoever the fair order names next.
+        cont.tickets.rotate(1)
+        if cont in cont.user.ready:
+            cont.user.ready.remove(cont)
+            self._make_ready(cont)
+        self.nested += 1
+        self._dispatch()
+
+    def _continuum(self, user: str, continuum: str) -> _Continuum:
         account = self._users.get(user)
         if account is None:
             account = self._users[user] = _User(user)
         cont = account.continuums.get(continuum)
         if cont is None:
             cont = account.continuums[continuum] = _Continuum(account, continuum)
-        ticket = _Ticket(cont, self._clock())
+        return cont
+
+    def _queue(self, turn_id: str, ticket: _Ticket) -> None:
+        """The ticket joins its continuum's queue (last), ready if nothing runs there."""
+        cont = ticket.continuum
+        account = cont.user
         self._tickets[turn_id] = ticket
         _raise(account.at_least, len(cont.tickets))
         _raise(self._at_least, account.waiting)
@@ -200,7 +252,6 @@ class Admission:
         self.waiting += 1
         if cont.running is None and len(cont.tickets) == 1:
             self._make_ready(cont)
-        self._dispatch()
 
     # -- the turn's side -----------------------------------------------------------------
 
@@ -230,6 +281,8 @@ class Admission:
         if not self._tickets and self._emptied is not None and not self._emptied.done():
             self._emptied.set_result(None)
         cont = ticket.continuum
+        if ticket.nested:
+            self.nested -= 1  # and the slot it brought
         if ticket.state == _GRANTED:
             if ended:
                 held = self._clock() - ticket.granted_at
@@ -288,6 +341,12 @@ class Admission:
 
     def _make_ready(self, cont: _Continuum) -> None:
         account = cont.user
+        if cont.tickets and cont.tickets[0].nested:  # first: it brought its own slot
+            account.ready.appendleft(cont)
+            if account in self._ready:
+                self._ready.remove(account)
+            self._ready.appendleft(account)
+            return
         account.ready.append(cont)
         if len(account.ready) == 1:
             self._ready.append(account)
@@ -295,7 +354,7 @@ class Admission:
     def _dispatch(self) -> None:
         """Give free slots to the fair order's next tickets."""
         now = None
-        while self.active < self.max_active and self._ready:
+        while self.active < self.max_active + self.nested and self._ready:
             account = self._ready.popleft()
             cont = account.ready.popleft()
             ticket = cont.tickets.popleft()

@@ -74,6 +74,7 @@ from ._llm import ModelClient
 from ._mcp import McpHub, McpServer, check_mcp_servers
 from ._messages import Compose, Composed, Drain, RecordsWaiting, Turn, Wake
 from ._models import ModelChoice, check_model_choice, choose_model
+from ._observe import current_turn
 from ._placement import BUILTIN_SECTIONS, PlacementRegistry
 from ._prompt import DEFAULT_BASE_PROMPT
 from ._recall import Embedder, check_embedder_spec, load_embedder
@@ -753,9 +754,8 @@ class Engine:
         composer answers at once, whatever the continuum's turn does)."""
         ticket = f"preview_{uuid.uuid4().hex}"
         try:
-            self.admission.enter(
-                user, continuum_id if behind_turns else f"{continuum_id}/preview", ticket
-            )
+            key = continuum_id if behind_turns else f"{continuum_id}/preview"
+            self.admission.enter(user, key, ticket, within=current_turn.get())
         except Busy as exc:
             if behind_turns or isinstance(exc, Overloaded):
                 raise
@@ -1057,7 +1057,11 @@ class TurnStream:
         # Its place in the queue from now on, given up by `_close` however the stream
         # ends (the finalizer's close included).
         try:
-            self._engine.admission.enter(self._user, self._continuum_id, run.turn_id)
+            # A turn started from a tool of a running turn (`current_turn`, the
+            # caller's context) is nested: it brings its own slot (actors/_admission.py).
+            self._engine.admission.enter(
+                self._user, self._continuum_id, run.turn_id, within=current_turn.get()
+            )
         except Busy as exc:
             # Refused at the door: nothing of it composed, sent or stored, but its record
             # says so, written by the background worker (the refusal answers at once).

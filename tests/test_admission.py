@@ -31,6 +31,7 @@ from actors import (
     Busy,
     Overloaded,
     SettingsError,
+    ToolFinished,
     Turn,
     TurnCompleted,
     TurnEvent,
@@ -256,6 +257,88 @@ async def test_a_users_continuums_take_turns_and_a_continuum_keeps_its_order(
         history = await fm.history("x")
         texts = [m.text() for m in history if m.role == "user" and m.text()]
         assert texts == [f"{HOLD} 0", f"{HOLD} 1", f"{HOLD} 2"]  # x's own order kept
+
+
+class Delegate:
+    """The `delegate` tool: a sub-agent, a turn of another continuum run from inside
+    the calling turn's tool, read to its end."""
+
+    def __init__(self, to: str) -> None:
+        self.to = to  # the continuum asked ("" for the calling turn's own)
+        self.fm: Frontmind | None = None
+        self.answers: list[TurnEvent] = []
+        self.waiting_after = -1  # turns waiting for a slot when the asked turn had ended
+
+    def tool(self) -> Any:
+        async def delegate(turn: Turn) -> str:
+            """Ask another continuum."""
+            assert self.fm is not None
+            async with self.fm.user(turn.user).turn(self.to or turn.continuum_id, "hi") as s:
+                self.answers = [event async for event in s]
+            self.waiting_after = self.fm.admission.waiting
+            done = self.answers[-1]
+            return done.text if isinstance(done, TurnCompleted) else repr(done)
+
+        return delegate
+
+
+async def test_a_turn_started_from_a_tool_runs_at_once_on_a_slot_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # With every slot held by turns whose tools asked another continuum (a sub-agent),
+    # the asked turns waited for a slot that their callers held until the tools timed
+    # out: with one slot, a tool could never run a turn at all. A nested turn brings
+    # its own slot and goes first; the queue's own turns still wait theirs.
+    holds, delegate = Holds(), Delegate("helper")
+    cfg = config(
+        offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0},
+        turns={"max_active": 1},
+        tools={"timeout_s": 60},
+    )
+    tools = [holds.tool(), delegate.tool()]
+    async with Frontmind.open(tmp_path, cfg, offline=True, tools=tools) as fm:
+        delegate.fm = fm
+        held: list[TurnEvent] = []
+        asked: list[TurnEvent] = []
+        waiting: list[TurnEvent] = []
+        async with anyio.create_task_group() as tg:
+            await hold_long(fm, holds, tg, held)  # the one slot, held
+            asking = fm.turn("asking", "call delegate")
+            await asking.start()
+            tg.start_soon(drain, asking, asked)
+            other = fm.user("bob").turn("other", HOLD)
+            await other.start()
+            tg.start_soon(drain, other, waiting)
+            assert fm.admission.waiting == 2
+            holds.release(0)  # "asking" has the slot next, and its tool asks "helper"
+            await holds.count(2)  # then bob's turn, once "asking" has ended
+            full(delegate.answers)
+            assert delegate.waiting_after == 1  # bob's turn still waited for the slot
+            holds.release(1)
+        done = asked[-1]
+        assert isinstance(done, TurnCompleted), asked
+        assert "You said: “hi”" in done.text  # the helper's answer, well in time
+        full(waiting)
+        assert (fm.admission.active, fm.admission.waiting, fm.admission.nested) == (0, 0, 0)
+        assert fm.admission.admitted == 4
+
+
+async def test_a_tool_asking_its_own_continuum_is_refused_at_once(tmp_path: Path) -> None:
+    # Its continuum runs one turn at a time: the nested turn would wait for the turn
+    # that waits for it, until the tool's timeout.
+    delegate = Delegate("")
+    cfg = config(offline={"time_to_first_token_s": 0.0}, tools={"timeout_s": 60})
+    async with Frontmind.open(tmp_path, cfg, offline=True, tools=[delegate.tool()]) as fm:
+        delegate.fm = fm
+        events: list[TurnEvent] = []
+        with anyio.fail_after(30):  # far below the tool's timeout
+            await drain(fm.turn("self", "call delegate"), events)
+    done = events[-1]
+    assert isinstance(done, TurnCompleted), events
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished[0].is_error
+    assert "is running the turn that started this one" in finished[0].content
+    assert (fm.admission.active, fm.admission.waiting, fm.admission.nested) == (0, 0, 0)
 
 
 async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
