@@ -432,7 +432,10 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
         assert "script-src 'self'" in page.headers["content-security-policy"]
         deep = await http.get("/ui/continuums/anything")
         assert deep.status_code == 200
-        assert deep.text == page.text
+        # The same page, its files named from one folder further down (a proxy's prefix
+        # is the browser's alone: see the test under a prefix).
+        assert 'src="./app.js"' in page.text
+        assert deep.text == page.text.replace('"./', '"../')
         assert (await http.get("/ui")).headers["location"].endswith("/ui/")
         script = await http.get("/ui/app.js")
         assert script.headers["content-type"].startswith(
@@ -442,6 +445,44 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
         assert (await http.get("/ui/settings.json")).json() == {"token_required": True}
         # Files only: nothing under /ui/ writes.
         assert (await http.post("/ui/", json={})).status_code == 405
+
+
+async def test_the_console_works_under_a_prefix(tmp_path: Path) -> None:
+    # Served under a prefix (mounted in another app at /fm, or behind a proxy serving
+    # the daemon at /fm/), the page named its files and every API call from the root:
+    # /ui/app.js and /v1/continuums, the prefix's host's, not the daemon's.
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from frontmind import Frontmind
+    from frontmind.server._asgi import serve_app
+    from frontmind.server._daemon import build_app
+    from frontmind.server._metrics import Metrics
+    from tests._harness import config
+
+    cfg = config(offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0})
+    async with (
+        Frontmind.open(tmp_path, cfg, offline=True) as fm,
+        serve_app(Starlette(routes=[Mount("/fm", app=build_app(fm, metrics=Metrics()))])) as app,
+        browser_page(expected=("status of 404",)) as page,  # c1's turns, before its first
+    ):
+        asked: list[str] = []
+        page.on("request", lambda r: asked.append(r.url.removeprefix(app.url)))
+        await page.goto(f"{app.url}/fm/ui/continuums/c1")  # a deep link, loaded directly
+        await send_and_watch(page, "hello under a prefix")
+        reply = page.locator("#transcript .msg.assistant:last-child .text")
+        assert "hello under a prefix" in await reply.inner_text()
+        await page.click("header nav a:has-text('Reminders')")  # the page's own links
+        await page.wait_for_selector("#reminder-list")
+        assert await page.evaluate("location.pathname") == "/fm/ui/library"
+        await page.click("header nav a:has-text('Continuums')")
+        await page.locator("#continuums a", has_text="c1").wait_for()
+        assert await page.evaluate("location.pathname") == "/fm/ui/"
+    assert asked
+    assert all(url.startswith("/fm/") for url in asked), asked
+    assert {"/fm/ui/app.js", "/fm/ui/settings.json", "/fm/v1/continuums/c1/turns"} <= {
+        url.split("?")[0] for url in asked
+    }
 
 
 def test_static_files_are_in_the_source_tree() -> None:

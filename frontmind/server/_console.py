@@ -13,7 +13,7 @@ from pathlib import Path
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
@@ -43,15 +43,34 @@ def is_console_path(path: str) -> bool:
 class _ConsoleFiles(StaticFiles):
     """StaticFiles that answers an extensionless path it has no file for with the page."""
 
+    def __init__(self) -> None:
+        super().__init__(directory=STATIC_DIR, html=True)
+        self._page = (STATIC_DIR / "index.html").read_text()
+
     async def get_response(self, path: str, scope: Scope) -> Response:
+        if path in (".", "index.html") and scope["method"] in ("GET", "HEAD"):
+            return self._page_at(scope)
         try:
             response = await super().get_response(path, scope)
         except HTTPException as exc:
             if exc.status_code != 404 or "." in path.rsplit("/", 1)[-1]:
                 raise
-            response = await super().get_response("index.html", scope)
+            return self._page_at(scope)
         response.headers.update(_HEADERS)
         return response
+
+    def _page_at(self, scope: Scope) -> Response:
+        """The page, its files named relative to the path it answers: behind a proxy
+        that serves the daemon under a prefix of its own (/fm/ui/continuums/c1 for
+        /ui/continuums/c1), an absolute /ui/app.js would name the proxy's root. The
+        path below the console's mount is the browser's too, whatever the prefix."""
+        below = scope["path"].removeprefix(scope.get("root_path", ""))
+        up = "../" * below.removeprefix("/").count("/")
+        return HTMLResponse(
+            self._page.replace("{ui}", up or "./"),
+            headers=_HEADERS,
+            media_type="text/html",
+        )
 
 
 def console_routes(*, token_required: bool) -> list[BaseRoute]:
@@ -66,7 +85,7 @@ def console_routes(*, token_required: bool) -> list[BaseRoute]:
     async def settings_route(request: Request) -> Response:
         return JSONResponse(settings, headers=_HEADERS)
 
-    files = _ConsoleFiles(directory=STATIC_DIR, html=True)
+    files = _ConsoleFiles()
     return [
         Mount(
             CONSOLE_PREFIX,

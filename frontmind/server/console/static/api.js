@@ -4,6 +4,12 @@
 
 const TOKEN_KEY = "frontmind.token";
 
+// Where the daemon's routes start, as the browser sees them: "" when it is served at
+// the root, "/fm" behind a proxy (or a mount) that serves it under /fm/. Read from this
+// module's own address (<root>/ui/api.js), so no setting is needed for it.
+export const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+export const UI = `${ROOT}/ui`;
+
 export class ApiError extends Error {
   constructor(status, type, message) {
     super(message);
@@ -43,7 +49,7 @@ async function failure(response) {
 
 export async function api(path, { method = "GET", body } = {}) {
   const hasBody = body !== undefined;
-  const response = await fetch(path, {
+  const response = await fetch(ROOT + path, {
     method,
     headers: headers(hasBody),
     body: hasBody ? JSON.stringify(body) : undefined,
@@ -60,7 +66,7 @@ export const q = encodeURIComponent;
 // EventSource cannot POST, so the stream is read and split here ("\n\n" ends a frame;
 // lines starting with ":" are keep-alive comments).
 export async function streamTurn(continuumId, message, onEvent, signal) {
-  const response = await fetch(`/v1/continuums/${q(continuumId)}/turns`, {
+  const response = await fetch(`${ROOT}/v1/continuums/${q(continuumId)}/turns`, {
     method: "POST",
     headers: { ...headers(true), Accept: "text/event-stream" },
     body: JSON.stringify({ message }),

@@ -1,7 +1,7 @@
 // The console's router and views. Paths under /ui/ are views; the daemon answers any of
 // them with this page, so a deep link such as /ui/continuums/c1 loads directly.
 
-import { api, ApiError, q, setToken, streamTurn, token } from "./api.js";
+import { api, ApiError, q, ROOT, setToken, streamTurn, token, UI } from "./api.js";
 import { fmt, h, when } from "./dom.js";
 import { contextPanel } from "./context.js";
 import { turnsChart, turnsTable } from "./turns.js";
@@ -70,6 +70,12 @@ tokenForm.addEventListener("submit", (event) => {
   }
 });
 
+// The page's own links are written relative to where it was loaded (the daemon cannot
+// know a proxy's prefix); made absolute now, they stay right as the views change.
+for (const link of document.querySelectorAll("header a[data-link]")) {
+  link.setAttribute("href", new URL(link.getAttribute("href"), location.href).pathname);
+}
+
 export function go(path) {
   history.pushState(null, "", path);
   render();
@@ -86,7 +92,8 @@ window.addEventListener("popstate", render);
 
 function render() {
   say("");
-  const path = location.pathname.replace(/\/+$/, "");
+  // The path inside the daemon: its root (a proxy's prefix) left out.
+  const path = location.pathname.slice(ROOT.length).replace(/\/+$/, "");
   const match = /^\/ui\/continuums\/([^/]+)$/.exec(path);
   let task;
   if (match) task = continuumView(decodeURIComponent(match[1]));
@@ -103,7 +110,7 @@ async function listView() {
   const more = h("button", { type: "button", hidden: true }, "More");
   const openForm = h(
     "form",
-    { class: "inline", onsubmit: (e) => { e.preventDefault(); const id = e.target.elements.id.value.trim(); if (id) go(`/ui/continuums/${q(id)}`); } },
+    { class: "inline", onsubmit: (e) => { e.preventDefault(); const id = e.target.elements.id.value.trim(); if (id) go(`${UI}/continuums/${q(id)}`); } },
     h("label", {}, "Open or start ", h("input", { name: "id", placeholder: "continuum id", pattern: "[A-Za-z0-9_\\-]{1,64}", maxlength: 64, required: true })),
     h("button", { type: "submit" }, "Open"),
   );
@@ -124,7 +131,7 @@ async function listView() {
     const page = await api(`/v1/continuums?limit=50${cursor ? `&cursor=${q(cursor)}` : ""}`);
     for (const c of page.continuums) {
       body.append(h("tr", {},
-        h("td", {}, h("a", { href: `/ui/continuums/${q(c.id)}`, "data-link": true }, c.id)),
+        h("td", {}, h("a", { href: `${UI}/continuums/${q(c.id)}`, "data-link": true }, c.id)),
         h("td", { class: "num" }, fmt(c.turns)),
         h("td", {}, when(c.last_activity_at)),
         h("td", { class: "num" }, `${fmt(c.cached_share * 100, 1)}%`),
@@ -160,7 +167,7 @@ async function continuumView(id) {
   const preview = h("form", { class: "inline", id: "preview" }, h("label", {}, "Next request with ", contextMessage), h("button", { type: "submit" }, "Show"));
 
   view.replaceChildren(
-    h("div", { class: "crumbs" }, h("a", { href: "/ui/", "data-link": true }, "Continuums"), " / ", h("strong", {}, id)),
+    h("div", { class: "crumbs" }, h("a", { href: `${UI}/`, "data-link": true }, "Continuums"), " / ", h("strong", {}, id)),
     h("div", { class: "columns" },
       h("section", { class: "panel" }, h("h2", {}, "Chat"), transcript, chat),
       h("section", { class: "panel", id: "context-panel" }, h("h2", {}, "Context window"), preview, context)),
@@ -410,7 +417,7 @@ function completedLine(done) {
 }
 
 // Whether this daemon wants a token, asked without one (so no request is refused).
-fetch("/ui/settings.json", { credentials: "omit" })
+fetch(`${UI}/settings.json`, { credentials: "omit" })
   .then((r) => r.json())
   .then((settings) => {
     if (settings.token_required && !token()) askToken("This daemon needs its bearer token.");
