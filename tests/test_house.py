@@ -537,7 +537,7 @@ async def test_a_non_editable_install_works_from_another_directory(tmp_path: Pat
         async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
             page = await http.get("/ui/continuums/ada")
             assert page.status_code == 200
-            assert "/ui/app.js" in page.text
+            assert 'src="../app.js"' in page.text  # named from /ui/continuums/
             for name in ("app.js", "api.js", "context.js", "turns.js", "console.css"):
                 assert (await http.get(f"/ui/{name}")).status_code == 200, name
         process.send_signal(signal.SIGTERM)
