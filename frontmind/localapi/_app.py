@@ -30,6 +30,7 @@ from ._clock import Clock, MonotonicClock
 from ._context import COMPACT_BETA, CONTEXT_BETA
 from ._diagnostics import DiagnosticsBook
 from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
+from ._fetch import check_fetched
 from ._models import MODELS, ModelInfo
 from ._plan import Planned, plan
 from ._prepare import Compaction, Prepared, plan_compaction, prepare
@@ -95,6 +96,8 @@ class LocalAPIState:
     # otherwise hold 1,000 of them.
     record_bytes: int = 64 * 1024 * 1024
     faults: deque[Fault] = field(default_factory=deque)
+    # URLs of images and documents that can no longer be downloaded (`_fetch.py`).
+    gone_urls: set[str] = field(default_factory=set)
     requests: deque[RecordedRequest] = field(init=False)
     cache: CacheSimulator = field(init=False)
     diagnostics: DiagnosticsBook = field(default_factory=DiagnosticsBook)
@@ -477,6 +480,7 @@ def _accept(
     if decoded.thread is not None:
         raise _thread_error(decoded)
     parsed, model = validate(decoded, version, beta=beta, models=state.models, betas=betas)
+    check_fetched(parsed.messages, state.gone_urls)
     _check_signatures(parsed, model, state.signer, state.verify_foreign_signatures)
     plain = state.token_counts == "plain"
 

@@ -83,6 +83,11 @@ class LocalMessagesAPI:
         """Apply these faults to the next requests, one each, in order."""
         self.state.faults.extend(faults)
 
+    def take_down(self, *urls: str) -> None:
+        """From now on, an image or a document by one of these URLs cannot be downloaded:
+        a request holding one is refused as the live API refuses it (`_fetch.py`)."""
+        self.state.gone_urls.update(urls)
+
     def set_latency(self, latency: Latency) -> None:
         self.state.latency = latency
 
