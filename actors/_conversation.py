@@ -15,6 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack, aclosing, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,6 +92,7 @@ from ._layout import (
 )
 from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
 from ._media_fit import fit_media
+from ._media_refused import media_refusal, suspects, with_unusable
 from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
@@ -354,6 +356,12 @@ class _Loaded(msgspec.Struct):
     # The tools array the last turn in this process sent (to tell a turn that the array
     # changed under it, and what that cost).
     tools: tuple[OfferedTool, ...] | None = None
+    # The history's images and documents the API could no longer use (`_media_refused.py`,
+    # by URL or data): sent as notes. Held per process, not stored: the stored history
+    # keeps the blocks as they came, a page that was down may answer again (a new process
+    # tries it once more, at the cost of one refused request), and it needs nothing of
+    # the stores' schema.
+    unusable: set[str] = msgspec.field(default_factory=set)
 
     @property
     def tokens(self) -> int:
@@ -767,6 +775,34 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if estimate >= SCALE_MIN_ESTIMATE or measured < self._deps.token_scales.get(key):
             self._deps.token_scales.set(key, measured)
 
+    def _refused_media(
+        self,
+        state: _Loaded,
+        history: list[Message],
+        tail: list[Message],
+        refusal: ModelRejected,
+        retried: bool,
+    ) -> list[str]:
+        """The history's blocks to send as notes, the request refused for one of its
+        images or documents (`_media_refused.py`); [] for another refusal, or once
+        `retried`. Refused for one of this turn's own, the turn fails with an error
+        naming them."""
+        found = media_refusal(str(refusal))
+        if found is None:
+            return []
+        fresh = [s.key for s in suspects(history, found.kind) if s.key not in state.unusable]
+        if fresh and not retried:
+            return fresh
+        own = suspects(tail, found.kind)
+        if not own:
+            return []
+        named = " or ".join(s.label for s in own)
+        raise ModelRejected(
+            f'the Messages API could not use an image or document of this turn: "{found.words}" '
+            f"(its error names no block; it can be {named}). Nothing was stored: send the "
+            "message again without it, or with a copy the API can use"
+        ) from refusal
+
     def _learn_too_long(
         self,
         state: _Loaded,
@@ -897,7 +933,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         model: ModelChoice,
         ttl: TtlChoice,
         tools: Sequence[OfferedTool] | None = None,
+        unusable: AbstractSet[str] = frozenset(),
     ) -> ModelRequest:
+        """`unusable`: the history's blocks the API could not use, sent as notes."""
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
             settings.cache, system_ttl=ttl.system, history_ttl=ttl.history
@@ -918,6 +956,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return system + len(notification.encode()) + len(msgspec.json.encode(offered))
 
         row = known_row(self._deps.models.catalog, model.name)
+        history = with_unusable(history, unusable)
         fitted = fit_media(
             [*history, *tail],
             current=len(history),
@@ -975,6 +1014,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=state.last_message_id,
             model=state.model,
             ttl=self._choose_ttl(state, composed, history, self._deps.clock()),
+            unusable=state.unusable,
         )
 
     async def _ride(self, ride: RideCache) -> ModelRequest:
@@ -1007,6 +1047,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=None,
             model=state.model,
             ttl=ttl,
+            unusable=state.unusable,
         )
 
     # -- the cache warm-up -------------------------------------------------------------------
@@ -1053,6 +1094,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=None,
             model=state.model,
             ttl=ttl,
+            unusable=state.unusable,
         )
         # One output token: the reply is not wanted, only the cache write.
         request = msgspec.structs.replace(request, max_tokens=1)
@@ -1138,6 +1180,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
             refitted = False
+            noted: set[str] = set()  # blocks sent as notes since the API refused them
             while True:
                 run.calls += 1
                 request = self._request(
@@ -1149,6 +1192,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     model=model,
                     ttl=run.ttl,
                     tools=tools,
+                    unusable=state.unusable | noted,
                 )
                 done: StreamDone | None = None
                 try:
@@ -1159,6 +1203,13 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             else:
                                 yield event
                 except ModelRejected as refusal:
+                    retry = self._refused_media(state, history, tail, refusal, bool(noted))
+                    if retry:
+                        # Refused for an image or a document of the history: sent once
+                        # more with them as notes.
+                        noted.update(retry)
+                        run.calls -= 1
+                        continue
                     too_long = self._learn_too_long(state, composed, start, tail, refusal)
                     if not too_long or refitted or run.calls > 1 or run.text:
                         raise
@@ -1183,6 +1234,13 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     continue
                 assert done is not None
                 run.call_usage.append(done.usage)
+                if noted - state.unusable:
+                    state.unusable |= noted
+                    run.warnings += (
+                        f"the Messages API could not use {len(noted)} image(s) or document(s) "
+                        "of the history (a URL that no longer answers, or an image it cannot "
+                        "process): the model is sent a note in their place from now on",
+                    )
                 if run.calls == 1:
                     if history is readable:  # a fitted history is not what was estimated
                         self._measure(state, composed, start, tail, done.usage.total_input)

@@ -43,7 +43,15 @@ from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock,
 from ._content import image_size
 from ._history_cost import document_pages
 
-__all__ = ["MANY_IMAGES", "MAX_EDGE_MANY", "MAX_REQUEST_BYTES", "fit_media"]
+__all__ = [
+    "MANY_IMAGES",
+    "MAX_EDGE_MANY",
+    "MAX_REQUEST_BYTES",
+    "fit_media",
+    "pieces",
+    "result_items",
+    "with_notes",
+]
 
 MANY_IMAGES = 20
 MAX_EDGE_MANY = 2000
@@ -122,7 +130,7 @@ def _left_out(
     bytes_wanted = math.ceil(bytes_over / SIZE_STEP) * SIZE_STEP if bytes_over > 0 else 0
     chosen: set[tuple[int, int, int]] = set()
     units = size = 0
-    for piece in _pieces(messages):
+    for piece in pieces(messages):
         if units >= units_wanted and size >= bytes_wanted:
             break
         if piece.message == current or (piece.units == 0 and size >= bytes_wanted):
@@ -130,14 +138,23 @@ def _left_out(
         chosen.add((piece.message, piece.block, piece.item))
         units += piece.units
         size += piece.size
+    return with_notes(messages, chosen, _left_out_note)
+
+
+def with_notes(
+    messages: Sequence[Message], chosen: set[tuple[int, int, int]], note: Callable[[Any], str]
+) -> list[Message]:
+    """`messages` with each chosen piece (message, block, item: -1 for the block itself,
+    else its place in a tool result's list) as the text `note` gives for its fields."""
     touched = {c[0] for c in chosen}
     return [
-        _noted(message, i, chosen) if i in touched else message
+        _noted(message, i, chosen, note) if i in touched else message
         for i, message in enumerate(messages)
     ]
 
 
-def _pieces(messages: Sequence[Message]) -> Iterator[_Piece]:
+def pieces(messages: Sequence[Message]) -> Iterator[_Piece]:
+    """Every image and document of `messages`, oldest first, with where it is."""
     for i, message in enumerate(messages):
         for j, block in enumerate(message.content):
             if isinstance(block, RawBlock) and block.kind in ("image", "document"):
@@ -148,13 +165,15 @@ def _pieces(messages: Sequence[Message]) -> Iterator[_Piece]:
                 # (the media count is the API's to judge for it).
                 yield _Piece(i, j, -1, 0, len(block.json))
             elif isinstance(block, ToolResultBlock) and _units(block.content_json):
-                for k, item in enumerate(_items(block.content_json)):
+                for k, item in enumerate(result_items(block.content_json)):
                     kind = item.get("type") if isinstance(item, dict) else None
                     if kind in ("image", "document"):
                         yield _Piece(i, j, k, _item_units(item), _item_bytes(item))
 
 
-def _noted(message: Message, index: int, chosen: set[tuple[int, int, int]]) -> Message:
+def _noted(
+    message: Message, index: int, chosen: set[tuple[int, int, int]], note: Callable[[Any], str]
+) -> Message:
     in_results = {(m, b) for m, b, item in chosen if item >= 0}
     blocks: list[ContentBlock] = []
     for j, block in enumerate(message.content):
@@ -164,11 +183,11 @@ def _noted(message: Message, index: int, chosen: set[tuple[int, int, int]]) -> M
             kept = _fetched_noted(msgspec.json.decode(block.json))
             blocks.append(RawBlock(block.kind, msgspec.json.encode(kept).decode()))
         elif (index, j, -1) in chosen and isinstance(block, RawBlock):
-            blocks.append(TextBlock(_left_out_note(msgspec.json.decode(block.json))))
+            blocks.append(TextBlock(note(msgspec.json.decode(block.json))))
         elif isinstance(block, ToolResultBlock) and (index, j) in in_results:
-            items = _items(block.content_json)
+            items = result_items(block.content_json)
             kept = [
-                {"type": "text", "text": _left_out_note(item)} if (index, j, k) in chosen else item
+                {"type": "text", "text": note(item)} if (index, j, k) in chosen else item
                 for k, item in enumerate(items)
             ]
             blocks.append(
@@ -278,7 +297,8 @@ def _block_bytes(block: ContentBlock) -> int:
     return _text_bytes(block.content) + len(block.tool_use_id) + 64
 
 
-def _items(content_json: str) -> list[Any]:
+def result_items(content_json: str) -> list[Any]:
+    """A tool result's list of blocks (empty for a text result)."""
     decoded = msgspec.json.decode(content_json)
     return decoded if isinstance(decoded, list) else []
 
@@ -290,7 +310,7 @@ def _count_images(messages: Sequence[Message]) -> int:
             if isinstance(block, RawBlock) and block.kind == "image":
                 count += 1
             elif isinstance(block, ToolResultBlock) and '"image"' in block.content_json:
-                count += sum(1 for b in _items(block.content_json) if _is_image(b))
+                count += sum(1 for b in result_items(block.content_json) if _is_image(b))
     return count
 
 
@@ -307,7 +327,7 @@ def _wide_fitted(message: Message) -> Message:
             note = _wide_note(msgspec.json.decode(block.json))
             new = block if note is None else TextBlock(note)
         elif isinstance(block, ToolResultBlock) and '"image"' in block.content_json:
-            items = _items(block.content_json)
+            items = result_items(block.content_json)
             notes = [_wide_note(b) if _is_image(b) else None for b in items]
             if any(n is not None for n in notes):
                 kept = [

@@ -1,0 +1,152 @@
+"""One image or document the API can no longer use never breaks its continuum
+(actors/_media_refused.py): an image by URL that stopped answering, or an image the API
+cannot process, in the history goes to the model as a note, the request is sent once
+more, and later turns send the note at once; the stored history keeps the block. In
+the message being answered, it fails that turn with an error naming the block, and
+nothing is stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from frontmind import tool
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
+from storage import DEFAULT_USER, Message, RawBlock, TextBlock
+from tests._factories import turn as stored_turn
+from tests._harness import completed, failed, frontmind, run_turn
+from tests.test_localapi_fetch import broken_png, by_url
+from tests.test_localapi_models import image, png
+
+pytestmark = pytest.mark.anyio
+
+PHOTO = "https://photos.example/cat.png"
+
+
+def sent_messages(api: LocalMessagesAPI) -> int:
+    """The requests to /v1/messages so far, refused ones included."""
+    return sum(r.path == "/v1/messages" for r in api.state.requests)
+
+
+def blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        block
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+    ]
+
+
+async def test_an_image_by_url_that_stopped_answering_goes_as_a_note(tmp_path: Path) -> None:
+    """The photo's page went away after turn 1: every later request was refused
+    ("Unable to download the file") while it stayed in the history window."""
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        first: Any = [by_url(PHOTO), {"type": "text", "text": "what is this?"}]
+        assert completed(await run_turn(fm, "c1", first)).text
+        api.take_down(PHOTO)
+        before = sent_messages(api)
+        second = completed(await run_turn(fm, "c1", "and its colour?"))
+        assert sent_messages(api) == before + 2  # refused once, then sent with the note
+        assert any("could not use 1 image(s)" in w for w in second.warnings)
+        third = completed(await run_turn(fm, "c1", "thanks"))
+        assert sent_messages(api) == before + 3  # no refused request first
+        assert third.warnings == ()
+        body = api.message_bodies()[-1]
+        history = await fm.history("c1")
+        preview = msgspec.json.decode(msgspec.json.encode(await fm.context("c1", "and now?")))
+    sent = blocks(body)
+    assert [b for b in blocks(preview) if b["type"] == "image"] == []  # as a turn sends it
+    assert not [b for b in sent if b["type"] == "image"]
+    notes = [b["text"] for b in sent if b["type"] == "text" and PHOTO in b["text"]]
+    assert notes == [
+        f"[an image by URL {PHOTO} from earlier in the conversation, left out of this "
+        "request: the Messages API could not download a file by URL of this conversation, "
+        "and this may be it; ask for it again if it is needed]"
+    ]
+    stored = [b for m in history for b in m.content if isinstance(b, RawBlock)]
+    assert [msgspec.json.decode(b.json) for b in stored] == [by_url(PHOTO)]
+    assert len(history) == 6
+
+
+async def test_an_image_the_api_cannot_process_in_the_history_goes_as_a_note(
+    tmp_path: Path,
+) -> None:
+    """A stored image the API now refuses to decode ("Could not process image"). Its
+    error names no block, so each base64 image of the history can be it: both go as
+    notes, and the request is answered."""
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        content = (RawBlock("image", msgspec.json.encode(image(broken_png())).decode()),)
+        good = RawBlock("image", msgspec.json.encode(image(png(4, 4))).decode())
+        messages = (
+            Message("user", (*content, good, TextBlock("two screenshots"))),
+            Message("assistant", (TextBlock("Seen."),)),
+        )
+        write = stored_turn("c1", "t0", messages=messages)
+        assert await fm.storage.commit_turn(DEFAULT_USER, write)
+        assert completed(await run_turn(fm, "c1", "what did they show?")).text
+        assert completed(await run_turn(fm, "c1", "thanks")).text
+        body = api.message_bodies()[-1]
+        history = await fm.history("c1")
+    sent = blocks(body)
+    assert not [b for b in sent if b["type"] == "image"]
+    assert [b["text"] for b in sent if b["type"] == "text" and "image" in b["text"]] == [
+        "[an image (image/png) from earlier in the conversation, left out of this request: "
+        "the Messages API could not process an image of this conversation, and this may "
+        "be it; ask for it again if it is needed]"
+    ] * 2
+    assert history[0].content[:2] == (*content, good)
+
+
+async def test_a_refused_block_of_the_message_answered_fails_its_turn(tmp_path: Path) -> None:
+    """The message being answered holds the block: the turn fails with an error that
+    names it, nothing is stored, and the next turn goes on."""
+    gone = "https://gone.invalid/cat.png"
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        assert completed(await run_turn(fm, "c1", "hello")).text
+        before = sent_messages(api)
+        by_link: Any = [{"type": "text", "text": "look"}, by_url(gone)]
+        error = failed(await run_turn(fm, "c1", by_link))
+        assert sent_messages(api) == before + 1  # nothing of the history to leave out
+        broken: Any = [image(broken_png()), {"type": "text", "text": "and this?"}]
+        error2 = failed(await run_turn(fm, "c1", broken))
+        assert completed(await run_turn(fm, "c1", "still there?")).text
+        history = await fm.history("c1")
+    assert error.type == "model_rejected"
+    assert error.message == (
+        'the Messages API could not use an image or document of this turn: "Unable to '
+        "download the file\" (its error names no block; it can be the message's content[1] "
+        f"(an image by URL {gone})). Nothing was stored: send the message again without "
+        "it, or with a copy the API can use"
+    )
+    assert "it can be the message's content[0] (an image (image/png))" in error2.message
+    assert [m.content[0] for m in history if m.role == "user"] == [
+        TextBlock("hello"),
+        TextBlock("still there?"),
+    ]
+
+
+async def test_a_tools_image_the_api_cannot_process_fails_its_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A tool's screenshot the API cannot decode: its turn fails naming the result, and
+    the screenshot is not stored to be sent again with every later turn."""
+    api, responder = script
+
+    @tool
+    def screenshot() -> list[dict[str, Any]]:
+        """The screen."""
+        return [image(broken_png())]
+
+    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "Hello again.")
+    async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
+        error = failed(await run_turn(fm, "c1", "what is on my screen?"))
+        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
+        history = await fm.history("c1")
+    assert "it can be the result of tool call toolu_1 (an image (image/png))" in error.message
+    assert [m.content for m in history] == [
+        (TextBlock("hello"),),
+        (TextBlock("Hello again."),),
+    ]
