@@ -15,9 +15,9 @@ import pytest
 
 from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
-from storage import DEFAULT_USER, Message, RawBlock, TextBlock
+from storage import DEFAULT_USER, InvalidInput, Message, RawBlock, TextBlock
 from tests._factories import turn as stored_turn
-from tests._harness import completed, failed, frontmind, run_turn
+from tests._harness import completed, failed, frontmind, run_turn, tool_finishes
 from tests.test_localapi_fetch import broken_png, by_url
 from tests.test_localapi_models import image, png
 
@@ -110,8 +110,6 @@ async def test_a_refused_block_of_the_message_answered_fails_its_turn(tmp_path: 
         by_link: Any = [{"type": "text", "text": "look"}, by_url(gone)]
         error = failed(await run_turn(fm, "c1", by_link))
         assert sent_messages(api) == before + 1  # nothing of the history to leave out
-        broken: Any = [image(broken_png()), {"type": "text", "text": "and this?"}]
-        error2 = failed(await run_turn(fm, "c1", broken))
         assert completed(await run_turn(fm, "c1", "still there?")).text
         history = await fm.history("c1")
     assert error.type == "model_rejected"
@@ -121,18 +119,44 @@ async def test_a_refused_block_of_the_message_answered_fails_its_turn(tmp_path: 
         f"(an image by URL {gone})). Nothing was stored: send the message again without "
         "it, or with a copy the API can use"
     )
-    assert "it can be the message's content[0] (an image (image/png))" in error2.message
     assert [m.content[0] for m in history if m.role == "user"] == [
         TextBlock("hello"),
         TextBlock("still there?"),
     ]
 
 
-async def test_a_tools_image_the_api_cannot_process_fails_its_turn(
+async def test_a_tools_image_the_api_cannot_download_fails_its_turn(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
-    """A tool's screenshot the API cannot decode: its turn fails naming the result, and
-    the screenshot is not stored to be sent again with every later turn."""
+    """A tool's image by a URL the API cannot download: its turn fails naming the
+    result, and the image is not stored to be sent again with every later turn."""
+    api, responder = script
+    shot = "https://screens.invalid/now.png"
+
+    @tool
+    def screenshot() -> list[dict[str, Any]]:
+        """The screen."""
+        return [by_url(shot)]
+
+    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "Hello again.")
+    async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
+        error = failed(await run_turn(fm, "c1", "what is on my screen?"))
+        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
+        history = await fm.history("c1")
+    assert f"it can be the result of tool call toolu_1 (an image by URL {shot})" in error.message
+    assert [m.content for m in history] == [
+        (TextBlock("hello"),),
+        (TextBlock("Hello again."),),
+    ]
+
+
+async def test_a_png_cut_short_is_refused_where_it_enters(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A PNG whose header reads but whose pixels do not: the API refuses the request
+    ("Could not process image"). In a message, it is refused before any model call; in
+    a tool's result, the call's result is an error the model reads, and the turn goes
+    on."""
     api, responder = script
 
     @tool
@@ -140,13 +164,16 @@ async def test_a_tools_image_the_api_cannot_process_fails_its_turn(
         """The screen."""
         return [image(broken_png())]
 
-    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "Hello again.")
+    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "It did not load.")
     async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
-        error = failed(await run_turn(fm, "c1", "what is on my screen?"))
-        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
+        broken: Any = [image(broken_png()), {"type": "text", "text": "what is this?"}]
+        with pytest.raises(InvalidInput, match=r"content\[0\].source.data: the PNG's image"):
+            await run_turn(fm, "c1", broken)
+        assert sent_messages(api) == 0
+        events = await run_turn(fm, "c1", "what is on my screen?")
+        assert completed(events).text == "It did not load."
         history = await fm.history("c1")
-    assert "it can be the result of tool call toolu_1 (an image (image/png))" in error.message
-    assert [m.content for m in history] == [
-        (TextBlock("hello"),),
-        (TextBlock("Hello again."),),
-    ]
+    (finished,) = tool_finishes(events)
+    assert finished.is_error
+    assert "the PNG's image data is cut short or corrupt" in finished.content
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
