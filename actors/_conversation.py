@@ -97,7 +97,7 @@ from ._messages import Compose, Composed, Turn, TurnCommitted
 from ._models import ModelChoice, check_model_choice, choose_model, known_row
 from ._notification import delimiter
 from ._observe import current_turn, failed, span, turn_span, usage_attributes
-from ._result_fit import fit_results
+from ._result_fit import LoopFit, fit_loop, fit_results
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
@@ -743,31 +743,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         return tools + sum(estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system)
 
-    def _sent_estimate(
-        self, state: _Loaded, composed: Composed, start: int | None, tail: Sequence[Message]
-    ) -> int:
+    def _sent_estimate(self, composed: Composed, messages: int) -> int:
         """A request of this turn in estimated tokens: the tools and system prompt, the
-        history from `start`, the notification center and the turn's own messages."""
-        history = state.history.tokens_from(start)
+        notification center and `messages` (the history and the turn's own messages, as
+        sent)."""
         notification = estimate_tokens(composed.notification) + BLOCK_FRAMING_TOKENS
-        own = sum(message_tokens(m) for m in tail)
-        return self._prefix_tokens(composed) + history + notification + own
+        return self._prefix_tokens(composed) + notification + messages
 
-    def _measure(
-        self,
-        state: _Loaded,
-        composed: Composed,
-        start: int | None,
-        tail: Sequence[Message],
-        counted: int,
-    ) -> None:
+    def _measure(self, composed: Composed, messages: int, counted: int) -> None:
         """Take the API's count of a turn's first request as the continuum's token scale.
         A small request says little (the API's own tool-use prompt and framing weigh
         more in it than the text): only one of `SCALE_MIN_ESTIMATE` tokens or more
         counts, or a smaller one that says less than the scale held (that overhead only
         raises its ratio): else, once dense text that raised the scale left the window,
         a small history never measured it again and prose was trimmed as dense."""
-        estimate = self._sent_estimate(state, composed, start, tail)
+        estimate = self._sent_estimate(composed, messages)
         if estimate <= 0:
             return
         key = (self._user, self._id)
@@ -803,19 +793,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             "message again without it, or with a copy the API can use"
         ) from refusal
 
-    def _learn_too_long(
-        self,
-        state: _Loaded,
-        composed: Composed,
-        start: int | None,
-        tail: Sequence[Message],
-        refusal: ModelRejected,
-    ) -> bool:
+    def _learn_too_long(self, composed: Composed, messages: int, refusal: ModelRejected) -> bool:
         """A request the API refused as longer than the window: the scale its count
         says, a little over, so the request trims to fit (else every turn of the
         continuum was refused so from then on). Whether it was such a refusal."""
         found = _TOO_LONG.search(str(refusal))
-        estimate = self._sent_estimate(state, composed, start, tail)
+        estimate = self._sent_estimate(composed, messages)
         if found is None or estimate <= 0:
             return False
         wanted = int(found[1]) / estimate * TOO_LONG_MARGIN
@@ -921,6 +904,26 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         used = state.history.tokens_from(start)
         over = used - max(1, self._room(state, composed)) / scale
         return history if over <= 0 else fit_results(history, math.ceil(over))
+
+    def _fit_call(
+        self,
+        state: _Loaded,
+        composed: Composed,
+        start: int | None,
+        history: list[Message],
+        tail: list[Message],
+    ) -> tuple[LoopFit, int]:
+        """A call of the turn within the model's window, and its messages' estimated
+        tokens. The turn's own tool loop adds a result a round: past the window, the
+        next request was refused as too long and the turn lost every round before it.
+        It is fitted as a turn over the window is (`fit_loop`); the turn stores all."""
+        scale = self._deps.token_scales.get((self._user, self._id))
+        used = state.history.tokens_from(start) + sum(message_tokens(m) for m in tail)
+        over = used - max(1, self._room(state, composed)) / scale
+        if over <= 0:
+            return LoopFit(history, tail), used
+        fit = fit_loop(history, tail, math.ceil(over))
+        return fit, used - fit.saved
 
     def _request(
         self,
@@ -1167,26 +1170,27 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 run.compose_ms += composed.compose_ms
             run.sections = composed.sections
             readable, dropped = self._readable(state, state.history.messages(start), model.name)
-            history = self._fitted(state, composed, start, readable)
             new_start = start
             # The tools array, fixed for the whole turn (its tool loop included).
             tools = deps.tools.offered()
             tools_changed = _tools_change(state.tools, tools)
-            view = self._cache_view(state, composed, history, turn.now)
+            view = self._cache_view(state, composed, readable, turn.now)
             run.ttl = self._ttl_policy.choose(view)
             run.warnings += self._switch_warnings(state, row, dropped)
             switched_from = self._switched_from(state, row)
             state.last_composed = composed
             tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
-            refitted = False
+            refused_at = 0  # the call refused as too long and sent again, fitted anew
             noted: set[str] = set()  # blocks sent as notes since the API refused them
             while True:
                 run.calls += 1
+                fit, sent = self._fit_call(state, composed, start, readable, tail)
+                run.fitted(fit)
                 request = self._request(
                     composed,
-                    history,
-                    tail,
+                    fit.history,
+                    fit.tail,
                     rolling=run.calls > 1,
                     previous_id=previous_id,
                     model=model,
@@ -1203,21 +1207,21 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             else:
                                 yield event
                 except ModelRejected as refusal:
-                    retry = self._refused_media(state, history, tail, refusal, bool(noted))
+                    retry = self._refused_media(state, readable, tail, refusal, bool(noted))
                     if retry:
                         # Refused for an image or a document of the history: sent once
                         # more with them as notes.
                         noted.update(retry)
                         run.calls -= 1
                         continue
-                    too_long = self._learn_too_long(state, composed, start, tail, refusal)
-                    if not too_long or refitted or run.calls > 1 or run.text:
+                    too_long = self._learn_too_long(composed, sent, refusal)
+                    if not too_long or refused_at == run.calls or run.calls > 1:
                         raise
                     # The first call, refused as longer than the window (a process that
                     # restarted has forgotten the continuum's token scale): trimmed and
                     # fitted again on the API's count, it is sent once more rather than
                     # fail the turn.
-                    refitted = True
+                    refused_at = run.calls
                     narrower = await self._trim_point(state, composed)
                     if narrower is not None and (start is None or narrower > start):
                         start = new_start = narrower
@@ -1226,11 +1230,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         again = msgspec.structs.replace(turn, preview=True)
                         composed = state.last_composed = await self._compose(again)
                         run.compose_ms += composed.compose_ms
-                    elif self._fitted(state, composed, start, readable) is readable:
+                        readable, _ = self._readable(
+                            state, state.history.messages(start), model.name
+                        )
+                    if self._fit_call(state, composed, start, readable, tail)[1] >= sent:
                         raise  # nothing more to leave out
-                    readable, _ = self._readable(state, state.history.messages(start), model.name)
-                    history = self._fitted(state, composed, start, readable)
-                    run.calls = 0
+                    run.calls -= 1
                     continue
                 assert done is not None
                 run.call_usage.append(done.usage)
@@ -1242,8 +1247,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         "process): the model is sent a note in their place from now on",
                     )
                 if run.calls == 1:
-                    if history is readable:  # a fitted history is not what was estimated
-                        self._measure(state, composed, start, tail, done.usage.total_input)
+                    self._measure(composed, sent, done.usage.total_input)
                     run.cache_miss_reason = done.cache_miss_reason
                     if tools_changed:
                         written = done.usage.cache_creation_input_tokens
@@ -1330,7 +1334,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             sections=run.sections,
             cache_miss_reason=run.cache_miss_reason,
             model_calls=run.calls,
-            warnings=run.warnings,
+            warnings=record.warnings,
             stop_reason=run.stop_reason,
         )
 
@@ -1633,6 +1637,11 @@ class _TurnRun:
     # or is cancelled before its end has cost already (input, cache writes).
     started_usage: TurnUsage | None = None
     effects: list[Effect] = field(default_factory=list)  # tool writes, applied at commit
+    # What the requests of the turn left out to fit the window (`LoopFit`): the most
+    # results and documents one request sent as notes, and the newest results cut (by
+    # tool_use id: the characters left out).
+    noted: int = 0
+    cut: dict[str, int] = field(default_factory=dict)
 
     @property
     def usage(self) -> TurnUsage:
@@ -1646,6 +1655,28 @@ class _TurnRun:
         if self.started_usage is not None:
             self.call_usage.append(self.started_usage)
             self.started_usage = None
+
+    def fitted(self, fit: LoopFit) -> None:
+        """A request of the turn as fitted to the window (said in the turn's warnings)."""
+        self.noted = max(self.noted, fit.noted)
+        self.cut.update(fit.cut)
+
+    def left_out(self) -> tuple[str, ...]:
+        """What the turn's requests left out to fit the window, as warnings."""
+        said: list[str] = []
+        if self.noted:
+            said.append(
+                f"{self.noted} tool result(s) or document(s) went as a note in this turn's "
+                "requests: the model's context window could not hold them with the rest "
+                "(the history stores them whole)"
+            )
+        if self.cut:
+            said.append(
+                f"{len(self.cut)} tool result(s) longer than what the model's context window "
+                f"left were cut in the request ({sum(self.cut.values()):,} characters left "
+                "out, with a note saying so; the history stores them whole)"
+            )
+        return tuple(said)
 
     def paragraph_break(self) -> str:
         """What separates text still to come from the turn's text so far: a blank
@@ -1675,7 +1706,7 @@ class _TurnRun:
             model_calls=self.calls,
             call_usage=tuple(self.call_usage),
             sections=self.sections,
-            warnings=self.warnings,
+            warnings=(*self.warnings, *self.left_out()),
             error=error,
             message_id=self.anchor_id if status == "completed" else None,
             stop_reason=self.stop_reason,

@@ -107,23 +107,29 @@ async def test_photos_past_the_request_size_go_as_notes_oldest_first(tmp_path: P
     assert [b.kind for b in stored] == ["image"] * 9
 
 
-async def test_a_request_holds_at_most_the_models_images(
-    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
-) -> None:
+async def test_a_request_holds_at_most_the_models_images(tmp_path: Path) -> None:
     """A model of a 200k-token window takes 100 images a request (models.toml). A tool's
-    screenshots, 20 a call, made the sixth call's request a 400, and every later one."""
-    api, responder = script
+    screenshots, 20 a call, made the sixth call's request a 400, and every later one.
+    (The row's window is widened here, its image limit kept: the window's fit counts an
+    image at the most it can cost, 1,600 tokens, and 120 of them would fill 200k.)"""
+    row = {"name": "claude-haiku-4-5", "context_window": 1_000_000, "max_media": 100}
+    responder = ScriptedResponder()
 
     @tool
     def screens() -> list[dict[str, Any]]:
         """Twenty small screenshots."""
         return [image(png(10, 10)) for _ in range(20)]
 
-    cfg = config(model={"name": "claude-haiku-4-5"}, history={"budget_tokens": 190_000})
+    cfg = config(
+        model={"name": "claude-haiku-4-5"}, models=[row], history={"budget_tokens": 190_000}
+    )
     for i in range(6):
         responder.push(Reply((ReplyToolUse("screens", {}, f"toolu_{i}"),)), f"Seen {i}.")
     counts = []
-    async with frontmind(api, tmp_path, cfg=cfg, tools=[screens]) as fm:
+    async with (
+        LocalMessagesAPI(responder=responder, models=[row]) as api,
+        frontmind(api, tmp_path, cfg=cfg, tools=[screens]) as fm,
+    ):
         for i in range(6):
             assert completed(await run_turn(fm, "c1", f"look {i}")).text == f"Seen {i}."
             counts.append(notes_and_images(api.message_bodies()[-1]))

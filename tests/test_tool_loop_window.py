@@ -1,0 +1,127 @@
+"""One turn's own tool loop against the model's window: the real SDK against the local
+Messages API, which counts the tokens and refuses a request longer than the window as
+the live API does ("prompt is too long")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from actors import TurnCompleted
+from frontmind import tool
+from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, Responder, ScriptedResponder
+from storage import ToolResultBlock, TurnRecord
+from tests._harness import completed, config, frontmind, run_turn
+
+pytestmark = pytest.mark.anyio
+
+# A model row of a 60k window (the config's and the local API's alike), under a history
+# budget past it: the window is the only limit.
+ROW = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+PAGE = "The quick brown fox jumps over the lazy dog near the river bank. " * 700  # ~11k tokens
+
+
+def small_window() -> Any:
+    return config(
+        model={"name": "claude-sonnet-4-5"}, models=[ROW], history={"budget_tokens": 1_000_000}
+    )
+
+
+def results_sent(body: dict[str, Any]) -> list[str]:
+    """The text of each tool_result of a request, in order."""
+    texts = []
+    for message in body["messages"]:
+        for block in message["content"]:
+            if block["type"] == "tool_result":
+                content = block["content"]
+                texts.append(content if isinstance(content, str) else json.dumps(content))
+    return texts
+
+
+class Loop(NamedTuple):
+    done: TurnCompleted
+    record: TurnRecord
+    bodies: list[Any]  # the requests sent
+    stored: list[str]  # the text of each tool result the history stores
+
+
+def reads(count: int, answer: str) -> ScriptedResponder:
+    """A model that calls `read_file` `count` times, then answers."""
+    responder = ScriptedResponder()
+    calls = (
+        Reply((ReplyToolUse("read_file", {"name": f"f{i}"}, f"toolu_{i}"),)) for i in range(count)
+    )
+    responder.push(*calls, answer)
+    return responder
+
+
+async def read_loop(tmp_path: Path, result: str, responder: Responder) -> Loop:
+    """One turn on the 60k window whose `read_file` tool returns `result`."""
+
+    @tool(max_result_chars=400_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return result
+
+    async with (
+        LocalMessagesAPI(responder=responder, models=[ROW]) as api,
+        frontmind(api, tmp_path, cfg=small_window(), tools=[read_file]) as fm,
+    ):
+        done = completed(await run_turn(fm, "c1", "read the files"))
+        history = await fm.history("c1")
+        (record,) = await fm.turns("c1")
+        bodies = api.message_bodies()
+    stored = [b.content for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+    return Loop(done, record, bodies, stored)
+
+
+async def test_a_tool_loop_past_the_window_completes_with_every_result_stored(
+    tmp_path: Path,
+) -> None:
+    """Six reads of some 11,000 tokens each on a model of a 60k window: the loop's own
+    results added up past the window, the fifth request was refused as too long, and
+    the turn failed with nothing of it stored (the reads done, the replies written).
+    Each request of the loop is now fitted as a turn over the window is: the oldest
+    results of the turn go as notes in the request, the newest whole; the store keeps
+    every result."""
+    done, record, bodies, stored = await read_loop(tmp_path, PAGE, reads(6, "Read them all."))
+    assert done.text == "Read them all."
+    assert done.model_calls == 7
+    last = results_sent(bodies[-1])
+    noted = [r for r in last if "left out of this request" in r]
+    assert len(last) == 6
+    assert 0 < len(noted) < 6
+    assert last[: len(noted)] == noted  # the oldest first
+    assert last[-1] == PAGE  # the newest whole
+    # Room is kept for the reply (max_tokens) in every request.
+    assert max(u.total_input for u in record.call_usage) <= 60_000 - 1024
+    (said,) = [w for w in done.warnings if "went as a note" in w]
+    assert said.startswith(f"{len(noted)} tool result(s)")
+    assert said in record.warnings
+    assert stored == [PAGE] * 6
+
+
+async def test_a_single_result_longer_than_the_window_is_cut_in_the_request(
+    tmp_path: Path,
+) -> None:
+    """One read of some 60,000 tokens, alone past a 60k window: its request was refused
+    as too long and the turn failed, the read lost. The newest result stays the one the
+    model works on, so it is cut rather than the turn failed (a tool's result is cut
+    the same way at its max_result_chars): its start is sent with a note of how much
+    was left out, the model can ask for a smaller part, and the history keeps it whole."""
+    big = PAGE * 5
+    done, record, bodies, stored = await read_loop(tmp_path, big, reads(1, "Cut short."))
+    assert done.text == "Cut short."
+    (sent,) = results_sent(bodies[-1])
+    kept, note = sent.rsplit("\n[truncated: ", 1)
+    assert big.startswith(kept)
+    assert len(kept) > 10_000
+    left_out = len(big) - len(kept)
+    assert note.startswith(f"{left_out:,} more characters of this result were left out")
+    assert max(u.total_input for u in record.call_usage) <= 60_000 - 1024
+    (said,) = [w for w in done.warnings if "were cut in the request" in w]
+    assert f"({left_out:,} characters left out" in said
+    assert stored == [big]
