@@ -751,7 +751,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         return self._prefix_tokens(composed) + notification + messages
 
     def _measure(self, composed: Composed, messages: int, counted: int) -> None:
-        """Take the API's count of a turn's first request as the continuum's token scale.
+        """Take the API's count of a turn's request as the continuum's token scale (each
+        call of a tool loop: a tool may return denser text than the conversation held).
         A small request says little (the API's own tool-use prompt and framing weigh
         more in it than the text): only one of `SCALE_MIN_ESTIMATE` tokens or more
         counts, or a smaller one that says less than the scale held (that overhead only
@@ -1215,14 +1216,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         run.calls -= 1
                         continue
                     too_long = self._learn_too_long(composed, sent, refusal)
-                    if not too_long or refused_at == run.calls or run.calls > 1:
+                    if not too_long or refused_at == run.calls:
                         raise
-                    # The first call, refused as longer than the window (a process that
-                    # restarted has forgotten the continuum's token scale): trimmed and
-                    # fitted again on the API's count, it is sent once more rather than
-                    # fail the turn.
+                    # Refused as longer than the window, the estimate short of the API's
+                    # count (a process that restarted has forgotten the continuum's token
+                    # scale; a tool returned denser text than the turn held): fitted
+                    # again on the API's count (the first call trimmed too), it is sent
+                    # once more rather than fail the turn and lose its rounds.
                     refused_at = run.calls
-                    narrower = await self._trim_point(state, composed)
+                    narrower = await self._trim_point(state, composed) if run.calls == 1 else None
                     if narrower is not None and (start is None or narrower > start):
                         start = new_start = narrower
                         # Composed again, as for a grown prompt: the manifest marks the trim.
@@ -1239,6 +1241,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     continue
                 assert done is not None
                 run.call_usage.append(done.usage)
+                if not noted and not state.unusable:
+                    # (A request with images noted in place weighs less than estimated:
+                    # it says nothing of how dense the text is.)
+                    self._measure(composed, sent, done.usage.total_input)
                 if noted - state.unusable:
                     state.unusable |= noted
                     run.warnings += (
@@ -1247,7 +1253,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         "process): the model is sent a note in their place from now on",
                     )
                 if run.calls == 1:
-                    self._measure(composed, sent, done.usage.total_input)
                     run.cache_miss_reason = done.cache_miss_reason
                     if tools_changed:
                         written = done.usage.cache_creation_input_tokens

@@ -12,7 +12,16 @@ import pytest
 
 from actors import TurnCompleted
 from frontmind import tool
-from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, Responder, ScriptedResponder
+from frontmind.localapi import (
+    LocalMessagesAPI,
+    MessagesRequest,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    Responder,
+    ScriptedResponder,
+)
+from frontmind.localapi import ToolResultBlock as SentResult
 from storage import ToolResultBlock, TurnRecord
 from tests._harness import completed, config, frontmind, run_turn
 
@@ -125,3 +134,41 @@ async def test_a_single_result_longer_than_the_window_is_cut_in_the_request(
     (said,) = [w for w in done.warnings if "were cut in the request" in w]
     assert f"({left_out:,} characters left out" in said
     assert stored == [big]
+
+
+class _Reads:
+    """A model that calls `read_file` until `count` results are in its request, then
+    answers: the same reply to a request sent again (a refused one takes no reply away,
+    as a scripted queue's would)."""
+
+    def __init__(self, count: int, answer: str) -> None:
+        self.count = count
+        self.answer = answer
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        done = sum(
+            isinstance(b, SentResult)
+            for m in request.messages
+            if not isinstance(m.content, str)
+            for b in m.content
+        )
+        if done < self.count:
+            return Reply((ReplyToolUse("read_file", {"name": f"f{done}"}, f"toolu_{done}"),))
+        return Reply((ReplyText(self.answer),))
+
+
+async def test_results_denser_than_the_estimate_are_fitted_on_the_apis_count(
+    tmp_path: Path,
+) -> None:
+    """Frontmind's estimate (4 bytes a token) counts prose close to the API and numbers
+    at some fourth of what it counts: a conversation of prose, then a tool returning a
+    table of numbers, fitted the loop's request by a scale that undercounted the
+    result; the request was refused as too long and the turn failed, its rounds lost.
+    The refusal's count now sets the scale, and the request is fitted again and sent."""
+    rows = "\n".join(",".join(str(1000 + 37 * i + j) for j in range(8)) for i in range(1500))
+    done, record, bodies, stored = await read_loop(tmp_path, rows, _Reads(2, "Read them."))
+    assert done.text == "Read them."
+    assert done.model_calls == 3
+    assert len(bodies) > 3, "a request was refused as too long, and sent again fitted"
+    assert max(u.total_input for u in record.call_usage) <= 60_000
+    assert stored == [rows] * 2
