@@ -139,6 +139,10 @@ def _has_thinking(message: Message) -> bool:
     return any(isinstance(b, RawBlock) and b.kind in _THINKING for b in message.content)
 
 
+def _has_thinking_in(messages: Sequence[Message]) -> bool:
+    return any(m.role == "assistant" and _has_thinking(m) for m in messages)
+
+
 def _without_pending_server_uses(messages: list[Message]) -> tuple[list[Message], int]:
     """`messages` without the server tool uses that have no result among them (a result
     follows its use in the same reply, or in the continuation of a paused one), and how
@@ -913,17 +917,34 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         start: int | None,
         history: list[Message],
         tail: list[Message],
+        answered: LoopFit | None,
     ) -> tuple[LoopFit, int]:
         """A call of the turn within the model's window, and its messages' estimated
         tokens. The turn's own tool loop adds a result a round: past the window, the
         next request was refused as too long and the turn lost every round before it.
-        It is fitted as a turn over the window is (`fit_loop`); the turn stores all."""
+        It is fitted as a turn over the window is (`fit_loop`); the turn stores all.
+
+        On a model that runs the prefix check, once the loop holds thinking, all that the
+        last answered request (`answered`) sent goes again as it went: its thinking is
+        bound to it (a note put in later made the API refuse it), and each of the loop's
+        assistant turns must open with its own (it cannot be left out instead). Only
+        what came since gives way: the newest results are cut."""
         scale = self._deps.token_scales.get((self._user, self._id))
-        used = state.history.tokens_from(start) + sum(message_tokens(m) for m in tail)
+        row = known_row(self._deps.models.catalog, state.model.name)
+        fixed = history_saved = noted = 0
+        if answered is not None and row.prefix_check != "none" and _has_thinking_in(tail):
+            fixed = len(answered.tail)
+            history, tail = answered.history, [*answered.tail, *tail[fixed:]]
+            history_saved, noted = answered.history_saved, answered.noted
+        used = state.history.tokens_from(start) - history_saved
+        used += sum(message_tokens(m) for m in tail)
         over = used - max(1, self._room(state, composed)) / scale
         if over <= 0:
-            return LoopFit(history, tail), used
-        fit = fit_loop(history, tail, math.ceil(over))
+            # A copy: the turn's own list grows, this one stays what was sent.
+            return LoopFit(history, [*tail], history_saved=history_saved, noted=noted), used
+        fit = fit_loop(history, tail, math.ceil(over), fixed=fixed)
+        if fixed:
+            fit = fit._replace(history_saved=history_saved, noted=noted + fit.noted)
         return fit, used - fit.saved
 
     def _request(
@@ -1184,9 +1205,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id = state.last_message_id
             refused_at = 0  # the call refused as too long and sent again, fitted anew
             noted: set[str] = set()  # blocks sent as notes since the API refused them
+            answered: LoopFit | None = None  # the last request the model answered
             while True:
                 run.calls += 1
-                fit, sent = self._fit_call(state, composed, start, readable, tail)
+                fit, sent = self._fit_call(state, composed, start, readable, tail, answered)
                 run.fitted(fit)
                 request = self._request(
                     composed,
@@ -1235,11 +1257,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         readable, _ = self._readable(
                             state, state.history.messages(start), model.name
                         )
-                    if self._fit_call(state, composed, start, readable, tail)[1] >= sent:
+                    if self._fit_call(state, composed, start, readable, tail, answered)[1] >= sent:
                         raise  # nothing more to leave out
                     run.calls -= 1
                     continue
                 assert done is not None
+                answered = fit
                 run.call_usage.append(done.usage)
                 if not noted and not state.unusable:
                     # (A request with images noted in place weighs less than estimated:

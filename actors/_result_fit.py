@@ -78,29 +78,36 @@ class LoopFit(NamedTuple):
     history: list[Message]
     tail: list[Message]
     saved: int = 0
+    history_saved: int = 0  # of `saved`, the history's
     noted: int = 0  # tool results and documents that went as notes
     # The newest results cut, by their tool_use id: how many characters were left out.
     cut: tuple[tuple[str, int], ...] = ()
 
 
-def fit_loop(history: Sequence[Message], tail: Sequence[Message], over: int) -> LoopFit:
+def fit_loop(
+    history: Sequence[Message], tail: Sequence[Message], over: int, *, fixed: int = 0
+) -> LoopFit:
     """A request of a turn's tool loop `over` estimated tokens shorter, by leaving out, in
     this order: the turn's own older tool results (as notes; the message being answered,
     `tail[0]`, and the newest results stay whole: they are what the model works on), then
     the history's (oldest first), and last the end of the newest results (cut, with a
     note saying how much). What is still over after all that (a message larger than the
-    window) goes as it is: the API says it is too long."""
+    window) goes as it is: the API says it is too long.
+
+    `fixed`: the history and the first `fixed` messages of `tail` go as given (thinking
+    written after them is bound to them as they were sent)."""
     newest = max(i for i, m in enumerate(tail) if m.role == "user")
     wanted = over
-    own = _note_oldest(tail, over, keep=frozenset({0, newest}))
-    earlier = _note_oldest(history, own.over)
+    own = _note_oldest(tail, over, keep=frozenset({0, newest, *range(fixed)}))
+    earlier = _Noted(list(history), own.over, 0) if fixed else _note_oldest(history, own.over)
     fitted_tail, over = own.messages, earlier.over
     cut: tuple[tuple[str, int], ...] = ()
-    if over > 0 and newest > 0:
+    if over > 0 and newest > 0 and newest >= fixed:
         message, over, cut = _cut_newest(fitted_tail[newest], over)
         fitted_tail[newest] = message
     noted = own.noted + earlier.noted
-    return LoopFit(earlier.messages, fitted_tail, wanted - over, noted, cut)
+    history_saved = own.over - earlier.over
+    return LoopFit(earlier.messages, fitted_tail, wanted - over, history_saved, noted, cut)
 
 
 def _cut_newest(message: Message, over: int) -> tuple[Message, int, tuple[tuple[str, int], ...]]:

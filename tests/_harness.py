@@ -110,3 +110,14 @@ def cache_marks(body: Any) -> list[tuple[str, int, int, str]]:
             if "cache_control" in block:
                 marks.append(("messages", m, b, block["cache_control"]["ttl"]))
     return marks
+
+
+def unmarked(messages: list[Any]) -> list[Any]:
+    """The messages without their cache breakpoints (which move every turn)."""
+    return [
+        {
+            **m,
+            "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]],
+        }
+        for m in messages
+    ]

@@ -21,7 +21,7 @@ from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, Message, RawBlock, TextBlock
 from tests._factories import turn as stored_turn
-from tests._harness import FakeClock, completed, config, frontmind, run_turn
+from tests._harness import FakeClock, completed, config, frontmind, run_turn, unmarked
 from tests.test_localapi_models import image, png
 
 pytestmark = pytest.mark.anyio
@@ -56,17 +56,6 @@ def photo() -> str:
         + chunk(b"IEND", b"")
     )
     return base64.b64encode(data).decode()
-
-
-def unmarked(messages: list[Any]) -> list[Any]:
-    """The messages without their cache breakpoints (which move every turn)."""
-    return [
-        {
-            **m,
-            "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]],
-        }
-        for m in messages
-    ]
 
 
 def notes_and_images(body: dict[str, Any]) -> tuple[int, int]:

@@ -4,6 +4,7 @@ the live API does ("prompt is too long")."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -11,7 +12,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from actors import TurnCompleted
-from frontmind import tool
+from frontmind import Config, tool
 from frontmind.localapi import (
     LocalMessagesAPI,
     MessagesRequest,
@@ -23,20 +24,27 @@ from frontmind.localapi import (
 )
 from frontmind.localapi import ToolResultBlock as SentResult
 from storage import ToolResultBlock, TurnRecord
-from tests._harness import completed, config, frontmind, run_turn
+from tests._harness import completed, config, frontmind, run_turn, unmarked
 
 pytestmark = pytest.mark.anyio
 
-# A model row of a 60k window (the config's and the local API's alike), under a history
-# budget past it: the window is the only limit.
-ROW = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+WINDOW = 60_000
 PAGE = "The quick brown fox jumps over the lazy dog near the river bank. " * 700  # ~11k tokens
+SONNET: dict[str, Any] = {"name": "claude-sonnet-4-5", "max_tokens": 1024}
+# Fable 5.1 always thinks, and checks that nothing before a replayed thinking block
+# changed (for a new account, as the local API's is here).
+FABLE: dict[str, Any] = {"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096}
 
 
-def small_window() -> Any:
-    return config(
-        model={"name": "claude-sonnet-4-5"}, models=[ROW], history={"budget_tokens": 1_000_000}
-    )
+def window_row(model: dict[str, Any]) -> dict[str, Any]:
+    """The model's row with a 60k window (the config's and the local API's alike)."""
+    return {"name": model["name"], "context_window": WINDOW, "max_output": 8_000}
+
+
+def small_window(model: dict[str, Any]) -> Config:
+    """The model on a 60k window, under a history budget past it: the window is the
+    only limit."""
+    return config(model=model, models=[window_row(model)], history={"budget_tokens": 1_000_000})
 
 
 def results_sent(body: dict[str, Any]) -> list[str]:
@@ -67,8 +75,10 @@ def reads(count: int, answer: str) -> ScriptedResponder:
     return responder
 
 
-async def read_loop(tmp_path: Path, result: str, responder: Responder) -> Loop:
-    """One turn on the 60k window whose `read_file` tool returns `result`."""
+async def read_loop(
+    tmp_path: Path, result: str, responder: Responder, model: dict[str, Any] = SONNET
+) -> Loop:
+    """One turn of `model` on a 60k window whose `read_file` tool returns `result`."""
 
     @tool(max_result_chars=400_000)
     def read_file(name: str) -> str:
@@ -76,8 +86,8 @@ async def read_loop(tmp_path: Path, result: str, responder: Responder) -> Loop:
         return result
 
     async with (
-        LocalMessagesAPI(responder=responder, models=[ROW]) as api,
-        frontmind(api, tmp_path, cfg=small_window(), tools=[read_file]) as fm,
+        LocalMessagesAPI(responder=responder, models=[window_row(model)], account="new") as api,
+        frontmind(api, tmp_path, cfg=small_window(model), tools=[read_file]) as fm,
     ):
         done = completed(await run_turn(fm, "c1", "read the files"))
         history = await fm.history("c1")
@@ -106,15 +116,16 @@ async def test_a_tool_loop_past_the_window_completes_with_every_result_stored(
     assert last[: len(noted)] == noted  # the oldest first
     assert last[-1] == PAGE  # the newest whole
     # Room is kept for the reply (max_tokens) in every request.
-    assert max(u.total_input for u in record.call_usage) <= 60_000 - 1024
+    assert max(u.total_input for u in record.call_usage) <= WINDOW - 1024
     (said,) = [w for w in done.warnings if "went as a note" in w]
     assert said.startswith(f"{len(noted)} tool result(s)")
     assert said in record.warnings
     assert stored == [PAGE] * 6
 
 
+@pytest.mark.parametrize("model", [SONNET, FABLE], ids=["sonnet", "prefix-checked"])
 async def test_a_single_result_longer_than_the_window_is_cut_in_the_request(
-    tmp_path: Path,
+    tmp_path: Path, model: dict[str, Any]
 ) -> None:
     """One read of some 60,000 tokens, alone past a 60k window: its request was refused
     as too long and the turn failed, the read lost. The newest result stays the one the
@@ -122,7 +133,7 @@ async def test_a_single_result_longer_than_the_window_is_cut_in_the_request(
     the same way at its max_result_chars): its start is sent with a note of how much
     was left out, the model can ask for a smaller part, and the history keeps it whole."""
     big = PAGE * 5
-    done, record, bodies, stored = await read_loop(tmp_path, big, reads(1, "Cut short."))
+    done, record, bodies, stored = await read_loop(tmp_path, big, reads(1, "Cut short."), model)
     assert done.text == "Cut short."
     (sent,) = results_sent(bodies[-1])
     kept, note = sent.rsplit("\n[truncated: ", 1)
@@ -130,7 +141,7 @@ async def test_a_single_result_longer_than_the_window_is_cut_in_the_request(
     assert len(kept) > 10_000
     left_out = len(big) - len(kept)
     assert note.startswith(f"{left_out:,} more characters of this result were left out")
-    assert max(u.total_input for u in record.call_usage) <= 60_000 - 1024
+    assert max(u.total_input for u in record.call_usage) <= WINDOW - model["max_tokens"]
     (said,) = [w for w in done.warnings if "were cut in the request" in w]
     assert f"({left_out:,} characters left out" in said
     assert stored == [big]
@@ -170,5 +181,27 @@ async def test_results_denser_than_the_estimate_are_fitted_on_the_apis_count(
     assert done.text == "Read them."
     assert done.model_calls == 3
     assert len(bodies) > 3, "a request was refused as too long, and sent again fitted"
-    assert max(u.total_input for u in record.call_usage) <= 60_000
+    assert max(u.total_input for u in record.call_usage) <= WINDOW
     assert stored == [rows] * 2
+
+
+async def test_a_prefix_checked_models_loop_keeps_what_its_thinking_was_written_after(
+    tmp_path: Path,
+) -> None:
+    """Fable 5.1 checks that nothing before a replayed thinking block changed, and a tool
+    loop's assistant turns must each open with their thinking: a round that sent an
+    earlier result of the loop as a note changed what the loop's thinking blocks were
+    written after, and the API refused the request ("bound to a different
+    conversation"), the turn lost. On such a model the loop's requests keep everything
+    up to its last thinking as it was sent; only the newest results give way (cut, with
+    a note), and the turn completes."""
+    done, _, bodies, stored = await read_loop(tmp_path, PAGE, reads(6, "Read them all."), FABLE)
+    assert done.text == "Read them all."
+    for before, after in itertools.pairwise(bodies):
+        # Each request extends the one before it: nothing it sent was changed after.
+        sent = unmarked(before["messages"])
+        assert unmarked(after["messages"])[: len(sent)] == sent
+    last = results_sent(bodies[-1])
+    assert last[0] == PAGE
+    assert any("[truncated: " in r for r in last)
+    assert stored == [PAGE] * 6
