@@ -5,8 +5,9 @@ but the Messages API refuses, beside one it takes.
 
 `either` has a top-level `anyOf` and `branches` a top-level `allOf` (JSON Schema
 2020-12, which MCP 2026-07-28 permits), `dated` properties named as an HTTP API's
-parameters (`StartTime<`), which the API's property names may not be; `plain` is an
-ordinary object schema.
+parameters (`StartTime<`), which the API's property names may not be; `misspelled`
+an object schema that is not a valid JSON Schema (a property's `"type": "strnig"`),
+`listed` one whose `required` is not a list; `plain` is an ordinary object schema.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ TOOLS = [
             "type": "object",
             "properties": {"StartTime<": {"type": "string"}, "StartTime>": {"type": "string"}},
         },
+    ),
+    _tool(
+        "misspelled",
+        {"type": "object", "properties": {"text": {"type": "strnig"}}},
+    ),
+    _tool(
+        "listed",
+        {"type": "object", "properties": {"text": {"type": "string"}}, "required": "text"},
     ),
     _tool(
         "branches",

@@ -186,6 +186,43 @@ async def test_a_tool_property_name_outside_the_pattern_is_refused(
     assert reply.stop_reason is not None
 
 
+async def test_a_tool_schema_that_is_not_valid_json_schema_is_refused(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The SDKs' Tool.input_schema is a JSON Schema 2020-12; the live API refuses the
+    # whole request for one that is not (acomagu/vscode-as-mcp-server#6, an MCP server's
+    # tool); the local API took any object schema.
+    invalid = (
+        {"type": "object", "properties": {"text": {"type": "strnig"}}},
+        {"type": "object", "required": "text"},
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": "one"}}},
+    )
+    for schema in invalid:
+        tools: Any = [
+            {"name": "fine", "input_schema": {"type": "object"}},
+            {"name": "broken", "input_schema": schema},
+        ]
+        refused = await error_of(client, model="claude-sonnet-4-5", tools=tools)
+        assert refused["message"].startswith(
+            "tools.1.custom.input_schema: JSON schema is invalid. It must match JSON Schema "
+            "draft 2020-12"
+        ), refused
+    # What 2020-12 allows is taken: $defs and $ref, unknown keywords, boolean schemas.
+    valid: Any = {
+        "type": "object",
+        "$defs": {"when": {"type": "string", "format": "date"}},
+        "properties": {"day": {"$ref": "#/$defs/when"}, "any": True, "x-note": {"hint": 1}},
+        "required": ["day"],
+    }
+    reply = await client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=4096,
+        messages=HI,
+        tools=[{"name": "valid", "input_schema": valid}],
+    )
+    assert reply.stop_reason is not None
+
+
 async def test_a_prefill_ending_on_whitespace_is_refused(client: anthropic.AsyncAnthropic) -> None:
     # The live API refuses a request whose final assistant turn ends on whitespace
     # ("messages: final assistant content cannot end with trailing whitespace",

@@ -486,8 +486,9 @@ async def test_a_tool_whose_schema_the_api_refuses_is_left_out_and_turns_go_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # MCP 2026-07-28 allows any JSON Schema 2020-12 at a tool's root; the Messages API
-    # refuses `oneOf`/`allOf`/`anyOf` there, or a property name outside its pattern, and
-    # with it every request offering the tool.
+    # refuses `oneOf`/`allOf`/`anyOf` there, a property name outside its pattern, or a
+    # schema that is not valid JSON Schema at all (a server's typo), and with it every
+    # request offering the tool: every turn failed.
     api, responder = script
     server = {
         "name": "s",
@@ -505,6 +506,8 @@ async def test_a_tool_whose_schema_the_api_refuses_is_left_out_and_turns_go_on(
         ("either", "anyOf at its top level"),
         ("branches", "allOf at its"),
         ("dated", "property name 'StartTime<' is not 1-64 of A-Z a-z 0-9 _ . -"),
+        ("misspelled", "not a valid JSON Schema 2020-12: at properties.text.type: 'strnig'"),
+        ("listed", "not a valid JSON Schema 2020-12: at required: 'text' is not of type"),
     )
     for tool, why in refusals:
         assert any(

@@ -460,6 +460,26 @@ def _schema_refused(input_schema: str) -> str | None:
         for key in properties:
             if not _PROPERTY_KEY.fullmatch(key):
                 return f"property name {key!r} is not 1-64 of A-Z a-z 0-9 _ . -"
+    return _not_json_schema(schema)
+
+
+def _not_json_schema(schema: dict[str, Any]) -> str | None:
+    """Why `schema` is not a valid JSON Schema 2020-12 (None: it is). The API takes a
+    client tool's `input_schema` as a "JSON schema (json-schema.org/draft/2020-12)" (the
+    SDKs' `Tool.input_schema`) and refuses any other with "tools.N.custom.input_schema:
+    JSON schema is invalid. It must match JSON Schema draft 2020-12"
+    (acomagu/vscode-as-mcp-server#6): a misspelled `"type": "strnig"` deep in one tool's
+    schema failed every request. The metaschema is the one the `mcp` SDK brings."""
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = exc.json_path.removeprefix("$").removeprefix(".") or "its top level"
+        what = str(exc.message)
+        what = what if len(what) <= 200 else what[:200] + "…"
+        return f"not a valid JSON Schema 2020-12: at {where}: {what}"
     return None
 
 

@@ -696,6 +696,26 @@ def _check_input_schema(index: int, schema: dict[str, Any]) -> None:
             400,
             f"{where}.properties: Property keys should match pattern '^{_PROPERTY_KEY.pattern}$'",
         )
+    _check_json_schema(where, schema)
+
+
+def _check_json_schema(where: str, schema: dict[str, Any]) -> None:
+    """The schema must be a valid JSON Schema 2020-12 (the SDKs' `Tool.input_schema`:
+    "JSON schema (json-schema.org/draft/2020-12) for this tool's input"); the live
+    API's words for one that is not, as reported in acomagu/vscode-as-mcp-server#6.
+    The local API took any object schema, a `"type": "strnig"` among its properties."""
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        raise ApiError(
+            400,
+            f"{where}: JSON schema is invalid. It must match JSON Schema draft 2020-12 "
+            "(https://json-schema.org/draft/2020-12). Learn more about tool use at "
+            "https://docs.anthropic.com/en/docs/tool-use.",
+        ) from None
 
 
 def _check_system_messages(messages: list[MessageParam], model: ModelInfo) -> None:
