@@ -270,6 +270,11 @@ def load_config(
             token_file = str(here / Path(config.server.token_file).expanduser())
             server = msgspec.structs.replace(config.server, token_file=token_file)
             config = msgspec.structs.replace(config, server=server)
+        # And an MCP server's relative `cwd`: it was the daemon's own working directory's
+        # (`/` under a service manager), so the server started in another directory
+        # than the one beside the file, or not at all.
+        if any(server.cwd is not None for server in config.mcp):
+            config = msgspec.structs.replace(config, mcp=_mcp_beside(config.mcp, here))
     if env.get("FRONTMIND_MODEL"):
         model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
         config = msgspec.structs.replace(config, model=model)
@@ -300,6 +305,16 @@ def load_config(
         where = f"{candidate}: " if candidate.is_file() else ""
         raise ConfigError(f"{where}{exc}") from None
     return config
+
+
+def _mcp_beside(servers: tuple[McpServer, ...], here: Path) -> tuple[McpServer, ...]:
+    """The servers with a relative `cwd` taken from `here` (`~` is the user's home)."""
+    return tuple(
+        server
+        if server.cwd is None
+        else msgspec.structs.replace(server, cwd=str(here / Path(server.cwd).expanduser()))
+        for server in servers
+    )
 
 
 def _import(use: str, what: str, shape: str, search: tuple[str, ...]) -> object:

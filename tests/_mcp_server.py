@@ -9,7 +9,8 @@ images and a PDF whose data is not what their type says, an image taller than th
 takes, an embedded resource and a resource link, megabytes of text, a crash in the
 middle of a call, a call that never answers, a slow one, one that blocks the whole
 server while it runs, a tool list that changes while connected, a gallery of many
-images, and (over HTTP) the headers a call arrived with. `--start crash` exits before
+images, its working directory and environment, and (over HTTP) the headers a call
+arrived with. `--start crash` exits before
 answering the handshake; `--start hang` never answers it; `--start-when FILE` exits at
 start until FILE exists.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import socket
 import struct
@@ -53,6 +55,11 @@ server = MCPServer("tests", instructions="A server for Frontmind's tests.")
 @server.tool(description="Echo the text back, with the server's pid.")
 def echo(text: Annotated[str, Field(description="What to echo.")]) -> str:
     return f"echo: {text} (pid {os.getpid()})"
+
+
+@server.tool(description="Its working directory and the environment it was started with.")
+def environment() -> str:
+    return json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)})
 
 
 @server.tool(description="Always fails.")

@@ -32,7 +32,7 @@ from actors._mcp._link import McpLink
 from actors._mcp._spec import mcp_servers
 from frontmind import ConfigError, Frontmind, ToolFinished, TurnCompleted
 from frontmind.cli._render import render_context
-from frontmind.config import load_config
+from frontmind.config import McpServer, load_config
 from frontmind.localapi import (
     LocalMessagesAPI,
     Reply,
@@ -58,7 +58,7 @@ def stdio(name: str = "t", *args: str, **options: Any) -> dict[str, Any]:
 
 
 async def opened(
-    api: LocalMessagesAPI, data: Path, servers: Sequence[dict[str, Any]], **kwargs: Any
+    api: LocalMessagesAPI, data: Path, servers: Sequence[dict[str, Any] | McpServer], **kwargs: Any
 ) -> Any:
     return Frontmind.open(
         data,
@@ -117,8 +117,8 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         shown = render_context(await fm.context("ada", "hi"))
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
-            "  [mcp server t] block, chart, crash, echo, fail, files, flood, gallery, grow, hang, "
-            "headers, mislabeled, refuse, screenshot, slow" in shown
+            "  [mcp server t] block, chart, crash, echo, environment, fail, files, flood, gallery, "
+            "grow, hang, headers, mislabeled, refuse, screenshot, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
@@ -810,6 +810,44 @@ async def test_an_idle_links_check_is_answered_on_every_protocol() -> None:
     assert seen["t"] == seen["web"] == "2026-07-28", seen
 
 
+async def test_a_relative_cwd_is_the_config_files_and_the_server_gets_no_secrets(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A relative `cwd` was the daemon's own working directory's (`/` under a service
+    manager): the server started elsewhere than beside its config file, or not at all.
+    Its environment is the `mcp` SDK's safe minimum and its own `env`, never the
+    daemon's (which holds the API key)."""
+    api, responder = script
+    data = tmp_path / "data"
+    (data / "servers" / "shop").mkdir(parents=True)
+    command = ", ".join(json.dumps(part) for part in SERVER)
+    (data / "frontmind.toml").write_text(
+        f'[[mcp]]\nname = "t"\ncommand = [{command}]\ncwd = "servers/shop"\n'
+        f'env = {{PYTHONPATH = {json.dumps(str(ROOT))}, SHOP = "acme"}}\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the daemon was started from another directory
+    monkeypatch.setenv("FRONTMIND_TEST_SECRET", "sk-secret")
+    servers = load_config(None, data).mcp
+    assert servers[0].cwd == str(data.resolve() / "servers" / "shop")
+    async with await opened(api, data, servers) as fm:
+        assert fm.mcp_servers()[0].state == "running", fm.mcp_servers()[0].error
+        responder.extend(calls(("mcp__t__environment", {})))
+        seen = finished_call([e async for e in fm.turn("ada", "where are you?")])
+    assert not seen.is_error, seen.content
+    where = json.loads(seen.content)
+    assert where["cwd"] == str(data.resolve() / "servers" / "shop")
+    assert where["env"]["SHOP"] == "acme"
+    assert "PATH" in where["env"]
+    assert "FRONTMIND_TEST_SECRET" not in where["env"]
+    # The SDK's minimum (POSIX), `env`, and what Python itself may set (PEP 538).
+    safe = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LC_CTYPE"}
+    assert set(where["env"]) <= {*safe, "PYTHONPATH", "SHOP"}, where["env"]
+
+
 # -- bad entries: one line at startup, naming the entry ------------------------------------
 
 
@@ -826,6 +864,7 @@ async def test_an_idle_links_check_is_answered_on_every_protocol() -> None:
         ('name = "a b"\ncommand = ["x"]', r"\[\[mcp\]\] #1: name 'a b' must be 1-64"),
         ('name = "t"\nurl = "ftp://x"', r"\[\[mcp\]\] #1 \(t\): url must be http"),
         ('name = "t"\ncommand = ["x"]\ntimeout_s = 0', r"timeout_s must be greater than 0"),
+        ('name = "t"\ncommand = ["x"]\ncwd = "nowhere"', r"#1 \(t\): cwd '.*/nowhere' does not"),
     ],
 )
 def test_a_bad_mcp_entry_is_refused_naming_it(tmp_path: Path, entry: str, message: str) -> None:

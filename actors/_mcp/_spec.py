@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -34,7 +35,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     url: str | None = None  # streamable HTTP: the endpoint
     headers: dict[str, str] = {}  # streamable HTTP only: sent with every request
     env: dict[str, str] = {}  # stdio only: set for the server, over a minimal environment
-    cwd: str | None = None  # stdio only: the server's working directory
+    cwd: str | None = None  # stdio only: its working directory (relative: to the config file's)
     allowed_tools: tuple[str, ...] | None = None  # only these of its tools (None: all)
     timeout_s: float = 30.0  # per call; a call running longer is an error for the model
     startup_timeout_s: float = 30.0  # to start and answer the handshake and tools/list
@@ -87,6 +88,11 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
             _check_headers(server.headers, where)
             if server.env or server.cwd is not None:
                 raise ToolDefinitionError(f"{where}: env and cwd are for command servers, not url")
+        if server.cwd is not None and not Path(server.cwd).is_dir():
+            # Found only at the server's start, it failed every retry with a bare
+            # "FileNotFoundError: No such file or directory", naming nothing.
+            what = "is not a directory" if Path(server.cwd).exists() else "does not exist"
+            raise ToolDefinitionError(f"{where}: cwd {server.cwd!r} {what}")
         for key in ("timeout_s", "startup_timeout_s"):
             value = getattr(server, key)
             if not value > 0:
