@@ -691,6 +691,31 @@ async def test_an_http_server_that_hangs_times_out_and_still_serves(
                 assert (after.is_error, after.content) == (False, "slept 0.0")
 
 
+async def test_an_http_call_longer_than_the_read_timeout_runs_to_its_own_timeout(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A url server's calls are read on their response's stream, under the HTTP read
+    timeout (300 s): one with `timeout_s = 600` was cut at 300 s as "stopped during
+    the call", and the link was dropped with every call on it. The read timeout is 1 s
+    here, the calls' 20 s."""
+    monkeypatch.setattr(_link, "HTTP_READ_TIMEOUT_S", 1.0)
+    api, responder = script
+    async with http_server() as (_, url):
+        with anyio.fail_after(60):
+            async with await opened(api, tmp_path, [http(url, timeout_s=20)]) as fm:
+                responder.extend(
+                    calls(("mcp__web__slow", {"seconds": 2}), ("mcp__web__echo", {"text": "b"}))
+                )
+                events = [e async for e in fm.turn("ada", "take your time")]
+                completed(events)
+                slow, after = tool_finishes(events)
+                assert (slow.is_error, slow.content) == (False, "slept 2.0")
+                assert not after.is_error, after.content  # the link was kept
+                assert fm.mcp_servers()[0].state == "running"
+
+
 @asynccontextmanager
 async def refusing_http(status: str) -> AsyncIterator[str]:
     """An HTTP endpoint that answers every request with `status` (a reverse proxy in

@@ -40,6 +40,8 @@ __all__ = ["ListedTool", "McpLink", "McpStartFailed"]
 MAX_CONCURRENT_CALLS = 16  # per server; more wait for a turn (within their timeout)
 PING_EVERY_S = 15.0  # an idle link is checked this often (`McpLink.check`)
 PING_TIMEOUT_S = 10.0
+# The SDK's own read timeout for a url server (it may hold a response stream open).
+HTTP_READ_TIMEOUT_S = 300.0
 _STDERR_LINE_LIMIT = 2000  # characters of one stderr line kept in the log
 _LAST_WORDS_LIMIT = 500  # characters of its last stderr line in why a server stopped
 
@@ -234,10 +236,14 @@ class McpLink:
         else:
             assert spec.url is not None
             # The SDK's own defaults: 30 s to connect and write, 300 s to read (a server
-            # may hold a response stream open); calls are bounded by `timeout_s` anyway.
+            # may hold a response stream open), and no less than a call may take: a call's
+            # answer is read on its response's stream, so a read timeout under `timeout_s`
+            # cut a long call at 300 s as a closed connection, and dropped the link with
+            # every other call on it. Calls are bounded by `timeout_s` themselves.
+            read_s = max(HTTP_READ_TIMEOUT_S, spec.timeout_s + PING_TIMEOUT_S)
             http = httpx2.AsyncClient(
                 headers=dict(spec.headers),
-                timeout=httpx2.Timeout(30.0, read=300.0),
+                timeout=httpx2.Timeout(30.0, read=read_s),
                 event_hooks={"response": [self._note_refusal]},
             )
             await stack.enter_async_context(http)
