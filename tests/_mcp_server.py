@@ -118,6 +118,21 @@ def screenshot(height: int = 9000) -> list[TextContent | ImageContent]:
     ]
 
 
+@server.tool(description="A report of `pages` pages, as an embedded PDF.")
+def report(pages: int = 150) -> list[TextContent | EmbeddedResource]:
+    body = b"".join(b"%d 0 obj << /Type /Page >> endobj\n" % (i + 3) for i in range(pages))
+    pdf = b"%PDF-1.4\n" + body + b"%%EOF\n"
+    blob = base64.b64encode(pdf).decode()
+    return [
+        TextContent(text=f"the report, {pages} pages:"),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///report.pdf", blob=blob, mime_type="application/pdf"
+            )
+        ),
+    ]
+
+
 @server.tool(description="A file, embedded, and a link to another.")
 def files() -> list[EmbeddedResource | ResourceLink]:
     return [

@@ -118,7 +118,7 @@ async def test_a_stdio_servers_tools_are_offered_after_the_others_and_called(
         assert "  [built-in] add_reminder, list_reminders" in shown
         assert (
             "  [mcp server t] block, chart, crash, echo, environment, fail, files, flood, gallery, "
-            "grow, hang, headers, mislabeled, refuse, screenshot, slow" in shown
+            "grow, hang, headers, mislabeled, refuse, report, screenshot, slow" in shown
         )
         responder.extend(calls(("mcp__t__echo", {"text": "hi"})))
         responder.push("again")
@@ -278,6 +278,28 @@ async def test_an_image_larger_than_the_api_takes_is_a_note_not_a_failed_turn(
             "ImageBlock",
             "ImageBlock",
         ]
+
+
+async def test_a_pdf_of_more_pages_than_a_request_takes_is_a_note_not_a_failed_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    # A request holds at most 100 images and PDF pages on a model of a 200k-token window
+    # (the live 400: "Too much media: 150 document pages + 0 images > 100"): a server's
+    # PDF of 150 pages, embedded in its result, goes to the model as a note saying so,
+    # and the turn and the next go on; the stored history keeps the PDF.
+    api, responder = script
+    small = config(model={"name": "claude-sonnet-4-5"})
+    async with await opened(api, tmp_path, [stdio()], cfg=small) as fm:
+        responder.extend(calls(("mcp__t__report", {"pages": 150})))
+        events = [e async for e in fm.turn("ada", "read me the report")]
+        assert completed(events).text == "done"
+        sent = result_text(results(responder)[0])
+        assert "left out of this request" in sent, sent
+        responder.push("still here")
+        assert completed([e async for e in fm.turn("ada", "and now?")]).text == "still here"
+        history = await fm.history("ada")
+        stored = [b for m in history for b in m.content if type(b).__name__ == "ToolResultBlock"]
+        assert json.loads(stored[0].content_json)[1]["type"] == "document"
 
 
 async def test_a_protocol_errors_huge_message_is_cut_to_max_result_chars(
