@@ -951,6 +951,18 @@ def test_two_mcp_entries_with_one_name_are_refused(tmp_path: Path) -> None:
         load_config(None, tmp_path)
 
 
+def test_two_mcp_names_whose_tool_names_run_together_are_refused(tmp_path: Path) -> None:
+    # Server a_'s tool x and server a's tool _x were both mcp__a___x: the later one in
+    # the config was left out, with a warning at every start.
+    entries = '[[mcp]]\nname = "a_"\ncommand = ["x"]\n[[mcp]]\nname = "a"\ncommand = ["x"]\n'
+    (tmp_path / "frontmind.toml").write_text(entries)
+    with pytest.raises(ConfigError, match=r"\[\[mcp\]\] #1 \(a_\): name 'a_' is another") as caught:
+        load_config(None, tmp_path)
+    assert "mcp__a___x would name both a_'s tool x and a's tool _x" in str(caught.value)
+    (tmp_path / "frontmind.toml").write_text(entries.replace('"a"', '"b_"'))
+    assert [s.name for s in load_config(None, tmp_path).mcp] == ["a_", "b_"]
+
+
 async def test_library_mcp_entries_get_the_same_checks(tmp_path: Path) -> None:
     with pytest.raises(ToolDefinitionError, match=r"\[\[mcp\]\] #1 \(t\): give command"):
         async with Frontmind.open(tmp_path, config(), offline=True, mcp=[{"name": "t"}]):

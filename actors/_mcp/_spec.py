@@ -56,6 +56,7 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
     """Refuse an unusable entry, naming it: a bad name, a name used twice, neither or both
     of command and url, options of the other transport, bad numbers."""
     seen: set[str] = set()
+    names = {server.name for server in servers}
     for index, server in enumerate(servers):
         where = _where(index, server)
         if not _NAME.fullmatch(server.name):
@@ -71,6 +72,16 @@ def check_mcp_servers(servers: Sequence[McpServer]) -> None:
         if server.name in seen:
             raise ToolDefinitionError(
                 f"{where}: another [[mcp]] entry has the name {server.name!r}"
+            )
+        if server.name.endswith("_") and server.name[:-1] in names:
+            # The one way two names run into each other once prefixed: mcp__a___x is
+            # server a_'s tool x and server a's tool _x, and the second server's tool
+            # was left out, the one the model meant or not.
+            other, tool = server.name[:-1], "x"
+            raise ToolDefinitionError(
+                f"{where}: name {server.name!r} is another entry's {other!r} with a '_' "
+                f"after it: {mcp_tool_name(server.name, tool)} would name both {server.name}'s "
+                f"tool {tool} and {other}'s tool _{tool}; rename one of them"
             )
         seen.add(server.name)
         if (server.command is None) == (server.url is None):
