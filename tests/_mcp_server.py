@@ -12,7 +12,7 @@ server while it runs, a tool list that changes while connected, a gallery of man
 images, its working directory and environment, and (over HTTP) the headers a call
 arrived with. `--start crash` exits before
 answering the handshake; `--start hang` never answers it; `--start-when FILE` exits at
-start until FILE exists.
+start until FILE exists; `--extra-when FILE` offers one more tool if FILE exists.
 """
 
 from __future__ import annotations
@@ -213,7 +213,10 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--start", choices=["crash", "hang"], default=None)
     parser.add_argument("--start-when", default=None, help="crash at start unless this file exists")
+    parser.add_argument("--extra-when", default=None, help="offer `extra` if this file exists")
     args = parser.parse_args()
+    if args.extra_when and os.path.exists(args.extra_when):
+        server.add_tool(_extra, name="extra", description="Offered from the start.")
     sys.stderr.write(f"test server starting (pid {os.getpid()})\n")
     sys.stderr.flush()
     if args.start == "crash" or (args.start_when and not os.path.exists(args.start_when)):

@@ -461,6 +461,35 @@ async def test_a_changed_tool_list_waits_for_a_reload_and_its_cost_is_reported(
         assert f"wrote {written:,} tokens" in warning
 
 
+async def test_a_server_back_from_a_crash_with_other_tools_has_them_pending(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A restart that brings another tool list is reported as a list_changed notice is:
+    # a warning saying what changed, the list pending, applied by a reload.
+    api, responder = script
+    flag = tmp_path / "more"
+    server = stdio("t", "--extra-when", str(flag))
+    with caplog.at_level("WARNING", logger="frontmind.mcp"):
+        async with await opened(api, tmp_path / "data", [server]) as fm:
+            assert "mcp__t__extra" not in fm.offered_tools()
+            flag.touch()
+            responder.extend(calls(("mcp__t__crash", {})))
+            completed([e async for e in fm.turn("ada", "crash it")])
+            with anyio.fail_after(30):
+                await fm.wait_mcp(lambda servers: servers[0].pending is not None)
+            assert "mcp__t__extra" in (fm.mcp_servers()[0].pending or ())
+            assert "mcp__t__extra" not in fm.offered_tools()
+            report = await fm.reload_tools()
+            assert report.added == ("mcp__t__extra",)
+            assert "mcp__t__extra" in fm.offered_tools()
+    assert any(
+        "MCP server 't' lists other tools now (added mcp__t__extra" in r.getMessage()
+        for r in caplog.records
+    )
+
+
 async def test_a_reload_that_changes_nothing_is_no_tools_change(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
