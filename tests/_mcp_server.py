@@ -133,7 +133,7 @@ def report(pages: int = 150) -> list[TextContent | EmbeddedResource]:
     ]
 
 
-@server.tool(description="A file, embedded, and a link to another.")
+@server.tool(description="Files, embedded, and a link to another.")
 def files() -> list[EmbeddedResource | ResourceLink]:
     return [
         EmbeddedResource(
@@ -144,6 +144,11 @@ def files() -> list[EmbeddedResource | ResourceLink]:
         EmbeddedResource(
             resource=BlobResourceContents(
                 uri="file:///archive.zip", blob=PIXEL, mime_type="application/zip"
+            )
+        ),
+        EmbeddedResource(
+            resource=BlobResourceContents(
+                uri="file:///pixel.png", blob=PIXEL, mime_type="image/png"
             )
         ),
         ResourceLink(uri="file:///report.pdf", name="report", mime_type="application/pdf"),

@@ -185,11 +185,14 @@ async def test_images_resources_errors_floods_crashes_and_hangs_never_fail_the_t
         # An image is an image block of the tool_result.
         assert isinstance(chart.content, list)
         assert [type(p).__name__ for p in chart.content] == ["TextBlock", "ImageBlock"]
-        # Resources: text with their URI; a PDF would be a document, other binaries a note.
+        # Resources: text with their URI; an image an image (it was a line of text), a PDF
+        # would be a document, other binaries a note.
         text = result_text(files)
         assert "[resource <file:///notes.txt>]\nbuy milk" in text
         assert "<file:///archive.zip>: application/zip" in text
         assert "[resource link] report <file:///report.pdf>" in text
+        assert isinstance(files.content, list)
+        assert [type(p).__name__ for p in files.content].count("ImageBlock") == 1
         # Megabytes are cut to the server's limit, with a note.
         flooded = result_text(flood)
         assert len(flooded) < 5400

@@ -1,11 +1,12 @@
 """An MCP tool result as a `tool_result` the model can read, whatever the server sent.
 
 Text stays text; an image becomes an image block (the media types the API takes, at
-most 5 MB each); a PDF resource becomes a document block; an embedded text resource
-becomes text headed by its URI; a resource link, audio or other binary data become a
-line of text saying what was there (the API takes none of them in a tool result). Text
-past the server's `max_result_chars` is cut, with a note saying how much was left out:
-a server that returns megabytes costs the model a bounded result, never a failed turn.
+most 5 MB each), and so does an image resource; a PDF resource becomes a document
+block; an embedded text resource becomes text headed by its URI; a resource link,
+audio or other binary data become a line of text saying what was there (the API takes
+none of them in a tool result). Text past the server's `max_result_chars` is cut, with
+a note saying how much was left out: a server that returns megabytes costs the model a
+bounded result, never a failed turn.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def _add(parts: _Parts, block: Any) -> None:
             parts.text(f"[resource <{uri}>]\n{text}")
         elif mime == "application/pdf":
             parts.binary("document", mime, resource.blob, f"the document <{uri}>")
+        elif mime in IMAGE_MEDIA_TYPES:
+            # A server's screenshot or chart as a resource: the model saw only a line
+            # saying some bytes were there; an image block is counted by the request's
+            # media fit as any image of a result is.
+            parts.binary("image", mime, resource.blob, f"the image <{uri}>")
         else:
             size = len(resource.blob) * 3 // 4
             parts.text(f"[resource <{uri}>: {mime}, about {size} bytes of binary data, not shown]")
