@@ -183,6 +183,8 @@ async def slow(seconds: float = 0.2) -> str:
 async def block(seconds: float = 1.0) -> str:
     # A server that does its work in its own loop (as many do) answers nothing else
     # until the call is over: a check sent meanwhile waits too.
+    sys.stderr.write(f"blocking for {seconds}s\n")
+    sys.stderr.flush()
     time.sleep(seconds)  # noqa: ASYNC251 - the point: the loop answers nothing meanwhile
     return f"blocked {seconds}"
 

@@ -382,6 +382,49 @@ async def test_a_call_that_keeps_its_server_busy_is_not_taken_for_a_dead_server(
         assert fm.mcp_servers()[0].state == "running"
 
 
+async def test_a_check_sent_just_before_a_call_that_blocks_the_server_kills_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An idle check sent just before a call that holds the server's loop went unanswered
+    # too: the link was lost, and the call failed as "stopped during the call" (the test
+    # above failed so, now and then). Here the check waits until the server says it is
+    # blocking, so its answer can only come after the call's.
+    monkeypatch.setattr(_link, "PING_EVERY_S", 0.1)
+    monkeypatch.setattr(_link, "PING_TIMEOUT_S", 1.0)
+    (spec,) = mcp_servers([stdio(timeout_s=30)])
+    link = McpLink(spec, 0)
+    checking, blocking = anyio.Event(), anyio.Event()
+    check = link.check
+
+    async def check_when_blocking() -> None:
+        if not checking.is_set():
+            checking.set()
+            await blocking.wait()
+        await check()
+
+    class Blocking(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("blocking for"):
+                blocking.set()
+
+    monkeypatch.setattr(link, "check", check_when_blocking)
+    server_log = logging.getLogger("frontmind.mcp.t")
+    watch = Blocking(logging.INFO)
+    server_log.addHandler(watch)
+    monkeypatch.setattr(server_log, "level", logging.INFO)
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                await tg.start(link.serve)
+                await checking.wait()
+                blocked = await link.call("block", {"seconds": 3})
+                assert (blocked.is_error, blocked.content) == (False, "blocked 3.0")
+                assert link.alive, link.reason
+                link.close()
+    finally:
+        server_log.removeHandler(watch)
+
+
 async def test_a_frozen_server_is_found_out_however_many_calls_keep_coming(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -311,22 +311,32 @@ class McpLink:
                 await self._check.wait()
             asked = self._check.is_set()
             self._check = anyio.Event()
-            quiet = anyio.current_time() - self._answered
-            busy = self.spec.timeout_s + PING_EVERY_S + PING_TIMEOUT_S
-            if self._calls and not asked and quiet < busy:
-                # A server busy with a call may answer nothing else until it is done (its
-                # work in its one event loop): a check now would take a busy server for a
-                # dead one and kill the call. Every call ends within `timeout_s`, so one
-                # that has answered nothing for longer (since its last check before the
-                # call, too) is checked, calls or not.
+            if self._busy(asked):
                 continue
             try:
                 with anyio.fail_after(PING_TIMEOUT_S):
                     await self.check()
             except Exception as exc:  # noqa: BLE001 - any failure of a check loses the link
+                if self._busy(asked):
+                    # A call began while the check waited for its answer (an idle check
+                    # sent just before it): the server may be held by that call as
+                    # below, and the call was failed as "stopped during the call".
+                    continue
                 self.lose(f"it did not answer a check: {_describe(exc)}")
                 return
             self._answered = anyio.current_time()
+
+    def _busy(self, asked: bool) -> bool:
+        """Whether the server may be busy with a call rather than dead.
+
+        A server busy with a call may answer nothing else until it is done (its work in
+        its one event loop): a check then would take a busy server for a dead one and
+        kill the call. Every call ends within `timeout_s`, so one that has answered
+        nothing for longer (since its last check before the call, too) is checked, calls
+        or not; so is one whose call failed oddly (`asked`)."""
+        quiet = anyio.current_time() - self._answered
+        busy = self.spec.timeout_s + PING_EVERY_S + PING_TIMEOUT_S
+        return bool(self._calls) and not asked and quiet < busy
 
     async def _relay_stderr(self, fd: int, relayed: anyio.Event) -> None:
         """The server's stderr into the log; its end means the process has exited."""
