@@ -64,6 +64,9 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 # whose parameters are named after an HTTP API's, as `StartTime<`). Only the top level is
 # checked (decocms/studio#6874).
 _PROPERTY_KEY = re.compile(r"[a-zA-Z0-9_.-]{1,64}")
+# Tool input schemas found valid JSON Schema, by their JSON (`_check_json_schema`).
+_VALID_SCHEMAS: set[bytes] = set()
+_VALID_SCHEMAS_KEPT = 4096
 # A tool_use block's id, as the live API's 400 quotes its pattern (`_check_tool_pairs`).
 _TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 # Something shaped like an email address (the user_id check in `validate`).
@@ -707,6 +710,11 @@ def _check_json_schema(where: str, schema: dict[str, Any]) -> None:
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
     from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
+    # A check costs a millisecond, and every request of a conversation sends the same
+    # tools: the valid schemas are remembered by their JSON.
+    key = msgspec.json.encode(schema)
+    if key in _VALID_SCHEMAS:
+        return
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError:
@@ -716,6 +724,9 @@ def _check_json_schema(where: str, schema: dict[str, Any]) -> None:
             "(https://json-schema.org/draft/2020-12). Learn more about tool use at "
             "https://docs.anthropic.com/en/docs/tool-use.",
         ) from None
+    if len(_VALID_SCHEMAS) >= _VALID_SCHEMAS_KEPT:
+        _VALID_SCHEMAS.clear()
+    _VALID_SCHEMAS.add(key)
 
 
 def _check_system_messages(messages: list[MessageParam], model: ModelInfo) -> None:
