@@ -319,8 +319,9 @@ class McpLink:
             except Exception as exc:  # noqa: BLE001 - any failure of a check loses the link
                 if self._busy(asked):
                     # A call began while the check waited for its answer (an idle check
-                    # sent just before it): the server may be held by that call as
-                    # below, and the call was failed as "stopped during the call".
+                    # sent just before it): the server may be held by that call (see
+                    # `_busy`), and losing the link failed the call as "stopped during
+                    # the call".
                     continue
                 self.lose(f"it did not answer a check: {_describe(exc)}")
                 return

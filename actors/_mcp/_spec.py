@@ -35,7 +35,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     url: str | None = None  # streamable HTTP: the endpoint
     headers: dict[str, str] = {}  # streamable HTTP only: sent with every request
     env: dict[str, str] = {}  # stdio only: set for the server, over a minimal environment
-    cwd: str | None = None  # stdio only: its working directory (relative: to the config file's)
+    cwd: str | None = None  # stdio only: its working directory (in a config file: from its own)
     allowed_tools: tuple[str, ...] | None = None  # only these of its tools (None: all)
     timeout_s: float = 30.0  # per call; a call running longer is an error for the model
     startup_timeout_s: float = 30.0  # to start and answer the handshake and tools/list
@@ -53,8 +53,9 @@ def _where(index: int, entry: McpServer | None = None) -> str:
 
 
 def check_mcp_servers(servers: Sequence[McpServer]) -> None:
-    """Refuse an unusable entry, naming it: a bad name, a name used twice, neither or both
-    of command and url, options of the other transport, bad numbers."""
+    """Refuse an unusable entry, naming it: a bad name, a name used twice or one whose
+    tools' names would run into another's, neither or both of command and url, options
+    of the other transport, a cwd that is not a directory, bad numbers."""
     seen: set[str] = set()
     names = {server.name for server in servers}
     for index, server in enumerate(servers):
