@@ -37,6 +37,7 @@ from storage import (
     ToolResultBlock,
     ToolUseBlock,
     TtlChoice,
+    TurnOutcome,
     TurnRecord,
     TurnStatus,
     TurnUsage,
@@ -306,7 +307,7 @@ class ConversationDeps:
     admission: Admission | None = None
     # Told each turn's status and usage as its final record is written: the metrics count
     # what the records say (a failed or cancelled turn's calls were paid for too).
-    ended: Callable[[TurnStatus, TurnUsage], None] = lambda status, usage: None
+    ended: Callable[[TurnOutcome, TurnUsage], None] = lambda status, usage: None
     # The API's tokens per estimated token, by continuum (shared by every lane's copy).
     token_scales: TokenScales = field(default_factory=TokenScales)
 
@@ -1630,7 +1631,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.committed(record, stored, new_start)
 
     async def _record_unfinished(
-        self, run: _TurnRun, status: TurnStatus, error: str, *, provisional: bool = False
+        self, run: _TurnRun, status: TurnOutcome, error: str, *, provisional: bool = False
     ) -> None:
         run.bill_broken_call()  # a call cut off (an error, a cancel) was billed its input
         record = run.record(status, self._deps.clock(), error=error)

@@ -41,8 +41,8 @@ from storage import (
     FrontmindError,
     Storage,
     StorageError,
+    TurnOutcome,
     TurnRecord,
-    TurnStatus,
     TurnUsage,
     check_continuum_id,
     check_user_name,
@@ -434,7 +434,7 @@ class Engine:
         # Every turn's final record as it was written: how many of each status, and the
         # usage they sum to (completed or not), for the metrics. A turn refused at the
         # door is not among them: `admission.refused` counts it.
-        self.turn_outcomes: dict[TurnStatus, int] = {}
+        self.turn_outcomes: dict[TurnOutcome, int] = {}
         self.turn_usage = TurnUsage()
         self.warm_reasons: list[str] = []  # the last few decisions, sent or not
         # The MCP servers' actors (spawned now, started by `mcp.running()`).
@@ -537,7 +537,7 @@ class Engine:
             self.warm_ups += 1
             self.warm_usage = self.warm_usage + done.usage
 
-    def _ended(self, status: TurnStatus, usage: TurnUsage) -> None:
+    def _ended(self, status: TurnOutcome, usage: TurnUsage) -> None:
         self.turn_outcomes[status] = self.turn_outcomes.get(status, 0) + 1
         self.turn_usage = self.turn_usage + usage
 
@@ -1141,7 +1141,7 @@ class TurnStream:
         ]
         await self._record("cancelled", None, f"{kind}: {reason}")
 
-    async def _record(self, status: TurnStatus, started_at: float | None, error: str) -> None:
+    async def _record(self, status: TurnOutcome, started_at: float | None, error: str) -> None:
         """The record of a turn whose actor did not end it (`started_at` None: it never
         started). If the actor recorded it, this adds nothing (one record per turn id);
         storage failing leaves the caller its error event all the same."""
@@ -1151,7 +1151,7 @@ class TurnStream:
         self._engine._ended(status, record.usage)
 
     def _turn_record(
-        self, status: TurnStatus, started_at: float | None, error: str, run: RunTurn | None = None
+        self, status: TurnOutcome, started_at: float | None, error: str, run: RunTurn | None = None
     ) -> TurnRecord:
         run = run or self._run
         assert run is not None

@@ -74,8 +74,8 @@ from storage import (
     SQLiteStorage,
     Storage,
     StorageUnavailable,
+    TurnOutcome,
     TurnRecord,
-    TurnStatus,
     TurnUsage,
     User,
     UserForgotten,
@@ -178,7 +178,7 @@ class Frontmind:
         costs beside the turns' own (`cache.warm`)."""
         return self._runtime.warm_ups, self._runtime.warm_usage
 
-    def turn_totals(self) -> tuple[dict[TurnStatus, int], TurnUsage]:
+    def turn_totals(self) -> tuple[dict[TurnOutcome, int], TurnUsage]:
         """The turns this instance ended (every user's), as their records say: how many
         of each status, and their summed usage, completed or not (a failed or cancelled
         turn's calls were billed too). A turn refused at the door (`Busy`, `Overloaded`)

@@ -41,6 +41,7 @@ from ._migrate import Migration, MigrationMismatch, migrate
 from ._migrations import SCHEMA_VERSION
 from ._port import Storage
 from ._records import (
+    INTERRUPTED_TURN,
     ContentBlock,
     ContextSearch,
     Continuum,
@@ -65,6 +66,7 @@ from ._records import (
     ToolResultBlock,
     ToolUseBlock,
     TtlChoice,
+    TurnOutcome,
     TurnRecord,
     TurnStatus,
     TurnUsage,
@@ -113,6 +115,7 @@ __all__ = [
     "EARLIEST",
     "EPOCH",
     "EXPORT_FORMAT",
+    "INTERRUPTED_TURN",
     "LABEL_PATTERN",
     "LATEST",
     "LEASE_SECONDS",
@@ -172,6 +175,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "TtlChoice",
+    "TurnOutcome",
     "TurnRecord",
     "TurnStatus",
     "TurnUsage",

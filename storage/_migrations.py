@@ -358,6 +358,28 @@ CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
 END;
 """
 
+# v13: a turn's record reads `running` while the turn runs (it read `failed`,
+# "interrupted", from its start until it ended), and the running ones are indexed by
+# themselves: each turn's start and each open look for those a dead process left. The
+# table is rebuilt for its CHECK, with its rows and their rowids (their order).
+_V13 = """
+CREATE TABLE turns_v13 (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    continuum_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'cancelled')),
+    started_at REAL NOT NULL,
+    record BLOB NOT NULL,
+    FOREIGN KEY (owner, continuum_id) REFERENCES continuums(owner, id)
+);
+INSERT INTO turns_v13 (rowid, id, owner, continuum_id, status, started_at, record)
+    SELECT rowid, id, owner, continuum_id, status, started_at, record FROM turns;
+DROP TABLE turns;
+ALTER TABLE turns_v13 RENAME TO turns;
+CREATE INDEX turns_by_continuum ON turns(owner, continuum_id, started_at);
+CREATE INDEX turns_running ON turns(owner, continuum_id) WHERE status = 'running';
+"""
+
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -371,5 +393,6 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     (10, _V10),
     (11, _V11),
     (12, _V12),
+    (13, _V13),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -237,6 +237,15 @@ _V11 = """
 CREATE TABLE forgotten_users (name_sha256 TEXT PRIMARY KEY, at DOUBLE PRECISION NOT NULL);
 """
 
+# v12: a turn's record reads `running` while the turn runs (as SQLite's v13), the
+# running ones indexed by themselves.
+_V12 = """
+ALTER TABLE turns DROP CONSTRAINT turns_status_check;
+ALTER TABLE turns ADD CONSTRAINT turns_status_check
+    CHECK (status IN ('running', 'completed', 'failed', 'cancelled'));
+CREATE INDEX turns_running ON turns(owner, continuum_id) WHERE status = 'running';
+"""
+
 PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, _V1),
     (2, _V2),
@@ -249,5 +258,6 @@ PG_MIGRATIONS: tuple[tuple[int, str], ...] = (
     (9, _V9),
     (10, _V10),
     (11, _V11),
+    (12, _V12),
 )
 PG_SCHEMA_VERSION = PG_MIGRATIONS[-1][0]

@@ -116,11 +116,22 @@ class Storage(Protocol):
         ...
 
     async def record_turn(self, user: str, record: TurnRecord) -> None:
-        """Store the record of a failed or cancelled turn (no history).
+        """Store the record of a running, failed or cancelled turn (no history).
 
-        A turn's record is written when it starts (failed, "interrupted") and replaced
-        when it ends, so a process killed mid-turn still leaves one; a completed turn's
-        record is never replaced."""
+        A turn's record is written when it starts (`running`) and replaced when it
+        ends, so a process killed mid-turn still leaves one; a completed turn's record
+        is never replaced. The turn that writes a `running` record holds its continuum
+        (its lease; on an unshared store, the one process's actor), so any other
+        running record of that continuum is a turn whose process ended: it is made
+        failed, "interrupted", in the same transaction."""
+        ...
+
+    async def interrupt_stale_turns(self) -> int:
+        """Make the `running` records of turns no process runs any more failed and
+        "interrupted" (`INTERRUPTED_TURN`), and say how many. For the store's owner as it
+        starts, before it runs turns (with SQLite: the process holding the data
+        directory's lock, so every running record is stale); on a shared store, a record
+        whose continuum's lease another process holds or awaits is left alone."""
         ...
 
     async def turns(

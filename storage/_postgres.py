@@ -206,9 +206,10 @@ class PostgresStorage(SQLStore):
     # instead of dropping the others and leaving the old embedder's written after it.
     _SHARE_VECTOR_MODEL = " FOR SHARE"
     _BYTEWISE = ' COLLATE "C"'  # a database made with en_US.UTF-8 sorts 'about' < 'Bio'
-    # A turn of the job's continuum holds (or waits for) the continuum's lease on some
-    # replica: an advisory lock every session sees in pg_locks (a bigint key shows as
-    # classid, its high half, and objid, its low half, with objsubid 1).
+    # A turn of the continuum `j.lease_key` names (a job's, or a running record's) holds
+    # (or waits for) the continuum's lease on some replica: an advisory lock every
+    # session sees in pg_locks (a bigint key shows as classid, its high half, and
+    # objid, its low half, with objsubid 1).
     _LEASED_ELSEWHERE = (
         " AND NOT EXISTS (SELECT 1 FROM pg_locks l"
         " WHERE l.locktype = 'advisory' AND l.objsubid = 1"

@@ -31,6 +31,7 @@ from ._validation import (
 )
 
 __all__ = [
+    "INTERRUPTED_TURN",
     "ContentBlock",
     "ContextSearch",
     "Continuum",
@@ -56,6 +57,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolUseBlock",
     "TtlChoice",
+    "TurnOutcome",
     "TurnRecord",
     "TurnStatus",
     "TurnUsage",
@@ -153,7 +155,12 @@ class TurnUsage(msgspec.Struct, frozen=True):
 
 
 SectionState = Literal["fresh", "stale", "timeout", "failed", "empty"]
-TurnStatus = Literal["completed", "failed", "cancelled"]
+# How a turn ended; a turn's record reads `running` from its start until then.
+TurnOutcome = Literal["completed", "failed", "cancelled"]
+TurnStatus = Literal["running", TurnOutcome]
+# The error of a turn whose process ended while it ran (its `running` record, found by
+# `Storage.interrupt_stale_turns` or by its continuum's next turn).
+INTERRUPTED_TURN = "interrupted: the process ended before the turn finished"
 
 
 class SectionStatus(msgspec.Struct, frozen=True):
@@ -174,7 +181,11 @@ class TtlChoice(msgspec.Struct, frozen=True):
 
 
 class TurnRecord(msgspec.Struct, frozen=True):
-    """Everything `stats` and the benchmarks need to know about one turn."""
+    """Everything `stats` and the benchmarks need to know about one turn.
+
+    `status` is `running` from the turn's start (its record is written then, its
+    `finished_at` the time it was written) until it ends; a turn whose process ended
+    before it finished reads `failed`, with the error "interrupted: …"."""
 
     turn_id: str
     continuum_id: str

@@ -34,8 +34,9 @@ The dialect hooks, only where the databases really differ:
 - leases: `_lease_lock` holds a continuum's lease against other processes (PostgreSQL's
   advisory lock; nobody else opens SQLite's file), `_user_lease_lock` a user's (held
   alone, it waits for and holds off every lease of theirs); `_LEASED_ELSEWHERE`, the condition
-  that leaves a job alone while another process holds or awaits its continuum's lease;
-  `_job_columns`, what a job row carries for it (PostgreSQL: the lease's key).
+  that leaves a job (or a running turn's record, at open) alone while another process
+  holds or awaits its continuum's lease (`j.lease_key`); `_job_columns`, what a job row
+  carries for it (PostgreSQL: the lease's key).
 - full-text search: `_memory_rows` and `_message_hits` (FTS5 and tsvector, each planned
   and searched in one statement: they are on every turn's path), `_segment_match`,
   `_index_segment` (a summary into SQLite's segment index), and `_count_terms` /
@@ -93,6 +94,7 @@ from ._exceptions import (
 from ._fts import memory_score, query_terms
 from ._jobs import MAX_ATTEMPTS, SEGMENT_SUMMARY, job_from_row, job_key, segment_job_payload
 from ._records import (
+    INTERRUPTED_TURN,
     ContextSearch,
     Continuum,
     ContinuumModel,
@@ -913,7 +915,50 @@ class SQLStore(ABC):
         async with self._transaction() as db:
             await self._check_remembered(db, user, self._began(user, record))
             await self._add_continuum(db, user, record)
+            if record.status == "running":
+                # This turn holds the continuum (its lease, or the one process's actor):
+                # another running record of it is a turn whose process ended.
+                where = "owner = ? AND continuum_id = ? AND id != ?"
+                await self._interrupt(db, where, (user, record.continuum_id, record.turn_id))
             await self._put_turn(db, user, record)
+
+    async def interrupt_stale_turns(self) -> int:
+        """Every running record whose continuum's lease no process holds or awaits (on
+        SQLite, every one: its owner calls this as it starts) is made interrupted."""
+        async with self._transaction() as db:
+            return await self._interrupt(db, "TRUE", (), unleased=True)
+
+    async def _interrupt(
+        self, db: Connection, where: str, args: Args, *, unleased: bool = False
+    ) -> int:
+        """Make the running records `where` selects failed, "interrupted" (with
+        `unleased`, only those whose continuum's lease nobody holds or awaits, checked in
+        the statement that writes each), and say how many were."""
+        rows = await _rows(
+            db,
+            f"SELECT id, owner, continuum_id, record FROM turns WHERE status = 'running'"
+            f" AND {where}",
+            args,
+        )
+        lease = self._LEASED_ELSEWHERE if unleased else ""
+        interrupted = 0
+        for turn_id, owner, cid, raw in rows:
+            record = msgspec.structs.replace(
+                record_decoder.decode(raw), status="failed", error=INTERRUPTED_TURN
+            )
+            # The lease key the continuum's jobs carry (PostgreSQL's advisory lock; None
+            # where leases live in one process and `lease` is empty).
+            key = self._job_columns(owner, cid).get("lease_key")
+            interrupted += len(
+                await _rows(
+                    db,
+                    "UPDATE turns SET status = 'failed', record = ?"
+                    " FROM (SELECT CAST(? AS BIGINT) AS lease_key) j"
+                    f" WHERE turns.id = ? AND turns.status = 'running'{lease} RETURNING 1",
+                    (msgspec.json.encode(stored_fields(record)), key, turn_id),
+                )
+            )
+        return interrupted
 
     async def turns(
         self,

@@ -26,6 +26,7 @@ import pytest
 
 from storage import (
     DEFAULT_USER,
+    INTERRUPTED_TURN,
     SCHEMA_VERSION,
     ContinuumModel,
     InvalidInput,
@@ -100,7 +101,7 @@ async def table_counts(store: Store) -> dict[str, int]:
 async def test_fresh_database_is_at_the_newest_schema(tmp_path: Path) -> None:
     store = await SQLiteStorage.open(tmp_path / "frontmind.db")
     async with store:
-        assert await store.schema_version() == SCHEMA_VERSION == 12
+        assert await store.schema_version() == SCHEMA_VERSION == 13
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -223,6 +224,95 @@ async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -
     (stored,) = await store.turns(DEFAULT_USER, "c2")
     assert stored.status == "failed"
     assert stored.user_text == "please keep me"
+
+
+def running(turn_id: str, continuum_id: str, at: float = 1.0) -> TurnRecord:
+    """A turn's record as the turn writes it when it starts."""
+    return TurnRecord(
+        turn_id, continuum_id, "running", moment(at), moment(at), "m", user_text=f"ask {turn_id}"
+    )
+
+
+def statuses(records: list[TurnRecord]) -> dict[str, tuple[str, str | None]]:
+    return {r.turn_id: (r.status, r.error) for r in records}
+
+
+async def test_a_running_turn_reads_running_until_it_ends_or_is_found_stale(
+    store: Store,
+) -> None:
+    """A turn's record says `running` while it runs, not failed. One no process runs any
+    more (its process was killed) reads failed, "interrupted", once the store's owner
+    starts again, or once its continuum's next turn starts (which holds the continuum);
+    a turn's own end still replaces its record, and no ended record is touched."""
+    await store.commit_turn(DEFAULT_USER, turn("c1", "done", at=0.5))
+    await store.record_turn(DEFAULT_USER, running("t1", "c1"))
+    (_, stored) = await store.turns(DEFAULT_USER, "c1")
+    assert (stored.status, stored.error, stored.started_at) == ("running", None, moment(1.0))
+    assert stored.user_text == "ask t1"
+    # The turn ends: its record is replaced.
+    await store.record_turn(
+        DEFAULT_USER, msgspec.structs.replace(running("t1", "c1"), status="cancelled")
+    )
+    assert statuses(await store.turns(DEFAULT_USER, "c1"))["t1"] == ("cancelled", None)
+
+    # Killed mid-turn: left running, in two continuums.
+    await store.record_turn(DEFAULT_USER, running("t2", "c1", at=2.0))
+    await store.record_turn(DEFAULT_USER, running("t3", "c2", at=2.0))
+    # The next turn of c1 finds t2 stale: it holds c1 now. c2's is not its to judge.
+    await store.record_turn(DEFAULT_USER, running("t4", "c1", at=3.0))
+    assert statuses(await store.turns(DEFAULT_USER)) == {
+        "done": ("completed", None),
+        "t1": ("cancelled", None),
+        "t2": ("failed", INTERRUPTED_TURN),
+        "t3": ("running", None),
+        "t4": ("running", None),
+    }
+    # The store's owner starts again: whatever was left running is interrupted.
+    assert await store.interrupt_stale_turns() == 2
+    assert await store.interrupt_stale_turns() == 0
+    records = await store.turns(DEFAULT_USER)
+    assert statuses(records) == {
+        "done": ("completed", None),
+        "t1": ("cancelled", None),
+        "t2": ("failed", INTERRUPTED_TURN),
+        "t3": ("failed", INTERRUPTED_TURN),
+        "t4": ("failed", INTERRUPTED_TURN),
+    }
+    interrupted = next(r for r in records if r.turn_id == "t3")
+    assert msgspec.structs.replace(interrupted, status="running", error=None) == running(
+        "t3", "c2", at=2.0
+    )
+    # A turn found stale that ends after all (its lease was cut, not its process) still
+    # leaves its own outcome.
+    await store.record_turn(
+        DEFAULT_USER, msgspec.structs.replace(running("t4", "c1", at=3.0), status="failed")
+    )
+    assert statuses(await store.turns(DEFAULT_USER, "c1"))["t4"] == ("failed", None)
+
+
+async def test_postgres_leaves_a_running_turn_another_replica_holds(
+    pg_server: PostgresServer,
+) -> None:
+    """Replicas share the database: one starting leaves alone the running turns of
+    continuums whose lease another live replica holds, and interrupts those whose
+    replica died (its session, and so its lease, gone)."""
+    url = pg_server.new_database()
+    async with (
+        await PostgresStorage.open(url) as alive,
+        await PostgresStorage.open(url) as starting,
+    ):
+        async with alive.continuum_lease(DEFAULT_USER, "busy"):
+            await alive.record_turn(DEFAULT_USER, running("held", "busy"))
+            await alive.record_turn(DEFAULT_USER, running("orphan", "idle"))
+            assert await starting.interrupt_stale_turns() == 1
+            assert statuses(await starting.turns(DEFAULT_USER)) == {
+                "held": ("running", None),
+                "orphan": ("failed", INTERRUPTED_TURN),
+            }
+        # Its replica dies with the turn still running: the lease is gone with it.
+        assert await starting.interrupt_stale_turns() == 1
+        (held,) = await starting.turns(DEFAULT_USER, "busy")
+        assert (held.status, held.error) == ("failed", INTERRUPTED_TURN)
 
 
 # -- atomicity and crash safety --------------------------------------------------------------

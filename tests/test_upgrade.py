@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from frontmind.cli._data import read_export
 from storage import (
+    DEFAULT_USER,
+    INTERRUPTED_TURN,
     PostgresStorage,
     SchemaTooNew,
     SQLiteStorage,
@@ -104,16 +107,22 @@ async def test_every_earlier_sqlite_store_upgrades_and_replays(
     assert await previews(data) == await fresh_previews(expected, tmp_path / "fresh")
 
 
-@pytest.mark.parametrize("version", range(1, PG_SCHEMA_VERSION))
-async def test_every_earlier_postgres_store_upgrades_and_replays(
-    version: int, tmp_path: Path, pg_server: PostgresServer
-) -> None:
+async def restored(pg_server: PostgresServer, version: int) -> str:
+    """A new database holding the PostgreSQL fixture of that schema version; its URL."""
     url = pg_server.new_database()
     await anyio.run_process(
         [str(pg_server.bin_dir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f",
          str(STORES / f"postgres_v{version}.sql"), url],
         check=True,
     )  # fmt: skip
+    return url
+
+
+@pytest.mark.parametrize("version", range(1, PG_SCHEMA_VERSION))
+async def test_every_earlier_postgres_store_upgrades_and_replays(
+    version: int, tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    url = await restored(pg_server, version)
     had: dict[str, list[str]] = {}
     for table in COLUMNS:
         result = await anyio.run_process(
@@ -162,3 +171,23 @@ async def test_a_newer_store_is_refused_naming_both_versions(
         rf"up to {PG_SCHEMA_VERSION}",
     ):
         await PostgresStorage.open(url)
+
+
+async def test_a_store_from_before_running_turns_takes_their_records(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """A store of the release whose turn records could only say completed, failed or
+    cancelled takes a running turn's record once upgraded (its CHECK refused one), and
+    interrupts it when it is left behind."""
+    path = tmp_path / "frontmind.db"
+    shutil.copyfile(STORES / "sqlite_v12.db", path)
+    url = await restored(pg_server, 11)
+    for store in (await SQLiteStorage.open(path), await PostgresStorage.open(url)):
+        async with store:
+            (first, *_) = await store.turns(DEFAULT_USER, "main")
+            started = msgspec.structs.replace(first, turn_id="t_new", status="running")
+            await store.record_turn(DEFAULT_USER, started)
+            assert (await store.turns(DEFAULT_USER, "main"))[-1] == started
+            assert await store.interrupt_stale_turns() == 1
+            last = (await store.turns(DEFAULT_USER, "main"))[-1]
+            assert (last.status, last.error) == ("failed", INTERRUPTED_TURN)

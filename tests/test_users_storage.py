@@ -194,7 +194,7 @@ async def test_a_database_from_before_users_migrates_to_default(tmp_path: Path) 
         assert await old.schema_version() == 3
     write_v3_rows(path)
     async with await SQLiteStorage.open(path) as store:
-        assert await store.schema_version() == SCHEMA_VERSION == 12
+        assert await store.schema_version() == SCHEMA_VERSION == 13
         # Everything is default's, as before: a single-person setup notices nothing.
         assert [m.text() for m in await store.history(DEFAULT_USER, "main")] == [
             "the old budget",
@@ -264,7 +264,7 @@ async def test_a_postgres_database_from_before_users_migrates_to_default(
     finally:
         await conn.close()
     async with await PostgresStorage.open(url) as store:
-        assert await store.schema_version() == PG_SCHEMA_VERSION == 11
+        assert await store.schema_version() == PG_SCHEMA_VERSION == 12
         assert [m.text() for m in await store.history(DEFAULT_USER, "main")] == ["the old budget"]
         assert [h.text for h in await store.search_messages(DEFAULT_USER, "budget")] == [
             "the old budget"

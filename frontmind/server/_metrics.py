@@ -7,7 +7,7 @@ share counters); the process and platform collectors are registered on it too.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Literal
+from typing import get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,15 +23,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from actors import Admission, TurnCompleted
-from storage import TurnUsage
+from storage import TurnOutcome, TurnUsage
 
 from .._gc import full_collections
 
-__all__ = ["CONTENT_TYPE", "Metrics", "TurnOutcome"]
+__all__ = ["CONTENT_TYPE", "Metrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-TurnOutcome = Literal["completed", "failed", "cancelled"]
-_OUTCOMES: tuple[TurnOutcome, ...] = ("completed", "failed", "cancelled")
+_OUTCOMES: tuple[TurnOutcome, ...] = get_args(TurnOutcome)
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
