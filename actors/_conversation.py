@@ -198,7 +198,6 @@ _RESULT_OF = re.compile(r'"tool_use_id"\s*:\s*"([^"\\]*)"')
 log = logging.getLogger("frontmind.conversation")
 
 
-INTERRUPTED = "interrupted: the process ended before the turn finished"
 # The token scale (`TokenScales`): measured on requests of at least this many
 # estimated tokens (a smaller one may only lower it), never above the largest ratio of
 # the API's count to the estimate seen for any text (digits, punctuation: about 5), and
@@ -1157,9 +1156,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             yield TurnError(ShuttingDown.type, reason, turn.turn_id)
             return
         try:
-            # A provisional record, replaced when the turn ends: a process killed in the
-            # middle of the turn still leaves its record (and the user's message).
-            await self._record_unfinished(run, "failed", INTERRUPTED, provisional=True)
+            # A `running` record, replaced when the turn ends: a process killed in the
+            # middle of the turn still leaves its record (and the user's message), made
+            # "interrupted" when the store is opened again or the continuum's next turn
+            # starts.
+            await self._record_unfinished(run, "running", None)
             state = await self._load()
             model = state.model  # fixed for the whole turn
             run.model = model.name
@@ -1631,14 +1632,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state.committed(record, stored, new_start)
 
     async def _record_unfinished(
-        self, run: _TurnRun, status: TurnOutcome, error: str, *, provisional: bool = False
+        self, run: _TurnRun, status: TurnStatus, error: str | None
     ) -> None:
         run.bill_broken_call()  # a call cut off (an error, a cancel) was billed its input
         record = run.record(status, self._deps.clock(), error=error)
         # If storage itself is failing, the caller still gets the error event.
         with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(StorageError):
             await self._deps.storage.record_turn(self._user, record)
-        if not provisional:  # replaced when the turn ends, and counted then
+        if status != "running":  # a running record is replaced when the turn ends
             self._deps.ended(status, record.usage)
 
 

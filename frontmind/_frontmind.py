@@ -328,6 +328,15 @@ class Frontmind:
                 own_client = None if offline else model
             storage = await open_storage(config, directory)
             stack.push_async_callback(storage.close)
+            # The turns a previous process left running (killed mid-turn) read as
+            # interrupted from now on; with SQLite this process holds the directory's
+            # lock, on PostgreSQL another replica's running turns hold their leases.
+            interrupted = await storage.interrupt_stale_turns()
+            if interrupted:
+                logging.getLogger("frontmind").warning(
+                    "%d turns were left running by a process that ended: recorded as interrupted",
+                    interrupted,
+                )
             meet = None
             if own_client is not None:
                 meet = models_api_meet(catalog, config.models, storage, own_client, clock)

@@ -652,6 +652,10 @@ async def test_a_turn_left_streaming_shows_when_its_continuum_is_opened_again(
             asked = page.locator("#transcript .msg.user", has_text="Tell me about the tides")
             assert await asked.count() == 1
             assert await page.locator("#chat button[type=submit]").is_disabled()
+            # Its record, as the page loaded it: running (it read failed, "interrupted").
+            running = page.locator("#turns-table tbody tr").first
+            assert await running.locator("td.miss").inner_text() == "running"
+            assert await running.locator("td.total").inner_text() == "–"
             await page.wait_for_selector("#transcript .msg.assistant .completed")
             await page.wait_for_selector("#chat button[type=submit]:not([disabled])")
             reply = await page.locator("#transcript .msg.assistant .text").inner_text()

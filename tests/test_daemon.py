@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 from collections.abc import AsyncGenerator
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from frontmind import Config, Frontmind
 from frontmind._exceptions import INTERNAL_MESSAGE
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
+from storage import INTERRUPTED_TURN
 from tests._daemon import daemon, run_cli, sse_events, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -267,6 +269,49 @@ async def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(tmp_path: Pat
         history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
         assert [m["role"] for m in history] == ["user", "assistant"]
         assert await again.stop() == 0
+
+
+async def test_a_turn_in_progress_reads_running_and_after_a_crash_interrupted(
+    tmp_path: Path,
+) -> None:
+    """While a turn streams, its record says `running` (the turns API, `frontmind stats`
+    over the daemon's API), not failed. The daemon killed in the middle of it, the record
+    says failed, "interrupted", once a daemon opens the store again."""
+    # The reply echoes the message: about 250 tokens at 5 a second, held while we look.
+    slow_model(tmp_path, ttft=0.0, rate=5.0)
+    message = "a long story please " * 50
+    streaming = anyio.Event()
+    async with daemon(tmp_path) as d, d.client() as client:
+        schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        assert "running" in schemas["PricedTurn"]["properties"]["status"]["enum"]
+
+        async def read() -> None:
+            # Read on (a reader that hangs up cancels its turn) until the daemon dies.
+            with suppress(httpx2.TransportError):
+                async with client.stream(
+                    "POST", "/v1/continuums/story/turns", json={"message": message}
+                ) as response:
+                    async for name, _ in sse_events(response):
+                        if name == "text.delta":
+                            streaming.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            await streaming.wait()
+            (record,) = (await client.get("/v1/continuums/story/turns")).json()["turns"]
+            assert (record["status"], record["error"]) == ("running", None)
+            assert record["user_text"] == message
+            code, out, err = await run_cli("stats", "--url", d.url, "--continuum", "story")
+            assert code == 0, err
+            assert "turns           1  (running 1)" in out, out
+            d.process.send_signal(signal.SIGKILL)
+            with anyio.fail_after(30):
+                await d.process.wait()
+    async with daemon(tmp_path) as d, d.client() as client:
+        (record,) = (await client.get("/v1/continuums/story/turns")).json()["turns"]
+        assert (record["status"], record["error"]) == ("failed", INTERRUPTED_TURN)
+        assert record["user_text"] == message
+        assert await d.stop() == 0
 
 
 class BrokenModel:

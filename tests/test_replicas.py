@@ -19,7 +19,7 @@ import anyio
 import httpx2
 import pytest
 
-from storage import DEFAULT_USER, SEARCH_LEASE_SECONDS, PostgresStorage
+from storage import DEFAULT_USER, INTERRUPTED_TURN, SEARCH_LEASE_SECONDS, PostgresStorage
 from tests._daemon import Daemon, daemon, run_cli, sse_events, turn
 from tests._postgres import PostgresServer
 
@@ -136,7 +136,9 @@ async def test_a_killed_replica_loses_nothing_acknowledged(
         assert statuses["completed"] == 5
         interrupted = [r for r in records if r["user_text"] == "a long story please"]
         assert len(interrupted) == 1, "the killed replica's in-flight turn left no record"
-        assert interrupted[0]["status"] != "completed"
+        # Found stale by the continuum's next turn (B holds the lease now): no replica
+        # restarted, yet it no longer reads `running`.
+        assert (interrupted[0]["status"], interrupted[0]["error"]) == ("failed", INTERRUPTED_TURN)
 
 
 def strings(value: Any) -> Iterator[str]:

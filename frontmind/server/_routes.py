@@ -479,7 +479,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "listTurns",
         "turns",
         "The continuum's turn records: the latest first page, each page in time order;"
-        " `next_cursor` leads to earlier turns.",
+        " `next_cursor` leads to earlier turns. A turn still running reads `running`;"
+        " one whose process ended before it finished reads `failed` with the error"
+        ' "interrupted: …" (once the store is opened again, or the continuum\'s next turn'
+        " starts).",
         reply=TurnPage,
         params=(CONTINUUM, *PAGE),
         errors=(400, 404),

@@ -70,7 +70,8 @@ export function turnsTable(target, turns, onPick, isRecorded) {
       h("td", { class: "num cost", title: `input ${dollars(t.input_cost_usd)}, with output ${dollars(t.cost_usd)}` }, fmt(t.input_cost_tokens, 1)),
       h("td", { class: "num" }, fmt(u.output_tokens)),
       h("td", { class: "num first" }, t.first_token_ms === null ? "–" : fmt(t.first_token_ms, 0)),
-      h("td", { class: "num total" }, fmt(t.total_ms, 0)),
+      // A running turn's record was written as it started: it has no total yet.
+      h("td", { class: "num total" }, t.status === "running" ? "–" : fmt(t.total_ms, 0)),
       h("td", { class: "sections" }, statuses(t.sections)),
       h("td", { class: "miss" }, t.status !== "completed" ? `${t.status}${t.error ? `: ${t.error}` : ""}` : t.cache_miss_reason || "–"));
     row.addEventListener("click", () => onPick(t));
