@@ -776,17 +776,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         history: list[Message],
         tail: list[Message],
         refusal: ModelRejected,
-        retried: bool,
+        noted: AbstractSet[str],
     ) -> list[str]:
         """The history's blocks to send as notes, the request refused for one of its
-        images or documents (`_media_refused.py`); [] for another refusal, or once
-        `retried`. Refused for one of this turn's own, the turn fails with an error
-        naming them."""
+        images or documents (`_media_refused.py`); [] for another refusal, or when every
+        block of the refusal's kind is `noted` already (a history can hold blocks of both
+        kinds: a refusal names one). Refused for one of this turn's own, the turn fails
+        with an error naming them."""
         found = media_refusal(str(refusal))
         if found is None:
             return []
-        fresh = [s.key for s in suspects(history, found.kind) if s.key not in state.unusable]
-        if fresh and not retried:
+        known = state.unusable | noted
+        fresh = [s.key for s in suspects(history, found.kind) if s.key not in known]
+        if fresh:
             return fresh
         own = suspects(tail, found.kind)
         if not own:
@@ -1232,7 +1234,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             else:
                                 yield event
                 except ModelRejected as refusal:
-                    retry = self._refused_media(state, readable, tail, refusal, bool(noted))
+                    retry = self._refused_media(state, readable, tail, refusal, noted)
                     if retry:
                         # Refused for an image or a document of the history: sent once
                         # more with them as notes.

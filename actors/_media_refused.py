@@ -17,7 +17,8 @@ support" (https://platform.claude.com/docs/en/build-with-claude/pdf-support).
 The live 400s name no block (public reports quote their whole body bare). So the blocks a
 refusal can be about are those of its kind (`media_refusal`): every block by URL, or
 every base64 image. Of the history, they go to the model as a note (in the request only:
-the stored history keeps them), and the request is sent once more; the conversation
+the stored history keeps them), and the request is sent once more (once a kind: a
+history can hold both); the conversation
 actor remembers them, so later turns send the note at once (`with_unusable`). The same
 block gets the same note on every turn, so the cached prefix holds.
 """

@@ -177,3 +177,32 @@ async def test_a_png_cut_short_is_refused_where_it_enters(
     assert finished.is_error
     assert "the PNG's image data is cut short or corrupt" in finished.content
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_dead_url_and_an_image_the_api_cannot_process_both_go_as_notes(
+    tmp_path: Path,
+) -> None:
+    """The history holds an image by a URL that stopped answering and an image the API
+    cannot process: each refusal names one kind, so the request is refused once for
+    each and then answered; the next turn sends both notes at once. (The second refusal
+    failed the turn, and every later one, for good.)"""
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        broken = RawBlock("image", msgspec.json.encode(image(broken_png())).decode())
+        linked = RawBlock("image", msgspec.json.encode(by_url(PHOTO)).decode())
+        messages = (
+            Message("user", (linked, broken, TextBlock("two pictures"))),
+            Message("assistant", (TextBlock("Seen."),)),
+        )
+        assert await fm.storage.commit_turn(
+            DEFAULT_USER, stored_turn("c1", "t0", messages=messages)
+        )
+        api.take_down(PHOTO)
+        before = sent_messages(api)
+        second = completed(await run_turn(fm, "c1", "what did they show?"))
+        assert sent_messages(api) == before + 3  # refused for each kind, then answered
+        third = completed(await run_turn(fm, "c1", "thanks"))
+        assert sent_messages(api) == before + 4
+        body = api.message_bodies()[-1]
+    assert [w for w in second.warnings if "could not use 2 image(s)" in w]
+    assert third.warnings == ()
+    assert not [b for b in blocks(body) if b["type"] == "image"]
