@@ -26,8 +26,10 @@ A turn started from inside a turn that holds a slot (a tool asking another conti
 a sub-agent) does not wait in the queue for a slot of its own: its parent, waiting on
 the tool, would hold its slot until the tool's timeout, and with every slot held so (or
 one slot) no nested turn could ever run. It brings its own slot, for its lifetime, and
-goes first; its continuum's turns still run one at a time. One asking its own
-continuum would wait for itself: it is refused at once (`Busy`).
+goes first (the slot is for it alone: no turn of the queue takes it while it waits for
+its continuum); its continuum's turns still run one at a time. One asking its own
+continuum, or that of a turn waiting on it (its caller's caller...), would wait for
+itself: it is refused at once (`Busy`).
 
 Each turn's ticket is owned by its `TurnStream`: taken at the door (`enter`, where a
 continuum's own bound, `turns.max_queued`, is checked too), given up when the stream
@@ -65,6 +67,7 @@ class _Ticket:
     granted_at: float = 0.0
     waiter: asyncio.Future[None] | None = None  # set while the actor waits for the slot
     nested: bool = False  # started inside a turn holding a slot: brings a slot of its own
+    within: _Ticket | None = None  # that turn's ticket (a nested one's)
 
 
 @dataclass(eq=False, slots=True)
@@ -129,6 +132,7 @@ class Admission:
         self.refused = 0  # turns (and previews) refused at the door, since the start
         self.admitted = 0  # turns given a slot, since the start
         self.nested = 0  # nested turns alive, each with the slot it brought
+        self._nested_active = 0  # of `active`, nested turns (on the slots they brought)
         self.turn_seconds: float | None = None  # recent turns' slot time; None: none ended yet
         self.on_wait: Callable[[float], None] | None = None  # told each admitted turn's wait
         self._tickets: dict[str, _Ticket] = {}
@@ -143,7 +147,8 @@ class Admission:
 
     def expected_wait(self, user: str, continuum: str) -> float:
         """Seconds a turn arriving now would wait for its slot (0 if one is free)."""
-        beyond = self._ahead(user, continuum) + 1 - (self.max_active + self.nested - self.active)
+        free = self.max_active - (self.active - self._nested_active)
+        beyond = self._ahead(user, continuum) + 1 - free
         if beyond <= 0 or self.turn_seconds is None:
             return 0.0  # a slot is free, or nothing is measured yet: no ground to refuse
         # Slots free at max_active / turn_seconds a second; this turn needs the ones that
@@ -204,7 +209,13 @@ class Admission:
 
     def _enter_nested(self, user: str, continuum: str, turn_id: str, parent: _Ticket) -> None:
         """A turn started inside `parent`'s: its own slot, first in the queue."""
-        if parent.continuum.user.name == user and parent.continuum.key == continuum:
+        caller: _Ticket | None = parent
+        while caller is not None and not (
+            caller.continuum.user.name == user and caller.continuum.key == continuum
+        ):
+            # The turns waiting on this one: its caller, the caller's own caller...
+            caller = caller.within if caller.within and caller.within.state == _GRANTED else None
+        if caller is not None:
             self.refused += 1
             raise Busy(
                 f"continuum {continuum!r} is running the turn that started this one (from a "
@@ -220,7 +231,7 @@ class Admission:
                 "retry when one has finished",
                 retry_after=self.turn_seconds,
             )
-        ticket = _Ticket(cont, self._clock(), nested=True)
+        ticket = _Ticket(cont, self._clock(), nested=True, within=parent)
         self._queue(turn_id, ticket)
         # First of its continuum's waiting turns, and its continuum first of all: the
         # slot it brings is for it, not for whoever the fair order names next.
@@ -283,7 +294,9 @@ class Admission:
         cont = ticket.continuum
         if ticket.nested:
             self.nested -= 1  # and the slot it brought
+            ticket.within = None
         if ticket.state == _GRANTED:
+            self._nested_active -= ticket.nested
             if ended:
                 held = self._clock() - ticket.granted_at
                 known = self.turn_seconds
@@ -352,19 +365,28 @@ class Admission:
             self._ready.append(account)
 
     def _dispatch(self) -> None:
-        """Give free slots to the fair order's next tickets."""
+        """Give free slots to the fair order's next tickets: a nested one has its own
+        (they lead the order), the others share `max_active`."""
         now = None
-        while self.active < self.max_active + self.nested and self._ready:
-            account = self._ready.popleft()
-            cont = account.ready.popleft()
-            ticket = cont.tickets.popleft()
+        while self._ready:
+            account = self._ready[0]
+            cont = account.ready[0]
+            ticket = cont.tickets[0]
+            if not ticket.nested and self.active - self._nested_active >= self.max_active:
+                break
+            self._ready.popleft()
+            account.ready.popleft()
+            cont.tickets.popleft()
             self._took(account, cont)
             cont.running = ticket
             ticket.state = _GRANTED
             ticket.granted_at = now = self._clock() if now is None else now
             self.active += 1
+            self._nested_active += ticket.nested
             self.admitted += 1
-            if account.ready:
+            if account.ready and account.ready[0].tickets[0].nested:
+                self._ready.appendleft(account)  # another nested one: still first
+            elif account.ready:
                 self._ready.append(account)  # its next continuum, after the others
             if self.on_wait is not None:
                 self.on_wait(now - ticket.queued_at)

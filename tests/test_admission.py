@@ -341,6 +341,80 @@ async def test_a_tool_asking_its_own_continuum_is_refused_at_once(tmp_path: Path
     assert (fm.admission.active, fm.admission.waiting, fm.admission.nested) == (0, 0, 0)
 
 
+async def test_a_tool_asking_back_the_continuum_that_asked_it_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    # "a" asks "b" (a sub-agent), whose tool asks "a" back: "a" runs the turn waiting on
+    # all this, so the innermost turn waited for its own caller until the tools timed out.
+    async def ask(turn: Turn) -> str:
+        """Ask the other continuum."""
+        other = "b" if turn.continuum_id == "a" else "a"
+        async with fm.user(turn.user).turn(other, "call ask") as stream:
+            events = [event async for event in stream]
+        last = events[-1]
+        return last.text if isinstance(last, TurnCompleted) else repr(last)
+
+    cfg = config(offline={"time_to_first_token_s": 0.0}, tools={"timeout_s": 60})
+    async with Frontmind.open(tmp_path, cfg, offline=True, tools=[ask]) as fm:
+        events: list[TurnEvent] = []
+        with anyio.fail_after(30):  # far below the tool's timeout
+            await drain(fm.turn("a", "call ask"), events)
+    assert isinstance(events[-1], TurnCompleted), events
+    (finished,) = [e for e in events if isinstance(e, ToolFinished)]
+    assert not finished.is_error  # "b" answered: its own tool call failed at once
+    assert "is running the turn that started this one" in finished.content
+    assert (fm.admission.active, fm.admission.waiting, fm.admission.nested) == (0, 0, 0)
+
+
+async def test_a_nested_turn_that_waits_for_its_continuum_keeps_its_slot_to_itself(
+    tmp_path: Path,
+) -> None:
+    # The slot a nested turn brings is for it: while it waited for its continuum's
+    # running turn, the queue's next turn took it, and more turns ran than max_active.
+    holds = Holds()
+    started = anyio.Event()
+
+    async def delegate(turn: Turn) -> str:
+        """Ask the helper."""
+        async with fm.user(turn.user).turn("helper", "hi") as stream:
+            await stream.start()
+            started.set()
+            events = [event async for event in stream]
+        last = events[-1]
+        return last.text if isinstance(last, TurnCompleted) else repr(last)
+
+    cfg = config(
+        offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0},
+        turns={"max_active": 2},
+        tools={"timeout_s": 60},
+    )
+    async with Frontmind.open(tmp_path, cfg, offline=True, tools=[holds.tool(), delegate]) as fm:
+        results: list[list[TurnEvent]] = [[], [], []]
+        async with anyio.create_task_group() as tg:
+            for i, (user, cid, text) in enumerate(
+                [("ann", "helper", HOLD), ("ann", "asking", "call delegate")]
+            ):
+                stream = fm.user(user).turn(cid, text)
+                await stream.start()
+                tg.start_soon(drain, stream, results[i])
+            await holds.count(1)  # "helper" holds a slot
+            with anyio.fail_after(20):
+                await started.wait()  # "asking" holds the other; its nested turn waits
+            other = fm.user("bob").turn("other", HOLD)
+            await other.start()
+            tg.start_soon(drain, other, results[2])
+            a = fm.admission
+            assert (a.active, a.waiting, a.nested) == (2, 2, 1)  # bob's turn waits
+            holds.release(0)  # "helper" is free: the nested turn, then "asking", end
+            await holds.count(2)  # and bob's turn has the slot "asking" gave back
+            assert holds.started[1] == ("bob", "other")
+            holds.release(1)
+        for events in results:
+            full(events)
+        assert (a.active, a.waiting, a.nested) == (0, 0, 0)
+        assert holds.most_running == 1
+
+
 async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
     tmp_path: Path,
 ) -> None:
