@@ -194,15 +194,17 @@ def base64_problem(media: str, data: str) -> str | None:
         return "not valid base64"
     if not _is_a(media, raw):
         return f"the data is not {media}"
-    if media == "image/png" and not _png_pixels_whole(raw):
-        # A screenshot or a download cut short: its header reads, its pixels do not, and
-        # the API refuses the request ("Could not process image"), naming no block.
-        return "the PNG's image data is cut short or corrupt"
     size = image_size(media, raw)
     if size is not None and max(size) > MAX_IMAGE_EDGE:
         return (
             f"it is {size[0]} x {size[1]} pixels; the API takes at most {MAX_IMAGE_EDGE} on a side"
         )
+    # Its size first: the pixels are inflated to be read, and a PNG of 5 MB can hold
+    # gigabytes of them (seconds of the event loop) when its size is not bounded.
+    if media == "image/png" and not _png_pixels_whole(raw):
+        # A screenshot or a download cut short: its header reads, its pixels do not, and
+        # the API refuses the request ("Could not process image"), naming no block.
+        return "the PNG's image data is cut short or corrupt"
     return None
 
 

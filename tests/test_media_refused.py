@@ -7,6 +7,9 @@ nothing is stored."""
 
 from __future__ import annotations
 
+import base64
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +209,21 @@ async def test_a_dead_url_and_an_image_the_api_cannot_process_both_go_as_notes(
     assert [w for w in second.warnings if "could not use 2 image(s)" in w]
     assert third.warnings == ()
     assert not [b for b in blocks(body) if b["type"] == "image"]
+
+
+async def test_a_png_too_large_is_refused_for_its_size_before_its_pixels_are_read(
+    tmp_path: Path,
+) -> None:
+    """Its pixels are inflated to be checked, and a PNG of a few MB that says it is
+    100,000 pixels wide can hold gigabytes of them: the turn's door inflated them all
+    (seconds of the event loop every turn shares) before refusing it for its size.
+    Its size is read first; so it is refused for that, even when its data is cut short
+    as well."""
+    wide = base64.b64decode(broken_png())
+    ihdr = struct.pack(">IIBBBBB", 100_000, 128, 8, 0, 0, 0, 0)
+    wide = wide[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + wide[33:]
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        shown: Any = [image(base64.b64encode(wide).decode())]
+        with pytest.raises(InvalidInput, match=r"it is 100000 x 128 pixels; the API takes"):
+            await run_turn(fm, "c1", shown)
+        assert sent_messages(api) == 0
