@@ -1031,12 +1031,16 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state = await self._load()
         turn = msgspec.structs.replace(self._turn("preview", preview.text), preview=True)
         composed = await self._compose(turn)
-        history, _ = await self._window(state, composed)
+        start = await self._trim_point(state, composed)
+        readable, _ = self._readable(state, state.history.messages(start), state.model.name)
         user = Message("user", _user_blocks(preview.content, preview.text))
+        # Fitted as the turn's first request is: its message counted.
+        fit, _ = self._fit_call(state, composed, start, readable, [user], None)
+        history = fit.history
         return self._request(
             composed,
             history,
-            [user],
+            fit.tail,
             rolling=False,
             previous_id=state.last_message_id,
             model=state.model,

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import msgspec
 import pytest
 
 from actors import TurnCompleted
@@ -205,3 +206,31 @@ async def test_a_prefix_checked_models_loop_keeps_what_its_thinking_was_written_
     assert last[0] == PAGE
     assert any("[truncated: " in r for r in last)
     assert stored == [PAGE] * 6
+
+
+async def test_the_preview_of_a_long_message_fits_the_history_as_its_turn_does(
+    tmp_path: Path,
+) -> None:
+    """A turn's request is fitted with its message counted; the preview (`fm.context`,
+    "the next request, not sent") fitted the history without it: past a tool loop that
+    fills the window, a long message's preview showed the history's results whole that
+    its turn sent as notes."""
+    responder = reads(6, "Read them all.")
+    responder.push("Noted.")
+
+    @tool(max_result_chars=400_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return PAGE
+
+    message = "Please summarize this: " + PAGE
+    async with (
+        LocalMessagesAPI(responder=responder, models=[window_row(SONNET)]) as api,
+        frontmind(api, tmp_path, cfg=small_window(SONNET), tools=[read_file]) as fm,
+    ):
+        completed(await run_turn(fm, "c1", "read the files"))
+        preview = json.loads(msgspec.json.encode(await fm.context("c1", message)))
+        completed(await run_turn(fm, "c1", message))
+        sent = api.message_bodies()[-1]
+    assert [r for r in results_sent(sent) if "left out of this request" in r]
+    assert results_sent(preview) == results_sent(sent)
