@@ -920,6 +920,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         history: list[Message],
         tail: list[Message],
         answered: LoopFit | None,
+        unusable: AbstractSet[str],
     ) -> tuple[LoopFit, int]:
         """A call of the turn within the model's window, and its messages' estimated
         tokens. The turn's own tool loop adds a result a round: past the window, the
@@ -930,7 +931,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         last answered request (`answered`) sent goes again as it went: its thinking is
         bound to it (a note put in later made the API refuse it), and each of the loop's
         assistant turns must open with its own (it cannot be left out instead). Only
-        what came since gives way: the newest results are cut."""
+        what came since gives way: the newest results are cut.
+
+        `unusable`: the history's blocks the API could not use, as their notes (counted
+        as such: the estimate is what the API's count is measured against)."""
         scale = self._deps.token_scales.get((self._user, self._id))
         row = known_row(self._deps.models.catalog, state.model.name)
         fixed = history_saved = noted = 0
@@ -938,6 +942,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             fixed = len(answered.tail)
             history, tail = answered.history, [*answered.tail, *tail[fixed:]]
             history_saved, noted = answered.history_saved, answered.noted
+        elif unusable:
+            shown = with_unusable(history, unusable)
+            history_saved = sum(
+                message_tokens(was) - message_tokens(now)
+                for was, now in zip(history, shown, strict=True)
+                if was is not now
+            )
+            history = shown
         used = state.history.tokens_from(start) - history_saved
         used += sum(message_tokens(m) for m in tail)
         over = used - max(1, self._room(state, composed)) / scale
@@ -947,6 +959,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         fit = fit_loop(history, tail, math.ceil(over), fixed=fixed)
         if fixed:
             fit = fit._replace(history_saved=history_saved, noted=noted + fit.noted)
+        else:
+            fit = fit._replace(history_saved=history_saved + fit.history_saved)
         return fit, used - fit.saved
 
     def _request(
@@ -962,7 +976,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         tools: Sequence[OfferedTool] | None = None,
         unusable: AbstractSet[str] = frozenset(),
     ) -> ModelRequest:
-        """`unusable`: the history's blocks the API could not use, sent as notes."""
+        """`unusable`: the history's blocks the API could not use, sent as notes (a
+        turn's and a preview's history has them already: `_fit_call`)."""
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
             settings.cache, system_ttl=ttl.system, history_ttl=ttl.history
@@ -1035,7 +1050,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         readable, _ = self._readable(state, state.history.messages(start), state.model.name)
         user = Message("user", _user_blocks(preview.content, preview.text))
         # Fitted as the turn's first request is: its message counted.
-        fit, _ = self._fit_call(state, composed, start, readable, [user], None)
+        fit, _ = self._fit_call(state, composed, start, readable, [user], None, state.unusable)
         history = fit.history
         return self._request(
             composed,
@@ -1045,7 +1060,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=state.last_message_id,
             model=state.model,
             ttl=self._choose_ttl(state, composed, history, self._deps.clock()),
-            unusable=state.unusable,
         )
 
     async def _ride(self, ride: RideCache) -> ModelRequest:
@@ -1216,7 +1230,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             answered: LoopFit | None = None  # the last request the model answered
             while True:
                 run.calls += 1
-                fit, sent = self._fit_call(state, composed, start, readable, tail, answered)
+                unusable = state.unusable | noted
+                fit, sent = self._fit_call(
+                    state, composed, start, readable, tail, answered, unusable
+                )
                 run.fitted(fit)
                 request = self._request(
                     composed,
@@ -1227,7 +1244,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     model=model,
                     ttl=run.ttl,
                     tools=tools,
-                    unusable=state.unusable | noted,
                 )
                 done: StreamDone | None = None
                 try:
@@ -1265,17 +1281,18 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         readable, _ = self._readable(
                             state, state.history.messages(start), model.name
                         )
-                    if self._fit_call(state, composed, start, readable, tail, answered)[1] >= sent:
+                    refit = self._fit_call(
+                        state, composed, start, readable, tail, answered, unusable
+                    )
+                    if refit[1] >= sent:
                         raise  # nothing more to leave out
                     run.calls -= 1
                     continue
                 assert done is not None
                 answered = fit
                 run.call_usage.append(done.usage)
-                if not noted and not state.unusable:
-                    # (A request with images noted in place weighs less than estimated:
-                    # it says nothing of how dense the text is.)
-                    self._measure(composed, sent, done.usage.total_input)
+                # (`sent` counts the blocks the API could not use as their notes.)
+                self._measure(composed, sent, done.usage.total_input)
                 if noted - state.unusable:
                     state.unusable |= noted
                     run.warnings += (

@@ -50,6 +50,7 @@ from tests._harness import (
     run_turn,
     tool_finishes,
 )
+from tests.test_localapi_fetch import by_url
 
 pytestmark = pytest.mark.anyio
 
@@ -1136,14 +1137,21 @@ async def test_a_trim_for_a_grown_system_prompt_is_told_to_the_manifest(tmp_path
     assert "no longer in context" in center
 
 
+@pytest.mark.parametrize("photo_gone", [False, True], ids=["table", "then-a-photo-gone"])
 async def test_a_continuums_scale_falls_once_its_dense_text_left_the_window(
-    tmp_path: Path,
+    tmp_path: Path, photo_gone: bool
 ) -> None:
     """The token scale is measured on requests of `SCALE_MIN_ESTIMATE` estimated tokens
     or more. After a table's turn raised it and then left the window, a small history's
     requests stayed under that size: the table's scale held for good, and prose was
     trimmed as if it were as dense, keeping a fraction of what the budget holds. A small
-    request's count may lower the scale (its overhead only raises it)."""
+    request's count may lower the scale (its overhead only raises it).
+
+    `photo_gone`: after an image by a URL that then stopped answering. Once the
+    continuum sent the image as a note, its requests were never measured again (the
+    estimate counted the image, not its note), and its history was sized by a scale of
+    the past for as long as the process ran (here: a fifth more prose kept)."""
+    photo = "https://photos.example/table.png"
     rows = "\n".join(",".join(str(1000 + 37 * i + j) for j in range(8)) for i in range(60))
     prose = "the river rose in spring and " * 10
     clock = FakeClock()
@@ -1153,14 +1161,22 @@ async def test_a_continuums_scale_falls_once_its_dense_text_left_the_window(
         frontmind(server, tmp_path, cfg=cfg, clock=clock) as fm,
     ):
         for continuum in ("plain", "table"):
+            if continuum == "table" and photo_gone:
+                shown: Any = [by_url(photo), {"type": "text", "text": "a photo"}]
+                completed(await run_turn(fm, continuum, shown))
             if continuum == "table":
                 completed(await run_turn(fm, continuum, f"table:\n{rows}"))
+                server.take_down(photo)
             for i in range(60):
                 clock.advance(60)
                 completed(await run_turn(fm, continuum, f"turn {i}: {prose}"))
         bodies = server.message_bodies()
-    plain, table = bodies[:60], bodies[61:]
+    # (With the photo: one turn more, and the one after the take-down sent twice.)
+    plain, table = bodies[:60], bodies[63 if photo_gone else 61 :]
     # Once the table has left the window (the first trim), the same prose is kept as
     # long as in the continuum that never held it.
     longest = max(len(b["messages"]) for b in plain[30:])
-    assert max(len(b["messages"]) for b in table[30:]) >= longest - 2, longest
+    kept = max(len(b["messages"]) for b in table[30:])
+    assert kept >= longest - 2, longest
+    if photo_gone:
+        assert kept <= longest + 2, longest
