@@ -23,6 +23,7 @@ import anyio.lowlevel
 import httpx2
 import msgspec
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
@@ -405,6 +406,12 @@ async def test_a_nested_turn_that_waits_for_its_continuum_keeps_its_slot_to_itse
             tg.start_soon(drain, other, results[2])
             a = fm.admission
             assert (a.active, a.waiting, a.nested) == (2, 2, 1)  # bob's turn waits
+            # The metrics say why more turns than max_active may run (once it does).
+            metrics = Metrics()
+            metrics.watch_admission(a)
+            exposed = generate_latest(metrics.registry).decode()
+            assert sample(exposed, "frontmind_turns_nested") == 1
+            assert sample(exposed, "frontmind_turns_active") == 2
             holds.release(0)  # "helper" is free: the nested turn, then "asking", end
             await holds.count(2)  # and bob's turn has the slot "asking" gave back
             assert holds.started[1] == ("bob", "other")

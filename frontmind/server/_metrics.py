@@ -186,6 +186,12 @@ class _Queue(Collector):
         yield GaugeMetricFamily(
             "frontmind_turns_max_active", "Turn slots ([turns] max_active).", value=a.max_active
         )
+        yield GaugeMetricFamily(
+            "frontmind_turns_nested",
+            "Turns started from a running turn's tool (sub-agents), each with a slot of its "
+            "own beyond [turns] max_active (counted in frontmind_turns_active once running).",
+            value=a.nested,
+        )
         yield CounterMetricFamily(
             "frontmind_turns_refused",
             "Turns (and previews) refused at the door: their continuum's queue full "
