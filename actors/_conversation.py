@@ -1296,9 +1296,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 if noted - state.unusable:
                     state.unusable |= noted
                     run.warnings += (
-                        f"the Messages API could not use {len(noted)} image(s) or document(s) "
-                        "of the history (a URL that no longer answers, or an image it cannot "
-                        "process): the model is sent a note in their place from now on",
+                        "the Messages API could not use an image or document of the history "
+                        "(a URL that no longer answers, or an image it cannot process), and "
+                        f"its error names none: the {len(noted)} of the history it can be go "
+                        "to the model as a note from now on (the history keeps them)",
                     )
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason

@@ -53,7 +53,7 @@ async def test_an_image_by_url_that_stopped_answering_goes_as_a_note(tmp_path: P
         before = sent_messages(api)
         second = completed(await run_turn(fm, "c1", "and its colour?"))
         assert sent_messages(api) == before + 2  # refused once, then sent with the note
-        assert any("could not use 1 image(s)" in w for w in second.warnings)
+        assert any("its error names none: the 1 of the history" in w for w in second.warnings)
         third = completed(await run_turn(fm, "c1", "thanks"))
         assert sent_messages(api) == before + 3  # no refused request first
         assert third.warnings == ()
@@ -206,7 +206,7 @@ async def test_a_dead_url_and_an_image_the_api_cannot_process_both_go_as_notes(
         third = completed(await run_turn(fm, "c1", "thanks"))
         assert sent_messages(api) == before + 4
         body = api.message_bodies()[-1]
-    assert [w for w in second.warnings if "could not use 2 image(s)" in w]
+    assert [w for w in second.warnings if "its error names none: the 2 of the history" in w]
     assert third.warnings == ()
     assert not [b for b in blocks(body) if b["type"] == "image"]
 
@@ -227,3 +227,19 @@ async def test_a_png_too_large_is_refused_for_its_size_before_its_pixels_are_rea
         with pytest.raises(InvalidInput, match=r"it is 100000 x 128 pixels; the API takes"):
             await run_turn(fm, "c1", shown)
         assert sent_messages(api) == 0
+
+
+async def test_the_warning_does_not_say_every_block_noted_was_refused(tmp_path: Path) -> None:
+    """Two photos by URL, one of whose pages went away: the API's error names neither,
+    so both go as notes; the warning said the API "could not use 2 image(s)"."""
+    other = "https://photos.example/dog.png"
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        both: Any = [by_url(PHOTO), by_url(other), {"type": "text", "text": "which is older?"}]
+        assert completed(await run_turn(fm, "c1", both)).text
+        api.take_down(PHOTO)
+        second = completed(await run_turn(fm, "c1", "and the colours?"))
+    assert [w for w in second.warnings if "Messages API" in w] == [
+        "the Messages API could not use an image or document of the history (a URL that no "
+        "longer answers, or an image it cannot process), and its error names none: the 2 of "
+        "the history it can be go to the model as a note from now on (the history keeps them)"
+    ]
