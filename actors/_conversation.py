@@ -917,10 +917,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         state: _Loaded,
         composed: Composed,
         start: int | None,
-        history: list[Message],
+        shown: tuple[list[Message], int],
         tail: list[Message],
         answered: LoopFit | None,
-        unusable: AbstractSet[str],
     ) -> tuple[LoopFit, int]:
         """A call of the turn within the model's window, and its messages' estimated
         tokens. The turn's own tool loop adds a result a round: past the window, the
@@ -933,23 +932,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         assistant turns must open with its own (it cannot be left out instead). Only
         what came since gives way: the newest results are cut.
 
-        `unusable`: the history's blocks the API could not use, as their notes (counted
-        as such: the estimate is what the API's count is measured against)."""
+        `shown`: the history as `_shown` gives it (the blocks the API could not use as
+        their notes, counted as such: the estimate is what the API's count is measured
+        against)."""
         scale = self._deps.token_scales.get((self._user, self._id))
         row = known_row(self._deps.models.catalog, state.model.name)
-        fixed = history_saved = noted = 0
+        fixed = noted = 0
+        history, history_saved = shown
         if answered is not None and row.prefix_check != "none" and _has_thinking_in(tail):
             fixed = len(answered.tail)
             history, tail = answered.history, [*answered.tail, *tail[fixed:]]
             history_saved, noted = answered.history_saved, answered.noted
-        elif unusable:
-            shown = with_unusable(history, unusable)
-            history_saved = sum(
-                message_tokens(was) - message_tokens(now)
-                for was, now in zip(history, shown, strict=True)
-                if was is not now
-            )
-            history = shown
         used = state.history.tokens_from(start) - history_saved
         used += sum(message_tokens(m) for m in tail)
         over = used - max(1, self._room(state, composed)) / scale
@@ -962,6 +955,19 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         else:
             fit = fit._replace(history_saved=history_saved + fit.history_saved)
         return fit, used - fit.saved
+
+    @staticmethod
+    def _shown(history: list[Message], unusable: AbstractSet[str]) -> tuple[list[Message], int]:
+        """`history` with the blocks the API could not use as their notes, and the
+        estimated tokens that saves. Once a turn (or on what changes it): every block of
+        the history is read for it."""
+        shown = with_unusable(history, unusable)
+        saved = sum(
+            message_tokens(was) - message_tokens(now)
+            for was, now in zip(history, shown, strict=True)
+            if was is not now
+        )
+        return shown, saved
 
     def _request(
         self,
@@ -1050,7 +1056,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         readable, _ = self._readable(state, state.history.messages(start), state.model.name)
         user = Message("user", _user_blocks(preview.content, preview.text))
         # Fitted as the turn's first request is: its message counted.
-        fit, _ = self._fit_call(state, composed, start, readable, [user], None, state.unusable)
+        shown = self._shown(readable, state.unusable)
+        fit, _ = self._fit_call(state, composed, start, shown, [user], None)
         history = fit.history
         return self._request(
             composed,
@@ -1228,12 +1235,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             refused_at = 0  # the call refused as too long and sent again, fitted anew
             noted: set[str] = set()  # blocks sent as notes since the API refused them
             answered: LoopFit | None = None  # the last request the model answered
+            shown = self._shown(readable, state.unusable)
             while True:
                 run.calls += 1
-                unusable = state.unusable | noted
-                fit, sent = self._fit_call(
-                    state, composed, start, readable, tail, answered, unusable
-                )
+                fit, sent = self._fit_call(state, composed, start, shown, tail, answered)
                 run.fitted(fit)
                 request = self._request(
                     composed,
@@ -1259,6 +1264,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         # Refused for an image or a document of the history: sent once
                         # more with them as notes.
                         noted.update(retry)
+                        shown = self._shown(readable, state.unusable | noted)
                         run.calls -= 1
                         continue
                     too_long = self._learn_too_long(composed, sent, refusal)
@@ -1281,9 +1287,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         readable, _ = self._readable(
                             state, state.history.messages(start), model.name
                         )
-                    refit = self._fit_call(
-                        state, composed, start, readable, tail, answered, unusable
-                    )
+                        shown = self._shown(readable, state.unusable | noted)
+                    refit = self._fit_call(state, composed, start, shown, tail, answered)
                     if refit[1] >= sent:
                         raise  # nothing more to leave out
                     run.calls -= 1

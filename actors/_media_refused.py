@@ -89,23 +89,39 @@ def suspects(messages: Sequence[Message], kind: Kind) -> list[Suspect]:
 
 
 def with_unusable(messages: Sequence[Message], unusable: Set[str]) -> list[Message]:
-    """`messages` with each block remembered as unusable as its note."""
+    """`messages` with each block remembered as unusable as its note. Sent with every
+    request of the continuum: only blocks of the kinds remembered are read (a URL
+    remembered hashes no image's data)."""
     if not unusable:
         return list(messages)
-    chosen = {place for place, fields in _media(messages) if _key(fields) in unusable}
+    kinds = {key.split(" ", 1)[0] for key in unusable}
+    found = _media(messages, tuple(_SOURCES[k] for k in kinds if k in _SOURCES))
+    chosen = {place for place, fields in found if _key(fields) in unusable}
     return with_notes(messages, chosen, _note) if chosen else list(messages)
 
 
-def _media(messages: Sequence[Message]) -> Iterator[tuple[tuple[int, int, int], Any]]:
+# What the JSON of a block of each kind holds (a block without it is not read).
+_SOURCES: dict[str, str] = {"url": '"url"', "image": '"base64"'}
+
+
+def _media(
+    messages: Sequence[Message], sources: tuple[str, ...] = tuple(_SOURCES.values())
+) -> Iterator[tuple[tuple[int, int, int], Any]]:
     """Each image and document of `messages` (a server tool's fetched PDF aside: it is
-    the API's own copy) with its fields."""
+    the API's own copy) with its fields; only those whose JSON holds one of `sources`."""
+    items: tuple[int, int, list[Any]] | None = None  # a tool result's, decoded once
     for piece in pieces(messages):
         block = messages[piece.message].content[piece.block]
         place = (piece.message, piece.block, piece.item)
         if isinstance(block, RawBlock) and block.kind in ("image", "document"):
-            yield place, msgspec.json.decode(block.json)
+            if any(source in block.json for source in sources):
+                yield place, msgspec.json.decode(block.json)
         elif isinstance(block, ToolResultBlock):
-            yield place, result_items(block.content_json)[piece.item]
+            if not any(source in block.content_json for source in sources):
+                continue
+            if items is None or items[:2] != place[:2]:
+                items = (*place[:2], result_items(block.content_json))
+            yield place, items[2][piece.item]
 
 
 def _key(fields: Any) -> str | None:

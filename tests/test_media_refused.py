@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from actors._media_refused import with_unusable
 from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, InvalidInput, Message, RawBlock, TextBlock
@@ -243,3 +245,30 @@ async def test_the_warning_does_not_say_every_block_noted_was_refused(tmp_path: 
         "longer answers, or an image it cannot process), and its error names none: the 2 of "
         "the history it can be go to the model as a note from now on (the history keeps them)"
     ]
+
+
+def test_a_remembered_url_costs_no_pass_over_the_historys_image_data() -> None:
+    """Once a URL was remembered as unusable, every request of its continuum (each call
+    of a tool loop) decoded and hashed the data of every base64 image of the history,
+    looking for it: a history of 100 screenshots of 1 MB held the event loop 150 ms a
+    request, as long as a hash for an image remembered does. Only blocks of the kinds
+    remembered are decoded now (a third of it), and once a turn, not every request."""
+    data = base64.b64encode(bytes(range(256)) * 2_800).decode()
+    history = [
+        Message("user", (RawBlock("image", msgspec.json.encode(image(f"{data}{i:04d}")).decode()),))
+        for i in range(100)
+    ]
+    history.append(
+        Message("user", (RawBlock("image", msgspec.json.encode(by_url(PHOTO)).decode()),))
+    )
+    broken = {f"image {'0' * 32}"}  # a base64 image remembered: every one is hashed
+
+    def seconds(unusable: set[str]) -> float:
+        started = time.perf_counter()
+        for _ in range(3):
+            kept = with_unusable(history, unusable)
+        assert len(kept) == len(history)
+        return time.perf_counter() - started
+
+    assert isinstance(with_unusable(history, {f"url {PHOTO}"})[-1].content[0], TextBlock)
+    assert seconds({f"url {PHOTO}"}) < seconds(broken) / 2
