@@ -275,11 +275,19 @@ def _is_a(media: str, raw: bytes) -> bool:
     return raw.startswith(_SIGNATURES[media])
 
 
+# The most of a PNG's pixels inflated where it enters (a few milliseconds): the check
+# runs on the event loop, and an 8000 x 8000 image is 256 MB of them (0.6 s). Past this
+# much, a PNG whose chunks are whole is left to the API, whose refusal of it names the
+# block (actors/_media_refused.py).
+PNG_PIXELS_CHECKED = 4 * 1024 * 1024
+
+
 def _png_pixels_whole(raw: bytes) -> bool:
-    """Whether a PNG's image data (its IDAT chunks, one zlib stream) inflates to its end.
-    A PNG with none (a header alone) is left to the API. The local Messages API reads
-    PNGs alike (`frontmind/localapi/_fetch.py`) on purpose, not through this: it stands
-    for the remote API in the tests, and a check shared with it could not fail them."""
+    """Whether a PNG's chunks are whole and its image data (its IDAT chunks, one zlib
+    stream) inflates, up to `PNG_PIXELS_CHECKED` bytes of pixels. A PNG with none (a
+    header alone) is left to the API. The local Messages API reads PNGs alike
+    (`frontmind/localapi/_fetch.py`) on purpose, not through this: it stands for the
+    remote API in the tests, and a check shared with it could not fail them."""
     idat = bytearray()
     at = 8
     while at + 8 <= len(raw):
@@ -287,6 +295,8 @@ def _png_pixels_whole(raw: bytes) -> bool:
         kind = raw[at + 4 : at + 8]
         if not kind.isalpha():
             break  # not a chunk
+        if at + 12 + length > len(raw):
+            return False  # a chunk cut short: a download that stopped
         if kind == b"IDAT":
             idat += raw[at + 8 : at + 8 + length]
         at += 12 + length
@@ -296,10 +306,12 @@ def _png_pixels_whole(raw: bytes) -> bool:
     # differ on it; a stream cut short or garbled is what fails them all).
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)
     rest = bytes(idat[2:])
+    produced = 0
     try:
         while rest and not inflater.eof:
-            # A megabyte of pixels at a time: an 8000 x 8000 image is 256 MB of them.
-            inflater.decompress(rest, 1024 * 1024)
+            produced += len(inflater.decompress(rest, 256 * 1024))
+            if produced >= PNG_PIXELS_CHECKED:
+                return True  # its chunks are whole; the API judges the rest
             rest = inflater.unconsumed_tail
         inflater.flush()
     except zlib.error:

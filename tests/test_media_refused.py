@@ -183,6 +183,47 @@ async def test_a_png_cut_short_is_refused_where_it_enters(
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
 
 
+def large_png(*, garbled: bool = False) -> bytes:
+    """A 2,100 x 2,100 grey PNG (4.4 MB of pixels); `garbled`: its stream ends early,
+    in a whole chunk, past what the door inflates."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    side = 2_100
+    stream = zlib.compress(b"\x00" * ((side + 1) * side))
+    if garbled:
+        stream = stream[:-40]  # its last few codes: past 4 MB of pixels
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", stream)
+        + chunk(b"IEND", b"")
+    )
+
+
+async def test_a_large_png_is_read_at_the_door_only_as_far_as_a_few_megabytes(
+    tmp_path: Path,
+) -> None:
+    """The door's check of a PNG runs on the event loop, and inflating an 8000 x 8000
+    image's pixels took 0.6 s of it: past a few megabytes of pixels, a PNG whose chunks
+    are whole goes on, and one the API then cannot process fails its turn naming it.
+    One cut short (a download that stopped) is refused at the door, however large."""
+    whole = large_png()
+    async with LocalMessagesAPI() as api, frontmind(api, tmp_path) as fm:
+        cut: Any = [image(base64.b64encode(whole[: len(whole) // 2]).decode())]
+        with pytest.raises(InvalidInput, match="the PNG's image data is cut short"):
+            await run_turn(fm, "c1", cut)
+        assert sent_messages(api) == 0
+        fine: Any = [image(base64.b64encode(whole).decode()), {"type": "text", "text": "hi"}]
+        assert completed(await run_turn(fm, "c1", fine)).text
+        garbled: Any = [image(base64.b64encode(large_png(garbled=True)).decode())]
+        error = failed(await run_turn(fm, "c1", garbled))
+    assert '"Could not process image"' in error.message
+    assert "it can be the message's content[0]" in error.message
+
+
 async def test_a_dead_url_and_an_image_the_api_cannot_process_both_go_as_notes(
     tmp_path: Path,
 ) -> None:
