@@ -11,8 +11,9 @@ sends a POST head (Content-Length 100000) and then a byte a second; `slow-read` 
 nothing: it waits for the server to hang up (an epoll on hang-ups, never on data); a
 503 refusal is then read, a reset counts as `dropped`.
 
-Lines on stdout: `full` at the first 503 (the server holds all it may), `spent` when a
-budget is used up, and at the end one JSON object of counts. On stdin: `mark` starts
+Lines on stdout: `full` at the first 503 (the server holds all it may), `dropped` at the
+first connection the server reset, `spent` when a budget is used up, and at the end one
+JSON object of counts. On stdin: `mark` starts
 counting the refusals seen "meanwhile"; end of input stops the flood.
 """
 
@@ -79,6 +80,7 @@ class Counts:
     marked: bool = False
     full_said: bool = False
     spent_said: bool = False
+    dropped_said: bool = False
 
 
 def say(line: str) -> None:
@@ -149,6 +151,9 @@ async def main(kind: str, url: str, local: str, slots: int, held_budget: int, mo
                 status = data.split(b" ", 2)[1].decode() if head else ""
             counts.answers[status or "closed"] += 1
             counts.held += not data
+            if status == "dropped" and not counts.dropped_said:
+                counts.dropped_said = True
+                say("dropped")
             if status == "503":
                 counts.refused_meanwhile += counts.marked
                 if not counts.full_said:
