@@ -894,21 +894,22 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """The history a request with `composed` sends (as its model can read it), and the
         new history start if it trims."""
         start = await self._trim_point(state, composed)
-        history = state.history.messages(start)
-        readable, _ = self._readable(state, history, state.model.name)
-        return self._fitted(state, composed, start, readable), start
+        return self._fitted(state, composed, start), start
 
     def _fitted(
-        self, state: _Loaded, composed: Composed | None, start: int | None, history: list[Message]
+        self, state: _Loaded, composed: Composed | None, start: int | None
     ) -> list[Message]:
         """The history a request sends within the model's window. Trimming keeps at
         least the newest turn, which alone may be over it (a tool loop read near the
         window's edge, a switch to a model of a smaller window): then its oldest tool
         results and documents go as notes (`_result_fit.py`), or every later request
         was too long. Over the configured budget only, the turn goes whole: trimming
-        cuts between turns, never inside the one the next message follows up on."""
+        cuts between turns, never inside the one the next message follows up on. The
+        blocks the API could not use go as their notes (`_shown`), as a turn sends them."""
+        readable, _ = self._readable(state, state.history.messages(start), state.model.name)
+        history, saved = self._shown(readable, state.unusable)
         scale = self._deps.token_scales.get((self._user, self._id))
-        used = state.history.tokens_from(start)
+        used = state.history.tokens_from(start) - saved
         over = used - max(1, self._room(state, composed)) / scale
         return history if over <= 0 else fit_results(history, math.ceil(over))
 
@@ -980,10 +981,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         model: ModelChoice,
         ttl: TtlChoice,
         tools: Sequence[OfferedTool] | None = None,
-        unusable: AbstractSet[str] = frozenset(),
     ) -> ModelRequest:
-        """`unusable`: the history's blocks the API could not use, sent as notes (a
-        turn's and a preview's history has them already: `_fit_call`)."""
+        """`history` as fitted (`_fit_call`, `_fitted`): the blocks the API could not use
+        are their notes already."""
         settings = self._deps.settings
         cache: CacheSettings = msgspec.structs.replace(
             settings.cache, system_ttl=ttl.system, history_ttl=ttl.history
@@ -1004,7 +1004,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             return system + len(notification.encode()) + len(msgspec.json.encode(offered))
 
         row = known_row(self._deps.models.catalog, model.name)
-        history = with_unusable(history, unusable)
         fitted = fit_media(
             [*history, *tail],
             current=len(history),
@@ -1079,8 +1078,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         composed = await self._compose(self._turn("background", ""))  # the user's own
         # As the next turn will send it (its thinking as that model reads it, a turn over
         # the budget fitted: as the turns send it, or it was too long on every try).
-        readable, _ = self._readable(state, state.history.messages(), state.model.name)
-        history = self._fitted(state, composed, None, readable)
+        history = self._fitted(state, composed, None)
         instruction = summary_instruction(history, ride.first_seq, ride.end_seq, ride.transcript)
         # This request's history breakpoint falls where the next turn's will, and a mark
         # at or before the highest cache hit writes nothing (prompt caching, "Mixing
@@ -1099,7 +1097,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=None,
             model=state.model,
             ttl=ttl,
-            unusable=state.unusable,
         )
 
     # -- the cache warm-up -------------------------------------------------------------------
@@ -1146,7 +1143,6 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id=None,
             model=state.model,
             ttl=ttl,
-            unusable=state.unusable,
         )
         # One output token: the reply is not wanted, only the cache write.
         request = msgspec.structs.replace(request, max_tokens=1)
