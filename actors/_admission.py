@@ -173,14 +173,7 @@ class Admission:
         known = self._users.get(user)
         queued = None if known is None else known.continuums.get(continuum)
         if queued is not None and len(queued.tickets) >= self.max_queued:
-            self.refused += 1  # its record says so (cancelled, busy), as the others' do
-            n = self.max_queued
-            # One of them is done in about a turn's time (1 s until one is measured).
-            raise Busy(
-                f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
-                "waiting; retry when one has finished",
-                retry_after=self.turn_seconds,
-            )
+            raise self._full(continuum)
         # Its continuum's own turns ahead of it (running or waiting) go one at a time,
         # however many slots are free: the slots' rate (`expected_wait`) alone would
         # promise it far too short a wait. Nothing measured yet: no ground to refuse.
@@ -225,12 +218,7 @@ class Admission:
             )
         cont = self._continuum(user, continuum)
         if len(cont.tickets) >= self.max_queued:
-            self.refused += 1
-            raise Busy(
-                f"continuum {continuum!r} already has {len(cont.tickets)} turns waiting; "
-                "retry when one has finished",
-                retry_after=self.turn_seconds,
-            )
+            raise self._full(continuum)
         ticket = _Ticket(cont, self._clock(), nested=True, within=parent)
         self._queue(turn_id, ticket)
         # First of its continuum's waiting turns, and its continuum first of all: the
@@ -241,6 +229,18 @@ class Admission:
             self._make_ready(cont)
         self.nested += 1
         self._dispatch()
+
+    def _full(self, continuum: str) -> Busy:
+        """The refusal of a turn whose continuum has `max_queued` turns waiting (counted:
+        its record says so, cancelled and busy, as the others' do)."""
+        self.refused += 1
+        n = self.max_queued
+        # One of them is done in about a turn's time (1 s until one is measured).
+        return Busy(
+            f"continuum {continuum!r} already has {n} turn{'s' if n != 1 else ''} "
+            "waiting; retry when one has finished",
+            retry_after=self.turn_seconds,
+        )
 
     def _continuum(self, user: str, continuum: str) -> _Continuum:
         account = self._users.get(user)
