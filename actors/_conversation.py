@@ -961,7 +961,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     def _shown(history: list[Message], unusable: AbstractSet[str]) -> tuple[list[Message], int]:
         """`history` with the blocks the API could not use as their notes, and the
         estimated tokens that saves. Once a turn (or on what changes it): every block of
-        the history is read for it."""
+        the history is read for it, when there are blocks to replace."""
+        if not unusable:
+            return history, 0
         shown = with_unusable(history, unusable)
         saved = sum(
             message_tokens(was) - message_tokens(now)

@@ -18,9 +18,9 @@ The live 400s name no block (public reports quote their whole body bare). So the
 refusal can be about are those of its kind (`media_refusal`): every block by URL, or
 every base64 image. Of the history, they go to the model as a note (in the request only:
 the stored history keeps them), and the request is sent once more (once a kind: a
-history can hold both); the conversation
-actor remembers them, so later turns send the note at once (`with_unusable`). The same
-block gets the same note on every turn, so the cached prefix holds.
+history can hold both); the conversation actor remembers them, so later turns send the
+note at once (`with_unusable`). The same block gets the same note on every turn, so the
+cached prefix holds.
 """
 
 from __future__ import annotations
