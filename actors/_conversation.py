@@ -3,7 +3,10 @@
 Each continuum has its own conversation actor (and composer); different continuums run
 concurrently. A turn: compose → build the request → stream the reply → run tools (and
 loop) → commit the turn in one shielded transaction. A failed or cancelled turn adds
-nothing to the history; its record keeps the user's message and any partial reply.
+nothing to the history; its record keeps the user's message and any partial reply. One
+exception: a model call that fails after tool rounds of the turn ran (their side effects
+done) commits the user's message and those rounds, closed by a note saying the turn
+stopped, in the same one transaction; the record still says failed (`_keep_rounds`).
 """
 
 from __future__ import annotations
@@ -1180,6 +1183,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             await self._record_unfinished(run, "cancelled", f"{ShuttingDown.type}: {reason}")
             yield TurnError(ShuttingDown.type, reason, turn.turn_id)
             return
+        # True while a model call (and the reading of its reply) is under way: a failure
+        # there after tool rounds of the turn ran keeps those rounds (`_keep_rounds`).
+        calling = False
         try:
             # A `running` record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message), made
@@ -1249,6 +1255,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                     tools=tools,
                 )
                 done: StreamDone | None = None
+                calling = True
                 try:
                     async with aclosing(self._call(request, run)) as events:
                         async for event in events:
@@ -1321,6 +1328,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 previous_id = done.message_id
                 run.stop_reason = done.stop_reason
                 content = self._settle(done, run, model)
+                calling = False
                 tail.append(Message("assistant", content))
                 if done.stop_reason == "pause_turn":
                     # A server tool's loop paused: send the reply back as it is, and the
@@ -1357,9 +1365,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 # next turn reads it again (kept, a refused commit refused every turn).
                 self._state = None
             kind = error_type(exc)
-            await self._record_unfinished(run, "failed", f"{kind}: {exc}")
+            said = str(exc)
+            kept = None
+            if calling and not isinstance(exc, StorageError | KernelError):
+                kept = await self._keep_rounds(state, run, tail, new_start, exc)
+            if kept is None:
+                await self._record_unfinished(run, "failed", f"{kind}: {exc}")
+            else:
+                state.tools = tools
+                said = f"{said}; {kept}: send a message to continue"
             wait = exc.retry_after if isinstance(exc, ModelOverloaded) else None
-            yield TurnError(kind, str(exc), turn.turn_id, wait)
+            yield TurnError(kind, said, turn.turn_id, wait)
             return
         # The actor boundary: a bug anywhere in the turn ends this turn (recorded, and
         # the caller told which turn), not the continuum's actor.
@@ -1371,18 +1387,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             yield TurnError(kind, f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
+            # Even after tool rounds ran, nothing is kept: a cancelled turn (its client
+            # hung up, the service shutting down) must end at once, not wait on a commit
+            # of its rounds, and its record says it was cancelled.
             await self._record_unfinished(run, "cancelled", "cancelled")
             raise
-        gap = deps.settings.history.segment_gap_minutes * 60
-        paused = previous_at is not None and record.started_at.timestamp() - previous_at > gap
-        if deps.segment_closed is not None and (paused or new_start is not None):
-            # This turn closed a segment (by a pause, or by trimming into it): its summary
-            # job is stored; the worker runs it once the turn is over.
-            deps.segment_closed((self._user, self._id))
-        for trinket in deps.trinkets:
-            # A trinket that is gone or full misses one warm-up; the turn stands.
-            with suppress(KernelError):
-                trinket.tell(TurnCommitted(self._user, self._id, turn.turn_id))
+        self._after_commit(record, previous_at, new_start)
         yield TurnCompleted(
             turn_id=turn.turn_id,
             text="".join(run.text),
@@ -1394,6 +1404,80 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             warnings=record.warnings,
             stop_reason=run.stop_reason,
         )
+
+    def _after_commit(
+        self, record: TurnRecord, previous_at: float | None, new_start: int | None
+    ) -> None:
+        """Tell who waits on a committed turn: the summary worker if it closed a segment,
+        and the trinkets."""
+        deps = self._deps
+        gap = deps.settings.history.segment_gap_minutes * 60
+        paused = previous_at is not None and record.started_at.timestamp() - previous_at > gap
+        if deps.segment_closed is not None and (paused or new_start is not None):
+            # This turn closed a segment (by a pause, or by trimming into it): its summary
+            # job is stored; the worker runs it once the turn is over.
+            deps.segment_closed((self._user, self._id))
+        for trinket in deps.trinkets:
+            # A trinket that is gone or full misses one warm-up; the turn stands.
+            with suppress(KernelError):
+                trinket.tell(TurnCommitted(self._user, self._id, record.turn_id))
+
+    async def _keep_rounds(
+        self,
+        state: _Loaded,
+        run: _TurnRun,
+        tail: list[Message],
+        new_start: int | None,
+        failure: FrontmindError,
+    ) -> str | None:
+        """A model call of the turn failed (`failure`) after tool rounds of the turn ran:
+        their tools' side effects are done (a mail sent, a file written), and a turn that
+        stored nothing left the user to send the message again and run them twice. So
+        the user's message and the completed rounds are committed as a completed turn's
+        are (in one transaction, with their tools' staged writes), closed by a reply the
+        runtime writes saying the turn stopped and why (its error's type: nothing the
+        error's text might hold), as `_stop_loop` closes the loop at its limit; the
+        record stays failed. What the failed call streamed is not stored (the record
+        keeps it as the partial reply), and server tool uses with no result are left
+        out, as at completion. What the turn's error says of the kept rounds; None when
+        no round ran, or the commit failed (the turn then fails keeping nothing)."""
+        rounds = sum(
+            1
+            for m in tail[1:]
+            if m.role == "user" and any(isinstance(b, ToolResultBlock) for b in m.content)
+        )
+        if not rounds:
+            return None
+        kind = error_type(failure)
+        closing = (
+            f"I stopped before I could answer: after {rounds} round(s) of tool calls, "
+            f"the next model call failed ({kind}). The tool calls above ran; their "
+            "results are kept."
+        )
+        kept, _ = _without_pending_server_uses([*tail, Message("assistant", (TextBlock(closing),))])
+        said = (
+            f"{rounds} tool round(s) of this turn were kept in the history (their tools "
+            "ran), closed by a note that the turn stopped before the model could answer"
+        )
+        warnings = run.warnings
+        run.warnings += (said,)
+        run.bill_broken_call()  # the failed call was billed its input
+        record = run.record("failed", self._deps.clock(), error=f"{kind}: {failure}", kept=True)
+        previous_at = _last_created_at(state)
+        try:
+            await self._commit(state, record, kept, new_start, run.effects)
+        except Exception:
+            # The store refused the commit (the continuum moved on under the turn, the
+            # database out of reach) or failed in it: the turn fails keeping nothing, as
+            # any turn whose commit failed, and the next turn reads the history again
+            # (what the store holds is not known here).
+            log.warning("the tool rounds of turn %s were not kept", record.turn_id, exc_info=True)
+            self._state = None
+            run.warnings = warnings
+            return None
+        self._deps.ended("failed", record.usage)
+        self._after_commit(record, previous_at, new_start)
+        return said
 
     def _settle(
         self, done: StreamDone, run: _TurnRun, model: ModelChoice
@@ -1410,8 +1494,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """
         if done.stop_reason == "refusal":
             raise ModelRefused(
-                "the model declined this message (stop_reason refusal); the turn is left "
-                "out of the history: rephrase it, or try another model"
+                "the model declined this message (stop_reason refusal); its reply is not "
+                "stored: rephrase the message, or try another model"
             )
         content = done.content
         if done.stop_reason in TRUNCATED:
@@ -1744,8 +1828,15 @@ class _TurnRun:
         return "\n" * max(0, 2 - (len(so_far) - len(so_far.rstrip("\n"))))
 
     def record(
-        self, status: TurnStatus, finished_at: float, *, error: str | None = None
+        self,
+        status: TurnStatus,
+        finished_at: float,
+        *,
+        error: str | None = None,
+        kept: bool = False,
     ) -> TurnRecord:
+        """The turn's record; `kept`: a failed turn whose tool rounds the history keeps
+        (the next turn extends its first call's prefix, as a completed turn's)."""
         return TurnRecord(
             turn_id=self.turn.turn_id,
             continuum_id=self.continuum_id,
@@ -1765,7 +1856,7 @@ class _TurnRun:
             sections=self.sections,
             warnings=(*self.warnings, *self.left_out()),
             error=error,
-            message_id=self.anchor_id if status == "completed" else None,
+            message_id=self.anchor_id if status == "completed" or kept else None,
             stop_reason=self.stop_reason,
             cache_ttl=self.ttl,
         )

@@ -87,9 +87,10 @@ class TurnCompleted(msgspec.Struct, frozen=True, tag_field="event", tag="turn.co
 
 
 class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
-    """The turn failed or was cancelled (nothing of it is in the history): the error's one
-    type string (`busy`, `shutting_down`, `model_overloaded`, ...) and its message. The
-    last event of a turn that did not complete."""
+    """The turn failed or was cancelled: the error's one type string (`busy`,
+    `shutting_down`, `model_overloaded`, ...) and its message. The last event of a turn
+    that did not complete. Nothing of the turn is in the history, unless a model call
+    failed after tool rounds of the turn ran: those are kept, and the message says so."""
 
     type: str
     message: str

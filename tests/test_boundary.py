@@ -229,7 +229,7 @@ async def test_an_unexpected_error_ends_the_turn_with_its_id_and_a_record(tmp_pa
 # -- item 7: tool effects commit with the turn --------------------------------------------------
 
 
-async def test_tool_writes_of_a_failed_turn_are_not_kept_and_a_retry_does_not_duplicate(
+async def test_tool_writes_of_a_failed_turn_land_once_with_its_kept_rounds(
     tmp_path: Path,
 ) -> None:
     responder = ScriptedResponder()
@@ -239,15 +239,17 @@ async def test_tool_writes_of_a_failed_turn_are_not_kept_and_a_retry_does_not_du
         LocalMessagesAPI(responder=responder) as api,
         frontmind(api, tmp_path, max_retries=0) as fm,
     ):
-        # The tools run, then the next model call fails: the turn does not commit.
+        # The tools run, then the next model call fails: the turn keeps its round, and
+        # the writes its tools staged land with it, in the same transaction.
         responder.push(Reply((ReplyText("On it."), add, remember)))
         error = failed(await run_turn(fm, "ada", "remind me to pay"))
         assert error.turn_id is not None
-        assert await fm.reminders() == []
-        assert await fm.memories() == []
-        # The retry is a new turn: its writes land once, with it.
-        responder.push(Reply((ReplyText("On it."), add, remember)), "Done.")
-        completed(await run_turn(fm, "ada", "remind me to pay"))
+        assert "1 tool round(s) of this turn were kept in the history" in error.message
+        assert [r.text for r in await fm.reminders()] == ["pay"]
+        assert [m.text for m in await fm.memories()] == ["Ada pays on Fridays"]
+        # Going on is a new turn that reads the round: nothing is written twice.
+        responder.push("Done.")
+        completed(await run_turn(fm, "ada", "continue"))
         assert [r.text for r in await fm.reminders()] == ["pay"]
         assert [m.text for m in await fm.memories()] == ["Ada pays on Fridays"]
         statuses_ = [r.status for r in await fm.turns("ada")]

@@ -226,6 +226,33 @@ async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -
     assert stored.user_text == "please keep me"
 
 
+async def test_a_failed_turn_keeping_its_tool_rounds_is_committed_with_them(
+    store: Store,
+) -> None:
+    """A turn whose model call failed after its tools ran keeps those rounds: its failed
+    record and its messages are committed in one transaction, as a completed turn's. A
+    running or cancelled turn is still refused (it keeps nothing)."""
+    messages = (
+        Message("user", (TextBlock("send the report"),)),
+        Message("assistant", (ToolUseBlock("toolu_1", "send_mail", "{}"),)),
+        Message("user", (ToolResultBlock("toolu_1", "mail sent"),)),
+        Message("assistant", (TextBlock("I stopped before I could answer."),)),
+    )
+    kept = turn("c1", "t1", messages=messages)
+    record = msgspec.structs.replace(kept.record, status="failed", error="model_overloaded: x")
+    assert await store.commit_turn(DEFAULT_USER, TurnWrite(record, messages))
+    assert [m.content for m in await store.history(DEFAULT_USER, "c1")] == [
+        m.content for m in messages
+    ]
+    (stored,) = await store.turns(DEFAULT_USER, "c1")
+    assert (stored.status, stored.error) == ("failed", "model_overloaded: x")
+    for status in ("running", "cancelled"):
+        other = msgspec.structs.replace(record, turn_id=f"t-{status}", status=status)
+        with pytest.raises(InvalidInput, match=f"not '{status}' ones"):
+            await store.commit_turn(DEFAULT_USER, TurnWrite(other, messages))
+    assert len(await store.history(DEFAULT_USER, "c1")) == len(messages)
+
+
 def running(turn_id: str, continuum_id: str, at: float = 1.0) -> TurnRecord:
     """A turn's record as the turn writes it when it starts."""
     return TurnRecord(

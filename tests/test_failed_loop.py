@@ -1,0 +1,206 @@
+"""A turn whose model call fails after tool rounds of it ran: the rounds are kept in the
+history (their tools ran, and a retry of the message would run them again), closed by a
+note of the runtime's, and the continuum's next turn is valid for the API. The real SDK
+against the local Messages API, real SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontmind import tool
+from frontmind.localapi import (
+    LocalMessagesAPI,
+    MessagesRequest,
+    MidStreamError,
+    Reply,
+    ReplyText,
+    ReplyToolUse,
+    StatusFault,
+)
+from frontmind.localapi import ToolResultBlock as SentResult
+from storage import DEFAULT_USER, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from tests._factories import turn as stored_turn
+from tests._harness import completed, config, failed, frontmind, run_turn
+
+pytestmark = pytest.mark.anyio
+
+SONNET: dict[str, Any] = {"name": "claude-sonnet-4-5", "max_tokens": 1024}
+# Fable 5.1 always thinks, and checks that nothing before a replayed thinking block
+# changed (for a new account, as the local API's is here).
+FABLE: dict[str, Any] = {"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096}
+# What the failing call streams before its stream breaks (never stored as history).
+PARTIAL = "Sent it; here is a long account of what I did and why it went well. " * 4
+KEPT = "1 tool round(s) of this turn were kept in the history"
+
+
+def _has_result(content: Any) -> bool:
+    return not isinstance(content, str) and any(isinstance(b, SentResult) for b in content)
+
+
+class Mailer:
+    """A model that asks for `send_mail` to a first message, answers `after_result` once
+    the mail's result is the last thing sent (the call that fails), and "Continued." to
+    any later message."""
+
+    def __init__(self, after_result: Reply) -> None:
+        self.after_result = after_result
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        if _has_result(request.messages[-1].content):
+            return self.after_result
+        if not any(_has_result(m.content) for m in request.messages):
+            return Reply(
+                (ReplyText("Sending it."), ReplyToolUse("send_mail", {"to": "ada"}, "toolu_mail"))
+            )
+        return Reply((ReplyText("Continued."),))
+
+
+# How the call after the tool round fails: the faults it meets (scheduled by the tool,
+# once it ran), the model's reply to it, and the error's type.
+Failure = tuple[Callable[[LocalMessagesAPI], None], Reply, str]
+FAILURES: dict[str, Failure] = {
+    # 529 on the call and on the SDK's two retries.
+    "overloaded": (
+        lambda api: api.schedule(*[StatusFault(529, retry_after_ms=1)] * 3),
+        Reply((ReplyText("Sent."),)),
+        "model_overloaded",
+    ),
+    # The stream breaks after some of the reply's text was streamed.
+    "broken-stream": (
+        lambda api: api.schedule(MidStreamError(after_events=10)),
+        Reply((ReplyText(PARTIAL),)),
+        "stream_error",
+    ),
+    # A refusal, which the loop does not send again.
+    "refusal": (lambda api: None, Reply((ReplyText("I can't."),), "refusal"), "refusal"),
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "failure"),
+    [
+        (SONNET, "overloaded"),
+        (SONNET, "broken-stream"),
+        (SONNET, "refusal"),
+        (FABLE, "overloaded"),
+    ],
+    ids=["overloaded", "broken-stream", "refusal", "prefix-checked-thinking"],
+)
+async def test_a_call_failing_after_a_tool_round_keeps_the_round(
+    tmp_path: Path, model: dict[str, Any], failure: str
+) -> None:
+    """The model called `send_mail`, the mail went, and the next model call of the turn
+    failed: the turn stored nothing, and the user, sending the message again, sent the
+    mail twice. The round is now kept, closed by a note saying the turn stopped and
+    why; the record still says failed, and says the round was kept; the next turn sends
+    the round's result to the model, and the API takes it."""
+    fail, reply, kind = FAILURES[failure]
+    sent: list[str] = []
+    api = LocalMessagesAPI(responder=Mailer(reply), account="new")
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        fail(api)  # the model call after this round fails
+        return f"mail sent to {to}"
+
+    async with api, frontmind(api, tmp_path, cfg=config(model=model), tools=[send_mail]) as fm:
+        events = await run_turn(fm, "c1", "send the report to ada")
+        error = failed(events)
+        history = await fm.history("c1")
+        (record,) = await fm.turns("c1")
+        later = completed(await run_turn(fm, "c1", "go on"))
+        body = api.message_bodies()[-1]
+    assert sent == ["ada"], "the mail went once"
+    assert error.type == kind
+    assert KEPT in error.message
+    assert record.status == "failed"
+    assert (record.error or "").startswith(f"{kind}: ")
+    assert [w for w in record.warnings if w.startswith(KEPT)]
+    # The message, the call and its result, and the runtime's closing note.
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[0].text() == "send the report to ada"
+    (use,) = [b for b in history[1].content if isinstance(b, ToolUseBlock)]
+    assert (use.name, use.id) == ("send_mail", "toolu_mail")
+    (result,) = history[2].content
+    assert isinstance(result, ToolResultBlock)
+    assert (result.tool_use_id, result.content) == ("toolu_mail", "mail sent to ada")
+    (note,) = history[3].content
+    assert isinstance(note, TextBlock)
+    assert note.text.startswith("I stopped before I could answer")
+    assert f"({kind})" in note.text
+    if model is FABLE:
+        # The call's thinking is stored as the model sent it.
+        assert isinstance(history[1].content[0], RawBlock)
+        assert history[1].content[0].kind in ("thinking", "redacted_thinking")
+    if failure == "broken-stream":
+        # What the broken call streamed is the record's partial reply, not history.
+        assert PARTIAL[:40] in record.reply_text
+        assert all(PARTIAL[:40] not in m.text() for m in history)
+    # The next turn carries the round to the model, and completes.
+    assert later.text == "Continued."
+    results = [
+        b
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert [(r["tool_use_id"], r["content"]) for r in results] == [
+        ("toolu_mail", "mail sent to ada")
+    ]
+    assert sent == ["ada"]
+
+
+async def test_a_failure_of_the_first_call_keeps_nothing(tmp_path: Path) -> None:
+    """No tool ran: the failed turn adds nothing to the history, as before."""
+    api = LocalMessagesAPI(responder=Mailer(Reply((ReplyText("Sent."),))))
+    async with api, frontmind(api, tmp_path) as fm:
+        api.schedule(*[StatusFault(529, retry_after_ms=1)] * 3)
+        error = failed(await run_turn(fm, "c1", "send the report to ada"))
+        assert await fm.history("c1") == []
+        (record,) = await fm.turns("c1")
+    assert error.type == "model_overloaded"
+    assert KEPT not in error.message
+    assert record.status == "failed"
+    assert not [w for w in record.warnings if KEPT in w]
+
+
+async def test_a_refused_commit_of_the_kept_rounds_leaves_the_turn_failed(
+    tmp_path: Path,
+) -> None:
+    """The store refuses the commit of the kept round (another turn was written beside
+    the loaded continuum while the tool ran): the turn fails as one keeping nothing does,
+    says nothing was kept, and the continuum's next turn reads the store again and
+    completes."""
+    api = LocalMessagesAPI(responder=Mailer(Reply((ReplyText("Sent."),))))
+    beside = stored_turn("c1", "t-beside", user_text="beside")
+    sent: list[str] = []
+
+    @tool
+    async def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        if len(sent) == 1:  # the first turn's
+            assert await fm.storage.commit_turn(DEFAULT_USER, beside)
+            api.schedule(*[StatusFault(529, retry_after_ms=1)] * 3)
+        return f"mail sent to {to}"
+
+    async with api, frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        error = failed(await run_turn(fm, "c1", "send the report to ada"))
+        (record, _) = sorted(await fm.turns("c1"), key=lambda r: r.turn_id != error.turn_id)
+        completed(await run_turn(fm, "c1", "go on"))
+        history = await fm.history("c1")
+    assert error.type == "model_overloaded"
+    assert KEPT not in error.message
+    assert record.status == "failed"
+    assert not [w for w in record.warnings if KEPT in w]
+    # Nothing of the failed turn; the next turn's message follows the turn beside.
+    users = [m.text() for m in history if m.role == "user"]
+    assert users[:2] == ["beside", "go on"]
+    assert "send the report to ada" not in users
