@@ -1243,6 +1243,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             while True:
                 run.calls += 1
                 fit, sent = self._fit_call(state, composed, start, shown, tail, answered)
+                if fit.full:
+                    run.calls -= 1  # not sent
+                    yield self._window_full(run, tail)
+                    break
                 run.fitted(fit)
                 request = self._request(
                     composed,
@@ -1612,7 +1616,29 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         tail.append(
             Message("user", tuple(ToolResultBlock(u.id, note, is_error=True) for u in uses))
         )
-        closing = f"I stopped after {limit} rounds of tool calls."
+        return self._close_loop(run, tail, f"I stopped after {limit} rounds of tool calls.")
+
+    def _window_full(self, run: _TurnRun, tail: list[Message]) -> TextDelta:
+        """The newest results would go to the model as their notes alone (`LoopFit.full`:
+        on a model that checks its thinking's prefix, what the loop sent before must go
+        again unchanged and fills the window): the model could only ask for smaller parts,
+        each sent the same way, until the loop's limit. Close the turn ourselves instead;
+        the history stores the results whole."""
+        run.warnings += (
+            "the tool loop ended before its last result(s) went to the model: the model's "
+            "context window is full (what the loop sent before must be sent again "
+            "unchanged), so they could go only as a note (the history stores them whole)",
+        )
+        closing = (
+            "I stopped: the conversation's context window is full, so the last tool "
+            "result could not reach me."
+        )
+        return self._close_loop(run, tail, closing)
+
+    @staticmethod
+    def _close_loop(run: _TurnRun, tail: list[Message], closing: str) -> TextDelta:
+        """End the turn's stored messages on `closing`, a reply written by the runtime,
+        which the caller is streamed as the turn's last text."""
         tail.append(Message("assistant", (TextBlock(closing),)))
         shown = run.paragraph_break() + closing
         run.text.append(shown)

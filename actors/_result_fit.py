@@ -82,6 +82,10 @@ class LoopFit(NamedTuple):
     noted: int = 0  # tool results and documents that went as notes
     # The newest results cut, by their tool_use id: how many characters were left out.
     cut: tuple[tuple[str, int], ...] = ()
+    # Every newest result went as its note alone (nothing of it is in the request): the
+    # window is full of what the request must send (`fixed`), and the model could only
+    # ask again for smaller parts, each of which would go the same way.
+    full: bool = False
 
 
 def fit_loop(
@@ -107,7 +111,10 @@ def fit_loop(
         fitted_tail[newest] = message
     noted = own.noted + earlier.noted
     history_saved = own.over - earlier.over
-    return LoopFit(earlier.messages, fitted_tail, wanted - over, history_saved, noted, cut)
+    results = [b for b in tail[newest].content if isinstance(b, ToolResultBlock)]
+    left_out = dict(cut)
+    full = bool(results) and all(left_out.get(b.tool_use_id) == len(b.content) for b in results)
+    return LoopFit(earlier.messages, fitted_tail, wanted - over, history_saved, noted, cut, full)
 
 
 def _cut_newest(message: Message, over: int) -> tuple[Message, int, tuple[tuple[str, int], ...]]:

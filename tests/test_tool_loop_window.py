@@ -196,7 +196,9 @@ async def test_a_prefix_checked_models_loop_keeps_what_its_thinking_was_written_
     conversation"), the turn lost. On such a model the loop's requests keep everything
     up to its last thinking as it was sent; only the newest results give way (cut, with
     a note), and the turn completes."""
-    done, _, bodies, stored = await read_loop(tmp_path, PAGE, reads(6, "Read them all."), FABLE)
+    # Three reads: the third is cut, and the loop still has room to answer (a fourth
+    # would find the window full: the test below).
+    done, _, bodies, stored = await read_loop(tmp_path, PAGE, reads(3, "Read them all."), FABLE)
     assert done.text == "Read them all."
     for before, after in itertools.pairwise(bodies):
         # Each request extends the one before it: nothing it sent was changed after.
@@ -205,7 +207,29 @@ async def test_a_prefix_checked_models_loop_keeps_what_its_thinking_was_written_
     last = results_sent(bodies[-1])
     assert last[0] == PAGE
     assert any("[truncated: " in r for r in last)
-    assert stored == [PAGE] * 6
+    assert stored == [PAGE] * 3
+
+
+async def test_a_prefix_checked_loop_ends_once_the_window_is_full(tmp_path: Path) -> None:
+    """On Fable 5.1 the loop's requests send all they sent before unchanged: once that
+    fills the window, each new result went to the model as its truncation note alone,
+    and the model, told to ask for a smaller part, spent every round of the loop
+    (eight calls) on results it never saw. The loop now ends when a new result would go
+    as its note alone, with a reply saying the window is full and a warning; the history
+    stores every result whole, and no request sent a result of which nothing reached
+    the model."""
+    done, record, bodies, stored = await read_loop(
+        tmp_path, PAGE, reads(10, "Read them all."), FABLE
+    )
+    assert done.text.startswith("I stopped: the conversation's context window is full")
+    assert 1 < done.model_calls < 8  # the loop's limit (`tools.max_iterations`)
+    assert len(bodies) == done.model_calls
+    # The last round's result was stored, never sent.
+    assert stored == [PAGE] * done.model_calls
+    for body in bodies:
+        assert not [r for r in results_sent(body) if r.startswith("\n[truncated: ")]
+    (said,) = [w for w in done.warnings if "context window is full" in w]
+    assert said in record.warnings
 
 
 async def test_the_preview_of_a_long_message_fits_the_history_as_its_turn_does(
