@@ -32,6 +32,13 @@ SONNET: dict[str, Any] = {"name": "claude-sonnet-4-5", "max_tokens": 1024}
 # Fable 5.1 always thinks, and checks that nothing before a replayed thinking block
 # changed (for a new account, as the local API's is here).
 FABLE: dict[str, Any] = {"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096}
+# Extended thinking on a model that replays earlier turns' thinking as it was sent.
+THINKING: dict[str, Any] = {
+    "name": "claude-sonnet-4-6",
+    "thinking": "enabled",
+    "budget_tokens": 1024,
+    "max_tokens": 4096,
+}
 # What the failing call streams before its stream breaks (never stored as history).
 PARTIAL = "Sent it; here is a long account of what I did and why it went well. " * 4
 KEPT = "1 tool round(s) of this turn were kept in the history"
@@ -87,8 +94,9 @@ FAILURES: dict[str, Failure] = {
         (SONNET, "broken-stream"),
         (SONNET, "refusal"),
         (FABLE, "overloaded"),
+        (THINKING, "overloaded"),
     ],
-    ids=["overloaded", "broken-stream", "refusal", "prefix-checked-thinking"],
+    ids=["overloaded", "broken-stream", "refusal", "prefix-checked-thinking", "thinking"],
 )
 async def test_a_call_failing_after_a_tool_round_keeps_the_round(
     tmp_path: Path, model: dict[str, Any], failure: str
@@ -134,7 +142,7 @@ async def test_a_call_failing_after_a_tool_round_keeps_the_round(
     assert isinstance(note, TextBlock)
     assert note.text.startswith("I stopped before I could answer")
     assert f"({kind})" in note.text
-    if model is FABLE:
+    if model is not SONNET:
         # The call's thinking is stored as the model sent it.
         assert isinstance(history[1].content[0], RawBlock)
         assert history[1].content[0].kind in ("thinking", "redacted_thinking")
