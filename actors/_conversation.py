@@ -194,6 +194,16 @@ def _without_pending_server_uses(messages: list[Message]) -> tuple[list[Message]
     return kept, len(uses)
 
 
+def _tool_rounds(tail: Sequence[Message]) -> int:
+    """The tool rounds a turn's messages hold: its user messages of tool results (the
+    first is the user's own)."""
+    return sum(
+        1
+        for m in tail[1:]
+        if m.role == "user" and any(isinstance(b, ToolResultBlock) for b in m.content)
+    )
+
+
 # A server tool result's `tool_use_id` (the API's ids hold no quote or backslash).
 _RESULT_OF = re.compile(r'"tool_use_id"\s*:\s*"([^"\\]*)"')
 
@@ -797,11 +807,17 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if not own:
             return []
         named = " or ".join(s.label for s in own)
-        raise ModelRejected(
+        said = (
             f'the Messages API could not use an image or document of this turn: "{found.words}" '
-            f"(its error names no block; it can be {named}). Nothing was stored: send the "
-            "message again without it, or with a copy the API can use"
-        ) from refusal
+            f"(its error names no block; it can be {named})"
+        )
+        if not _tool_rounds(tail):
+            said += (
+                ". Nothing was stored: send the message again without it, or with a copy the "
+                "API can use"
+            )
+        # (After tool rounds, they are kept with such blocks as notes: `_keep_rounds`.)
+        raise ModelRejected(said) from refusal
 
     def _learn_too_long(self, composed: Composed, messages: int, refusal: ModelRejected) -> bool:
         """A request the API refused as longer than the window: the scale its count
@@ -1445,11 +1461,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         keeps it as the partial reply), and server tool uses with no result are left
         out, as at completion. What the turn's error says of the kept rounds; None when
         no round ran, or the commit failed (the turn then fails keeping nothing)."""
-        rounds = sum(
-            1
-            for m in tail[1:]
-            if m.role == "user" and any(isinstance(b, ToolResultBlock) for b in m.content)
-        )
+        rounds = _tool_rounds(tail)
         if not rounds:
             return None
         kind = error_type(failure)
@@ -1459,6 +1471,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             "results are kept."
         )
         kept, _ = _without_pending_server_uses([*tail, Message("assistant", (TextBlock(closing),))])
+        found = media_refusal(str(failure)) if isinstance(failure, ModelRejected) else None
+        if found is not None:
+            # The API could not use an image or document of the turn (a tool's screenshot
+            # by a URL that does not answer): stored as its note, not to be sent again
+            # with every later request.
+            kept = with_unusable(kept, {s.key for s in suspects(kept, found.kind)})
         said = (
             f"{rounds} tool round(s) of this turn were kept in the history (their tools "
             "ran), closed by a note that the turn stopped before the model could answer"

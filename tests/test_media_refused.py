@@ -19,7 +19,7 @@ import pytest
 from actors._media_refused import with_unusable
 from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
-from storage import DEFAULT_USER, InvalidInput, Message, RawBlock, TextBlock
+from storage import DEFAULT_USER, InvalidInput, Message, RawBlock, TextBlock, ToolResultBlock
 from tests._factories import turn as stored_turn
 from tests._harness import completed, failed, frontmind, run_turn, tool_finishes
 from tests.test_localapi_fetch import broken_png, by_url
@@ -133,7 +133,10 @@ async def test_a_tools_image_the_api_cannot_download_fails_its_turn(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
     """A tool's image by a URL the API cannot download: its turn fails naming the
-    result, and the image is not stored to be sent again with every later turn."""
+    result. The tool ran, so its round is kept (a failed turn keeps the tool rounds it
+    completed), but with the image as its note: it is not stored to be sent, and
+    refused, again with every later turn (the error said nothing was stored, though
+    the round was kept with the image in it)."""
     api, responder = script
     shot = "https://screens.invalid/now.png"
 
@@ -145,13 +148,22 @@ async def test_a_tools_image_the_api_cannot_download_fails_its_turn(
     responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "Hello again.")
     async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
         error = failed(await run_turn(fm, "c1", "what is on my screen?"))
+        before = sent_messages(api)
         assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
+        assert sent_messages(api) == before + 1  # no refused request first
         history = await fm.history("c1")
     assert f"it can be the result of tool call toolu_1 (an image by URL {shot})" in error.message
-    assert [m.content for m in history] == [
-        (TextBlock("hello"),),
-        (TextBlock("Hello again."),),
+    assert "Nothing was stored" not in error.message
+    assert "1 tool round(s) of this turn were kept in the history" in error.message
+    assert [m.text() for m in history if m.role == "user"][::2] == [
+        "what is on my screen?",
+        "hello",
     ]
+    (result,) = history[2].content
+    assert isinstance(result, ToolResultBlock)
+    assert shot in result.content_json  # its note names it
+    assert '"url"' not in result.content_json  # as a note, not the image by URL
+    assert history[-1].content == (TextBlock("Hello again."),)
 
 
 async def test_a_png_cut_short_is_refused_where_it_enters(
