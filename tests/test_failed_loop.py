@@ -17,8 +17,10 @@ from frontmind.localapi import (
     MessagesRequest,
     MidStreamError,
     Reply,
+    ReplyRawBlock,
     ReplyText,
     ReplyToolUse,
+    ScriptedResponder,
     StatusFault,
 )
 from frontmind.localapi import ToolResultBlock as SentResult
@@ -212,3 +214,43 @@ async def test_a_refused_commit_of_the_kept_rounds_leaves_the_turn_failed(
     users = [m.text() for m in history if m.role == "user"]
     assert users[:2] == ["beside", "go on"]
     assert "send the report to ada" not in users
+
+
+async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """After the tool round, a reply paused on a web search the server had not run yet,
+    and the call that went on from it was refused: the kept rounds leave that search's
+    use out (the API refuses a use without its result in any later request), as a
+    completed turn does, and the next turn completes."""
+    api, responder = script
+    sent: list[str] = []
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        return f"mail sent to {to}"
+
+    search = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "ada's address"},
+    }
+    responder.push(
+        Reply((ReplyText("Sending."), ReplyToolUse("send_mail", {"to": "ada"}, "toolu_mail"))),
+        Reply((ReplyText("Searching."), ReplyRawBlock(search)), stop_reason="pause_turn"),
+        Reply((ReplyText("I can't."),), stop_reason="refusal"),
+        "Continued.",
+    )
+    async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        error = failed(await run_turn(fm, "c1", "send the report to ada"))
+        history = await fm.history("c1")
+        assert completed(await run_turn(fm, "c1", "go on")).text == "Continued."
+    assert error.type == "refusal"
+    assert KEPT in error.message
+    assert sent == ["ada"]
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant", "assistant"]
+    assert history[3].content == (TextBlock("Searching."),)  # without the search's use
+    assert history[4].text().startswith("I stopped before I could answer")
