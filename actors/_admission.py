@@ -15,7 +15,8 @@ at the door, without costing the loop anything, in a fair queue:
 So one user's burst (many continuums at once) cannot starve another user's one turn. A
 turn is refused at the door (`Overloaded`, a `Busy`, with `retry_after`) only when its
 expected wait would pass `turns.max_wait_s`: the queue ahead of it in that order, at the
-rate slots have been freed lately. Its own continuum's turns ahead of it (running or
+rate slots have been freed lately (nested turns, below, are not part of it: each brings a
+slot of its own). Its own continuum's turns ahead of it (running or
 waiting) go one at a time whatever slots are free, so they alone can make the wait too
 long: then it is refused as `Busy` (this continuum's, not the process's state). Refused
 turns cost nothing: no actor is started, nothing is composed or stored (a write per
@@ -76,15 +77,17 @@ class _Continuum:
     key: str
     tickets: deque[_Ticket] = field(default_factory=deque)  # waiting, in arrival order
     running: _Ticket | None = None  # the turn holding a slot
+    nested: int = 0  # of `tickets`, nested ones (first, each with the slot it brought)
 
 
 @dataclass(eq=False, slots=True)
 class _User:
     name: str
-    waiting: int = 0  # tickets waiting, over all continuums
+    waiting: int = 0  # tickets waiting for a shared slot (not nested), over all continuums
     ready: deque[_Continuum] = field(default_factory=deque)  # waiting, none running
     continuums: dict[str, _Continuum] = field(default_factory=dict)
-    # at_least[k]: how many of the user's continuums have more than k tickets waiting.
+    # at_least[k]: how many of the user's continuums have more than k tickets waiting
+    # for a shared slot (nested ones left out: see `_ahead`).
     at_least: list[int] = field(default_factory=list)
 
 
@@ -138,7 +141,7 @@ class Admission:
         self._tickets: dict[str, _Ticket] = {}
         self._users: dict[str, _User] = {}
         self._ready: deque[_User] = deque()  # users with a ready continuum, round robin
-        # at_least[k]: how many users have more than k tickets waiting.
+        # at_least[k]: how many users have more than k tickets waiting for a shared slot.
         self._at_least: list[int] = []
         self._draining = False
         self._emptied: asyncio.Future[None] | None = None  # `settled()`'s wait
@@ -192,8 +195,9 @@ class Admission:
         if wait > self.max_wait_s:
             self.refused += 1
             retry = max(1, math.ceil(wait - self.max_wait_s))
+            shared = self.waiting - (self.nested - self._nested_active)  # not nested ones
             raise Overloaded(
-                f"{_busy_slots(self.max_active, self.waiting)}: about {wait:.0f} s, over "
+                f"{_busy_slots(self.max_active, shared)}: about {wait:.0f} s, over "
                 f"turns.max_wait_s ({self.max_wait_s:g} s); retry in {retry} s",
                 retry_after=retry,
             )
@@ -256,10 +260,13 @@ class Admission:
         cont = ticket.continuum
         account = cont.user
         self._tickets[turn_id] = ticket
-        _raise(account.at_least, len(cont.tickets))
-        _raise(self._at_least, account.waiting)
+        if ticket.nested:
+            cont.nested += 1
+        else:
+            _raise(account.at_least, len(cont.tickets) - cont.nested)
+            _raise(self._at_least, account.waiting)
+            account.waiting += 1
         cont.tickets.append(ticket)
-        account.waiting += 1
         self.waiting += 1
         if cont.running is None and len(cont.tickets) == 1:
             self._make_ready(cont)
@@ -336,12 +343,22 @@ class Admission:
     # -- the queue -----------------------------------------------------------------------
 
     def _ahead(self, user: str, continuum: str) -> int:
-        """Tickets that the fair order serves before a new one of (user, continuum)."""
+        """Tickets that the fair order gives a shared slot before a new one of (user,
+        continuum).
+
+        Nested tickets waiting are not among them, though they go first: each runs on
+        the slot it brought, so none of them takes a shared slot, and the rate at which
+        shared slots free (`expected_wait`'s) is the same with them or without. What a
+        nested turn does cost: its continuum's later turns wait for it, one at a time
+        (`enter` counts it there, through `queued`), and while it runs the loop serves
+        one turn more than `max_active`, which slows every turn a little instead of
+        keeping any in the queue."""
         account = self._users.get(user)
         mine = waiting = 0
         if account is not None:
             cont = account.continuums.get(continuum)
-            place = 0 if cont is None else len(cont.tickets)  # its round in the continuum
+            # Its round in the continuum, among the tickets there waiting for a shared slot.
+            place = 0 if cont is None else len(cont.tickets) - cont.nested
             # Round robin over the user's continuums: each serves min(its waiting,
             # place + 1) first, at worst (its own: `place`). Summed by levels:
             # sum of min(w, m) over members = sum of at_least[k] for k < m.
@@ -377,7 +394,7 @@ class Admission:
             self._ready.popleft()
             account.ready.popleft()
             cont.tickets.popleft()
-            self._took(account, cont)
+            self._took(account, cont, ticket)
             cont.running = ticket
             ticket.state = _GRANTED
             ticket.granted_at = now = self._clock() if now is None else now
@@ -393,11 +410,14 @@ class Admission:
             if ticket.waiter is not None and not ticket.waiter.done():
                 ticket.waiter.set_result(None)
 
-    def _took(self, account: _User, cont: _Continuum) -> None:
-        """One ticket of `cont` left the waiting (given a slot, or withdrawn)."""
-        _lower(account.at_least, len(cont.tickets) + 1)
-        _lower(self._at_least, account.waiting)
-        account.waiting -= 1
+    def _took(self, account: _User, cont: _Continuum, ticket: _Ticket) -> None:
+        """`ticket`, of `cont`, left the waiting (given a slot, or withdrawn)."""
+        if ticket.nested:
+            cont.nested -= 1
+        else:
+            _lower(account.at_least, len(cont.tickets) - cont.nested + 1)
+            _lower(self._at_least, account.waiting)
+            account.waiting -= 1
         self.waiting -= 1
 
     def _withdraw(self, ticket: _Ticket) -> None:
@@ -405,7 +425,7 @@ class Admission:
         cont = ticket.continuum
         account = cont.user
         cont.tickets.remove(ticket)
-        self._took(account, cont)
+        self._took(account, cont, ticket)
         if not cont.tickets and cont.running is None:
             account.ready.remove(cont)
             if not account.ready:

@@ -283,6 +283,59 @@ class Delegate:
         return delegate
 
 
+class AskingHelper:
+    """Continuum "asking", whose tool asks continuum "helper" (a nested turn), while
+    helper's own turn holds a slot (its `hold` tool waits for the test's go)."""
+
+    def __init__(self, holds: Holds) -> None:
+        self.holds = holds
+        self.fm: Frontmind | None = None
+        self._started = anyio.Event()
+
+    def tool(self) -> Any:
+        async def delegate(turn: Turn) -> str:
+            """Ask the helper."""
+            assert self.fm is not None
+            async with self.fm.user(turn.user).turn("helper", "hi") as stream:
+                await stream.start()
+                self._started.set()
+                events = [event async for event in stream]
+            last = events[-1]
+            return last.text if isinstance(last, TurnCompleted) else repr(last)
+
+        return delegate
+
+    async def nested_waits(self, tg: anyio.abc.TaskGroup, results: list[list[TurnEvent]]) -> None:
+        """Start helper's turn and then asking's, read into `results[0]` and `[1]` by
+        tasks of `tg`, until asking's nested turn waits for helper's."""
+        assert self.fm is not None
+        for i, (cid, text) in enumerate([("helper", HOLD), ("asking", "call delegate")]):
+            stream = self.fm.user("ann").turn(cid, text)
+            await stream.start()
+            tg.start_soon(drain, stream, results[i])
+        await self.holds.count(1)  # "helper" holds a slot
+        with anyio.fail_after(20):
+            await self._started.wait()  # "asking" holds the other; its nested turn waits
+
+
+@asynccontextmanager
+async def asking_helper(
+    tmp_path: Path, holds: Holds
+) -> AsyncIterator[tuple[Frontmind, AskingHelper]]:
+    """A Frontmind with two turn slots, the `hold` tool and asking's `delegate`."""
+    asking = AskingHelper(holds)
+    cfg = config(
+        offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0},
+        turns={"max_active": 2},
+        tools={"timeout_s": 60},
+    )
+    async with Frontmind.open(
+        tmp_path, cfg, offline=True, tools=[holds.tool(), asking.tool()]
+    ) as fm:
+        asking.fm = fm
+        yield fm, asking
+
+
 async def test_a_turn_started_from_a_tool_runs_at_once_on_a_slot_of_its_own(
     tmp_path: Path,
 ) -> None:
@@ -373,34 +426,10 @@ async def test_a_nested_turn_that_waits_for_its_continuum_keeps_its_slot_to_itse
     # The slot a nested turn brings is for it: while it waited for its continuum's
     # running turn, the queue's next turn took it, and more turns ran than max_active.
     holds = Holds()
-    started = anyio.Event()
-
-    async def delegate(turn: Turn) -> str:
-        """Ask the helper."""
-        async with fm.user(turn.user).turn("helper", "hi") as stream:
-            await stream.start()
-            started.set()
-            events = [event async for event in stream]
-        last = events[-1]
-        return last.text if isinstance(last, TurnCompleted) else repr(last)
-
-    cfg = config(
-        offline={"time_to_first_token_s": 0.0, "tokens_per_second": 0.0},
-        turns={"max_active": 2},
-        tools={"timeout_s": 60},
-    )
-    async with Frontmind.open(tmp_path, cfg, offline=True, tools=[holds.tool(), delegate]) as fm:
+    async with asking_helper(tmp_path, holds) as (fm, asking):
         results: list[list[TurnEvent]] = [[], [], []]
         async with anyio.create_task_group() as tg:
-            for i, (user, cid, text) in enumerate(
-                [("ann", "helper", HOLD), ("ann", "asking", "call delegate")]
-            ):
-                stream = fm.user(user).turn(cid, text)
-                await stream.start()
-                tg.start_soon(drain, stream, results[i])
-            await holds.count(1)  # "helper" holds a slot
-            with anyio.fail_after(20):
-                await started.wait()  # "asking" holds the other; its nested turn waits
+            await asking.nested_waits(tg, results)
             other = fm.user("bob").turn("other", HOLD)
             await other.start()
             tg.start_soon(drain, other, results[2])
@@ -420,6 +449,43 @@ async def test_a_nested_turn_that_waits_for_its_continuum_keeps_its_slot_to_itse
             full(events)
         assert (a.active, a.waiting, a.nested) == (0, 0, 0)
         assert holds.most_running == 1
+
+
+async def test_a_waiting_nested_turn_does_not_lengthen_the_queues_expected_wait(
+    tmp_path: Path,
+) -> None:
+    # A nested turn waiting for its continuum was counted ahead of the queue's turns as
+    # if it would take one of the shared slots: it runs on the slot it brought, so a
+    # turn of another continuum was refused (and told to retry) a whole slot's turn
+    # later than it would be served.
+    holds = Holds()
+    async with asking_helper(tmp_path, holds) as (fm, asking):
+        warm: list[TurnEvent] = []
+        await drain(fm.turn("warm", "hello"), warm)  # a measured turn time
+        full(warm)
+        a = fm.admission
+        assert a.turn_seconds is not None
+        results: list[list[TurnEvent]] = [[], [], []]
+        async with anyio.create_task_group() as tg:
+            await asking.nested_waits(tg, results)
+            assert (a.active, a.waiting, a.nested) == (2, 1, 1)
+            # Nothing ahead of bob's turn for the shared slots: it has the first of
+            # them to free, at max_active slots a turn's time.
+            assert a.expected_wait("bob", "other") == a.turn_seconds / 2
+            a.max_wait_s = 0.75 * a.turn_seconds  # a wait of one slot passes; two don't
+            first = fm.user("bob").turn("other", "hello")
+            await first.start()  # taken in
+            tg.start_soon(drain, first, results[2])
+            late = fm.user("carl").turn("late", "hello")  # bob's turn is ahead of it
+            with pytest.raises(Overloaded) as caught:
+                await late.start()
+            holds.release(0)  # "helper" is free: the nested turn, "asking", bob's turn end
+        assert str(caught.value).startswith(
+            "all 2 turn slots are taken and 1 turn waits for them: about "
+        )
+        for events in results:
+            full(events)
+        assert (a.active, a.waiting, a.nested) == (0, 0, 0)
 
 
 async def test_a_turn_is_refused_at_the_door_when_the_wait_is_too_long(
