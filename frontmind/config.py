@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -205,17 +206,25 @@ def _located(message: str, text: bytes) -> str:
     return f"{where}: {found['what']}" + (f" (at {rest})" if rest else "")
 
 
-def _decode_config(data: bytes) -> Config:
-    """The file as a `Config`. `[[model]]` rows (the singular spelling) are taken as
-    `[[models]]` rows in a file without a `[model]` table: TOML allows no array of
-    tables beside a table of the same name, so a file with `[model]` says `[[models]]`."""
+def _decode_config(data: bytes, here: Path) -> Config:
+    """The file, in the directory `here`, as a `Config`. `[[model]]` rows (the singular
+    spelling) are taken as `[[models]]` rows in a file without a `[model]` table: TOML
+    allows no array of tables beside a table of the same name, so a file with `[model]`
+    says `[[models]]`. A stdio `[[mcp]]` server's working directory is taken from `here`
+    (`_mcp_beside`)."""
     raw = msgspec.toml.decode(data)
-    if not isinstance(raw, dict) or not isinstance(raw.get("model"), list):
-        return msgspec.toml.decode(data, type=Config)
-    if "models" in raw:
-        raise msgspec.ValidationError("[[model]] and [[models]] both give model rows: use one")
-    raw["models"] = raw.pop("model")
-    return msgspec.convert(raw, Config)
+    if not isinstance(raw, dict):
+        return msgspec.toml.decode(data, type=Config)  # refused, in msgspec's words
+    if isinstance(raw.get("model"), list):
+        if "models" in raw:
+            raise msgspec.ValidationError("[[model]] and [[models]] both give model rows: use one")
+        raw["models"] = raw.pop("model")
+    if isinstance(raw.get("mcp"), list):
+        # Before the entries are decoded: an `McpServer` made takes a relative `cwd`
+        # from the process's working directory (actors/_mcp/_spec.py).
+        raw["mcp"] = [_mcp_beside(entry, here) for entry in raw["mcp"]]
+    # As `msgspec.toml.decode(data, type=Config)` converts what it read.
+    return msgspec.convert(raw, Config, builtin_types=(datetime, date, time), str_keys=True)
 
 
 def check_face_config(config: Config) -> None:
@@ -254,14 +263,14 @@ def load_config(
         raise ConfigError(f"config file {path} {what}")
     if candidate.is_file():
         text = candidate.read_bytes()
+        here = candidate.resolve().parent
         try:
-            config = _decode_config(text)
+            config = _decode_config(text, here)
         except msgspec.ValidationError as exc:
             raise ConfigError(f"{candidate}: {_located(str(exc), text)}") from None
         except msgspec.DecodeError as exc:
             raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
         # `use` modules are also looked for beside the config file (actors/_imports.py).
-        here = candidate.resolve().parent
         near = (*(str(here / entry) for entry in config.module_path), str(here))
         config = msgspec.structs.replace(config, module_path=near)
         # So is a relative token file (a daemon started from another directory, by a
@@ -270,11 +279,6 @@ def load_config(
             token_file = str(here / Path(config.server.token_file).expanduser())
             server = msgspec.structs.replace(config.server, token_file=token_file)
             config = msgspec.structs.replace(config, server=server)
-        # And an MCP server's relative `cwd`: it was the daemon's own working directory's
-        # (`/` under a service manager), so the server started in another directory
-        # than the one beside the file, or not at all.
-        if any(server.cwd is not None for server in config.mcp):
-            config = msgspec.structs.replace(config, mcp=_mcp_beside(config.mcp, here))
     if env.get("FRONTMIND_MODEL"):
         model = msgspec.structs.replace(config.model, name=env["FRONTMIND_MODEL"])
         config = msgspec.structs.replace(config, model=model)
@@ -307,14 +311,19 @@ def load_config(
     return config
 
 
-def _mcp_beside(servers: tuple[McpServer, ...], here: Path) -> tuple[McpServer, ...]:
-    """The servers with a relative `cwd` taken from `here` (`~` is the user's home)."""
-    return tuple(
-        server
-        if server.cwd is None
-        else msgspec.structs.replace(server, cwd=str(here / Path(server.cwd).expanduser()))
-        for server in servers
-    )
+def _mcp_beside(entry: object, here: Path) -> object:
+    """An `[[mcp]]` entry as read, a stdio server's working directory taken from `here`,
+    the config file's directory: a relative `cwd` joined to it (`~` is the user's home),
+    none given is `here` itself. Both were the daemon's own working directory (`/` under
+    a service manager), so a server found by a relative path (`["python", "./server.py"]`)
+    ran from one directory and not from another. A url server's entry is left as it is
+    (a `cwd` there is refused by the checks)."""
+    if not isinstance(entry, dict) or "url" in entry:
+        return entry
+    cwd = entry.get("cwd", "")
+    if not isinstance(cwd, str):
+        return entry  # refused as it is decoded, naming the key
+    return {**entry, "cwd": str(here / Path(cwd).expanduser())}
 
 
 def _import(use: str, what: str, shape: str, search: tuple[str, ...]) -> object:

@@ -932,6 +932,72 @@ async def test_an_idle_links_check_is_answered_on_every_protocol() -> None:
     assert seen["t"] == seen["web"] == "2026-07-28", seen
 
 
+async def where_it_runs(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], data: Path, servers: Sequence[McpServer]
+) -> dict[str, Any]:
+    """The working directory and environment of server "t" of `servers`, which runs
+    once Frontmind has opened (as its `environment` tool says them)."""
+    api, responder = script
+    async with await opened(api, data, servers) as fm:
+        assert fm.mcp_servers()[0].state == "running", fm.mcp_servers()[0].error
+        responder.extend(calls(("mcp__t__environment", {})))
+        seen = finished_call([e async for e in fm.turn("ada", "where are you?")])
+    assert not seen.is_error, seen.content
+    where: dict[str, Any] = json.loads(seen.content)
+    return where
+
+
+def read_elsewhere(
+    data: Path, monkeypatch: pytest.MonkeyPatch, entry: str, env: str = ""
+) -> tuple[McpServer, ...]:
+    """The servers of a config file in `data` whose one `[[mcp]]` entry, "t", is `entry`
+    (with PYTHONPATH and `env` in its `env`), read from another directory: a daemon
+    started elsewhere (`/` under a service manager), as the process stays."""
+    (data / "frontmind.toml").write_text(
+        f'[[mcp]]\nname = "t"\n{entry}env = {{PYTHONPATH = {json.dumps(str(ROOT))}{env}}}\n'
+    )
+    elsewhere = data.parent / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    return load_config(None, data).mcp
+
+
+async def test_a_stdio_server_without_cwd_runs_in_its_config_files_directory(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no `cwd`, a server ran in the daemon's working directory (`/` under a service
+    manager): one found by a relative path beside the config file started from one
+    directory and not from another."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "server.py").write_text("from tests._mcp_server import main\n\nmain()\n")
+    command = f"{json.dumps(sys.executable)}, {json.dumps('./server.py')}"
+    servers = read_elsewhere(data, monkeypatch, f"command = [{command}]\n")
+    where = await where_it_runs(script, data, servers)
+    assert where["cwd"] == servers[0].cwd == str(data.resolve())
+
+
+async def test_a_relative_cwd_given_in_code_is_where_the_process_was_when_it_was_made(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A relative `cwd` of an `McpServer` made in code was taken from the working
+    directory each time the server started: a `chdir` in between moved it elsewhere
+    (here: to a directory where it does not exist, refused at the start)."""
+    (tmp_path / "servers" / "shop").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    env = {"PYTHONPATH": str(ROOT)}
+    server = McpServer(name="t", command=tuple(SERVER), cwd="servers/shop", env=env)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the process moved on before Frontmind opened
+    where = await where_it_runs(script, tmp_path / "data", [server])
+    assert where["cwd"] == server.cwd == str(tmp_path / "servers" / "shop")
+
+
 async def test_a_relative_cwd_is_the_config_files_and_the_server_gets_no_secrets(
     script: tuple[LocalMessagesAPI, ScriptedResponder],
     tmp_path: Path,
@@ -941,26 +1007,14 @@ async def test_a_relative_cwd_is_the_config_files_and_the_server_gets_no_secrets
     manager): the server started elsewhere than beside its config file, or not at all.
     Its environment is the `mcp` SDK's safe minimum and its own `env`, never the
     daemon's (which holds the API key)."""
-    api, responder = script
     data = tmp_path / "data"
     (data / "servers" / "shop").mkdir(parents=True)
     command = ", ".join(json.dumps(part) for part in SERVER)
-    (data / "frontmind.toml").write_text(
-        f'[[mcp]]\nname = "t"\ncommand = [{command}]\ncwd = "servers/shop"\n'
-        f'env = {{PYTHONPATH = {json.dumps(str(ROOT))}, SHOP = "acme"}}\n'
-    )
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)  # the daemon was started from another directory
     monkeypatch.setenv("FRONTMIND_TEST_SECRET", "sk-secret")
-    servers = load_config(None, data).mcp
+    entry = f'command = [{command}]\ncwd = "servers/shop"\n'
+    servers = read_elsewhere(data, monkeypatch, entry, ', SHOP = "acme"')
     assert servers[0].cwd == str(data.resolve() / "servers" / "shop")
-    async with await opened(api, data, servers) as fm:
-        assert fm.mcp_servers()[0].state == "running", fm.mcp_servers()[0].error
-        responder.extend(calls(("mcp__t__environment", {})))
-        seen = finished_call([e async for e in fm.turn("ada", "where are you?")])
-    assert not seen.is_error, seen.content
-    where = json.loads(seen.content)
+    where = await where_it_runs(script, data, servers)
     assert where["cwd"] == str(data.resolve() / "servers" / "shop")
     assert where["env"]["SHOP"] == "acme"
     assert "PATH" in where["env"]

@@ -8,6 +8,7 @@ API's rule for tool names.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -35,12 +36,22 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     url: str | None = None  # streamable HTTP: the endpoint
     headers: dict[str, str] = {}  # streamable HTTP only: sent with every request
     env: dict[str, str] = {}  # stdio only: set for the server, over a minimal environment
-    cwd: str | None = None  # stdio only: its working directory (in a config file: from its own)
+    # stdio only: its working directory; a relative one is the process's as the entry is
+    # made (a config file's entries are taken from the file's directory, with no cwd too).
+    cwd: str | None = None
     allowed_tools: tuple[str, ...] | None = None  # only these of its tools (None: all)
     timeout_s: float = 30.0  # per call; a call running longer is an error for the model
     startup_timeout_s: float = 30.0  # to start and answer the handshake and tools/list
     required: bool = False  # true: the instance refuses to start without it
     max_result_chars: int = 100_000  # a longer text result is cut, with a note
+
+    def __post_init__(self) -> None:
+        # A relative cwd was resolved each time the server started: a `chdir` of the
+        # process in between moved it (or made it fail), at any restart. Resolved once,
+        # here, it is the directory the entry was written for. `~` is the user's home.
+        if self.cwd is not None:
+            absolute = os.path.abspath(os.path.expanduser(self.cwd))
+            msgspec.structs.force_setattr(self, "cwd", absolute)
 
 
 def mcp_tool_name(server: str, tool: str) -> str:
