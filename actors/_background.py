@@ -57,14 +57,15 @@ from storage import (
 )
 from storage import Storage as StoragePort
 
-from ._conversation import RideCache
+from ._conversation import RideCache, TokenScales
 from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
-from ._exceptions import Busy, FrontmindError, ShuttingDown
+from ._exceptions import Busy, FrontmindError, ModelRejected, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
 from ._recall import Embedder
 from ._surfacings import Surfacings
+from ._too_long import learn_too_long, request_estimate
 
 __all__ = [
     "BackgroundMessage",
@@ -256,7 +257,11 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         dropped: DroppedRecords | None = None,
         closing: Callable[[], bool] = lambda: False,
         surfacings: Surfacings | None = None,
+        token_scales: TokenScales | None = None,
     ) -> None:
+        # The conversations' token scales, to learn from a summary refused as too long
+        # (None: such a refusal fails the job as any other does).
+        self._scales = token_scales
         self._dropped = DroppedRecords() if dropped is None else dropped
         # Surfacings not yet counted (the memories sections add to it when this
         # worker's mailbox is full).
@@ -524,13 +529,12 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         ride = RideCache(segment.first_seq, end_seq, transcript(messages))
         request = await self._prefix(job.user, job.continuum_id, ride)
         started = time.perf_counter()
-        done: StreamDone | None = None
-        async with aclosing(self._model.stream(request)) as events:
-            async for event in events:
-                if isinstance(event, StreamDone):
-                    done = event
-        if done is None:
-            raise DigestError("the summary call ended without a reply")
+        try:
+            done = await self._reply(request)
+        except ModelRejected as refusal:
+            request = await self._fitted_again(job, ride, request, refusal)
+            started = time.perf_counter()  # the refused call cost nothing
+            done = await self._reply(request)
         usage = JobUsage(
             request.model, done.usage, (time.perf_counter() - started) * 1000, done.message_id
         )
@@ -558,6 +562,38 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
             if decided is not None:
                 accepted.append(decided)
         return SegmentDigest(segment.id, reply.title, reply.summary, tuple(accepted)), usage
+
+    async def _reply(self, request: ModelRequest) -> StreamDone:
+        """The model's whole reply to the summary's request."""
+        done: StreamDone | None = None
+        async with aclosing(self._model.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, StreamDone):
+                    done = event
+        if done is None:
+            raise DigestError("the summary call ended without a reply")
+        return done
+
+    async def _fitted_again(
+        self, job: Job, ride: RideCache, request: ModelRequest, refusal: ModelRejected
+    ) -> ModelRequest:
+        """The summary's request, refused as longer than the window, built again on the
+        token scale the refusal's count says, as a turn's is (else `refusal` is raised).
+
+        The conversation builds it on the continuum's scale, which a process measures on
+        the continuum's turns: one that has just started has none, the estimate counts
+        dense text (numbers, JSON) at a fourth of what the API does, and the history
+        sent, fitted by the estimate, was too long on every try (the turns themselves
+        learn from the refusal and are sent again). It is sent once more, fitted;
+        refused again, the job fails as any other refusal does."""
+        estimate = request_estimate(request)
+        key = (job.user, job.continuum_id)
+        if self._scales is None or not learn_too_long(self._scales, key, estimate, refusal):
+            raise refusal
+        again = await self._prefix(job.user, job.continuum_id, ride)
+        if request_estimate(again) >= estimate:
+            raise refusal  # nothing more could be left out: it would be refused again
+        return again
 
     async def _nearest(
         self, user: str, vector: Sequence[float]

@@ -63,6 +63,7 @@ from ._conversation import (
     Reconfigure,
     RideCache,
     RunTurn,
+    TokenScales,
     WarmUp,
     WarmUpDone,
     new_turn_id,
@@ -409,6 +410,9 @@ class Engine:
         # Continuums whose running turn closed a segment: the worker wakes when it ends.
         self._wake_after: set[tuple[str, str]] = set()
         self._dropped = DroppedRecords()
+        # The continuums' token scales: the conversations' measure, and what a summary
+        # refused as too long learns from (the worker's own request).
+        token_scales = TokenScales()
         self._background = system.spawn(
             lambda: BackgroundWorker(
                 storage,
@@ -421,6 +425,7 @@ class Engine:
                 dropped=self._dropped,
                 closing=lambda: self._draining,
                 surfacings=surfacings,
+                token_scales=token_scales,
             ),
             name=background_name(),
             mailbox=16,
@@ -468,6 +473,7 @@ class Engine:
             ttl_policy=ttl_policy,
             admission=self.admission,
             ended=self._ended,
+            token_scales=token_scales,
         )
 
     def _make_trinket(self, entry: TrinketEntry) -> Callable[[], TrinketActor]:

@@ -6,6 +6,7 @@ deterministic JSON summary, and the app runs on a manual clock."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from frontmind.localapi import (
     LocalMessagesAPI,
     MessagesRequest,
     Reply,
+    ReplyText,
     ReplyToolUse,
     ScriptedResponder,
 )
@@ -524,3 +526,78 @@ async def test_surfacings_are_written_once_a_batch_is_full(tmp_path: Path) -> No
         assert [m.uses for m in await store.memories(DEFAULT_USER)] == [0]
         await worker.ask(surfaced)
         assert [m.uses for m in await store.memories(DEFAULT_USER)] == [SURFACED_BATCH]
+
+
+# A model row of a 60k window (the config's and the local API's alike), and a table of
+# numbers the API counts some four times higher than Frontmind's estimate does.
+DENSE_ROW = {"name": "claude-sonnet-4-5", "context_window": 60_000, "max_output": 8_000}
+TABLE = "\n".join(",".join(str(1000 + 37 * i + j) for j in range(8)) for i in range(700))
+
+
+class _ReadsTables(DefaultResponder):
+    """A model that calls `read_table` until three results are in its request, then
+    answers; the summary's call finds it down (a 500), as an outage would."""
+
+    def respond(self, request: MessagesRequest) -> Reply:
+        last = request.messages[-1].content
+        said = last if isinstance(last, str) else " ".join(getattr(b, "text", "") for b in last)
+        if said.startswith(SUMMARY_MARKER):
+            raise LookupError("the model is down")
+        done = sum(
+            type(b).__name__ == "ToolResultBlock"
+            for m in request.messages
+            if not isinstance(m.content, str)
+            for b in m.content
+        )
+        if done < 3:
+            return Reply((ReplyToolUse("read_table", {}, f"toolu_{done}"),))
+        return Reply((ReplyText("Read them."),))
+
+
+async def test_a_summary_after_a_restart_learns_from_a_too_long_refusal(tmp_path: Path) -> None:
+    """A turn refused as longer than the window (the estimate short of the API's count:
+    a new process has not measured the continuum yet) learns the continuum's token
+    scale from the refusal's count and is sent again fitted. A summary job run by a new
+    process sent the history at the estimate's scale, was refused as too long, and
+    failed on every try; it now learns and is sent again fitted, as a turn is."""
+
+    @tool(max_result_chars=400_000)
+    def read_table() -> str:
+        """Read the table."""
+        return TABLE
+
+    cfg = config(
+        model={"name": "claude-sonnet-4-5", "max_tokens": 1024},
+        models=[DENSE_ROW],
+        history={"budget_tokens": 1_000_000},
+    )
+    clock = FakeClock()
+    async with (
+        LocalMessagesAPI(responder=_ReadsTables(), models=[DENSE_ROW]) as api,
+        frontmind(api, tmp_path, cfg=cfg, clock=clock, tools=[read_table], max_retries=0) as fm,
+    ):
+        # One turn of three reads, over the window by the API's count: its requests
+        # carry the oldest results as notes (the store keeps them whole).
+        completed(await run_turn(fm, "c1", "read the tables"))
+        clock.advance(GAP + 1)
+        completed(await run_turn(fm, "c1", "thanks"))  # closes the segment
+        await fm.run_background()
+        (job,) = await fm.jobs("c1")
+        assert job.state == "pending", job  # the model was down for its summary
+    clock.advance(60)
+    async with (
+        LocalMessagesAPI(models=[DENSE_ROW]) as api,
+        frontmind(api, tmp_path, cfg=cfg, clock=clock, tools=[read_table]) as fm,
+    ):
+        await fm.run_background()  # the new process runs it, before any turn
+        (job,) = await fm.jobs("c1")
+        bodies = api.message_bodies()
+        closed = (await fm.storage.recent_segments(DEFAULT_USER, "c1"))[0]
+    assert (job.state, job.last_error) == ("done", None)
+    assert closed.summary.startswith("In 1 message(s) the user brought up: read the tables")
+    # Refused once as too long, then sent with the oldest results as notes.
+    assert len(bodies) == 2
+    sent = [b for m in bodies[-1]["messages"] for b in m["content"] if isinstance(b, dict)]
+    results = [b for b in sent if b["type"] == "tool_result"]
+    assert len(results) == 3
+    assert "left out of this request" in json.dumps(results[0]["content"])

@@ -1,0 +1,74 @@
+"""A request built elsewhere than in a turn, refused by the Messages API as longer than
+the model's window: its continuum's token scale learnt from the refusal's count.
+
+A turn learns so in the conversation actor (`_learn_too_long`, actors/_conversation.py),
+from the estimate of the request it composed. A segment's summary rides the
+conversation's prefix (`RideCache`) and is sent by the background worker, which has the
+request alone: its estimate is counted here as the conversation counts a request's
+parts (4 bytes a token, a framing cost per block: `_sent_estimate`), so the scale
+learnt means what the conversation's own does, and the next request it builds (the
+summary's again, or the next turn's) is fitted on it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
+
+from ._conversation import _TOO_LONG, TOO_LONG_MARGIN, TokenScales
+from ._exceptions import ModelRejected
+from ._history_cost import message_tokens
+from ._layout import (
+    ModelRequest,
+    OutBlock,
+    OutText,
+    OutToolResult,
+    OutToolUse,
+    block_kind,
+    tool_text,
+)
+from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
+
+__all__ = ["learn_too_long", "request_estimate"]
+
+
+def request_estimate(request: ModelRequest) -> int:
+    """The request in estimated tokens: its tools, system prompt and messages."""
+    tools = sum(estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS for t in request.tools)
+    system = sum(estimate_tokens(b.text) + BLOCK_FRAMING_TOKENS for b in request.system)
+    # Each message as the history stores it, weighed as the history weighs it (images
+    # and documents by what the API counts for them, not by their base64's length).
+    messages = sum(
+        message_tokens(Message("user", tuple(_stored(b) for b in m.content)))
+        for m in request.messages
+    )
+    return tools + system + messages
+
+
+def _stored(block: OutBlock) -> ContentBlock:
+    """A request's block as the stored block it was made from."""
+    if isinstance(block, OutText):
+        return TextBlock(block.text)
+    if isinstance(block, OutToolUse):
+        return ToolUseBlock(block.id, block.name, bytes(block.input).decode())
+    if isinstance(block, OutToolResult):
+        if isinstance(block.content, msgspec.Raw):
+            return ToolResultBlock(
+                block.tool_use_id, "", block.is_error, bytes(block.content).decode()
+            )
+        return ToolResultBlock(block.tool_use_id, block.content, block.is_error)
+    return RawBlock(block_kind(block), bytes(block).decode())
+
+
+def learn_too_long(
+    scales: TokenScales, key: tuple[str, str], estimate: int, refusal: ModelRejected
+) -> bool:
+    """Whether `refusal` is the API's "prompt is too long" for a request of `estimate`
+    estimated tokens; if so, the continuum `key`'s scale is at least what its count
+    says, a little over (`TOO_LONG_MARGIN`), so the next request is not at the edge."""
+    found = _TOO_LONG.search(str(refusal))
+    if found is None or estimate <= 0:
+        return False
+    scales.set(key, max(scales.get(key), int(found[1]) / estimate * TOO_LONG_MARGIN))
+    return True
