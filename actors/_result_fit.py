@@ -111,9 +111,19 @@ def fit_loop(
         fitted_tail[newest] = message
     noted = own.noted + earlier.noted
     history_saved = own.over - earlier.over
+    # Only where the loop's earlier messages must go unchanged (`fixed`): elsewhere the
+    # next request notes the turn's older results and has room again. A result of
+    # content blocks goes as a note whole by design (no smaller part to ask for).
     results = [b for b in tail[newest].content if isinstance(b, ToolResultBlock)]
     left_out = dict(cut)
-    full = bool(results) and all(left_out.get(b.tool_use_id) == len(b.content) for b in results)
+    full = (
+        fixed > 0
+        and bool(results)
+        and all(
+            not b.content_json and b.content and left_out.get(b.tool_use_id) == len(b.content)
+            for b in results
+        )
+    )
     return LoopFit(earlier.messages, fitted_tail, wanted - over, history_saved, noted, cut, full)
 
 
