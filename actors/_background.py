@@ -57,7 +57,7 @@ from storage import (
 )
 from storage import Storage as StoragePort
 
-from ._conversation import RideCache, TokenScales
+from ._conversation import RideCache
 from ._digest import SAME_MEANING, DigestError, decide_memory, parse_digest
 from ._exceptions import Busy, FrontmindError, ModelRejected, ShuttingDown
 from ._layout import ModelRequest
@@ -65,7 +65,7 @@ from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
 from ._recall import Embedder
 from ._surfacings import Surfacings
-from ._too_long import learn_too_long, request_estimate
+from ._too_long import TokenScales, learn_too_long, request_estimate
 
 __all__ = [
     "BackgroundMessage",

@@ -104,6 +104,7 @@ from ._observe import current_turn, failed, span, turn_span, usage_attributes
 from ._result_fit import LoopFit, fit_loop, fit_results
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
+from ._too_long import TokenScales, learn_too_long
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
@@ -211,41 +212,9 @@ _RESULT_OF = re.compile(r'"tool_use_id"\s*:\s*"([^"\\]*)"')
 log = logging.getLogger("frontmind.conversation")
 
 
-# The token scale (`TokenScales`): measured on requests of at least this many
-# estimated tokens (a smaller one may only lower it), never above the largest ratio of
-# the API's count to the estimate seen for any text (digits, punctuation: about 5), and
-# after a request refused as too long, a little over what it took, so the next request
-# is not at the window's edge.
+# The token scale (`TokenScales`, actors/_too_long.py) is measured on requests of at
+# least this many estimated tokens (a smaller one may only lower it).
 SCALE_MIN_ESTIMATE = 4_000
-MAX_TOKEN_SCALE = 8.0
-TOO_LONG_MARGIN = 1.1
-# The API's refusal of a request longer than the window ("Context windows": "prompt is
-# too long: N tokens > M maximum"), whose N says how long it really was.
-_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
-
-
-class TokenScales:
-    """Tokens the API counted per token of Frontmind's estimate, by (user, continuum), in
-    each continuum's last measured request (at least 1). The estimate (4 bytes a token)
-    is close for prose but counts dense text (JSON, CSV, code, numbers) at a quarter of
-    what the API does: a history budget kept in estimated tokens let such a history
-    outgrow the model's window, and every turn after was refused as too long. Held by
-    the process, not the continuum's actor (a lane let go after a failed turn takes its
-    actor with it); the `limit` most recently measured continuums are kept."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self._limit = limit
-        self._scales: dict[tuple[str, str], float] = {}
-
-    def get(self, key: tuple[str, str]) -> float:
-        return self._scales.get(key, 1.0)
-
-    def set(self, key: tuple[str, str], scale: float) -> None:
-        self._scales.pop(key, None)
-        if scale > 1.0:
-            self._scales[key] = min(MAX_TOKEN_SCALE, scale)
-            if len(self._scales) > self._limit:
-                del self._scales[next(iter(self._scales))]
 
 
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
@@ -823,14 +792,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """A request the API refused as longer than the window: the scale its count
         says, a little over, so the request trims to fit (else every turn of the
         continuum was refused so from then on). Whether it was such a refusal."""
-        found = _TOO_LONG.search(str(refusal))
         estimate = self._sent_estimate(composed, messages)
-        if found is None or estimate <= 0:
-            return False
-        wanted = int(found[1]) / estimate * TOO_LONG_MARGIN
-        key = (self._user, self._id)
-        self._deps.token_scales.set(key, max(self._deps.token_scales.get(key), wanted))
-        return True
+        return learn_too_long(self._deps.token_scales, (self._user, self._id), estimate, refusal)
 
     def _budget(self, state: _Loaded, composed: Composed | None) -> int:
         """The history's token budget: the configured one, within what the model's window

@@ -63,7 +63,6 @@ from ._conversation import (
     Reconfigure,
     RideCache,
     RunTurn,
-    TokenScales,
     WarmUp,
     WarmUpDone,
     new_turn_id,
@@ -88,6 +87,7 @@ from ._server_tools import (
 from ._settings import Settings
 from ._surfacings import Surfacings
 from ._timers import Timers
+from ._too_long import TokenScales
 from ._tool_spec import Tool
 from ._tools import ToolRunner, tool_definitions, tool_guidance, tool_hints
 from ._trinket import Directory, Trinket, TrinketActor, composer_name, trinket_name

@@ -1,5 +1,5 @@
-"""A request built elsewhere than in a turn, refused by the Messages API as longer than
-the model's window: its continuum's token scale learnt from the refusal's count.
+"""Each continuum's token scale, and what a request refused as longer than the model's
+window teaches it: the scale the refusal's count says.
 
 A turn learns so in the conversation actor (`_learn_too_long`, actors/_conversation.py),
 from the estimate of the request it composed. A segment's summary rides the
@@ -12,11 +12,12 @@ summary's again, or the next turn's) is fitted on it.
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from storage import ContentBlock, Message, RawBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
-from ._conversation import _TOO_LONG, TOO_LONG_MARGIN, TokenScales
 from ._exceptions import ModelRejected
 from ._history_cost import message_tokens
 from ._layout import (
@@ -30,7 +31,41 @@ from ._layout import (
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 
-__all__ = ["learn_too_long", "request_estimate"]
+__all__ = ["MAX_TOKEN_SCALE", "TokenScales", "learn_too_long", "request_estimate"]
+
+# The scale never goes above the largest ratio of the API's count to the estimate seen
+# for any text (digits, punctuation: about 5); after a request refused as too long, it
+# is a little over what that request took, so the next one is not at the window's edge.
+MAX_TOKEN_SCALE = 8.0
+TOO_LONG_MARGIN = 1.1
+# The API's refusal of a request longer than the window ("Context windows": "prompt is
+# too long: N tokens > M maximum"), whose N says how long it really was.
+_TOO_LONG = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+
+class TokenScales:
+    """Tokens the API counted per token of Frontmind's estimate, by (user, continuum), in
+    each continuum's last measured request (at least 1). The estimate (4 bytes a token)
+    is close for prose but counts dense text (JSON, CSV, code, numbers) at a quarter of
+    what the API does: a history budget kept in estimated tokens let such a history
+    outgrow the model's window, and every turn after was refused as too long. Held by
+    the process, not the continuum's actor (a lane let go after a failed turn takes its
+    actor with it), shared by the turns and the summaries; the `limit` most recently
+    measured continuums are kept."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self._limit = limit
+        self._scales: dict[tuple[str, str], float] = {}
+
+    def get(self, key: tuple[str, str]) -> float:
+        return self._scales.get(key, 1.0)
+
+    def set(self, key: tuple[str, str], scale: float) -> None:
+        self._scales.pop(key, None)
+        if scale > 1.0:
+            self._scales[key] = min(MAX_TOKEN_SCALE, scale)
+            if len(self._scales) > self._limit:
+                del self._scales[next(iter(self._scales))]
 
 
 def request_estimate(request: ModelRequest) -> int:

@@ -25,8 +25,8 @@ from actors import (
     TurnCompleted,
     TurnStarted,
 )
-from actors._conversation import MAX_TOKEN_SCALE, TokenScales
 from actors._history_cost import PDF_PAGE_TOKENS, message_tokens
+from actors._too_long import MAX_TOKEN_SCALE, TokenScales
 from frontmind import Config, Frontmind, TurnStream, tool
 from frontmind.localapi import (
     Latency,
