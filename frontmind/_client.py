@@ -20,7 +20,6 @@ import httpx2
 import msgspec
 
 from actors import (
-    Busy,
     InvalidModelSettings,
     McpServerStatus,
     ModelChoice,
@@ -52,7 +51,7 @@ from storage import (
     to_epoch,
 )
 
-from ._exceptions import FROM_WIRE, ClientError
+from ._exceptions import FROM_WIRE, ClientError, error_from_wire
 from ._wire import (
     BackupDone,
     ContinuumPage,
@@ -112,13 +111,15 @@ def _raise_for(response: httpx2.Response, body: bytes) -> None:
     cls = FROM_WIRE.get(kind)
     if cls is None:
         raise ClientError(f"{kind} (HTTP {status}): {message}")
-    if issubclass(cls, Busy):
+    turn_id, continuum_id = error.get("turn_id"), error.get("continuum_id")
+    raise error_from_wire(
+        cls,
+        message,
         # The daemon's estimate rides in the header (in whole seconds), not the body.
-        retry_after = retry_after_seconds(response.headers)
-        turn_id = error.get("turn_id")
-        turn_id = turn_id if isinstance(turn_id, str) else None
-        raise cls(message, retry_after=retry_after, turn_id=turn_id)
-    raise cls(message)
+        retry_after=retry_after_seconds(response.headers),
+        turn_id=turn_id if isinstance(turn_id, str) else None,
+        continuum_id=continuum_id if isinstance(continuum_id, str) else None,
+    )
 
 
 class _Closing:

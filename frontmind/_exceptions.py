@@ -6,8 +6,10 @@ string, its class's `type` (inherited until a subclass gives its own): the libra
 `TurnError` events, the daemon's SSE `error` events and its HTTP error bodies
 (`{"error": {"type": ..., "message": ...}}`) all say the same. `HTTP_STATUS` below is
 the daemon's status for each; `frontmind.Client` reads a type back as the class in
-`FROM_WIRE`. Classes that share a type share a status (tests/test_errors.py walks the
-tree and checks this drawing, the types and the statuses)::
+`FROM_WIRE`, with the attributes the library's error carries (`error_from_wire`: the
+body's ids, `wire_ids`, and the Retry-After header's wait). Classes that share a type
+share a status (tests/test_errors.py walks the tree and checks this drawing, the types
+and the statuses)::
 
     FrontmindError                    internal_error          500
     ├── StorageError                  storage_unavailable     503
@@ -107,6 +109,7 @@ from storage import (
     NotFound,
     StorageError,
     StorageUnavailable,
+    UnknownContinuum,
     UserExists,
     error_type,
     excerpt,
@@ -126,8 +129,10 @@ __all__ = [
     "Forbidden",
     "RequestTimeout",
     "UnsupportedMediaType",
+    "error_from_wire",
     "wire_error",
     "wire_event_message",
+    "wire_ids",
     "wire_message",
     "wire_retry_after",
 ]
@@ -249,6 +254,36 @@ def _from_wire() -> dict[str, type[FrontmindError]]:
 
 
 FROM_WIRE = _from_wire()
+
+
+def wire_ids(exc: BaseException) -> dict[str, str]:
+    """The ids an error body carries beside the type and message (`turn_id`,
+    `continuum_id`): the attributes a caller reads on the library's error, which the
+    client's must carry too. A wait rides in the Retry-After header instead."""
+    if isinstance(exc, Busy) and exc.turn_id is not None:
+        return {"turn_id": exc.turn_id}
+    if isinstance(exc, UnknownContinuum):
+        return {"continuum_id": exc.continuum_id}
+    return {}
+
+
+def error_from_wire(
+    cls: type[FrontmindError],
+    message: str,
+    *,
+    retry_after: float | None = None,
+    turn_id: str | None = None,
+    continuum_id: str | None = None,
+) -> FrontmindError:
+    """The error `frontmind.Client` raises for an error answer of type `cls.type`: the
+    library's own class, with the attributes the library's carries (`wire_ids`, and the
+    Retry-After header's wait). The type alone cannot tell `UnknownContinuum` from
+    another `not_found` (a memory, a route): the body's `continuum_id` does."""
+    if issubclass(cls, Busy):
+        return cls(message, retry_after=retry_after, turn_id=turn_id)
+    if cls is NotFound and continuum_id is not None:
+        return UnknownContinuum(continuum_id)
+    return cls(message)
 
 
 def _status_of(error: type[BaseException]) -> int | None:

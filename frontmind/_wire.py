@@ -168,6 +168,9 @@ class ErrorDetail(msgspec.Struct, frozen=True, omit_defaults=True):
     message: str
     # A turn refused at the door (429 `busy`, 503 `overloaded`): the id of its record.
     turn_id: str | None = None
+    # A continuum that has never had a turn (404 `not_found`, the library's
+    # `UnknownContinuum`): its id, which the client's error carries as the library's does.
+    continuum_id: str | None = None
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

@@ -41,6 +41,7 @@ from frontmind import (
     ToolStarted,
     TurnCompleted,
     TurnStarted,
+    UnknownContinuum,
 )
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
@@ -472,6 +473,59 @@ async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
         (record,) = await c.turns("c3")
         assert record.status == "cancelled"
         assert overloaded.value.turn_id == record.turn_id
+
+
+# -- errors that carry attributes -------------------------------------------------------
+
+# The calls that read or delete one continuum, by the library and by the clients alike.
+ON_A_CONTINUUM: dict[str, Callable[[Any], Any]] = {
+    "history": lambda on: on.history("nobody"),
+    "turns": lambda on: on.turns("nobody"),
+    "delete_continuum": lambda on: on.delete_continuum("nobody"),
+}
+
+
+@pytest.mark.slow
+async def test_an_unknown_continuum_is_the_librarys_error_through_the_daemon(
+    tmp_path: Path,
+) -> None:
+    """A continuum that never had a turn is `UnknownContinuum` with its `continuum_id`
+    in the library; through the daemon the client raised the bare `NotFound`, with no
+    id to read. The body names the continuum, and each client raises the library's
+    error; any other 404 stays a `NotFound`."""
+    said: dict[str, tuple[type[BaseException], str, str]] = {}
+    async with Frontmind.open(tmp_path / "library", offline=True) as fm:
+        for name, call in ON_A_CONTINUUM.items():
+            with pytest.raises(UnknownContinuum) as raised:
+                await call(fm)
+            said[name] = (type(raised.value), raised.value.continuum_id, str(raised.value))
+
+    def blocking(url: str) -> dict[str, tuple[type[BaseException], str, str]]:
+        found: dict[str, tuple[type[BaseException], str, str]] = {}
+        with SyncClient(url) as c:
+            for name, call in ON_A_CONTINUUM.items():
+                with pytest.raises(UnknownContinuum) as raised:
+                    call(c)
+                found[name] = (type(raised.value), raised.value.continuum_id, str(raised.value))
+        return found
+
+    async with daemon(tmp_path / "daemon") as d:
+        async with Client(d.url) as c:
+            for name, call in ON_A_CONTINUUM.items():
+                with pytest.raises(UnknownContinuum) as raised:
+                    await call(c)
+                assert (type(raised.value), raised.value.continuum_id, str(raised.value)) == (
+                    said[name]
+                ), name
+            with pytest.raises(NotFound) as memory:
+                await c.delete_memory(999)
+            assert type(memory.value) is NotFound
+        assert await anyio.to_thread.run_sync(blocking, d.url) == said
+        async with d.client() as http:
+            body = (await http.get("/v1/continuums/nobody/messages")).json()
+        assert body["error"]["type"] == "not_found"  # the type is still the one type
+        assert body["error"]["continuum_id"] == "nobody"
+        assert await d.stop() == 0
 
 
 # -- a daemon that does not answer -------------------------------------------------------

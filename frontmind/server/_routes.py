@@ -43,6 +43,7 @@ from .._exceptions import (
     INTERNAL_MESSAGE,
     Forbidden,
     wire_error,
+    wire_ids,
     wire_message,
     wire_retry_after,
 )
@@ -154,9 +155,10 @@ def error_response(
     kind: str,
     message: str,
     headers: dict[str, str] | None = None,
-    turn_id: str | None = None,
+    ids: dict[str, str] | None = None,
 ) -> Response:
-    response = json_response(ErrorBody(ErrorDetail(kind, message, turn_id)), status)
+    """An error answer; `ids`: the error's own (`wire_ids`), beside its type."""
+    response = json_response(ErrorBody(ErrorDetail(kind, message, **(ids or {}))), status)
     response.headers.update(headers or {})
     return response
 
@@ -853,8 +855,7 @@ def exception_response(exc: Exception) -> Response:
     status, kind = wire_error(exc)
     retry = wire_retry_after(exc, status)
     headers = None if retry is None else {"retry-after": retry}
-    turn_id = exc.turn_id if isinstance(exc, Busy) else None
-    return error_response(status, kind, wire_message(exc, status), headers, turn_id)
+    return error_response(status, kind, wire_message(exc, status), headers, wire_ids(exc))
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:
