@@ -95,7 +95,8 @@ class TurnError(msgspec.Struct, frozen=True, tag_field="event", tag="error"):
     type: str
     message: str
     turn_id: str | None = None
-    # `model_overloaded`: the seconds the API said to wait before a retry, when it said.
+    # `model_overloaded`: the seconds the API said to wait before a retry, when it said;
+    # a stream the API broke off as overloaded (`stream_error`): the adapter's wait.
     retry_after: float | None = None
 
 

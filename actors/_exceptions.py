@@ -21,6 +21,7 @@ __all__ = [
     "ModelRefused",
     "ModelRejected",
     "ModelStreamError",
+    "ModelStreamOverloaded",
     "ModelUnavailable",
     "Overloaded",
     "SectionConfigError",
@@ -115,6 +116,12 @@ class ModelStreamError(ModelError):
     """The stream broke after it started (an `event: error` or a dropped connection)."""
 
     type = "stream_error"
+
+
+class ModelStreamOverloaded(ModelStreamError, ModelOverloaded):
+    """The API broke a started stream with an `overloaded_error` event. A broken stream
+    first (its type, `stream_error`, and a turn retries it once if nothing had streamed
+    yet), it says as a `ModelOverloaded` when to retry: `retry_after`, never None."""
 
 
 class SettingsError(FrontmindError):

@@ -22,6 +22,7 @@ from ._exceptions import (
     ModelOverloaded,
     ModelRejected,
     ModelStreamError,
+    ModelStreamOverloaded,
     ModelUnavailable,
 )
 from ._layout import ModelRequest
@@ -148,6 +149,19 @@ class _Event(msgspec.Struct):
     usage: _Usage | None = None
     error: _Error | None = None
 
+
+# The wait a stream broken by `overloaded_error` says to retry after. Anthropic's errors
+# page (platform.claude.com/docs/en/api/errors) gives 529 `overloaded_error`, "The API is
+# temporarily overloaded", and says that in a stream an error can come after the 200,
+# outside the status and headers of the usual answer: no `retry-after` comes with it
+# (the 200's headers went out before the overload met the call). The SDK has none to
+# give either: it never retries a started stream, and its error for the event carries
+# that 200. So the wait is the SDK's own for an overloaded answer that names none: its
+# backoff, 0.5 s doubling per retry (anthropic's INITIAL_RETRY_DELAY, capped at
+# MAX_RETRY_DELAY, 8 s), at the try the caller's retry is: after the broken call and the
+# turn's own retry of a stream broken before any text, the third, 2 s. With no wait, a
+# client retries at once, into the overload.
+OVERLOADED_STREAM_WAIT_S = 2.0
 
 _event_decoder = msgspec.json.Decoder(_Event)
 _block_decoder = msgspec.json.Decoder(dict[str, Any])
@@ -296,7 +310,10 @@ class _Assembly:
             self.stopped = True
         elif event.type == "error":
             error = event.error or _Error()
-            raise ModelStreamError(f"the stream broke: {error.type}: {error.message}")
+            said = f"the stream broke: {error.type}: {error.message}"
+            if error.type == "overloaded_error":
+                raise ModelStreamOverloaded(said, retry_after=OVERLOADED_STREAM_WAIT_S)
+            raise ModelStreamError(said)
         return None
 
     def done(self) -> StreamDone:

@@ -33,6 +33,7 @@ and the statuses)::
     │   ├── ModelRejected             model_rejected          502
     │   ├── ModelRefused              refusal                 422
     │   └── ModelStreamError          stream_error            502
+    │       └── ModelStreamOverloaded stream_error            502  also a ModelOverloaded
     ├── SettingsError                 configuration_error     400
     │   ├── SectionConfigError        configuration_error     400
     │   ├── TrinketLoadError          configuration_error     400

@@ -18,10 +18,10 @@ import frontmind
 import frontmind._exceptions as fm_exceptions
 import runtime
 import storage
-from actors import ModelEvent, ModelRequest, TurnError
+from actors import ModelEvent, ModelRequest, TextDelta, TurnError
 from frontmind import Client, Frontmind
 from frontmind._exceptions import FROM_WIRE, HTTP_STATUS, INTERNAL_MESSAGE, wire_error
-from frontmind.localapi import LocalMessagesAPI, StatusFault
+from frontmind.localapi import LocalMessagesAPI, MidStreamError, StatusFault
 from frontmind.server._asgi import serve_app
 from frontmind.server._daemon import build_app
 from runtime import KernelError
@@ -143,7 +143,9 @@ def test_every_error_has_one_type_and_one_status() -> None:
 
 # Errors no caller meets by their own name: the daemon's body readers' (answered with the
 # type of `InvalidInput` and `MessageTooLarge`, which the client raises), the edge's
-# abstract root, and finer kinds of `SettingsError`, which a caller catches as it.
+# abstract root, finer kinds of `SettingsError`, which a caller catches as it, and a
+# stream broken by an overload, which a turn reports as its `TurnError` (the model
+# adapter's caller catches it as either parent).
 INTERNAL = {
     "EdgeError",
     "BadBody",
@@ -151,6 +153,7 @@ INTERNAL = {
     "SectionConfigError",
     "TrinketLoadError",
     "ToolDefinitionError",
+    "ModelStreamOverloaded",
 }
 
 
@@ -275,6 +278,44 @@ async def test_an_overloaded_model_says_when_to_retry(tmp_path: Path) -> None:
         assert events[-1].retry_after == 30.0
         # An error that says nothing of when: none.
         api.schedule(StatusFault(529))
+        assert failed(await run_turn(fm, "c4", "hello")).retry_after is None
+
+
+async def test_a_stream_the_api_broke_off_overloaded_says_when_to_retry(tmp_path: Path) -> None:
+    """An `overloaded_error` event in a started stream (its 200 long sent, no
+    `retry-after` with it) ended the turn as a `stream_error` with no wait, where the
+    same overload refused at the door says one: a client retried at once, into the
+    overload. It carries the adapter's documented wait (`OVERLOADED_STREAM_WAIT_S` in
+    actors/_llm.py) in the library's error event, the daemon's SSE event and the
+    client's; a stream broken otherwise still says none."""
+    async with (
+        LocalMessagesAPI() as api,
+        open_frontmind(api, tmp_path) as fm,
+        serve_app(build_app(fm)) as served,
+        httpx2.AsyncClient(base_url=served.url, timeout=30) as http,
+        Client(served.url) as client,
+    ):
+        api.schedule(MidStreamError(after_events=5))  # after some of the reply
+        events = await run_turn(fm, "c1", "hello")
+        assert any(isinstance(e, TextDelta) for e in events)
+        event = failed(events)
+        assert event.type == "stream_error"
+        assert "overloaded_error" in event.message
+        wait = event.retry_after
+        assert wait is not None
+        assert wait > 0
+        # Broken before any text: retried once, as any broken stream, then said the same.
+        api.schedule(MidStreamError(after_events=1), MidStreamError(after_events=1))
+        calls = len(api.requests)
+        name, data = (await turn(http, "c2", "hello"))[-1]
+        assert (name, data["type"], data["retry_after"]) == ("error", "stream_error", wait)
+        assert len(api.requests) == calls + 2
+        api.schedule(MidStreamError(after_events=5))
+        said = [e async for e in client.turn("c3", "hello")]
+        assert isinstance(said[-1], TurnError)
+        assert (said[-1].type, said[-1].retry_after) == ("stream_error", wait)
+        # A stream broken by the API's own failure (`api_error`) says nothing of when.
+        api.schedule(MidStreamError(after_events=5, error_type="api_error"))
         assert failed(await run_turn(fm, "c4", "hello")).retry_after is None
 
 
