@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -436,7 +437,6 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
         # is the browser's alone: see the test under a prefix).
         assert 'src="./app.js"' in page.text
         assert deep.text == page.text.replace('"./', '"../')
-        assert (await http.get("/ui")).headers["location"].endswith("/ui/")
         script = await http.get("/ui/app.js")
         assert script.headers["content-type"].startswith(
             ("text/javascript", "application/javascript")
@@ -445,6 +445,44 @@ async def test_console_files_and_deep_links(tmp_path: Path) -> None:
         assert (await http.get("/ui/settings.json")).json() == {"token_required": True}
         # Files only: nothing under /ui/ writes.
         assert (await http.post("/ui/", json={})).status_code == 405
+
+
+async def test_ui_without_its_slash_redirects_within_any_prefix(tmp_path: Path) -> None:
+    """/ui redirected to an absolute /ui/ built from the request the daemon saw: behind
+    a proxy serving the daemon at https://host/fm/ (the prefix stripped), the browser
+    landed on the host's /ui/, outside the prefix. The Location is relative, `ui/`,
+    which the browser resolves against the URL it asked for, whatever the prefix."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from frontmind import Frontmind
+    from frontmind.server._asgi import serve_app
+    from frontmind.server._daemon import build_app
+    from frontmind.server._metrics import Metrics
+
+    async with daemon(tmp_path / "data", "--token", TOKEN) as d, d.client() as http:
+        # As a proxy serving the daemon at /fm/ forwards /fm/ui: the prefix stripped.
+        behind = await http.get("/ui")
+        assert behind.status_code == 307
+        assert behind.headers["location"] == "ui/"
+        assert (await http.get("/ui?view=library")).headers["location"] == "ui/?view=library"
+        assert (await http.head("/ui")).headers["location"] == "ui/"
+        followed = await http.get("/ui", follow_redirects=True)
+        assert (followed.status_code, followed.url.path) == (200, "/ui/")
+        assert followed.headers["content-type"].startswith("text/html")
+        assert (await http.post("/ui", json={})).status_code == 405  # files only
+        assert await d.stop() == 0
+    # Mounted at a path in another app, as a proxy's prefix is: followed from /fm/ui.
+    async with (
+        Frontmind.open(tmp_path / "mounted", offline=True) as fm,
+        serve_app(Starlette(routes=[Mount("/fm", app=build_app(fm, metrics=Metrics()))])) as app,
+        httpx2.AsyncClient(base_url=app.url, timeout=30) as http,
+    ):
+        redirect = await http.get("/fm/ui")
+        assert redirect.headers["location"] == "ui/"
+        page = await http.get("/fm/ui", follow_redirects=True)
+        assert (page.status_code, page.url.path) == (200, "/fm/ui/")
+        assert 'src="./app.js"' in page.text
 
 
 async def test_the_console_works_under_a_prefix(tmp_path: Path) -> None:

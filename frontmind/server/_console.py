@@ -13,10 +13,10 @@ from pathlib import Path
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
 
 __all__ = ["CONSOLE_PREFIX", "console_routes", "is_console_path"]
 
@@ -38,6 +38,13 @@ _HEADERS = {
 def is_console_path(path: str) -> bool:
     """True for the console's files, which need no token (they hold no data)."""
     return path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+
+
+def _below(scope: Scope) -> str:
+    """The request's path below the mount that answers it (`root_path`, a prefix the
+    browser's URL has too)."""
+    path: str = scope["path"]
+    return path.removeprefix(scope.get("root_path", ""))
 
 
 class _ConsoleFiles(StaticFiles):
@@ -64,8 +71,7 @@ class _ConsoleFiles(StaticFiles):
         that serves the daemon under a prefix of its own (/fm/ui/continuums/c1 for
         /ui/continuums/c1), an absolute /ui/app.js would name the proxy's root. The
         path below the console's mount is the browser's too, whatever the prefix."""
-        below = scope["path"].removeprefix(scope.get("root_path", ""))
-        up = "../" * below.removeprefix("/").count("/")
+        up = "../" * _below(scope).removeprefix("/").count("/")
         return HTMLResponse(
             self._page.replace("{ui}", up or "./"),
             headers=_HEADERS,
@@ -73,9 +79,30 @@ class _ConsoleFiles(StaticFiles):
         )
 
 
+class _ToThePage(BaseRoute):
+    """/ui itself, redirected to /ui/ by a relative Location, `ui/` (RFC 9110 §10.2.2:
+    resolved against the URL the browser asked for). The router's own redirect was an
+    absolute URL built from the request the daemon saw: behind a proxy that serves the
+    daemon under a prefix of its own (https://host/fm/, the prefix stripped), it named
+    the host's /ui/, outside the prefix. The browser's /fm/ui resolves `ui/` to /fm/ui/,
+    whatever the prefix. A route of its own, not a `Route`: it is none of the API's."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or _below(scope) != CONSOLE_PREFIX:
+            return Match.NONE, {}
+        return (Match.FULL if scope["method"] in ("GET", "HEAD") else Match.PARTIAL), {}
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            raise HTTPException(405)  # the daemon's answer names the methods allowed
+        query = scope["query_string"].decode("latin-1")
+        target = f"ui/?{query}" if query else "ui/"
+        await RedirectResponse(target, headers=_HEADERS)(scope, receive, send)
+
+
 def console_routes(*, token_required: bool) -> list[BaseRoute]:
-    """The one route to add to the daemon's app: a mount at /ui (the router redirects /ui
-    to /ui/), so the console stays out of the API's routes and their description.
+    """The routes to add to the daemon's app: a mount at /ui, and /ui itself redirected
+    to it, so the console stays out of the API's routes and their description.
 
     /ui/settings.json tells the page whether to ask for a token before its first call,
     so a daemon with a token never has to refuse the page's requests to say so.
@@ -87,11 +114,12 @@ def console_routes(*, token_required: bool) -> list[BaseRoute]:
 
     files = _ConsoleFiles()
     return [
+        _ToThePage(),
         Mount(
             CONSOLE_PREFIX,
             routes=[
                 Route("/settings.json", settings_route, methods=["GET"]),
                 Mount("", app=files),
             ],
-        )
+        ),
     ]
