@@ -275,8 +275,11 @@ async def test_a_turn_in_progress_reads_running_and_after_a_crash_interrupted(
     tmp_path: Path,
 ) -> None:
     """While a turn streams, its record says `running` (the turns API, `frontmind stats`
-    over the daemon's API), not failed. The daemon killed in the middle of it, the record
-    says failed, "interrupted", once a daemon opens the store again."""
+    over the daemon's API and on its data dir, which leaves the live daemon's store as
+    it is), not failed. The daemon killed in the middle of it, the record says failed,
+    "interrupted": to `stats --data-dir` at once (it showed the dead turn running until
+    a daemon opened the store again: the directory's lock, free, says no process runs
+    it), and to the next daemon."""
     # The reply echoes the message: about 250 tokens at 5 a second, held while we look.
     slow_model(tmp_path, ttft=0.0, rate=5.0)
     message = "a long story please " * 50
@@ -304,9 +307,20 @@ async def test_a_turn_in_progress_reads_running_and_after_a_crash_interrupted(
             code, out, err = await run_cli("stats", "--url", d.url, "--continuum", "story")
             assert code == 0, err
             assert "turns           1  (running 1)" in out, out
+            local = ("stats", "--data-dir", str(tmp_path), "--continuum", "story")
+            code, out, err = await run_cli(*local)
+            assert code == 0, err
+            assert "turns           1  (running 1)" in out, out
+            assert "interrupted" not in err, err
+            (record,) = (await client.get("/v1/continuums/story/turns")).json()["turns"]
+            assert record["status"] == "running"  # the live daemon's store: not written
             d.process.send_signal(signal.SIGKILL)
             with anyio.fail_after(30):
                 await d.process.wait()
+    code, out, err = await run_cli(*local)
+    assert code == 0, err
+    assert "turns           1  (failed 1)" in out, out
+    assert "1 turn left running by a process that ended: recorded as interrupted" in err, err
     async with daemon(tmp_path) as d, d.client() as client:
         (record,) = (await client.get("/v1/continuums/story/turns")).json()["turns"]
         assert (record["status"], record["error"]) == ("failed", INTERRUPTED_TURN)
