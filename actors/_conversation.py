@@ -1350,7 +1350,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             kind = error_type(exc)
             said = str(exc)
             kept = None
-            if calling and not isinstance(exc, StorageError | KernelError):
+            # A refusal keeps nothing: the API's docs require the turn that triggered it
+            # to be removed or rephrased before the conversation goes on ("Handle
+            # streaming refusals": continuing without resetting is refused again), and a
+            # tool's result may be what triggered it.
+            if calling and not isinstance(exc, StorageError | KernelError | ModelRefused):
                 kept = await self._keep_rounds(state, run, tail, new_start, exc)
             if kept is None:
                 await self._record_unfinished(run, "failed", f"{kind}: {exc}")

@@ -21,6 +21,7 @@ from frontmind.localapi import (
     ReplyText,
     ReplyToolUse,
     ScriptedResponder,
+    Stall,
     StatusFault,
 )
 from frontmind.localapi import ToolResultBlock as SentResult
@@ -84,8 +85,6 @@ FAILURES: dict[str, Failure] = {
         Reply((ReplyText(PARTIAL),)),
         "stream_error",
     ),
-    # A refusal, which the loop does not send again.
-    "refusal": (lambda api: None, Reply((ReplyText("I can't."),), "refusal"), "refusal"),
 }
 
 
@@ -94,11 +93,10 @@ FAILURES: dict[str, Failure] = {
     [
         (SONNET, "overloaded"),
         (SONNET, "broken-stream"),
-        (SONNET, "refusal"),
         (FABLE, "overloaded"),
         (THINKING, "overloaded"),
     ],
-    ids=["overloaded", "broken-stream", "refusal", "prefix-checked-thinking", "thinking"],
+    ids=["overloaded", "broken-stream", "prefix-checked-thinking", "thinking"],
 )
 async def test_a_call_failing_after_a_tool_round_keeps_the_round(
     tmp_path: Path, model: dict[str, Any], failure: str
@@ -181,6 +179,43 @@ async def test_a_failure_of_the_first_call_keeps_nothing(tmp_path: Path) -> None
     assert not [w for w in record.warnings if KEPT in w]
 
 
+async def test_a_refusal_after_a_tool_round_keeps_nothing(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """The call after the tool round ended in a refusal: the API's docs require the
+    turn that triggered it to be removed before the conversation goes on (what the
+    tool returned may be what triggered it), so nothing of the turn is kept, even
+    though its tool ran; the next turn is sent and completes without it."""
+    api, responder = script
+    sent: list[str] = []
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        return f"mail sent to {to}"
+
+    responder.push(
+        Reply((ReplyText("Sending."), ReplyToolUse("send_mail", {"to": "ada"}, "toolu_mail"))),
+        Reply((ReplyText("I can't."),), stop_reason="refusal"),
+        "Continued.",
+    )
+    async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        error = failed(await run_turn(fm, "c1", "send the report to ada"))
+        assert await fm.history("c1") == []
+        (record,) = await fm.turns("c1")
+        later = completed(await run_turn(fm, "c1", "go on"))
+        body = api.message_bodies()[-1]
+    assert sent == ["ada"]
+    assert error.type == "refusal"
+    assert KEPT not in error.message
+    assert record.status == "failed"
+    assert not [w for w in record.warnings if KEPT in w]
+    assert later.text == "Continued."
+    assert "send the report to ada" not in str(body["messages"])
+    assert "toolu_mail" not in str(body["messages"])
+
+
 async def test_a_refused_commit_of_the_kept_rounds_leaves_the_turn_failed(
     tmp_path: Path,
 ) -> None:
@@ -220,7 +255,7 @@ async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
     """After the tool round, a reply paused on a web search the server had not run yet,
-    and the call that went on from it was refused: the kept rounds leave that search's
+    and the call that went on from it failed: the kept rounds leave that search's
     use out (the API refuses a use without its result in any later request), as a
     completed turn does, and the next turn completes."""
     api, responder = script
@@ -230,6 +265,8 @@ async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
     def send_mail(to: str) -> str:
         """Send the report by mail."""
         sent.append(to)
+        # The next call (the paused search) goes through; the one after it meets 529s.
+        api.schedule(Stall(0.0), *[StatusFault(529, retry_after_ms=1)] * 3)
         return f"mail sent to {to}"
 
     search = {
@@ -241,14 +278,13 @@ async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
     responder.push(
         Reply((ReplyText("Sending."), ReplyToolUse("send_mail", {"to": "ada"}, "toolu_mail"))),
         Reply((ReplyText("Searching."), ReplyRawBlock(search)), stop_reason="pause_turn"),
-        Reply((ReplyText("I can't."),), stop_reason="refusal"),
         "Continued.",
     )
     async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
         error = failed(await run_turn(fm, "c1", "send the report to ada"))
         history = await fm.history("c1")
         assert completed(await run_turn(fm, "c1", "go on")).text == "Continued."
-    assert error.type == "refusal"
+    assert error.type == "model_overloaded"
     assert KEPT in error.message
     assert sent == ["ada"]
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant", "assistant"]
