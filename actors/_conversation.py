@@ -759,27 +759,53 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         tail: list[Message],
         refusal: ModelRejected,
         noted: AbstractSet[str],
-    ) -> list[str]:
-        """The history's blocks to send as notes, the request refused for one of its
-        images or documents (`_media_refused.py`); [] for another refusal, or when every
-        block of the refusal's kind is `noted` already (a history can hold blocks of both
-        kinds: a refusal names one). Refused for one of this turn's own, the turn fails
-        with an error naming them."""
+        answered: LoopFit | None,
+    ) -> tuple[list[str], bool]:
+        """The blocks to send as notes, the request refused for one of its images or
+        documents (`_media_refused.py`), and whether they are the turn's own tool
+        results (else the history's); none for another refusal, or when every block of
+        the refusal's kind that can give way is `noted` already (a request can hold
+        blocks of both kinds: a refusal names one).
+
+        The blocks the turn's tools returned since the last answered request come first
+        (that request, with all before them, was used: a tool's dead link is no reason
+        to leave the history's images out), then the history's, then the turn's older
+        results. What must go as it was sent (`_bound`: thinking is bound to it) cannot
+        give way, nor can the message being answered (the user must fix it): refused for
+        one of those, the turn fails with an error naming them."""
         found = media_refusal(str(refusal))
         if found is None:
-            return []
+            return [], False
         known = state.unusable | noted
-        fresh = [s.key for s in suspects(history, found.kind) if s.key not in known]
-        if fresh:
-            return fresh
+        bound = self._bound(state, tail, answered)
+        since = len(tail) if answered is None else len(answered.tail)
         own = suspects(tail, found.kind)
-        if not own:
-            return []
-        named = " or ".join(s.label for s in own)
+        # The turn's results that can go as notes: past the user's message and the bound.
+        open_ = [s for s in own if s.place[0] >= max(1, bound) and s.key not in known]
+        newest = [s.key for s in open_ if s.place[0] >= since]
+        if newest:
+            return newest, True
+        if not bound:
+            fresh = [s.key for s in suspects(history, found.kind) if s.key not in known]
+            if fresh:
+                return fresh, False
+        if open_:
+            return [s.key for s in open_], True
+        # What is left in the request: the user's message, and what is bound.
+        left = [s for s in own if s.place[0] < max(1, bound)] or own
+        if not left:
+            return [], False
+        named = " or ".join(s.label for s in left)
         said = (
             f'the Messages API could not use an image or document of this turn: "{found.words}" '
             f"(its error names no block; it can be {named})"
         )
+        if any(0 < s.place[0] < bound for s in left):
+            said += (
+                f"; on {state.model.name}, the turn's thinking is bound to all its tool loop "
+                "sent before it (the API checks that prefix), so a block sent then cannot "
+                "be left out now"
+            )
         if not _tool_rounds(tail):
             said += (
                 ". Nothing was stored: send the message again without it, or with a copy the "
@@ -787,6 +813,30 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             )
         # (After tool rounds, they are kept with such blocks as notes: `_keep_rounds`.)
         raise ModelRejected(said) from refusal
+
+    @staticmethod
+    def _unusable_warnings(fresh: AbstractSet[str], results: AbstractSet[str]) -> tuple[str, ...]:
+        """What the turn says of the blocks that went as notes since the API could not
+        use one of them (`fresh`: those not remembered before; `results`: those the
+        turn's tools returned)."""
+        said: tuple[str, ...] = ()
+        history = len(fresh - results)
+        if history:
+            said += (
+                "the Messages API could not use an image or document of the history "
+                "(a URL that no longer answers, or an image it cannot process), and "
+                f"its error names none: the {history} of the history it can be go "
+                "to the model as a note from now on (the history keeps them)",
+            )
+        own = len(fresh & results)
+        if own:
+            said += (
+                "the Messages API could not use an image or document a tool returned in "
+                "this turn (a URL that does not answer, or an image it cannot process), and "
+                f"its error names none: the {own} it can be went to the model as a note, "
+                "and will from now on (the history keeps the results whole)",
+            )
+        return said
 
     def _learn_too_long(self, composed: Composed, messages: int, refusal: ModelRejected) -> bool:
         """A request the API refused as longer than the window: the scale its count
@@ -919,11 +969,10 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         their notes, counted as such: the estimate is what the API's count is measured
         against)."""
         scale = self._deps.token_scales.get((self._user, self._id))
-        row = known_row(self._deps.models.catalog, state.model.name)
-        fixed = noted = 0
+        fixed = self._bound(state, tail, answered)
+        noted = 0
         history, history_saved = shown
-        if answered is not None and row.prefix_check != "none" and _has_thinking_in(tail):
-            fixed = len(answered.tail)
+        if answered is not None and fixed:
             history, tail = answered.history, [*answered.tail, *tail[fixed:]]
             history_saved, noted = answered.history_saved, answered.noted
         used = state.history.tokens_from(start) - history_saved
@@ -938,6 +987,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         else:
             fit = fit._replace(history_saved=history_saved + fit.history_saved)
         return fit, used - fit.saved
+
+    def _bound(self, state: _Loaded, tail: list[Message], answered: LoopFit | None) -> int:
+        """How many of the turn's messages (and the history before them) must go again as
+        the last answered request sent them (`_fit_call`): 0 unless the model runs the
+        prefix check and the loop holds thinking."""
+        if answered is None or not _has_thinking_in(tail):
+            return 0
+        row = known_row(self._deps.models.catalog, state.model.name)
+        return 0 if row.prefix_check == "none" else len(answered.tail)
 
     @staticmethod
     def _shown(history: list[Message], unusable: AbstractSet[str]) -> tuple[list[Message], int]:
@@ -1217,11 +1275,18 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             previous_id = state.last_message_id
             refused_at = 0  # the call refused as too long and sent again, fitted anew
             noted: set[str] = set()  # blocks sent as notes since the API refused them
+            noted_results: set[str] = set()  # of them, those the turn's tools returned
             answered: LoopFit | None = None  # the last request the model answered
             shown = self._shown(readable, state.unusable)
             while True:
                 run.calls += 1
-                fit, sent = self._fit_call(state, composed, start, shown, tail, answered)
+                # The turn's tool rounds with the blocks the API could not use as their
+                # notes (in the request only: the turn stores its results whole).
+                own = tail
+                if len(tail) > 1 and (state.unusable or noted):
+                    unusable = state.unusable | noted
+                    own = [tail[0], *with_unusable(tail[1:], unusable, running=True)]
+                fit, sent = self._fit_call(state, composed, start, shown, own, answered)
                 if fit.full:
                     run.calls -= 1  # not sent
                     yield self._window_full(run, tail)
@@ -1247,11 +1312,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             else:
                                 yield event
                 except ModelRejected as refusal:
-                    retry = self._refused_media(state, readable, tail, refusal, noted)
+                    retry, results = self._refused_media(
+                        state, readable, tail, refusal, noted, answered
+                    )
                     if retry:
-                        # Refused for an image or a document of the history: sent once
-                        # more with them as notes.
+                        # Refused for an image or a document of the history, or one a
+                        # tool returned: sent once more with them as notes.
                         noted.update(retry)
+                        if results:
+                            noted_results.update(retry)
                         shown = self._shown(readable, state.unusable | noted)
                         run.calls -= 1
                         continue
@@ -1276,7 +1345,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                             state, state.history.messages(start), model.name
                         )
                         shown = self._shown(readable, state.unusable | noted)
-                    refit = self._fit_call(state, composed, start, shown, tail, answered)
+                    refit = self._fit_call(state, composed, start, shown, own, answered)
                     if refit[1] >= sent:
                         raise  # nothing more to leave out
                     run.calls -= 1
@@ -1287,13 +1356,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 # (`sent` counts the blocks the API could not use as their notes.)
                 self._measure(composed, sent, done.usage.total_input)
                 if noted - state.unusable:
+                    run.warnings += self._unusable_warnings(noted - state.unusable, noted_results)
                     state.unusable |= noted
-                    run.warnings += (
-                        "the Messages API could not use an image or document of the history "
-                        "(a URL that no longer answers, or an image it cannot process), and "
-                        f"its error names none: the {len(noted)} of the history it can be go "
-                        "to the model as a note from now on (the history keeps them)",
-                    )
                 if run.calls == 1:
                     run.cache_miss_reason = done.cache_miss_reason
                     if tools_changed:

@@ -21,10 +21,16 @@ the stored history keeps them), and the request is sent once more (once a kind: 
 history can hold both); the conversation actor remembers them, so later turns send the
 note at once (`with_unusable`). The same block gets the same note on every turn, so the
 cached prefix holds.
+
+A block of the running turn's own tool results (a browsing tool's image by a URL that is
+dead, a screenshot the API cannot decode) goes as a note the same way, saying a tool
+returned it, so the tool loop goes on: the model answers without it, or tries another
+tool. Only the message being answered fails its turn: the user must fix it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Sequence, Set
 from typing import Any, Literal, NamedTuple
@@ -88,16 +94,21 @@ def suspects(messages: Sequence[Message], kind: Kind) -> list[Suspect]:
     return found
 
 
-def with_unusable(messages: Sequence[Message], unusable: Set[str]) -> list[Message]:
+def with_unusable(
+    messages: Sequence[Message], unusable: Set[str], *, running: bool = False
+) -> list[Message]:
     """`messages` with each block remembered as unusable as its note. Sent with every
     request of the continuum: only blocks of the kinds remembered are read (a URL
-    remembered hashes no image's data)."""
+    remembered hashes no image's data). `running`: the messages are the running turn's
+    own tool rounds (their note says a tool returned the block)."""
     if not unusable:
         return list(messages)
     kinds = {key.split(" ", 1)[0] for key in unusable}
     found = _media(messages, tuple(_SOURCES[k] for k in kinds if k in _SOURCES))
     chosen = {place for place, fields in found if _key(fields) in unusable}
-    return with_notes(messages, chosen, _note) if chosen else list(messages)
+    if not chosen:
+        return list(messages)
+    return with_notes(messages, chosen, functools.partial(_note, running=running))
 
 
 # What the JSON of a block of each kind holds (a block without it is not read).
@@ -149,10 +160,18 @@ def _what(fields: Any) -> str:
     return f"{kind} ({source.get('media_type')})"
 
 
-def _note(fields: Any) -> str:
-    """What stands for a block the API could not use: the same for the same block."""
+def _note(fields: Any, *, running: bool = False) -> str:
+    """What stands for a block the API could not use: the same for the same block.
+    `running`: one a tool returned in the running turn (the model is still working: it
+    can call a tool again, or go on without it)."""
     url = fields["source"].get("type") == "url"
     failure = "download a file by URL" if url else "process an image"
+    if running:
+        return (
+            f"[{_what(fields)} returned by the tool, left out of this request: the Messages "
+            f"API could not {failure} of this request, and this may be it; call a tool "
+            "again, or go on without it, if it is needed]"
+        )
     return (
         f"[{_what(fields)} from earlier in the conversation, left out of this request: "
         f"the Messages API could not {failure} of this conversation, and this may be it; "

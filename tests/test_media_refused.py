@@ -3,11 +3,13 @@
 cannot process, in the history goes to the model as a note, the request is sent once
 more, and later turns send the note at once; the stored history keeps the block. In
 the message being answered, it fails that turn with an error naming the block, and
-nothing is stored."""
+nothing is stored; in a tool's result of the running turn, it goes as a note and the
+tool loop goes on."""
 
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 import zlib
 from pathlib import Path
@@ -21,7 +23,7 @@ from frontmind import tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyToolUse, ScriptedResponder
 from storage import DEFAULT_USER, InvalidInput, Message, RawBlock, TextBlock, ToolResultBlock
 from tests._factories import turn as stored_turn
-from tests._harness import completed, failed, frontmind, run_turn, tool_finishes
+from tests._harness import completed, config, failed, frontmind, run_turn, tool_finishes, unmarked
 from tests.test_localapi_fetch import broken_png, by_url
 from tests.test_localapi_models import image, png
 
@@ -129,41 +131,193 @@ async def test_a_refused_block_of_the_message_answered_fails_its_turn(tmp_path: 
     ]
 
 
-async def test_a_tools_image_the_api_cannot_download_fails_its_turn(
+SHOT = "https://screens.invalid/now.png"
+
+
+@tool
+def screenshot() -> list[dict[str, Any]]:
+    """The screen: an image by a URL the API cannot download."""
+    return [by_url(SHOT)]
+
+
+def result_notes(body: dict[str, Any]) -> list[str]:
+    """The text items of a request's tool results that note a block left out."""
+    return [
+        item["text"]
+        for block in blocks(body)
+        if block["type"] == "tool_result" and isinstance(block["content"], list)
+        for item in block["content"]
+        if item["type"] == "text" and "left out of this request" in item["text"]
+    ]
+
+
+def stored_results(history: list[Message]) -> list[str]:
+    return [b.content_json for m in history for b in m.content if isinstance(b, ToolResultBlock)]
+
+
+async def test_a_tools_image_the_api_cannot_download_goes_as_a_note_and_the_loop_goes_on(
     script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
 ) -> None:
-    """A tool's image by a URL the API cannot download: its turn fails naming the
-    result. The tool ran, so its round is kept (a failed turn keeps the tool rounds it
-    completed), but with the image as its note: it is not stored to be sent, and
-    refused, again with every later turn (the error said nothing was stored, though
-    the round was kept with the image in it)."""
+    """A tool's image by a URL the API cannot download, in the running turn: the turn
+    failed naming it. Now the request goes once more with it as a note saying the tool
+    returned it, and the model answers; the history's photo (used by the request
+    before) stays; the history stores the result whole, and the next turn sends its
+    note at once."""
     api, responder = script
-    shot = "https://screens.invalid/now.png"
+    responder.push(
+        "A cat.",
+        Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)),
+        "The screenshot did not load.",
+        "Hello again.",
+    )
+    async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
+        first: Any = [by_url(PHOTO), {"type": "text", "text": "what is this?"}]
+        assert completed(await run_turn(fm, "c1", first)).text == "A cat."
+        before = sent_messages(api)
+        done = completed(await run_turn(fm, "c1", "what is on my screen?"))
+        assert sent_messages(api) == before + 3  # the loop's call refused once, then sent
+        answered = api.message_bodies()[-1]
+        after = sent_messages(api)
+        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
+        assert sent_messages(api) == after + 1  # no refused request first
+        history = await fm.history("c1")
+    assert done.text == "The screenshot did not load."
+    assert result_notes(answered) == [
+        f"[an image by URL {SHOT} returned by the tool, left out of this request: the "
+        "Messages API could not download a file by URL of this request, and this may be "
+        "it; call a tool again, or go on without it, if it is needed]"
+    ]
+    assert [b["source"]["url"] for b in blocks(answered) if b["type"] == "image"] == [PHOTO]
+    assert [w for w in done.warnings if "Messages API" in w] == [
+        "the Messages API could not use an image or document a tool returned in this turn "
+        "(a URL that does not answer, or an image it cannot process), and its error names "
+        "none: the 1 it can be went to the model as a note, and will from now on (the "
+        "history keeps the results whole)"
+    ]
+    assert msgspec.json.decode(stored_results(history)[0]) == [by_url(SHOT)]
+    assert [m.text() for m in history if m.role == "assistant"][-2:] == [
+        "The screenshot did not load.",
+        "Hello again.",
+    ]
+
+
+async def test_a_tools_image_the_api_cannot_process_goes_as_a_note(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A tool's PNG whose chunks are whole but whose pixels the API cannot decode (past
+    what is inflated where it enters): "Could not process image" failed the turn. Now
+    it goes as a note, and the model answers."""
+    api, responder = script
+    garbled = base64.b64encode(large_png(garbled=True)).decode()
 
     @tool
     def screenshot() -> list[dict[str, Any]]:
         """The screen."""
-        return [by_url(shot)]
+        return [image(garbled)]
 
-    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "Hello again.")
+    responder.push(Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)), "It did not load.")
     async with frontmind(api, tmp_path, tools=[screenshot]) as fm:
-        error = failed(await run_turn(fm, "c1", "what is on my screen?"))
-        before = sent_messages(api)
-        assert completed(await run_turn(fm, "c1", "hello")).text == "Hello again."
-        assert sent_messages(api) == before + 1  # no refused request first
+        done = completed(await run_turn(fm, "c1", "what is on my screen?"))
+        assert sent_messages(api) == 3
+        answered = api.message_bodies()[-1]
         history = await fm.history("c1")
-    assert f"it can be the result of tool call toolu_1 (an image by URL {shot})" in error.message
-    assert "Nothing was stored" not in error.message
-    assert "1 tool round(s) of this turn were kept in the history" in error.message
-    assert [m.text() for m in history if m.role == "user"][::2] == [
-        "what is on my screen?",
-        "hello",
+    assert done.text == "It did not load."
+    assert result_notes(answered) == [
+        "[an image (image/png) returned by the tool, left out of this request: the Messages "
+        "API could not process an image of this request, and this may be it; call a tool "
+        "again, or go on without it, if it is needed]"
     ]
-    (result,) = history[2].content
-    assert isinstance(result, ToolResultBlock)
-    assert shot in result.content_json  # its note names it
-    assert '"url"' not in result.content_json  # as a note, not the image by URL
-    assert history[-1].content == (TextBlock("Hello again."),)
+    assert garbled in stored_results(history)[0]
+
+
+# Fable 5.1 always thinks, and checks that nothing before a replayed thinking block
+# changed (for a new account, as the local API's is).
+FABLE: dict[str, Any] = {"name": "claude-fable-5-1", "thinking": "adaptive", "max_tokens": 4096}
+
+
+async def test_on_a_prefix_checked_model_the_newest_results_image_goes_as_a_note(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """On a model whose thinking is bound to all the loop sent before it, a block the
+    newest results hold was not sent yet: it goes as a note, and every request still
+    extends the one before it unchanged."""
+    api, responder = script
+    responder.push(
+        Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)),
+        Reply((ReplyToolUse("screenshot", {}, "toolu_2"),)),
+        "Neither loaded.",
+    )
+    async with frontmind(api, tmp_path, cfg=config(model=FABLE), tools=[screenshot]) as fm:
+        done = completed(await run_turn(fm, "c1", "what is on my screen?"))
+        bodies = api.message_bodies()
+    assert done.text == "Neither loaded."
+    # The second call refused once, sent again with the note; the third noted at once.
+    assert len(bodies) == 4
+    refused, answered = bodies[1], [bodies[0], *bodies[2:]]
+    assert [
+        item["source"]["url"]
+        for b in blocks(refused)
+        if b["type"] == "tool_result"
+        for item in b["content"]
+        if item["type"] == "image"
+    ] == [SHOT]
+    assert [len(result_notes(body)) for body in answered] == [0, 1, 2]
+    for before, after in itertools.pairwise(answered):
+        # Each answered request extends the one before it: nothing it sent was changed.
+        sent = unmarked(before["messages"])
+        assert unmarked(after["messages"])[: len(sent)] == sent
+    assert any(b["type"] == "thinking" for b in blocks(answered[-1]))  # bound to its prefix
+
+
+@pytest.mark.parametrize(
+    ("model", "goes_on"), [(None, True), (FABLE, False)], ids=["sonnet", "prefix-checked"]
+)
+async def test_a_block_an_answered_request_sent_gives_way_unless_thinking_is_bound_to_it(
+    script: tuple[LocalMessagesAPI, ScriptedResponder],
+    tmp_path: Path,
+    model: dict[str, Any] | None,
+    goes_on: bool,
+) -> None:
+    """The page of a tool's image went away after the model read it (a later tool of the
+    loop took it down). On most models, the older result goes as a note and the loop goes
+    on. On a model that checks thinking's prefix, what the loop sent before goes again
+    unchanged: the turn fails saying why, keeping its rounds (the image as its note)."""
+    api, responder = script
+    page = "https://screens.example/now.png"
+
+    @tool
+    def screenshot() -> list[dict[str, Any]]:
+        """The screen."""
+        return [by_url(page)]
+
+    @tool
+    def close_tab() -> str:
+        """Close the tab."""
+        api.take_down(page)
+        return "closed"
+
+    responder.push(
+        Reply((ReplyToolUse("screenshot", {}, "toolu_1"),)),
+        Reply((ReplyToolUse("close_tab", {}, "toolu_2"),)),
+        "Closed it.",
+    )
+    cfg = config() if model is None else config(model=model)
+    async with frontmind(api, tmp_path, cfg=cfg, tools=[screenshot, close_tab]) as fm:
+        events = await run_turn(fm, "c1", "look, then close the tab")
+        history = await fm.history("c1")
+    if goes_on:
+        assert completed(events).text == "Closed it."
+        assert msgspec.json.decode(stored_results(history)[0]) == [by_url(page)]
+        return
+    error = failed(events)
+    assert error.message.startswith(
+        'the Messages API could not use an image or document of this turn: "Unable to '
+        'download the file" (its error names no block; it can be the result of tool call '
+        f"toolu_1 (an image by URL {page})); on claude-fable-5-1, the turn's thinking is "
+        "bound to all its tool loop sent before it (the API checks that prefix), so a "
+        "block sent then cannot be left out now; 2 tool round(s) of this turn were kept"
+    )
+    assert '"url"' not in stored_results(history)[0]  # kept as its note
 
 
 async def test_a_png_cut_short_is_refused_where_it_enters(
