@@ -195,6 +195,14 @@ def _without_pending_server_uses(messages: list[Message]) -> tuple[list[Message]
     return kept, len(uses)
 
 
+def _pending_left_out(pending: int) -> str:
+    """The turn's warning for the server tool uses `_without_pending_server_uses` left out."""
+    return (
+        f"{pending} server tool call(s) the turn ended before the server ran were "
+        "left out of the history (the API refuses a call without its result)"
+    )
+
+
 def _tool_rounds(tail: Sequence[Message]) -> int:
     """The tool rounds a turn's messages hold: its user messages of tool results (the
     first is the user's own)."""
@@ -1396,10 +1404,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                         yield step
             tail, pending = _without_pending_server_uses(tail)
             if pending:
-                run.warnings += (
-                    f"{pending} server tool call(s) the turn ended before the server ran were "
-                    "left out of the history (the API refuses a call without its result)",
-                )
+                run.warnings += (_pending_left_out(pending),)
             record = run.record("completed", deps.clock())
             previous_at = _last_created_at(state)
             await self._commit(state, record, tail, new_start, run.effects)
@@ -1501,7 +1506,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             f"the next model call failed ({kind}). The tool calls above ran; their "
             "results are kept."
         )
-        kept, _ = _without_pending_server_uses([*tail, Message("assistant", (TextBlock(closing),))])
+        kept, pending = _without_pending_server_uses(
+            [*tail, Message("assistant", (TextBlock(closing),))]
+        )
         found = media_refusal(str(failure)) if isinstance(failure, ModelRejected) else None
         if found is not None:
             # The API could not use an image or document of the turn (a tool's screenshot
@@ -1514,6 +1521,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         warnings = run.warnings
         run.warnings += (said,)
+        if pending:
+            run.warnings += (_pending_left_out(pending),)
         run.bill_broken_call()  # the failed call was billed its input
         record = run.record("failed", self._deps.clock(), error=f"{kind}: {failure}", kept=True)
         previous_at = _last_created_at(state)

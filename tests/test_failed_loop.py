@@ -283,8 +283,14 @@ async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
     async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
         error = failed(await run_turn(fm, "c1", "send the report to ada"))
         history = await fm.history("c1")
+        (record,) = await fm.turns("c1")
         assert completed(await run_turn(fm, "c1", "go on")).text == "Continued."
     assert error.type == "model_overloaded"
+    # Said as a completed turn's warnings say it.
+    assert (
+        "1 server tool call(s) the turn ended before the server ran were left out of the "
+        "history (the API refuses a call without its result)"
+    ) in record.warnings
     assert KEPT in error.message
     assert sent == ["ada"]
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant", "assistant"]
