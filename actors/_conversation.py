@@ -549,7 +549,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 )
                 await self._load_producers(state)
                 for record in await storage.turns(self._user, self._id, limit=MAX_PAUSES + 1):
-                    if record.status == "completed":
+                    # A failed turn whose tool rounds the history keeps (`_keep_rounds`:
+                    # its record holds its first call's id) paid its calls and wrote
+                    # the cache as a completed one, and this process absorbed it at its
+                    # commit: read again, it counts alike, or the turn before it was
+                    # taken for the last (its model, its TTLs, when it ended).
+                    if record.status == "completed" or record.message_id is not None:
                         state.cache.absorb(record)
                 self._state = state
         return self._state

@@ -296,3 +296,38 @@ async def test_a_search_the_server_had_not_run_is_left_out_of_the_kept_rounds(
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant", "assistant"]
     assert history[3].content == (TextBlock("Searching."),)  # without the search's use
     assert history[4].text().startswith("I stopped before I could answer")
+
+
+async def test_a_restart_reads_the_kept_rounds_turn_as_the_last_turn(
+    script: tuple[LocalMessagesAPI, ScriptedResponder], tmp_path: Path
+) -> None:
+    """A failed turn whose rounds the history keeps paid its calls and wrote the cache,
+    as a completed turn does, and the running process counts it so. Loaded again after a
+    restart, only completed turns were counted: the turn before it was taken for the
+    last, and the next turn, on the same model as the kept one, warned that the model
+    changed (and its cache choices read the wrong last turn)."""
+    api, responder = script
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        api.schedule(*[StatusFault(529, retry_after_ms=1)] * 3)  # the next call fails
+        return f"mail sent to {to}"
+
+    responder.push(
+        "Hi.",
+        Reply((ReplyToolUse("send_mail", {"to": "ada"}, "toolu_mail"),)),
+        "Continued.",
+    )
+    async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        assert completed(await run_turn(fm, "c1", "hello")).text == "Hi."
+        await fm.set_model_settings("c1", model="claude-haiku-4-5")
+        error = failed(await run_turn(fm, "c1", "send the report to ada"))
+        _, kept = await fm.turns("c1")
+    assert KEPT in error.message
+    # The switch was said on the turn that made it.
+    assert any("the model changed from claude-sonnet-4-6" in w for w in kept.warnings)
+    async with frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        done = completed(await run_turn(fm, "c1", "go on"))
+    assert done.text == "Continued."
+    assert not [w for w in done.warnings if "the model changed" in w]
