@@ -172,6 +172,73 @@ async def test_bad_input_gets_clear_4xx_and_changes_nothing(tmp_path: Path) -> N
         assert await d.stop() == 0
 
 
+async def test_a_stray_trailing_slash_is_a_404_naming_the_route_never_a_redirect(
+    tmp_path: Path,
+) -> None:
+    """`GET /v1/continuums/` was redirected (307) to an absolute URL built from the
+    request the daemon saw: behind a proxy serving the daemon at https://host/fm/ (the
+    prefix stripped), the client landed on the host's /v1/continuums, outside the prefix;
+    a POST's body was sent twice. Every API route now answers such a path 404, naming
+    the route without the slash as the client sent it (its prefix included)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from frontmind.server._metrics import Metrics
+
+    token = {"authorization": "Bearer s3cret"}
+    async with (
+        daemon(tmp_path / "data", "--token", "s3cret") as d,
+        d.client() as anonymous,
+        d.client(headers=token) as client,
+    ):
+        await turn(client, "ada", "hi")
+        cases = [
+            ("GET", "/v1/continuums/", "/v1/continuums"),
+            ("GET", "/v1/continuums/ada/turns/", "/v1/continuums/ada/turns"),
+            ("POST", "/v1/continuums/ada/turns/", "/v1/continuums/ada/turns"),
+            ("DELETE", "/v1/continuums/ada/", "/v1/continuums/ada"),
+            ("PUT", "/v1/continuums/ada/settings/", "/v1/continuums/ada/settings"),
+            ("POST", "/v1/reminders/", "/v1/reminders"),
+            ("POST", "/v1/users/", "/v1/users"),
+            ("GET", "/metrics/", "/metrics"),
+            ("GET", "/readyz/", "/readyz"),
+        ]
+        for method, path, meant in cases:
+            response = await client.request(method, path, json={"message": "hi"})
+            assert response.status_code == 404, (path, response.status_code, response.headers)
+            assert "location" not in response.headers
+            error = response.json()["error"]
+            assert error["type"] == "not_found"
+            assert error["message"] == (
+                f"no route {method} {path}: the API's paths end without a slash ({meant})"
+            )
+        # A public route's too, without a token (a probe's mistake is no 401).
+        healthz = await anonymous.get("/healthz/")
+        assert healthz.status_code == 404
+        assert healthz.json()["error"]["message"].endswith("(/healthz)")
+        # Anything else needs the token still, and a path no route has is a plain 404.
+        assert (await anonymous.get("/v1/continuums/")).status_code == 401
+        nowhere = await client.get("/v1/nowhere/")
+        assert nowhere.json()["error"]["message"] == "no route GET /v1/nowhere/"
+        # Nothing was run or stored by the POST of a turn at the wrong path.
+        turns = (await client.get("/v1/continuums/ada/turns")).json()["turns"]
+        assert len(turns) == 1
+        assert await d.stop() == 0
+    # Mounted at a path in another app, as a proxy's prefix is: named under the prefix.
+    async with (
+        Frontmind.open(tmp_path / "mounted", offline=True) as fm,
+        serve_app(Starlette(routes=[Mount("/fm", app=build_app(fm, metrics=Metrics()))])) as app,
+        httpx2.AsyncClient(base_url=app.url, timeout=30) as http,
+    ):
+        assert (await http.get("/fm/v1/continuums")).status_code == 200
+        response = await http.get("/fm/v1/continuums/")
+        assert response.status_code == 404
+        assert response.json()["error"]["message"] == (
+            "no route GET /fm/v1/continuums/: the API's paths end without a slash"
+            " (/fm/v1/continuums)"
+        )
+
+
 async def test_non_loopback_needs_a_token(tmp_path: Path) -> None:
     code, _, err = await run_cli(
         "serve", "--host", "0.0.0.0", "--port", "0", "--offline", "--data-dir", str(tmp_path)

@@ -109,7 +109,10 @@ class UserAuth:
         path = route_path(scope) if scope["type"] == "http" else ""
         if path:
             scope.setdefault("state", {})[PATH_KEY] = path
-        if path and path not in PUBLIC_PATHS and not is_console_path(path):
+        # A public path with a stray trailing slash too: its 404 names the route, which
+        # a probe sent with no token would never have read behind a 401.
+        public = path.rstrip("/") in PUBLIC_PATHS or is_console_path(path)
+        if path and not public:
             try:
                 resolved = await self._resolve(scope)
             except StorageError as exc:
@@ -231,6 +234,13 @@ def build_app(
             Exception: unexpected,
         },
     )
+    # A path with a stray trailing slash is answered 404 naming the route without it
+    # (`not_found`), not redirected: the router's redirect was an absolute URL built from
+    # the request the daemon saw, outside the prefix of a proxy that strips one
+    # (https://host/fm/); and an API's paths are the client's code, which a 404 gets
+    # fixed once, where a redirect would cost every call a second request (a turn's
+    # POST sending its body twice) and hide the mistake.
+    starlette.router.redirect_slashes = False
     starlette.state.daemon = Daemon(fm, stats, streams or TurnStreams(), ping_seconds)
     app = UserAuth(starlette, fm, token)
     guarded = EdgeGuard(

@@ -866,7 +866,15 @@ async def unexpected(request: Request, exc: Exception) -> Response:
 async def not_found(request: Request, exc: Exception) -> Response:
     # The path is the client's: quoted as an excerpt, never echoed whole.
     path = excerpt(request.url.path, 120)  # a real route's path fits whole
-    return error_response(404, "not_found", f"no route {excerpt(request.method)} {path}")
+    message = f"no route {excerpt(request.method)} {path}"
+    inside: str = request.scope.get("state", {}).get(PATH_KEY, "")
+    bare = inside.rstrip("/")
+    if bare != inside and bare and any(p.match(bare) for p, _ in _path_patterns()):
+        # A stray trailing slash: the route it meant, named as the client sent it (with
+        # the prefix it came under, if any). Not redirected: see `build_app`.
+        meant = excerpt(request.url.path.rstrip("/"), 120)
+        message += f": the API's paths end without a slash ({meant})"
+    return error_response(404, "not_found", message)
 
 
 def route_path(scope: Scope) -> str:
