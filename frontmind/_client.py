@@ -11,6 +11,7 @@ back through `_exceptions.FROM_WIRE`, from the table the daemon answered with.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime
 from types import TracebackType
@@ -30,7 +31,6 @@ from actors import (
     TurnError,
     TurnEvent,
     UserInput,
-    retry_after_seconds,
 )
 from storage import (
     ContinuumModel,
@@ -115,11 +115,21 @@ def _raise_for(response: httpx2.Response, body: bytes) -> None:
     raise error_from_wire(
         cls,
         message,
-        # The daemon's estimate rides in the header (in whole seconds), not the body.
-        retry_after=retry_after_seconds(response.headers),
+        # The body's, not the Retry-After header's: that one is whole seconds, and 1
+        # where the daemon's error has no wait (its `retry_after` None, as here).
+        retry_after=_seconds(error.get("retry_after")),
         turn_id=turn_id if isinstance(turn_id, str) else None,
         continuum_id=continuum_id if isinstance(continuum_id, str) else None,
     )
+
+
+def _seconds(value: object) -> float | None:
+    """An error body's `retry_after`: seconds, a finite number from 0 on; None for
+    anything else (absent: the error said no wait)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 class _Closing:

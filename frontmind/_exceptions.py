@@ -7,7 +7,7 @@ string, its class's `type` (inherited until a subclass gives its own): the libra
 (`{"error": {"type": ..., "message": ...}}`) all say the same. `HTTP_STATUS` below is
 the daemon's status for each; `frontmind.Client` reads a type back as the class in
 `FROM_WIRE`, with the attributes the library's error carries (`error_from_wire`: the
-body's ids, `wire_ids`, and the Retry-After header's wait). Classes that share a type
+body's ids, `wire_ids`, and its exact wait, `wire_retry_seconds`). Classes that share a type
 share a status (tests/test_errors.py walks the tree and checks this drawing, the types
 and the statuses)::
 
@@ -79,7 +79,8 @@ The HTTP edge also answers a few types that are no error of the library: `unauth
 type as `Overloaded`, too many turns waiting), `invalid_request` (400, malformed HTTP),
 `uri_too_long` (414, a request line over the head's cap) and `headers_too_large` (431, a
 request head over it). Every 429 and 503 says when to retry (`Retry-After`): a `Busy`
-error's own `retry_after` when it has one.
+error's own `retry_after` when it has one, rounded up to whole seconds as HTTP requires,
+else 1; the body's `retry_after` is the error's own wait, exact, absent when it has none.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ __all__ = [
     "wire_ids",
     "wire_message",
     "wire_retry_after",
+    "wire_retry_seconds",
 ]
 
 
@@ -260,7 +262,7 @@ FROM_WIRE = _from_wire()
 def wire_ids(exc: BaseException) -> dict[str, str]:
     """The ids an error body carries beside the type and message (`turn_id`,
     `continuum_id`): the attributes a caller reads on the library's error, which the
-    client's must carry too. A wait rides in the Retry-After header instead."""
+    client's must carry too. The wait is `wire_retry_seconds`'s."""
     if isinstance(exc, Busy) and exc.turn_id is not None:
         return {"turn_id": exc.turn_id}
     if isinstance(exc, UnknownContinuum):
@@ -278,10 +280,12 @@ def error_from_wire(
 ) -> FrontmindError:
     """The error `frontmind.Client` raises for an error answer of type `cls.type`: the
     library's own class, with the attributes the library's carries (`wire_ids`, and the
-    Retry-After header's wait). The type alone cannot tell `UnknownContinuum` from
-    another `not_found` (a memory, a route): the body's `continuum_id` does."""
+    body's `retry_after`). The type alone cannot tell `UnknownContinuum` from another
+    `not_found` (a memory, a route): the body's `continuum_id` does."""
     if issubclass(cls, Busy):
         return cls(message, retry_after=retry_after, turn_id=turn_id)
+    if issubclass(cls, ModelOverloaded):
+        return cls(message, retry_after=retry_after)
     if cls is NotFound and continuum_id is not None:
         return UnknownContinuum(continuum_id)
     return cls(message)
@@ -301,13 +305,23 @@ def wire_error(exc: BaseException) -> tuple[int, str]:
     return status, error_type(exc)
 
 
+def wire_retry_seconds(exc: BaseException) -> float | None:
+    """The error's own wait before a retry is worth it, exact (a `Busy`'s, a
+    `ModelOverloaded`'s `retry_after`), None when it has none: what an error body and a
+    turn's error event carry, so that the client's error reads what the library's does
+    (the Retry-After header, in whole seconds and never absent, cannot say it)."""
+    if isinstance(exc, Busy | ModelOverloaded):
+        return exc.retry_after
+    return None
+
+
 def wire_retry_after(exc: BaseException, status: int) -> str | None:
     """The Retry-After of an error answer (RFC 9110 §10.2.3: when a 429/503 is worth
-    retrying): an overloaded queue's own estimate in whole seconds, anything else 1;
-    None for the other statuses."""
+    retrying): the error's own wait (`wire_retry_seconds`) rounded up to whole seconds,
+    at least 1, and 1 when it has none; None for the other statuses."""
     if status not in (429, 503):
         return None
-    seconds = exc.retry_after if isinstance(exc, Busy) else None
+    seconds = wire_retry_seconds(exc)
     return str(max(1, math.ceil(seconds))) if seconds is not None else "1"
 
 

@@ -171,6 +171,10 @@ class ErrorDetail(msgspec.Struct, frozen=True, omit_defaults=True):
     # A continuum that has never had a turn (404 `not_found`, the library's
     # `UnknownContinuum`): its id, which the client's error carries as the library's does.
     continuum_id: str | None = None
+    # A refusal that says when to retry (429 `busy`, 503 `overloaded`): the error's own
+    # wait in seconds, exact, which the client's error carries as `retry_after` (the
+    # Retry-After header beside it is whole seconds, and 1 where the error has none).
+    retry_after: float | None = None
 
 
 class ErrorBody(msgspec.Struct, frozen=True):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 import shutil
 import socket
 import sys
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from frontmind import (
     TextDelta,
     ToolStarted,
     TurnCompleted,
+    TurnError,
     TurnStarted,
     UnknownContinuum,
 )
@@ -50,7 +52,7 @@ from frontmind.server._sse import _sse_frame
 from storage import TurnRecord, UserForgotten
 from tests._daemon import ROOT, child_env, daemon, sse_events
 from tests._harness import FakeClock, config
-from tests.test_admission import HOLD, Holds, opened
+from tests.test_admission import HOLD, Holds, over_http
 
 pytestmark = pytest.mark.anyio
 
@@ -442,21 +444,27 @@ async def test_a_reply_holding_line_separators_arrives_whole(tmp_path: Path) -> 
 
 async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
     """A 429 or 503 says when to retry in `Retry-After`; the `Busy` (or `Overloaded`)
-    the client raises carries it as `retry_after`, as the library's own error does."""
+    the client raises carries the library's own `retry_after`: None where the library's
+    is None (the header says 1 then, as HTTP wants a 429 to say when)."""
     holds = Holds()
     async with (
-        opened(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as fm,
-        serve_app(build_app(fm), graceful_seconds=10) as app,
-        Client(app.url) as c,
+        over_http(tmp_path, holds, max_active=1, max_wait_s=0.000_001) as (fm, http),
+        Client(str(http.base_url)) as c,
     ):
         async with anyio.create_task_group() as tg:
             tg.start_soon(_drain, c.turn("c1", HOLD))
             await holds.count(1)
             with pytest.raises(Busy) as busy:
-                await c.delete_continuum("c1")  # a turn runs in it: 429
+                await c.delete_continuum("c1")  # a turn runs in it: 429, no wait known
+            with pytest.raises(Busy) as library:
+                await fm.delete_continuum("c1")
+            answer = await http.delete("/v1/continuums/c1")
             holds.release(0)
         assert type(busy.value) is Busy
-        assert busy.value.retry_after == 1
+        assert library.value.retry_after is None
+        assert busy.value.retry_after is None
+        assert answer.headers["retry-after"] == "1"
+        assert "retry_after" not in answer.json()["error"]
         # A turn measured: the queue's wait is known, and the next one is refused (503).
         async with anyio.create_task_group() as tg:
             tg.start_soon(_drain, c.turn("c2", HOLD))
@@ -473,6 +481,86 @@ async def test_a_refusal_keeps_the_daemons_retry_after(tmp_path: Path) -> None:
         (record,) = await c.turns("c3")
         assert record.status == "cancelled"
         assert overloaded.value.turn_id == record.turn_id
+
+
+async def test_a_refusals_wait_is_the_librarys_to_the_fraction(tmp_path: Path) -> None:
+    """A continuum's full queue says to retry in about a turn's time: the library's
+    `retry_after` is that time, a fraction of a second here (None before any turn was
+    measured). The client read the Retry-After header, whole seconds: 1 for both. It
+    reads the body's `retry_after` now, the library's own value; the header stays
+    whole seconds, as HTTP requires."""
+    holds = Holds()
+    async with (
+        over_http(tmp_path, holds, max_queued=1, max_wait_s=600) as (fm, http),
+        Client(str(http.base_url)) as c,
+    ):
+        for held in range(2):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_drain, c.turn("c1", HOLD))
+                await holds.count(held + 1)
+                queued = fm.turn("c1", "hello")
+                await queued.start()  # the continuum's one place in its queue
+                with pytest.raises(Busy) as refused:
+                    await _drain(c.turn("c1", "hello"))
+                with pytest.raises(Busy) as library:
+                    await _drain(fm.turn("c1", "hello"))
+                answer = await http.post("/v1/continuums/c1/turns", json={"message": "hello"})
+                measured = fm.admission.turn_seconds  # no turn ended meanwhile
+                holds.release(held)
+                await _drain(queued)
+            assert type(refused.value) is Busy
+            assert "waiting" in str(refused.value)  # the full queue's refusal
+            assert library.value.retry_after == measured
+            assert refused.value.retry_after == measured
+            assert answer.status_code == 429
+            if measured is None:  # the first round: no turn had ended yet
+                assert held == 0
+                assert answer.headers["retry-after"] == "1"
+                assert "retry_after" not in answer.json()["error"]
+            else:
+                assert held == 1
+                assert answer.headers["retry-after"] == str(max(1, math.ceil(measured)))
+                assert answer.json()["error"]["retry_after"] == measured
+        assert measured is not None
+
+
+class _RefusingWatch:
+    """A turn watch whose `turn_began` refuses, with a wait: an error raised by the
+    turn's stream once it holds its slot, after the daemon's answer went out (200)."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+
+    def turn_began(self) -> None:
+        raise Busy("refused after the answer's headers", retry_after=self.wait)
+
+    def turn_ended(self) -> None:
+        pass
+
+    def composing(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+
+async def test_an_error_after_the_headers_keeps_its_retry_after(tmp_path: Path) -> None:
+    """An error the turn's stream raises after the answer's headers went out ends the
+    stream with its error event: that event said `busy` without the error's
+    `retry_after`, which the client's `TurnError` now carries as the library's does."""
+    async with served(tmp_path) as (fm, url), Client(url, token=ADMIN) as c:
+        fm._runtime.watch_turns(_RefusingWatch(2.5))
+        events = await _drain(c.turn("ada", "hello"))
+        *_, error = events
+        assert isinstance(error, TurnError)
+        assert (error.type, error.retry_after) == ("busy", 2.5)
+        async with httpx2.AsyncClient(base_url=url, timeout=30) as http:
+            headers = {"authorization": f"Bearer {ADMIN}"}
+            path = "/v1/continuums/bob/turns"
+            async with http.stream(
+                "POST", path, json={"message": "hi"}, headers=headers
+            ) as response:
+                assert response.status_code == 200  # the headers went out first
+                seen = [event async for event in sse_events(response)]
+        name, data = seen[-1]
+        assert (name, data["type"], data["retry_after"]) == ("error", "busy", 2.5)
 
 
 # -- errors that carry attributes -------------------------------------------------------

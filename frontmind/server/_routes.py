@@ -46,6 +46,7 @@ from .._exceptions import (
     wire_ids,
     wire_message,
     wire_retry_after,
+    wire_retry_seconds,
 )
 from .._frontmind import Frontmind
 from .._wire import (
@@ -156,9 +157,12 @@ def error_response(
     message: str,
     headers: dict[str, str] | None = None,
     ids: dict[str, str] | None = None,
+    retry_after: float | None = None,
 ) -> Response:
-    """An error answer; `ids`: the error's own (`wire_ids`), beside its type."""
-    response = json_response(ErrorBody(ErrorDetail(kind, message, **(ids or {}))), status)
+    """An error answer; `ids`: the error's own (`wire_ids`), beside its type, and
+    `retry_after` its exact wait (`wire_retry_seconds`)."""
+    detail = ErrorDetail(kind, message, **(ids or {}), retry_after=retry_after)
+    response = json_response(ErrorBody(detail), status)
     response.headers.update(headers or {})
     return response
 
@@ -855,7 +859,8 @@ def exception_response(exc: Exception) -> Response:
     status, kind = wire_error(exc)
     retry = wire_retry_after(exc, status)
     headers = None if retry is None else {"retry-after": retry}
-    return error_response(status, kind, wire_message(exc, status), headers, wire_ids(exc))
+    message = wire_message(exc, status)
+    return error_response(status, kind, message, headers, wire_ids(exc), wire_retry_seconds(exc))
 
 
 async def unexpected(request: Request, exc: Exception) -> Response:

@@ -31,7 +31,7 @@ from actors import (
 from runtime import KernelError
 from storage import error_type
 
-from .._exceptions import wire_event_message
+from .._exceptions import wire_event_message, wire_retry_seconds
 from .._wire import to_wire
 from ._guard import EDGE_KEY, EdgeSignal
 from ._metrics import Metrics
@@ -221,8 +221,11 @@ class TurnEvents(Response):
                 except FrontmindError as exc:
                     # Refused after the answer's headers went out (the continuum's actor
                     # given up on for now, Frontmind closing): its error event ends the
-                    # stream, as its error body would have ended the answer.
-                    await events.send(TurnError(error_type(exc), str(exc), self.turn_id))
+                    # stream, as its error body would have ended the answer, and says
+                    # when to retry as that body would have (its `retry_after`).
+                    wait = wire_retry_seconds(exc)
+                    event = TurnError(error_type(exc), str(exc), self.turn_id, wait)
+                    await events.send(event)
                 except KernelError as exc:
                     # A bug in the turn's actor (it is restarted): end with an error
                     # event rather than a broken stream.
