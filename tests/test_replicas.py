@@ -141,6 +141,62 @@ async def test_a_killed_replica_loses_nothing_acknowledged(
         assert (interrupted[0]["status"], interrupted[0]["error"]) == ("failed", INTERRUPTED_TURN)
 
 
+async def test_stats_on_the_database_reads_a_killed_replicas_turn_as_interrupted(
+    tmp_path: Path, pg_server: PostgresServer
+) -> None:
+    """`frontmind stats --database URL` showed a replica's turn `running` for as long as
+    nothing opened the store after the replica was killed mid-turn. It records it as
+    interrupted, as the next replica to open the store would (and says so on stderr),
+    while a live replica's running turn, whose continuum's lease its session holds,
+    stays `running`."""
+    url = pg_server.new_database()
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        # Both stream slowly: A's turn is killed mid-reply, B's runs through the checks.
+        (tmp_path / name / "frontmind.toml").write_text("[offline]\ntokens_per_second = 5.0\n")
+    reader = tmp_path / "reader"  # the command's own data dir: no store, no lock of use
+    reader.mkdir()
+
+    async def stats(cid: str) -> tuple[str, str]:
+        code, out, err = await run_cli(
+            "stats", "--database", url, "--data-dir", str(reader), "--continuum", cid
+        )
+        assert code == 0, err
+        return out, err
+
+    async with daemon(tmp_path / "b", "--database", url) as b, b.client() as cb:
+        live = cb.stream(
+            "POST", "/v1/continuums/live/turns", json={"message": "a long story please " * 50}
+        )
+        async with live as response:
+            assert response.status_code == 200
+            events = sse_events(response)
+            async for name, _ in events:  # held: dropping it would end B's turn
+                if name == "text.delta":
+                    break
+            async with daemon(tmp_path / "a", "--database", url) as a, a.client() as ca:
+                await _kill_mid_turn(a, ca, "story")
+                with anyio.fail_after(30):
+                    await a.process.wait()
+            # Until PostgreSQL has ended the killed replica's session, and its lease
+            # with it: taken here, which waits for exactly that.
+            async with await PostgresStorage.open(url) as store:
+                with anyio.fail_after(30):
+                    async with store.continuum_lease(DEFAULT_USER, "story"):
+                        pass
+            out, err = await stats("story")
+            assert "turns           1  (failed 1)" in out, out
+            # One: B's turn, running meanwhile, is not among them.
+            assert "1 turn left running by a process that ended: recorded as interrupted" in err
+            out, err = await stats("live")
+            assert "turns           1  (running 1)" in out, out
+            assert "interrupted" not in err, err
+            (record,) = (await cb.get("/v1/continuums/live/turns")).json()["turns"]
+            assert record["status"] == "running"
+        (record,) = (await cb.get("/v1/continuums/story/turns")).json()["turns"]
+        assert (record["status"], record["error"]) == ("failed", INTERRUPTED_TURN)
+
+
 def strings(value: Any) -> Iterator[str]:
     """Every string in a JSON value."""
     if isinstance(value, str):

@@ -41,8 +41,8 @@ async def _store(
     directory must hold a database already; opening one would make an empty store, and
     a mistyped `--data-dir` would then back up, export or migrate nothing, and say it
     succeeded. Only `import` makes a store. `upgrade=False`: the store is not migrated
-    (see `open_storage`). `settle`: with SQLite, not `exclusive`, the turns a dead owner
-    left running are recorded as interrupted first (`_settle_stale_turns`)."""
+    (see `open_storage`). `settle`: not `exclusive`, the turns a dead owner left running
+    are recorded as interrupted first (`_settle_stale_turns`)."""
     import msgspec
 
     from .._exceptions import DataDirLocked, EdgeError
@@ -65,15 +65,18 @@ async def _store(
                 raise DataDirLocked(f"{exc}: {args.while_running}") from None
         storage = await open_storage(config, args.data_dir, upgrade=upgrade)
         stack.push_async_callback(storage.close)
-        if settle and not exclusive and config.storage.url is None:
+        if settle and not exclusive:
             await _settle_stale_turns(storage, args.data_dir)
         yield storage
 
 
 async def _settle_stale_turns(storage: Storage, data_dir: Path) -> None:
-    """Record as interrupted the turns a dead owner left `running` in a SQLite store,
-    as the next daemon to open it would, when no process holds the data directory's
-    lock; a store a live process owns is not written to (its running turns run).
+    """Record as interrupted the turns a dead owner left `running`, as the next daemon
+    to open the store would: in a SQLite store when no process holds the data
+    directory's lock (a store a live process owns is not written to: its running turns
+    run); in a shared one (PostgreSQL) those whose continuum's lease no live session
+    holds or awaits, which the store's statement checks as it writes each, so the
+    replicas serving meanwhile keep their running turns.
 
     The lock is an flock the kernel drops when its holder dies, however it dies: free,
     no process runs a turn on the store, and each running record is a turn that died
@@ -83,15 +86,20 @@ async def _settle_stale_turns(storage: Storage, data_dir: Path) -> None:
     one meaning of a stale turn, the record made right for every later reader too (the
     store keeps the killed turn's usage and reply, only its status changes). The lock
     is held for that one transaction: a daemon starting meanwhile is refused, as beside
-    any command holding it, for no longer."""
+    any command holding it, for no longer. A replica killed mid-turn leaves no lock on
+    the data directory of whoever reads its store: its lease, which PostgreSQL dropped
+    with its session, says the turn died with it."""
     from .._exceptions import DataDirLocked
     from .._lock import data_dir_lock
 
-    try:
-        with data_dir_lock(data_dir):
-            interrupted = await storage.interrupt_stale_turns()
-    except DataDirLocked:
-        return
+    if storage.shared:
+        interrupted = await storage.interrupt_stale_turns()
+    else:
+        try:
+            with data_dir_lock(data_dir):
+                interrupted = await storage.interrupt_stale_turns()
+        except DataDirLocked:
+            return
     if interrupted:
         print(
             f"{interrupted} turn{'s' if interrupted != 1 else ''} left running by a process"
@@ -102,9 +110,8 @@ async def _settle_stale_turns(storage: Storage, data_dir: Path) -> None:
 
 def store_of(args: argparse.Namespace) -> AbstractAsyncContextManager[Storage]:
     """The command's store (`--database`, the config's storage.url, or the data dir's
-    SQLite file), for commands outside this module (`stats`, `users list`): with
-    SQLite, its turns a dead owner left running read as interrupted (see
-    `_settle_stale_turns`)."""
+    SQLite file), for commands outside this module (`stats`, `users list`): its turns a
+    dead owner left running read as interrupted (see `_settle_stale_turns`)."""
     return _store(args, settle=True)
 
 
