@@ -544,3 +544,60 @@ async def test_output_config_takes_only_its_documented_keys(
         model="claude-opus-4-6", max_tokens=4096, messages=HI, output_config={"effort": "low"}
     )
     assert reply.stop_reason == "end_turn"
+
+
+async def test_thinking_and_tool_choice_take_only_their_variants_keys(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference's thinking and tool_choice are objects tagged by type, each variant
+    # with its keys; the live API refuses another key naming the variant ("thinking.
+    # adaptive.effort: Extra inputs are not permitted", immersive-translate#3818). The
+    # local API took any key, so a misplaced "effort" passed and did nothing.
+    tools: Any = [{"name": "look", "input_schema": {"type": "object"}}]
+    cases: list[tuple[str, dict[str, Any]]] = [
+        (
+            "thinking.enabled.foo",
+            {"thinking": {"type": "enabled", "budget_tokens": 1024, "foo": 1}},
+        ),
+        (
+            "thinking.adaptive.effort",
+            {"model": "claude-opus-4-6", "thinking": {"type": "adaptive", "effort": "low"}},
+        ),
+        ("thinking.disabled.display", {"thinking": {"type": "disabled", "display": "omitted"}}),
+        ("tool_choice.auto.foo", {"tools": tools, "tool_choice": {"type": "auto", "foo": 1}}),
+        (
+            "tool_choice.tool.input",
+            {"tools": tools, "tool_choice": {"type": "tool", "name": "look", "input": {}}},
+        ),
+        (
+            "tool_choice.none.disable_parallel_tool_use",
+            {"tools": tools, "tool_choice": {"type": "none", "disable_parallel_tool_use": True}},
+        ),
+    ]
+    for path, fields in cases:
+        refused = await error_of(client, **fields)
+        assert refused == {
+            "type": "invalid_request_error",
+            "message": f"{path}: Extra inputs are not permitted",
+        }
+        counted: Any = {"model": MODEL, "messages": HI, **fields}
+        with pytest.raises(anthropic.BadRequestError, match=f"{path}: Extra inputs"):
+            await client.messages.count_tokens(**counted)
+    # Each variant's own keys still pass.
+    reply = await client.messages.create(
+        model=MODEL,
+        max_tokens=4096,
+        messages=HI,
+        tools=tools,
+        thinking={"type": "enabled", "budget_tokens": 1024, "display": "omitted"},
+        tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+    )
+    assert reply.stop_reason in ("end_turn", "tool_use")
+    chosen = await client.messages.create(
+        model=MODEL,
+        max_tokens=4096,
+        messages=HI,
+        tools=tools,
+        tool_choice={"type": "tool", "name": "look", "disable_parallel_tool_use": True},
+    )
+    assert chosen.stop_reason == "tool_use"

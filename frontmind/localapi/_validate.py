@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -779,6 +779,45 @@ def _check_breakpoints(request: MessagesRequest) -> None:
             )
 
 
+# The API reference (Messages, create: https://platform.claude.com/docs/en/api/messages/
+# create): `thinking` and `tool_choice` are objects tagged by `type`, each variant with its
+# own keys (the SDK's ThinkingConfig*Param and ToolChoice*Param). The live API refuses any
+# other key as it refuses every unknown field, naming the variant in the path: "thinking.
+# adaptive.effort: Extra inputs are not permitted" (immersive-translate#3818), "thinking.
+# disabled.display" (anthropics/claude-code#69618). `block_binding` (the beta's) is
+# `_prepare._binding_setting`'s to check: it refuses it without its beta header and
+# with a type other than adaptive or enabled.
+_THINKING_KEYS: dict[str, frozenset[str]] = {
+    "enabled": frozenset({"type", "budget_tokens", "display", "block_binding"}),
+    "adaptive": frozenset({"type", "display", "block_binding"}),
+    "disabled": frozenset({"type", "block_binding"}),
+    "between_tools": frozenset({"type", "block_binding"}),
+}
+_TOOL_CHOICE_KEYS: dict[str, frozenset[str]] = {
+    "auto": frozenset({"type", "disable_parallel_tool_use"}),
+    "any": frozenset({"type", "disable_parallel_tool_use"}),
+    "tool": frozenset({"type", "name", "disable_parallel_tool_use"}),
+    "none": frozenset({"type"}),
+}
+
+
+def _refuse_extra_inputs(where: str, value: Mapping[str, Any], known: Container[str]) -> None:
+    """A 400 for the first key of `value` not in `known`, in the API's words."""
+    for key in value:
+        if key not in known:
+            raise ApiError(400, f"{where}.{key}: Extra inputs are not permitted")
+
+
+def _refuse_extra_variant_inputs(
+    where: str, value: Mapping[str, Any] | None, variants: Mapping[str, frozenset[str]]
+) -> None:
+    """Refuses the keys of a tagged object that its variant does not take; an unknown or
+    missing `type` is left to the check of the type itself."""
+    kind = (value or {}).get("type")
+    if value is not None and isinstance(kind, str) and kind in variants:
+        _refuse_extra_inputs(f"{where}.{kind}", value, variants[kind])
+
+
 def validate(
     request: MessagesRequest,
     version: str,
@@ -797,9 +836,9 @@ def validate(
     # (the SDK's OutputConfigParam and BetaOutputConfigParam). Another key is refused as
     # every unknown field is ("<field>: Extra inputs are not permitted").
     known = ("effort", "format", "task_budget") if beta else ("effort", "format")
-    for key in request.output_config or {}:
-        if key not in known:
-            raise ApiError(400, f"output_config.{key}: Extra inputs are not permitted")
+    _refuse_extra_inputs("output_config", request.output_config or {}, known)
+    _refuse_extra_variant_inputs("thinking", request.thinking, _THINKING_KEYS)
+    _refuse_extra_variant_inputs("tool_choice", request.tool_choice, _TOOL_CHOICE_KEYS)
     model = require_model(request.model, models)
     if request.max_tokens < 1:
         raise ApiError(400, "max_tokens: must be greater than or equal to 1")
