@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 import anthropic
@@ -700,6 +701,51 @@ async def test_injected_statuses_carry_the_documented_error_type(
         assert body["type"] == "error"
         assert body["error"]["type"] == kind, status
         assert body["request_id"] == info.value.response.headers["request-id"]
+
+
+async def test_a_rate_limit_says_when_to_retry_and_the_limits_as_the_docs_do(
+    api: LocalMessagesAPI, clients: Callable[..., anthropic.AsyncAnthropic]
+) -> None:
+    """Docs: rate limits (https://platform.claude.com/docs/en/api/rate-limits): a 429
+    "describing which rate limit was exceeded, along with a retry-after header", and the
+    `anthropic-ratelimit-*` headers (limit, remaining, reset in RFC 3339; `tokens-*` the
+    most restrictive). The local 429 carried `retry-after` only when a test asked."""
+    client = clients(api.base_url, max_retries=0)
+    api.schedule(StatusFault(429))
+    with pytest.raises(anthropic.RateLimitError) as info:
+        await create(client, messages=[{"role": "user", "content": "hi"}])
+    headers = info.value.response.headers
+    assert headers["retry-after"] == "1"
+    body: Any = info.value.body
+    assert body["error"]["type"] == "rate_limit_error"
+    assert "would exceed the rate limit" in body["error"]["message"]
+    assert "30,000 input tokens per minute" in body["error"]["message"]
+    resets: dict[str, datetime] = {}
+    for name in ("requests", "tokens", "input-tokens", "output-tokens"):
+        prefix = f"anthropic-ratelimit-{name}"
+        assert int(headers[f"{prefix}-limit"]) >= int(headers[f"{prefix}-remaining"]) >= 0
+        assert headers[f"{prefix}-reset"].endswith("Z")
+        resets[name] = datetime.fromisoformat(headers[f"{prefix}-reset"])
+        assert resets[name].tzinfo is not None
+    assert headers["anthropic-ratelimit-input-tokens-remaining"] == "0"  # the one exceeded
+    assert all(
+        headers[f"anthropic-ratelimit-tokens-{part}"]
+        == headers[f"anthropic-ratelimit-input-tokens-{part}"]
+        for part in ("limit", "remaining", "reset")
+    )
+    assert resets["input-tokens"] >= resets["output-tokens"]  # emptied, refilled last
+    # A wait the test gives is the one said.
+    api.schedule(StatusFault(429, retry_after=7))
+    with pytest.raises(anthropic.RateLimitError) as info:
+        await create(client, messages=[{"role": "user", "content": "hi"}])
+    assert info.value.response.headers["retry-after"] == "7"
+    # Other statuses say no wait unless asked (the docs give them none).
+    api.schedule(StatusFault(529))
+    with pytest.raises(anthropic.APIStatusError) as overloaded:
+        await create(client, messages=[{"role": "user", "content": "hi"}])
+    assert overloaded.value.status_code == 529
+    assert "retry-after" not in overloaded.value.response.headers
+    assert "anthropic-ratelimit-requests-limit" not in overloaded.value.response.headers
 
 
 class _Working(DefaultResponder):

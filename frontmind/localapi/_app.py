@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -29,7 +30,15 @@ from ._catalog import model_json, model_page
 from ._clock import Clock, MonotonicClock
 from ._context import COMPACT_BETA, CONTEXT_BETA
 from ._diagnostics import DiagnosticsBook
-from ._faults import DropConnection, Fault, Latency, MidStreamError, Stall, StatusFault
+from ._faults import (
+    DropConnection,
+    Fault,
+    Latency,
+    MidStreamError,
+    Stall,
+    StatusFault,
+    rate_limit_answer,
+)
 from ._fetch import check_fetched
 from ._models import MODELS, ModelInfo
 from ._plan import Planned, plan
@@ -209,14 +218,17 @@ def _take_fault(request: Request, state: LocalAPIState) -> Fault | None:
 
 def _status_fault(fault: StatusFault) -> ApiError:
     headers: dict[str, str] = {}
-    if fault.retry_after is not None:
+    messages = {500: "Internal server error", 529: "Overloaded"}
+    message = messages.get(fault.status, "Injected fault")
+    if fault.status == 429:
+        message, headers = rate_limit_answer(fault.retry_after, datetime.now(UTC))
+    elif fault.retry_after is not None:
         headers["retry-after"] = f"{fault.retry_after:g}"
     if fault.retry_after_ms is not None:
         headers["retry-after-ms"] = str(fault.retry_after_ms)
     if fault.should_retry is not None:
         headers["x-should-retry"] = "true" if fault.should_retry else "false"
-    messages = {429: "Rate limited", 500: "Internal server error", 529: "Overloaded"}
-    return ApiError(fault.status, messages.get(fault.status, "Injected fault"), headers)
+    return ApiError(fault.status, message, headers)
 
 
 def _server_tool_use(request: MessagesRequest, blocks: list[dict[str, Any]]) -> dict[str, int]:
