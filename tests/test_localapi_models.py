@@ -91,6 +91,28 @@ async def test_the_models_api_answers_from_the_data_file(
         await client.models.retrieve("claude-mythos-preview")
 
 
+async def test_the_models_api_resolves_aliases_and_filters_by_lifecycle(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference, Get a Model: its answer can "resolve a model alias to a model
+    # ID"; the local API answered a dated alias with the alias itself, an id the list
+    # never shows. List Models' lifecycle filter (the SDK's ModelListParams): active and
+    # deprecated by default, retired "only when retired is requested explicitly"; the
+    # local API ignored it and listed every row whatever was asked.
+    dated = await client.models.retrieve("claude-sonnet-4-5-20250929")
+    assert dated.id == "claude-sonnet-4-5"
+    listed = [m.id async for m in client.models.list(limit=1000)]
+    assert dated.id in listed
+    assert "claude-sonnet-4-5-20250929" not in listed
+    every = [m async for m in client.models.list(limit=1000, lifecycle=["active", "deprecated"])]
+    assert [m.id for m in every] == listed
+    assert {m.lifecycle for m in every} <= {"active", "deprecated"}
+    retired = await client.models.list(lifecycle=["retired"])
+    assert (retired.data, retired.has_more, retired.first_id) == ([], False, None)
+    with pytest.raises(anthropic.BadRequestError, match=r"lifecycle\.0: Input should be"):
+        await client.models.list(extra_query={"lifecycle": ["gone"]})
+
+
 async def test_thinking_effort_and_tool_choice_follow_each_model(
     client: anthropic.AsyncAnthropic,
 ) -> None:

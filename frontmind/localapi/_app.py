@@ -26,7 +26,7 @@ from ._cache import (
     edits_thinking,
     prefix_blocks,
 )
-from ._catalog import model_json, model_page
+from ._catalog import LIFECYCLES, LISTED_BY_DEFAULT, model_json, model_page
 from ._clock import Clock, MonotonicClock
 from ._context import COMPACT_BETA, CONTEXT_BETA
 from ._diagnostics import DiagnosticsBook
@@ -189,6 +189,24 @@ def _page_limit(raw: str) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 1000:
         raise ApiError(400, "limit: Input should be between 1 and 1000")
     return int(raw)
+
+
+def _lifecycles(request: Request) -> frozenset[str]:
+    """The list's `lifecycle` filter: the SDK sends it as `lifecycle[]=...` (its
+    brackets array format), once a value; none given, the active and deprecated models.
+    The messages are pydantic's for a literal and a list's length (chosen: no public
+    report quotes the live API's)."""
+    given = request.query_params.getlist("lifecycle[]") + request.query_params.getlist("lifecycle")
+    if not given:
+        return LISTED_BY_DEFAULT
+    if len(given) > len(LIFECYCLES):
+        raise ApiError(400, "lifecycle: List should have at most 3 items after validation")
+    for i, value in enumerate(given):
+        if value not in LIFECYCLES:
+            raise ApiError(
+                400, f"lifecycle.{i}: Input should be 'active', 'deprecated' or 'retired'"
+            )
+    return frozenset(given)
 
 
 def _betas(request: Request) -> frozenset[str]:
@@ -657,6 +675,7 @@ def build_app(state: LocalAPIState) -> Starlette:
                 _page_limit(request.query_params.get("limit", "20")),
                 request.query_params.get("after_id"),
                 request.query_params.get("before_id"),
+                _lifecycles(request),
             )
         except ApiError as error:
             return _error_response(error, request_id)

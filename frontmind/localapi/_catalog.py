@@ -4,6 +4,11 @@ Docs: https://platform.claude.com/docs/en/api/models/retrieve and .../models/lis
 SDK's `ModelInfo`): `max_input_tokens`, `max_tokens` and a `capabilities` object whose
 keys are always present; the list pages with `limit` (1-1000, default 20), `after_id`
 and `before_id`, newest first. Every fact comes from the model's row in models.toml.
+Retrieving "can be used to ... resolve a model alias to a model ID": a row's alias (a
+dated snapshot) answers with the row's own id, the one the list shows. The list's
+`lifecycle` filter (the SDK's `ModelListParams`): "Up to 3 values. When omitted, the list
+contains the `active` and `deprecated` models; `retired` models appear only when
+`retired` is requested explicitly."
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from typing import Any
 
 from ._models import ModelInfo
 
-__all__ = ["model_json", "model_page"]
+__all__ = ["LIFECYCLES", "LISTED_BY_DEFAULT", "model_json", "model_page"]
 
 _LINES = ("haiku", "sonnet", "opus", "fable", "mythos")
 _EPOCH = "1970-01-01T00:00:00Z"  # the docs' value when the release date is unknown
+LIFECYCLES = ("active", "deprecated", "retired")
+LISTED_BY_DEFAULT = frozenset({"active", "deprecated"})
 
 
 def _supported(value: bool) -> dict[str, bool]:
@@ -36,7 +43,7 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
     line = next((x for x in _LINES if f"-{x}-" in f"-{info.name}-"), None)
     return {
         "type": "model",
-        "id": info.name,
+        "id": info.canonical or info.name,
         "display_name": _display_name(info.canonical or info.name),
         "created_at": _EPOCH,
         "lifecycle": info.lifecycle,
@@ -82,11 +89,19 @@ def model_json(info: ModelInfo) -> dict[str, Any]:
 
 
 def model_page(
-    models: Mapping[str, ModelInfo], limit: int, after_id: str | None, before_id: str | None
+    models: Mapping[str, ModelInfo],
+    limit: int,
+    after_id: str | None,
+    before_id: str | None,
+    lifecycles: frozenset[str] = LISTED_BY_DEFAULT,
 ) -> dict[str, Any]:
     """One page of the list: the served rows in file order (newest first; rows given as
-    data after the file's)."""
-    ids = [name for name, info in models.items() if info.name == info.canonical]
+    data after the file's), of the given lifecycle stages."""
+    ids = [
+        name
+        for name, info in models.items()
+        if info.name == info.canonical and info.lifecycle in lifecycles
+    ]
     start, end = 0, len(ids)
     if after_id is not None and after_id in ids:
         start = ids.index(after_id) + 1
