@@ -76,6 +76,23 @@ async def test_a_user_id_holding_an_email_address_is_refused(
         assert reply.stop_reason == "end_turn"
 
 
+async def test_a_user_id_over_256_characters_is_refused(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    # The API reference, metadata.user_id: "maxLength 256" (as vercel/ai#12419 quotes
+    # https://platform.claude.com/docs/en/api/messages#metadata). The local API took any
+    # length, so an id the live API refuses passed every test.
+    refused = await error_of(client, metadata={"user_id": "a" * 257})
+    assert refused == {
+        "type": "invalid_request_error",
+        "message": "metadata.user_id: String should have at most 256 characters",
+    }
+    reply = await client.messages.create(
+        model=MODEL, max_tokens=4096, messages=HI, metadata={"user_id": "a" * 256}
+    )
+    assert reply.stop_reason == "end_turn"
+
+
 async def test_a_request_over_32_mb_gets_the_documented_413(
     client: anthropic.AsyncAnthropic,
 ) -> None:

@@ -69,6 +69,7 @@ _VALID_SCHEMAS: set[bytes] = set()
 _VALID_SCHEMAS_KEPT = 4096
 # A tool_use block's id, as the live API's 400 quotes its pattern (`_check_tool_pairs`).
 _TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_USER_ID_MAX = 256
 # Something shaped like an email address (the user_id check in `validate`).
 _EMAIL = re.compile(r"[^\s@]+@[^\s@]+\.[^\s@]+")
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -852,6 +853,14 @@ def validate(
     _check_thinking_config(request, model, betas)
     _check_stop_sequences(request.stop_sequences or ())
     user_id = request.metadata.user_id if request.metadata is not None else None
+    if user_id is not None and len(user_id) > _USER_ID_MAX:
+        # The API reference (metadata.user_id, https://platform.claude.com/docs/en/api/
+        # messages#metadata): "maxLength 256". The words are pydantic's for a string's
+        # length, as the API's other schema messages are (chosen: no public report
+        # quotes this one).
+        raise ApiError(
+            400, f"metadata.user_id: String should have at most {_USER_ID_MAX} characters"
+        )
     if user_id is not None and _EMAIL.search(user_id) is not None:
         # The API reference (metadata.user_id): "This should be a uuid, hash value, or
         # other opaque identifier ... Do not include any identifying information such as
