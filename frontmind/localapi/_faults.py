@@ -72,10 +72,13 @@ class Latency(msgspec.Struct, frozen=True):
 # Earlier retries will fail."), and `anthropic-ratelimit-{requests,tokens,input-tokens,
 # output-tokens}-{limit,remaining,reset}` (remaining tokens "rounded to the nearest
 # thousand", reset "the time when the rate limit will be fully replenished, provided in
-# RFC 3339 format"; the `tokens` ones "display the values for the most restrictive limit
-# currently in effect"). The limits are Tier 1's for Claude Sonnet (50 RPM, 30,000 ITPM,
-# 8,000 OTPM); the limits replenish continuously, so an emptied bucket is full again a
-# minute later.
+# RFC 3339 format"). The `tokens` ones are input and output combined: "Maximum combined
+# tokens (input + output) per minute" (the page as Claude Platform on AWS repeats it,
+# https://docs.aws.amazon.com/claude-platform/latest/userguide/rate-limits.html), as a
+# recorded live answer shows (tidyllm's fixture of api.anthropic.com/v1/messages:
+# tokens-limit 96000 = input 80000 + output 16000, its reset the input tokens'). The
+# limits are Tier 1's for Claude Sonnet (50 RPM, 30,000 ITPM, 8,000 OTPM); they
+# replenish continuously, so an emptied bucket is full again a minute later.
 RATE_LIMIT_RETRY_AFTER = 1.0  # seconds; chosen (the docs give no figure)
 _REQUESTS_PER_MINUTE = 50
 _INPUT_TOKENS_PER_MINUTE = 30_000
@@ -102,7 +105,11 @@ def rate_limit_answer(retry_after: float | None, now: datetime) -> tuple[str, di
         "input-tokens": (_INPUT_TOKENS_PER_MINUTE, 0, emptied),
         "output-tokens": (_OUTPUT_TOKENS_PER_MINUTE, _OUTPUT_TOKENS_PER_MINUTE, now),
     }
-    buckets["tokens"] = buckets["input-tokens"]  # the most restrictive
+    (in_limit, in_left, in_reset), (out_limit, out_left, _) = (
+        buckets["input-tokens"],
+        buckets["output-tokens"],
+    )
+    buckets["tokens"] = (in_limit + out_limit, in_left + out_left, in_reset)
     headers = {"retry-after": f"{wait:g}"}
     for name, (limit, remaining, reset) in buckets.items():
         headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
