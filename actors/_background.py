@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from typing import NamedTuple
 
@@ -65,7 +65,7 @@ from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
 from ._recall import Embedder
 from ._surfacings import Surfacings
-from ._too_long import TokenScales, learn_too_long, request_estimate
+from ._too_long import TokenScales, learn_too_long, request_estimate, request_tool_prompt
 
 __all__ = [
     "BackgroundMessage",
@@ -258,10 +258,13 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         closing: Callable[[], bool] = lambda: False,
         surfacings: Surfacings | None = None,
         token_scales: TokenScales | None = None,
+        tool_prompt: Mapping[str, int] | None = None,
     ) -> None:
         # The conversations' token scales, to learn from a summary refused as too long
-        # (None: such a refusal fails the job as any other does).
+        # (None: such a refusal fails the job as any other does), and the tool-use system
+        # prompt by tool_choice type (the catalog's), which its count is learnt without.
         self._scales = token_scales
+        self._tool_prompt = dict(tool_prompt or {})
         self._dropped = DroppedRecords() if dropped is None else dropped
         # Surfacings not yet counted (the memories sections add to it when this
         # worker's mailbox is full).
@@ -588,7 +591,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         refused again, the job fails as any other refusal does."""
         estimate = request_estimate(request)
         key = (job.user, job.continuum_id)
-        if self._scales is None or not learn_too_long(self._scales, key, estimate, refusal):
+        added = request_tool_prompt(self._tool_prompt, request)
+        if self._scales is None or not learn_too_long(self._scales, key, estimate, refusal, added):
             raise refusal
         again = await self._prefix(job.user, job.continuum_id, ride)
         if request_estimate(again) >= estimate:

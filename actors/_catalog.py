@@ -135,7 +135,9 @@ class CatalogFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     thinking_groups: dict[str, tuple[str, ...]] = {}
     server_tool_groups: dict[str, tuple[str, ...]] = {}
     retired: dict[str, str] = {}
-    tool_prompt_tokens: dict[str, int] = {}  # read by the local API's token counts
+    # The tool-use system prompt by tool_choice type: read by the local API's token
+    # counts, and by the runtime's estimate of a request (`tool_prompt_tokens`).
+    tool_prompt_tokens: dict[str, int] = {}
     model: tuple[ModelRow, ...] = ()
 
 
@@ -194,11 +196,15 @@ class ModelCatalog:
         *,
         references: Mapping[str, str] | None = None,
         dynamic_server_tools: frozenset[str] = frozenset(),
+        tool_prompt_tokens: Mapping[str, int] | None = None,
     ):
-        # What a row's source lines name (the file's [references]), and the server tool
-        # versions whose code calls the request's tools (the file's `dynamic` group).
+        # What a row's source lines name (the file's [references]), the server tool
+        # versions whose code calls the request's tools (the file's `dynamic` group), and
+        # the tool-use system prompt the API adds by tool_choice type (the file's
+        # [tool_prompt_tokens]; the same for every model).
         self.references = dict(references or {})
         self.dynamic_server_tools = dynamic_server_tools
+        self.tool_prompt_tokens = dict(tool_prompt_tokens or {})
         self._rows: dict[str, ModelRow] = {}
         self._ids: dict[str, str] = {}
         for row in rows:
@@ -264,6 +270,7 @@ class ModelCatalog:
             self._retired,
             references=self.references,
             dynamic_server_tools=self.dynamic_server_tools,
+            tool_prompt_tokens=self.tool_prompt_tokens,
         )
 
     def source(self, row: ModelRow, fact: str) -> str:
@@ -318,7 +325,13 @@ def decode_catalog(data: bytes | str) -> ModelCatalog:
     if len(set(names)) != len(names):
         raise SettingsError("models.toml: a model name appears twice")
     dynamic = frozenset(raw.server_tool_groups.get("dynamic", ()))
-    return ModelCatalog(rows, raw.retired, references=raw.references, dynamic_server_tools=dynamic)
+    return ModelCatalog(
+        rows,
+        raw.retired,
+        references=raw.references,
+        dynamic_server_tools=dynamic,
+        tool_prompt_tokens=raw.tool_prompt_tokens,
+    )
 
 
 _REQUIRED_NEW = ("context_window", "max_output")

@@ -104,7 +104,7 @@ from ._observe import current_turn, failed, span, turn_span, usage_attributes
 from ._result_fit import LoopFit, fit_loop, fit_results
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._too_long import TokenScales, learn_too_long
+from ._too_long import TokenScales, learn_too_long, tool_prompt_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
@@ -742,6 +742,15 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         )
         return tools + sum(estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system)
 
+    def _tool_prompt(self) -> int:
+        """The tool-use system prompt the API adds to this continuum's requests, in the
+        API's tokens (none when no tools are offered): a fixed count the scale does not
+        apply to (`tool_prompt_tokens`). The tool_choice is the one `build_request`
+        sends: none (auto) with parallel tools, else auto."""
+        choice = None if self._deps.settings.tools.parallel else "auto"
+        table = self._deps.models.catalog.tool_prompt_tokens
+        return tool_prompt_tokens(table, bool(self._deps.tools.offered()), choice)
+
     def _sent_estimate(self, composed: Composed, messages: int) -> int:
         """A request of this turn in estimated tokens: the tools and system prompt, the
         notification center and `messages` (the history and the turn's own messages, as
@@ -752,16 +761,20 @@ class ConversationActor(Actor[ConversationMessage, Any]):
     def _measure(self, composed: Composed, messages: int, counted: int) -> None:
         """Take the API's count of a turn's request as the continuum's token scale (each
         call of a tool loop: a tool may return denser text than the conversation held).
-        A small request says little (the API's own tool-use prompt and framing weigh
-        more in it than the text): only one of `SCALE_MIN_ESTIMATE` tokens or more
+        A small request says little (the API's framing weighs more in it than the
+        text): only one of `SCALE_MIN_ESTIMATE` tokens or more
         counts, or a smaller one that says less than the scale held (that overhead only
         raises its ratio): else, once dense text that raised the scale left the window,
-        a small history never measured it again and prose was trimmed as dense."""
+        a small history never measured it again and prose was trimmed as dense.
+
+        The tool-use system prompt is no text of the estimate: its known count comes off
+        the API's before the ratio is taken (it weighed as dense text, in a small
+        request most of all, and the history was trimmed short of its budget)."""
         estimate = self._sent_estimate(composed, messages)
         if estimate <= 0:
             return
         key = (self._user, self._id)
-        measured = counted / estimate
+        measured = max(0, counted - self._tool_prompt()) / estimate
         if estimate >= SCALE_MIN_ESTIMATE or measured < self._deps.token_scales.get(key):
             self._deps.token_scales.set(key, measured)
 
@@ -856,7 +869,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         says, a little over, so the request trims to fit (else every turn of the
         continuum was refused so from then on). Whether it was such a refusal."""
         estimate = self._sent_estimate(composed, messages)
-        return learn_too_long(self._deps.token_scales, (self._user, self._id), estimate, refusal)
+        key = (self._user, self._id)
+        return learn_too_long(self._deps.token_scales, key, estimate, refusal, self._tool_prompt())
 
     def _budget(self, state: _Loaded, composed: Composed | None) -> int:
         """The history's token budget: the configured one, within what the model's window
@@ -869,8 +883,11 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         """What the model's window leaves the history, in the API's tokens."""
         # The documents are the user's system prompt (up to documents.budget_tokens): a
         # window that ignored them let the history grow until every request was too long.
+        # The tool-use system prompt is counted apart, unscaled: left out, a history that
+        # filled the room made a request some 450 tokens over the window.
         scale = self._deps.token_scales.get((self._user, self._id))
         prefix = 0 if composed is None else round(self._prefix_tokens(composed) * scale)
+        prefix += self._tool_prompt()
         return (
             known_row(self._deps.models.catalog, state.model.name).context_window
             - state.model.max_tokens

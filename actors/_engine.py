@@ -426,6 +426,7 @@ class Engine:
                 closing=lambda: self._draining,
                 surfacings=surfacings,
                 token_scales=token_scales,
+                tool_prompt=models.catalog.tool_prompt_tokens,
             ),
             name=background_name(),
             mailbox=16,

@@ -8,11 +8,20 @@ request alone: its estimate is counted here as the conversation counts a request
 parts (4 bytes a token, a framing cost per block: `_sent_estimate`), so the scale
 learnt means what the conversation's own does, and the next request it builds (the
 summary's again, or the next turn's) is fitted on it.
+
+The scale is of the estimated text alone. A request that gives `tools` also carries the
+tool-use system prompt the API adds (`models.toml`, `[tool_prompt_tokens]`: some 450
+tokens), whose size is known in the API's own tokens: `tool_prompt_tokens` gives it,
+the scale is measured on the count without it, and a fit adds it unscaled. Left out,
+the estimate of a request with tools was short by that much (a request at the
+window's edge was refused as too long), and the scale measured on a small request
+counted the prompt as the text's density.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import msgspec
 
@@ -31,7 +40,14 @@ from ._layout import (
 )
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
 
-__all__ = ["MAX_TOKEN_SCALE", "TokenScales", "learn_too_long", "request_estimate"]
+__all__ = [
+    "MAX_TOKEN_SCALE",
+    "TokenScales",
+    "learn_too_long",
+    "request_estimate",
+    "request_tool_prompt",
+    "tool_prompt_tokens",
+]
 
 # The scale never goes above the largest ratio of the API's count to the estimate seen
 # for any text (digits, punctuation: about 5); after a request refused as too long, it
@@ -68,8 +84,25 @@ class TokenScales:
                 del self._scales[next(iter(self._scales))]
 
 
+def tool_prompt_tokens(table: Mapping[str, int], tools: bool, choice: str | None = None) -> int:
+    """The tool-use system prompt the API adds to a request, in the API's tokens: none
+    without `tools`; else the catalog's figure (`table`, `ModelCatalog.tool_prompt_tokens`)
+    for the request's tool_choice type (None: none sent, which the API takes as auto)."""
+    if not tools:
+        return 0
+    auto = table.get("auto", 0)
+    return table.get(choice or "auto", auto)
+
+
+def request_tool_prompt(table: Mapping[str, int], request: ModelRequest) -> int:
+    """`tool_prompt_tokens` of a request as built."""
+    choice = None if request.tool_choice is None else request.tool_choice.type
+    return tool_prompt_tokens(table, bool(request.tools), choice)
+
+
 def request_estimate(request: ModelRequest) -> int:
-    """The request in estimated tokens: its tools, system prompt and messages."""
+    """The request in estimated tokens: its tools, system prompt and messages (the
+    tool-use system prompt apart: `request_tool_prompt`)."""
     tools = sum(estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS for t in request.tools)
     system = sum(estimate_tokens(b.text) + BLOCK_FRAMING_TOKENS for b in request.system)
     # Each message as the history stores it, weighed as the history weighs it (images
@@ -97,13 +130,19 @@ def _stored(block: OutBlock) -> ContentBlock:
 
 
 def learn_too_long(
-    scales: TokenScales, key: tuple[str, str], estimate: int, refusal: ModelRejected
+    scales: TokenScales,
+    key: tuple[str, str],
+    estimate: int,
+    refusal: ModelRejected,
+    tool_prompt: int = 0,
 ) -> bool:
     """Whether `refusal` is the API's "prompt is too long" for a request of `estimate`
-    estimated tokens; if so, the continuum `key`'s scale is at least what its count
-    says, a little over (`TOO_LONG_MARGIN`), so the next request is not at the edge."""
+    estimated tokens besides its `tool_prompt` (`tool_prompt_tokens`); if so, the
+    continuum `key`'s scale is at least what its count says, a little over
+    (`TOO_LONG_MARGIN`), so the next request is not at the edge."""
     found = _TOO_LONG.search(str(refusal))
     if found is None or estimate <= 0:
         return False
-    scales.set(key, max(scales.get(key), int(found[1]) / estimate * TOO_LONG_MARGIN))
+    counted = max(0, int(found[1]) - tool_prompt)
+    scales.set(key, max(scales.get(key), counted / estimate * TOO_LONG_MARGIN))
     return True

@@ -382,3 +382,18 @@ def test_rows_round_trip_as_msgspec_structs() -> None:
     again = msgspec.json.decode(msgspec.json.encode(row), type=ModelRow)
     assert again == row
     assert ModelCatalog([again]).lookup("claude-fable-5-1") == row
+
+
+def test_the_catalog_keeps_the_tool_use_prompt_the_local_api_counts() -> None:
+    """The runtime's estimate of a request with tools adds the tool-use system prompt
+    the API adds (`[tool_prompt_tokens]`), read from the same data as the local API's
+    counts: the catalog dropped the table, and the estimate was short by it. It stays
+    through the config's rows laid over the file's."""
+    table = tomllib.loads(resources.files("frontmind").joinpath("models.toml").read_text())
+    expected = table["tool_prompt_tokens"]
+    assert shipped_catalog().tool_prompt_tokens == expected
+    added = ModelPatch(name="claude-local-7", context_window=32_000, max_output=4_000)
+    patched = load_catalog([added])
+    assert patched.tool_prompt_tokens == expected
+    for row in MODELS.values():
+        assert row.tool_prompt_tokens == expected

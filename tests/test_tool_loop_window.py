@@ -258,3 +258,40 @@ async def test_the_preview_of_a_long_message_fits_the_history_as_its_turn_does(
         sent = api.message_bodies()[-1]
     assert [r for r in results_sent(sent) if "left out of this request" in r]
     assert results_sent(preview) == results_sent(sent)
+
+
+async def test_a_request_at_the_windows_edge_counts_the_tool_use_system_prompt(
+    tmp_path: Path,
+) -> None:
+    """A request that gives `tools` carries the tool-use system prompt the API adds
+    (`models.toml`, `[tool_prompt_tokens]`: 449 tokens with tool_choice auto), which
+    the estimate left out: a request fitted to the window's edge was that much over it,
+    refused as too long, and sent again. Here some 32,500 tokens of documents (over the
+    fixed reserve, so the system prompt's own size is kept room for: the window is
+    filled to its edge), then a result larger than the window, cut to fill the room
+    left. The first request, mostly prose (counted under its estimate), leaves the
+    token scale at 1; the result's text is denser, and the loop's second request comes
+    within a few hundred tokens of the window: it was over by the prompt, and now fits."""
+    dense = "alpha beta gamma delta 123 "  # counted some 1.27 tokens an estimated token
+
+    @tool(max_result_chars=400_000)
+    def read_file(name: str) -> str:
+        """Read a file."""
+        return dense * 12_000
+
+    documents = (PAGE * 3)[: 32_500 * 4]  # prose: counted under its estimate
+    async with (
+        LocalMessagesAPI(responder=_Reads(1, "Read it."), models=[window_row(SONNET)]) as api,
+        frontmind(api, tmp_path, cfg=small_window(SONNET), tools=[read_file]) as fm,
+    ):
+        half = len(documents) // 2
+        await fm.put_document("manual-0", documents[:half])
+        await fm.put_document("manual-1", documents[half:])
+        done = completed(await run_turn(fm, "c1", "read the file"))
+        (record,) = await fm.turns("c1")
+        bodies = api.message_bodies()
+    assert done.text == "Read it."
+    assert len(bodies) == 2, "the request at the window's edge was refused and sent again"
+    (sent,) = results_sent(bodies[1])
+    assert "\n[truncated: " in sent, "the result was cut to the window's edge"
+    assert max(u.total_input for u in record.call_usage) <= WINDOW
