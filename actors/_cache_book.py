@@ -3,10 +3,12 @@
 The TTL policy and the cache warm-up (actors/_ttl.py) decide from it: when recent turns
 started, what the last one chose, whether each recent turn could reuse its
 predecessor's prefix, and the system and history entries as they were written. It is
-fed each completed turn's record through `absorb` (when the history is loaded, the
-stored records oldest first; after each commit, the new one), and told what the two
-requests between turns wrote: a summary riding the cache (`rode`) and a warm-up
-(`warmed`).
+fed the record of each turn whose messages the history stores through `absorb` (when
+the history is loaded, the stored records oldest first; after each commit, the new
+one): every completed turn, and a failed one that kept its tool rounds (its record
+holds its first call's message id: it paid its calls and wrote the cache as a
+completed turn does). It is told what the two requests between turns wrote: a
+summary riding the cache (`rode`) and a warm-up (`warmed`).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ class CacheBook:
         self.last_exchange_cached = False
 
     def absorb(self, record: TurnRecord) -> None:
-        """A completed turn, in order: its start, its TTL choice and model, whether it
-        could reuse the prefix before it, and the entries it left."""
+        """A turn the history stores (completed, or failed with its tool rounds kept),
+        in order: its start, its TTL choice and model, whether it could reuse the prefix
+        before it, and the entries it left."""
         self.turn_times.append(record.started_at.timestamp())
         self.last_ttl = record.cache_ttl
         self.last_model = record.model

@@ -63,7 +63,16 @@ class Refusal(NamedTuple):
 class Suspect(NamedTuple):
     """A block a refusal can be about: where it is (message, block, item: -1 for the
     block itself, else its place in a tool result's list), what it is remembered by,
-    and how an error names it."""
+    and how an error names it.
+
+    The label is shown only in the error of a refusal the turn cannot get past
+    (`_refused_media`, actors/_conversation.py), and only for the turn's own messages
+    (`suspects` of its tail): there, a block that is not in a tool result is in the
+    message being answered (the tail's first; the model's messages hold no image or
+    document that is read here, a server tool's fetched PDF aside), which "the message"
+    names. The history's suspects are used by their key alone: they go as notes, and
+    an error never names them (so a history block's label, "the message's content[i]"
+    of some older message, is never seen)."""
 
     place: tuple[int, int, int]
     key: str
