@@ -1,5 +1,5 @@
 """The README's library example runs as written (offline); its hosted embedder is
-complete as written."""
+complete as written; its model settings calls are accepted."""
 
 from __future__ import annotations
 
@@ -126,3 +126,17 @@ async def test_the_hosted_embedder_example_needs_nothing_more_and_speaks_the_api
     )
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode().strip() == "answered"
+
+
+async def test_each_model_settings_call_it_shows_is_accepted(tmp_path: Path) -> None:
+    """Every `fm.set_model_settings(...)` the README shows, in a block or inline, is
+    accepted under the default config: a call sets all of the continuum's own settings,
+    so one that leans on another call's setting is refused."""
+    from frontmind import Frontmind
+
+    readme = (ROOT / "README.md").read_text()
+    calls = re.findall(r"fm\.set_model_settings\((.*?)\)", readme, flags=re.S)
+    assert len(calls) >= 2, calls
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        for args in calls:
+            await eval(f"fm.set_model_settings({args})", {"fm": fm})
