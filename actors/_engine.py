@@ -600,7 +600,12 @@ class Engine:
         except ActorStopped:
             raise ShuttingDown("the background worker is stopping: Frontmind is closing") from None
         except (MailboxFull, RestartLimitReached) as exc:
-            raise Busy(f"the background worker cannot take this now: {exc}") from None
+            # A worker given up on says when its supervisor takes it back; a full
+            # mailbox has no such figure (how long the jobs ahead take is unknown).
+            wait = exc.retry_after if isinstance(exc, RestartLimitReached) else None
+            raise Busy(
+                f"the background worker cannot take this now: {exc}", retry_after=wait
+            ) from None
         return int(ran or 0)
 
     async def _lane(self, user: str, continuum_id: str, *, stays: bool = True) -> _Lane:
@@ -952,7 +957,8 @@ def shut_down_event(turn_id: str | None) -> TurnError:
 def _refusals(continuum_id: str) -> Iterator[None]:
     """The kernel's refusals of a message to a continuum's actors as the caller's errors:
     a full mailbox (previews and warm-ups share it; turns are counted at the door) or
-    an actor given up on for now is `Busy`, a stopped one (Frontmind closing) is
+    an actor given up on for now is `Busy` (the latter with `retry_after`, the seconds
+    until its supervisor takes a message again), a stopped one (Frontmind closing) is
     `ShuttingDown`. No `KernelError` reaches a caller for these."""
     try:
         yield
@@ -961,7 +967,10 @@ def _refusals(continuum_id: str) -> Iterator[None]:
             f"continuum {continuum_id!r} has a full mailbox; retry when a turn has finished"
         ) from None
     except RestartLimitReached as exc:
-        raise Busy(f"continuum {continuum_id!r} is recovering: {exc}") from None
+        # Its wait is the supervisor's: a retry before its cool-down ends is refused again.
+        raise Busy(
+            f"continuum {continuum_id!r} is recovering: {exc}", retry_after=exc.retry_after
+        ) from None
     except ActorStopped:
         raise ShuttingDown(
             f"continuum {continuum_id!r} is stopping: Frontmind is closing"

@@ -143,7 +143,8 @@ class Cell:
             wait = max(self._retry_at - time.monotonic(), 0.0)
             return RestartLimitReached(
                 f"actor {self.name!r} gave up after repeated crashes; it is tried again "
-                f"in {wait:.0f}s"
+                f"in {wait:.0f}s",
+                retry_after=wait,
             )
         return ActorStopped(f"actor {self.name!r} is stopped")
 

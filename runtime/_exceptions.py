@@ -32,7 +32,15 @@ class DeadlineExceeded(KernelError):
 
 
 class RestartLimitReached(KernelError):
-    """The supervisor gave up on the actor after too many restarts in its window."""
+    """The supervisor gave up on the actor after too many restarts in its window.
+
+    `retry_after`: the seconds until its cool-down ends, when the supervisor takes a
+    message to it again (the first is a trial; see `RestartPolicy`), so that a caller
+    can wait that long instead of retrying at once into the same refusal."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ActorCrashed(KernelError):

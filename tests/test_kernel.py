@@ -303,6 +303,20 @@ async def test_restart_limit_gives_up_and_fails_fast(encoded: bool) -> None:
             ref.tell(Add(1))
 
 
+async def test_a_given_up_actor_says_when_it_takes_messages_again(encoded: bool) -> None:
+    """Its refusal carries the seconds left of its cool-down (after which it takes a
+    trial message), within the configured one and counting down."""
+    policy = RestartPolicy(max_restarts=0, within=60, cooldown=30)
+    async with ActorSystem(encoded=encoded) as system:
+        ref = system.spawn(Recorder, name="fragile", policy=policy)
+        with anyio.fail_after(2), pytest.raises(RestartLimitReached) as gave_up:
+            await ref.ask(Crash())  # its first crash is past the limit: given up
+        assert 0 < gave_up.value.retry_after <= 30
+        with pytest.raises(RestartLimitReached) as refused:
+            ref.tell(Add(1))
+        assert 0 < refused.value.retry_after <= gave_up.value.retry_after
+
+
 async def test_crash_never_touches_siblings(encoded: bool) -> None:
     async with ActorSystem(encoded=encoded) as system:
         sick = system.spawn(Recorder, name="sick", policy=RestartPolicy(max_restarts=0))

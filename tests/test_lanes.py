@@ -3,17 +3,36 @@ waits behind another's render; per-section deadlines beside the composer's."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import ClassVar
 
 import anyio
 import pytest
 
-from actors import Composed, Trinket, TrinketLoadError, Turn, TurnCompleted
+from actors import (
+    Busy,
+    CacheView,
+    Composed,
+    Trinket,
+    TrinketLoadError,
+    Turn,
+    TurnCompleted,
+)
 from frontmind import ConfigError, Frontmind
 from frontmind.config import load_config
-from runtime import ActorSystem, Replied, TimedOut, scatter_gather
+from runtime import (
+    ActorCrashed,
+    ActorState,
+    ActorSystem,
+    Replied,
+    RestartPolicy,
+    TimedOut,
+    scatter_gather,
+)
+from storage import TtlChoice
 
+from ._harness import completed, run_turn
 from .test_kernel import Block, Gate, Recorder
 
 pytestmark = pytest.mark.anyio
@@ -264,3 +283,60 @@ async def test_gather_times_out_each_slot_at_its_own_deadline() -> None:
         # The other slot kept its own (longer) deadline and answered.
         assert result.outcomes[1] == Replied("answering", -1, result.outcomes[1].elapsed)
         gate.open.set()
+
+
+class BreakingTtlPolicy:
+    """A cache TTL policy that gets a bug once `broken` is set. A turn contains it (the
+    turn fails, the actor goes on), but a preview asks it outside any turn: its error
+    crashes the continuum's conversation actor, once per try."""
+
+    broken = False
+
+    def choose(self, view: CacheView) -> TtlChoice:
+        if self.broken:
+            raise RuntimeError("a bug in the TTL policy")
+        return TtlChoice("5m", "5m", "fixed")
+
+
+async def test_a_continuum_given_up_on_says_when_to_retry(tmp_path: Path) -> None:
+    """The conversation actor crashed past its restart limit: the continuum is `Busy`,
+    with `retry_after` the seconds until the supervisor takes it back (its cool-down),
+    not a retry at once into the same refusal."""
+    cooldown = RestartPolicy().cooldown  # the conversation actor's policy
+    policy = BreakingTtlPolicy()
+    async with Frontmind.open(tmp_path, offline=True, ttl_policy=policy) as fm:
+        # A turn that completes keeps the lane loaded: a preview of a continuum without
+        # one would spawn a lane of its own, and a fresh actor, every time.
+        completed(await run_turn(fm, "ada", "hello"))
+        policy.broken = True
+        given_up: Busy | None = None
+        for _ in range(10):  # each preview crashes the actor twice (it is retried once)
+            try:
+                await fm.context("ada", "hello")
+            except ActorCrashed:
+                continue  # restarted: not past its limit yet
+            except Busy as exc:
+                given_up = exc
+                break
+        assert given_up is not None, "the actor was never given up on"
+        assert "recovering" in str(given_up)
+        assert given_up.retry_after is not None
+        assert 0 < given_up.retry_after <= cooldown
+        with pytest.raises(Busy, match="recovering") as refused:
+            await run_turn(fm, "ada", "again")
+        assert refused.value.retry_after is not None
+        assert 0 < refused.value.retry_after <= given_up.retry_after
+
+
+async def test_a_background_worker_given_up_on_says_when_to_retry(tmp_path: Path) -> None:
+    """`run_background` on a worker given up on for now: `Busy`, with the seconds left
+    of its cool-down (set here on the kernel's cell, as a worker that crashed past its
+    limit has it)."""
+    async with Frontmind.open(tmp_path, offline=True) as fm:
+        await fm.run_background()  # the wake sent on opening is behind us
+        cell = fm._runtime._background._cell
+        cell.state, cell._retry_at = ActorState.FAILED, time.monotonic() + 600
+        with pytest.raises(Busy, match="background worker") as refused:
+            await fm.run_background()
+        assert refused.value.retry_after is not None
+        assert 0 < refused.value.retry_after <= 600
