@@ -36,9 +36,10 @@ class RestartLimitReached(KernelError):
 
     `retry_after`: the seconds until its cool-down ends, when the supervisor takes a
     message to it again (the first is a trial; see `RestartPolicy`), so that a caller
-    can wait that long instead of retrying at once into the same refusal."""
+    can wait that long instead of retrying at once into the same refusal (None: not
+    known, as for one made outside the supervisor)."""
 
-    def __init__(self, message: str, *, retry_after: float) -> None:
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
