@@ -4,9 +4,10 @@ Each continuum has its own conversation actor (and composer); different continuu
 concurrently. A turn: compose → build the request → stream the reply → run tools (and
 loop) → commit the turn in one shielded transaction. A failed or cancelled turn adds
 nothing to the history; its record keeps the user's message and any partial reply. One
-exception: a model call that fails after tool rounds of the turn ran (their side effects
-done) commits the user's message and those rounds, closed by a note saying the turn
-stopped, in the same one transaction; the record still says failed (`_keep_rounds`).
+exception: a model call that fails, or a cancellation that comes, after tool rounds of
+the turn completed (their side effects done) commits the user's message and those
+rounds, closed by a note saying the turn stopped, in the same one transaction; the
+record still says failed or cancelled (`_keep_rounds`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from storage import (
     RawBlock,
     SectionStatus,
     StorageError,
+    StorageUnavailable,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -203,6 +205,17 @@ def _pending_left_out(pending: int) -> str:
     )
 
 
+def _completed_rounds(tail: list[Message]) -> list[Message]:
+    """A turn's messages up to its last completed tool round (the user message of its
+    results): a round whose tools were still running has no results to store, and a
+    reply after the last round is one the model had not finished (or a pause)."""
+    for index in range(len(tail) - 1, 0, -1):
+        message = tail[index]
+        if message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content):
+            return tail[: index + 1]
+    return tail[:1]
+
+
 def _tool_rounds(tail: Sequence[Message]) -> int:
     """The tool rounds a turn's messages hold: its user messages of tool results (the
     first is the user's own)."""
@@ -223,6 +236,12 @@ log = logging.getLogger("frontmind.conversation")
 # The token scale (`TokenScales`, actors/_too_long.py) is measured on requests of at
 # least this many estimated tokens (a smaller one may only lower it).
 SCALE_MIN_ESTIMATE = 4_000
+# How long a cancelled turn may take to commit the tool rounds it completed
+# (`_keep_rounds`): a storage write, normally milliseconds. Well within the engine's
+# wait for a turn left early to wind down (`WIND_DOWN_S`, 5 s), so that a commit that
+# does not finish still leaves time for the `cancelled` record written instead, and
+# closing the service stays prompt.
+KEEP_ON_CANCEL_S = 2.0
 
 
 class RunTurn(msgspec.Struct, frozen=True, tag=True):
@@ -1253,6 +1272,9 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         # True while a model call (and the reading of its reply) is under way: a failure
         # there after tool rounds of the turn ran keeps those rounds (`_keep_rounds`).
         calling = False
+        # The turn's messages so far (bound before anything is awaited: a cancellation
+        # anywhere reads it for the rounds to keep).
+        tail: list[Message] = []
         try:
             # A `running` record, replaced when the turn ends: a process killed in the
             # middle of the turn still leaves its record (and the user's message), made
@@ -1301,7 +1323,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             run.warnings += self._switch_warnings(state, row, dropped)
             switched_from = self._switched_from(state, row)
             state.last_composed = composed
-            tail: list[Message] = [Message("user", _user_blocks(message.content, message.text))]
+            tail = [Message("user", _user_blocks(message.content, message.text))]
             previous_id = state.last_message_id
             refused_at = 0  # the call refused as too long and sent again, fitted anew
             noted: set[str] = set()  # blocks sent as notes since the API refused them
@@ -1421,7 +1443,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 if run.calls >= deps.settings.tools.max_iterations:
                     yield self._stop_loop(uses, run, tail)
                     break
-                async with aclosing(self._tool_round(uses, turn, tail, run.effects)) as steps:
+                async with aclosing(self._tool_round(uses, turn, tail, run)) as steps:
                     async for step in steps:
                         yield step
             tail, pending = _without_pending_server_uses(tail)
@@ -1465,10 +1487,22 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             yield TurnError(kind, f"the turn failed: {detail}", turn.turn_id)
             return
         except (anyio.get_cancelled_exc_class(), GeneratorExit):
-            # Even after tool rounds ran, nothing is kept: a cancelled turn (its client
-            # hung up, the service shutting down) must end at once, not wait on a commit
-            # of its rounds, and its record says it was cancelled.
-            await self._record_unfinished(run, "cancelled", "cancelled")
+            # A cancelled turn (its client hung up, its reader left, the service shutting
+            # down) keeps the tool rounds it completed, as a failed one does: their tools
+            # ran, and the message sent again must not run them twice. The commit is
+            # shielded and bounded (`KEEP_ON_CANCEL_S`), so the turn still ends promptly;
+            # nothing is yielded (a generator closed by `aclose` may await, not yield).
+            # Failing that, or with no round completed, it keeps nothing. The
+            # cancellation is raised on either way.
+            kept = None
+            if _tool_rounds(tail):
+                kept = await self._keep_rounds(
+                    state, run, _completed_rounds(tail), new_start, None, within=KEEP_ON_CANCEL_S
+                )
+            if kept is None:
+                await self._record_unfinished(run, "cancelled", "cancelled")
+            else:
+                state.tools = tools
             raise
         self._after_commit(record, previous_at, new_start)
         yield TurnCompleted(
@@ -1506,26 +1540,38 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         run: _TurnRun,
         tail: list[Message],
         new_start: int | None,
-        failure: FrontmindError,
+        failure: FrontmindError | None,
+        *,
+        within: float = math.inf,
     ) -> str | None:
-        """A model call of the turn failed (`failure`) after tool rounds of the turn ran:
-        their tools' side effects are done (a mail sent, a file written), and a turn that
-        stored nothing left the user to send the message again and run them twice. So
-        the user's message and the completed rounds are committed as a completed turn's
-        are (in one transaction, with their tools' staged writes), closed by a reply the
-        runtime writes saying the turn stopped and why (its error's type: nothing the
-        error's text might hold), as `_stop_loop` closes the loop at its limit; the
-        record stays failed. What the failed call streamed is not stored (the record
-        keeps it as the partial reply), and server tool uses with no result are left
-        out, as at completion. What the turn's error says of the kept rounds; None when
-        no round ran, or the commit failed (the turn then fails keeping nothing)."""
+        """A model call of the turn failed (`failure`), or the turn was cancelled
+        (`failure` None; `tail` then ends on its last completed round), after tool
+        rounds of the turn ran: their tools' side effects are done (a mail sent, a file
+        written), and a turn that stored nothing left the user to send the message
+        again and run them twice. So the user's message and the completed rounds are
+        committed as a completed turn's are (in one transaction, with their tools'
+        staged writes, within `within` seconds), closed by a reply the runtime writes
+        saying the turn stopped and why (its error's type: nothing the error's text
+        might hold; or that it was cancelled), as `_stop_loop` closes the loop at its
+        limit; the record stays failed, or cancelled. What the failed (or cut off) call
+        streamed is not stored (the record keeps it as the partial reply), and server
+        tool uses with no result are left out, as at completion. What the turn's error
+        says of the kept rounds; None when no round ran, or the commit failed or did not
+        finish in time (the turn then ends keeping nothing)."""
         rounds = _tool_rounds(tail)
         if not rounds:
             return None
-        kind = error_type(failure)
+        if failure is None:
+            status: TurnOutcome = "cancelled"
+            error = "cancelled"
+            why = f"the turn was cancelled after {rounds} round(s) of tool calls"
+        else:
+            status = "failed"
+            kind = error_type(failure)
+            error = f"{kind}: {failure}"
+            why = f"after {rounds} round(s) of tool calls, the next model call failed ({kind})"
         closing = (
-            f"I stopped before I could answer: after {rounds} round(s) of tool calls, "
-            f"the next model call failed ({kind}). The tool calls above ran; their "
+            f"I stopped before I could answer: {why}. The tool calls above ran; their "
             "results are kept."
         )
         kept, pending = _without_pending_server_uses(
@@ -1545,21 +1591,24 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         run.warnings += (said,)
         if pending:
             run.warnings += (_pending_left_out(pending),)
-        run.bill_broken_call()  # the failed call was billed its input
-        record = run.record("failed", self._deps.clock(), error=f"{kind}: {failure}", kept=True)
+        run.bill_broken_call()  # the failed (or cut off) call was billed its input
+        record = run.record(status, self._deps.clock(), error=error, kept=True)
         previous_at = _last_created_at(state)
         try:
-            await self._commit(state, record, kept, new_start, run.effects)
+            # The staged writes of the kept rounds' tools (a cancelled turn's round still
+            # running, left out, may have staged some: they go with it).
+            effects = run.effects[: run.round_effects]
+            await self._commit(state, record, kept, new_start, effects, within=within)
         except Exception:
             # The store refused the commit (the continuum moved on under the turn, the
-            # database out of reach) or failed in it: the turn fails keeping nothing, as
-            # any turn whose commit failed, and the next turn reads the history again
-            # (what the store holds is not known here).
+            # database out of reach), failed in it or did not finish it in time: the
+            # turn ends keeping nothing, as any turn whose commit failed, and the next
+            # turn reads the history again (what the store holds is not known here).
             log.warning("the tool rounds of turn %s were not kept", record.turn_id, exc_info=True)
             self._state = None
             run.warnings = warnings
             return None
-        self._deps.ended("failed", record.usage)
+        self._deps.ended(status, record.usage)
         self._after_commit(record, previous_at, new_start)
         return said
 
@@ -1600,7 +1649,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         return content
 
     async def _tool_round(
-        self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message], effects: list[Effect]
+        self, uses: list[ToolUseBlock], turn: Turn, tail: list[Message], run: _TurnRun
     ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
         """Run the calls of one reply side by side: a model asks for several calls in one
         reply when they do not depend on each other (the API's parallel tool use), and
@@ -1609,20 +1658,44 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         add to the turn's effects, in the calls' order). The results, in
         the calls' order, and what changed become one user message, results first, so
         nothing sits between a tool_use and its result. Events come as they happen: each
-        call's start, then each finish as it finishes."""
+        call's start, then each finish as it finishes. The round is complete (its
+        results in `tail`) once its last call finished, before that finish is yielded: a
+        turn cancelled from then on keeps it (`_keep_rounds`), whether or not its reader
+        saw the finish."""
         outcomes: list[ToolOutcome | None] = [None] * len(uses)
+        effects = run.effects
         if len(uses) == 1 or not self._deps.settings.tools.parallel:
             # The common case (no task to start), and `[tools] parallel = false`: one
             # call at a time, should the model ask for several in one reply anyway.
-            for index, use in enumerate(uses):
-                yield ToolStarted(use.id, use.name, use.input_json)
-                outcome = await self._run_tool(use, turn, effects)
-                outcomes[index] = outcome
-                yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+            steps = self._one_by_one(uses, turn, run, outcomes)
         else:
-            async with aclosing(self._side_by_side(uses, turn, effects, outcomes)) as steps:
-                async for step in steps:
-                    yield step
+            steps = self._side_by_side(uses, turn, effects, outcomes)
+        async with aclosing(steps) as events:
+            async for step in events:
+                if None not in outcomes and tail[-1].role == "assistant":
+                    tail.append(self._round_results(uses, outcomes))
+                    run.round_effects = len(effects)
+                yield step
+        assert tail[-1].role == "user"  # the round ended: every call gave its outcome
+
+    async def _one_by_one(
+        self,
+        uses: list[ToolUseBlock],
+        turn: Turn,
+        run: _TurnRun,
+        outcomes: list[ToolOutcome | None],
+    ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
+        """Run the calls one after another, in order; each call's outcome goes in
+        `outcomes` at its index before its finish is yielded."""
+        for index, use in enumerate(uses):
+            yield ToolStarted(use.id, use.name, use.input_json)
+            outcome = await self._run_tool(use, turn, run.effects)
+            outcomes[index] = outcome
+            yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
+
+    @staticmethod
+    def _round_results(uses: list[ToolUseBlock], outcomes: list[ToolOutcome | None]) -> Message:
+        """The round's user message: its results in the calls' order, then what changed."""
         results: list[TextBlock | ToolResultBlock] = []
         updates: list[str] = []
         for use, done in zip(uses, outcomes, strict=True):
@@ -1632,7 +1705,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
                 updates.append(done.update)
         if updates:
             results.append(TextBlock(UPDATE_HEADER + "\n" + "\n".join(updates)))
-        tail.append(Message("user", tuple(results)))
+        return Message("user", tuple(results))
 
     async def _side_by_side(
         self,
@@ -1830,7 +1903,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         tail: list[Message],
         new_start: int | None,
         effects: Sequence[Effect] = (),
+        *,
+        within: float = math.inf,
     ) -> None:
+        """Commit the turn, shielded (a cancellation waits for it), within `within`
+        seconds: `StorageUnavailable` if it did not finish in time (a cancelled turn's
+        commit must not hold up its end)."""
         at = record.finished_at
         write = TurnWrite(
             record,
@@ -1839,8 +1917,12 @@ class ConversationActor(Actor[ConversationMessage, Any]):
             effects=tuple(effects),
             base=state.message_count,
         )
-        with anyio.CancelScope(shield=True):
+        finished = False
+        with anyio.move_on_after(within, shield=True):
             await self._deps.storage.commit_turn(self._user, write)
+            finished = True
+        if not finished:
+            raise StorageUnavailable(f"the turn's commit did not finish within {within:g} s")
         base = state.message_count
         stored = [
             msgspec.structs.replace(m, seq=base + i, turn_id=record.turn_id, created_at=at)
@@ -1884,6 +1966,9 @@ class _TurnRun:
     # or is cancelled before its end has cost already (input, cache writes).
     started_usage: TurnUsage | None = None
     effects: list[Effect] = field(default_factory=list)  # tool writes, applied at commit
+    # How many of `effects` the turn's completed tool rounds staged (a cancelled turn
+    # keeps those rounds, and their writes alone).
+    round_effects: int = 0
     # What the requests of the turn left out to fit the window (`LoopFit`): the most
     # results and documents one request sent as notes, and the newest results cut (by
     # tool_use id: the characters left out).

@@ -110,8 +110,9 @@ class Storage(Protocol):
     ) -> list[Message]: ...
 
     async def commit_turn(self, user: str, write: TurnWrite) -> bool:
-        """Store a turn and its messages atomically (a completed turn, or a failed one
-        keeping the tool rounds it completed); False if that turn id was already stored.
+        """Store a turn and its messages atomically (a completed turn, or a failed or
+        cancelled one keeping the tool rounds it completed); False if that turn id was
+        already stored.
         `StorageUnavailable` (nothing stored) if the write's `base` is not the
         continuum's message count."""
         ...

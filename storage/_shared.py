@@ -90,14 +90,14 @@ def check_record(record: TurnRecord) -> None:
 
 
 def check_write(write: TurnWrite) -> list[tuple[str, bytes, str, float]]:
-    """Check a turn to commit: a completed one, or a failed one that keeps the tool rounds
-    it completed (the tools ran: a retry must not run them again); its messages as
-    (role, content bytes, text, created_at)."""
+    """Check a turn to commit: a completed one, or a failed or cancelled one that keeps
+    the tool rounds it completed (the tools ran: a retry must not run them again); its
+    messages as (role, content bytes, text, created_at)."""
     record = write.record
     check_record(record)
-    if record.status not in ("completed", "failed"):
+    if record.status not in ("completed", "failed", "cancelled"):
         raise InvalidInput(
-            f"commit_turn takes completed or failed turns, not {record.status!r} ones"
+            f"commit_turn takes completed, failed or cancelled turns, not {record.status!r} ones"
         )
     if not write.messages or write.messages[0].role != "user":
         raise InvalidInput("a turn starts with the user's message")

@@ -256,7 +256,11 @@ async def test_tool_writes_of_a_failed_turn_land_once_with_its_kept_rounds(
     assert statuses_ == ["failed", "completed"]
 
 
-async def test_a_cancelled_turn_keeps_no_tool_writes(tmp_path: Path) -> None:
+async def test_a_cancelled_turn_keeps_the_tool_writes_of_its_completed_rounds(
+    tmp_path: Path,
+) -> None:
+    """Left once its tool finished: the round is complete, so the cancelled turn keeps it
+    in the history with its tool's write (the reminder), and the write is applied once."""
     responder = ScriptedResponder()
     add = ReplyToolUse("add_reminder", {"text": "pay"})
     async with (
@@ -271,8 +275,10 @@ async def test_a_cancelled_turn_keeps_no_tool_writes(tmp_path: Path) -> None:
         # The next turn on this continuum runs after the cancelled one has wound down.
         responder.push("Hello.")
         completed(await run_turn(fm, "ada", "hello"))
-        assert await fm.reminders() == []
+        assert [r.text for r in await fm.reminders()] == ["pay"]
         assert [r.status for r in await fm.turns("ada")] == ["cancelled", "completed"]
+        roles = [m.role for m in await fm.history("ada")]
+        assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
 
 
 # -- item 8: one frame, whatever anyone types ---------------------------------------------------

@@ -318,6 +318,41 @@ async def test_client_disconnect_cancels_the_turn(tmp_path: Path) -> None:
         assert await d.stop() == 0
 
 
+async def test_a_client_hanging_up_after_a_tool_round_keeps_the_round(tmp_path: Path) -> None:
+    """The client hung up while the model answered the tool's result: the turn was
+    cancelled and stored nothing, so the reminder set by its tool was in no history
+    (and the message sent again set it twice). The round is now kept, closed by the
+    runtime's note, and the record says cancelled."""
+    slow_model(tmp_path, ttft=0.05, rate=10)
+    async with daemon(tmp_path) as d, d.client() as client:
+        names: list[str] = []
+        async with client.stream(
+            "POST",
+            "/v1/continuums/alice/turns",
+            json={"message": "remind me to water the plants in 10 minutes"},
+        ) as response:
+            async for name, _ in sse_events(response):
+                names.append(name)
+                if name == "text.delta" and "tool.finished" in names:
+                    break  # hang up while the model answers the tool's result
+        # The next turn on this continuum runs after the cancelled one has wound down.
+        after = await turn(client, "alice", "are you there?")
+        assert after[-1][0] == "turn.completed"
+        turns = (await client.get("/v1/continuums/alice/turns")).json()["turns"]
+        assert [t["status"] for t in turns] == ["cancelled", "completed"]
+        history = (await client.get("/v1/continuums/alice/messages")).json()["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant"] * 3
+        assert history[1]["content"][-1]["type"] == "tool_use"
+        assert history[2]["content"][0]["type"] == "tool_result"
+        assert history[3]["content"][0]["text"].startswith(
+            "I stopped before I could answer: the turn was cancelled after 1 round(s)"
+        )
+        assert history[4]["content"][0]["text"] == "are you there?"
+        reminders = (await client.get("/v1/reminders")).json()["reminders"]
+        assert [r["text"] for r in reminders] == ["water the plants"]
+        assert await d.stop() == 0
+
+
 async def test_sigterm_during_a_turn_finishes_it_and_exits_cleanly(tmp_path: Path) -> None:
     slow_model(tmp_path, ttft=0.3, rate=50)
     async with daemon(tmp_path) as d, d.client() as client:

@@ -229,9 +229,9 @@ async def test_failed_turn_keeps_the_user_message_out_of_history(store: Store) -
 async def test_a_failed_turn_keeping_its_tool_rounds_is_committed_with_them(
     store: Store,
 ) -> None:
-    """A turn whose model call failed after its tools ran keeps those rounds: its failed
-    record and its messages are committed in one transaction, as a completed turn's. A
-    running or cancelled turn is still refused (it keeps nothing)."""
+    """A turn whose model call failed, or that was cancelled, after its tools ran keeps
+    those rounds: its failed (or cancelled) record and its messages are committed in one
+    transaction, as a completed turn's. A running turn is still refused."""
     messages = (
         Message("user", (TextBlock("send the report"),)),
         Message("assistant", (ToolUseBlock("toolu_1", "send_mail", "{}"),)),
@@ -246,11 +246,17 @@ async def test_a_failed_turn_keeping_its_tool_rounds_is_committed_with_them(
     ]
     (stored,) = await store.turns(DEFAULT_USER, "c1")
     assert (stored.status, stored.error) == ("failed", "model_overloaded: x")
-    for status in ("running", "cancelled"):
-        other = msgspec.structs.replace(record, turn_id=f"t-{status}", status=status)
-        with pytest.raises(InvalidInput, match=f"not '{status}' ones"):
-            await store.commit_turn(DEFAULT_USER, TurnWrite(other, messages))
+    running_turn = msgspec.structs.replace(record, turn_id="t-running", status="running")
+    with pytest.raises(InvalidInput, match="not 'running' ones"):
+        await store.commit_turn(DEFAULT_USER, TurnWrite(running_turn, messages))
     assert len(await store.history(DEFAULT_USER, "c1")) == len(messages)
+    cancelled = msgspec.structs.replace(
+        record, turn_id="t-cancelled", status="cancelled", error="cancelled"
+    )
+    assert await store.commit_turn(DEFAULT_USER, TurnWrite(cancelled, messages, base=len(messages)))
+    assert len(await store.history(DEFAULT_USER, "c1")) == 2 * len(messages)
+    ended = {r.turn_id: r.status for r in await store.turns(DEFAULT_USER, "c1")}
+    assert ended == {"t1": "failed", "t-cancelled": "cancelled"}
 
 
 def running(turn_id: str, continuum_id: str, at: float = 1.0) -> TurnRecord:
