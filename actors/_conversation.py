@@ -94,7 +94,6 @@ from ._layout import (
     build_request,
     out_tool,
     previous_boundary,
-    tool_text,
 )
 from ._llm import ModelClient, StreamDone, StreamStarted, StreamThinking
 from ._media_fit import fit_media
@@ -106,7 +105,7 @@ from ._observe import current_turn, failed, span, turn_span, usage_attributes
 from ._result_fit import LoopFit, fit_loop, fit_results
 from ._settings import CacheSettings, Settings
 from ._tokens import BLOCK_FRAMING_TOKENS, estimate_tokens
-from ._too_long import TokenScales, learn_too_long, tool_prompt_tokens
+from ._too_long import TokenScales, learn_too_long, prefix_estimate, tool_prompt_tokens
 from ._tools import OfferedTool, ToolOutcome, ToolRunner
 from ._ttl import (
     MAX_PAUSES,
@@ -210,8 +209,7 @@ def _completed_rounds(tail: list[Message]) -> list[Message]:
     results): a round whose tools were still running has no results to store, and a
     reply after the last round is one the model had not finished (or a pause)."""
     for index in range(len(tail) - 1, 0, -1):
-        message = tail[index]
-        if message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content):
+        if _holds_results(tail[index]):
             return tail[: index + 1]
     return tail[:1]
 
@@ -219,11 +217,12 @@ def _completed_rounds(tail: list[Message]) -> list[Message]:
 def _tool_rounds(tail: Sequence[Message]) -> int:
     """The tool rounds a turn's messages hold: its user messages of tool results (the
     first is the user's own)."""
-    return sum(
-        1
-        for m in tail[1:]
-        if m.role == "user" and any(isinstance(b, ToolResultBlock) for b in m.content)
-    )
+    return sum(1 for m in tail[1:] if _holds_results(m))
+
+
+def _holds_results(message: Message) -> bool:
+    """Whether `message` is a user message of tool results (one round's end)."""
+    return message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content)
 
 
 # A server tool result's `tool_use_id` (the API's ids hold no quote or backslash).
@@ -755,11 +754,8 @@ class ConversationActor(Actor[ConversationMessage, Any]):
 
     def _prefix_tokens(self, composed: Composed) -> int:
         """The tools and the system prompt as composed, in estimated tokens."""
-        tools = sum(
-            estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS
-            for t in map(out_tool, self._deps.tools.offered())
-        )
-        return tools + sum(estimate_tokens(s.text) + BLOCK_FRAMING_TOKENS for s in composed.system)
+        tools = map(out_tool, self._deps.tools.offered())
+        return prefix_estimate(tools, (s.text for s in composed.system))
 
     def _tool_prompt(self) -> int:
         """The tool-use system prompt the API adds to this continuum's requests, in the

@@ -21,7 +21,7 @@ counted the prompt as the text's density.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -33,6 +33,7 @@ from ._layout import (
     ModelRequest,
     OutBlock,
     OutText,
+    OutTool,
     OutToolResult,
     OutToolUse,
     block_kind,
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_TOKEN_SCALE",
     "TokenScales",
     "learn_too_long",
+    "prefix_estimate",
     "request_estimate",
     "request_tool_prompt",
     "tool_prompt_tokens",
@@ -100,18 +102,25 @@ def request_tool_prompt(table: Mapping[str, int], request: ModelRequest) -> int:
     return tool_prompt_tokens(table, bool(request.tools), choice)
 
 
+def prefix_estimate(tools: Iterable[OutTool | msgspec.Raw], system: Iterable[str]) -> int:
+    """Tools and system prompt blocks in estimated tokens, each block framed: what a
+    turn's request (the conversation) and a summary's (the worker) both hold."""
+    return sum(estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS for t in tools) + sum(
+        estimate_tokens(text) + BLOCK_FRAMING_TOKENS for text in system
+    )
+
+
 def request_estimate(request: ModelRequest) -> int:
     """The request in estimated tokens: its tools, system prompt and messages (the
     tool-use system prompt apart: `request_tool_prompt`)."""
-    tools = sum(estimate_tokens(tool_text(t)) + BLOCK_FRAMING_TOKENS for t in request.tools)
-    system = sum(estimate_tokens(b.text) + BLOCK_FRAMING_TOKENS for b in request.system)
+    prefix = prefix_estimate(request.tools, (b.text for b in request.system))
     # Each message as the history stores it, weighed as the history weighs it (images
     # and documents by what the API counts for them, not by their base64's length).
     messages = sum(
         message_tokens(Message("user", tuple(_stored(b) for b in m.content)))
         for m in request.messages
     )
-    return tools + system + messages
+    return prefix + messages
 
 
 def _stored(block: OutBlock) -> ContentBlock:
