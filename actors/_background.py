@@ -14,10 +14,12 @@ retries and for jobs left by a process that died. Each job:
    in one transaction. A failure is stored and retried later with backoff.
 
 With an embedder, each pass also embeds the memories that wait for a vector, oldest
-first, in batches. A memory the embedder cannot embed (it raises for that text alone,
-or answers a vector the store refuses: all zeros, not finite, another dimension) is held
-back in this process with a backoff and logged once per try, so every other memory still
-gets its vector; an embedder that is down, or late (`EMBED_TIMEOUT_S`), ends the pass.
+first, in batches, a slice of `EMBED_SLICE_S` at a time with the jobs that came due
+run between slices (after a change of embedder every memory waits: hours of calls).
+A memory the embedder cannot embed (it raises for that text alone, or answers a vector
+the store refuses: all zeros, not finite, another dimension) is held back in this
+process with a backoff and logged once per try, so every other memory still gets its
+vector; an embedder that is down, or late (`EMBED_TIMEOUT_S`), ends the pass.
 
 Now and then it also gives the space of deleted rows back to the file system
 (`Storage.reclaim_space`: SQLite's incremental vacuum).
@@ -182,6 +184,11 @@ EMBED_BATCH = 64
 # How long one call to the embedder may take in the worker (a hung service must not
 # stop the worker: its jobs run on the same mailbox).
 EMBED_TIMEOUT_S = 60.0
+# How long the worker embeds before it looks for due jobs again: a pass over every
+# memory (after a change of embedder: hours for a large store on a hosted service)
+# goes on in slices, and a segment's summary or a turn's record waits one slice at
+# most, not the whole pass.
+EMBED_SLICE_S = 5.0
 # Texts embedded alone after a failed batch: this many straight failures (or one late
 # answer) end the pass (the embedder is down or slow, not one text it refuses).
 ALONE_FAILURES = 3
@@ -327,6 +334,20 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 await self._count_surfaced()
             return None
         await self._count_surfaced()
+        ran = await self._run_due_jobs()
+        position: int | None = 0
+        while self._embedder is not None and position is not None:
+            position = await self._embed_new_memories(self._embedder, position)
+            if position is not None:  # a slice ended with memories left: jobs first
+                await self._write_dropped()
+                await self._count_surfaced()
+                ran += await self._run_due_jobs()
+        if self._clock() >= self._reclaim_at:
+            await self._reclaim_space()
+        return ran if isinstance(message, Drain) else None
+
+    async def _run_due_jobs(self) -> int:
+        """Claim and run the jobs that are due, one after another; how many ran."""
         ran = 0
         while True:
             try:
@@ -335,16 +356,11 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 )
             except StorageError as exc:
                 log.warning("cannot claim background jobs: %s", exc)
-                break
+                return ran
             if job is None:
-                break
+                return ran
             await self._run(job)
             ran += 1
-        if self._embedder is not None:
-            await self._embed_new_memories(self._embedder)
-        if self._clock() >= self._reclaim_at:
-            await self._reclaim_space()
-        return ran if isinstance(message, Drain) else None
 
     async def _reclaim_space(self) -> None:
         """Give the space of deleted rows back to the file system (the store decides
@@ -366,14 +382,16 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                 done.stuck_bytes,
             )
 
-    async def _embed_new_memories(self, embedder: Embedder) -> None:
-        """Embed the memories that have no vector yet (extracted, or stored by a tool).
+    async def _embed_new_memories(self, embedder: Embedder, position: int) -> int | None:
+        """Embed the memories that have no vector yet (extracted, or stored by a tool),
+        for `EMBED_SLICE_S` at most: where the pass goes on from (the last id read), or
+        None when it is over (every waiting memory read, the embedder down, closing).
 
         A memory the embedder cannot embed (it raises for its text alone, or answers a
         vector the store refuses) is held back with a backoff, so the others behind it
         still get theirs; a memory that failed in this pass is not tried again before
         the next."""
-        position = 0  # the pass reads on from here: past the ones it holds back
+        ends = anyio.current_time() + EMBED_SLICE_S
         try:
             while not self._closing():
                 now = self._clock()
@@ -388,15 +406,18 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     for memory_id, skipped in list(self._skipped.items()):
                         if skipped.retry_at <= now:
                             del self._skipped[memory_id]
-                    return
+                    return None
                 position = rows[-1].id
                 batch = [m for m in rows if not self._held(m, now)]
                 if not batch:
                     continue
                 if await self._embed_batch(embedder, batch) is None:
-                    return  # the embedder seems down: the next wake tries again
+                    return None  # the embedder seems down: the next wake tries again
+                if anyio.current_time() >= ends:
+                    return position  # read on from here, past the ones held back
         except StorageError as exc:  # tried again on the next wake
             log.warning("could not embed memories: %s", exc)
+        return None
 
     def _held(self, memory: Memory, now: float) -> bool:
         """Whether the memory waits out the backoff of a failure (of this very text)."""

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -433,3 +433,64 @@ async def test_a_hung_embedder_does_not_hold_the_extraction(
         assert job.state == "done"
         assert [m.text for m in await fm.memories()] == ["The user prefers green tea"]
         assert HungAfterStart.calls >= 1
+
+
+class Paced:
+    """A service the test holds at the worker's first call for a stored memory, then
+    lets answer; each of those calls notes how many model requests the local API had
+    received by then."""
+
+    dimensions = WIDTH
+    api: LocalMessagesAPI | None = None
+    started: anyio.Event | None = None
+    go: anyio.Event | None = None
+    seen: ClassVar[list[int]] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if texts[0].startswith(good(0)[:20]):  # the worker's (not a recall's query)
+            assert Paced.api is not None
+            assert Paced.started is not None
+            assert Paced.go is not None
+            Paced.started.set()
+            await Paced.go.wait()
+            Paced.seen.append(len(Paced.api.message_bodies()))
+        return [letters_vector(t) for t in texts]
+
+
+async def test_a_summary_due_during_a_pass_of_embedding_runs_before_the_pass_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change of embedder embeds every memory again: hours for a large store on a
+    hosted service. The worker embeds in slices and runs the jobs that came due between
+    them: a segment closed meanwhile is summarised in the middle of the pass, not after
+    it (the summary is the next turns' history)."""
+    monkeypatch.setattr(_background, "EMBED_BATCH", 1)
+    monkeypatch.setattr(_background, "EMBED_SLICE_S", 0.0)  # a slice a call
+    async with await SQLiteStorage.open(tmp_path / "frontmind.db") as store:
+        for n in range(40):
+            await store.add_memory(DEFAULT_USER, good(n))
+    digest = '{"title": "Tea", "summary": "The user prefers tea.", "memories": []}'
+    responder = ScriptedResponder()
+    responder.push("hello", "hello again", digest)
+    clock = FakeClock()
+    cfg = config(memory={"embedder": "tests.test_embedding_worker:Paced"})
+    async with LocalMessagesAPI(responder=responder) as server:
+        Paced.api, Paced.started, Paced.go, Paced.seen = server, anyio.Event(), anyio.Event(), []
+        async with frontmind(server, tmp_path, cfg=cfg, clock=clock) as fm:
+            with anyio.fail_after(30):
+                await Paced.started.wait()  # the pass woken at opening is under way
+            completed(await run_turn(fm, "ada", "I prefer tea"))
+            clock.advance(30 * 60 + 1)
+            completed(await run_turn(fm, "ada", "a new day"))  # closes the first segment
+            assert len(server.message_bodies()) == 2
+            Paced.go.set()
+            with anyio.fail_after(30):
+                await fm.run_background()  # behind the pass and the turn's wake
+            (job,) = await fm.jobs("ada")
+            assert job.state == "done"
+            assert await fm.storage.count_memories_without_vectors() == 0
+    # The summary's request reached the API after the pass's first call and before its
+    # last: the job ran between two slices.
+    assert len(Paced.seen) == 40
+    assert Paced.seen[0] == 2
+    assert Paced.seen[-1] == 3
