@@ -147,16 +147,19 @@ async def _awaited_embed(embedder: Embedder, texts: list[str]) -> Sequence[Seque
     return await answer
 
 
-async def _dimensions(spec: str, embedder: Embedder) -> int:
+async def _dimensions(spec: str, embedder: Embedder, recorded: int | None = None) -> int:
     """The embedder's dimension, checked by embedding one text. One that says its
     `dimensions` and answers with another length is refused here, rather than having
     every vector it makes refused later (no memory would ever be found by meaning). One
-    that says it but cannot answer now (a hosted service down at startup) starts with
-    what it says: its turns fall back to keywords until it answers."""
+    that cannot answer now (a hosted service down at startup) starts with what it says,
+    or else with the dimension the store recorded for it (`recorded`: it has run on this
+    store before): its turns fall back to keywords until it answers. Only an embedder
+    never seen, saying nothing, has no dimension to start with."""
     said = getattr(embedder, "dimensions", None)
     declared = said if isinstance(said, int) and not isinstance(said, bool) else None
+    known = recorded if declared is None else declared
     try:
-        with anyio.fail_after(PROBE_TIMEOUT_S if declared is None else DECLARED_PROBE_TIMEOUT_S):
+        with anyio.fail_after(PROBE_TIMEOUT_S if known is None else DECLARED_PROBE_TIMEOUT_S):
             vectors = await _awaited_embed(embedder, ["dimension check"])
     # A plain `def embed` would run on the event loop at every turn and fail there
     # (its answer cannot be awaited): refused, whether or not it says its dimension.
@@ -166,15 +169,15 @@ async def _dimensions(spec: str, embedder: Embedder) -> int:
             f" a local model in a worker thread); it answered a {exc} at once"
         ) from None
     except TimeoutError as exc:
-        if declared is not None:
+        if known is not None:
             log.warning("embedder %s did not answer the dimension check in time", spec)
-            return declared
+            return known
         raise SettingsError(f"memory.embedder: {spec!r} did not answer in time") from exc
     # The embedder is the user's code: whatever it raises is a startup error naming it.
     except Exception as exc:
-        if declared is not None:
+        if known is not None:
             log.warning("embedder %s failed the dimension check: %r", spec, exc)
-            return declared
+            return known
         raise SettingsError(f"memory.embedder: {spec!r} failed: {exc!r}") from exc
     try:  # the shape of the answer: a list of one vector of numbers
         count = len(vectors)
@@ -198,9 +201,15 @@ async def prepare_embedder(spec: str, storage: Storage, search: tuple[str, ...] 
     (another embedder than recorded: they are dropped, and embedded again in the
     background). A bad embedder is a startup error."""
     embedder = load_embedder(spec, search)
-    dimensions = await _dimensions(spec, embedder)
+    name = embedder_name(spec, embedder)
     try:
-        if await storage.use_embedder(embedder_name(spec, embedder), dimensions):
+        recorded = await storage.recorded_embedder()
+    except StorageError as exc:
+        raise SettingsError(f"memory.embedder: {exc}") from exc
+    known = recorded[1] if recorded is not None and recorded[0] == name else None
+    dimensions = await _dimensions(spec, embedder, known)
+    try:
+        if await storage.use_embedder(name, dimensions):
             log.info("embedder %s: memories are embedded again in the background", spec)
     except StorageError as exc:
         raise SettingsError(f"memory.embedder: {exc}") from exc

@@ -309,6 +309,11 @@ class Storage(Protocol):
         they were dropped. `InvalidInput` when this store cannot search vectors."""
         ...
 
+    async def recorded_embedder(self) -> tuple[str, int] | None:
+        """The embedder recorded with the vectors (`use_embedder`): its name and
+        dimension, or None when none was."""
+        ...
+
     async def memories_without_vectors(
         self, *, limit: int = 64, after: int = 0, now: float | None = None
     ) -> list[Memory]:

@@ -1562,6 +1562,10 @@ class SQLStore(ABC):
         )
         return [from_row(Memory, row) for row in rows]
 
+    async def recorded_embedder(self) -> tuple[str, int] | None:
+        rows = await self._read(_EMBEDDER_ROWS)
+        return (str(rows[0][0]), int(rows[0][1])) if len(rows) == 1 else None
+
     async def count_memories_without_vectors(self, *, now: float | None = None) -> int | None:
         ((count, recorded),) = await self._read(
             "SELECT (SELECT count(*) FROM memories m WHERE m.embedding IS NULL"

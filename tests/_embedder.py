@@ -78,6 +78,17 @@ class BrokenEmbedder:
         raise RuntimeError("the embeddings service is down")
 
 
+class OutageEmbedder(ConceptEmbedder):
+    """Says no dimension; fails every call while `down` (its service out)."""
+
+    down: ClassVar[bool] = False
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if OutageEmbedder.down:
+            raise RuntimeError("the embeddings service is down")
+        return await super().embed(texts)
+
+
 class KeylessEmbedder(ConceptEmbedder):
     """Reads its service's key when built, as the README's hosted embedder does, and
     finds none (a key missing from the environment)."""

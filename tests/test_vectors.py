@@ -42,7 +42,13 @@ from storage import (
 )
 from storage._postgres import _numbered
 from tests._daemon import run_cli
-from tests._embedder import BlockedEmbedder, ConceptEmbedder, CountingConceptEmbedder
+from tests._embedder import (
+    CONCEPTS,
+    BlockedEmbedder,
+    ConceptEmbedder,
+    CountingConceptEmbedder,
+    OutageEmbedder,
+)
 from tests._factories import turn
 from tests._harness import FakeClock, completed, config, frontmind, run_turn
 from tests._postgres import PostgresServer
@@ -551,12 +557,15 @@ async def test_a_malformed_vector_is_refused_before_anything_is_written(store: S
 
 
 async def test_another_embedder_drops_every_vector(store: Store) -> None:
+    assert await store.recorded_embedder() is None
     assert await store.use_embedder("tests:First", 3)  # nothing recorded yet
+    assert await store.recorded_embedder() == ("tests:First", 3)
     memory = await store.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
     await store.set_memory_vectors([(memory, [1.0, 0.0, 0.0])])
     assert not await store.use_embedder("tests:First", 3)  # the same: kept
     assert await store.count_memories_without_vectors() == 0
     assert await store.use_embedder("tests:Second", 4)  # another: dropped, waiting
+    assert await store.recorded_embedder() == ("tests:Second", 4)
     assert await store.count_memories_without_vectors() == 1
     assert await store.nearest_memories(DEFAULT_USER, [1.0, 0.0, 0.0, 0.0], k=5) == []
     with pytest.raises(InvalidInput, match="3 dimensions; the embedder in use has 4"):
@@ -1099,6 +1108,41 @@ async def test_an_embedder_that_says_its_dimension_starts_while_its_service_is_d
     assert len(failed) >= 3
     assert "(RuntimeError: the embeddings service is down)" in failed[-1].getMessage()
     assert [r.exc_info is not None for r in failed[1:]] == [False] * (len(failed) - 1)
+
+
+async def test_an_embedder_seen_before_starts_while_its_service_is_down(
+    api: LocalMessagesAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An embedder that does not say its dimension, down when Frontmind starts (a
+    restart during its service's outage), starts with the dimension the store recorded
+    for it: its vectors stay, its turns use keywords until it answers, then meaning
+    again. One never run on the store has nothing to start with: a settings error."""
+    spec = "tests._embedder:OutageEmbedder"
+    cfg = config(memory={"embedder": spec})
+    OutageEmbedder.down = False
+    try:
+        async with frontmind(api, tmp_path, cfg=cfg) as fm:
+            await fm.remember("Ingrid is the user's sister")
+            await fm.run_background()  # its vector
+            assert await fm.storage.count_memories_without_vectors() == 0
+        OutageEmbedder.down = True
+        caplog.set_level(logging.WARNING, logger="frontmind.recall")
+        async with frontmind(api, tmp_path, cfg=cfg) as fm:
+            assert await fm.storage.recorded_embedder() == (spec, len(CONCEPTS) + 1)
+            assert await fm.storage.count_memories_without_vectors() == 0  # none dropped
+            # By words alone while it is down: "sibling" is not among the memory's.
+            composed = await fm.compose("ada", "What does my sibling like?")
+            assert "Ingrid" not in composed.notification
+            OutageEmbedder.down = False  # back: by meaning again, no restart
+            composed = await fm.compose("ada", "What does my sibling like?")
+            assert "Ingrid" in composed.notification
+        assert any("failed the dimension check" in r.getMessage() for r in caplog.records)
+        OutageEmbedder.down = True
+        with pytest.raises(SettingsError, match=r"OutageEmbedder.*the embeddings service is down"):
+            async with frontmind(api, tmp_path / "new", cfg=cfg):
+                pass
+    finally:
+        OutageEmbedder.down = False
 
 
 @pytest.mark.parametrize("embedder", [None, "tests._embedder:CountingConceptEmbedder"])
