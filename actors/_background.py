@@ -65,7 +65,7 @@ from ._exceptions import Busy, FrontmindError, ModelRejected, ShuttingDown
 from ._layout import ModelRequest
 from ._llm import ModelClient, StreamDone
 from ._messages import Drain, MemoriesSurfaced, RecordsWaiting, Wake
-from ._recall import Embedder
+from ._recall import Embedder, vectors_current
 from ._surfacings import Surfacings
 from ._too_long import TokenScales, learn_too_long, request_estimate, request_tool_prompt
 
@@ -392,6 +392,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         still get theirs; a memory that failed in this pass is not tried again before
         the next."""
         ends = anyio.current_time() + EMBED_SLICE_S
+        if not await vectors_current(self._storage, "the background worker"):
+            return None  # its vectors would be refused: no call to the embedder
         try:
             while not self._closing():
                 now = self._clock()
@@ -636,6 +638,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         """The proposals' vectors, to find the memories they repeat by meaning; None
         without an embedder, or when it fails (the word-overlap rule then decides)."""
         if self._embedder is None or not texts:
+            return None
+        if not await vectors_current(self._storage, "the extraction"):
             return None
         try:  # under the worker's deadline: a hung embedder must not hold the job
             return await _embed(self._embedder, texts)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -235,6 +236,37 @@ def _embedder_failed(exc: Exception, purpose: str) -> None:
     )
 
 
+# How often a process whose embedder was replaced on its shared store says so (each
+# turn would otherwise log it).
+REPLACED_LOG_EVERY_S = 60.0
+_replaced_logged_at = float("-inf")
+
+
+async def vectors_current(storage: Storage, purpose: str) -> bool:
+    """Whether the store's vectors are still this process's embedder's, asked before
+    the embedder is called: once a replica sharing the store started with another
+    embedder, this one's vectors are refused, and each call (a hosted service's, paid)
+    would be wasted until this process restarts with it. `purpose` uses keywords then;
+    said at most every REPLACED_LOG_EVERY_S. A store that cannot answer: as if it were
+    (the call that follows fails on its own, as before)."""
+    global _replaced_logged_at
+    try:
+        if await storage.embedder_current():
+            return True
+    except StorageError:
+        return True
+    now = time.monotonic()
+    if now - _replaced_logged_at >= REPLACED_LOG_EVERY_S:
+        _replaced_logged_at = now
+        log.warning(
+            "the store's vectors are now another embedder's (a process sharing it started"
+            " with another `[memory] embedder`): %s uses keywords, and the embedder is not"
+            " called, until this process restarts with it",
+            purpose,
+        )
+    return False
+
+
 async def text_vector(
     embedder: Embedder, text: str, deadline: float, *, purpose: str = "recall"
 ) -> Sequence[float] | None:
@@ -283,7 +315,8 @@ async def recall(
 
     async def embedded() -> None:
         nonlocal query
-        query = await text_vector(embedder, text, deadline)
+        if await vectors_current(storage, "recall"):
+            query = await text_vector(embedder, text, deadline)
 
     # Four times as many candidates as are shown, by words and by vector, as many as
     # one search takes (`trinkets.memories_top_k` goes up to MAX_SEARCH_HITS).

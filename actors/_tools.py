@@ -40,7 +40,7 @@ from ._exceptions import ToolDefinitionError
 from ._markup import escape_field
 from ._mcp import MCP_PREFIX, McpHub
 from ._messages import Turn, Wake
-from ._recall import Embedder, text_vector
+from ._recall import Embedder, text_vector, vectors_current
 from ._server_tools import ServerTool
 from ._tool_spec import Tool, ToolDefinition, ToolOutcome, builtin_definition
 from ._trinket import Directory, trinket_name
@@ -420,7 +420,7 @@ class ToolRunner:
     ) -> tuple[Sequence[float] | None, list[tuple[Memory, float]] | None]:
         """The text's vector and the user's memories nearest to it; (None, None) without
         an embedder, or when it is late, fails, or gives a vector the store refuses."""
-        if self._embedder is None:
+        if self._embedder is None or not await vectors_current(self._storage, "remember"):
             return None, None
         vector = await text_vector(self._embedder, text, self._embed_deadline, purpose="remember")
         if vector is None:

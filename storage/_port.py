@@ -314,6 +314,13 @@ class Storage(Protocol):
         dimension, or None when none was."""
         ...
 
+    async def embedder_current(self) -> bool:
+        """Whether the stored vectors are still of the embedder `use_embedder` named
+        here: False once another process sharing the store (a replica started with
+        another embedder) recorded its own, when this one's vectors are refused and its
+        embedder's calls are wasted. True where no other process writes the store."""
+        ...
+
     async def memories_without_vectors(
         self, *, limit: int = 64, after: int = 0, now: float | None = None
     ) -> list[Memory]:

@@ -393,8 +393,10 @@ class SQLStore(ABC):
         self._dimensions: int | None = None
         # Its name and dimension as recorded with the vectors (`use_embedder`).
         self._vector_model: tuple[str, int] | None = None
-        # Until when (monotonic) the recorded embedder is taken to be still this
-        # store's, in a shared store's searches (`_searched_vectors_ours`).
+        # What a shared store last read of the recorded embedder (whether it is still
+        # the one `use_embedder` named here), and until when (monotonic) that answer
+        # stands (`embedder_current`).
+        self._ours_known = True
         self._ours_until = float("-inf")
 
     # -- the driver -----------------------------------------------------------------
@@ -1618,18 +1620,24 @@ class SQLStore(ABC):
         wanted = set(among)
         return [hit for rank, hit in enumerate(found) if rank < k or hit[0].id in wanted]
 
-    async def _searched_vectors_ours(self) -> None:
+    async def embedder_current(self) -> bool:
         """A shared store's vectors may have become another embedder's since this
         process started (a replica started with another `[memory] embedder`): this
-        one's query vectors would be compared with the new embedder's. Read again at
-        most every EMBEDDER_RECHECK_S; another embedder's: refused (recall then uses
-        keywords alone, with a warning that says why)."""
+        one's vectors would be compared with the new embedder's. Read again at most
+        every EMBEDDER_RECHECK_S; a store no other process writes needs no read."""
+        if not self.shared or self._vector_model is None:
+            return True
         now = time.monotonic()
-        if now < self._ours_until:
-            return
-        if not self._is_ours(await self._read(_EMBEDDER_ROWS)):
+        if now >= self._ours_until:
+            self._ours_known = self._is_ours(await self._read(_EMBEDDER_ROWS))
+            self._ours_until = now + EMBEDDER_RECHECK_S
+        return self._ours_known
+
+    async def _searched_vectors_ours(self) -> None:
+        """Another embedder's vectors are refused (recall then uses keywords alone,
+        with a warning that says why)."""
+        if not await self.embedder_current():
             raise StorageUnavailable(_ANOTHER_EMBEDDER)
-        self._ours_until = now + EMBEDDER_RECHECK_S
 
     async def mark_memories_used(
         self, user: str, memory_ids: Sequence[int], *, times: int = 1

@@ -20,7 +20,7 @@ import msgspec
 import numpy
 import pytest
 
-from actors import SettingsError
+from actors import SettingsError, _recall
 from actors._digest import ProposedMemory, decide_memory, deduplicate
 from actors._recall import load_embedder, recall
 from frontmind import ToolFinished
@@ -37,6 +37,7 @@ from storage import (
     SQLiteStorage,
     StorageError,
     TurnUsage,
+    _sql,
     add_memory_effect,
     memory_score,
 )
@@ -651,6 +652,8 @@ async def test_a_replica_with_the_replaced_embedder_writes_no_vector(
         await old.use_embedder("tests:Embedder v1", 3)
         tea = await old.add_memory(DEFAULT_USER, "the user likes tea", now=10.0)
         assert await new.use_embedder("tests:Embedder v2", 3)
+        assert not await old.embedder_current()  # its embedder's calls would be wasted
+        assert await new.embedder_current()
         with pytest.raises(StorageError, match="now another embedder's"):
             await old.set_memory_vectors([(tea, [1.0, 0.0, 0.0])])
         effects = (add_memory_effect("Ingrid", 0.5, now=1000.0, vector=[0.0, 1.0, 0.0]),)
@@ -787,13 +790,21 @@ async def test_another_embedder_re_embeds_in_the_background(
 
 @pytest.mark.postgres
 async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
-    api: LocalMessagesAPI, tmp_path: Path, pg_server: PostgresServer
+    api: LocalMessagesAPI,
+    tmp_path: Path,
+    pg_server: PostgresServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Mid rolling change of `[memory] embedder`: a replica still running the old one
     may no longer search by meaning (the store's vectors are the new one's), so its
     `remember` and its extraction decide by words, as its recall falls back to
     keywords: the memories are stored (the new embedder makes their vectors), not lost
-    to an error."""
+    to an error. Nor does it call its embedder (a hosted service's calls are paid) for
+    vectors the store would refuse: it says once why, and waits for its restart."""
+    monkeypatch.setattr(_sql, "EMBEDDER_RECHECK_S", 0.0)  # the change seen at once
+    monkeypatch.setattr(_recall, "_replaced_logged_at", float("-inf"))
+    caplog.set_level(logging.WARNING, logger="frontmind.recall")
     url = pg_server.new_database()
     digest = (
         '{"title": "Family", "summary": "Ingrid.", "memories": ['
@@ -809,10 +820,13 @@ async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
 
     async with (
         LocalMessagesAPI(responder=responder) as scripted,
-        frontmind(scripted, tmp_path / "old", cfg=cfg("ConceptEmbedder"), clock=clock) as old,
+        frontmind(
+            scripted, tmp_path / "old", cfg=cfg("CountingConceptEmbedder"), clock=clock
+        ) as old,
     ):
         await old.run_background()  # its pass at opening, before the other replica starts
         async with frontmind(api, tmp_path / "new", cfg=cfg("RenamedConceptEmbedder")) as new:
+            CountingConceptEmbedder.embedded.clear()
             events = await run_turn(old, "ada", "my sister is Ingrid")
             done = [(e.content, e.is_error) for e in events if isinstance(e, ToolFinished)]
             assert done == [("remembered (saved with this turn)", False)]
@@ -823,6 +837,11 @@ async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
             assert (job.state, job.last_error) == ("done", None)
             texts = {m.text for m in await old.memories()}
             assert texts == {"Ingrid is the user's sister", "Green tea every morning"}
+            # Its recall, `remember`, extraction and worker: not one call.
+            assert await old.storage.count_memories_without_vectors() == 2
+            assert not CountingConceptEmbedder.embedded
+            replaced = [r for r in caplog.records if "now another embedder's" in r.getMessage()]
+            assert len(replaced) == 1, [r.getMessage() for r in replaced]
             await new.run_background()
             assert await new.storage.count_memories_without_vectors() == 0
 
