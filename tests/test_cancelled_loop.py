@@ -11,9 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from actors import _conversation
 from frontmind import Frontmind, ToolFinished, TurnEvent, localapi, tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
-from storage import ToolResultBlock
+from storage import SQLiteStorage, ToolResultBlock, TurnWrite
 from tests._harness import completed, frontmind, run_turn
 from tests.test_failed_loop import (
     KEPT,
@@ -183,3 +184,52 @@ async def test_a_round_still_running_is_left_out_with_its_writes(
     assert "toolu_2" not in str(history)
     assert "toolu_remind" not in str(history)
     assert reminders == []
+
+
+async def test_a_keeping_commit_that_does_not_finish_in_time_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rounds of a cancelled turn are committed within `KEEP_ON_CANCEL_S`, so that a
+    client's hang-up or a shutdown is never held by a store that does not answer: past
+    it the turn keeps nothing (its record says cancelled, no round kept), the
+    cancellation goes through, and the continuum's next turn runs on a history that
+    holds none of it."""
+    monkeypatch.setattr(_conversation, "KEEP_ON_CANCEL_S", 0.2)
+    held = anyio.Event()
+    commit_turn = SQLiteStorage.commit_turn
+
+    async def unanswered_when_kept(self: SQLiteStorage, user: str, write: TurnWrite) -> bool:
+        if write.record.status == "cancelled":  # the kept rounds' commit: it never ends
+            held.set()
+            await anyio.Event().wait()
+        return await commit_turn(self, user, write)
+
+    monkeypatch.setattr(SQLiteStorage, "commit_turn", unanswered_when_kept)
+    responder = SlowAfterMail()
+    sent: list[str] = []
+    mailed = anyio.Event()
+    api = LocalMessagesAPI(responder=responder)
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        if len(sent) == 1:  # the call carrying the first mail's result is slow
+            api.set_latency(localapi.Latency(time_to_first_token=30.0))
+        mailed.set()
+        return f"mail sent to {to}"
+
+    async with api, frontmind(api, tmp_path, tools=[send_mail]) as fm:
+        with anyio.fail_after(20):  # the 30 s call is not waited for
+            await _leave_when(fm, "send the report to ada", mailed, responder.asked)
+        assert held.is_set()
+        api.set_latency(localapi.Latency())
+        assert await fm.history("c1") == []
+        (record,) = await fm.turns("c1")
+        assert (record.status, record.error) == ("cancelled", "cancelled")
+        assert not [w for w in record.warnings if KEPT in w]
+        later = completed(await run_turn(fm, "c1", "send it again"))
+        first = next(b for b in api.message_bodies() if "send it again" in str(b["messages"]))
+    assert leaves_out_the_turn(first)
+    assert later.text == "Sending it.\n\nSent."
+    assert sent == ["ada", "ada"]  # nothing kept: the retry ran the tool again
