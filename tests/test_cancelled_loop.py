@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from actors import _conversation
-from frontmind import Frontmind, ToolFinished, TurnEvent, localapi, tool
+from frontmind import Frontmind, Tool, ToolFinished, TurnEvent, localapi, tool
 from frontmind.localapi import LocalMessagesAPI, Reply, ReplyText, ReplyToolUse, ScriptedResponder
 from storage import SQLiteStorage, ToolResultBlock, TurnWrite
 from tests._harness import completed, frontmind, run_turn
@@ -46,6 +46,27 @@ class SlowAfterMail:
         return Reply((ReplyText("Continued."),))
 
 
+def _mailing() -> tuple[SlowAfterMail, LocalMessagesAPI, list[str], anyio.Event, Tool[..., str]]:
+    """The model, the local API, the mails sent, an event set by each mail, and the
+    `send_mail` tool: the model's call carrying the first mail's result is slow (the
+    test leaves the turn while it waits)."""
+    responder = SlowAfterMail()
+    sent: list[str] = []
+    mailed = anyio.Event()
+    api = LocalMessagesAPI(responder=responder)
+
+    @tool
+    def send_mail(to: str) -> str:
+        """Send the report by mail."""
+        sent.append(to)
+        if len(sent) == 1:
+            api.set_latency(localapi.Latency(time_to_first_token=30.0))
+        mailed.set()
+        return f"mail sent to {to}"
+
+    return responder, api, sent, mailed, send_mail
+
+
 async def _leave_when(
     fm: Frontmind, text: str, *ran: anyio.Event, finished: str | None = None
 ) -> list[TurnEvent]:
@@ -77,20 +98,7 @@ async def test_a_turn_cancelled_after_a_tool_round_keeps_the_round(tmp_path: Pat
     again, sent the mail twice. The round is now kept, closed by a note saying the turn
     was cancelled; the record says cancelled, and that the round was kept; the next turn
     sends the round's result to the model, and the tool does not run again."""
-    responder = SlowAfterMail()
-    sent: list[str] = []
-    mailed = anyio.Event()
-    api = LocalMessagesAPI(responder=responder)
-
-    @tool
-    def send_mail(to: str) -> str:
-        """Send the report by mail."""
-        sent.append(to)
-        # The model's next call (the one carrying this result) is slow to answer.
-        api.set_latency(localapi.Latency(time_to_first_token=30.0))
-        mailed.set()
-        return f"mail sent to {to}"
-
+    responder, api, sent, mailed, send_mail = _mailing()
     async with api, frontmind(api, tmp_path, tools=[send_mail]) as fm:
         await _leave_when(fm, "send the report to ada", mailed, responder.asked)
         api.set_latency(localapi.Latency())
@@ -205,20 +213,7 @@ async def test_a_keeping_commit_that_does_not_finish_in_time_keeps_nothing(
         return await commit_turn(self, user, write)
 
     monkeypatch.setattr(SQLiteStorage, "commit_turn", unanswered_when_kept)
-    responder = SlowAfterMail()
-    sent: list[str] = []
-    mailed = anyio.Event()
-    api = LocalMessagesAPI(responder=responder)
-
-    @tool
-    def send_mail(to: str) -> str:
-        """Send the report by mail."""
-        sent.append(to)
-        if len(sent) == 1:  # the call carrying the first mail's result is slow
-            api.set_latency(localapi.Latency(time_to_first_token=30.0))
-        mailed.set()
-        return f"mail sent to {to}"
-
+    responder, api, sent, mailed, send_mail = _mailing()
     async with api, frontmind(api, tmp_path, tools=[send_mail]) as fm:
         with anyio.fail_after(20):  # the 30 s call is not waited for
             await _leave_when(fm, "send the report to ada", mailed, responder.asked)
