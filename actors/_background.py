@@ -186,8 +186,8 @@ EMBED_BATCH = 64
 EMBED_TIMEOUT_S = 60.0
 # How long the worker embeds before it looks for due jobs again: a pass over every
 # memory (after a change of embedder: hours for a large store on a hosted service)
-# goes on in slices, and a segment's summary or a turn's record waits one slice at
-# most, not the whole pass.
+# goes on in slices, and a segment's summary or a turn's record waits about one slice
+# (the batch in hand finishes first), not the whole pass.
 EMBED_SLICE_S = 5.0
 # Texts embedded alone after a failed batch: this many straight failures (or one late
 # answer) end the pass (the embedder is down or slow, not one text it refuses).
@@ -290,8 +290,10 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         self._lease = lease_seconds
         self._reclaim_at = float("-inf")  # when free space is next looked at
         self._told_stuck = False  # space that cannot be reclaimed is logged once
-        # Memories the embedder failed, held back until their retry (per process).
+        # Memories the embedder failed, held back until their retry (per process), and
+        # when the pass of embedding under way started (its slices go on from there).
         self._skipped: dict[int, _Skipped] = {}
+        self._pass_started = float("-inf")
 
     async def stopped(self) -> None:
         await self._write_dropped()
@@ -394,6 +396,8 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
         ends = anyio.current_time() + EMBED_SLICE_S
         if not await vectors_current(self._storage, "the background worker"):
             return None  # its vectors would be refused: no call to the embedder
+        if position == 0:
+            self._pass_started = self._clock()
         try:
             while not self._closing():
                 now = self._clock()
@@ -401,12 +405,14 @@ class BackgroundWorker(Actor[BackgroundMessage, int | None]):
                     limit=EMBED_BATCH, after=position, now=now
                 )
                 if not rows:
-                    # Every memory that waits was read: one held back whose retry is
-                    # due would have been tried (and held again, or embedded), so those
-                    # left are of memories that no longer wait (deleted, or embedded
-                    # by another replica).
+                    # Every memory that waits was read: one held back whose retry was
+                    # due when the pass started was tried (and held again, or
+                    # embedded), so those left are of memories that no longer wait
+                    # (deleted, or embedded by another replica). One whose retry came
+                    # due during the pass (hours, after a change of embedder) keeps
+                    # its backoff for the next.
                     for memory_id, skipped in list(self._skipped.items()):
-                        if skipped.retry_at <= now:
+                        if skipped.retry_at <= self._pass_started:
                             del self._skipped[memory_id]
                     return None
                 position = rows[-1].id

@@ -160,7 +160,7 @@ async def _dimensions(spec: str, embedder: Embedder, recorded: int | None = None
     declared = said if isinstance(said, int) and not isinstance(said, bool) else None
     known = recorded if declared is None else declared
     try:
-        with anyio.fail_after(PROBE_TIMEOUT_S if known is None else DECLARED_PROBE_TIMEOUT_S):
+        with anyio.fail_after(PROBE_TIMEOUT_S if declared is None else DECLARED_PROBE_TIMEOUT_S):
             vectors = await _awaited_embed(embedder, ["dimension check"])
     # A plain `def embed` would run on the event loop at every turn and fail there
     # (its answer cannot be awaited): refused, whether or not it says its dimension.
@@ -237,31 +237,30 @@ def _embedder_failed(exc: Exception, purpose: str) -> None:
 
 
 # How often a process whose embedder was replaced on its shared store says so (each
-# turn would otherwise log it).
+# turn would otherwise log it), and when it last said so, by store.
 REPLACED_LOG_EVERY_S = 60.0
-_replaced_logged_at = float("-inf")
+_REPLACED_LOGGED: weakref.WeakKeyDictionary[Storage, float] = weakref.WeakKeyDictionary()
 
 
 async def vectors_current(storage: Storage, purpose: str) -> bool:
     """Whether the store's vectors are still this process's embedder's, asked before
     the embedder is called: once a replica sharing the store started with another
     embedder, this one's vectors are refused, and each call (a hosted service's, paid)
-    would be wasted until this process restarts with it. `purpose` uses keywords then;
-    said at most every REPLACED_LOG_EVERY_S. A store that cannot answer: as if it were
-    (the call that follows fails on its own, as before)."""
-    global _replaced_logged_at
+    would be wasted until this process restarts with it. `purpose` goes without
+    vectors then; said at most every REPLACED_LOG_EVERY_S for a store. A store that
+    cannot answer: as if it were (the call that follows fails on its own, as before)."""
     try:
         if await storage.embedder_current():
             return True
     except StorageError:
         return True
     now = time.monotonic()
-    if now - _replaced_logged_at >= REPLACED_LOG_EVERY_S:
-        _replaced_logged_at = now
+    if now - _REPLACED_LOGGED.get(storage, float("-inf")) >= REPLACED_LOG_EVERY_S:
+        _REPLACED_LOGGED[storage] = now
         log.warning(
             "the store's vectors are now another embedder's (a process sharing it started"
-            " with another `[memory] embedder`): %s uses keywords, and the embedder is not"
-            " called, until this process restarts with it",
+            " with another `[memory] embedder`): %s goes without vectors (words decide),"
+            " and this process calls its embedder no more until it restarts with it",
             purpose,
         )
     return False

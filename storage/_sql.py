@@ -199,7 +199,8 @@ _ANOTHER_EMBEDDER = (
     "the store's vectors are now another embedder's (a process sharing it started with"
     " another `[memory] embedder`): restart this one with it"
 )
-# How often a shared store's search reads again which embedder the vectors are of.
+# How often a shared store reads again which embedder the vectors are of
+# (`embedder_current`: before recall, `remember`, the extraction and the worker embed).
 EMBEDDER_RECHECK_S = 5.0
 # Why a job or search was given up after its claims ran out their lease again and again.
 _INTERRUPTED = (
@@ -1520,6 +1521,7 @@ class SQLStore(ABC):
             await self._prepare_vectors(db, dimensions, reset=reset)
         self._dimensions = dimensions
         self._vector_model = (model, dimensions)
+        self._ours_until = float("-inf")  # what was read of another embedder is moot
         return reset
 
     async def _recorded_embedder(self, db: Connection) -> list[Any]:

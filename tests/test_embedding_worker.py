@@ -291,6 +291,38 @@ async def test_a_held_memory_that_no_longer_waits_is_forgotten(store: SQLiteStor
     assert not worker._skipped
 
 
+async def test_a_held_memory_due_during_a_long_pass_keeps_its_backoff(
+    store: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass after a change of embedder lasts hours: a memory held back when the pass
+    read it, whose retry came due later in the same pass, was taken at the pass's end
+    for one that no longer waits and forgotten, so its next failure was its first
+    again (the shortest backoff, logged as new, on every pass). It keeps its count."""
+    monkeypatch.setattr(_background, "EMBED_BATCH", 1)
+    monkeypatch.setattr(_background, "EMBED_SLICE_S", 0.0)
+    clock = FakeClock()
+    held = await store.add_memory(DEFAULT_USER, REFUSED)  # the oldest: read first
+    worker = BackgroundWorker(
+        store, NoModel(), prefix=no_prefix, busy=list, clock=clock, embedder=Switchable({REFUSED})
+    )
+    await worker.handle(Drain())
+    assert worker._skipped[held.id].attempts == 1
+
+    class Slow(Switchable):
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            clock.advance(backoff(1))  # the pass's hours, one call
+            return await super().embed(texts)
+
+    for n in range(3):
+        await store.add_memory(DEFAULT_USER, good(n))
+    worker._embedder = Slow({REFUSED})
+    await worker.handle(Drain())  # read while held; due before the pass ended
+    assert await waiting_texts(store) == {REFUSED}
+    assert worker._skipped[held.id].attempts == 1  # kept, not forgotten
+    await worker.handle(Drain())  # tried again, failed again: twice now
+    assert worker._skipped[held.id].attempts == 2
+
+
 async def test_an_embedder_that_keeps_failing_ends_the_pass_after_a_few_calls(
     store: SQLiteStorage,
 ) -> None:

@@ -20,7 +20,7 @@ import msgspec
 import numpy
 import pytest
 
-from actors import SettingsError, _recall
+from actors import SettingsError
 from actors._digest import ProposedMemory, decide_memory, deduplicate
 from actors._recall import load_embedder, recall
 from frontmind import ToolFinished
@@ -803,7 +803,6 @@ async def test_a_replica_with_the_replaced_embedder_still_remembers_by_words(
     to an error. Nor does it call its embedder (a hosted service's calls are paid) for
     vectors the store would refuse: it says once why, and waits for its restart."""
     monkeypatch.setattr(_sql, "EMBEDDER_RECHECK_S", 0.0)  # the change seen at once
-    monkeypatch.setattr(_recall, "_replaced_logged_at", float("-inf"))
     caplog.set_level(logging.WARNING, logger="frontmind.recall")
     url = pg_server.new_database()
     digest = (
