@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 from ._exceptions import NotFound, SchemaTooNew, StorageUnavailable
 from ._fts import COUNT_CAP, MAX_SELECTIVE_TERMS, ROW_BUDGET, matched_terms
@@ -575,8 +576,10 @@ class PostgresStorage(SQLStore):
         if self._pgvector:
             # The query goes three times, as pgvector's text form: one string made once.
             # As `real[]` each copy was encoded element by element (384 of them, with
-            # type checks), a fifth of the call's own CPU.
-            text = f"[{','.join(map(repr, query))}]"
+            # type checks), a fifth of the call's own CPU. A JSON array of floats is that
+            # form, each float its shortest repr: msgspec writes it in 15 µs, where
+            # joining 384 reprs took 240 (bench/README.md).
+            text = msgspec.json.encode(query).decode()
             approx, exact = (user, at, text, k), (user, at, text, k, k)
             return await self._read(self._nearest, (*approx, *exact, text, list(among), user, at))
         # exact: every live vector of the user, scored in the database
