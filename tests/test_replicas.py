@@ -150,10 +150,14 @@ async def test_stats_on_the_database_reads_a_killed_replicas_turn_as_interrupted
     while a live replica's running turn, whose continuum's lease its session holds,
     stays `running`."""
     url = pg_server.new_database()
-    for name in ("a", "b"):
+    # A streams slowly, so that its turn is killed mid-reply. B's model never answers
+    # in the test's time: its turn is running through every check below, however long
+    # a loaded machine takes over them (streaming at 5 tokens a second, it once
+    # completed first), and is cancelled when the test leaves it.
+    configs = {"a": "tokens_per_second = 5.0", "b": "time_to_first_token_s = 600.0"}
+    for name, offline in configs.items():
         (tmp_path / name).mkdir()
-        # Both stream slowly: A's turn is killed mid-reply, B's runs through the checks.
-        (tmp_path / name / "frontmind.toml").write_text("[offline]\ntokens_per_second = 5.0\n")
+        (tmp_path / name / "frontmind.toml").write_text(f"[offline]\n{offline}\n")
     reader = tmp_path / "reader"  # the command's own data dir: no store, no lock of use
     reader.mkdir()
 
@@ -172,7 +176,7 @@ async def test_stats_on_the_database_reads_a_killed_replicas_turn_as_interrupted
             assert response.status_code == 200
             events = sse_events(response)
             async for name, _ in events:  # held: dropping it would end B's turn
-                if name == "text.delta":
+                if name == "turn.started":
                     break
             async with daemon(tmp_path / "a", "--database", url) as a, a.client() as ca:
                 await _kill_mid_turn(a, ca, "story")
