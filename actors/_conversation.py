@@ -1663,7 +1663,7 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         if len(uses) == 1 or not self._deps.settings.tools.parallel:
             # The common case (no task to start), and `[tools] parallel = false`: one
             # call at a time, should the model ask for several in one reply anyway.
-            steps = self._one_by_one(uses, turn, run, outcomes)
+            steps = self._one_by_one(uses, turn, effects, outcomes)
         else:
             steps = self._side_by_side(uses, turn, effects, outcomes)
         async with aclosing(steps) as events:
@@ -1678,14 +1678,14 @@ class ConversationActor(Actor[ConversationMessage, Any]):
         self,
         uses: list[ToolUseBlock],
         turn: Turn,
-        run: _TurnRun,
+        effects: list[Effect],
         outcomes: list[ToolOutcome | None],
     ) -> AsyncGenerator[ToolStarted | ToolFinished, None]:
         """Run the calls one after another, in order; each call's outcome goes in
-        `outcomes` at its index before its finish is yielded."""
+        `outcomes` at its index before its finish is yielded (as `_side_by_side`)."""
         for index, use in enumerate(uses):
             yield ToolStarted(use.id, use.name, use.input_json)
-            outcome = await self._run_tool(use, turn, run.effects)
+            outcome = await self._run_tool(use, turn, effects)
             outcomes[index] = outcome
             yield ToolFinished(use.id, use.name, outcome.is_error, outcome.content)
 
